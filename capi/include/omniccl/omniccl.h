@@ -1,0 +1,408 @@
+/*
+ * omniccl.h - the stable C ABI of OmniCCL, a collective-communication library.
+ *
+ * ABI policy
+ *   - This header is C99 and C++ compatible. Types and values are only ever
+ *     appended: no enumerator is renumbered, no struct field reordered, no
+ *     function removed or changed within one ABI major (OCCL_ABI_VERSION),
+ *     which is also the SONAME of the library (libomniccl.so.1).
+ *   - Every function returns occl_status_t (OCCL_SUCCESS == 0) except the two
+ *     string accessors. On failure, occl_last_error() gives a thread-local
+ *     message that names what was wrong (argument, rank, peer, op, sequence
+ *     number, OS error, hint).
+ *   - Handles are opaque. Every create has a destroy; destroy accepts NULL.
+ *   - Extensible structs (occl_config_t) start with size/magic/version; the
+ *     library reads min(size, its own sizeof) and defaults newer fields.
+ *   - Tensors are DLPack DLTensor (see omniccl/dlpack.h). They must be
+ *     contiguous (NULL strides or compact row-major strides); byte_offset is
+ *     honoured. Counts and sizes are 64-bit.
+ *
+ * Threads: one communicator may be used from one thread at a time for issuing
+ * operations; occl_comm_abort() and the occl_work_* functions may be called
+ * from any thread.
+ */
+#ifndef OMNICCL_OMNICCL_H_
+#define OMNICCL_OMNICCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omniccl/dlpack.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Versions                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** Library version: the one version number of the project. */
+#define OCCL_VERSION_MAJOR 0
+#define OCCL_VERSION_MINOR 1
+#define OCCL_VERSION_PATCH 0
+/** MAJOR*10000 + MINOR*100 + PATCH, comparable with occl_get_version(). */
+#define OCCL_VERSION_CODE \
+  (OCCL_VERSION_MAJOR * 10000 + OCCL_VERSION_MINOR * 100 + OCCL_VERSION_PATCH)
+/** ABI major: the SONAME suffix. Changes only when the ABI breaks. */
+#define OCCL_ABI_VERSION 1
+
+/* ------------------------------------------------------------------------ */
+/* Status codes (fixed values, never renumbered)                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum occl_status {
+  OCCL_SUCCESS = 0,
+  /** An argument is wrong (NULL, bad rank/root, wrong size, non-contiguous...). */
+  OCCL_ERR_INVALID_ARGUMENT = 1,
+  /** The request is well-formed but not supported (e.g. a non-CPU device). */
+  OCCL_ERR_UNSUPPORTED = 2,
+  /** A deadline passed; the message names the ranks that did not arrive. */
+  OCCL_ERR_TIMEOUT = 3,
+  /** A peer exited, was killed or disconnected. */
+  OCCL_ERR_PEER_FAILURE = 4,
+  /** Ranks called different operations (op, dtype, count, root, reduce op). */
+  OCCL_ERR_MISMATCH = 5,
+  /** An operating-system call failed; the message carries errno text. */
+  OCCL_ERR_SYSTEM = 6,
+  /** A bug in OmniCCL; please report it with the message. */
+  OCCL_ERR_INTERNAL = 7,
+  /** The communicator was aborted. */
+  OCCL_ERR_ABORTED = 8,
+  /** occl_work_test: the operation has not completed yet. */
+  OCCL_ERR_IN_PROGRESS = 9,
+  /** Header and library versions (or config struct versions) do not fit. */
+  OCCL_ERR_VERSION = 10,
+  /** Memory could not be allocated. */
+  OCCL_ERR_OUT_OF_MEMORY = 11,
+  /** The communicator is unusable after an earlier error (see the message). */
+  OCCL_ERR_COMM_FAILED = 12
+} occl_status_t;
+
+/**
+ * A static English name and description of a status code, e.g.
+ * "OCCL_ERR_TIMEOUT: a deadline passed". Never NULL; unknown values give
+ * "unknown status".
+ */
+const char* occl_status_string(occl_status_t status);
+
+/**
+ * The message describing the last failure of an occl_* call on this thread,
+ * or "" if none failed yet. Valid until the next occl_* call on this thread.
+ */
+const char* occl_last_error(void);
+
+/**
+ * Stores the run-time library version (OCCL_VERSION_CODE of the build) in
+ * *version. Returns OCCL_ERR_INVALID_ARGUMENT if version is NULL.
+ */
+occl_status_t occl_get_version(int* version);
+
+/**
+ * Checks that the header a program was compiled against fits the library it
+ * runs with. Call as OCCL_INIT_CHECK(). Returns OCCL_ERR_VERSION, with both
+ * versions in the message, if the ABI majors differ or the header is newer
+ * than the library.
+ */
+occl_status_t occl_init_check(int abi_version, int header_version);
+#define OCCL_INIT_CHECK() occl_init_check(OCCL_ABI_VERSION, OCCL_VERSION_CODE)
+
+/* ------------------------------------------------------------------------ */
+/* Reduce operations                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum occl_red_op {
+  OCCL_SUM = 0,
+  OCCL_PROD = 1,
+  OCCL_MIN = 2,
+  OCCL_MAX = 3,
+  /** Sum divided by the number of ranks (integers: truncating division). */
+  OCCL_AVG = 4,
+  /** Bitwise AND/OR/XOR: integer and bool types only. */
+  OCCL_BAND = 5,
+  OCCL_BOR = 6,
+  OCCL_BXOR = 7,
+  /**
+   * Placeholder value for PREMUL_SUM; real pre-multiplied sums are created
+   * with occl_red_op_create_premul_sum(), which returns a value >=
+   * OCCL_RED_OP_CUSTOM_BASE. Passing OCCL_PREMUL_SUM itself means a scalar 1.
+   */
+  OCCL_PREMUL_SUM = 8
+} occl_red_op_t;
+
+/** Reduce ops created at run time have values at or above this. */
+#define OCCL_RED_OP_CUSTOM_BASE 64
+
+/* ------------------------------------------------------------------------ */
+/* Handles and configuration                                                 */
+/* ------------------------------------------------------------------------ */
+
+/** A communicator: a group of ranks that run collectives together. */
+typedef struct occl_comm* occl_comm_t;
+/** A pending operation started with a non-NULL work argument. */
+typedef struct occl_work* occl_work_t;
+
+/** Bytes of an occl_unique_id_t. */
+#define OCCL_UNIQUE_ID_BYTES 128
+/** Rendezvous information created by one process and shared out of band. */
+typedef struct occl_unique_id {
+  char internal[OCCL_UNIQUE_ID_BYTES];
+} occl_unique_id_t;
+
+#define OCCL_CONFIG_MAGIC 0x4f43434cu /* "OCCL" */
+#define OCCL_CONFIG_VERSION 1u
+/** An int64 config field left at its default. */
+#define OCCL_CONFIG_UNDEF_INT64 INT64_MIN
+
+/**
+ * Communicator options. Initialise with OCCL_CONFIG_INIT and change fields;
+ * NULL strings and OCCL_CONFIG_UNDEF_INT64 mean "environment setting, else
+ * built-in default".
+ */
+typedef struct occl_config {
+  size_t size;           /**< sizeof(occl_config_t) as the caller compiled it */
+  unsigned int magic;    /**< OCCL_CONFIG_MAGIC */
+  unsigned int version;  /**< OCCL_CONFIG_VERSION */
+  /** Deadline of each blocking call in ms (OMNICCL_TIMEOUT; default 600000). */
+  int64_t timeout_ms;
+  /** "auto", "shm" or "tcp" (OMNICCL_TRANSPORT; default "auto"). */
+  const char* transport;
+  /**
+   * Algorithm override (OMNICCL_ALGO): a name applied to every collective
+   * that has it ("ring"), or a list "all_reduce=ring,broadcast=tree".
+   * Unknown names, or a name no listed collective offers, are an error.
+   */
+  const char* algorithm;
+} occl_config_t;
+
+#define OCCL_CONFIG_INIT                                                     \
+  {                                                                          \
+    sizeof(occl_config_t), OCCL_CONFIG_MAGIC, OCCL_CONFIG_VERSION,           \
+        OCCL_CONFIG_UNDEF_INT64, NULL, NULL                                  \
+  }
+
+/* ------------------------------------------------------------------------ */
+/* Communicators                                                             */
+/* ------------------------------------------------------------------------ */
+
+/** Pass as rank or world_size to take the value from the environment. */
+#define OCCL_FROM_ENV (-1)
+
+/**
+ * Creates rendezvous information for occl_comm_init_unique_id(). The calling
+ * process serves the rendezvous until it exits, so it must stay alive while
+ * the ranks initialise. Share the bytes with every rank out of band.
+ */
+occl_status_t occl_get_unique_id(occl_unique_id_t* id);
+
+/**
+ * Creates a communicator; collective over all world_size ranks.
+ *
+ * init_method:
+ *   "env://"           MASTER_ADDR/MASTER_PORT with rank and size from RANK/
+ *                      WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK/SIZE (Open
+ *                      MPI), PMI_RANK/PMI_SIZE (MPICH/Hydra) or SLURM_PROCID/
+ *                      SLURM_NTASKS (Slurm), in that order of preference.
+ *   "tcp://host:port"  rank 0 serves the rendezvous on host:port.
+ *   "file:///path"     a directory on a file system every rank sees.
+ * rank, world_size: explicit values, or OCCL_FROM_ENV.
+ * config: NULL for defaults.
+ * On success *comm is a new communicator (free with occl_comm_destroy); on
+ * failure *comm is NULL and nothing is left behind.
+ */
+occl_status_t occl_comm_init(occl_comm_t* comm, const char* init_method,
+                             int rank, int world_size,
+                             const occl_config_t* config);
+
+/** Creates a communicator from an id made by occl_get_unique_id(). */
+occl_status_t occl_comm_init_unique_id(occl_comm_t* comm, int world_size,
+                                       const occl_unique_id_t* id, int rank,
+                                       const occl_config_t* config);
+
+/** Color value for ranks that want no communicator from occl_comm_split. */
+#define OCCL_SPLIT_NOCOLOR (-1)
+
+/**
+ * Splits comm: ranks passing the same color get a new communicator together,
+ * ordered by key (ties by old rank). Collective over comm. A rank passing
+ * OCCL_SPLIT_NOCOLOR gets *newcomm = NULL. config NULL inherits comm's.
+ */
+occl_status_t occl_comm_split(occl_comm_t comm, int color, int key,
+                              const occl_config_t* config,
+                              occl_comm_t* newcomm);
+
+/**
+ * Frees a communicator (local; peers are told it left). NULL is accepted.
+ * Pending work handles stay valid and complete with OCCL_ERR_ABORTED if
+ * they had not finished.
+ */
+occl_status_t occl_comm_destroy(occl_comm_t comm);
+
+/**
+ * Aborts and frees a communicator: local, never blocks on peers. Operations
+ * in flight on other threads return OCCL_ERR_ABORTED. NULL is accepted.
+ */
+occl_status_t occl_comm_abort(occl_comm_t comm);
+
+/** Stores this process's rank in comm. */
+occl_status_t occl_comm_rank(occl_comm_t comm, int* rank);
+/** Stores the number of ranks in comm. */
+occl_status_t occl_comm_size(occl_comm_t comm, int* size);
+/** Stores the transport comm uses ("shm" or "tcp"); a static string. */
+occl_status_t occl_comm_transport(occl_comm_t comm, const char** name);
+/** Changes the deadline of later blocking calls on comm (ms, > 0). */
+occl_status_t occl_comm_set_timeout(occl_comm_t comm, int64_t timeout_ms);
+
+/**
+ * Creates a PREMUL_SUM reduce op for comm: each rank's input is multiplied by
+ * scalar before summing. For integer dtypes the scalar must be integral.
+ * Free with occl_red_op_destroy.
+ */
+occl_status_t occl_red_op_create_premul_sum(occl_comm_t comm, double scalar,
+                                            occl_red_op_t* op);
+/** Frees an op made by occl_red_op_create_premul_sum. */
+occl_status_t occl_red_op_destroy(occl_comm_t comm, occl_red_op_t op);
+
+/* ------------------------------------------------------------------------ */
+/* Operations                                                                */
+/*                                                                           */
+/* Every operation takes `work`: NULL runs it to completion (blocking); a    */
+/* non-NULL pointer starts it and stores a handle to wait on. Operations on   */
+/* one communicator run in the order they were issued. Tensors hold `count`  */
+/* elements = the product of their shape. All ranks must call an operation  */
+/* with matching op, dtype, count, root and reduce op; a difference is       */
+/* reported as OCCL_ERR_MISMATCH naming the ranks and fields.               */
+/* ------------------------------------------------------------------------ */
+
+/** Sends tensor to rank peer; matched by occl_recv on peer, in order. */
+occl_status_t occl_send(const DLTensor* tensor, int peer, occl_comm_t comm,
+                        occl_work_t* work);
+/** Receives into tensor from rank peer. Sizes must match the send. */
+occl_status_t occl_recv(const DLTensor* tensor, int peer, occl_comm_t comm,
+                        occl_work_t* work);
+
+/** Copies root's tensor into tensor on every rank (in place). */
+occl_status_t occl_broadcast(const DLTensor* tensor, int root,
+                             occl_comm_t comm, occl_work_t* work);
+
+/**
+ * Splits root's sendbuf (size * n elements) into size parts; rank i receives
+ * part i in recvbuf (n elements). sendbuf is ignored (may be NULL) on
+ * non-roots. In place on root: recvbuf data == sendbuf data + root * n.
+ */
+occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                           int root, occl_comm_t comm, occl_work_t* work);
+
+/**
+ * Collects every rank's sendbuf (n elements) into root's recvbuf (size * n,
+ * in rank order). recvbuf is ignored (may be NULL) on non-roots.
+ */
+occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                          int root, occl_comm_t comm, occl_work_t* work);
+
+/**
+ * Reduces every rank's sendbuf with op into root's recvbuf. Non-root inputs
+ * are never modified; recvbuf is ignored (may be NULL) on non-roots. In
+ * place on root when recvbuf and sendbuf are the same memory.
+ */
+occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                          occl_red_op_t op, int root, occl_comm_t comm,
+                          occl_work_t* work);
+
+/**
+ * Reduces every rank's sendbuf with op into every rank's recvbuf; every rank
+ * gets bit-identical results. In place when sendbuf and recvbuf coincide.
+ */
+occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                              occl_red_op_t op, occl_comm_t comm,
+                              occl_work_t* work);
+
+/** Concatenates every rank's sendbuf (n) into every recvbuf (size * n). */
+occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                              occl_comm_t comm, occl_work_t* work);
+
+/**
+ * Reduces sendbuf (size * n elements) with op; rank i receives reduced part i
+ * in recvbuf (n elements).
+ */
+occl_status_t occl_reduce_scatter(const DLTensor* sendbuf,
+                                  const DLTensor* recvbuf, occl_red_op_t op,
+                                  occl_comm_t comm, occl_work_t* work);
+
+/**
+ * Part j of rank i's sendbuf (size * n elements) becomes part i of rank j's
+ * recvbuf. In place when the two coincide.
+ */
+occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                              occl_comm_t comm, occl_work_t* work);
+
+/** Returns once every rank has entered the barrier. */
+occl_status_t occl_barrier(occl_comm_t comm, occl_work_t* work);
+
+/**
+ * all_gather with per-rank counts: rank i contributes recv_counts[i]
+ * elements, placed at recv_displs[i] (elements) of recvbuf; recv_displs NULL
+ * means packed in rank order.
+ */
+occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                               const int64_t* recv_counts,
+                               const int64_t* recv_displs, occl_comm_t comm,
+                               occl_work_t* work);
+
+/**
+ * all_to_all with per-peer counts and displacements (elements); NULL
+ * displacements mean packed in rank order. send_counts[j] on rank i must equal
+ * recv_counts[i] on rank j.
+ */
+occl_status_t occl_all_to_allv(const DLTensor* sendbuf,
+                               const int64_t* send_counts,
+                               const int64_t* send_displs,
+                               const DLTensor* recvbuf,
+                               const int64_t* recv_counts,
+                               const int64_t* recv_displs, occl_comm_t comm,
+                               occl_work_t* work);
+
+/**
+ * gather with per-rank counts: root's recv_counts/recv_displs (elements,
+ * displs NULL = packed) say where each rank's sendbuf lands. Non-roots may
+ * pass NULL recvbuf, recv_counts and recv_displs.
+ */
+occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                           const int64_t* recv_counts,
+                           const int64_t* recv_displs, int root,
+                           occl_comm_t comm, occl_work_t* work);
+
+/**
+ * scatter with per-rank counts: root sends send_counts[i] elements at
+ * send_displs[i] (NULL = packed) to rank i's recvbuf. Non-roots may pass NULL
+ * sendbuf, send_counts and send_displs.
+ */
+occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts,
+                            const int64_t* send_displs,
+                            const DLTensor* recvbuf, int root,
+                            occl_comm_t comm, occl_work_t* work);
+
+/* ------------------------------------------------------------------------ */
+/* Work handles                                                              */
+/* ------------------------------------------------------------------------ */
+
+/** Blocks until work completes; returns the operation's status. */
+occl_status_t occl_work_wait(occl_work_t work);
+
+/**
+ * Non-blocking check. Returns OCCL_ERR_IN_PROGRESS while running, else the
+ * operation's status (OCCL_SUCCESS once done).
+ */
+occl_status_t occl_work_test(occl_work_t work);
+
+/**
+ * Frees a handle; NULL is accepted. An operation still running continues
+ * (its buffers must stay valid until it ends) and is no longer waitable.
+ */
+occl_status_t occl_work_free(occl_work_t work);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* OMNICCL_OMNICCL_H_ */

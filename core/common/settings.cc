@@ -1,0 +1,79 @@
+#include "common/settings.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/status.h"
+
+namespace omniccl {
+
+namespace {
+
+constexpr SettingInfo kSettings[] = {
+    {"OMNICCL_TIMEOUT", "600s",
+     "Deadline of every blocking call (seconds, or with a unit: 500ms, 30s, 10m)."},
+    {"OMNICCL_TRANSPORT", "auto",
+     "auto (shared memory between ranks on one host, TCP otherwise), shm, or tcp."},
+    {"OMNICCL_ALGO", "(tuned)",
+     "Algorithm override: one name for every collective that has it (ring), or "
+     "a list such as all_reduce=ring,broadcast=tree. Unknown or unusable names are an error."},
+    {"OMNICCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO, DEBUG or TRACE (to stderr)."},
+    {"OMNICCL_DEBUG_SUBSYS", "ALL",
+     "Comma list of log subsystems: INIT, BOOTSTRAP, TRANSPORT, COLL, TUNING, ALL."},
+    {"OMNICCL_SOCKET_ADDR", "(auto)",
+     "IP address this rank listens on for TCP connections; default: the address "
+     "that reaches the rendezvous host."},
+    {"MASTER_ADDR", "-", "env:// rendezvous host (torchrun)."},
+    {"MASTER_PORT", "-", "env:// rendezvous port (torchrun)."},
+    {"RANK", "-", "env:// rank (torchrun); also OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID."},
+    {"WORLD_SIZE", "-",
+     "env:// number of ranks (torchrun); also OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS."},
+    {"LOCAL_RANK", "-", "Rank within the host, set by the launchers (informational)."},
+    {"OMPI_COMM_WORLD_RANK", "-", "env:// rank under Open MPI's mpirun."},
+    {"OMPI_COMM_WORLD_SIZE", "-", "env:// size under Open MPI's mpirun."},
+    {"PMI_RANK", "-", "env:// rank under MPICH/Hydra."},
+    {"PMI_SIZE", "-", "env:// size under MPICH/Hydra."},
+    {"SLURM_PROCID", "-", "env:// rank under Slurm's srun."},
+    {"SLURM_NTASKS", "-", "env:// size under Slurm's srun."},
+};
+
+}  // namespace
+
+std::span<const SettingInfo> all_settings() { return kSettings; }
+
+std::optional<std::string> get_setting(const char* name) {
+  bool known = false;
+  for (const auto& s : kSettings) {
+    if (std::strcmp(s.name, name) == 0) known = true;
+  }
+  if (!known) fail(Status::kInternal, "setting ", name, " is not in the settings table");
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+int64_t parse_duration_ms(const std::string& text, const std::string& what) {
+  const char* s = text.c_str();
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  if (end == s || v < 0) {
+    fail(Status::kInvalidArgument, what, "='", text,
+         "' is not a duration (examples: 600, 30s, 1500ms, 10m)");
+  }
+  std::string unit(end);
+  double ms;
+  if (unit.empty() || unit == "s") {
+    ms = v * 1000.0;
+  } else if (unit == "ms") {
+    ms = v;
+  } else if (unit == "m" || unit == "min") {
+    ms = v * 60000.0;
+  } else {
+    fail(Status::kInvalidArgument, what, "='", text, "' has unknown unit '", unit,
+         "' (use ms, s or m)");
+  }
+  if (ms < 1) fail(Status::kInvalidArgument, what, "='", text, "' must be at least 1ms");
+  return static_cast<int64_t>(ms);
+}
+
+}  // namespace omniccl
