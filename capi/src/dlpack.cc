@@ -1,0 +1,102 @@
+#include "dlpack.h"
+
+#include "common/status.h"
+
+namespace omniccl::capi {
+
+namespace {
+
+const char* device_name(int32_t type) {
+  switch (type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return "cuda";
+    case kDLCUDAHost: return "cuda_host";
+    case kDLCUDAManaged: return "cuda_managed";
+    case kDLROCM: return "rocm";
+    case kDLOpenCL: return "opencl";
+    case kDLVulkan: return "vulkan";
+    case kDLMetal: return "metal";
+    case kDLOneAPI: return "oneapi";
+    default: return "unknown";
+  }
+}
+
+DType to_dtype(DLDataType d, const char* name) {
+  check_arg(d.lanes == 1, name, ": vector dtypes (lanes=", d.lanes, ") are not supported");
+  switch (d.code) {
+    case kDLInt:
+      switch (d.bits) {
+        case 8: return DType::kInt8;
+        case 16: return DType::kInt16;
+        case 32: return DType::kInt32;
+        case 64: return DType::kInt64;
+      }
+      break;
+    case kDLUInt:
+      switch (d.bits) {
+        case 8: return DType::kUInt8;
+        case 16: return DType::kUInt16;
+        case 32: return DType::kUInt32;
+        case 64: return DType::kUInt64;
+      }
+      break;
+    case kDLFloat:
+      switch (d.bits) {
+        case 16: return DType::kFloat16;
+        case 32: return DType::kFloat32;
+        case 64: return DType::kFloat64;
+      }
+      break;
+    case kDLBfloat:
+      if (d.bits == 16) return DType::kBFloat16;
+      break;
+    case kDLBool:
+      if (d.bits == 8) return DType::kBool;
+      break;
+  }
+  fail(Status::kInvalidArgument, name, ": dtype code ", int(d.code), " with ", int(d.bits),
+       " bits is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool)");
+}
+
+}  // namespace
+
+TensorView to_view(const DLTensor* t, const char* name) {
+  check_arg(t != nullptr, name, " is NULL");
+  check_arg(t->ndim >= 0, name, ": ndim is negative (", t->ndim, ")");
+  check_arg(t->ndim == 0 || t->shape != nullptr, name, ": shape is NULL but ndim is ", t->ndim);
+  TensorView v;
+  v.dtype = to_dtype(t->dtype, name);
+  if (t->device.device_type != kDLCPU) {
+    fail(Status::kUnsupported, name, " is on device ", device_name(t->device.device_type), ":", t->device.device_id,
+         "; this build of OmniCCL supports CPU tensors only");
+  }
+  size_t count = 1;
+  for (int32_t i = 0; i < t->ndim; ++i) {
+    check_arg(t->shape[i] >= 0, name, ": shape[", i, "] is negative (", t->shape[i], ")");
+    count *= static_cast<size_t>(t->shape[i]);
+  }
+  if (t->strides != nullptr && count > 0) {
+    int64_t expected = 1;
+    for (int32_t i = t->ndim - 1; i >= 0; --i) {
+      // Extent-1 dimensions may carry any stride (as DLPack producers emit).
+      if (t->shape[i] != 1 && t->strides[i] != expected) {
+        fail(Status::kInvalidArgument, name, " is not contiguous (dimension ", i, " has stride ", t->strides[i],
+             ", a compact row-major tensor has ", expected, "); make a contiguous copy first");
+      }
+      expected *= t->shape[i];
+    }
+  }
+  check_arg(count == 0 || t->data != nullptr, name, ": data is NULL but the tensor has ", count, " elements");
+  v.count = count;
+  v.data = t->data == nullptr ? nullptr : static_cast<char*>(t->data) + t->byte_offset;
+  v.device = DeviceKind::kCPU;
+  v.device_id = t->device.device_id;
+  return v;
+}
+
+std::optional<TensorView> to_optional_view(const DLTensor* t, const char* name) {
+  if (t == nullptr) return std::nullopt;
+  return to_view(t, name);
+}
+
+}  // namespace omniccl::capi

@@ -1,0 +1,62 @@
+// Algorithms: each moves data through an Engine that has begun an operation
+// (engine.h defines transfer and step). Sizes are in bytes unless named
+// `count` (elements of the operation's dtype). Buffers follow the collective's
+// contract; none of these writes to an input buffer it does not own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithm/engine.h"
+
+namespace omniccl::algo {
+
+// all_reduce, in place on buf (count elements).
+void all_reduce_ring(Engine& e, char* buf, size_t count);
+void all_reduce_recursive_doubling(Engine& e, char* buf, size_t count);
+void all_reduce_tree(Engine& e, char* buf, size_t count);
+void all_reduce_direct(Engine& e, char* buf, size_t count);
+
+// reduce_scatter: send holds size * count elements, recv count elements
+// (recv may be send's own block).
+void reduce_scatter_ring(Engine& e, const char* send, char* recv, size_t count);
+void reduce_scatter_recursive_halving(Engine& e, const char* send, char* recv, size_t count);
+void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count);
+
+// all_gather: `bytes` per rank; send may be recv's own block.
+void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes);
+void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes);
+void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes);
+
+// broadcast of buf (bytes) from root.
+void broadcast_tree(Engine& e, char* buf, size_t bytes, int root);
+void broadcast_ring(Engine& e, char* buf, size_t bytes, int root);
+void broadcast_direct(Engine& e, char* buf, size_t bytes, int root);
+
+// reduce of send (count elements) into root's recv; send is never written.
+void reduce_tree(Engine& e, const char* send, char* recv, size_t count, int root);
+void reduce_direct(Engine& e, const char* send, char* recv, size_t count, int root);
+
+// gather / scatter of `bytes` per rank.
+void gather_tree(Engine& e, const char* send, char* recv, size_t bytes, int root);
+void gather_direct(Engine& e, const char* send, char* recv, size_t bytes, int root);
+void scatter_tree(Engine& e, const char* send, char* recv, size_t bytes, int root);
+void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int root);
+
+// all_to_all of `bytes` per peer; send and recv do not overlap.
+void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes);
+void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes);
+
+void barrier_dissemination(Engine& e);
+void barrier_direct(Engine& e);
+
+// v-variants (direct); counts and displacements in bytes, one per rank.
+void all_gatherv_direct(Engine& e, const char* send, char* recv, const uint64_t* counts, const uint64_t* displs);
+void all_to_allv_direct(Engine& e, const char* send, const uint64_t* send_counts, const uint64_t* send_displs,
+                        char* recv, const uint64_t* recv_counts, const uint64_t* recv_displs);
+void gatherv_direct(Engine& e, const char* send, uint64_t send_bytes, char* recv, const uint64_t* counts,
+                    const uint64_t* displs, int root);
+void scatterv_direct(Engine& e, const char* send, const uint64_t* counts, const uint64_t* displs, char* recv,
+                     uint64_t recv_bytes, int root);
+
+}  // namespace omniccl::algo

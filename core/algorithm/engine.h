@@ -1,0 +1,114 @@
+// Engine: moves the transfers of one algorithm step through the Mesh.
+//
+// Words used by every algorithm:
+//   transfer  one message to or from one peer: a WireHeader, then `bytes` of
+//             payload. Kinds: send, recv (copy into dst), recv-reduce
+//             (dst = op(src, incoming), dst may equal src).
+//   step      a set of transfers that make progress together; run() returns
+//             when all are complete. Transfers to the same peer in the same
+//             direction complete in the order given.
+// Every message header carries the operation's signature (kind, sequence
+// number, dtype, count, root, reduce op, algorithm, step), so calls that do
+// not match across ranks are detected and reported with the differing fields
+// instead of corrupting data.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/time.h"
+#include "tensor/tensor.h"
+#include "transport/mesh.h"
+
+namespace omniccl {
+
+enum class OpKind : uint8_t {
+  kSendRecv = 1,
+  kBroadcast,
+  kScatter,
+  kGather,
+  kReduce,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier,
+  kAllGatherV,
+  kAllToAllV,
+  kGatherV,
+  kScatterV,
+  kInternal,  ///< library-internal exchanges (split)
+};
+const char* op_kind_name(OpKind k);
+
+/// What every rank must agree on for one operation.
+struct OpSignature {
+  OpKind kind = OpKind::kBarrier;
+  DType dtype = DType::kUInt8;
+  RedOp redop = RedOp::kSum;
+  int32_t root = -1;
+  uint64_t count = 0;   ///< per-op meaning, equal on all ranks (0 for v-ops)
+  uint64_t seq = 0;     ///< collective sequence number, or per-pair p2p number
+  uint8_t algo = 0;     ///< algorithm id (all ranks must pick the same)
+  const char* algo_name = "";
+};
+
+struct Transfer {
+  enum class Kind : uint8_t { kSend, kRecv, kRecvReduce };
+  Kind kind = Kind::kSend;
+  int peer = -1;
+  const char* src = nullptr;  ///< send payload, or local operand of recv-reduce
+  char* dst = nullptr;        ///< recv / recv-reduce destination
+  size_t bytes = 0;
+  uint32_t step = 0;          ///< algorithm step; both sides must use the same
+
+  static Transfer send(int peer, const void* src, size_t bytes, uint32_t step) {
+    return {Kind::kSend, peer, static_cast<const char*>(src), nullptr, bytes, step};
+  }
+  static Transfer recv(int peer, void* dst, size_t bytes, uint32_t step) {
+    return {Kind::kRecv, peer, nullptr, static_cast<char*>(dst), bytes, step};
+  }
+  static Transfer recv_reduce(int peer, const void* local, void* dst, size_t bytes, uint32_t step) {
+    return {Kind::kRecvReduce, peer, static_cast<const char*>(local), static_cast<char*>(dst), bytes, step};
+  }
+};
+
+class Engine {
+ public:
+  explicit Engine(transport::Mesh& mesh) : mesh_(mesh) {}
+
+  /// Starts an operation: sets its signature, reduce op and deadline.
+  void begin(const OpSignature& sig, RedOp combine, Deadline deadline);
+  /// Runs one step to completion (or throws: kTimeout, kPeerFailure,
+  /// kMismatch, kAborted). An empty step returns at once.
+  void run(std::span<Transfer> transfers);
+  /// Convenience: one step of a send and/or a recv.
+  void run(std::initializer_list<Transfer> transfers);
+
+  /// Scratch memory owned by the engine, grown on demand and reused across
+  /// operations (no allocation per operation in steady state). `slot`
+  /// selects independent buffers.
+  char* scratch(size_t bytes, int slot = 0);
+
+  int rank() const { return mesh_.rank(); }
+  int size() const { return mesh_.size(); }
+  const OpSignature& signature() const { return sig_; }
+  transport::Mesh& mesh() { return mesh_; }
+
+ private:
+  struct State;
+  bool advance(State& s);
+  void check_header(const State& s);
+  std::string op_text() const;
+
+  transport::Mesh& mesh_;
+  OpSignature sig_;
+  RedOp combine_ = RedOp::kSum;
+  Deadline deadline_ = Deadline::never();
+  std::vector<std::vector<char>> scratch_;
+  std::vector<char> staging_;
+};
+
+}  // namespace omniccl

@@ -1,0 +1,303 @@
+// Data-movement algorithms: broadcast, all_gather, gather, scatter,
+// all_to_all, barrier and the v-variants.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "algorithm/algorithms.h"
+#include "algorithm/patterns/patterns.h"
+
+namespace omniccl::algo {
+
+namespace {
+
+using patterns::from_vrank;
+using patterns::lowbit;
+using patterns::subtree_size;
+using patterns::to_vrank;
+
+constexpr size_t kChainChunk = 512 * 1024;  // pipelining unit of the broadcast chain
+
+void copy_if_distinct(char* dst, const char* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+}  // namespace
+
+void broadcast_tree(Engine& e, char* buf, size_t bytes, int root) {
+  const int n = e.size(), r = e.rank();
+  if (n == 1) return;
+  const int vr = to_vrank(r, root, n);
+  int mask = 1;
+  while (mask < n) {
+    if (vr & mask) {
+      e.run({Transfer::recv(from_vrank(vr - mask, root, n), buf, bytes, uint32_t(mask))});
+      break;
+    }
+    mask <<= 1;
+  }
+  std::vector<Transfer> ts;
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (vr + mask < n) ts.push_back(Transfer::send(from_vrank(vr + mask, root, n), buf, bytes, uint32_t(mask)));
+  }
+  e.run(ts);
+}
+
+void broadcast_ring(Engine& e, char* buf, size_t bytes, int root) {
+  const int n = e.size(), r = e.rank();
+  if (n == 1) return;
+  const int vr = to_vrank(r, root, n);
+  const int prev = (r - 1 + n) % n, next = (r + 1) % n;
+  const size_t chunks = std::max<size_t>(1, (bytes + kChainChunk - 1) / kChainChunk);
+  auto at = [&](size_t c) { return buf + c * kChainChunk; };
+  auto len = [&](size_t c) { return std::min(kChainChunk, bytes - std::min(bytes, c * kChainChunk)); };
+  std::vector<Transfer> ts;
+  if (vr == 0) {
+    for (size_t c = 0; c < chunks; ++c) ts.push_back(Transfer::send(next, at(c), len(c), uint32_t(c)));
+    e.run(ts);
+    return;
+  }
+  if (vr == n - 1) {
+    for (size_t c = 0; c < chunks; ++c) ts.push_back(Transfer::recv(prev, at(c), len(c), uint32_t(c)));
+    e.run(ts);
+    return;
+  }
+  // Middle of the chain: receive chunk c while forwarding chunk c-1.
+  for (size_t c = 0; c <= chunks; ++c) {
+    ts.clear();
+    if (c < chunks) ts.push_back(Transfer::recv(prev, at(c), len(c), uint32_t(c)));
+    if (c >= 1) ts.push_back(Transfer::send(next, at(c - 1), len(c - 1), uint32_t(c - 1)));
+    e.run(ts);
+  }
+}
+
+void broadcast_direct(Engine& e, char* buf, size_t bytes, int root) {
+  const int n = e.size(), r = e.rank();
+  if (n == 1) return;
+  std::vector<Transfer> ts;
+  if (r == root) {
+    for (int p = 0; p < n; ++p) {
+      if (p != r) ts.push_back(Transfer::send(p, buf, bytes, 0));
+    }
+  } else {
+    ts.push_back(Transfer::recv(root, buf, bytes, 0));
+  }
+  e.run(ts);
+}
+
+void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes) {
+  const int n = e.size(), r = e.rank();
+  copy_if_distinct(recv + r * bytes, send, bytes);
+  const int left = (r - 1 + n) % n, right = (r + 1) % n;
+  for (int s = 0; s < n - 1; ++s) {
+    int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
+    e.run({Transfer::send(right, recv + sb * bytes, bytes, s), Transfer::recv(left, recv + rb * bytes, bytes, s)});
+  }
+}
+
+void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes) {
+  const int n = e.size(), r = e.rank();
+  if (n == 1) {
+    copy_if_distinct(recv, send, bytes);
+    return;
+  }
+  // tmp[i] holds the block of rank (r + i) % n.
+  char* tmp = e.scratch(bytes * n, 1);
+  if (bytes > 0) std::memcpy(tmp, send, bytes);
+  for (int k = 1; k < n; k <<= 1) {
+    size_t cnt = std::min(k, n - k);
+    e.run({Transfer::send((r - k + n) % n, tmp, cnt * bytes, uint32_t(k)),
+           Transfer::recv((r + k) % n, tmp + k * bytes, cnt * bytes, uint32_t(k))});
+  }
+  if (bytes == 0) return;
+  for (int i = 0; i < n; ++i) std::memcpy(recv + ((r + i) % n) * bytes, tmp + i * bytes, bytes);
+}
+
+void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes) {
+  const int n = e.size(), r = e.rank();
+  copy_if_distinct(recv + r * bytes, send, bytes);
+  std::vector<Transfer> ts;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    ts.push_back(Transfer::send(p, recv + r * bytes, bytes, 0));
+    ts.push_back(Transfer::recv(p, recv + p * bytes, bytes, 0));
+  }
+  e.run(ts);
+}
+
+void gather_tree(Engine& e, const char* send, char* recv, size_t bytes, int root) {
+  const int n = e.size(), r = e.rank();
+  const int vr = to_vrank(r, root, n);
+  // tmp holds the blocks of vranks [vr, vr + have) in vrank order.
+  char* tmp = e.scratch(bytes * subtree_size(vr, n), 1);
+  if (bytes > 0) std::memcpy(tmp, send, bytes);
+  int have = 1;
+  for (int mask = 1; mask < n; mask <<= 1) {
+    if (vr & mask) {
+      e.run({Transfer::send(from_vrank(vr - mask, root, n), tmp, have * bytes, uint32_t(mask))});
+      return;
+    }
+    if (vr + mask < n) {
+      int cnt = std::min(mask, n - (vr + mask));
+      e.run({Transfer::recv(from_vrank(vr + mask, root, n), tmp + size_t(mask) * bytes, cnt * bytes, uint32_t(mask))});
+      have = mask + cnt;
+    }
+  }
+  if (bytes == 0) return;
+  for (int v = 0; v < n; ++v) std::memcpy(recv + from_vrank(v, root, n) * bytes, tmp + v * bytes, bytes);
+}
+
+void gather_direct(Engine& e, const char* send, char* recv, size_t bytes, int root) {
+  const int n = e.size(), r = e.rank();
+  if (r != root) {
+    e.run({Transfer::send(root, send, bytes, 0)});
+    return;
+  }
+  copy_if_distinct(recv + r * bytes, send, bytes);
+  std::vector<Transfer> ts;
+  for (int p = 0; p < n; ++p) {
+    if (p != r) ts.push_back(Transfer::recv(p, recv + p * bytes, bytes, 0));
+  }
+  e.run(ts);
+}
+
+void scatter_tree(Engine& e, const char* send, char* recv, size_t bytes, int root) {
+  const int n = e.size(), r = e.rank();
+  const int vr = to_vrank(r, root, n);
+  const int size = subtree_size(vr, n);
+  char* tmp = e.scratch(bytes * size, 1);
+  int top;  // children are vr + m for m = top, top/2, ..., 1
+  if (vr == 0) {
+    if (bytes > 0) {
+      for (int v = 0; v < n; ++v) std::memcpy(tmp + v * bytes, send + from_vrank(v, root, n) * bytes, bytes);
+    }
+    top = patterns::pow2_floor(n);
+  } else {
+    int m = lowbit(vr);
+    e.run({Transfer::recv(from_vrank(vr - m, root, n), tmp, size * bytes, uint32_t(m))});
+    top = m / 2;
+  }
+  std::vector<Transfer> ts;
+  for (int m = top; m >= 1; m >>= 1) {
+    if (vr + m >= n) continue;
+    int cnt = std::min(m, n - (vr + m));
+    ts.push_back(Transfer::send(from_vrank(vr + m, root, n), tmp + size_t(m) * bytes, cnt * bytes, uint32_t(m)));
+  }
+  e.run(ts);
+  copy_if_distinct(recv, tmp, bytes);
+}
+
+void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int root) {
+  const int n = e.size(), r = e.rank();
+  if (r != root) {
+    e.run({Transfer::recv(root, recv, bytes, 0)});
+    return;
+  }
+  std::vector<Transfer> ts;
+  for (int p = 0; p < n; ++p) {
+    if (p != r) ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
+  }
+  e.run(ts);
+  copy_if_distinct(recv, send + r * bytes, bytes);
+}
+
+void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes) {
+  const int n = e.size(), r = e.rank();
+  copy_if_distinct(recv + r * bytes, send + r * bytes, bytes);
+  for (int s = 1; s < n; ++s) {
+    int to = (r + s) % n, from = (r - s + n) % n;
+    e.run({Transfer::send(to, send + to * bytes, bytes, s), Transfer::recv(from, recv + from * bytes, bytes, s)});
+  }
+}
+
+void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes) {
+  const int n = e.size(), r = e.rank();
+  copy_if_distinct(recv + r * bytes, send + r * bytes, bytes);
+  std::vector<Transfer> ts;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
+    ts.push_back(Transfer::recv(p, recv + p * bytes, bytes, 0));
+  }
+  e.run(ts);
+}
+
+void barrier_dissemination(Engine& e) {
+  const int n = e.size(), r = e.rank();
+  for (int k = 1; k < n; k <<= 1) {
+    e.run({Transfer::send((r + k) % n, nullptr, 0, uint32_t(k)), Transfer::recv((r - k + n) % n, nullptr, 0, uint32_t(k))});
+  }
+}
+
+void barrier_direct(Engine& e) {
+  const int n = e.size(), r = e.rank();
+  if (n == 1) return;
+  std::vector<Transfer> ts;
+  if (r == 0) {
+    for (int p = 1; p < n; ++p) ts.push_back(Transfer::recv(p, nullptr, 0, 0));
+    e.run(ts);
+    ts.clear();
+    for (int p = 1; p < n; ++p) ts.push_back(Transfer::send(p, nullptr, 0, 1));
+    e.run(ts);
+  } else {
+    e.run({Transfer::send(0, nullptr, 0, 0)});
+    e.run({Transfer::recv(0, nullptr, 0, 1)});
+  }
+}
+
+void all_gatherv_direct(Engine& e, const char* send, char* recv, const uint64_t* counts, const uint64_t* displs) {
+  const int n = e.size(), r = e.rank();
+  copy_if_distinct(recv + displs[r], send, counts[r]);
+  std::vector<Transfer> ts;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    ts.push_back(Transfer::send(p, recv + displs[r], counts[r], 0));
+    ts.push_back(Transfer::recv(p, recv + displs[p], counts[p], 0));
+  }
+  e.run(ts);
+}
+
+void all_to_allv_direct(Engine& e, const char* send, const uint64_t* send_counts, const uint64_t* send_displs,
+                        char* recv, const uint64_t* recv_counts, const uint64_t* recv_displs) {
+  const int n = e.size(), r = e.rank();
+  copy_if_distinct(recv + recv_displs[r], send + send_displs[r], std::min(send_counts[r], recv_counts[r]));
+  std::vector<Transfer> ts;
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    ts.push_back(Transfer::send(p, send + send_displs[p], send_counts[p], 0));
+    ts.push_back(Transfer::recv(p, recv + recv_displs[p], recv_counts[p], 0));
+  }
+  e.run(ts);
+}
+
+void gatherv_direct(Engine& e, const char* send, uint64_t send_bytes, char* recv, const uint64_t* counts,
+                    const uint64_t* displs, int root) {
+  const int n = e.size(), r = e.rank();
+  if (r != root) {
+    e.run({Transfer::send(root, send, send_bytes, 0)});
+    return;
+  }
+  copy_if_distinct(recv + displs[r], send, counts[r]);
+  std::vector<Transfer> ts;
+  for (int p = 0; p < n; ++p) {
+    if (p != r) ts.push_back(Transfer::recv(p, recv + displs[p], counts[p], 0));
+  }
+  e.run(ts);
+}
+
+void scatterv_direct(Engine& e, const char* send, const uint64_t* counts, const uint64_t* displs, char* recv,
+                     uint64_t recv_bytes, int root) {
+  const int n = e.size(), r = e.rank();
+  if (r != root) {
+    e.run({Transfer::recv(root, recv, recv_bytes, 0)});
+    return;
+  }
+  std::vector<Transfer> ts;
+  for (int p = 0; p < n; ++p) {
+    if (p != r) ts.push_back(Transfer::send(p, send + displs[p], counts[p], 0));
+  }
+  e.run(ts);
+  copy_if_distinct(recv, send + displs[r], counts[r]);
+}
+
+}  // namespace omniccl::algo

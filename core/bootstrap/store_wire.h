@@ -1,0 +1,117 @@
+// Private: the wire format of the TCP store (tcp_store.cc and its tests).
+//
+// Every message, request or reply, is a fixed 20-byte header followed by the
+// key and the value:
+//
+//   offset size  field
+//        0    4  magic "OCST" (bytes 'O' 'C' 'S' 'T')
+//        4    2  version (little endian), kVersion
+//        6    2  command (requests) or reply code (replies), little endian
+//        8    4  key length in bytes, little endian
+//       12    8  value length in bytes, little endian
+//
+// Requests: kSet (key, value), kGet (key), kAdd (key, 8-byte little-endian
+// signed delta), kCheck (key), kErase (key). Replies carry no key: kOk (set,
+// erase, check when the key exists), kNotFound (check), kValue (get: the
+// value; add: the new integer as 8 bytes little endian) and kError (value =
+// message). The server answers a kGet of an absent key only once the key is
+// set, so clients block in the kernel instead of polling.
+//
+// Both sides reject a header with the wrong magic or version, an unknown
+// command, or lengths above kMaxKeyBytes / kMaxValueBytes before allocating
+// anything for it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "common/status.h"
+
+namespace omniccl::bootstrap::wire {
+
+inline constexpr char kMagic[4] = {'O', 'C', 'S', 'T'};
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kHeaderBytes = 20;
+/// Largest key accepted on the wire (1 MiB).
+inline constexpr uint64_t kMaxKeyBytes = uint64_t{1} << 20;
+/// Largest value accepted on the wire (64 MiB).
+inline constexpr uint64_t kMaxValueBytes = uint64_t{64} << 20;
+
+/// Request commands and reply codes (the header's command field).
+enum class Cmd : uint16_t {
+  kSet = 1,
+  kGet = 2,
+  kAdd = 3,
+  kCheck = 4,
+  kErase = 5,
+  kOk = 0x81,
+  kValue = 0x82,
+  kNotFound = 0x83,
+  kError = 0x84,
+};
+
+/// A decoded message header.
+struct Header {
+  Cmd cmd = Cmd::kOk;
+  uint32_t key_len = 0;
+  uint64_t value_len = 0;
+};
+
+/// Whether c is a command a client may send.
+inline bool is_request(Cmd c) { return c >= Cmd::kSet && c <= Cmd::kErase; }
+/// Whether c is a reply code the server may send.
+inline bool is_reply(Cmd c) { return c >= Cmd::kOk && c <= Cmd::kError; }
+
+/// Stores v little endian into p[0..bytes).
+inline void put_le(char* p, uint64_t v, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+/// Reads a little-endian integer of `bytes` bytes from p.
+inline uint64_t get_le(const char* p, size_t bytes) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < bytes; ++i) v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  return v;
+}
+
+/// Writes the kHeaderBytes-byte header of h to out.
+inline void encode_header(const Header& h, char* out) {
+  std::memcpy(out, kMagic, 4);
+  put_le(out + 4, kVersion, 2);
+  put_le(out + 6, static_cast<uint16_t>(h.cmd), 2);
+  put_le(out + 8, h.key_len, 4);
+  put_le(out + 12, h.value_len, 8);
+}
+
+/// Builds a complete message: header, key, value.
+inline std::string encode_message(Cmd cmd, const std::string& key, const std::string& value) {
+  std::string msg(kHeaderBytes, '\0');
+  encode_header(Header{cmd, static_cast<uint32_t>(key.size()), value.size()}, msg.data());
+  msg.reserve(kHeaderBytes + key.size() + value.size());
+  msg += key;
+  msg += value;
+  return msg;
+}
+
+/// Decodes and validates the kHeaderBytes bytes at in. Returns an empty
+/// string on success, else why the header is invalid (for logs/errors).
+inline std::string decode_header(const char* in, Header* out) {
+  if (std::memcmp(in, kMagic, 4) != 0) return "bad magic";
+  uint64_t version = get_le(in + 4, 2);
+  if (version != kVersion) return str_cat("unsupported protocol version ", version);
+  out->cmd = static_cast<Cmd>(get_le(in + 6, 2));
+  if (!is_request(out->cmd) && !is_reply(out->cmd)) {
+    return str_cat("unknown command ", get_le(in + 6, 2));
+  }
+  out->key_len = static_cast<uint32_t>(get_le(in + 8, 4));
+  out->value_len = get_le(in + 12, 8);
+  if (out->key_len > kMaxKeyBytes) return str_cat("key length ", out->key_len, " exceeds 1 MiB");
+  if (out->value_len > kMaxValueBytes) {
+    return str_cat("value length ", out->value_len, " exceeds 64 MiB");
+  }
+  return {};
+}
+
+}  // namespace omniccl::bootstrap::wire

@@ -1,0 +1,808 @@
+// TCP store: a poll()-driven server thread holding a map, and its client.
+//
+// Wire format: bootstrap/store_wire.h. The server owns every connection in
+// one thread; a kGet of an absent key parks the connection until a kSet/kAdd
+// of that key answers it. Invalid input (bad header, absurd lengths, a
+// request while parked, EOF mid-message) drops only that connection.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bootstrap/store.h"
+#include "bootstrap/store_wire.h"
+#include "bootstrap/util.h"
+#include "common/fd.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace omniccl::bootstrap {
+
+using detail::host_port;
+using detail::printable;
+using wire::Cmd;
+
+namespace {
+
+/// Milliseconds elapsed since start.
+int64_t elapsed_ms(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+/// strerror() text of err, thread-safely.
+std::string errno_text(int err) {
+  char buf[256];
+  const char* msg = strerror_r(err, buf, sizeof buf);
+  return msg;
+}
+
+/// The "a.b.c.d:port" text of a connected socket's peer, for logs.
+std::string peer_text(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
+  uint16_t port = 0;
+  if (sa->sa_family == AF_INET) port = ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  if (sa->sa_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+  return host_port(detail::address_text(sa), port);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------
+
+struct TcpStoreServer::Impl {
+  /// One accepted client connection, owned by the server thread.
+  struct Conn {
+    UniqueFd fd;
+    std::string peer;        ///< for logs
+    std::string in;          ///< received bytes not yet consumed
+    std::string out;         ///< reply bytes not yet sent
+    size_t out_off = 0;      ///< bytes of `out` already sent
+    bool parked = false;     ///< waiting in a kGet for parked_key
+    std::string parked_key;
+    bool dead = false;       ///< to be closed at the end of this poll round
+
+    /// Whether reply bytes are waiting to be sent.
+    bool out_pending() const { return out_off < out.size(); }
+  };
+
+  std::string host;
+  uint16_t port = 0;
+  UniqueFd listen_fd;
+  UniqueFd wake_fd;  ///< eventfd that interrupts poll() for shutdown
+  std::atomic<bool> stop{false};
+  pid_t owner_pid = 0;
+  std::thread thread;
+
+  // State below is touched only by the server thread.
+  std::unordered_map<uint64_t, Conn> conns;
+  uint64_t next_id = 1;
+  std::unordered_map<std::string, std::string> data;
+  std::unordered_map<std::string, std::vector<uint64_t>> waiters;
+  Clock::time_point accept_resume{};  ///< accept paused until then (EMFILE)
+
+  /// The server thread: poll the wake fd, the listening socket and every
+  /// connection until `stop` is set.
+  void run();
+  /// Accepts every pending connection.
+  void accept_all();
+  /// Handles poll() events of one connection; false = close it.
+  bool service(Conn& c, short revents);
+  /// Executes every complete request buffered in c.in; false = close c.
+  bool process(uint64_t id, Conn& c);
+  /// Executes one validated request; false = close c.
+  bool execute(uint64_t id, Conn& c, Cmd cmd, std::string key, std::string value);
+  /// Sends as much of c.out as the socket takes; false on a socket error.
+  bool flush(Conn& c);
+  /// Appends a reply message to c.out.
+  static void reply(Conn& c, Cmd code, const std::string& value);
+  /// Answers every connection parked on key with value.
+  void wake_waiters(const std::string& key, const std::string& value);
+  /// Closes connection id and forgets its parked get.
+  void close_conn(uint64_t id);
+};
+
+void TcpStoreServer::Impl::run() {
+  std::vector<pollfd> pfds;
+  std::vector<uint64_t> ids;
+  while (!stop.load(std::memory_order_acquire)) {
+    pfds.clear();
+    ids.clear();
+    pfds.push_back({wake_fd.get(), POLLIN, 0});
+    const bool accepting = Clock::now() >= accept_resume;
+    if (accepting) pfds.push_back({listen_fd.get(), POLLIN, 0});
+    const size_t base = pfds.size();
+    for (auto& [id, c] : conns) {
+      // Back-pressure: read the next request only once the last reply is out.
+      pfds.push_back({c.fd.get(), static_cast<short>(c.out_pending() ? POLLOUT : POLLIN), 0});
+      ids.push_back(id);
+    }
+    int n = ::poll(pfds.data(), pfds.size(), accepting ? -1 : 100);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port),
+               ": poll failed: ", errno_text(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    if (pfds[0].revents != 0) {
+      uint64_t drained = 0;
+      ssize_t r = ::read(wake_fd.get(), &drained, sizeof drained);
+      (void)r;
+    }
+    if (stop.load(std::memory_order_acquire)) break;
+    if (accepting && pfds[1].revents != 0) accept_all();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      short re = pfds[base + i].revents;
+      if (re == 0) continue;
+      auto it = conns.find(ids[i]);
+      if (it == conns.end() || it->second.dead) continue;
+      bool ok = false;
+      try {
+        ok = service(it->second, re) && process(it->first, it->second);
+      } catch (const std::exception& e) {  // e.g. bad_alloc: drop this client only
+        OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", it->second.peer, ": ", e.what());
+      }
+      if (!ok) it->second.dead = true;
+    }
+    std::vector<uint64_t> dead;
+    for (auto& [id, c] : conns) {
+      if (c.dead) dead.push_back(id);
+    }
+    for (uint64_t id : dead) close_conn(id);
+  }
+}
+
+void TcpStoreServer::Impl::accept_all() {
+  for (;;) {
+    int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+      // Out of descriptors or memory: stop accepting for a moment rather
+      // than spinning on a listening socket that stays readable.
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port),
+               ": accept failed: ", errno_text(err), "; retrying in 100 ms");
+      accept_resume = Clock::now() + std::chrono::milliseconds(100);
+      return;
+    }
+    detail::set_nodelay(fd);
+    Conn c;
+    c.fd = UniqueFd(fd);
+    c.peer = peer_text(fd);
+    OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " connected");
+    conns.emplace(next_id++, std::move(c));
+  }
+}
+
+bool TcpStoreServer::Impl::service(Conn& c, short revents) {
+  if (revents & (POLLERR | POLLNVAL)) return false;
+  if (revents & POLLOUT) {
+    if (!flush(c)) return false;
+  }
+  if (revents & (POLLIN | POLLHUP)) {
+    if (c.out_pending()) return !(revents & POLLHUP) || flush(c);
+    // Read what is there, at most 4 MiB per round so one busy client cannot
+    // starve the others.
+    char buf[64 * 1024];
+    size_t budget = 4u << 20;
+    while (budget > 0) {
+      ssize_t r = ::recv(c.fd.get(), buf, std::min(sizeof buf, budget), 0);
+      if (r > 0) {
+        if (c.parked) {
+          OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer,
+                   ": sent data while waiting for a key");
+          return false;
+        }
+        c.in.append(buf, static_cast<size_t>(r));
+        budget -= static_cast<size_t>(r);
+        // Stop reading once a whole maximal message (plus slack) is buffered;
+        // process() consumes it before the next round.
+        if (c.in.size() > wire::kHeaderBytes + wire::kMaxKeyBytes + wire::kMaxValueBytes) break;
+        continue;
+      }
+      if (r == 0) {
+        if (!c.in.empty()) {
+          OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer,
+                   ": connection closed in the middle of a message");
+        }
+        return false;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return false;  // ECONNRESET and friends
+    }
+  }
+  return true;
+}
+
+bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
+  size_t off = 0;
+  bool ok = true;
+  while (!c.parked && !c.out_pending() && c.in.size() - off >= wire::kHeaderBytes) {
+    wire::Header h;
+    std::string why = wire::decode_header(c.in.data() + off, &h);
+    if (why.empty() && !wire::is_request(h.cmd)) why = "sent a reply code as a request";
+    if (why.empty()) {
+      bool lengths_ok = h.cmd == Cmd::kSet   ? true
+                        : h.cmd == Cmd::kAdd ? h.value_len == 8
+                                             : h.value_len == 0;
+      if (!lengths_ok) why = str_cat("bad value length ", h.value_len, " for its command");
+    }
+    if (!why.empty()) {
+      OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer, ": ", why);
+      return false;
+    }
+    const size_t total = wire::kHeaderBytes + h.key_len + h.value_len;
+    if (c.in.size() - off < total) break;  // no reserve(): a claim is not data
+    const char* p = c.in.data() + off + wire::kHeaderBytes;
+    std::string key(p, h.key_len);
+    std::string value(p + h.key_len, h.value_len);
+    off += total;
+    if (!execute(id, c, h.cmd, std::move(key), std::move(value))) {
+      ok = false;
+      break;
+    }
+    if (c.parked && off < c.in.size()) {
+      OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer,
+               ": sent more requests behind a waiting get");
+      ok = false;
+      break;
+    }
+  }
+  if (off > 0) c.in.erase(0, off);
+  if (ok && c.out_pending()) ok = flush(c);
+  return ok;
+}
+
+bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string key,
+                                   std::string value) {
+  switch (cmd) {
+    case Cmd::kSet: {
+      reply(c, Cmd::kOk, {});
+      auto& slot = data[key];
+      slot = std::move(value);
+      wake_waiters(key, slot);
+      return true;
+    }
+    case Cmd::kGet: {
+      auto it = data.find(key);
+      if (it != data.end()) {
+        reply(c, Cmd::kValue, it->second);
+      } else {
+        c.parked = true;
+        waiters[key].push_back(id);
+        c.parked_key = std::move(key);
+      }
+      return true;
+    }
+    case Cmd::kAdd: {
+      const auto delta = static_cast<int64_t>(wire::get_le(value.data(), 8));
+      int64_t current = 0;
+      auto it = data.find(key);
+      if (it != data.end()) {
+        auto parsed = detail::parse_int64(it->second);
+        if (!parsed) {
+          reply(c, Cmd::kError,
+                str_cat("add: the value of key '", printable(key), "' is not an integer ('",
+                        printable(it->second), "')"));
+          return true;
+        }
+        current = *parsed;
+      }
+      int64_t result = 0;
+      if (__builtin_add_overflow(current, delta, &result)) {
+        reply(c, Cmd::kError,
+              str_cat("add: ", current, " + ", delta, " overflows int64 for key '",
+                      printable(key), "'"));
+        return true;
+      }
+      std::string encoded(8, '\0');
+      wire::put_le(encoded.data(), static_cast<uint64_t>(result), 8);
+      reply(c, Cmd::kValue, encoded);
+      auto& slot = data[key];
+      slot = std::to_string(result);
+      wake_waiters(key, slot);
+      return true;
+    }
+    case Cmd::kCheck:
+      reply(c, data.count(key) != 0 ? Cmd::kOk : Cmd::kNotFound, {});
+      return true;
+    case Cmd::kErase:
+      data.erase(key);
+      reply(c, Cmd::kOk, {});
+      return true;
+    default:
+      return false;
+  }
+}
+
+void TcpStoreServer::Impl::reply(Conn& c, Cmd code, const std::string& value) {
+  if (!c.out_pending()) {
+    c.out.clear();
+    c.out_off = 0;
+  }
+  char header[wire::kHeaderBytes];
+  wire::encode_header(wire::Header{code, 0, value.size()}, header);
+  c.out.append(header, sizeof header);
+  c.out += value;
+}
+
+bool TcpStoreServer::Impl::flush(Conn& c) {
+  while (c.out_pending()) {
+    ssize_t r = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off,
+                       MSG_NOSIGNAL);
+    if (r > 0) {
+      c.out_off += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
+  }
+  if (c.out.capacity() > (1u << 20)) {
+    std::string().swap(c.out);  // do not keep a large reply's buffer around
+  } else {
+    c.out.clear();
+  }
+  c.out_off = 0;
+  return true;
+}
+
+void TcpStoreServer::Impl::wake_waiters(const std::string& key, const std::string& value) {
+  auto it = waiters.find(key);
+  if (it == waiters.end()) return;
+  std::vector<uint64_t> ids = std::move(it->second);
+  waiters.erase(it);
+  for (uint64_t id : ids) {
+    auto cit = conns.find(id);
+    if (cit == conns.end()) continue;
+    Conn& w = cit->second;
+    if (!w.parked || w.parked_key != key) continue;
+    w.parked = false;
+    w.parked_key.clear();
+    reply(w, Cmd::kValue, value);
+    if (!flush(w)) w.dead = true;
+  }
+}
+
+void TcpStoreServer::Impl::close_conn(uint64_t id) {
+  auto it = conns.find(id);
+  if (it == conns.end()) return;
+  Conn& c = it->second;
+  if (c.parked) {
+    auto wit = waiters.find(c.parked_key);
+    if (wit != waiters.end()) {
+      auto& v = wit->second;
+      v.erase(std::remove(v.begin(), v.end(), id), v.end());
+      if (v.empty()) waiters.erase(wit);
+    }
+  }
+  OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " disconnected");
+  conns.erase(it);
+}
+
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.host = host;
+  int gai_err = 0;
+  auto addrs = detail::resolve(host, port, /*passive=*/true, &gai_err);
+  if (addrs.empty()) {
+    fail(Status::kSystem, "cannot bind rendezvous server to ", host_port(host, port),
+         ": cannot resolve '", host, "': ", gai_strerror(gai_err));
+  }
+  int last_err = 0;
+  for (const auto& a : addrs) {
+    UniqueFd fd(::socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) {
+      last_err = errno;
+      continue;
+    }
+    int one = 1;
+    (void)setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), a.sa(), a.len) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
+      last_err = errno;
+      continue;
+    }
+    s.listen_fd = std::move(fd);
+    break;
+  }
+  if (!s.listen_fd.valid()) {
+    fail_errno(str_cat("cannot bind rendezvous server to ", host_port(host, port)), last_err);
+  }
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getsockname(s.listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    fail_errno("getsockname of the rendezvous server socket", errno);
+  }
+  const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
+  s.port = ntohs(sa->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port
+                                           : reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  s.wake_fd = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!s.wake_fd.valid()) fail_errno("eventfd for the rendezvous server", errno);
+  s.owner_pid = ::getpid();
+  Impl* raw = impl_.get();
+  s.thread = std::thread([raw] { raw->run(); });
+  OCCL_LOG(kInfo, kBootstrap, "rendezvous server listening on ", host_port(host, s.port));
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  if (!impl_) return;
+  if (::getpid() != impl_->owner_pid) {
+    // A forked child inherited this object but not the server thread: joining
+    // would wait forever and the thread's state may be mid-update. Leave it
+    // alone (the parent still serves) and let the process exit.
+    (void)impl_.release();
+    return;
+  }
+  impl_->stop.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  ssize_t r = ::write(impl_->wake_fd.get(), &one, sizeof one);
+  (void)r;
+  if (impl_->thread.joinable()) impl_->thread.join();
+  // impl_ (listening socket, every client connection) closes here.
+}
+
+uint16_t TcpStoreServer::port() const { return impl_->port; }
+
+// ---------------------------------------------------------------------------
+// Client
+// ---------------------------------------------------------------------------
+
+namespace {
+
+/// Outcome of one bounded socket operation.
+enum class Io { kOk, kClosed, kTimeout, kError };
+
+/// Waits until fd is ready for `events` or the deadline passes.
+Io wait_fd(int fd, short events, Deadline deadline, int* err) {
+  for (;;) {
+    if (deadline.expired()) return Io::kTimeout;
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, deadline.remaining_ms(1000));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *err = errno;
+      return Io::kError;
+    }
+    if (n > 0) return Io::kOk;  // readiness or error: the next call tells
+  }
+}
+
+/// Sends len bytes, bounded by deadline.
+Io send_all(int fd, const char* p, size_t len, Deadline deadline, int* err) {
+  while (len > 0) {
+    ssize_t r = ::send(fd, p, len, MSG_NOSIGNAL);
+    if (r > 0) {
+      p += r;
+      len -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      Io w = wait_fd(fd, POLLOUT, deadline, err);
+      if (w != Io::kOk) return w;
+      continue;
+    }
+    *err = errno;
+    return (errno == EPIPE || errno == ECONNRESET) ? Io::kClosed : Io::kError;
+  }
+  return Io::kOk;
+}
+
+/// Receives exactly len bytes, bounded by deadline.
+Io recv_all(int fd, char* p, size_t len, Deadline deadline, int* err) {
+  while (len > 0) {
+    ssize_t r = ::recv(fd, p, len, 0);
+    if (r > 0) {
+      p += r;
+      len -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return Io::kClosed;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      Io w = wait_fd(fd, POLLIN, deadline, err);
+      if (w != Io::kOk) return w;
+      continue;
+    }
+    *err = errno;
+    return errno == ECONNRESET ? Io::kClosed : Io::kError;
+  }
+  return Io::kOk;
+}
+
+/// Whether a connected socket is connected to itself (TCP simultaneous open
+/// when connecting to a local ephemeral port nobody listens on).
+bool self_connected(int fd) {
+  sockaddr_storage a{}, b{};
+  socklen_t la = sizeof a, lb = sizeof b;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &la) != 0) return false;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&b), &lb) != 0) return false;
+  return la == lb && std::memcmp(&a, &b, la) == 0;
+}
+
+/// One non-blocking connect attempt to every address of host:port, bounded
+/// by deadline. Returns a connected socket, or an invalid one with *err set
+/// (ETIMEDOUT when the deadline passed).
+UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline, int* err,
+                      std::string* resolve_error) {
+  int gai_err = 0;
+  auto addrs = detail::resolve(host, port, /*passive=*/false, &gai_err);
+  if (addrs.empty()) {
+    *resolve_error = gai_strerror(gai_err);
+    *err = gai_err == EAI_AGAIN ? EAGAIN : EHOSTUNREACH;
+    return UniqueFd();
+  }
+  resolve_error->clear();
+  *err = ECONNREFUSED;
+  for (const auto& a : addrs) {
+    UniqueFd fd(::socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) {
+      *err = errno;
+      continue;
+    }
+    if (::connect(fd.get(), a.sa(), a.len) != 0) {
+      if (errno != EINPROGRESS && errno != EINTR) {
+        *err = errno;
+        continue;
+      }
+      int werr = 0;
+      Io w = wait_fd(fd.get(), POLLOUT, deadline, &werr);
+      if (w == Io::kTimeout) {
+        *err = ETIMEDOUT;
+        return UniqueFd();
+      }
+      if (w != Io::kOk) {
+        *err = werr;
+        continue;
+      }
+      int so_error = 0;
+      socklen_t len = sizeof so_error;
+      if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
+      if (so_error != 0) {
+        *err = so_error;
+        continue;
+      }
+    }
+    if (self_connected(fd.get())) {
+      *err = ECONNREFUSED;
+      continue;
+    }
+    detail::set_nodelay(fd.get());
+    return fd;
+  }
+  return UniqueFd();
+}
+
+/// Client side of the TCP store: one connection, one request at a time
+/// (a mutex serialises threads sharing the object).
+class TcpStore final : public Store {
+ public:
+  /// Wraps an established connection to host:port.
+  TcpStore(std::string host, uint16_t port, UniqueFd fd, int64_t op_timeout_ms)
+      : host_(std::move(host)), port_(port), fd_(std::move(fd)), op_timeout_ms_(op_timeout_ms) {}
+
+  /// Sets key to value on the server.
+  void set(const std::string& key, const std::string& value) override {
+    request(Cmd::kSet, "set", key, value, op_deadline());
+  }
+
+  /// Waits (parked on the server, not polling) until key exists.
+  std::string get(const std::string& key, Deadline deadline) override {
+    return request(Cmd::kGet, "get", key, {}, deadline).value;
+  }
+
+  /// Adds delta to the integer at key on the server.
+  int64_t add(const std::string& key, int64_t delta) override {
+    std::string encoded(8, '\0');
+    wire::put_le(encoded.data(), static_cast<uint64_t>(delta), 8);
+    Reply r = request(Cmd::kAdd, "add", key, encoded, op_deadline());
+    if (r.value.size() != 8) {
+      fail(Status::kPeerFailure, "rendezvous server ", where(), " sent an invalid reply to add");
+    }
+    return static_cast<int64_t>(wire::get_le(r.value.data(), 8));
+  }
+
+  /// Asks the server whether key exists.
+  bool check(const std::string& key) override {
+    return request(Cmd::kCheck, "check", key, {}, op_deadline()).code == Cmd::kOk;
+  }
+
+  /// Erases key on the server.
+  void erase(const std::string& key) override {
+    request(Cmd::kErase, "erase", key, {}, op_deadline());
+  }
+
+ private:
+  /// A decoded reply.
+  struct Reply {
+    Cmd code = Cmd::kOk;
+    std::string value;
+  };
+
+  /// "host:port" of the server, for messages.
+  std::string where() const { return host_port(host_, port_); }
+
+  /// Deadline for operations the interface gives none.
+  Deadline op_deadline() const { return Deadline::after_ms(op_timeout_ms_); }
+
+  /// Sends one request and reads its reply. Any failure drops the
+  /// connection (its state is unknown); the next call reconnects once.
+  Reply request(Cmd cmd, const char* op, const std::string& key, const std::string& value,
+                Deadline deadline) {
+    check_arg(key.size() <= wire::kMaxKeyBytes, "store key of ", key.size(),
+              " bytes is too long (limit 1 MiB)");
+    check_arg(value.size() <= wire::kMaxValueBytes, "store value of ", value.size(),
+              " bytes for key '", printable(key), "' is too large (limit 64 MiB)");
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto start = Clock::now();
+    if (!fd_.valid()) reconnect(deadline);
+    Reply r;
+    try {
+      r = exchange(cmd, op, key, value, deadline, start);
+    } catch (...) {
+      fd_.reset();
+      throw;
+    }
+    // A refusal (e.g. add on a non-integer) leaves the connection in sync.
+    if (r.code == Cmd::kError) fail(Status::kInvalidArgument, r.value);
+    return r;
+  }
+
+  /// Re-establishes the connection after an earlier failure (one attempt:
+  /// a server that is gone stays gone).
+  void reconnect(Deadline deadline) {
+    int err = 0;
+    std::string resolve_error;
+    fd_ = connect_once(host_, port_, deadline, &err, &resolve_error);
+    if (!fd_.valid()) {
+      fail(Status::kPeerFailure, "rendezvous server ", where(), " is no longer reachable: ",
+           resolve_error.empty() ? errno_text(err) : resolve_error);
+    }
+  }
+
+  /// Turns a failed socket operation into the matching Error.
+  [[noreturn]] void io_failed(Io io, int err, const char* op, const std::string& key,
+                              Clock::time_point start) const {
+    if (io == Io::kTimeout) {
+      if (std::strcmp(op, "get") == 0) {
+        fail(Status::kTimeout, "timed out after ", elapsed_ms(start), " ms waiting for key '",
+             printable(key), "' from rendezvous server ", where());
+      }
+      fail(Status::kTimeout, "timed out after ", elapsed_ms(start), " ms in ", op, " of key '",
+           printable(key), "' on rendezvous server ", where());
+    }
+    if (io == Io::kClosed) {
+      fail(Status::kPeerFailure, "rendezvous server ", where(),
+           " closed the connection during ", op, " of key '", printable(key),
+           "' (did the server process exit?)");
+    }
+    fail(Status::kPeerFailure, "connection to rendezvous server ", where(), " failed during ",
+         op, " of key '", printable(key), "': ", errno_text(err));
+  }
+
+  /// The request/reply exchange on the current connection.
+  Reply exchange(Cmd cmd, const char* op, const std::string& key, const std::string& value,
+                 Deadline deadline, Clock::time_point start) {
+    std::string msg = wire::encode_message(cmd, key, value);
+    int err = 0;
+    Io io = send_all(fd_.get(), msg.data(), msg.size(), deadline, &err);
+    if (io != Io::kOk) io_failed(io, err, op, key, start);
+    char header[wire::kHeaderBytes];
+    io = recv_all(fd_.get(), header, sizeof header, deadline, &err);
+    if (io != Io::kOk) io_failed(io, err, op, key, start);
+    wire::Header h;
+    std::string why = wire::decode_header(header, &h);
+    if (why.empty() && (!wire::is_reply(h.cmd) || h.key_len != 0)) why = "not a reply";
+    if (!why.empty()) {
+      fail(Status::kPeerFailure, "rendezvous server ", where(), " sent an invalid reply to ", op,
+           " of key '", printable(key), "' (", why,
+           "); is another program listening on that port?");
+    }
+    Reply r;
+    r.code = h.cmd;
+    r.value.resize(h.value_len);
+    io = recv_all(fd_.get(), r.value.data(), r.value.size(), deadline, &err);
+    if (io != Io::kOk) io_failed(io, err, op, key, start);
+    const bool expected = r.code == Cmd::kError ||
+                          (cmd == Cmd::kGet || cmd == Cmd::kAdd ? r.code == Cmd::kValue
+                           : cmd == Cmd::kCheck
+                               ? r.code == Cmd::kOk || r.code == Cmd::kNotFound
+                               : r.code == Cmd::kOk);
+    if (!expected) {
+      fail(Status::kPeerFailure, "rendezvous server ", where(), " sent an unexpected reply to ",
+           op, " of key '", printable(key), "'");
+    }
+    return r;
+  }
+
+  std::mutex mu_;
+  std::string host_;
+  uint16_t port_;
+  UniqueFd fd_;
+  int64_t op_timeout_ms_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
+                                         Deadline deadline) {
+  check_arg(!host.empty(), "rendezvous host is empty");
+  check_arg(port != 0, "rendezvous port 0 is not a valid port for ", host);
+  const int64_t op_timeout_ms = detail::default_op_timeout_ms();
+  const auto start = Clock::now();
+  auto backoff = std::chrono::milliseconds(10);
+  int err = 0;
+  int last_err = 0;  // the last informative error (not "cut off by our deadline")
+  std::string resolve_error;
+  for (int attempt = 1;; ++attempt) {
+    UniqueFd fd = connect_once(host, port, deadline, &err, &resolve_error);
+    if (err != ETIMEDOUT || last_err == 0) last_err = err;
+    if (fd.valid()) {
+      OCCL_LOG(kDebug, kBootstrap, "connected to rendezvous server ", host_port(host, port),
+               " after ", attempt, " attempt(s)");
+      return std::make_unique<TcpStore>(host, port, std::move(fd), op_timeout_ms);
+    }
+    if (deadline.expired()) break;
+    // Refused (server not up yet), unreachable, resolving: all may heal
+    // before the deadline, so wait a little and try again.
+    auto left = std::chrono::milliseconds(deadline.remaining_ms(1000));
+    std::this_thread::sleep_for(std::min(backoff, left));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+    if (deadline.expired()) break;
+  }
+  fail(Status::kTimeout, "timed out after ", elapsed_ms(start),
+       " ms connecting to rendezvous server ", host_port(host, port), " (last error: ",
+       resolve_error.empty() ? errno_text(last_err) : "cannot resolve host: " + resolve_error,
+       "); is the server (rank 0 / MASTER_ADDR) running and reachable?");
+}
+
+std::string local_address_towards(const std::string& host, uint16_t port) {
+  if (detail::is_loopback_name(host)) return "127.0.0.1";
+  int gai_err = 0;
+  auto addrs = detail::resolve(host, port == 0 ? 1 : port, /*passive=*/false, &gai_err);
+  if (addrs.empty()) {
+    fail(Status::kInvalidArgument, "cannot resolve rendezvous host '", host,
+         "': ", gai_strerror(gai_err));
+  }
+  int last_err = 0;
+  for (const auto& a : addrs) {
+    // connect() on a UDP socket sends nothing; it only picks the route and
+    // thereby the source address.
+    UniqueFd fd(::socket(a.family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid() || ::connect(fd.get(), a.sa(), a.len) != 0) {
+      last_err = errno;
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+      last_err = errno;
+      continue;
+    }
+    std::string addr = detail::address_text(reinterpret_cast<const sockaddr*>(&ss));
+    return detail::is_loopback_name(addr) ? "127.0.0.1" : addr;
+  }
+  fail_errno(str_cat("cannot find a local address that reaches ", host_port(host, port)),
+             last_err);
+}
+
+}  // namespace omniccl::bootstrap

@@ -1,0 +1,29 @@
+#include "collective/common.h"
+
+namespace omniccl::coll {
+
+WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& recv, bool async) {
+  const int n = c.size();
+  check_same_dtype(send, "sendbuf", recv, "recvbuf");
+  check_count(recv, "recvbuf", send.count, "all_to_all: recvbuf must have as many elements as sendbuf");
+  check_arg(send.count % n == 0, "all_to_all: sendbuf has ", send.count, " elements, not a multiple of the ", n,
+            " ranks");
+  check_overlap(send, "sendbuf", recv, "recvbuf", 0);
+  const size_t part = send.bytes() / n;
+  return launch(c, OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, send.bytes(), async,
+                [=](Engine& e, Algo a) {
+                  const char* src = send.bytes_ptr();
+                  if (src == recv.bytes_ptr() && send.bytes() > 0) {  // in place: keep a copy of the input
+                    char* tmp = e.scratch(send.bytes(), 3);
+                    std::memcpy(tmp, src, send.bytes());
+                    src = tmp;
+                  }
+                  switch (a) {
+                    case Algo::kPairwise: algo::all_to_all_pairwise(e, src, recv.bytes_ptr(), part); break;
+                    case Algo::kDirect: algo::all_to_all_direct(e, src, recv.bytes_ptr(), part); break;
+                    default: no_such_algo(OpKind::kAllToAll, a);
+                  }
+                });
+}
+
+}  // namespace omniccl::coll

@@ -1,0 +1,15 @@
+#include "collective/common.h"
+
+namespace omniccl::coll {
+
+WorkPtr barrier(Communicator& c, bool async) {
+  return launch(c, OpKind::kBarrier, DType::kUInt8, RedOp::kSum, -1, 0, 0, async, [](Engine& e, Algo a) {
+    switch (a) {
+      case Algo::kDissemination: algo::barrier_dissemination(e); break;
+      case Algo::kDirect: algo::barrier_direct(e); break;
+      default: no_such_algo(OpKind::kBarrier, a);
+    }
+  });
+}
+
+}  // namespace omniccl::coll

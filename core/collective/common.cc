@@ -1,0 +1,59 @@
+#include "collective/common.h"
+
+namespace omniccl::coll {
+
+void check_root(const Communicator& c, int root, const char* what) {
+  check_arg(root >= 0 && root < c.size(), what, " ", root, " is out of range for a communicator of ", c.size(),
+            " ranks (valid: 0..", c.size() - 1, ")");
+}
+
+void check_same_dtype(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name) {
+  check_arg(a.dtype == b.dtype, a_name, " has dtype ", dtype_name(a.dtype), " but ", b_name, " has dtype ",
+            dtype_name(b.dtype), "; they must match");
+}
+
+void check_count(const TensorView& t, const char* name, size_t expected, const std::string& why) {
+  check_arg(t.count == expected, name, " has ", t.count, " elements but ", expected, " are needed (", why, ")");
+}
+
+void check_overlap(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name,
+                   long long allowed_offset_bytes) {
+  if (a.bytes() == 0 || b.bytes() == 0) return;
+  const char* a0 = a.bytes_ptr();
+  const char* b0 = b.bytes_ptr();
+  bool overlap = a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
+  if (!overlap || b0 == a0 + allowed_offset_bytes) return;
+  fail(Status::kInvalidArgument, a_name, " and ", b_name,
+       " overlap without being the in-place layout this operation allows");
+}
+
+ReduceSpec resolve_op(const Communicator& c, int op, DType t) {
+  ReduceSpec spec = c.reduce_spec(op);
+  if (!kernels::is_defined(spec.op, t)) {
+    if (spec.op == RedOp::kBAnd || spec.op == RedOp::kBOr || spec.op == RedOp::kBXor) {
+      fail(Status::kInvalidArgument, "reduce op ", redop_name(spec.op), " is not defined for dtype ", dtype_name(t),
+           " (bitwise ops need integer or bool tensors)");
+    }
+    fail(Status::kInvalidArgument, "reduce op ", redop_name(spec.op), " is not defined for dtype ", dtype_name(t));
+  }
+  if (spec.op == RedOp::kPreMulSum && !kernels::is_floating(t)) {
+    check_arg(spec.premul_scalar == static_cast<double>(static_cast<int64_t>(spec.premul_scalar)),
+              "PREMUL_SUM scalar ", spec.premul_scalar, " is not an integer, as dtype ", dtype_name(t), " requires");
+  }
+  return spec;
+}
+
+RedOp combine_op(RedOp op) { return op == RedOp::kAvg || op == RedOp::kPreMulSum ? RedOp::kSum : op; }
+
+void no_such_algo(OpKind kind, Algo a) {
+  fail(Status::kInternal, op_kind_name(kind), " has no algorithm ", algo_name(a));
+}
+
+const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t) {
+  if (op.op != RedOp::kPreMulSum || count == 0) return src;
+  char* tmp = e.scratch(count * dtype_size(t), 3);
+  kernels::cpu::scale_multiply(tmp, src, count, t, op.premul_scalar);
+  return tmp;
+}
+
+}  // namespace omniccl::coll

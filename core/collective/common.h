@@ -1,0 +1,62 @@
+// Helpers shared by the collective files: argument checks and the one path
+// every operation takes into the engine (launch).
+#pragma once
+
+#include <cstring>
+#include <string>
+
+#include "algorithm/algorithms.h"
+#include "collective/collectives.h"
+#include "common/status.h"
+#include "kernels/cpu/reduce.h"
+#include "tuning/tuning.h"
+
+namespace omniccl::coll {
+
+/// Throws kInvalidArgument unless 0 <= root < size.
+void check_root(const Communicator& c, int root, const char* what = "root");
+/// Throws kInvalidArgument unless the two tensors have the same dtype.
+void check_same_dtype(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name);
+/// Throws kInvalidArgument unless t has `expected` elements.
+void check_count(const TensorView& t, const char* name, size_t expected, const std::string& why);
+/// Throws kInvalidArgument if a and b overlap other than at exactly the
+/// in-place position (b.data == a.data + allowed_offset_bytes).
+void check_overlap(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name,
+                   long long allowed_offset_bytes);
+/// Resolves op for t's dtype; throws kInvalidArgument when undefined.
+ReduceSpec resolve_op(const Communicator& c, int op, DType t);
+/// SUM for AVG and PREMUL_SUM (scaled separately), else op.
+RedOp combine_op(RedOp op);
+
+/// Queues or runs body(engine, algo) as operation `kind`; `tune_bytes` is
+/// the per-rank size used to choose the algorithm.
+template <typename Body>
+WorkPtr launch(Communicator& c, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count, uint64_t tune_bytes,
+               bool async, Body body) {
+  Communicator* comm = &c;
+  return c.submit(
+      [=](Engine& e) {
+        Algo a = choose_algo(kind, tune_bytes, comm->size(), comm->algo_override());
+        OpSignature sig;
+        sig.kind = kind;
+        sig.dtype = dtype;
+        sig.redop = redop;
+        sig.root = root;
+        sig.count = count;
+        sig.seq = comm->next_collective_seq();
+        sig.algo = uint8_t(a);
+        sig.algo_name = algo_name(a);
+        e.begin(sig, combine_op(redop), comm->op_deadline());
+        body(e, a);
+      },
+      async);
+}
+
+/// Fails for an algorithm the collective does not offer (cannot happen once
+/// overrides are validated; kept as a breadcrumb).
+[[noreturn]] void no_such_algo(OpKind kind, Algo a);
+
+/// Pre-multiplies (PREMUL_SUM) into engine scratch slot 3, else returns src.
+const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t);
+
+}  // namespace omniccl::coll

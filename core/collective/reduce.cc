@@ -1,0 +1,30 @@
+#include "collective/common.h"
+
+namespace omniccl::coll {
+
+WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root, bool async) {
+  check_root(c, root);
+  const bool is_root = c.rank() == root;
+  char* out = nullptr;
+  if (is_root) {
+    check_arg(recv.has_value(), "recvbuf is NULL on the root rank ", root, " of reduce");
+    check_same_dtype(send, "sendbuf", *recv, "recvbuf");
+    check_count(*recv, "recvbuf", send.count, "reduce: recvbuf must have as many elements as sendbuf");
+    check_overlap(send, "sendbuf", *recv, "recvbuf", 0);
+    out = recv->bytes_ptr();
+  }
+  const ReduceSpec spec = resolve_op(c, op, send.dtype);
+  const int n = c.size();
+  return launch(c, OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), async,
+                [=](Engine& e, Algo a) {
+                  const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
+                  switch (a) {
+                    case Algo::kTree: algo::reduce_tree(e, src, out, send.count, root); break;
+                    case Algo::kDirect: algo::reduce_direct(e, src, out, send.count, root); break;
+                    default: no_such_algo(OpKind::kReduce, a);
+                  }
+                  if (is_root && spec.op == RedOp::kAvg) kernels::cpu::scale_divide(out, send.count, send.dtype, n);
+                });
+}
+
+}  // namespace omniccl::coll

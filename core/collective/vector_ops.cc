@@ -1,0 +1,110 @@
+// The v-variants: all_gatherv, all_to_allv, gatherv, scatterv. Counts and
+// displacements arrive in elements and are checked against the tensors here;
+// the algorithms work in bytes.
+#include "collective/common.h"
+
+namespace omniccl::coll {
+
+namespace {
+
+/// Validates counts/displs (elements) for `n` ranks inside a tensor of
+/// `capacity` elements and converts them to bytes; empty displs = packed.
+void to_bytes(const std::vector<int64_t>& counts, std::vector<int64_t> displs, int n, size_t capacity, size_t es,
+              const char* what, std::vector<uint64_t>& out_counts, std::vector<uint64_t>& out_displs) {
+  check_arg(static_cast<int>(counts.size()) == n, what, " counts: ", counts.size(), " given for ", n, " ranks");
+  if (displs.empty()) {
+    int64_t off = 0;
+    for (int i = 0; i < n; ++i) {
+      displs.push_back(off);
+      off += counts[i] < 0 ? 0 : counts[i];
+    }
+  }
+  check_arg(static_cast<int>(displs.size()) == n, what, " displacements: ", displs.size(), " given for ", n, " ranks");
+  out_counts.resize(n);
+  out_displs.resize(n);
+  for (int i = 0; i < n; ++i) {
+    check_arg(counts[i] >= 0, what, " count for rank ", i, " is negative (", counts[i], ")");
+    check_arg(displs[i] >= 0, what, " displacement for rank ", i, " is negative (", displs[i], ")");
+    check_arg(static_cast<uint64_t>(displs[i]) + static_cast<uint64_t>(counts[i]) <= capacity, what, " for rank ", i,
+              ": displacement ", displs[i], " + count ", counts[i], " exceeds the tensor's ", capacity, " elements");
+    out_counts[i] = static_cast<uint64_t>(counts[i]) * es;
+    out_displs[i] = static_cast<uint64_t>(displs[i]) * es;
+  }
+}
+
+}  // namespace
+
+WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& recv, std::vector<int64_t> counts,
+                    std::vector<int64_t> displs, bool async) {
+  const int n = c.size();
+  check_same_dtype(send, "sendbuf", recv, "recvbuf");
+  std::vector<uint64_t> bc, bd;
+  to_bytes(counts, std::move(displs), n, recv.count, dtype_size(recv.dtype), "all_gatherv recv", bc, bd);
+  check_arg(bc[c.rank()] == send.bytes(), "all_gatherv: sendbuf has ", send.count, " elements but recv_counts[",
+            c.rank(), "] is ", counts[c.rank()]);
+  return launch(c, OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), async,
+                [=](Engine& e, Algo) { algo::all_gatherv_direct(e, send.bytes_ptr(), recv.bytes_ptr(), bc.data(), bd.data()); });
+}
+
+WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t> send_counts,
+                    std::vector<int64_t> send_displs, const TensorView& recv, std::vector<int64_t> recv_counts,
+                    std::vector<int64_t> recv_displs, bool async) {
+  const int n = c.size();
+  const size_t es = dtype_size(send.dtype);
+  check_same_dtype(send, "sendbuf", recv, "recvbuf");
+  check_overlap(send, "sendbuf", recv, "recvbuf", 0);
+  std::vector<uint64_t> sc, sd, rc, rd;
+  to_bytes(send_counts, std::move(send_displs), n, send.count, es, "all_to_allv send", sc, sd);
+  to_bytes(recv_counts, std::move(recv_displs), n, recv.count, es, "all_to_allv recv", rc, rd);
+  check_arg(sc[c.rank()] == rc[c.rank()], "all_to_allv: send_counts[", c.rank(), "] (", send_counts[c.rank()],
+            ") differs from recv_counts[", c.rank(), "] (", recv_counts[c.rank()], ") for this rank's own part");
+  return launch(c, OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), async, [=](Engine& e, Algo) {
+    const char* src = send.bytes_ptr();
+    if (src == recv.bytes_ptr() && send.bytes() > 0) {
+      char* tmp = e.scratch(send.bytes(), 3);
+      std::memcpy(tmp, src, send.bytes());
+      src = tmp;
+    }
+    algo::all_to_allv_direct(e, src, sc.data(), sd.data(), recv.bytes_ptr(), rc.data(), rd.data());
+  });
+}
+
+WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, std::vector<int64_t> counts,
+                std::vector<int64_t> displs, int root, bool async) {
+  check_root(c, root);
+  const int n = c.size();
+  std::vector<uint64_t> bc, bd;
+  char* out = nullptr;
+  if (c.rank() == root) {
+    check_arg(recv.has_value(), "recvbuf is NULL on the root rank ", root, " of gatherv");
+    check_same_dtype(send, "sendbuf", *recv, "recvbuf");
+    to_bytes(counts, std::move(displs), n, recv->count, dtype_size(recv->dtype), "gatherv recv", bc, bd);
+    check_arg(bc[root] == send.bytes(), "gatherv: the root's sendbuf has ", send.count,
+              " elements but recv_counts[", root, "] is ", counts[root]);
+    out = recv->bytes_ptr();
+  }
+  return launch(c, OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), async, [=](Engine& e, Algo) {
+    algo::gatherv_direct(e, send.bytes_ptr(), send.bytes(), out, bc.data(), bd.data(), root);
+  });
+}
+
+WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> counts, std::vector<int64_t> displs,
+                 const TensorView& recv, int root, bool async) {
+  check_root(c, root);
+  const int n = c.size();
+  std::vector<uint64_t> bc, bd;
+  const char* in = nullptr;
+  if (c.rank() == root) {
+    check_arg(send.has_value(), "sendbuf is NULL on the root rank ", root, " of scatterv");
+    check_same_dtype(*send, "sendbuf", recv, "recvbuf");
+    to_bytes(counts, std::move(displs), n, send->count, dtype_size(send->dtype), "scatterv send", bc, bd);
+    check_arg(bc[root] == recv.bytes(), "scatterv: the root's recvbuf has ", recv.count, " elements but send_counts[",
+              root, "] is ", counts[root]);
+    in = send->bytes_ptr();
+  }
+  return launch(c, OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), async, [=](Engine& e, Algo) {
+    algo::scatterv_direct(e, in, bc.data(), bd.data(), recv.bytes_ptr(), recv.bytes(), root);
+  });
+}
+
+}  // namespace omniccl::coll

@@ -1,0 +1,367 @@
+#include "communicator/communicator.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <random>
+#include <sstream>
+
+#include "algorithm/algorithms.h"
+#include "bootstrap/store.h"
+#include "common/log.h"
+#include "common/settings.h"
+
+namespace omniccl {
+
+namespace {
+
+uint64_t random_u64() {
+  std::random_device rd;
+  uint64_t v = (uint64_t(rd()) << 32) ^ rd();
+  v ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
+  v ^= uint64_t(::getpid()) << 17;
+  return v == 0 ? 1 : v;
+}
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t x = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x == 0 ? 1 : x;
+}
+
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << std::hex << v;
+  return os.str();
+}
+
+}  // namespace
+
+CommConfig CommConfig::from_environment() {
+  CommConfig c;
+  if (auto v = get_setting("OMNICCL_TIMEOUT")) c.timeout_ms = parse_duration_ms(*v, "OMNICCL_TIMEOUT");
+  if (auto v = get_setting("OMNICCL_TRANSPORT")) c.transport = *v;
+  if (auto v = get_setting("OMNICCL_ALGO")) c.algorithm = *v;
+  return c;
+}
+
+void CommConfig::validate() const {
+  check_arg(timeout_ms > 0, "timeout must be positive, got ", timeout_ms, " ms");
+  check_arg(transport == "auto" || transport == "shm" || transport == "tcp", "transport '", transport,
+            "' is unknown (use auto, shm or tcp; OMNICCL_TRANSPORT or occl_config_t.transport)");
+  if (!algorithm.empty()) AlgoOverride::parse(algorithm, algorithm_source);
+}
+
+Communicator::Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh,
+                           uint64_t session)
+    : rank_(rank),
+      size_(size),
+      config_(std::move(config)),
+      timeout_ms_(config_.timeout_ms),
+      session_(session),
+      mesh_(std::move(mesh)),
+      engine_(*mesh_),
+      send_seq_(size, 0),
+      recv_seq_(size, 0) {
+  if (!config_.algorithm.empty()) override_ = AlgoOverride::parse(config_.algorithm, config_.algorithm_source);
+  log::set_rank(rank);
+}
+
+std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSpec& spec, const CommConfig& config) {
+  using bootstrap::RendezvousSpec;
+  config.validate();
+  check_arg(spec.world_size >= 1, "world size must be at least 1, got ", spec.world_size);
+  check_arg(spec.rank >= 0 && spec.rank < spec.world_size, "rank ", spec.rank, " is outside world size ",
+            spec.world_size);
+  const Deadline deadline = Deadline::after_ms(config.timeout_ms);
+  const int rank = spec.rank, n = spec.world_size;
+
+  std::unique_ptr<bootstrap::TcpStoreServer> server;
+  std::unique_ptr<bootstrap::Store> store;
+  std::string prefix = "omniccl/";
+  std::string tcp_ip = "127.0.0.1";
+  switch (spec.kind) {
+    case RendezvousSpec::Kind::kTcp:
+      if (rank == 0) server = std::make_unique<bootstrap::TcpStoreServer>(spec.host, spec.port);
+      store = bootstrap::connect_tcp_store(spec.host, spec.port, deadline);
+      tcp_ip = bootstrap::local_address_towards(spec.host, spec.port);
+      break;
+    case RendezvousSpec::Kind::kUniqueId:
+      store = bootstrap::connect_tcp_store(spec.host, spec.port, deadline);
+      tcp_ip = bootstrap::local_address_towards(spec.host, spec.port);
+      prefix = str_cat("uid/", hex(spec.token), "/");
+      break;
+    case RendezvousSpec::Kind::kFile:
+      store = bootstrap::open_file_store(spec.path);
+      break;
+  }
+  if (auto v = get_setting("OMNICCL_SOCKET_ADDR")) tcp_ip = *v;
+
+  // A rank number may be claimed once.
+  if (store->add(str_cat(prefix, "claim/", rank), 1) > 1) {
+    fail(Status::kInvalidArgument, "rank ", rank, " of ", n,
+         " was claimed by more than one process (duplicate rank, or a rendezvous left over from an earlier job)");
+  }
+  uint64_t session;
+  if (rank == 0) {
+    session = random_u64();
+    store->set(prefix + "session", hex(session));
+  } else {
+    session = std::stoull(store->get(prefix + "session", deadline), nullptr, 16);
+  }
+
+  auto exchange = [&](const std::string& blob) {
+    store->set(str_cat(prefix, "addr/", rank), str_cat(n, "|", blob));
+    std::vector<std::string> all(n);
+    for (int p = 0; p < n; ++p) {
+      std::string v;
+      try {
+        v = store->get(str_cat(prefix, "addr/", p), deadline);
+      } catch (const Error& e) {
+        if (e.status() != Status::kTimeout) throw;
+        std::string missing;
+        for (int q = 0; q < n; ++q) {
+          if (!store->check(str_cat(prefix, "addr/", q))) missing += str_cat(missing.empty() ? "" : ", ", q);
+        }
+        fail(Status::kTimeout, "rendezvous timed out after ", config.timeout_ms, " ms: rank(s) ", missing,
+             " of world size ", n, " did not join");
+      }
+      auto bar = v.find('|');
+      int their_n = std::atoi(v.substr(0, bar).c_str());
+      if (their_n != n) {
+        fail(Status::kMismatch, "world size ", n, " on rank ", rank, " but rank ", p, " was started with world size ",
+             their_n);
+      }
+      all[p] = v.substr(bar + 1);
+    }
+    return all;
+  };
+
+  transport::MeshOptions opts;
+  opts.rank = rank;
+  opts.size = n;
+  opts.session = session;
+  opts.transport = config.transport;
+  opts.tcp_ip = tcp_ip;
+  opts.deadline = deadline;
+  auto mesh = transport::Mesh::create(opts, exchange);
+  if (n == 1) exchange("");
+  // Everyone has read everything (the mesh ends with a barrier): tidy up,
+  // so a file:// directory can be reused.
+  try {
+    store->erase(str_cat(prefix, "addr/", rank));
+    store->erase(str_cat(prefix, "claim/", rank));
+    if (rank == 0) store->erase(prefix + "session");
+  } catch (const Error&) {
+  }
+  store.reset();
+  std::shared_ptr<Communicator> comm(new Communicator(rank, n, config, std::move(mesh), session));
+  comm->tcp_ip_ = tcp_ip;
+  comm->store_server_ = std::move(server);
+  OCCL_LOG(kInfo, kInit, "communicator ready: rank ", rank, " of ", n, " over ", comm->transport_name());
+  return comm;
+}
+
+Communicator::~Communicator() { abort(); }
+
+void Communicator::set_timeout(int64_t ms) {
+  check_arg(ms > 0, "timeout must be positive, got ", ms, " ms");
+  timeout_ms_.store(ms);
+}
+
+ReduceSpec Communicator::reduce_spec(int op) const {
+  if (op >= 0 && op <= 8) return ReduceSpec{static_cast<RedOp>(op), 1.0};
+  std::lock_guard<std::mutex> lock(ops_mu_);
+  auto it = premul_ops_.find(op);
+  check_arg(it != premul_ops_.end(), "reduce op ", op,
+            " is unknown (built-in ops are 0..8; custom ops must come from occl_red_op_create_premul_sum on this "
+            "communicator and not be destroyed)");
+  return ReduceSpec{RedOp::kPreMulSum, it->second};
+}
+
+int Communicator::create_premul_sum(double scalar) {
+  std::lock_guard<std::mutex> lock(ops_mu_);
+  int id = next_op_++;
+  premul_ops_[id] = scalar;
+  return id;
+}
+
+void Communicator::destroy_reduce_op(int op) {
+  std::lock_guard<std::mutex> lock(ops_mu_);
+  check_arg(premul_ops_.erase(op) == 1, "reduce op ", op, " was not created by occl_red_op_create_premul_sum");
+}
+
+void Communicator::run_one(const std::function<void(Engine&)>& fn) {
+  if (mesh_->aborted()) fail(Status::kAborted, "the communicator was aborted");
+  if (failed_status_ != Status::kSuccess) {
+    fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(failed_status_),
+         "): ", failed_message_);
+  }
+  try {
+    fn(engine_);
+  } catch (const Error& e) {
+    failed_status_ = e.status();
+    failed_message_ = e.what();
+    throw;
+  } catch (const std::bad_alloc&) {
+    failed_status_ = Status::kOutOfMemory;
+    failed_message_ = "out of memory during an operation";
+    throw Error(Status::kOutOfMemory, failed_message_);
+  }
+}
+
+std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool async) {
+  if (!async) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return (queue_.empty() && !worker_busy_) || stopping_; });
+      if (stopping_) fail(Status::kAborted, "the communicator was aborted");
+    }
+    std::lock_guard<std::mutex> exec(exec_mu_);
+    run_one(fn);
+    return nullptr;
+  }
+  auto work = std::make_shared<Work>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      work->complete(Status::kAborted, "the communicator was aborted");
+      return work;
+    }
+    queue_.push_back(Task{std::move(fn), work});
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  }
+  cv_.notify_all();
+  return work;
+}
+
+void Communicator::worker_loop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      worker_busy_ = true;
+    }
+    Status st = Status::kSuccess;
+    std::string msg;
+    {
+      std::lock_guard<std::mutex> exec(exec_mu_);
+      try {
+        run_one(task.fn);
+      } catch (const Error& e) {
+        st = e.status();
+        msg = e.what();
+      } catch (const std::exception& e) {
+        st = Status::kInternal;
+        msg = e.what();
+      }
+    }
+    task.work->complete(st, msg);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      worker_busy_ = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+void Communicator::abort() {
+  mesh_->set_aborted();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  // Wait for a blocking operation on another thread to notice the abort.
+  std::lock_guard<std::mutex> exec(exec_mu_);
+}
+
+std::vector<std::string> Communicator::internal_all_gather(const std::string& mine) {
+  const int n = size_;
+  OpSignature sig;
+  sig.kind = OpKind::kInternal;
+  sig.algo = uint8_t(Algo::kDirect);
+  sig.algo_name = "direct";
+  sig.seq = next_collective_seq();
+  engine_.begin(sig, RedOp::kSum, op_deadline());
+  std::vector<uint64_t> lens(n);
+  uint64_t len = mine.size();
+  algo::all_gather_direct(engine_, reinterpret_cast<const char*>(&len), reinterpret_cast<char*>(lens.data()), 8);
+  std::vector<uint64_t> displs(n);
+  uint64_t total = 0;
+  for (int p = 0; p < n; ++p) {
+    displs[p] = total;
+    total += lens[p];
+  }
+  std::string all(total, '\0');
+  sig.seq = next_collective_seq();
+  engine_.begin(sig, RedOp::kSum, op_deadline());
+  algo::all_gatherv_direct(engine_, mine.data(), all.data(), lens.data(), displs.data());
+  std::vector<std::string> out(n);
+  for (int p = 0; p < n; ++p) out[p] = all.substr(displs[p], lens[p]);
+  return out;
+}
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key, const CommConfig* config) {
+  CommConfig cfg = config ? *config : config_;
+  cfg.validate();
+  std::shared_ptr<Communicator> result;
+  submit(
+      [&](Engine&) {
+        auto records = internal_all_gather(str_cat(color, " ", key));
+        struct Member {
+          int key, old_rank;
+        };
+        std::vector<Member> members;
+        for (int p = 0; p < size_; ++p) {
+          int c = 0, k = 0;
+          std::istringstream(records[p]) >> c >> k;
+          if (color >= 0 && c == color) members.push_back({k, p});
+        }
+        std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
+          return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
+        });
+        uint64_t session = mix(mix(session_, ++split_count_), uint64_t(uint32_t(color)));
+        if (color < 0) {
+          internal_all_gather("");
+          return;
+        }
+        int new_rank = 0;
+        for (size_t i = 0; i < members.size(); ++i) {
+          if (members[i].old_rank == rank_) new_rank = static_cast<int>(i);
+        }
+        bool exchanged = false;
+        auto exchange = [&](const std::string& blob) {
+          exchanged = true;
+          auto all = internal_all_gather(blob);
+          std::vector<std::string> mine;
+          for (const auto& m : members) mine.push_back(all[m.old_rank]);
+          return mine;
+        };
+        transport::MeshOptions opts;
+        opts.rank = new_rank;
+        opts.size = static_cast<int>(members.size());
+        opts.session = session;
+        opts.transport = cfg.transport;
+        opts.tcp_ip = tcp_ip_;
+        opts.deadline = op_deadline();
+        auto mesh = transport::Mesh::create(opts, exchange);
+        if (!exchanged) internal_all_gather("");
+        result.reset(new Communicator(new_rank, opts.size, cfg, std::move(mesh), session));
+        result->tcp_ip_ = tcp_ip_;
+        log::set_rank(rank_);
+      },
+      false);
+  return result;
+}
+
+}  // namespace omniccl

@@ -1,0 +1,131 @@
+// Communicator: a group of ranks, its mesh, its operation queue and its
+// sequence numbers.
+//
+// Operations run one at a time in the order they were issued: blocking calls
+// run on the caller's thread once the queue of asynchronous ones is empty;
+// asynchronous calls run on one worker thread per communicator. After an
+// operation fails (timeout, peer failure, mismatch) the byte streams between
+// ranks are no longer in step, so the communicator refuses later operations
+// with kCommFailed and the first error's message.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithm/engine.h"
+#include "bootstrap/rendezvous.h"
+#include "communicator/work.h"
+#include "tensor/tensor.h"
+#include "transport/mesh.h"
+#include "tuning/tuning.h"
+
+namespace omniccl {
+
+namespace bootstrap {
+class TcpStoreServer;
+}
+
+/// Resolved communicator options (config struct over environment over defaults).
+struct CommConfig {
+  int64_t timeout_ms = 600000;
+  std::string transport = "auto";
+  std::string algorithm;  ///< empty: tuned
+  std::string algorithm_source = "OMNICCL_ALGO";
+
+  /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO.
+  static CommConfig from_environment();
+  /// Validates every field (throws kInvalidArgument naming the bad one).
+  void validate() const;
+};
+
+class Communicator {
+ public:
+  /// Creates a communicator through a rendezvous; collective over all ranks.
+  static std::shared_ptr<Communicator> create(const bootstrap::RendezvousSpec& spec, const CommConfig& config);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  /// occl_comm_split: collective over this communicator; nullptr for
+  /// ranks passing a negative color.
+  std::shared_ptr<Communicator> split(int color, int key, const CommConfig* config);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const char* transport_name() const { return mesh_->transport_name(); }
+  const CommConfig& config() const { return config_; }
+  void set_timeout(int64_t ms);
+
+  /// Runs fn(engine) in issue order. Blocking (async == false): on this
+  /// thread, rethrowing its error, returns nullptr. Async: queued; returns
+  /// the Work to wait on.
+  std::shared_ptr<Work> submit(std::function<void(Engine&)> fn, bool async);
+
+  /// Sequence numbers: call only from inside a submitted function.
+  uint64_t next_collective_seq() { return ++collective_seq_; }
+  uint64_t next_send_seq(int peer) { return ++send_seq_[peer]; }
+  uint64_t next_recv_seq(int peer) { return ++recv_seq_[peer]; }
+  /// Deadline for an operation starting now.
+  Deadline op_deadline() const { return Deadline::after_ms(timeout_ms_.load()); }
+  const AlgoOverride& algo_override() const { return override_; }
+
+  /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
+  ReduceSpec reduce_spec(int op) const;
+  int create_premul_sum(double scalar);
+  void destroy_reduce_op(int op);
+
+  /// Local and bounded: interrupts the running operation, fails queued ones
+  /// with kAborted, and waits for the worker to stop.
+  void abort();
+
+ private:
+  Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh, uint64_t session);
+  void worker_loop();
+  void run_one(const std::function<void(Engine&)>& fn);
+  std::vector<std::string> internal_all_gather(const std::string& mine);
+
+  int rank_;
+  int size_;
+  CommConfig config_;
+  AlgoOverride override_;
+  std::atomic<int64_t> timeout_ms_;
+  uint64_t session_;
+  std::string tcp_ip_;  ///< address this rank listens on for TCP peers
+  std::unique_ptr<bootstrap::TcpStoreServer> store_server_;
+  std::unique_ptr<transport::Mesh> mesh_;
+  Engine engine_;
+
+  uint64_t collective_seq_ = 0;
+  uint64_t split_count_ = 0;
+  std::vector<uint64_t> send_seq_, recv_seq_;
+
+  mutable std::mutex ops_mu_;
+  std::map<int, double> premul_ops_;
+  int next_op_ = 64;
+
+  // Execution: exec_mu_ is held while an operation runs; mu_ guards the queue.
+  std::mutex exec_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  struct Task {
+    std::function<void(Engine&)> fn;
+    std::shared_ptr<Work> work;
+  };
+  std::deque<Task> queue_;
+  bool worker_busy_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+  Status failed_status_ = Status::kSuccess;
+  std::string failed_message_;
+};
+
+}  // namespace omniccl

@@ -1,0 +1,37 @@
+// TensorView: what the core knows of a tensor (no DLPack past capi/).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/types.h"
+
+namespace omniccl {
+
+using kernels::DType;
+using kernels::RedOp;
+using kernels::dtype_name;
+using kernels::dtype_size;
+using kernels::redop_name;
+
+enum class DeviceKind : uint8_t { kCPU, kCUDA };
+
+/// A contiguous run of `count` elements of `dtype` at `data`.
+struct TensorView {
+  void* data = nullptr;
+  size_t count = 0;
+  DType dtype = DType::kUInt8;
+  DeviceKind device = DeviceKind::kCPU;
+  int device_id = 0;
+
+  size_t bytes() const { return count * dtype_size(dtype); }
+  char* bytes_ptr() const { return static_cast<char*>(data); }
+};
+
+/// A reduce operation with its parameters.
+struct ReduceSpec {
+  RedOp op = RedOp::kSum;
+  double premul_scalar = 1.0;  ///< PREMUL_SUM only
+};
+
+}  // namespace omniccl

@@ -1,0 +1,445 @@
+#include "transport/mesh.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
+#include "transport/shm/shm_link.h"
+#include "transport/socket.h"
+#include "transport/tcp/tcp_link.h"
+
+namespace omniccl::transport {
+
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4f434832;  // "OCH2"
+constexpr char kSep = '\x1f';
+
+struct Hello {
+  uint32_t magic;
+  uint32_t channel;  // 0 control, 1 data
+  uint64_t session;
+  int32_t rank;
+  int32_t pad;
+};
+
+// Control message types (one byte) followed by a 4-byte payload length.
+constexpr char kDoorbell = 'D';
+constexpr char kError = 'E';
+constexpr char kBye = 'B';
+constexpr char kQuery = 'Q';
+constexpr char kAnswer = 'A';
+constexpr char kReady = 'R';
+constexpr uint32_t kMaxControlPayload = 1 << 20;
+
+std::string read_first_line(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+std::string link_target(const char* path) {
+  char buf[256];
+  ssize_t n = ::readlink(path, buf, sizeof buf - 1);
+  if (n <= 0) return "?";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string hostname() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+/// Processes that share this id can share memory and abstract unix sockets.
+std::string host_identity() {
+  return str_cat(hostname(), "|", read_first_line("/proc/sys/kernel/random/boot_id"), "|",
+                 link_target("/proc/self/ns/ipc"), "|", link_target("/proc/self/ns/net"));
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << std::hex << v;
+  return os.str();
+}
+
+}  // namespace
+
+struct Mesh::Peer {
+  int rank = -1;
+  int pid = 0;
+  std::string hostname;
+  bool same_host = false;
+  UniqueFd ctrl;
+  std::string inbuf;
+  bool departed = false;  // sent BYE: destroyed its communicator
+  bool closed = false;    // control socket at EOF after BYE
+  bool ready = false;
+};
+
+std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& exchange) {
+  std::unique_ptr<Mesh> m(new Mesh());
+  m->rank_ = opts.rank;
+  m->size_ = opts.size;
+  m->wake_fd_ = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!m->wake_fd_.valid()) fail_errno("eventfd", errno);
+  m->peers_.resize(opts.size);
+  m->links_.resize(opts.size);
+  m->answers_.resize(opts.size);
+  if (opts.size == 1) return m;
+
+  const std::string session = hex(opts.session);
+  const bool force_tcp = opts.transport == "tcp";
+  SocketAddress unix_addr, tcp_addr;
+  UniqueFd unix_listener = listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
+  UniqueFd tcp_listener = listen_tcp(opts.tcp_ip, tcp_addr);
+  std::string shm_name = str_cat("/omniccl.", session, ".", opts.rank);
+  if (!force_tcp) m->own_segment_ = ShmSegment::create(shm_name, opts.size);
+
+  const std::string my_host = host_identity();
+  std::string blob = str_cat(::getpid(), kSep, my_host, kSep, hostname(), kSep, unix_addr.text, kSep,
+                             tcp_addr.text, kSep, (force_tcp ? std::string() : shm_name));
+  std::vector<std::string> all = exchange(blob);
+  if (static_cast<int>(all.size()) != opts.size) {
+    fail(Status::kInternal, "address exchange returned ", all.size(), " entries for ", opts.size, " ranks");
+  }
+
+  struct Remote {
+    std::string unix_addr, tcp_addr, shm_name;
+  };
+  std::vector<Remote> remote(opts.size);
+  int n_shm = 0, n_tcp = 0;
+  for (int p = 0; p < opts.size; ++p) {
+    if (p == opts.rank) continue;
+    auto f = split(all[p], kSep);
+    if (f.size() != 6) fail(Status::kInternal, "malformed address record from rank ", p);
+    auto peer = std::make_unique<Peer>();
+    peer->rank = p;
+    peer->pid = std::atoi(f[0].c_str());
+    peer->same_host = f[1] == my_host;
+    peer->hostname = f[2];
+    remote[p] = {f[3], f[4], f[5]};
+    if (opts.transport == "shm" && !peer->same_host) {
+      fail(Status::kInvalidArgument, "OMNICCL_TRANSPORT=shm but rank ", p, " runs on another host (",
+           peer->hostname, ")");
+    }
+    bool use_shm = peer->same_host && !force_tcp && !remote[p].shm_name.empty();
+    (use_shm ? n_shm : n_tcp)++;
+    m->peers_[p] = std::move(peer);
+  }
+  m->transport_name_ = n_tcp == 0 ? "shm" : (n_shm == 0 ? "tcp" : "mixed");
+  OCCL_LOG(kInfo, kTransport, "rank ", opts.rank, "/", opts.size, ": ", n_shm, " shm peers, ", n_tcp,
+           " tcp peers");
+
+  // Lower ranks accept, higher ranks connect; connecting never waits for the
+  // accept (listen backlog), so the order cannot deadlock.
+  std::vector<UniqueFd> data_fd(opts.size);
+  auto is_tcp = [&](int p) { return !(m->peers_[p]->same_host && !force_tcp && !remote[p].shm_name.empty()); };
+  for (int p = 0; p < opts.rank; ++p) {
+    SocketAddress ctrl_addr{m->peers_[p]->same_host ? remote[p].unix_addr : remote[p].tcp_addr};
+    UniqueFd c = connect_to(ctrl_addr, opts.deadline);
+    Hello h{kHelloMagic, 0, opts.session, opts.rank, 0};
+    write_all(c.get(), &h, sizeof h, opts.deadline, str_cat("hello to rank ", p));
+    m->peers_[p]->ctrl = std::move(c);
+    if (is_tcp(p)) {
+      UniqueFd d = connect_to(SocketAddress{remote[p].tcp_addr}, opts.deadline);
+      Hello hd{kHelloMagic, 1, opts.session, opts.rank, 0};
+      write_all(d.get(), &hd, sizeof hd, opts.deadline, str_cat("hello to rank ", p));
+      data_fd[p] = std::move(d);
+    }
+  }
+  int expected = 0;
+  for (int p = opts.rank + 1; p < opts.size; ++p) expected += is_tcp(p) ? 2 : 1;
+  while (expected > 0) {
+    pollfd pfds[2] = {{unix_listener.get(), POLLIN, 0}, {tcp_listener.get(), POLLIN, 0}};
+    int r = ::poll(pfds, 2, opts.deadline.remaining_ms(100));
+    if (r < 0 && errno != EINTR) fail_errno("poll(listeners)", errno);
+    for (auto& pfd : pfds) {
+      if (!(pfd.revents & POLLIN)) continue;
+      UniqueFd c = accept_until(pfd.fd, Deadline::after_ms(0));
+      if (!c.valid()) continue;
+      Hello h{};
+      read_all(c.get(), &h, sizeof h, opts.deadline, "hello from a peer");
+      if (h.magic != kHelloMagic || h.session != opts.session || h.rank <= opts.rank || h.rank >= opts.size ||
+          h.channel > 1) {
+        OCCL_LOG(kWarn, kTransport, "ignoring a connection with a bad hello (stray client or another job)");
+        continue;
+      }
+      int p = h.rank;
+      UniqueFd& slot = h.channel == 0 ? m->peers_[p]->ctrl : data_fd[p];
+      if (slot.valid()) fail(Status::kMismatch, "two processes connected as rank ", p, " (duplicate rank)");
+      slot = std::move(c);
+      --expected;
+    }
+    if (expected > 0 && opts.deadline.expired()) {
+      std::string missing;
+      for (int p = opts.rank + 1; p < opts.size; ++p) {
+        if (!m->peers_[p]->ctrl.valid()) missing += str_cat(missing.empty() ? "" : ", ", p);
+      }
+      fail(Status::kTimeout, "rank ", opts.rank, " timed out waiting for connections from rank(s) ", missing);
+    }
+  }
+
+  for (int p = 0; p < opts.size; ++p) {
+    if (p == opts.rank) continue;
+    set_nonblocking(m->peers_[p]->ctrl.get());
+    if (is_tcp(p)) {
+      m->links_[p] = std::make_unique<TcpLink>(std::move(data_fd[p]), p);
+    } else {
+      auto seg = ShmSegment::open(remote[p].shm_name, opts.size);
+      Mesh* self = m.get();
+      m->links_[p] = std::make_unique<ShmLink>(seg->ring(opts.rank), seg->ring_data(opts.rank),
+                                               m->own_segment_->ring(p), m->own_segment_->ring_data(p),
+                                               [self, p] { self->doorbell(p); });
+      m->peer_segments_.push_back(std::move(seg));
+    }
+  }
+
+  // Ready barrier: after it every peer has mapped our segment, so its name
+  // can go (nothing is left in /dev/shm even if a rank dies later).
+  for (int p = 0; p < opts.size; ++p) {
+    if (p != opts.rank) m->send_control(p, kReady, "", false);
+  }
+  for (;;) {
+    bool all = true;
+    for (int p = 0; p < opts.size; ++p) {
+      if (p != opts.rank && !m->peers_[p]->ready) all = false;
+    }
+    if (all) break;
+    if (opts.deadline.expired()) fail(Status::kTimeout, "rank ", opts.rank, " timed out in the setup barrier");
+    std::vector<pollfd> none;
+    m->sleep(none, opts.deadline.remaining_ms(100));
+  }
+  if (m->own_segment_) m->own_segment_->unlink();
+  return m;
+}
+
+Mesh::~Mesh() {
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) {
+      try {
+        send_control(p, kBye, "", true);
+      } catch (...) {
+      }
+    }
+  }
+}
+
+std::string Mesh::describe(int peer) const {
+  if (peer < 0 || peer >= size_ || !peers_[peer]) return str_cat("rank ", peer);
+  return str_cat("rank ", peer, " (pid ", peers_[peer]->pid, " on ", peers_[peer]->hostname, ")");
+}
+
+void Mesh::set_current_op(uint64_t seq, const std::string& desc) {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  current_seq_ = seq;
+  current_desc_ = desc;
+}
+
+void Mesh::check_peer(int peer) {
+  if (aborted()) fail(Status::kAborted, "the communicator was aborted");
+  Peer& p = *peers_[peer];
+  if (p.departed) fail(Status::kPeerFailure, describe(peer), " has destroyed its communicator");
+}
+
+void Mesh::send_control(int peer, char type, const std::string& payload, bool best_effort) {
+  Peer& p = *peers_[peer];
+  if (!p.ctrl.valid() || p.closed) return;
+  std::string msg(5, '\0');
+  msg[0] = type;
+  uint32_t len = static_cast<uint32_t>(payload.size());
+  std::memcpy(&msg[1], &len, 4);
+  msg += payload;
+  if (best_effort) {
+    ssize_t w = ::send(p.ctrl.get(), msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;  // a full buffer already holds a wake-up; a dead peer shows up as EOF
+    return;
+  }
+  try {
+    write_all(p.ctrl.get(), msg.data(), msg.size(), Deadline::after_ms(1000), "control message");
+  } catch (const Error&) {
+    // The peer is gone or stuck; its own failure is reported elsewhere.
+  }
+}
+
+void Mesh::doorbell(int peer) { send_control(peer, kDoorbell, "", true); }
+
+void Mesh::wake() {
+  uint64_t one = 1;
+  ssize_t w = ::write(wake_fd_.get(), &one, sizeof one);
+  (void)w;
+}
+
+void Mesh::broadcast_error(Status status, const std::string& message) {
+  std::string payload(1, static_cast<char>(status));
+  payload += message;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) send_control(p, kError, payload, false);
+  }
+}
+
+void Mesh::handle_control(int peer) {
+  Peer& p = *peers_[peer];
+  char buf[4096];
+  for (;;) {
+    ssize_t r = ::recv(p.ctrl.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (r > 0) {
+      p.inbuf.append(buf, static_cast<size_t>(r));
+      continue;
+    }
+    if (r == 0 || (r < 0 && errno == ECONNRESET)) {
+      p.closed = true;
+      // Parse what came before the EOF (it may hold an error notice or BYE).
+      break;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+    fail_errno(str_cat("recv(control) from ", describe(peer)), errno);
+  }
+  size_t pos = 0;
+  while (p.inbuf.size() - pos >= 5) {
+    char type = p.inbuf[pos];
+    uint32_t len;
+    std::memcpy(&len, &p.inbuf[pos + 1], 4);
+    if (len > kMaxControlPayload) {
+      fail(Status::kInternal, "corrupt control message from ", describe(peer), " (length ", len, ")");
+    }
+    if (p.inbuf.size() - pos - 5 < len) break;
+    std::string payload = p.inbuf.substr(pos + 5, len);
+    pos += 5 + len;
+    if (pos == p.inbuf.size()) {
+      p.inbuf.clear();
+      pos = 0;
+    }
+    process_message(peer, type, payload);
+  }
+  if (pos > 0) p.inbuf.erase(0, pos);
+  if (p.closed && !p.departed) {
+    fail(Status::kPeerFailure, describe(peer),
+         " exited or was killed: its connection closed without the communicator being destroyed");
+  }
+}
+
+void Mesh::process_message(int peer, char type, const std::string& payload) {
+  switch (type) {
+    case kDoorbell:
+      return;
+    case kReady:
+      peers_[peer]->ready = true;
+      return;
+    case kBye:
+      peers_[peer]->departed = true;
+      return;
+    case kError: {
+      Status st = payload.empty() ? Status::kInternal : static_cast<Status>(payload[0]);
+      std::string text = payload.empty() ? std::string() : payload.substr(1);
+      throw Error(st, str_cat(text, " [reported by ", describe(peer), "]"));
+    }
+    case kQuery: {
+      std::string answer;
+      {
+        std::lock_guard<std::mutex> lock(op_mu_);
+        answer = str_cat(current_seq_, kSep, current_desc_);
+      }
+      send_control(peer, kAnswer, answer, false);
+      return;
+    }
+    case kAnswer:
+      answers_[peer] = payload.empty() ? std::string(1, kSep) : payload;
+      return;
+    default:
+      fail(Status::kInternal, "unknown control message type ", int(type), " from ", describe(peer));
+  }
+}
+
+void Mesh::sleep(std::vector<pollfd>& fds, int timeout_ms) {
+  std::vector<pollfd> all;
+  all.reserve(fds.size() + size_ + 1);
+  all.push_back({wake_fd_.get(), POLLIN, 0});
+  std::vector<int> ctrl_peer;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || !peers_[p] || peers_[p]->closed) continue;
+    all.push_back({peers_[p]->ctrl.get(), POLLIN, 0});
+    ctrl_peer.push_back(p);
+  }
+  size_t first_link = all.size();
+  for (auto& f : fds) all.push_back({f.fd, f.events, 0});
+  int r = ::poll(all.data(), all.size(), timeout_ms);
+  if (r < 0 && errno != EINTR) fail_errno("poll", errno);
+  if (all[0].revents & POLLIN) {
+    uint64_t v;
+    ssize_t n = ::read(wake_fd_.get(), &v, sizeof v);
+    (void)n;
+  }
+  for (size_t i = 0; i < ctrl_peer.size(); ++i) {
+    if (all[1 + i].revents) handle_control(ctrl_peer[i]);
+  }
+  for (size_t i = 0; i < fds.size(); ++i) fds[i].revents = all[first_link + i].revents;
+  if (aborted()) fail(Status::kAborted, "the communicator was aborted");
+}
+
+void Mesh::fail_timeout(const std::string& what, uint64_t seq, const std::vector<int>& waiting_on) {
+  for (auto& a : answers_) a.clear();
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) send_control(p, kQuery, std::to_string(seq), false);
+  }
+  // Peers inside an OmniCCL call answer within milliseconds; one that never
+  // entered the call cannot answer.
+  Deadline window = Deadline::after_ms(1000);
+  for (;;) {
+    bool all = true;
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_ && !peers_[p]->closed && answers_[p].empty()) all = false;
+    }
+    if (all || window.expired()) break;
+    std::vector<pollfd> none;
+    sleep(none, window.remaining_ms(50));
+  }
+  std::string absent, elsewhere;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (answers_[p].empty()) {
+      absent += str_cat(absent.empty() ? "" : ", ", p);
+      continue;
+    }
+    auto f = split(answers_[p], kSep);
+    uint64_t their = std::strtoull(f[0].c_str(), nullptr, 10);
+    if (their != seq) {
+      elsewhere += str_cat("; rank ", p, " is in ", f.size() > 1 && !f[1].empty() ? f[1] : "another operation");
+    }
+  }
+  std::string waited;
+  for (int p : waiting_on) waited += str_cat(waited.empty() ? "" : ", ", describe(p));
+  std::string msg = str_cat(what, " timed out waiting for ", waited.empty() ? "peers" : waited);
+  if (!absent.empty()) {
+    msg += str_cat(". Ranks that did not arrive (not inside any OmniCCL call): ", absent);
+  } else {
+    msg += ". Every rank is inside an OmniCCL call";
+  }
+  msg += elsewhere;
+  fail(Status::kTimeout, msg);
+}
+
+}  // namespace omniccl::transport

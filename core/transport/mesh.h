@@ -1,0 +1,108 @@
+// Mesh: every rank's connections to every other rank of one communicator.
+//
+// Each pair of ranks has
+//   - a control socket (abstract unix socket on one host, TCP across hosts):
+//     liveness (EOF = the peer exited), error notices, doorbells for
+//     shared-memory waits, and status queries used to name stalled ranks;
+//   - a data Link: shared-memory rings on one host, else (or when TCP is
+//     forced) a TCP socket.
+// Waiting never burns a core: callers spin briefly, yield, then sleep in
+// poll() on the control sockets and TCP links (Mesh::sleep).
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/fd.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "transport/transport.h"
+
+namespace omniccl::transport {
+
+class ShmSegment;
+
+/// Exchanges one blob per member and returns all of them in member order.
+using AllGatherFn = std::function<std::vector<std::string>(const std::string&)>;
+
+struct MeshOptions {
+  int rank = 0;
+  int size = 1;
+  uint64_t session = 0;     ///< unique per communicator; names sockets and segments
+  std::string transport;    ///< "auto", "shm" or "tcp"
+  std::string tcp_ip;       ///< IP to listen on for TCP
+  Deadline deadline = Deadline::never();
+};
+
+class Mesh {
+ public:
+  /// Builds the mesh: listens, exchanges addresses through `exchange`,
+  /// connects, maps shared memory. Collective over all members.
+  static std::unique_ptr<Mesh> create(const MeshOptions& opts, const AllGatherFn& exchange);
+  ~Mesh();
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// Data link to peer (peer != rank).
+  Link& link(int peer) { return *links_[peer]; }
+  /// "self" (1 rank), "shm", "tcp" or "mixed".
+  const char* transport_name() const { return transport_name_; }
+  /// Description of a peer for messages: "rank 3 (pid 1234 on hostA)".
+  std::string describe(int peer) const;
+
+  /// Records what this rank is doing, reported to peers asking why an
+  /// operation is slow.
+  void set_current_op(uint64_t seq, const std::string& desc);
+  /// Throws if peer has left (destroyed its communicator) or failed.
+  void check_peer(int peer);
+  /// Sleeps in poll() until a control message, a TCP link event in `fds`,
+  /// a wake() or timeout_ms; handles control messages (may throw the error a
+  /// peer reported or kPeerFailure).
+  void sleep(std::vector<pollfd>& fds, int timeout_ms);
+  /// Asks every peer what it is doing, then throws Error(kTimeout) naming
+  /// the ranks that did not arrive at operation `seq`.
+  [[noreturn]] void fail_timeout(const std::string& what, uint64_t seq, const std::vector<int>& waiting_on);
+  /// Tells every peer (best effort, never blocks long) that this rank failed
+  /// with status/message, so that they fail too instead of waiting.
+  void broadcast_error(Status status, const std::string& message);
+  /// Interrupts a sleep() on another thread (abort).
+  void wake();
+  /// Set by abort: sleeping and progressing operations throw kAborted.
+  void set_aborted() { aborted_.store(true); wake(); }
+  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+
+  struct Peer;
+
+ private:
+  Mesh() = default;
+  void send_control(int peer, char type, const std::string& payload, bool best_effort);
+  void doorbell(int peer);
+  void handle_control(int peer);
+  void process_message(int peer, char type, const std::string& payload);
+
+  int rank_ = 0;
+  int size_ = 1;
+  const char* transport_name_ = "self";
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::unique_ptr<Link>> links_;
+  std::unique_ptr<ShmSegment> own_segment_;
+  std::vector<std::unique_ptr<ShmSegment>> peer_segments_;
+  UniqueFd wake_fd_;
+  std::atomic<bool> aborted_{false};
+  std::mutex op_mu_;
+  uint64_t current_seq_ = 0;
+  std::string current_desc_;
+  // Answers collected by fail_timeout: peer -> "seq|desc" (empty = none).
+  std::vector<std::string> answers_;
+};
+
+}  // namespace omniccl::transport

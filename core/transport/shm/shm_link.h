@@ -1,0 +1,85 @@
+// Shared-memory transport: one single-producer/single-consumer byte ring per
+// ordered pair of ranks, inside the receiver's segment.
+//
+// Segment of rank r (created by r, mapped by every same-host peer):
+//   [SegmentHeader][ring from peer 0][ring from peer 1]...  (ring r unused)
+// Ring from p: [RingHeader][capacity bytes]. `head` counts bytes ever written
+// (producer p), `tail` bytes ever read (consumer r). Sleep flags implement the
+// doorbell handshake (see transport.h): the sleeper sets its flag, fences and
+// re-checks; the other side fences after moving head/tail and rings the
+// doorbell if it finds the flag set.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace omniccl::transport {
+
+inline constexpr size_t kShmRingBytes = size_t(1) << 21;  // 2 MiB per ordered pair
+
+struct alignas(64) RingHeader {
+  alignas(64) std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint64_t> tail;
+  alignas(64) std::atomic<uint32_t> consumer_sleeping;
+  alignas(64) std::atomic<uint32_t> producer_sleeping;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings need lock-free atomics");
+
+/// A mapped shared-memory segment (RAII: unmapped on destruction).
+class ShmSegment {
+ public:
+  /// Creates and maps the segment of `nranks` rings named `name`.
+  static std::unique_ptr<ShmSegment> create(const std::string& name, int nranks);
+  /// Maps an existing segment created by a peer.
+  static std::unique_ptr<ShmSegment> open(const std::string& name, int nranks);
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  /// Ring carrying bytes from rank `from` to this segment's owner.
+  RingHeader* ring(int from) const;
+  char* ring_data(int from) const;
+  /// Removes the name (mapping stays valid). Idempotent.
+  void unlink();
+  static size_t bytes_for(int nranks);
+
+ private:
+  ShmSegment(std::string name, void* base, size_t bytes, bool owner)
+      : name_(std::move(name)), base_(base), bytes_(bytes), owner_(owner) {}
+  std::string name_;
+  void* base_;
+  size_t bytes_;
+  bool owner_;
+  bool unlinked_ = false;
+};
+
+/// A Link over two rings: `out` (in the peer's segment) and `in` (in ours).
+/// `doorbell` rings the peer over its control socket.
+class ShmLink final : public Link {
+ public:
+  ShmLink(RingHeader* out, char* out_data, RingHeader* in, char* in_data,
+          std::function<void()> doorbell)
+      : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)) {}
+  size_t try_send(const void* data, size_t n) override;
+  size_t try_recv(void* data, size_t n) override;
+  bool arm_send_wait() override;
+  bool arm_recv_wait() override;
+  void disarm() override;
+  int poll_fd() const override { return -1; }
+  const char* kind() const override { return "shm"; }
+
+ private:
+  RingHeader* out_;
+  char* out_data_;
+  RingHeader* in_;
+  char* in_data_;
+  std::function<void()> doorbell_;
+};
+
+}  // namespace omniccl::transport

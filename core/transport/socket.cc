@@ -1,0 +1,183 @@
+#include "transport/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/status.h"
+
+namespace omniccl::transport {
+
+namespace {
+
+struct Parsed {
+  bool is_unix = false;
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+};
+
+Parsed parse(const SocketAddress& addr) {
+  Parsed p;
+  const std::string& t = addr.text;
+  if (t.rfind("unix:@", 0) == 0) {
+    p.is_unix = true;
+    auto* un = reinterpret_cast<sockaddr_un*>(&p.ss);
+    un->sun_family = AF_UNIX;
+    std::string name = t.substr(6);
+    if (name.size() + 1 > sizeof(un->sun_path)) fail(Status::kInternal, "unix socket name too long: ", name);
+    un->sun_path[0] = '\0';
+    std::memcpy(un->sun_path + 1, name.data(), name.size());
+    p.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    return p;
+  }
+  if (t.rfind("tcp:", 0) == 0) {
+    std::string rest = t.substr(4);
+    auto colon = rest.rfind(':');
+    if (colon == std::string::npos) fail(Status::kInvalidArgument, "bad peer address '", t, "'");
+    std::string ip = rest.substr(0, colon);
+    int port = std::atoi(rest.c_str() + colon + 1);
+    auto* in = reinterpret_cast<sockaddr_in*>(&p.ss);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(static_cast<uint16_t>(port));
+    if (inet_pton(AF_INET, ip.c_str(), &in->sin_addr) != 1) {
+      fail(Status::kInvalidArgument, "bad peer IP address '", ip, "' in '", t, "'");
+    }
+    p.len = sizeof(sockaddr_in);
+    return p;
+  }
+  fail(Status::kInvalidArgument, "bad peer address '", t, "'");
+}
+
+}  // namespace
+
+void set_nonblocking(int fd) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) fail_errno("fcntl(O_NONBLOCK)", errno);
+}
+
+void tune_data_socket(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int buf = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) fail_errno("socket(AF_INET)", errno);
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_port = 0;
+  if (inet_pton(AF_INET, ip.c_str(), &in.sin_addr) != 1) {
+    fail(Status::kInvalidArgument, "listen address '", ip, "' is not an IPv4 address (OMNICCL_SOCKET_ADDR?)");
+  }
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&in), sizeof in) != 0) {
+    fail_errno(str_cat("bind(", ip, ":0)"), errno);
+  }
+  if (::listen(fd.get(), 1024) != 0) fail_errno("listen", errno);
+  socklen_t len = sizeof in;
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&in), &len);
+  addr.text = str_cat("tcp:", ip, ":", ntohs(in.sin_port));
+  return fd;
+}
+
+UniqueFd listen_unix(const std::string& name, SocketAddress& addr) {
+  addr.text = "unix:@" + name;
+  Parsed p = parse(addr);
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) fail_errno("socket(AF_UNIX)", errno);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&p.ss), p.len) != 0) {
+    fail_errno(str_cat("bind(unix:@", name, ")"), errno);
+  }
+  if (::listen(fd.get(), 1024) != 0) fail_errno("listen", errno);
+  return fd;
+}
+
+UniqueFd connect_to(const SocketAddress& addr, Deadline deadline) {
+  Parsed p = parse(addr);
+  int delay_ms = 1;
+  for (;;) {
+    UniqueFd fd(::socket(p.is_unix ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) fail_errno("socket", errno);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&p.ss), p.len) == 0) {
+      if (!p.is_unix) tune_data_socket(fd.get());
+      return fd;
+    }
+    int err = errno;
+    bool retry = err == ECONNREFUSED || err == EAGAIN || err == ETIMEDOUT || err == ENOENT ||
+                 err == EINTR || err == ECONNRESET;
+    if (!retry) fail_errno(str_cat("connect(", addr.text, ")"), err);
+    if (deadline.expired()) {
+      fail(Status::kTimeout, "could not connect to ", addr.text, " before the deadline (last error: ",
+           std::strerror(err), ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    delay_ms = std::min(delay_ms * 2, 50);
+  }
+}
+
+UniqueFd accept_until(int listen_fd, Deadline deadline) {
+  for (;;) {
+    pollfd pfd{listen_fd, POLLIN, 0};
+    int r = ::poll(&pfd, 1, deadline.remaining_ms(100));
+    if (r < 0 && errno != EINTR) fail_errno("poll(listen)", errno);
+    if (r > 0) {
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) return UniqueFd(fd);
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) fail_errno("accept", errno);
+    }
+    if (deadline.expired()) return UniqueFd();
+  }
+}
+
+void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      p += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      if (errno == EPIPE || errno == ECONNRESET) fail(Status::kPeerFailure, what, ": connection closed by peer");
+      fail_errno(what, errno);
+    }
+    pollfd pfd{fd, POLLOUT, 0};
+    if (deadline.expired()) fail(Status::kTimeout, what, ": timed out writing");
+    ::poll(&pfd, 1, deadline.remaining_ms(100));
+  }
+}
+
+void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& what) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) fail(Status::kPeerFailure, what, ": connection closed by peer");
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      if (errno == ECONNRESET) fail(Status::kPeerFailure, what, ": connection reset by peer");
+      fail_errno(what, errno);
+    }
+    if (deadline.expired()) fail(Status::kTimeout, what, ": timed out reading");
+    pollfd pfd{fd, POLLIN, 0};
+    ::poll(&pfd, 1, deadline.remaining_ms(100));
+  }
+}
+
+}  // namespace omniccl::transport

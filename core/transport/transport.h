@@ -1,0 +1,38 @@
+// Transport vocabulary: a Link is the data path to one peer.
+//
+// Words used below:
+//   link     an ordered, reliable, full-duplex byte stream to one peer.
+//   doorbell a wake-up sent over the peer's control socket when the other side
+//            said (by "arming") that it is about to sleep.
+// Transports know nothing of algorithms; algorithms see only Links through
+// the Engine (engine.h).
+#pragma once
+
+#include <cstddef>
+
+namespace omniccl::transport {
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  /// Copies up to n bytes into the stream without blocking; returns how many
+  /// were taken (0 when there is no room). Throws Error(kPeerFailure).
+  virtual size_t try_send(const void* data, size_t n) = 0;
+  /// Copies up to n available bytes out of the stream without blocking;
+  /// returns how many (0 when nothing is there). Throws Error(kPeerFailure).
+  virtual size_t try_recv(void* data, size_t n) = 0;
+  /// About to sleep until there is room to send: asks the peer for a
+  /// doorbell. Returns false when there already is room (do not sleep).
+  virtual bool arm_send_wait() = 0;
+  /// About to sleep until data arrives. Returns false when data is there.
+  virtual bool arm_recv_wait() = 0;
+  /// Drops any armed wait (called after waking).
+  virtual void disarm() = 0;
+  /// A descriptor to poll for readiness (TCP), or -1 when wake-ups arrive as
+  /// doorbells on the control socket (shared memory).
+  virtual int poll_fd() const = 0;
+  /// "shm" or "tcp".
+  virtual const char* kind() const = 0;
+};
+
+}  // namespace omniccl::transport

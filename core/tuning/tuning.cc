@@ -1,0 +1,199 @@
+#include "tuning/tuning.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/log.h"
+#include "common/status.h"
+
+namespace omniccl {
+
+namespace {
+
+struct Row {
+  OpKind kind;
+  uint64_t max_bytes;  ///< rows are tried in order; the first with bytes <= max_bytes wins
+  Algo algo;
+  const char* why;
+};
+
+constexpr uint64_t kAny = ~uint64_t(0);
+
+// Default selection as data. `bytes` is the per-rank buffer size of the call.
+constexpr Row kDefaultTable[] = {
+    {OpKind::kAllReduce, 32 << 10, Algo::kRecursiveDoubling, "small: fewest rounds (log2 n)"},
+    {OpKind::kAllReduce, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
+    {OpKind::kReduceScatter, 32 << 10, Algo::kRecursiveHalving, "small: log2 n rounds"},
+    {OpKind::kReduceScatter, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
+    {OpKind::kAllGather, 32 << 10, Algo::kBruck, "small: log2 n rounds for any n"},
+    {OpKind::kAllGather, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
+    {OpKind::kBroadcast, 256 << 10, Algo::kTree, "small: binomial tree, log2 n rounds"},
+    {OpKind::kBroadcast, kAny, Algo::kRing, "large: pipelined chain"},
+    {OpKind::kReduce, kAny, Algo::kTree, "binomial tree"},
+    {OpKind::kGather, 64 << 10, Algo::kTree, "small: binomial tree"},
+    {OpKind::kGather, kAny, Algo::kDirect, "large: each rank sends to the root once"},
+    {OpKind::kScatter, 64 << 10, Algo::kTree, "small: binomial tree"},
+    {OpKind::kScatter, kAny, Algo::kDirect, "large: the root sends each part once"},
+    {OpKind::kAllToAll, 4 << 10, Algo::kDirect, "small: all messages at once"},
+    {OpKind::kAllToAll, kAny, Algo::kPairwise, "large: pairwise rounds avoid contention"},
+    {OpKind::kBarrier, kAny, Algo::kDissemination, "log2 n rounds for any n"},
+    {OpKind::kAllGatherV, kAny, Algo::kDirect, "only algorithm"},
+    {OpKind::kAllToAllV, kAny, Algo::kDirect, "only algorithm"},
+    {OpKind::kGatherV, kAny, Algo::kDirect, "only algorithm"},
+    {OpKind::kScatterV, kAny, Algo::kDirect, "only algorithm"},
+    {OpKind::kInternal, kAny, Algo::kDirect, "only algorithm"},
+};
+
+constexpr Algo kAllReduceAlgos[] = {Algo::kRing, Algo::kRecursiveDoubling, Algo::kTree, Algo::kDirect};
+constexpr Algo kReduceScatterAlgos[] = {Algo::kRing, Algo::kRecursiveHalving, Algo::kDirect};
+constexpr Algo kAllGatherAlgos[] = {Algo::kRing, Algo::kBruck, Algo::kDirect};
+constexpr Algo kBroadcastAlgos[] = {Algo::kTree, Algo::kRing, Algo::kDirect};
+constexpr Algo kReduceAlgos[] = {Algo::kTree, Algo::kDirect};
+constexpr Algo kRootedAlgos[] = {Algo::kTree, Algo::kDirect};
+constexpr Algo kAllToAllAlgos[] = {Algo::kPairwise, Algo::kDirect};
+constexpr Algo kBarrierAlgos[] = {Algo::kDissemination, Algo::kDirect};
+constexpr Algo kDirectOnly[] = {Algo::kDirect};
+
+struct Named {
+  const char* name;
+  OpKind kind;
+};
+constexpr Named kOpNames[] = {
+    {"all_reduce", OpKind::kAllReduce},       {"allreduce", OpKind::kAllReduce},
+    {"reduce_scatter", OpKind::kReduceScatter}, {"reducescatter", OpKind::kReduceScatter},
+    {"all_gather", OpKind::kAllGather},       {"allgather", OpKind::kAllGather},
+    {"broadcast", OpKind::kBroadcast},        {"bcast", OpKind::kBroadcast},
+    {"reduce", OpKind::kReduce},              {"gather", OpKind::kGather},
+    {"scatter", OpKind::kScatter},            {"all_to_all", OpKind::kAllToAll},
+    {"alltoall", OpKind::kAllToAll},          {"barrier", OpKind::kBarrier},
+};
+constexpr OpKind kTunable[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
+                               OpKind::kBroadcast, OpKind::kReduce,        OpKind::kGather,
+                               OpKind::kScatter,   OpKind::kAllToAll,      OpKind::kBarrier};
+
+Algo parse_algo_name(const std::string& name) {
+  for (int i = 1; i < kNumAlgos; ++i) {
+    if (name == algo_name(static_cast<Algo>(i))) return static_cast<Algo>(i);
+  }
+  return Algo::kNone;
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t");
+  size_t b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
+std::string known_algos() {
+  std::string out;
+  for (int i = 1; i < kNumAlgos; ++i) out += str_cat(i > 1 ? ", " : "", algo_name(static_cast<Algo>(i)));
+  return out;
+}
+
+std::string offered(OpKind k) {
+  std::string out;
+  for (Algo a : algos_for(k)) out += str_cat(out.empty() ? "" : ", ", algo_name(a));
+  return out;
+}
+
+}  // namespace
+
+const char* algo_name(Algo a) {
+  switch (a) {
+    case Algo::kNone: return "none";
+    case Algo::kRing: return "ring";
+    case Algo::kRecursiveDoubling: return "recursive_doubling";
+    case Algo::kRecursiveHalving: return "recursive_halving";
+    case Algo::kTree: return "tree";
+    case Algo::kDirect: return "direct";
+    case Algo::kPairwise: return "pairwise";
+    case Algo::kBruck: return "bruck";
+    case Algo::kDissemination: return "dissemination";
+  }
+  return "?";
+}
+
+std::span<const Algo> algos_for(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce: return kAllReduceAlgos;
+    case OpKind::kReduceScatter: return kReduceScatterAlgos;
+    case OpKind::kAllGather: return kAllGatherAlgos;
+    case OpKind::kBroadcast: return kBroadcastAlgos;
+    case OpKind::kReduce: return kReduceAlgos;
+    case OpKind::kGather:
+    case OpKind::kScatter: return kRootedAlgos;
+    case OpKind::kAllToAll: return kAllToAllAlgos;
+    case OpKind::kBarrier: return kBarrierAlgos;
+    case OpKind::kAllGatherV:
+    case OpKind::kAllToAllV:
+    case OpKind::kGatherV:
+    case OpKind::kScatterV:
+    case OpKind::kInternal: return kDirectOnly;
+    case OpKind::kSendRecv: return {};
+  }
+  return {};
+}
+
+bool AlgoOverride::empty() const {
+  return std::all_of(per_op_.begin(), per_op_.end(), [](Algo a) { return a == Algo::kNone; });
+}
+
+AlgoOverride AlgoOverride::parse(const std::string& spec, const std::string& source) {
+  AlgoOverride ov;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      Algo a = parse_algo_name(item);
+      if (a == Algo::kNone) {
+        fail(Status::kInvalidArgument, source, "='", spec, "': unknown algorithm '", item, "' (known: ", known_algos(),
+             ")");
+      }
+      for (OpKind k : kTunable) {
+        auto offers = algos_for(k);
+        if (std::find(offers.begin(), offers.end(), a) != offers.end()) ov.per_op_[size_t(k)] = a;
+      }
+      continue;
+    }
+    std::string op = trim(item.substr(0, eq));
+    std::string name = trim(item.substr(eq + 1));
+    const Named* found = nullptr;
+    for (const auto& n : kOpNames) {
+      if (op == n.name) found = &n;
+    }
+    if (found == nullptr) {
+      fail(Status::kInvalidArgument, source, "='", spec, "': unknown collective '", op,
+           "' (use all_reduce, reduce_scatter, all_gather, broadcast, reduce, gather, scatter, all_to_all, barrier)");
+    }
+    Algo a = parse_algo_name(name);
+    auto offers = algos_for(found->kind);
+    if (a == Algo::kNone || std::find(offers.begin(), offers.end(), a) == offers.end()) {
+      fail(Status::kInvalidArgument, source, "='", spec, "': ", op, " has no algorithm '", name,
+           "' (it offers: ", offered(found->kind), ")");
+    }
+    ov.per_op_[size_t(found->kind)] = a;
+  }
+  return ov;
+}
+
+Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov) {
+  Algo forced = ov.for_op(kind);
+  if (forced != Algo::kNone) {
+    OCCL_LOG(kInfo, kTuning, op_kind_name(kind), " ", bytes, " B x ", nranks, " ranks -> ", algo_name(forced),
+             " (override)");
+    return forced;
+  }
+  for (const Row& r : kDefaultTable) {
+    if (r.kind == kind && bytes <= r.max_bytes) {
+      OCCL_LOG(kInfo, kTuning, op_kind_name(kind), " ", bytes, " B x ", nranks, " ranks -> ", algo_name(r.algo),
+               " (", r.why, ")");
+      return r.algo;
+    }
+  }
+  return Algo::kDirect;
+}
+
+}  // namespace omniccl

@@ -1,0 +1,54 @@
+// Tuning: (collective, bytes, ranks) -> algorithm, overridable and explained.
+//
+// The default choice is data (kDefaultTable in tuning.cc). OMNICCL_ALGO or
+// occl_config_t.algorithm override it; an override is validated when the
+// communicator is created, so an unusable name fails early and clearly.
+// OMNICCL_DEBUG=INFO OMNICCL_DEBUG_SUBSYS=TUNING logs every choice and why.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "algorithm/engine.h"
+
+namespace omniccl {
+
+enum class Algo : uint8_t {
+  kNone = 0,
+  kRing = 1,               ///< bandwidth-optimal; pipelined neighbour exchange
+  kRecursiveDoubling = 2,  ///< log2(n) exchanges of the whole vector; latency
+  kRecursiveHalving = 3,   ///< reduce_scatter by halving the vector each round
+  kTree = 4,               ///< binomial tree; latency, rooted collectives
+  kDirect = 5,             ///< every rank talks to every rank at once
+  kPairwise = 6,           ///< n-1 rounds of pairwise exchange (all_to_all)
+  kBruck = 7,              ///< log2(n) rounds for small all_gather, any n
+  kDissemination = 8,      ///< log2(n) rounds barrier, any n
+};
+inline constexpr int kNumAlgos = 9;
+
+/// "ring", "recursive_doubling", ...
+const char* algo_name(Algo a);
+/// Algorithms a collective offers (empty for send/recv).
+std::span<const Algo> algos_for(OpKind kind);
+
+/// A parsed OMNICCL_ALGO value.
+class AlgoOverride {
+ public:
+  AlgoOverride() { per_op_.fill(Algo::kNone); }
+  /// Parses "ring" or "all_reduce=ring,broadcast=tree". Throws
+  /// Error(kInvalidArgument) naming the unknown or unusable part; `source`
+  /// says where the text came from (for the message).
+  static AlgoOverride parse(const std::string& spec, const std::string& source);
+  Algo for_op(OpKind kind) const { return per_op_[static_cast<size_t>(kind)]; }
+  bool empty() const;
+
+ private:
+  std::array<Algo, 16> per_op_;
+};
+
+/// Picks the algorithm for one call. Deterministic, so every rank agrees.
+Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov);
+
+}  // namespace omniccl
