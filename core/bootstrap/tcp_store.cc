@@ -267,6 +267,7 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
     }
   }
   if (off > 0) c.in.erase(0, off);
+  if (c.in.empty() && c.in.capacity() > (1u << 20)) std::string().swap(c.in);
   if (ok && c.out_pending()) ok = flush(c);
   return ok;
 }

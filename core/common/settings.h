@@ -1,8 +1,8 @@
 // The one table of every OMNICCL_* environment setting.
 //
 // Each setting has exactly one row in kSettings (settings.cc) with its default
-// and meaning; the README's settings table is generated from the same rows
-// (`omniccl-run --list-settings`). Code reads settings only through get_setting().
+// and meaning; a unit test checks that the README's settings table names every
+// row. Code reads settings only through get_setting().
 #pragma once
 
 #include <cstdint>

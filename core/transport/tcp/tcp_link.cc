@@ -20,7 +20,7 @@ size_t TcpLink::try_send(const void* data, size_t n) {
   if (w >= 0) return static_cast<size_t>(w);
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
   if (errno == EPIPE || errno == ECONNRESET) {
-    fail(Status::kPeerFailure, "rank ", peer_, " closed its TCP data connection (exited or was killed)");
+    fail(Status::kPeerFailure, "rank ", peer_, " closed its TCP data connection (it exited, was killed, or destroyed its communicator)");
   }
   fail_errno(str_cat("send to rank ", peer_), errno);
 }
@@ -30,7 +30,7 @@ size_t TcpLink::try_recv(void* data, size_t n) {
   ssize_t r = ::recv(fd_.get(), data, n, MSG_DONTWAIT);
   if (r > 0) return static_cast<size_t>(r);
   if (r == 0) {
-    fail(Status::kPeerFailure, "rank ", peer_, " closed its TCP data connection (exited or was killed)");
+    fail(Status::kPeerFailure, "rank ", peer_, " closed its TCP data connection (it exited, was killed, or destroyed its communicator)");
   }
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
   if (errno == ECONNRESET) fail(Status::kPeerFailure, "rank ", peer_, " reset its TCP data connection");

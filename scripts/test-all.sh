@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds OmniCCL (warnings are errors) and runs every test suite, failing if
+# any test fails. Usage: scripts/test-all.sh [BUILD_DIR]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+jobs=${OMNICCL_BUILD_JOBS:-2}
+
+cmake -S . -B "$build" -DOMNICCL_WERROR=ON >/dev/null
+cmake --build "$build" -j"$jobs"
+
+echo "== ctest (C/C++ suites: unit, abi, tools, collectives, examples)"
+# Multi-rank suites are RUN_SERIAL; the rest run two at a time.
+ctest --test-dir "$build" -j2 --output-on-failure --timeout 900

@@ -1,0 +1,194 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+namespace omniccl::testing {
+
+namespace {
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&in), sizeof in);
+  socklen_t len = sizeof in;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&in), &len);
+  ::close(fd);
+  return ntohs(in.sin_port);
+}
+
+std::string make_temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "omniccl-test-XXXXXX").string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) {
+    std::perror("mkdtemp");
+    std::abort();
+  }
+  return buf.data();
+}
+
+int child_main(const JobOptions& opts, const RankFn& fn, int rank, const std::string& init,
+               const occl_unique_id_t* uid) {
+  for (const auto& [k, v] : opts.env) ::setenv(k.c_str(), v.c_str(), 1);
+  if (!opts.create_comm) {
+    ::setenv("OCCL_TEST_INIT", init.c_str(), 1);
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(opts.nranks).c_str(), 1);
+    return fn(nullptr, rank, opts.nranks);
+  }
+  occl_config_t cfg = OCCL_CONFIG_INIT;
+  cfg.timeout_ms = opts.timeout_ms;
+  cfg.transport = opts.transport.c_str();
+  cfg.algorithm = opts.algorithm.empty() ? nullptr : opts.algorithm.c_str();
+  occl_comm_t comm = nullptr;
+  occl_status_t st;
+  if (opts.init == "uid") {
+    st = occl_comm_init_unique_id(&comm, opts.nranks, uid, rank, &cfg);
+  } else if (opts.init == "env") {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(opts.nranks).c_str(), 1);
+    st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg);
+  } else {
+    st = occl_comm_init(&comm, init.c_str(), rank, opts.nranks, &cfg);
+  }
+  if (st != OCCL_SUCCESS) {
+    std::fprintf(stderr, "rank %d: init failed: %s: %s\n", rank, occl_status_string(st), occl_last_error());
+    return 100;
+  }
+  int rc = fn(comm, rank, opts.nranks);
+  occl_status_t ds = occl_comm_destroy(comm);
+  if (rc == 0 && ds != OCCL_SUCCESS) {
+    std::fprintf(stderr, "rank %d: destroy failed: %s\n", rank, occl_last_error());
+    rc = 101;
+  }
+  return rc;
+}
+
+}  // namespace
+
+bool JobResult::ok() const {
+  for (const auto& r : ranks) {
+    if (r.exit_code != 0) return false;
+  }
+  return !ranks.empty();
+}
+
+std::string JobResult::summary() const {
+  std::ostringstream os;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const auto& r = ranks[i];
+    os << "\n  rank " << i << ": ";
+    if (r.timed_out) os << "killed after the job time limit";
+    else if (r.signal) os << "killed by signal " << r.signal;
+    else os << "exit " << r.exit_code;
+    os << " after " << r.seconds << " s";
+  }
+  return os.str();
+}
+
+JobResult run_ranks(const JobOptions& opts, const RankFn& fn) {
+  std::string init, dir;
+  occl_unique_id_t uid{};
+  if (opts.init == "tcp") {
+    init = "tcp://127.0.0.1:" + std::to_string(free_port());
+  } else if (opts.init == "file") {
+    dir = make_temp_dir();
+    init = "file://" + dir;
+  } else if (opts.init == "uid") {
+    if (occl_get_unique_id(&uid) != OCCL_SUCCESS) {
+      std::fprintf(stderr, "occl_get_unique_id failed: %s\n", occl_last_error());
+      return {};
+    }
+  } else if (opts.init == "env") {
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  }
+  std::fflush(nullptr);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> pids(opts.nranks);
+  JobResult res;
+  res.ranks.resize(opts.nranks);
+  for (int r = 0; r < opts.nranks; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int rc = 99;
+      try {
+        rc = child_main(opts, fn, r, init, &uid);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: exception: %s\n", r, e.what());
+      }
+      std::fflush(nullptr);
+      ::_exit(rc);
+    }
+    pids[r] = pid;
+  }
+  int running = opts.nranks;
+  auto deadline = start + std::chrono::seconds(opts.job_timeout_s);
+  while (running > 0) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (int r = 0; r < opts.nranks; ++r) {
+        if (pids[r] != pid) continue;
+        auto& rr = res.ranks[r];
+        rr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (WIFEXITED(status)) rr.exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) rr.signal = WTERMSIG(status);
+        pids[r] = -1;
+        --running;
+      }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < opts.nranks; ++r) {
+        if (pids[r] > 0) {
+          res.ranks[r].timed_out = true;
+          ::kill(pids[r], SIGKILL);
+        }
+      }
+      deadline = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (!dir.empty()) std::filesystem::remove_all(dir);
+  return res;
+}
+
+Tensor1D::Tensor1D(void* data, int64_t count, DLDataType dtype) {
+  shape[0] = count;
+  t.data = data;
+  t.device = {kDLCPU, 0};
+  t.ndim = 1;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = nullptr;
+  t.byte_offset = 0;
+}
+
+DLDataType dl_int(int bits) { return {kDLInt, static_cast<uint8_t>(bits), 1}; }
+DLDataType dl_uint(int bits) { return {kDLUInt, static_cast<uint8_t>(bits), 1}; }
+DLDataType dl_float(int bits) { return {kDLFloat, static_cast<uint8_t>(bits), 1}; }
+DLDataType dl_bfloat16() { return {kDLBfloat, 16, 1}; }
+DLDataType dl_bool() { return {kDLBool, 8, 1}; }
+
+bool check(bool cond, int rank, const char* file, int line, const std::string& text) {
+  if (!cond) std::fprintf(stderr, "rank %d: CHECK FAILED at %s:%d: %s\n", rank, file, line, text.c_str());
+  return cond;
+}
+
+}  // namespace omniccl::testing

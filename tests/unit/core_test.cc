@@ -1,0 +1,143 @@
+// Unit tests of the pure parts of the core: settings, tuning, rank patterns.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "algorithm/patterns/patterns.h"
+#include "common/settings.h"
+#include "common/status.h"
+#include "tuning/tuning.h"
+
+namespace omniccl {
+namespace {
+
+TEST(Settings, ReadmeDocumentsEverySetting) {
+  std::ifstream f(std::string(OMNICCL_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(f.good()) << "README.md not found";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string readme = ss.str();
+  for (const auto& s : all_settings()) {
+    EXPECT_NE(readme.find(std::string("`") + s.name + "`"), std::string::npos)
+        << s.name << " is missing from the README's settings table";
+  }
+}
+
+TEST(Settings, UnknownNameIsAnInternalError) {
+  try {
+    get_setting("OMNICCL_NOT_A_SETTING");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInternal);
+  }
+}
+
+TEST(Settings, ParsesDurations) {
+  EXPECT_EQ(parse_duration_ms("600", "T"), 600000);
+  EXPECT_EQ(parse_duration_ms("30s", "T"), 30000);
+  EXPECT_EQ(parse_duration_ms("1500ms", "T"), 1500);
+  EXPECT_EQ(parse_duration_ms("10m", "T"), 600000);
+  EXPECT_EQ(parse_duration_ms("2.5", "T"), 2500);
+  for (const char* bad : {"", "abc", "-1", "10h", "0"}) {
+    try {
+      parse_duration_ms(bad, "OMNICCL_TIMEOUT");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("OMNICCL_TIMEOUT"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Tuning, BareNameAppliesWhereOffered) {
+  auto ov = AlgoOverride::parse("ring", "OMNICCL_ALGO");
+  EXPECT_EQ(ov.for_op(OpKind::kAllReduce), Algo::kRing);
+  EXPECT_EQ(ov.for_op(OpKind::kAllGather), Algo::kRing);
+  EXPECT_EQ(ov.for_op(OpKind::kBroadcast), Algo::kRing);
+  EXPECT_EQ(ov.for_op(OpKind::kReduce), Algo::kNone);  // reduce has no ring: tuned
+  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 8, 4, ov), Algo::kRing);
+}
+
+TEST(Tuning, PerCollectiveList) {
+  auto ov = AlgoOverride::parse("all_reduce=tree, broadcast=direct", "OMNICCL_ALGO");
+  EXPECT_EQ(ov.for_op(OpKind::kAllReduce), Algo::kTree);
+  EXPECT_EQ(ov.for_op(OpKind::kBroadcast), Algo::kDirect);
+  EXPECT_EQ(ov.for_op(OpKind::kAllGather), Algo::kNone);
+}
+
+TEST(Tuning, UnusableOverridesAreClearErrors) {
+  struct Case {
+    const char* spec;
+    const char* needle;
+  } cases[] = {{"warp_drive", "unknown algorithm 'warp_drive'"},
+               {"broadcast=bruck", "broadcast has no algorithm 'bruck'"},
+               {"allsum=ring", "unknown collective 'allsum'"}};
+  for (const auto& c : cases) {
+    try {
+      AlgoOverride::parse(c.spec, "OMNICCL_ALGO");
+      ADD_FAILURE() << "accepted " << c.spec;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Tuning, DefaultsDependOnSize) {
+  AlgoOverride none;
+  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 8, 4, none), Algo::kRecursiveDoubling);
+  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 64 << 20, 4, none), Algo::kRing);
+  EXPECT_EQ(choose_algo(OpKind::kBarrier, 0, 4, none), Algo::kDissemination);
+}
+
+TEST(Patterns, BlocksPartitionEveryElementOnce) {
+  for (size_t n : {1, 2, 3, 5, 8}) {
+    for (size_t count : {0, 1, 7, 16, 1001}) {
+      size_t next = 0;
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_EQ(patterns::block_offset(i, count, n), next);
+        next += patterns::block_count(i, count, n);
+      }
+      EXPECT_EQ(next, count);
+    }
+  }
+}
+
+TEST(Patterns, FoldCoversEveryRankAndBlock) {
+  for (int n = 1; n <= 13; ++n) {
+    patterns::Fold f(n);
+    EXPECT_EQ(f.p2 + f.extra, n);
+    std::set<int> members;
+    for (int r = 0; r < n; ++r) {
+      int v = f.new_rank(r);
+      if (v >= 0) {
+        EXPECT_EQ(f.real_rank(v), r);
+        members.insert(v);
+      }
+    }
+    EXPECT_EQ(static_cast<int>(members.size()), f.p2);
+    EXPECT_EQ(f.first_block(0), 0);
+    EXPECT_EQ(f.first_block(f.p2), n);
+    for (int v = 0; v < f.p2; ++v) EXPECT_LT(f.first_block(v), f.first_block(v + 1));
+  }
+}
+
+TEST(Patterns, BinomialSubtreesTileTheRanks) {
+  for (int n = 1; n <= 17; ++n) {
+    // Children of v are v + m for m below lowbit(v); their subtrees plus v
+    // itself tile [v, v + subtree_size(v)).
+    for (int v = 0; v < n; ++v) {
+      int covered = 1;
+      int top = v == 0 ? patterns::pow2_floor(n) : patterns::lowbit(v) / 2;
+      for (int m = top; m >= 1; m >>= 1) {
+        if (v + m < n) covered += patterns::subtree_size(v + m, n);
+      }
+      EXPECT_EQ(covered, patterns::subtree_size(v, n)) << "n=" << n << " v=" << v;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace omniccl
