@@ -146,7 +146,13 @@ void TcpStoreServer::Impl::run() {
       (void)r;
     }
     if (stop.load(std::memory_order_acquire)) break;
-    if (accepting && pfds[1].revents != 0) accept_all();
+    if (accepting && pfds[1].revents != 0) {
+      try {
+        accept_all();
+      } catch (const std::exception& e) {  // bad_alloc: the thread must survive
+        OCCL_LOG(kWarn, kBootstrap, "rendezvous server: accept failed: ", e.what());
+      }
+    }
     for (size_t i = 0; i < ids.size(); ++i) {
       short re = pfds[base + i].revents;
       if (re == 0) continue;

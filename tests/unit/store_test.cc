@@ -1,0 +1,573 @@
+// Tests of the rendezvous stores (TCP and file) and local_address_towards.
+// Every wait is bounded; only 127.0.0.1 is used.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bootstrap/store.h"
+#include "bootstrap/store_wire.h"
+#include "common/fd.h"
+#include "common/status.h"
+
+namespace omniccl::bootstrap {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Milliseconds since start.
+int64_t ms_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+/// Runs fn, expecting an omniccl::Error with `status` whose message contains
+/// every string in `needles`; returns the message.
+std::string expect_error(const std::function<void()>& fn, Status status,
+                         const std::vector<std::string>& needles) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), status) << status_name(e.status()) << ": " << e.what();
+    for (const auto& n : needles) {
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << n << "'";
+    }
+    return e.what();
+  }
+  ADD_FAILURE() << "no omniccl::Error thrown (expected " << status_name(status) << ")";
+  return {};
+}
+
+/// A fresh directory under /tmp, removed with its contents at scope end.
+struct TempDir {
+  std::string path;
+  /// Creates the directory.
+  TempDir() {
+    char tmpl[] = "/tmp/occl_store_test.XXXXXX";
+    const char* p = mkdtemp(tmpl);
+    EXPECT_NE(p, nullptr);
+    path = p != nullptr ? p : "/tmp";
+  }
+  /// Removes the directory tree.
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+uint16_t free_port() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  return ntohs(a.sin_port);
+}
+
+/// A raw blocking TCP connection to 127.0.0.1:port (for garbage clients).
+UniqueFd raw_connect(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+/// Sends bytes on a raw socket, ignoring errors (the server may drop us).
+void raw_send(int fd, const std::string& bytes) {
+  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+}
+
+/// Whether the server closes fd (EOF or reset) within timeout_ms; replies
+/// the server might send first are skipped.
+bool closed_by_server(int fd, int timeout_ms) {
+  auto deadline = Deadline::after_ms(timeout_ms);
+  char buf[4096];
+  while (!deadline.expired()) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, deadline.remaining_ms(timeout_ms)) <= 0) continue;
+    ssize_t r = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (r == 0) return true;
+    if (r < 0 && errno != EAGAIN && errno != EINTR) return true;
+  }
+  return false;
+}
+
+/// A request header with arbitrary fields, for crafted messages.
+std::string raw_header(uint16_t cmd, uint32_t key_len, uint64_t value_len, uint16_t version = 1) {
+  std::string h(wire::kHeaderBytes, '\0');
+  wire::encode_header(wire::Header{static_cast<wire::Cmd>(cmd), key_len, value_len}, h.data());
+  wire::put_le(h.data() + 4, version, 2);
+  return h;
+}
+
+// ---------------------------------------------------------------------------
+// Behaviour both stores share.
+// ---------------------------------------------------------------------------
+
+enum class Kind { kTcp, kFile };
+
+/// Runs each test against a TCP store server and against a file store.
+class StoreTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  /// Starts the backing server or directory.
+  void SetUp() override {
+    if (GetParam() == Kind::kTcp) {
+      server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+    } else {
+      dir_ = std::make_unique<TempDir>();
+    }
+  }
+
+  /// A new client of the same store.
+  std::unique_ptr<Store> client() {
+    if (GetParam() == Kind::kTcp) {
+      return connect_tcp_store("127.0.0.1", server_->port(), Deadline::after_ms(5000));
+    }
+    return open_file_store(dir_->path + "/store");
+  }
+
+  /// What error messages name as the store's location.
+  std::string where() const {
+    if (GetParam() == Kind::kTcp) return "127.0.0.1:" + std::to_string(server_->port());
+    return dir_->path + "/store";
+  }
+
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TempDir> dir_;
+};
+
+/// set/get/check/erase, overwriting, and erase of an absent key.
+TEST_P(StoreTest, SetGetCheckErase) {
+  auto s = client();
+  EXPECT_FALSE(s->check("a"));
+  s->set("a", "1");
+  EXPECT_TRUE(s->check("a"));
+  EXPECT_EQ(s->get("a", Deadline::after_ms(5000)), "1");
+  s->set("a", "two");
+  EXPECT_EQ(s->get("a", Deadline::after_ms(5000)), "two");
+  s->set("empty", "");
+  EXPECT_TRUE(s->check("empty"));
+  EXPECT_EQ(s->get("empty", Deadline::after_ms(5000)), "");
+  s->erase("a");
+  EXPECT_FALSE(s->check("a"));
+  s->erase("a");  // absent: fine
+  s->erase("never-set");
+  auto other = client();  // a second client sees the same data
+  EXPECT_TRUE(other->check("empty"));
+  EXPECT_FALSE(other->check("a"));
+}
+
+/// add on absent keys, existing integers, negative deltas and non-integers.
+TEST_P(StoreTest, Add) {
+  auto s = client();
+  EXPECT_EQ(s->add("n", 5), 5);
+  EXPECT_EQ(s->add("n", 10), 15);
+  EXPECT_EQ(s->add("n", -20), -5);
+  EXPECT_EQ(s->get("n", Deadline::after_ms(5000)), "-5");
+  s->set("m", "41");
+  EXPECT_EQ(s->add("m", 1), 42);
+  EXPECT_EQ(s->add("m", 0), 42);
+  s->set("text", "hello");
+  expect_error([&] { s->add("text", 1); }, Status::kInvalidArgument,
+               {"text", "not an integer"});
+  s->set("big", "9223372036854775807");
+  expect_error([&] { s->add("big", 1); }, Status::kInvalidArgument, {"overflow"});
+  // The store stays usable after a refused add.
+  EXPECT_EQ(s->add("n", 6), 1);
+  EXPECT_EQ(s->get("text", Deadline::after_ms(5000)), "hello");
+}
+
+/// get blocks until another client sets the key.
+TEST_P(StoreTest, GetBlocksUntilSet) {
+  auto reader = client();
+  auto writer = client();
+  auto start = Clock::now();
+  std::thread t([&] {
+    std::this_thread::sleep_for(150ms);
+    writer->set("late", "value");
+  });
+  EXPECT_EQ(reader->get("late", Deadline::after_ms(10000)), "value");
+  t.join();
+  EXPECT_GE(ms_since(start), 100);
+  EXPECT_LT(ms_since(start), 5000);
+}
+
+/// add also wakes a get waiting for the key.
+TEST_P(StoreTest, AddWakesGet) {
+  auto reader = client();
+  auto writer = client();
+  std::thread t([&] {
+    std::this_thread::sleep_for(100ms);
+    writer->add("counter", 7);
+  });
+  EXPECT_EQ(reader->get("counter", Deadline::after_ms(10000)), "7");
+  t.join();
+}
+
+/// get gives up with kTimeout naming the key and the store at the deadline,
+/// and the client stays usable afterwards.
+TEST_P(StoreTest, GetTimesOut) {
+  auto s = client();
+  auto start = Clock::now();
+  expect_error([&] { s->get("missing/key", Deadline::after_ms(300)); }, Status::kTimeout,
+               {"missing/key", where()});
+  EXPECT_GE(ms_since(start), 250);
+  EXPECT_LT(ms_since(start), 2000);
+  s->set("after", "ok");
+  EXPECT_EQ(s->get("after", Deadline::after_ms(5000)), "ok");
+  // The timed-out key can still be set and read later.
+  s->set("missing/key", "now");
+  EXPECT_EQ(s->get("missing/key", Deadline::after_ms(5000)), "now");
+}
+
+/// 8 threads x 100 adds, each with its own client, give 800 and every
+/// intermediate value exactly once.
+TEST_P(StoreTest, ConcurrentAddSeparateClients) {
+  constexpr int kThreads = 8, kAdds = 100;
+  std::vector<std::vector<int64_t>> seen(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto s = client();
+      for (int i = 0; i < kAdds; ++i) seen[t].push_back(s->add("ctr", 1));
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<int64_t> all;
+  for (const auto& v : seen) all.insert(v.begin(), v.end());
+  EXPECT_EQ(all.size(), size_t{kThreads * kAdds});
+  EXPECT_EQ(*all.begin(), 1);
+  EXPECT_EQ(*all.rbegin(), kThreads * kAdds);
+  EXPECT_EQ(client()->get("ctr", Deadline::after_ms(5000)), "800");
+}
+
+/// 8 threads x 100 adds through one shared client object give 800.
+TEST_P(StoreTest, ConcurrentAddSharedClient) {
+  auto s = client();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) s->add("shared", 1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(s->add("shared", 0), 800);
+}
+
+/// Values with NUL bytes, every byte value, and 1 MiB round-trip; so do
+/// keys with NUL, '/', '%' and other unusual characters.
+TEST_P(StoreTest, BinaryAndLargeValues) {
+  auto s = client();
+  std::string nul("a\0b\0\0c", 6);
+  s->set("nul", nul);
+  EXPECT_EQ(s->get("nul", Deadline::after_ms(5000)), nul);
+  std::string bytes;
+  for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);
+  s->set(bytes, bytes);
+  EXPECT_EQ(s->get(bytes, Deadline::after_ms(5000)), bytes);
+  std::string big(1 << 20, '\0');
+  std::mt19937 rng(42);
+  for (auto& c : big) c = static_cast<char>(rng());
+  s->set("big", big);
+  EXPECT_EQ(s->get("big", Deadline::after_ms(5000)), big);
+  EXPECT_EQ(client()->get("big", Deadline::after_ms(5000)), big);
+}
+
+/// Keys that a naive file name mapping would confuse stay distinct.
+TEST_P(StoreTest, KeysStayDistinct) {
+  auto s = client();
+  std::vector<std::string> keys = {"a/b", "a%2Fb", "a%2fb", "a_b", "../x", "x", "",  ".",
+                                   "..",  "lock",  "k_x",   " ",   "a b", "~", "A", "a"};
+  keys.push_back(std::string(1000, 'k'));
+  keys.push_back(std::string(999, 'k') + "j");
+  keys.push_back(std::string(300, '/'));
+  for (size_t i = 0; i < keys.size(); ++i) s->set(keys[i], "v" + std::to_string(i));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(s->get(keys[i], Deadline::after_ms(5000)), "v" + std::to_string(i))
+        << "key #" << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(Kind::kTcp, Kind::kFile),
+                         [](const auto& info) {
+                           return info.param == Kind::kTcp ? std::string("Tcp")
+                                                           : std::string("File");
+                         });
+
+// ---------------------------------------------------------------------------
+// TCP store specifics.
+// ---------------------------------------------------------------------------
+
+/// A client that starts before the server connects once the server is up.
+TEST(TcpStore, ClientConnectsBeforeServerStarts) {
+  const uint16_t port = free_port();
+  std::unique_ptr<Store> s;
+  std::string error;
+  std::thread t([&] {
+    try {
+      s = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(10000));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  TcpStoreServer server("127.0.0.1", port);
+  t.join();
+  ASSERT_TRUE(s) << error;
+  s->set("k", "v");
+  EXPECT_EQ(s->get("k", Deadline::after_ms(5000)), "v");
+}
+
+/// Nobody listening: kTimeout naming host:port shortly after the deadline.
+TEST(TcpStore, ConnectTimesOut) {
+  const uint16_t port = free_port();
+  auto start = Clock::now();
+  expect_error([&] { connect_tcp_store("127.0.0.1", port, Deadline::after_ms(300)); },
+               Status::kTimeout, {"127.0.0.1:" + std::to_string(port)});
+  EXPECT_GE(ms_since(start), 250);
+  EXPECT_LT(ms_since(start), 2000);
+}
+
+/// Binding a port that another server listens on fails with kSystem.
+TEST(TcpStore, BindFailureNamesAddress) {
+  TcpStoreServer first("127.0.0.1", 0);
+  expect_error([&] { TcpStoreServer second("127.0.0.1", first.port()); }, Status::kSystem,
+               {"127.0.0.1:" + std::to_string(first.port())});
+}
+
+/// The server disappearing during a get gives kPeerFailure quickly; later
+/// calls fail the same way instead of hanging.
+TEST(TcpStore, ServerGoneMidGet) {
+  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+  const std::string where = "127.0.0.1:" + std::to_string(server->port());
+  auto s = connect_tcp_store("127.0.0.1", server->port(), Deadline::after_ms(5000));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(150ms);
+    server.reset();
+  });
+  auto start = Clock::now();
+  expect_error([&] { s->get("never", Deadline::after_ms(20000)); }, Status::kPeerFailure,
+               {"rendezvous server " + where + " closed the connection", "never"});
+  EXPECT_LT(ms_since(start), 3000);
+  killer.join();
+  start = Clock::now();
+  expect_error([&] { s->set("k", "v"); }, Status::kPeerFailure, {where});
+  EXPECT_LT(ms_since(start), 3000);
+}
+
+/// The destructor stops promptly with parked and idle clients, which then
+/// see kPeerFailure.
+TEST(TcpStore, DestructorIsPrompt) {
+  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+  const uint16_t port = server->port();
+  std::vector<std::unique_ptr<Store>> idle;
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000)));
+  }
+  std::atomic<int> peer_failures{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 8; ++i) {
+    waiters.emplace_back([&] {
+      auto s = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
+      try {
+        s->get("never", Deadline::after_ms(20000));
+      } catch (const Error& e) {
+        if (e.status() == Status::kPeerFailure) ++peer_failures;
+      }
+    });
+  }
+  std::this_thread::sleep_for(200ms);
+  auto start = Clock::now();
+  server.reset();
+  EXPECT_LT(ms_since(start), 1000);
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(peer_failures.load(), 8);
+}
+
+/// Many clients parked on one key are all answered by one set.
+TEST(TcpStore, ManyWaitersWokenTogether) {
+  TcpStoreServer server("127.0.0.1", 0);
+  constexpr int kClients = 32;
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&] {
+      auto s = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+      if (s->get("go", Deadline::after_ms(10000)) == "now") ++ok;
+    });
+  }
+  std::this_thread::sleep_for(200ms);
+  connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000))->set("go", "now");
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kClients);
+}
+
+/// Garbage clients are disconnected and never disturb a legitimate client.
+TEST(TcpStore, GarbageClientsAreDropped) {
+  TcpStoreServer server("127.0.0.1", 0);
+  const uint16_t port = server.port();
+  auto good = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
+  int round = 0;
+  auto still_fine = [&] {
+    const std::string key = "good" + std::to_string(round++);
+    good->set(key, "ok");
+    EXPECT_EQ(good->get(key, Deadline::after_ms(5000)), "ok");
+  };
+
+  std::mt19937 rng(7);
+  std::string random_bytes(4096, '\0');
+  for (auto& c : random_bytes) c = static_cast<char>(rng());
+  const std::vector<std::pair<std::string, std::string>> garbage = {
+      {"random bytes", random_bytes},
+      {"HTTP", "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"},
+      {"1 TB value", raw_header(1, 3, uint64_t{1} << 40) + "key"},
+      {"4 GB key", raw_header(2, 0xffffffffu, 0)},
+      {"wrong version", raw_header(1, 1, 1, /*version=*/99) + "kv"},
+      {"unknown command", raw_header(77, 1, 0) + "k"},
+      {"reply code as request", raw_header(0x82, 0, 0)},
+      {"get with a value", raw_header(2, 1, 5) + "kvalue"},
+      {"add with 3-byte delta", raw_header(3, 1, 3) + "kabc"},
+  };
+  for (const auto& [what, bytes] : garbage) {
+    UniqueFd g = raw_connect(port);
+    raw_send(g.get(), bytes);
+    EXPECT_TRUE(closed_by_server(g.get(), 3000)) << what;
+    still_fine();
+  }
+
+  // A truncated header that stays open does not block anyone...
+  UniqueFd stalled = raw_connect(port);
+  raw_send(stalled.get(), raw_header(1, 3, 10).substr(0, 7));
+  still_fine();
+  // ...nor does a set whose value never fully arrives; it is not applied.
+  UniqueFd partial = raw_connect(port);
+  raw_send(partial.get(), raw_header(1, 7, 1 << 20) + "partial" + std::string(1000, 'x'));
+  still_fine();
+  partial.reset();
+  EXPECT_FALSE(good->check("partial"));
+  // A client that sends more while parked in a get is dropped.
+  UniqueFd chatty = raw_connect(port);
+  raw_send(chatty.get(), raw_header(2, 4, 0) + "nope");
+  std::this_thread::sleep_for(50ms);
+  raw_send(chatty.get(), "more");
+  EXPECT_TRUE(closed_by_server(chatty.get(), 3000));
+  still_fine();
+  // A well-formed raw get is answered.
+  UniqueFd raw_get = raw_connect(port);
+  good->set("rawkey", "rawvalue");
+  raw_send(raw_get.get(), raw_header(2, 6, 0) + "rawkey");
+  std::string reply(wire::kHeaderBytes + 8, '\0');
+  size_t got = 0;
+  auto deadline = Deadline::after_ms(3000);
+  while (got < reply.size() && !deadline.expired()) {
+    pollfd p{raw_get.get(), POLLIN, 0};
+    if (::poll(&p, 1, deadline.remaining_ms(3000)) <= 0) continue;
+    ssize_t r = ::recv(raw_get.get(), reply.data() + got, reply.size() - got, 0);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  ASSERT_EQ(got, reply.size());
+  wire::Header h;
+  EXPECT_EQ(wire::decode_header(reply.data(), &h), "");
+  EXPECT_EQ(h.cmd, wire::Cmd::kValue);
+  EXPECT_EQ(reply.substr(wire::kHeaderBytes), "rawvalue");
+  stalled.reset();
+  still_fine();
+}
+
+/// Keys and values above the wire limits are refused before sending.
+TEST(TcpStore, OversizedValueRejected) {
+  TcpStoreServer server("127.0.0.1", 0);
+  auto s = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  expect_error([&] { s->set("huge", std::string(wire::kMaxValueBytes + 1, 'x')); },
+               Status::kInvalidArgument, {"huge", "64 MiB"});
+  s->set("small", "fine");
+  EXPECT_EQ(s->get("small", Deadline::after_ms(5000)), "fine");
+}
+
+/// Something that is not a store server on the port: kPeerFailure, no hang.
+TEST(TcpStore, NonStoreServerIsDetected) {
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener.get(), 4), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::thread fake([&] {
+    UniqueFd c(::accept(listener.get(), nullptr, nullptr));
+    const std::string http = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+    raw_send(c.get(), http);
+    std::this_thread::sleep_for(300ms);
+  });
+  auto s = connect_tcp_store("127.0.0.1", ntohs(a.sin_port), Deadline::after_ms(5000));
+  expect_error([&] { s->get("k", Deadline::after_ms(5000)); }, Status::kPeerFailure,
+               {"invalid reply"});
+  fake.join();
+}
+
+/// Loopback names map to 127.0.0.1.
+TEST(TcpStore, LocalAddressTowardsLoopback) {
+  EXPECT_EQ(local_address_towards("127.0.0.1", 29500), "127.0.0.1");
+  EXPECT_EQ(local_address_towards("localhost", 29500), "127.0.0.1");
+  EXPECT_EQ(local_address_towards("127.0.0.2", 1), "127.0.0.1");
+}
+
+// ---------------------------------------------------------------------------
+// File store specifics.
+// ---------------------------------------------------------------------------
+
+/// The directory is created (with parents) when missing.
+TEST(FileStore, CreatesDirectory) {
+  TempDir dir;
+  const std::string nested = dir.path + "/a/b/c/";
+  auto s = open_file_store(nested);
+  EXPECT_TRUE(std::filesystem::is_directory(nested));
+  s->set("k", "v");
+  EXPECT_EQ(open_file_store(dir.path + "/a/b/c")->get("k", Deadline::after_ms(1000)), "v");
+}
+
+/// A path that is a regular file is refused.
+TEST(FileStore, PathThatIsAFileIsRefused) {
+  TempDir dir;
+  const std::string file = dir.path + "/plain";
+  { UniqueFd fd(::creat(file.c_str(), 0644)); }
+  EXPECT_THROW(open_file_store(file), Error);
+  expect_error([&] { open_file_store(""); }, Status::kInvalidArgument, {"empty"});
+}
+
+/// A file-store get of a missing key ends close to its deadline.
+TEST(FileStore, ShortTimeoutIsAccurate) {
+  TempDir dir;
+  auto s = open_file_store(dir.path);
+  auto start = Clock::now();
+  expect_error([&] { s->get("nothing", Deadline::after_ms(50)); }, Status::kTimeout,
+               {"nothing", dir.path});
+  EXPECT_GE(ms_since(start), 45);
+  EXPECT_LT(ms_since(start), 500);
+}
+
+}  // namespace
+}  // namespace omniccl::bootstrap
