@@ -1,0 +1,89 @@
+// Tables behind the DType / RedOp vocabulary (see types.h).
+#include "kernels/types.h"
+
+namespace omniccl::kernels {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+      return 1;
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 2;
+    case DType::kInt32:
+    case DType::kUInt32:
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+    case DType::kUInt64:
+    case DType::kFloat64:
+      return 8;
+  }
+  return 0;  // Not a DType value: callers validate before sizing buffers.
+}
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kInt8: return "int8";
+    case DType::kInt16: return "int16";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kUInt8: return "uint8";
+    case DType::kUInt16: return "uint16";
+    case DType::kUInt32: return "uint32";
+    case DType::kUInt64: return "uint64";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kBool: return "bool";
+  }
+  return "unknown";
+}
+
+const char* redop_name(RedOp op) {
+  switch (op) {
+    case RedOp::kSum: return "SUM";
+    case RedOp::kProd: return "PROD";
+    case RedOp::kMin: return "MIN";
+    case RedOp::kMax: return "MAX";
+    case RedOp::kAvg: return "AVG";
+    case RedOp::kBAnd: return "BAND";
+    case RedOp::kBOr: return "BOR";
+    case RedOp::kBXor: return "BXOR";
+    case RedOp::kPreMulSum: return "PREMUL_SUM";
+  }
+  return "UNKNOWN";
+}
+
+bool is_floating(DType t) {
+  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
+         t == DType::kFloat64;
+}
+
+bool is_defined(RedOp op, DType t) {
+  if (static_cast<int>(t) >= kNumDTypes) return false;
+  switch (op) {
+    case RedOp::kSum:
+    case RedOp::kProd:
+    case RedOp::kMin:
+    case RedOp::kMax:
+      return true;
+    case RedOp::kAvg:
+    case RedOp::kPreMulSum:
+      // Averaging or scaling truth values has no meaning.
+      return t != DType::kBool;
+    case RedOp::kBAnd:
+    case RedOp::kBOr:
+    case RedOp::kBXor:
+      // Bit patterns of floats are not values; integers and bool only.
+      return !is_floating(t);
+  }
+  return false;
+}
+
+}  // namespace omniccl::kernels
