@@ -60,7 +60,8 @@ typedef enum {
   kDLOneAPI = 14,
   kDLWebGPU = 15,
   kDLHexagon = 16,
-  kDLMAIA = 17
+  kDLMAIA = 17,
+  kDLTrn = 18
 } DLDeviceType;
 
 /** A device: its type and its ordinal (0 for the host). */
@@ -143,8 +144,13 @@ typedef struct DLManagedTensorVersioned {
 /* Layout pins (LP64). A mismatch here means this header disagrees with DLPack. */
 #if defined(__cplusplus)
 #define OCCL_DLPACK_STATIC_ASSERT(c, m) static_assert(c, m)
-#else
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #define OCCL_DLPACK_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#else /* C99: a negative array size fails the build */
+#define OCCL_DLPACK_CAT2(a, b) a##b
+#define OCCL_DLPACK_CAT(a, b) OCCL_DLPACK_CAT2(a, b)
+#define OCCL_DLPACK_STATIC_ASSERT(c, m) \
+  typedef char OCCL_DLPACK_CAT(occl_dlpack_assert_, __LINE__)[(c) ? 1 : -1]
 #endif
 #if defined(__LP64__) || defined(_WIN64)
 OCCL_DLPACK_STATIC_ASSERT(sizeof(DLPackVersion) == 8, "DLPackVersion layout");
@@ -163,5 +169,7 @@ OCCL_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, flags) == 24, "DLMa
 OCCL_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, dl_tensor) == 32, "DLManagedTensorVersioned.dl_tensor offset");
 #endif
 #undef OCCL_DLPACK_STATIC_ASSERT
+#undef OCCL_DLPACK_CAT
+#undef OCCL_DLPACK_CAT2
 
 #endif /* DLPACK_DLPACK_H_ */
