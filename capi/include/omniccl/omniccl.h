@@ -248,7 +248,8 @@ occl_status_t occl_comm_abort(occl_comm_t comm);
 occl_status_t occl_comm_rank(occl_comm_t comm, int* rank);
 /** Stores the number of ranks in comm. */
 occl_status_t occl_comm_size(occl_comm_t comm, int* size);
-/** Stores the transport comm uses ("shm" or "tcp"); a static string. */
+/** Stores the transport comm uses: "shm", "tcp", "mixed" (some peers on other
+    hosts) or "self" (one rank); a static string. */
 occl_status_t occl_comm_transport(occl_comm_t comm, const char** name);
 /** Changes the deadline of later blocking calls on comm (ms, > 0). */
 occl_status_t occl_comm_set_timeout(occl_comm_t comm, int64_t timeout_ms);

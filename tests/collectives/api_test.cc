@@ -1,0 +1,728 @@
+// Tests of the C API surface with real ranks: versions, status strings,
+// every rendezvous, communicator queries, split, async work handles,
+// send/recv, PREMUL_SUM op lifetime and DLPack layouts.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "reference.h"
+
+namespace {
+
+using namespace occl_ref;
+using omniccl::testing::dl_float;
+using omniccl::testing::dl_int;
+using omniccl::testing::dl_uint;
+using omniccl::testing::JobOptions;
+using omniccl::testing::JobResult;
+using omniccl::testing::run_ranks;
+using omniccl::testing::Tensor1D;
+
+JobOptions opts(int n, const std::string& transport = "auto") {
+  JobOptions o;
+  o.nranks = n;
+  o.transport = transport;
+  o.timeout_ms = 120000;
+  o.job_timeout_s = 300;
+  return o;
+}
+
+/// all_reduce SUM of int64 (rank + 1) * (i + 1) over comm; checks the result.
+int check_all_reduce(occl_comm_t comm, int rank, int n, int who) {
+  std::vector<int64_t> buf(5);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = (rank + 1) * int64_t(i + 1);
+  Tensor1D t(buf.data(), int64_t(buf.size()), dl_int(64));
+  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), who);
+  for (size_t i = 0; i < buf.size(); ++i) {
+    RANK_CHECK(buf[i] == int64_t(n) * (n + 1) / 2 * int64_t(i + 1), who,
+               cat("all_reduce element ", i, " = ", buf[i], " over ", n, " ranks"));
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Versions and status strings (no ranks needed)
+
+TEST(Api, VersionMatchesHeader) {
+  int v = -1;
+  ASSERT_EQ(occl_get_version(&v), OCCL_SUCCESS);
+  EXPECT_EQ(v, OCCL_VERSION_CODE);
+  EXPECT_EQ(OCCL_VERSION_CODE, OCCL_VERSION_MAJOR * 10000 + OCCL_VERSION_MINOR * 100 + OCCL_VERSION_PATCH);
+  EXPECT_EQ(occl_get_version(nullptr), OCCL_ERR_INVALID_ARGUMENT);
+  EXPECT_STRNE(occl_last_error(), "");
+}
+
+TEST(Api, InitCheck) {
+  EXPECT_EQ(OCCL_INIT_CHECK(), OCCL_SUCCESS) << occl_last_error();
+  EXPECT_EQ(occl_init_check(OCCL_ABI_VERSION + 1, OCCL_VERSION_CODE), OCCL_ERR_VERSION);
+  std::string msg = occl_last_error();
+  EXPECT_NE(msg.find(std::to_string(OCCL_VERSION_CODE)), std::string::npos) << msg;
+  EXPECT_EQ(occl_init_check(OCCL_ABI_VERSION - 1, OCCL_VERSION_CODE), OCCL_ERR_VERSION);
+  // A header newer than the library does not fit; an older one does.
+  EXPECT_EQ(occl_init_check(OCCL_ABI_VERSION, OCCL_VERSION_CODE + 1), OCCL_ERR_VERSION);
+  if (OCCL_VERSION_CODE > 0) {
+    EXPECT_EQ(occl_init_check(OCCL_ABI_VERSION, OCCL_VERSION_CODE - 1), OCCL_SUCCESS);
+  }
+}
+
+TEST(Api, StatusStrings) {
+  const std::pair<occl_status_t, const char*> codes[] = {
+      {OCCL_SUCCESS, "OCCL_SUCCESS"},
+      {OCCL_ERR_INVALID_ARGUMENT, "OCCL_ERR_INVALID_ARGUMENT"},
+      {OCCL_ERR_UNSUPPORTED, "OCCL_ERR_UNSUPPORTED"},
+      {OCCL_ERR_TIMEOUT, "OCCL_ERR_TIMEOUT"},
+      {OCCL_ERR_PEER_FAILURE, "OCCL_ERR_PEER_FAILURE"},
+      {OCCL_ERR_MISMATCH, "OCCL_ERR_MISMATCH"},
+      {OCCL_ERR_SYSTEM, "OCCL_ERR_SYSTEM"},
+      {OCCL_ERR_INTERNAL, "OCCL_ERR_INTERNAL"},
+      {OCCL_ERR_ABORTED, "OCCL_ERR_ABORTED"},
+      {OCCL_ERR_IN_PROGRESS, "OCCL_ERR_IN_PROGRESS"},
+      {OCCL_ERR_VERSION, "OCCL_ERR_VERSION"},
+      {OCCL_ERR_OUT_OF_MEMORY, "OCCL_ERR_OUT_OF_MEMORY"},
+      {OCCL_ERR_COMM_FAILED, "OCCL_ERR_COMM_FAILED"},
+  };
+  std::set<std::string> seen;
+  for (const auto& [code, name] : codes) {
+    const char* s = occl_status_string(code);
+    ASSERT_NE(s, nullptr);
+    std::string str = s;
+    EXPECT_EQ(str.rfind(std::string(name) + ":", 0), 0u) << str;
+    EXPECT_GT(str.size(), std::string(name).size() + 2) << "no description: " << str;
+    seen.insert(str);
+  }
+  EXPECT_EQ(seen.size(), std::size(codes));
+  // Fixed values, never renumbered.
+  EXPECT_EQ(OCCL_ERR_TIMEOUT, 3);
+  EXPECT_EQ(OCCL_ERR_COMM_FAILED, 12);
+  EXPECT_STREQ(occl_status_string(static_cast<occl_status_t>(99)), "unknown status");
+  EXPECT_STREQ(occl_status_string(static_cast<occl_status_t>(-1)), "unknown status");
+  EXPECT_STREQ(occl_status_string(OCCL_ERR_TIMEOUT), "OCCL_ERR_TIMEOUT: a deadline passed");
+}
+
+TEST(Api, DestroyAndAbortAcceptNull) {
+  EXPECT_EQ(occl_comm_destroy(nullptr), OCCL_SUCCESS);
+  EXPECT_EQ(occl_comm_abort(nullptr), OCCL_SUCCESS);
+  EXPECT_EQ(occl_work_free(nullptr), OCCL_SUCCESS);
+  EXPECT_EQ(occl_work_wait(nullptr), OCCL_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(occl_work_test(nullptr), OCCL_ERR_INVALID_ARGUMENT);
+  int r = 0;
+  EXPECT_EQ(occl_comm_rank(nullptr, &r), OCCL_ERR_INVALID_ARGUMENT);
+}
+
+// ---------------------------------------------------------------------------
+// Rendezvous methods and communicator queries
+
+class Rendezvous : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Rendezvous, CreatesWorkingCommunicator) {
+  for (int n : {1, 3}) {
+    JobOptions o = opts(n);
+    o.init = GetParam();
+    JobResult res = run_ranks(o, [](occl_comm_t comm, int rank, int nr) {
+      int r = -1, s = -1;
+      RANK_OK(occl_comm_rank(comm, &r), rank);
+      RANK_OK(occl_comm_size(comm, &s), rank);
+      RANK_CHECK(r == rank && s == nr, rank, cat("rank/size ", r, "/", s));
+      return check_all_reduce(comm, rank, nr, rank);
+    });
+    EXPECT_TRUE(res.ok()) << "init=" << GetParam() << " nranks=" << n << res.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Api, Rendezvous, ::testing::Values("tcp", "file", "uid", "env"),
+                         [](const auto& info) { return info.param; });
+
+TEST(Api, RankSizeTransport) {
+  struct Case {
+    int n;
+    std::string asked, want;
+  };
+  for (const Case& k : {Case{2, "auto", "shm"}, Case{4, "auto", "shm"}, Case{3, "shm", "shm"}, Case{2, "tcp", "tcp"},
+                        Case{4, "tcp", "tcp"}, Case{1, "auto", ""}}) {
+    JobResult res = run_ranks(opts(k.n, k.asked), [&](occl_comm_t comm, int rank, int n) {
+      int r = -1, s = -1;
+      const char* name = nullptr;
+      RANK_OK(occl_comm_rank(comm, &r), rank);
+      RANK_OK(occl_comm_size(comm, &s), rank);
+      RANK_OK(occl_comm_transport(comm, &name), rank);
+      RANK_CHECK(r == rank, rank, cat("occl_comm_rank gave ", r));
+      RANK_CHECK(s == n, rank, cat("occl_comm_size gave ", s));
+      RANK_CHECK(name != nullptr && *name != '\0', rank, "transport name is empty");
+      if (!k.want.empty()) RANK_CHECK(k.want == name, rank, cat("transport '", name, "', want '", k.want, "'"));
+      RANK_CHECK(occl_comm_rank(comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank, "rank(NULL)");
+      RANK_CHECK(occl_comm_size(comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank, "size(NULL)");
+      RANK_CHECK(occl_comm_transport(comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank, "transport(NULL)");
+      RANK_CHECK(occl_comm_set_timeout(comm, 0) == OCCL_ERR_INVALID_ARGUMENT, rank, "set_timeout(0)");
+      RANK_CHECK(occl_comm_set_timeout(comm, -5) == OCCL_ERR_INVALID_ARGUMENT, rank, "set_timeout(-5)");
+      RANK_OK(occl_comm_set_timeout(comm, 90000), rank);
+      return check_all_reduce(comm, rank, n, rank);
+    });
+    EXPECT_TRUE(res.ok()) << "nranks=" << k.n << " transport=" << k.asked << res.summary();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Split
+
+/// Checks a communicator made by split: its size, this rank's place, and
+/// that an all_reduce and an all_gather of old ranks give the member order.
+int check_sub(occl_comm_t sub, int rank, const std::vector<int>& members, const char* what) {
+  int r = -1, s = -1;
+  RANK_OK(occl_comm_rank(sub, &r), rank);
+  RANK_OK(occl_comm_size(sub, &s), rank);
+  RANK_CHECK(s == int(members.size()), rank, cat(what, ": size ", s, ", want ", members.size()));
+  RANK_CHECK(r >= 0 && r < s && members[r] == rank, rank, cat(what, ": new rank ", r, " is not this rank's place"));
+  // Sum of old ranks + 1 over the members.
+  int64_t v = rank + 1, want = 0;
+  for (int m : members) want += m + 1;
+  Tensor1D t(&v, 1, dl_int(64));
+  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, sub, nullptr), rank);
+  RANK_CHECK(v == want, rank, cat(what, ": all_reduce gave ", v, ", want ", want));
+  // Old ranks in new-rank order.
+  int32_t mine = rank;
+  std::vector<int32_t> all(members.size(), -1);
+  Tensor1D st(&mine, 1, dl_int(32)), rt(all.data(), int64_t(all.size()), dl_int(32));
+  RANK_OK(occl_all_gather(&st, &rt, sub, nullptr), rank);
+  for (size_t i = 0; i < members.size(); ++i) {
+    RANK_CHECK(all[i] == members[i], rank, cat(what, ": member ", i, " is old rank ", all[i], ", want ", members[i]));
+  }
+  return 0;
+}
+
+TEST(Api, SplitByParityReversedKeysNoColorAndSplitOfSplit) {
+  for (const std::string transport : {"shm", "tcp"}) {
+    for (int n : {5, 8}) {
+      JobResult res = run_ranks(opts(n, transport), [&](occl_comm_t comm, int rank, int nr) {
+        // The last rank opts out; the others split by parity, keys reversed.
+        const bool out = rank == nr - 1;
+        const int color = out ? OCCL_SPLIT_NOCOLOR : rank % 2;
+        occl_comm_t sub = reinterpret_cast<occl_comm_t>(0x1);  // must be overwritten
+        RANK_OK(occl_comm_split(comm, color, nr - rank, nullptr, &sub), rank);
+        if (out) {
+          RANK_CHECK(sub == nullptr, rank, "OCCL_SPLIT_NOCOLOR rank got a communicator");
+        } else {
+          RANK_CHECK(sub != nullptr, rank, "split gave NULL");
+          std::vector<int> members;  // old ranks with our color, by descending old rank
+          for (int p = nr - 2; p >= 0; --p) {
+            if (p % 2 == color) members.push_back(p);
+          }
+          if (check_sub(sub, rank, members, "parity split") != 0) return 1;
+          const char* tname = nullptr;
+          RANK_OK(occl_comm_transport(sub, &tname), rank);
+          if (members.size() > 1) {
+            RANK_CHECK(transport == tname, rank, cat("sub-communicator transport ", tname, " (inherited config)"));
+          }
+          // Split of the split: halves by new rank, keys = new rank (ties
+          // none), every member keeps a color.
+          int sr = -1;
+          RANK_OK(occl_comm_rank(sub, &sr), rank);
+          const int half = int(members.size() + 1) / 2;
+          occl_comm_t subsub = nullptr;
+          RANK_OK(occl_comm_split(sub, sr < half ? 7 : 3, sr, nullptr, &subsub), rank);
+          RANK_CHECK(subsub != nullptr, rank, "split of split gave NULL");
+          std::vector<int> members2;
+          for (size_t i = 0; i < members.size(); ++i) {
+            if ((int(i) < half) == (sr < half)) members2.push_back(members[i]);
+          }
+          if (check_sub(subsub, rank, members2, "split of split") != 0) return 1;
+          RANK_OK(occl_comm_destroy(subsub), rank);
+          RANK_OK(occl_barrier(sub, nullptr), rank);
+          RANK_OK(occl_comm_destroy(sub), rank);
+        }
+        // The parent still works, and a split with equal keys keeps old order
+        // and a config can force another transport.
+        if (check_all_reduce(comm, rank, nr, rank) != 0) return 1;
+        occl_config_t cfg = OCCL_CONFIG_INIT;
+        cfg.transport = "tcp";
+        occl_comm_t all = nullptr;
+        RANK_OK(occl_comm_split(comm, 0, 0, &cfg, &all), rank);
+        RANK_CHECK(all != nullptr, rank, "split with one color gave NULL");
+        std::vector<int> everyone;
+        for (int p = 0; p < nr; ++p) everyone.push_back(p);
+        if (check_sub(all, rank, everyone, "single-color split") != 0) return 1;
+        const char* tname = nullptr;
+        RANK_OK(occl_comm_transport(all, &tname), rank);
+        RANK_CHECK(std::string(tname) == "tcp", rank, cat("split with config.transport=tcp gave ", tname));
+        RANK_OK(occl_barrier(all, nullptr), rank);
+        RANK_OK(occl_comm_destroy(all), rank);
+        // Everyone opting out: everyone gets NULL.
+        occl_comm_t none = reinterpret_cast<occl_comm_t>(0x1);
+        RANK_OK(occl_comm_split(comm, OCCL_SPLIT_NOCOLOR, rank, nullptr, &none), rank);
+        RANK_CHECK(none == nullptr, rank, "all-NOCOLOR split gave a communicator");
+        RANK_OK(occl_barrier(comm, nullptr), rank);
+        return 0;
+      });
+      EXPECT_TRUE(res.ok()) << "nranks=" << n << " transport=" << transport << res.summary();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Async work handles
+
+/// Polls until done; returns the first answer other than IN_PROGRESS.
+occl_status_t poll_until_done(occl_work_t w) {
+  occl_status_t s;
+  while ((s = occl_work_test(w)) == OCCL_ERR_IN_PROGRESS) sched_yield();
+  return s;
+}
+
+TEST(Api, AsyncOpsBackToBack) {
+  for (const std::string transport : {"shm", "tcp"}) {
+    for (int n : {3, 4}) {
+      JobResult res = run_ranks(opts(n, transport), [](occl_comm_t comm, int rank, int nr) {
+        // Rank 0 arrives late, so nothing the others issue can finish yet.
+        if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        const int64_t k = 6;
+        std::vector<int32_t> ar(k), bc(k), ag_in(k), ag_out(k * nr), rs_in(k * nr), rs_out(k), red_in(k),
+            red_out(k, -1), a2a_in(k * nr), a2a_out(k * nr);
+        for (int64_t i = 0; i < k; ++i) {
+          ar[i] = rank * 100 + int32_t(i);
+          bc[i] = rank == 1 ? 7000 + int32_t(i) : -1;
+          ag_in[i] = rank * 10 + int32_t(i);
+          red_in[i] = rank + int32_t(i);
+        }
+        for (int64_t i = 0; i < k * nr; ++i) {
+          rs_in[i] = rank + int32_t(i);
+          a2a_in[i] = rank * 1000 + int32_t(i);
+        }
+        Tensor1D t_ar(ar.data(), k, dl_int(32)), t_bc(bc.data(), k, dl_int(32)), t_agi(ag_in.data(), k, dl_int(32)),
+            t_ago(ag_out.data(), k * nr, dl_int(32)), t_rsi(rs_in.data(), k * nr, dl_int(32)),
+            t_rso(rs_out.data(), k, dl_int(32)), t_redi(red_in.data(), k, dl_int(32)),
+            t_redo(red_out.data(), k, dl_int(32)), t_a2ai(a2a_in.data(), k * nr, dl_int(32)),
+            t_a2ao(a2a_out.data(), k * nr, dl_int(32));
+        std::vector<occl_work_t> w(7, nullptr);
+        RANK_OK(occl_all_reduce(&t_ar, &t_ar, OCCL_SUM, comm, &w[0]), rank);
+        RANK_CHECK(w[0] != nullptr, rank, "no work handle");
+        if (rank != 0) {
+          RANK_CHECK(occl_work_test(w[0]) == OCCL_ERR_IN_PROGRESS, rank,
+                     "all_reduce reported done before rank 0 joined");
+        }
+        RANK_OK(occl_broadcast(&t_bc, 1, comm, &w[1]), rank);
+        RANK_OK(occl_all_gather(&t_agi, &t_ago, comm, &w[2]), rank);
+        RANK_OK(occl_reduce_scatter(&t_rsi, &t_rso, OCCL_MAX, comm, &w[3]), rank);
+        RANK_OK(occl_reduce(&t_redi, &t_redo, OCCL_SUM, nr - 1, comm, &w[4]), rank);
+        RANK_OK(occl_barrier(comm, &w[5]), rank);
+        RANK_OK(occl_all_to_all(&t_a2ai, &t_a2ao, comm, &w[6]), rank);
+        for (occl_work_t x : w) RANK_CHECK(x != nullptr, rank, "no work handle");
+        // Poll the last one to completion, then wait on all in reverse order.
+        occl_status_t s = poll_until_done(w[6]);
+        RANK_CHECK(s == OCCL_SUCCESS, rank, cat("all_to_all work: ", occl_status_string(s), ": ", occl_last_error()));
+        for (int i = 6; i >= 0; --i) {
+          RANK_OK(occl_work_wait(w[i]), rank);
+          RANK_OK(occl_work_test(w[i]), rank);  // finished handles answer success
+        }
+        for (occl_work_t x : w) RANK_OK(occl_work_free(x), rank);
+        // Results.
+        for (int64_t i = 0; i < k; ++i) {
+          RANK_CHECK(ar[i] == 100 * nr * (nr - 1) / 2 + nr * int32_t(i), rank, cat("all_reduce[", i, "] = ", ar[i]));
+          RANK_CHECK(bc[i] == 7000 + int32_t(i), rank, cat("broadcast[", i, "] = ", bc[i]));
+          RANK_CHECK(rs_out[i] == (nr - 1) + rank * int32_t(k) + int32_t(i), rank, cat("reduce_scatter[", i, "]"));
+          if (rank == nr - 1) {
+            RANK_CHECK(red_out[i] == nr * (nr - 1) / 2 + nr * int32_t(i), rank, cat("reduce[", i, "] = ", red_out[i]));
+          }
+        }
+        for (int r = 0; r < nr; ++r) {
+          for (int64_t i = 0; i < k; ++i) {
+            RANK_CHECK(ag_out[r * k + i] == r * 10 + int32_t(i), rank, cat("all_gather block ", r));
+            RANK_CHECK(a2a_out[r * k + i] == r * 1000 + rank * int32_t(k) + int32_t(i), rank, cat("all_to_all part ", r));
+          }
+        }
+        // A blocking call after async ones runs after them, in order.
+        std::vector<occl_work_t> more(3, nullptr);
+        std::vector<int64_t> x(3, rank + 1), y(3, rank + 1), z(3, rank + 1);
+        Tensor1D tx(x.data(), 3, dl_int(64)), ty(y.data(), 3, dl_int(64)), tz(z.data(), 3, dl_int(64));
+        RANK_OK(occl_all_reduce(&tx, &tx, OCCL_SUM, comm, &more[0]), rank);
+        RANK_OK(occl_all_reduce(&ty, &ty, OCCL_PROD, comm, &more[1]), rank);
+        // Freed at once: keeps running, no longer waitable.
+        RANK_OK(occl_all_reduce(&tz, &tz, OCCL_MAX, comm, &more[2]), rank);
+        RANK_OK(occl_work_free(more[2]), rank);
+        int64_t b = rank + 1;
+        Tensor1D tb(&b, 1, dl_int(64));
+        RANK_OK(occl_all_reduce(&tb, &tb, OCCL_MIN, comm, nullptr), rank);
+        int64_t fact = 1;
+        for (int r = 1; r <= nr; ++r) fact *= r;
+        for (int i = 0; i < 3; ++i) {
+          RANK_CHECK(x[i] == int64_t(nr) * (nr + 1) / 2, rank, cat("async SUM before a blocking call: ", x[i]));
+          RANK_CHECK(y[i] == fact, rank, cat("async PROD before a blocking call: ", y[i]));
+          RANK_CHECK(z[i] == nr, rank, cat("freed async MAX: ", z[i]));
+        }
+        RANK_CHECK(b == 1, rank, cat("blocking MIN: ", b));
+        RANK_OK(occl_work_wait(more[0]), rank);
+        RANK_OK(occl_work_wait(more[1]), rank);
+        RANK_OK(occl_work_free(more[0]), rank);
+        RANK_OK(occl_work_free(more[1]), rank);
+        return 0;
+      });
+      EXPECT_TRUE(res.ok()) << "nranks=" << n << " transport=" << transport << res.summary();
+    }
+  }
+}
+
+TEST(Api, WorkHandlesWaitedFromAnotherThread) {
+  JobResult res = run_ranks(opts(3), [](occl_comm_t comm, int rank, int n) {
+    std::vector<int64_t> a(100, rank), b(100, rank);
+    Tensor1D ta(a.data(), 100, dl_int(64)), tb(b.data(), 100, dl_int(64));
+    occl_work_t wa = nullptr, wb = nullptr;
+    RANK_OK(occl_all_reduce(&ta, &ta, OCCL_SUM, comm, &wa), rank);
+    RANK_OK(occl_all_reduce(&tb, &tb, OCCL_MAX, comm, &wb), rank);
+    occl_status_t sa = OCCL_ERR_INTERNAL, sb = OCCL_ERR_INTERNAL;
+    std::thread waiter([&] { sa = occl_work_wait(wa); });
+    std::thread tester([&] { sb = poll_until_done(wb); });
+    waiter.join();
+    tester.join();
+    RANK_CHECK(sa == OCCL_SUCCESS && sb == OCCL_SUCCESS, rank,
+               cat("waited from other threads: ", occl_status_string(sa), ", ", occl_status_string(sb)));
+    RANK_OK(occl_work_free(wa), rank);
+    RANK_OK(occl_work_free(wb), rank);
+    for (int i = 0; i < 100; ++i) {
+      RANK_CHECK(a[i] == n * (n - 1) / 2 && b[i] == n - 1, rank, cat("element ", i, ": ", a[i], ", ", b[i]));
+    }
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+/// Shared flag between the ranks of one job (mapped before fork).
+struct SharedFlag {
+  std::atomic<int> value;
+};
+SharedFlag* map_flag() {
+  void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : new (p) SharedFlag{};
+}
+
+TEST(Api, DestroyCompletesPendingWorkWithAborted) {
+  SharedFlag* flag = map_flag();
+  ASSERT_NE(flag, nullptr);
+  JobOptions o = opts(2);
+  o.create_comm = false;
+  JobResult res = run_ranks(o, [flag](occl_comm_t, int rank, int) {
+    const char* init = std::getenv("OCCL_TEST_INIT");
+    RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
+    occl_config_t cfg = OCCL_CONFIG_INIT;
+    cfg.timeout_ms = 120000;
+    occl_comm_t comm = nullptr;
+    // Rank and size from RANK / WORLD_SIZE.
+    RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
+    int r = -1, s = -1;
+    RANK_OK(occl_comm_rank(comm, &r), rank);
+    RANK_OK(occl_comm_size(comm, &s), rank);
+    RANK_CHECK(r == rank && s == 2, rank, cat("rank/size from the environment: ", r, "/", s));
+    RANK_OK(occl_barrier(comm, nullptr), rank);
+    if (rank == 0) {
+      int32_t v = 0;
+      Tensor1D t(&v, 1, dl_int(32));
+      occl_work_t recv = nullptr, bar = nullptr;
+      RANK_OK(occl_recv(&t, 1, comm, &recv), rank);  // rank 1 never sends
+      RANK_OK(occl_barrier(comm, &bar), rank);       // queued behind it
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      RANK_CHECK(occl_work_test(recv) == OCCL_ERR_IN_PROGRESS, rank, "recv finished without a send");
+      RANK_OK(occl_comm_destroy(comm), rank);
+      occl_status_t s1 = occl_work_wait(recv), s2 = occl_work_wait(bar);
+      flag->value.store(1);
+      RANK_CHECK(s1 == OCCL_ERR_ABORTED, rank, cat("pending recv after destroy: ", occl_status_string(s1)));
+      RANK_CHECK(s2 == OCCL_ERR_ABORTED, rank, cat("queued barrier after destroy: ", occl_status_string(s2)));
+      RANK_OK(occl_work_free(recv), rank);
+      RANK_OK(occl_work_free(bar), rank);
+      return 0;
+    }
+    // Rank 1 stays until rank 0 has checked its handles.
+    for (int i = 0; i < 60000 && flag->value.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    RANK_CHECK(flag->value.load() == 1, rank, "rank 0 never finished");
+    RANK_OK(occl_comm_destroy(comm), rank);
+    return 0;
+  });
+  ::munmap(flag, 4096);
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// ---------------------------------------------------------------------------
+// send / recv
+
+TEST(Api, SendRecvRingSmallMessages) {
+  for (const std::string transport : {"shm", "tcp"}) {
+    for (int n : {2, 3, 5}) {
+      JobResult res = run_ranks(opts(n, transport), [](occl_comm_t comm, int rank, int nr) {
+        const int right = (rank + 1) % nr, left = (rank + nr - 1) % nr;
+        uint64_t cs = 0;
+        // Several messages in a row to the same peer arrive in order.
+        for (int round = 0; round < 2; ++round) {
+          const size_t sizes[] = {0, 1, 13, 1000};
+          std::vector<Buf> out, in;
+          for (size_t sz : sizes) {
+            out.emplace_back(DT::kI32, sz);
+            in.emplace_back(DT::kI32, sz);
+            fill_pattern(DT::kI32, out.back().data(), sz, 0, rank, cs + sz);
+          }
+          auto sends = [&]() -> int {
+            for (size_t i = 0; i < out.size(); ++i) {
+              Tensor1D t(out[i].data(), int64_t(out[i].count), dl_int(32));
+              RANK_OK(occl_send(&t, right, comm, nullptr), rank);
+            }
+            return 0;
+          };
+          auto recvs = [&]() -> int {
+            for (size_t i = 0; i < in.size(); ++i) {
+              Tensor1D t(in[i].data(), int64_t(in[i].count), dl_int(32));
+              RANK_OK(occl_recv(&t, left, comm, nullptr), rank);
+            }
+            return 0;
+          };
+          if (round == 0) {
+            // Blocking: even ranks send first, odd ranks receive first.
+            if (rank % 2 == 0 ? (sends() || recvs()) : (recvs() || sends())) return 1;
+          } else {
+            // Async: everyone issues its sends then its receives, then waits.
+            std::vector<occl_work_t> ws;
+            std::vector<std::unique_ptr<Tensor1D>> ts;
+            for (size_t i = 0; i < out.size(); ++i) {
+              ts.push_back(std::make_unique<Tensor1D>(out[i].data(), int64_t(out[i].count), dl_int(32)));
+              occl_work_t w = nullptr;
+              RANK_OK(occl_send(&*ts.back(), right, comm, &w), rank);
+              ws.push_back(w);
+            }
+            for (size_t i = 0; i < in.size(); ++i) {
+              ts.push_back(std::make_unique<Tensor1D>(in[i].data(), int64_t(in[i].count), dl_int(32)));
+              occl_work_t w = nullptr;
+              RANK_OK(occl_recv(&*ts.back(), left, comm, &w), rank);
+              ws.push_back(w);
+            }
+            for (occl_work_t w : ws) {
+              RANK_OK(occl_work_wait(w), rank);
+              RANK_OK(occl_work_free(w), rank);
+            }
+          }
+          for (size_t i = 0; i < in.size(); ++i) {
+            std::string err = check_pattern(DT::kI32, in[i].data(), in[i].count, 0, left, cs + sizes[i]);
+            RANK_CHECK(err.empty(), rank, cat("round ", round, " message ", i, ": ", err));
+            err = check_pattern(DT::kI32, out[i].data(), out[i].count, 0, rank, cs + sizes[i]);
+            RANK_CHECK(err.empty(), rank, cat("round ", round, " sendbuf ", i, " changed: ", err));
+          }
+          cs += 10000;
+        }
+        // Errors: self and out-of-range peers.
+        int32_t v = 0;
+        Tensor1D t(&v, 1, dl_int(32));
+        RANK_CHECK(occl_send(&t, rank, comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank, "send to self");
+        RANK_CHECK(occl_recv(&t, nr, comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank, "recv from rank n");
+        RANK_CHECK(occl_send(&t, -1, comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank, "send to rank -1");
+        RANK_OK(occl_barrier(comm, nullptr), rank);
+        return 0;
+      });
+      EXPECT_TRUE(res.ok()) << "nranks=" << n << " transport=" << transport << res.summary();
+    }
+  }
+}
+
+TEST(Api, SendRecvLarge) {
+  for (const std::string transport : {"shm", "tcp"}) {
+    JobResult res = run_ranks(opts(2, transport), [](occl_comm_t comm, int rank, int) {
+      const size_t bytes = (size_t(8) << 20) + 3;  // 8 MiB + 3, uint8
+      const size_t doubles = (size_t(1) << 20) + 1;  // 8 MiB + 8, float64
+      Buf a(DT::kU8, bytes), b(DT::kF64, doubles);
+      Tensor1D ta(a.data(), int64_t(bytes), dl_uint(8)), tb(b.data(), int64_t(doubles), dl_float(64));
+      // 0 -> 1 blocking.
+      if (rank == 0) {
+        fill_pattern(DT::kU8, a.data(), bytes, 0, 0, 1);
+        RANK_OK(occl_send(&ta, 1, comm, nullptr), rank);
+        std::string err = check_pattern(DT::kU8, a.data(), bytes, 0, 0, 1);
+        RANK_CHECK(err.empty(), rank, "sendbuf changed: " + err);
+      } else {
+        RANK_OK(occl_recv(&ta, 0, comm, nullptr), rank);
+        std::string err = check_pattern(DT::kU8, a.data(), bytes, 0, 0, 1);
+        RANK_CHECK(err.empty(), rank, "8 MiB message 0 -> 1: " + err);
+      }
+      // 1 -> 0 async, the receiver polling with occl_work_test.
+      occl_work_t w = nullptr;
+      if (rank == 1) {
+        fill_pattern(DT::kF64, b.data(), doubles, 0, 1, 2);
+        RANK_OK(occl_send(&tb, 0, comm, &w), rank);
+        RANK_OK(occl_work_wait(w), rank);
+      } else {
+        RANK_OK(occl_recv(&tb, 1, comm, &w), rank);
+        occl_status_t s;
+        while ((s = occl_work_test(w)) == OCCL_ERR_IN_PROGRESS) sched_yield();
+        RANK_CHECK(s == OCCL_SUCCESS, rank, cat("large async recv: ", occl_status_string(s), ": ", occl_last_error()));
+        std::string err = check_pattern(DT::kF64, b.data(), doubles, 0, 1, 2);
+        RANK_CHECK(err.empty(), rank, "8 MiB message 1 -> 0: " + err);
+      }
+      RANK_OK(occl_work_free(w), rank);
+      RANK_OK(occl_barrier(comm, nullptr), rank);
+      return 0;
+    });
+    EXPECT_TRUE(res.ok()) << "transport=" << transport << res.summary();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// PREMUL_SUM ops
+
+TEST(Api, PremulOpCreateUseDestroy) {
+  JobResult res = run_ranks(opts(3), [](occl_comm_t comm, int rank, int n) {
+    occl_red_op_t two = OCCL_SUM, half = OCCL_SUM;
+    RANK_OK(occl_red_op_create_premul_sum(comm, 2.0, &two), rank);
+    RANK_OK(occl_red_op_create_premul_sum(comm, 0.5, &half), rank);
+    RANK_CHECK(two >= OCCL_RED_OP_CUSTOM_BASE && half >= OCCL_RED_OP_CUSTOM_BASE && two != half, rank,
+               cat("created ops ", int(two), ", ", int(half)));
+    RANK_CHECK(occl_red_op_create_premul_sum(comm, 2.0, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank,
+               "create with NULL op");
+    const int32_t sum_ranks = n * (n - 1) / 2;
+    // int32 x 2
+    int32_t iv[4];
+    for (int i = 0; i < 4; ++i) iv[i] = rank + i;
+    Tensor1D ti(iv, 4, dl_int(32));
+    RANK_OK(occl_all_reduce(&ti, &ti, two, comm, nullptr), rank);
+    for (int i = 0; i < 4; ++i) RANK_CHECK(iv[i] == 2 * (sum_ranks + n * i), rank, cat("PREMUL(2) int32: ", iv[i]));
+    // float32 x 0.5, and the plain OCCL_PREMUL_SUM (scalar 1)
+    float fv[4], gv[4];
+    for (int i = 0; i < 4; ++i) fv[i] = gv[i] = float(rank + i);
+    Tensor1D tf(fv, 4, dl_float(32)), tg(gv, 4, dl_float(32));
+    RANK_OK(occl_all_reduce(&tf, &tf, half, comm, nullptr), rank);
+    RANK_OK(occl_all_reduce(&tg, &tg, OCCL_PREMUL_SUM, comm, nullptr), rank);
+    for (int i = 0; i < 4; ++i) {
+      RANK_CHECK(fv[i] == 0.5f * float(sum_ranks + n * i), rank, cat("PREMUL(0.5) float32: ", fv[i]));
+      RANK_CHECK(gv[i] == float(sum_ranks + n * i), rank, cat("OCCL_PREMUL_SUM float32: ", gv[i]));
+    }
+    // A non-integral scalar with an integer dtype is an error on every rank.
+    RANK_CHECK(occl_all_reduce(&ti, &ti, half, comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank,
+               "PREMUL(0.5) on int32 was accepted");
+    // Destroy; then use, destroy again, destroy a built-in: errors.
+    RANK_OK(occl_red_op_destroy(comm, two), rank);
+    occl_status_t s = occl_all_reduce(&ti, &ti, two, comm, nullptr);
+    RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT, rank, cat("all_reduce with a destroyed op: ", occl_status_string(s)));
+    RANK_CHECK(std::string(occl_last_error()).find(std::to_string(int(two))) != std::string::npos, rank,
+               cat("message does not name the op: ", occl_last_error()));
+    s = occl_reduce(&ti, &ti, two, 0, comm, nullptr);
+    RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT, rank, cat("reduce with a destroyed op: ", occl_status_string(s)));
+    RANK_CHECK(occl_red_op_destroy(comm, two) != OCCL_SUCCESS, rank, "destroying twice succeeded");
+    RANK_CHECK(occl_red_op_destroy(comm, OCCL_SUM) != OCCL_SUCCESS, rank, "destroying OCCL_SUM succeeded");
+    RANK_CHECK(occl_red_op_destroy(nullptr, half) != OCCL_SUCCESS, rank, "destroy with NULL comm succeeded");
+    // The other op and the communicator still work.
+    for (int i = 0; i < 4; ++i) fv[i] = float(rank + i);
+    RANK_OK(occl_all_reduce(&tf, &tf, half, comm, nullptr), rank);
+    for (int i = 0; i < 4; ++i) RANK_CHECK(fv[i] == 0.5f * float(sum_ranks + n * i), rank, "PREMUL(0.5) again");
+    RANK_OK(occl_red_op_destroy(comm, half), rank);
+    return check_all_reduce(comm, rank, n, rank);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// ---------------------------------------------------------------------------
+// DLPack layouts
+
+TEST(Api, EmptyTensorsMayHaveNullData) {
+  JobResult res = run_ranks(opts(3), [](occl_comm_t comm, int rank, int n) {
+    DLTensor t{};
+    int64_t zero = 0, parts = 0;
+    t.data = nullptr;
+    t.device = {kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = dl_float(32);
+    t.shape = &zero;
+    DLTensor all = t;
+    all.shape = &parts;
+    RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
+    RANK_OK(occl_broadcast(&t, n - 1, comm, nullptr), rank);
+    RANK_OK(occl_all_gather(&t, &all, comm, nullptr), rank);
+    RANK_OK(occl_reduce_scatter(&all, &t, OCCL_MAX, comm, nullptr), rank);
+    RANK_OK(occl_reduce(&t, &t, OCCL_SUM, 0, comm, nullptr), rank);
+    RANK_OK(occl_all_to_all(&t, &all, comm, nullptr), rank);
+    const int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    if (rank % 2 == 0) {
+      RANK_OK(occl_send(&t, right, comm, nullptr), rank);
+      RANK_OK(occl_recv(&t, left, comm, nullptr), rank);
+    } else {
+      RANK_OK(occl_recv(&t, left, comm, nullptr), rank);
+      RANK_OK(occl_send(&t, right, comm, nullptr), rank);
+    }
+    // A NULL data pointer with elements is an error on every rank.
+    int64_t one = 1;
+    DLTensor bad = t;
+    bad.shape = &one;
+    RANK_CHECK(occl_all_reduce(&bad, &bad, OCCL_SUM, comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank,
+               "NULL data with one element was accepted");
+    return check_all_reduce(comm, rank, n, rank);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+TEST(Api, DlpackShapesStridesByteOffset) {
+  JobResult res = run_ranks(opts(2), [](occl_comm_t comm, int rank, int n) {
+    // 2-D {3, 5}, NULL strides and explicit compact strides.
+    int64_t shape[2] = {3, 5}, compact[2] = {5, 1}, transposed[2] = {1, 3};
+    for (int variant = 0; variant < 2; ++variant) {
+      std::vector<int32_t> v(15);
+      for (int i = 0; i < 15; ++i) v[i] = rank * 100 + i;
+      DLTensor t{};
+      t.data = v.data();
+      t.device = {kDLCPU, 0};
+      t.ndim = 2;
+      t.dtype = dl_int(32);
+      t.shape = shape;
+      t.strides = variant == 0 ? nullptr : compact;
+      RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
+      for (int i = 0; i < 15; ++i) RANK_CHECK(v[i] == 100 * (n - 1) * n / 2 + n * i, rank, cat("2-D element ", i));
+    }
+    // byte_offset: the tensor starts 16 bytes into the allocation; the bytes
+    // before and after stay untouched.
+    {
+      std::vector<int64_t> raw(2 + 4 + 2, -7);
+      for (int i = 0; i < 4; ++i) raw[2 + i] = rank + i;
+      DLTensor t{};
+      t.data = raw.data();
+      t.byte_offset = 16;
+      t.device = {kDLCPU, 0};
+      t.ndim = 1;
+      t.dtype = dl_int(64);
+      int64_t len = 4;
+      t.shape = &len;
+      RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
+      for (int i = 0; i < 4; ++i) RANK_CHECK(raw[2 + i] == n * (n - 1) / 2 + n * i, rank, cat("byte_offset element ", i));
+      for (int i : {0, 1, 6, 7}) RANK_CHECK(raw[i] == -7, rank, cat("byte_offset: element ", i, " outside was written"));
+    }
+    // 0-d tensor: one element.
+    {
+      double x = rank + 0.5;
+      DLTensor t{};
+      t.data = &x;
+      t.device = {kDLCPU, 0};
+      t.ndim = 0;
+      t.dtype = dl_float(64);
+      RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
+      RANK_CHECK(x == n * (n - 1) / 2.0 + 0.5 * n, rank, cat("0-d all_reduce: ", x));
+    }
+    // Non-contiguous strides are rejected on every rank before anything is sent.
+    {
+      std::vector<int32_t> v(15, rank);
+      DLTensor t{};
+      t.data = v.data();
+      t.device = {kDLCPU, 0};
+      t.ndim = 2;
+      t.dtype = dl_int(32);
+      t.shape = shape;
+      t.strides = transposed;
+      occl_status_t s = occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr);
+      RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT, rank, cat("non-contiguous tensor: ", occl_status_string(s)));
+      for (int i = 0; i < 15; ++i) RANK_CHECK(v[i] == rank, rank, "rejected tensor was modified");
+    }
+    return check_all_reduce(comm, rank, n, rank);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+}  // namespace
