@@ -2,6 +2,9 @@
 
 #include <sched.h>
 
+#include <chrono>
+#include <sstream>
+
 #include <algorithm>
 #include <cstring>
 
@@ -30,6 +33,9 @@ struct WireHeader {
 static_assert(sizeof(WireHeader) == 40, "wire header layout");
 
 constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
+// After this long without progress, ask peers for their signatures: calls that
+// differ only where no message is exchanged (e.g. the root) are found this way.
+constexpr auto kProbeAfter = std::chrono::milliseconds(300);
 constexpr int kSpinPasses = 256;
 constexpr int kYieldPasses = 16;
 
@@ -39,6 +45,59 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+/// The fields every rank must agree on, as carried by headers and answers.
+struct SigFields {
+  uint8_t kind, dtype, redop, algo;
+  int32_t root;
+  uint64_t seq, count;
+};
+
+SigFields fields_of(const OpSignature& s) {
+  return {uint8_t(s.kind), uint8_t(s.dtype), uint8_t(s.redop), s.algo, s.root, s.seq, s.count};
+}
+
+std::string encode(const SigFields& f) {
+  return str_cat(int(f.kind), ",", int(f.dtype), ",", int(f.redop), ",", int(f.algo), ",", f.root, ",", f.seq, ",",
+                 f.count);
+}
+
+bool decode(const std::string& text, SigFields& f) {
+  std::istringstream in(text);
+  char c;
+  int kind, dtype, redop, algo;
+  if (!(in >> kind >> c >> dtype >> c >> redop >> c >> algo >> c >> f.root >> c >> f.seq >> c >> f.count)) return false;
+  f.kind = uint8_t(kind);
+  f.dtype = uint8_t(dtype);
+  f.redop = uint8_t(redop);
+  f.algo = uint8_t(algo);
+  return true;
+}
+
+/// "dtype float32 on rank 0 vs int32 on rank 2; ..." or "" when equal.
+std::string diff_fields(const SigFields& mine, const SigFields& theirs, int me, int peer, bool p2p) {
+  std::string diff;
+  auto add = [&](const std::string& field, const std::string& a, const std::string& b) {
+    diff += str_cat(diff.empty() ? "" : "; ", field, " ", a, " on rank ", me, " vs ", b, " on rank ", peer);
+  };
+  auto dname = [](uint8_t d) { return d < kernels::kNumDTypes ? dtype_name(static_cast<DType>(d)) : "?"; };
+  auto oname = [](uint8_t o) { return o < kernels::kNumRedOps ? redop_name(static_cast<RedOp>(o)) : "?"; };
+  if (mine.kind != theirs.kind) {
+    add("operation", op_kind_name(static_cast<OpKind>(mine.kind)), op_kind_name(static_cast<OpKind>(theirs.kind)));
+  }
+  if (mine.seq != theirs.seq) {
+    add(p2p ? "message number" : "operation number", str_cat("#", mine.seq), str_cat("#", theirs.seq));
+  }
+  if (mine.dtype != theirs.dtype) add("dtype", dname(mine.dtype), dname(theirs.dtype));
+  if (mine.count != theirs.count) add("count", std::to_string(mine.count), std::to_string(theirs.count));
+  if (mine.root != theirs.root) add("root", std::to_string(mine.root), std::to_string(theirs.root));
+  if (mine.redop != theirs.redop) add("reduce op", oname(mine.redop), oname(theirs.redop));
+  if (diff.empty() && mine.algo != theirs.algo) {
+    add("algorithm id", std::to_string(mine.algo), std::to_string(theirs.algo));
+    diff += " (is OMNICCL_ALGO set differently on different ranks?)";
+  }
+  return diff;
 }
 
 }  // namespace
@@ -79,7 +138,26 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   sig_ = sig;
   combine_ = combine;
   deadline_ = deadline;
-  mesh_.set_current_op(sig.seq, op_text());
+  probed_ = false;
+  sig_text_ = sig.kind == OpKind::kSendRecv ? std::string() : encode(fields_of(sig));
+  mesh_.set_current_op(sig.seq, op_text(), sig_text_);
+}
+
+void Engine::fail_mismatch(const std::string& diff) {
+  std::string msg = str_cat(op_text(), ": calls do not match across ranks: ", diff);
+  mesh_.broadcast_error(Status::kMismatch, msg);
+  throw transport::PeerReportedError(Status::kMismatch, msg);  // already told everyone
+}
+
+void Engine::probe_signatures() {
+  for (int p = 0; p < mesh_.size(); ++p) {
+    const transport::PeerAnswer& a = mesh_.answers()[p];
+    if (p == mesh_.rank() || !a.answered || a.seq != sig_.seq || a.signature.empty()) continue;
+    SigFields theirs;
+    if (!decode(a.signature, theirs)) continue;
+    std::string diff = diff_fields(fields_of(sig_), theirs, mesh_.rank(), p, false);
+    if (!diff.empty()) fail_mismatch(diff);
+  }
 }
 
 std::string Engine::op_text() const {
@@ -110,40 +188,18 @@ void Engine::check_header(const State& s) {
     std::string msg = str_cat(op_text(), ": corrupt message from ", mesh_.describe(peer),
                               " (bad magic); the byte streams are out of step");
     mesh_.broadcast_error(Status::kInternal, msg);
-    fail(Status::kInternal, msg);
+    throw transport::PeerReportedError(Status::kInternal, msg);
   }
-  std::string diff;
-  auto add = [&](const std::string& field, const std::string& mine, const std::string& theirs) {
-    diff += str_cat(diff.empty() ? "" : "; ", field, " ", mine, " on rank ", mesh_.rank(), " vs ", theirs,
-                    " on rank ", peer);
-  };
-  if (h.kind != uint8_t(sig_.kind)) {
-    add("operation", op_kind_name(sig_.kind), op_kind_name(static_cast<OpKind>(h.kind)));
-  }
-  if (h.seq != sig_.seq) add(sig_.kind == OpKind::kSendRecv ? "message number" : "operation number",
-                             str_cat("#", sig_.seq), str_cat("#", h.seq));
-  if (h.dtype != uint8_t(sig_.dtype)) {
-    add("dtype", dtype_name(sig_.dtype),
-        h.dtype < kernels::kNumDTypes ? dtype_name(static_cast<DType>(h.dtype)) : "?");
-  }
-  if (h.count != sig_.count) add("count", std::to_string(sig_.count), std::to_string(h.count));
-  if (h.root != sig_.root) add("root", std::to_string(sig_.root), std::to_string(h.root));
-  if (h.redop != uint8_t(sig_.redop)) {
-    add("reduce op", redop_name(sig_.redop),
-        h.redop < kernels::kNumRedOps ? redop_name(static_cast<RedOp>(h.redop)) : "?");
-  }
-  if (diff.empty() && h.algo != sig_.algo) {
-    add("algorithm id", std::to_string(sig_.algo), std::to_string(h.algo));
-    diff += " (is OMNICCL_ALGO set differently on different ranks?)";
-  }
+  SigFields theirs{h.kind, h.dtype, h.redop, h.algo, h.root, h.seq, h.count};
+  std::string diff = diff_fields(fields_of(sig_), theirs, mesh_.rank(), peer, sig_.kind == OpKind::kSendRecv);
   if (diff.empty() && h.bytes != s.t.bytes) {
-    add("message size", str_cat(s.t.bytes, " bytes expected"), str_cat(h.bytes, " bytes sent"));
+    diff = str_cat("message size ", s.t.bytes, " bytes expected on rank ", mesh_.rank(), " vs ", h.bytes,
+                   " bytes sent by rank ", peer);
   }
-  if (diff.empty() && h.step != s.t.step) add("algorithm step", std::to_string(s.t.step), std::to_string(h.step));
-  if (diff.empty()) return;
-  std::string msg = str_cat(op_text(), ": calls do not match across ranks: ", diff);
-  mesh_.broadcast_error(Status::kMismatch, msg);
-  fail(Status::kMismatch, msg);
+  if (diff.empty() && h.step != s.t.step) {
+    diff = str_cat("algorithm step ", s.t.step, " on rank ", mesh_.rank(), " vs ", h.step, " on rank ", peer);
+  }
+  if (!diff.empty()) fail_mismatch(diff);
 }
 
 bool Engine::advance(State& s) {
@@ -205,6 +261,19 @@ bool Engine::advance(State& s) {
 
 void Engine::run(std::span<Transfer> transfers) {
   if (transfers.empty()) return;
+  try {
+    run_impl(transfers);
+  } catch (const transport::PeerReportedError&) {
+    throw;  // came from a peer, or was already sent to every peer
+  } catch (const Error& e) {
+    // Tell every rank, so that ranks waiting on this one fail now rather than
+    // at their deadline.
+    if (e.status() != Status::kAborted) mesh_.broadcast_error(e.status(), e.what());
+    throw;
+  }
+}
+
+void Engine::run_impl(std::span<Transfer> transfers) {
   std::vector<State> states(transfers.size());
   size_t n_reduce = 0;
   for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
@@ -230,6 +299,7 @@ void Engine::run(std::span<Transfer> transfers) {
   std::vector<pollfd> fds;
   std::vector<State*> waiting;
   int idle = 0;
+  Clock::time_point stalled_since{};
   for (;;) {
     std::fill(busy.begin(), busy.end(), 0);
     bool all_done = true, progressed = false;
@@ -245,6 +315,7 @@ void Engine::run(std::span<Transfer> transfers) {
     if (all_done) return;
     if (progressed) {
       idle = 0;
+      stalled_since = Clock::time_point{};
       continue;
     }
     ++idle;
@@ -256,7 +327,17 @@ void Engine::run(std::span<Transfer> transfers) {
       sched_yield();
       continue;
     }
-    if (mesh_.aborted()) fail(Status::kAborted, op_text(), ": the communicator was aborted");
+    // No progress: errors noticed on the control sockets apply now.
+    mesh_.throw_if_failed();
+    if (!sig_text_.empty()) {
+      auto now = Clock::now();
+      if (stalled_since == Clock::time_point{}) stalled_since = now;
+      if (!probed_ && now - stalled_since > kProbeAfter) {
+        mesh_.send_queries(sig_.seq);
+        probed_ = true;
+      }
+      if (probed_) probe_signatures();
+    }
     // Block: arm every pending transfer's link, re-check, then sleep.
     fds.clear();
     waiting.clear();

@@ -101,12 +101,17 @@ class Engine {
   struct State;
   bool advance(State& s);
   void check_header(const State& s);
+  void run_impl(std::span<Transfer> transfers);
+  void probe_signatures();
+  [[noreturn]] void fail_mismatch(const std::string& diff);
   std::string op_text() const;
 
   transport::Mesh& mesh_;
   OpSignature sig_;
   RedOp combine_ = RedOp::kSum;
   Deadline deadline_ = Deadline::never();
+  std::string sig_text_;     ///< signature as sent in status answers
+  bool probed_ = false;      ///< peers were asked for their signatures in this op
   std::vector<std::vector<char>> scratch_;
   std::vector<char> staging_;
 };

@@ -232,6 +232,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
     if (opts.deadline.expired()) fail(Status::kTimeout, "rank ", opts.rank, " timed out in the setup barrier");
     std::vector<pollfd> none;
     m->sleep(none, opts.deadline.remaining_ms(100));
+    m->throw_if_failed();
   }
   if (m->own_segment_) m->own_segment_->unlink();
   return m;
@@ -253,10 +254,25 @@ std::string Mesh::describe(int peer) const {
   return str_cat("rank ", peer, " (pid ", peers_[peer]->pid, " on ", peers_[peer]->hostname, ")");
 }
 
-void Mesh::set_current_op(uint64_t seq, const std::string& desc) {
+void Mesh::set_current_op(uint64_t seq, const std::string& desc, const std::string& signature) {
   std::lock_guard<std::mutex> lock(op_mu_);
   current_seq_ = seq;
   current_desc_ = desc;
+  current_signature_ = signature;
+}
+
+void Mesh::throw_if_failed() {
+  if (aborted()) fail(Status::kAborted, "the communicator was aborted");
+  if (pending_status_ == Status::kSuccess) return;
+  if (pending_remote_) throw PeerReportedError(pending_status_, pending_message_);
+  throw Error(pending_status_, pending_message_);
+}
+
+void Mesh::send_queries(uint64_t seq) {
+  for (auto& a : answers_) a = PeerAnswer{};
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) send_control(p, kQuery, std::to_string(seq), false);
+  }
 }
 
 void Mesh::check_peer(int peer) {
@@ -340,9 +356,11 @@ void Mesh::handle_control(int peer) {
     process_message(peer, type, payload);
   }
   if (pos > 0) p.inbuf.erase(0, pos);
-  if (p.closed && !p.departed) {
-    fail(Status::kPeerFailure, describe(peer),
-         " exited or was killed: its connection closed without the communicator being destroyed");
+  if (p.closed && !p.departed && pending_status_ == Status::kSuccess) {
+    pending_status_ = Status::kPeerFailure;
+    pending_message_ = str_cat(describe(peer),
+                               " exited or was killed: its connection closed without the communicator being destroyed");
+    pending_remote_ = false;
   }
 }
 
@@ -357,22 +375,31 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
       peers_[peer]->departed = true;
       return;
     case kError: {
-      Status st = payload.empty() ? Status::kInternal : static_cast<Status>(payload[0]);
-      std::string text = payload.empty() ? std::string() : payload.substr(1);
-      throw Error(st, str_cat(text, " [reported by ", describe(peer), "]"));
+      if (pending_status_ != Status::kSuccess) return;  // the first error is the one to report
+      pending_status_ = payload.empty() ? Status::kInternal : static_cast<Status>(payload[0]);
+      pending_message_ = str_cat(payload.empty() ? std::string() : payload.substr(1), " [reported by ",
+                                 describe(peer), "]");
+      pending_remote_ = true;
+      return;
     }
     case kQuery: {
       std::string answer;
       {
         std::lock_guard<std::mutex> lock(op_mu_);
-        answer = str_cat(current_seq_, kSep, current_desc_);
+        answer = str_cat(current_seq_, kSep, current_desc_, kSep, current_signature_);
       }
       send_control(peer, kAnswer, answer, false);
       return;
     }
-    case kAnswer:
-      answers_[peer] = payload.empty() ? std::string(1, kSep) : payload;
+    case kAnswer: {
+      auto f = split(payload, kSep);
+      PeerAnswer& a = answers_[peer];
+      a.answered = true;
+      a.seq = std::strtoull(f[0].c_str(), nullptr, 10);
+      a.desc = f.size() > 1 ? f[1] : std::string();
+      a.signature = f.size() > 2 ? f[2] : std::string();
       return;
+    }
     default:
       fail(Status::kInternal, "unknown control message type ", int(type), " from ", describe(peer));
   }
@@ -400,38 +427,35 @@ void Mesh::sleep(std::vector<pollfd>& fds, int timeout_ms) {
   for (size_t i = 0; i < ctrl_peer.size(); ++i) {
     if (all[1 + i].revents) handle_control(ctrl_peer[i]);
   }
-  for (size_t i = 0; i < fds.size(); ++i) fds[i].revents = all[first_link + i].revents;
   if (aborted()) fail(Status::kAborted, "the communicator was aborted");
+  for (size_t i = 0; i < fds.size(); ++i) fds[i].revents = all[first_link + i].revents;
 }
 
 void Mesh::fail_timeout(const std::string& what, uint64_t seq, const std::vector<int>& waiting_on) {
-  for (auto& a : answers_) a.clear();
-  for (int p = 0; p < size_; ++p) {
-    if (p != rank_) send_control(p, kQuery, std::to_string(seq), false);
-  }
+  send_queries(seq);
   // Peers inside an OmniCCL call answer within milliseconds; one that never
   // entered the call cannot answer.
   Deadline window = Deadline::after_ms(1000);
   for (;;) {
     bool all = true;
     for (int p = 0; p < size_; ++p) {
-      if (p != rank_ && !peers_[p]->closed && answers_[p].empty()) all = false;
+      if (p != rank_ && !peers_[p]->closed && !peers_[p]->departed && !answers_[p].answered) all = false;
     }
-    if (all || window.expired()) break;
+    if (all || window.expired() || pending_status_ != Status::kSuccess) break;
     std::vector<pollfd> none;
     sleep(none, window.remaining_ms(50));
   }
-  std::string absent, elsewhere;
+  // A peer failure or another rank's report explains more than a timeout.
+  throw_if_failed();
+  std::string absent, gone, elsewhere;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    if (answers_[p].empty()) {
+    if (peers_[p]->departed) {
+      gone += str_cat(gone.empty() ? "" : ", ", p);
+    } else if (!answers_[p].answered) {
       absent += str_cat(absent.empty() ? "" : ", ", p);
-      continue;
-    }
-    auto f = split(answers_[p], kSep);
-    uint64_t their = std::strtoull(f[0].c_str(), nullptr, 10);
-    if (their != seq) {
-      elsewhere += str_cat("; rank ", p, " is in ", f.size() > 1 && !f[1].empty() ? f[1] : "another operation");
+    } else if (answers_[p].seq != seq) {
+      elsewhere += str_cat("; rank ", p, " is in ", answers_[p].desc.empty() ? "another operation" : answers_[p].desc);
     }
   }
   std::string waited;
@@ -442,7 +466,8 @@ void Mesh::fail_timeout(const std::string& what, uint64_t seq, const std::vector
   } else {
     msg += ". Every rank is inside an OmniCCL call";
   }
-  msg += elsewhere;
+  if (!gone.empty()) msg += str_cat("; ranks that destroyed their communicator: ", gone);
+  msg += elsewhere + ".";
   fail(Status::kTimeout, msg);
 }
 

@@ -29,6 +29,20 @@ namespace omniccl::transport {
 
 class ShmSegment;
 
+/// An error another rank reported over its control socket (not re-broadcast).
+class PeerReportedError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// What a peer answered to a status query: the operation it is in.
+struct PeerAnswer {
+  bool answered = false;
+  uint64_t seq = 0;
+  std::string desc;       ///< "all_reduce #7 (ring)"
+  std::string signature;  ///< opaque signature text set with set_current_op
+};
+
 /// Exchanges one blob per member and returns all of them in member order.
 using AllGatherFn = std::function<std::vector<std::string>(const std::string&)>;
 
@@ -60,14 +74,22 @@ class Mesh {
   std::string describe(int peer) const;
 
   /// Records what this rank is doing, reported to peers asking why an
-  /// operation is slow.
-  void set_current_op(uint64_t seq, const std::string& desc);
+  /// operation is slow; `signature` lets them detect mismatched calls.
+  void set_current_op(uint64_t seq, const std::string& desc, const std::string& signature);
   /// Throws if peer has left (destroyed its communicator) or failed.
   void check_peer(int peer);
   /// Sleeps in poll() until a control message, a TCP link event in `fds`,
-  /// a wake() or timeout_ms; handles control messages (may throw the error a
-  /// peer reported or kPeerFailure).
+  /// a wake() or timeout_ms, and handles control messages. A peer's error
+  /// notice or a closed connection does not throw here: it becomes the
+  /// pending error (throw_if_failed), so data that already arrived can still
+  /// complete the operation it belongs to. Throws only kAborted.
   void sleep(std::vector<pollfd>& fds, int timeout_ms);
+  /// Throws the first error noticed on the control sockets, if any.
+  void throw_if_failed();
+  /// Asks every peer what it is doing (answers arrive during sleep()).
+  void send_queries(uint64_t seq);
+  /// Answers received since the last send_queries, by rank.
+  const std::vector<PeerAnswer>& answers() const { return answers_; }
   /// Asks every peer what it is doing, then throws Error(kTimeout) naming
   /// the ranks that did not arrive at operation `seq`.
   [[noreturn]] void fail_timeout(const std::string& what, uint64_t seq, const std::vector<int>& waiting_on);
@@ -101,8 +123,12 @@ class Mesh {
   std::mutex op_mu_;
   uint64_t current_seq_ = 0;
   std::string current_desc_;
-  // Answers collected by fail_timeout: peer -> "seq|desc" (empty = none).
-  std::vector<std::string> answers_;
+  std::string current_signature_;
+  std::vector<PeerAnswer> answers_;
+  // First error seen on the control sockets (status kSuccess = none).
+  Status pending_status_ = Status::kSuccess;
+  std::string pending_message_;
+  bool pending_remote_ = false;
 };
 
 }  // namespace omniccl::transport
