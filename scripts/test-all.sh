@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 jobs=${OMNICCL_BUILD_JOBS:-2}
 
-cmake -S . -B "$build" -DOMNICCL_WERROR=ON >/dev/null
+cmake -S . -B "$build" -DOMNICCL_WERROR=ON -DOMNICCL_BUILD_TESTS=ON -DOMNICCL_BUILD_EXAMPLES=ON >/dev/null
 cmake --build "$build" -j"$jobs"
 
 echo "== ctest (C/C++ suites: unit, abi, tools, collectives, examples)"
