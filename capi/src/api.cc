@@ -332,6 +332,17 @@ OCCL_API occl_status_t occl_work_test(occl_work_t work) {
   return OCCL_SUCCESS;
 }
 
+OCCL_API occl_status_t occl_work_wait_for(occl_work_t work, int64_t timeout_ms) {
+  if (work == nullptr || !work->impl) return set_error(OCCL_ERR_INVALID_ARGUMENT, "occl_work_wait_for: work is NULL");
+  if (timeout_ms < 0) {
+    return set_error(OCCL_ERR_INVALID_ARGUMENT, "occl_work_wait_for: timeout_ms is negative");
+  }
+  if (!work->impl->wait_for(timeout_ms)) return OCCL_ERR_IN_PROGRESS;
+  Status st = work->impl->status();
+  if (st != Status::kSuccess) return set_error(static_cast<occl_status_t>(st), work->impl->message());
+  return OCCL_SUCCESS;
+}
+
 OCCL_API occl_status_t occl_work_free(occl_work_t work) {
   delete work;
   return OCCL_SUCCESS;

@@ -18,6 +18,11 @@ Status Work::wait() {
   return status_;
 }
 
+bool Work::wait_for(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done_; });
+}
+
 bool Work::done() {
   std::lock_guard<std::mutex> lock(mu_);
   return done_;

@@ -1,7 +1,9 @@
 // Work: the state of one operation started asynchronously.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -15,6 +17,8 @@ class Work {
   void complete(Status status, std::string message);
   /// Blocks until finished; returns the status (message via message()).
   Status wait();
+  /// Blocks at most timeout_ms; true if finished.
+  bool wait_for(int64_t timeout_ms);
   /// True once finished.
   bool done();
   Status status();

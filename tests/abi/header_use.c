@@ -104,6 +104,7 @@ int occl_abi_use_everything(void) {
   occl_status_t (*work_wait)(occl_work_t) = occl_work_wait;
   occl_status_t (*work_test)(occl_work_t) = occl_work_test;
   occl_status_t (*work_free)(occl_work_t) = occl_work_free;
+  occl_status_t (*work_wait_for)(occl_work_t, int64_t) = occl_work_wait_for;
 
   /* Touch what was declared so that -Wall -Wextra stays quiet. */
   const void* functions[] = {
@@ -117,7 +118,7 @@ int occl_abi_use_everything(void) {
       (const void*)&reduce,        (const void*)&all_reduce,  (const void*)&all_gather,
       (const void*)&reduce_scatter, (const void*)&all_to_all, (const void*)&barrier,
       (const void*)&all_gatherv,   (const void*)&all_to_allv, (const void*)&gatherv,
-      (const void*)&scatterv,      (const void*)&work_wait,   (const void*)&work_test,
+      (const void*)&scatterv,      (const void*)&work_wait,   (const void*)&work_test, (const void*)&work_wait_for,
       (const void*)&work_free};
   versioned.version = version;
   versioned.flags = flags;

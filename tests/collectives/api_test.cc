@@ -451,6 +451,38 @@ TEST(Api, DestroyCompletesPendingWorkWithAborted) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
+TEST(Api, WorkWaitForWaitsInSlices) {
+  SharedFlag* flag = map_flag();
+  ASSERT_NE(flag, nullptr);
+  JobResult res = run_ranks(opts(2), [flag](occl_comm_t comm, int rank, int) {
+    int32_t v = rank == 1 ? 42 : 0;
+    Tensor1D t(&v, 1, dl_int(32));
+    if (rank == 1) {
+      // Send only after rank 0 has seen its wait time out once.
+      for (int i = 0; i < 20000 && flag->value.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      RANK_CHECK(flag->value.load() == 1, rank, "rank 0 never reported its first slice");
+      RANK_OK(occl_send(&t, 0, comm, nullptr), rank);
+      return 0;
+    }
+    occl_work_t w = nullptr;
+    RANK_OK(occl_recv(&t, 1, comm, &w), rank);
+    RANK_CHECK(occl_work_wait_for(w, -1) == OCCL_ERR_INVALID_ARGUMENT, rank, "negative timeout accepted");
+    auto t0 = std::chrono::steady_clock::now();
+    occl_status_t s = occl_work_wait_for(w, 100);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    RANK_CHECK(s == OCCL_ERR_IN_PROGRESS, rank, cat("first slice: ", occl_status_string(s)));
+    RANK_CHECK(ms >= 90 && ms < 5000, rank, cat("first slice took ", ms, " ms"));
+    flag->value.store(1);
+    s = occl_work_wait_for(w, 20000);
+    RANK_CHECK(s == OCCL_SUCCESS, rank, cat("second slice: ", occl_status_string(s), ": ", occl_last_error()));
+    RANK_CHECK(v == 42, rank, cat("received ", v));
+    RANK_OK(occl_work_free(w), rank);
+    return 0;
+  });
+  ::munmap(flag, 4096);
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
 // ---------------------------------------------------------------------------
 // send / recv
 

@@ -402,6 +402,18 @@ occl_status_t occl_work_test(occl_work_t work);
  */
 occl_status_t occl_work_free(occl_work_t work);
 
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.1 (ABI 1)                                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Waits at most timeout_ms (>= 0) for work. Returns OCCL_ERR_IN_PROGRESS if
+ * it is still running then (the operation continues; wait again or free the
+ * handle), else the operation's status. Lets callers wait in slices, e.g. to
+ * react to signals between them.
+ */
+occl_status_t occl_work_wait_for(occl_work_t work, int64_t timeout_ms);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
