@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <deque>
 #include <sstream>
 
 #include <algorithm>
@@ -125,6 +126,10 @@ const char* op_kind_name(OpKind k) {
 
 struct Engine::State {
   Transfer t;
+  OpSignature sig;          // this transfer's operation (p2p batches mix several)
+  Deadline deadline = Deadline::never();
+  size_t tag = 0;
+  bool from_feed = false;
   WireHeader hdr{};
   size_t hdr_done = 0;
   size_t done = 0;      // payload bytes sent / received
@@ -160,9 +165,9 @@ void Engine::probe_signatures() {
   }
 }
 
-std::string Engine::op_text() const {
-  return str_cat(op_kind_name(sig_.kind), " #", sig_.seq,
-                 sig_.algo_name && *sig_.algo_name ? str_cat(" (", sig_.algo_name, ")") : std::string());
+std::string Engine::op_text(const OpSignature& sig) {
+  return str_cat(op_kind_name(sig.kind), " #", sig.seq,
+                 sig.algo_name && *sig.algo_name ? str_cat(" (", sig.algo_name, ")") : std::string());
 }
 
 char* Engine::scratch(size_t bytes, int slot) {
@@ -184,14 +189,15 @@ void Engine::run(std::initializer_list<Transfer> transfers) {
 void Engine::check_header(const State& s) {
   const WireHeader& h = s.hdr;
   const int peer = s.t.peer;
+  const OpSignature& mine = s.sig;
   if (h.magic != kWireMagic) {
-    std::string msg = str_cat(op_text(), ": corrupt message from ", mesh_.describe(peer),
+    std::string msg = str_cat(op_text(mine), ": corrupt message from ", mesh_.describe(peer),
                               " (bad magic); the byte streams are out of step");
     mesh_.broadcast_error(Status::kInternal, msg);
     throw transport::PeerReportedError(Status::kInternal, msg);
   }
   SigFields theirs{h.kind, h.dtype, h.redop, h.algo, h.root, h.seq, h.count};
-  std::string diff = diff_fields(fields_of(sig_), theirs, mesh_.rank(), peer, sig_.kind == OpKind::kSendRecv);
+  std::string diff = diff_fields(fields_of(mine), theirs, mesh_.rank(), peer, mine.kind == OpKind::kSendRecv);
   if (diff.empty() && h.bytes != s.t.bytes) {
     diff = str_cat("message size ", s.t.bytes, " bytes expected on rank ", mesh_.rank(), " vs ", h.bytes,
                    " bytes sent by rank ", peer);
@@ -199,7 +205,11 @@ void Engine::check_header(const State& s) {
   if (diff.empty() && h.step != s.t.step) {
     diff = str_cat("algorithm step ", s.t.step, " on rank ", mesh_.rank(), " vs ", h.step, " on rank ", peer);
   }
-  if (!diff.empty()) fail_mismatch(diff);
+  if (!diff.empty()) {
+    std::string msg = str_cat(op_text(mine), ": calls do not match across ranks: ", diff);
+    mesh_.broadcast_error(Status::kMismatch, msg);
+    throw transport::PeerReportedError(Status::kMismatch, msg);
+  }
 }
 
 bool Engine::advance(State& s) {
@@ -236,7 +246,7 @@ bool Engine::advance(State& s) {
       progressed = true;
     }
   } else {
-    const size_t esize = dtype_size(sig_.dtype);
+    const size_t esize = dtype_size(s.sig.dtype);
     for (;;) {
       size_t staged = s.done - s.reduced;  // bytes waiting in the stage buffer
       size_t want = std::min(kStageBytes - staged, s.t.bytes - s.done);
@@ -245,7 +255,7 @@ bool Engine::advance(State& s) {
       staged += k;
       size_t whole = staged / esize * esize;
       if (whole > 0) {
-        kernels::cpu::reduce(s.t.dst + s.reduced, s.t.src + s.reduced, s.stage, whole / esize, sig_.dtype,
+        kernels::cpu::reduce(s.t.dst + s.reduced, s.t.src + s.reduced, s.stage, whole / esize, s.sig.dtype,
                              combine_);
         s.reduced += whole;
         if (staged > whole) std::memmove(s.stage, s.stage + whole, staged - whole);
@@ -261,8 +271,21 @@ bool Engine::advance(State& s) {
 
 void Engine::run(std::span<Transfer> transfers) {
   if (transfers.empty()) return;
+  run_guarded(transfers, nullptr);
+}
+
+void Engine::run_feed(TransferFeed& feed) {
+  sig_ = OpSignature{};
+  sig_.kind = OpKind::kSendRecv;
+  sig_text_.clear();
+  probed_ = false;
+  mesh_.set_current_op(0, "send/recv", "");
+  run_guarded({}, &feed);
+}
+
+void Engine::run_guarded(std::span<Transfer> transfers, TransferFeed* feed) {
   try {
-    run_impl(transfers);
+    run_impl(transfers, feed);
   } catch (const transport::PeerReportedError&) {
     throw;  // came from a peer, or was already sent to every peer
   } catch (const Error& e) {
@@ -273,25 +296,47 @@ void Engine::run(std::span<Transfer> transfers) {
   }
 }
 
-void Engine::run_impl(std::span<Transfer> transfers) {
-  std::vector<State> states(transfers.size());
+void Engine::run_impl(std::span<Transfer> transfers, TransferFeed* feed) {
+  // A deque keeps references stable while a feed appends transfers.
+  std::deque<State> states;
   size_t n_reduce = 0;
   for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
   if (staging_.size() < n_reduce * kStageBytes) staging_.resize(n_reduce * kStageBytes);
   size_t stage_i = 0;
-  for (size_t i = 0; i < transfers.size(); ++i) {
-    State& s = states[i];
-    s.t = transfers[i];
+  auto add = [&](const Transfer& t, const OpSignature& sig, Deadline deadline) -> State& {
+    State& s = states.emplace_back();
+    s.t = t;
+    s.sig = sig;
+    s.deadline = deadline;
     if (s.t.peer < 0 || s.t.peer >= mesh_.size() || s.t.peer == mesh_.rank()) {
-      fail(Status::kInternal, op_text(), ": transfer to invalid peer ", s.t.peer);
+      fail(Status::kInternal, op_text(sig), ": transfer to invalid peer ", s.t.peer);
     }
     if (s.t.kind == Transfer::Kind::kSend) {
-      s.hdr = WireHeader{kWireMagic,  uint8_t(sig_.kind), uint8_t(sig_.dtype), uint8_t(sig_.redop),
-                         sig_.algo,   sig_.root,          s.t.step,            sig_.seq,
-                         sig_.count,  s.t.bytes};
+      s.hdr = WireHeader{kWireMagic, uint8_t(sig.kind), uint8_t(sig.dtype), uint8_t(sig.redop),
+                         sig.algo,   sig.root,          s.t.step,           sig.seq,
+                         sig.count,  s.t.bytes};
     }
     if (s.t.kind == Transfer::Kind::kRecvReduce) s.stage = staging_.data() + kStageBytes * stage_i++;
-  }
+    return s;
+  };
+  for (const auto& t : transfers) add(t, sig_, deadline_);
+  // Takes every transfer queued behind this step; true if any arrived.
+  auto pull = [&]() {
+    if (feed == nullptr) return false;
+    bool any = false;
+    Transfer t;
+    OpSignature sig;
+    Deadline dl = Deadline::never();
+    size_t tag = 0;
+    while (feed->next(t, sig, dl, tag)) {
+      State& s = add(t, sig, dl);
+      s.tag = tag;
+      s.from_feed = true;
+      any = true;
+    }
+    return any;
+  };
+  pull();
 
   // (peer, direction) pairs already served this pass: only the first
   // incomplete transfer of each pair may move, keeping messages in order.
@@ -310,9 +355,15 @@ void Engine::run_impl(std::span<Transfer> transfers) {
       if (busy[key]) continue;
       busy[key] = 1;
       progressed |= advance(s);
-      if (!s.complete) busy[key] = 2;
+      if (s.complete) {
+        busy[key] = 0;  // the next transfer of this pair may start in this pass
+        if (s.from_feed) feed->done(s.tag);
+      }
     }
-    if (all_done) return;
+    if (all_done) {
+      if (pull()) continue;
+      return;
+    }
     if (progressed) {
       idle = 0;
       stalled_since = Clock::time_point{};
@@ -329,6 +380,10 @@ void Engine::run_impl(std::span<Transfer> transfers) {
     }
     // No progress: errors noticed on the control sockets apply now.
     mesh_.throw_if_failed();
+    if (pull()) {
+      idle = 0;
+      continue;
+    }
     if (!sig_text_.empty()) {
       auto now = Clock::now();
       if (stalled_since == Clock::time_point{}) stalled_since = now;
@@ -359,15 +414,19 @@ void Engine::run_impl(std::span<Transfer> transfers) {
       }
     }
     if (!ready) {
-      if (deadline_.expired()) {
+      State* first = waiting.front();  // the transfer whose deadline comes first
+      for (State* s : waiting) {
+        if (s->deadline.time() < first->deadline.time()) first = s;
+      }
+      if (first->deadline.expired()) {
         for (State* s : waiting) mesh_.link(s->t.peer).disarm();
         std::vector<int> peers;
         for (State* s : waiting) {
           if (std::find(peers.begin(), peers.end(), s->t.peer) == peers.end()) peers.push_back(s->t.peer);
         }
-        mesh_.fail_timeout(op_text(), sig_.seq, peers);
+        mesh_.fail_timeout(op_text(first->sig), first->sig.seq, peers);
       }
-      mesh_.sleep(fds, deadline_.remaining_ms(200));
+      mesh_.sleep(fds, first->deadline.remaining_ms(200));
     }
     for (State* s : waiting) mesh_.link(s->t.peer).disarm();
     idle = kSpinPasses;  // after a wake-up: yield, do not spin

@@ -75,6 +75,19 @@ struct Transfer {
   }
 };
 
+/// A queue of point-to-point transfers that join a running step (see
+/// Engine::run_feed). Implemented by the communicator over its task queue.
+class TransferFeed {
+ public:
+  virtual ~TransferFeed() = default;
+  /// Takes the next queued transfer if the queue's head is one: fills the
+  /// transfer, its signature (kind kSendRecv, per-pair number) and deadline,
+  /// and a tag for done(). Returns false when there is none now.
+  virtual bool next(Transfer& t, OpSignature& sig, Deadline& deadline, size_t& tag) = 0;
+  /// The transfer with this tag has completed.
+  virtual void done(size_t tag) = 0;
+};
+
 class Engine {
  public:
   explicit Engine(transport::Mesh& mesh) : mesh_(mesh) {}
@@ -86,6 +99,11 @@ class Engine {
   void run(std::span<Transfer> transfers);
   /// Convenience: one step of a send and/or a recv.
   void run(std::initializer_list<Transfer> transfers);
+  /// Runs point-to-point transfers from `feed` as one growing step: transfers
+  /// queued while it runs join it, so sends and receives posted one after the
+  /// other progress together (isend then recv on both sides of a pair works
+  /// for any size). Returns when all are done and the feed has no more.
+  void run_feed(TransferFeed& feed);
 
   /// Scratch memory owned by the engine, grown on demand and reused across
   /// operations (no allocation per operation in steady state). `slot`
@@ -101,10 +119,12 @@ class Engine {
   struct State;
   bool advance(State& s);
   void check_header(const State& s);
-  void run_impl(std::span<Transfer> transfers);
+  void run_guarded(std::span<Transfer> transfers, TransferFeed* feed);
+  void run_impl(std::span<Transfer> transfers, TransferFeed* feed);
   void probe_signatures();
   [[noreturn]] void fail_mismatch(const std::string& diff);
-  std::string op_text() const;
+  std::string op_text() const { return op_text(sig_); }
+  static std::string op_text(const OpSignature& sig);
 
   transport::Mesh& mesh_;
   OpSignature sig_;

@@ -239,6 +239,91 @@ std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool
   return work;
 }
 
+std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, bool async) {
+  auto work = std::make_shared<Work>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) fail(Status::kAborted, "the communicator was aborted");
+    queue_.push_back(Task{nullptr, work, op});
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  }
+  cv_.notify_all();
+  mesh_->wake();  // a running batch sleeping in poll() picks the new transfer up
+  if (async) return work;
+  Status st = work->wait();
+  if (st != Status::kSuccess) throw Error(st, work->message());
+  return nullptr;
+}
+
+/// Feeds queued send/recv tasks into a running engine step, in queue order,
+/// for as long as the head of the queue is one.
+class Communicator::QueueFeed final : public TransferFeed {
+ public:
+  QueueFeed(Communicator& c, Task first) : c_(c) { pending_.push_back(std::move(first)); }
+
+  bool next(Transfer& t, OpSignature& sig, Deadline& deadline, size_t& tag) override {
+    Task task;
+    if (!pending_.empty()) {
+      task = std::move(pending_.back());
+      pending_.clear();
+    } else {
+      std::lock_guard<std::mutex> lock(c_.mu_);
+      if (c_.queue_.empty() || !c_.queue_.front().p2p) return false;
+      task = std::move(c_.queue_.front());
+      c_.queue_.pop_front();
+    }
+    const P2POp& op = *task.p2p;
+    sig = OpSignature{};
+    sig.kind = OpKind::kSendRecv;
+    sig.dtype = op.tensor.dtype;
+    sig.count = op.tensor.count;
+    sig.seq = op.is_send ? c_.next_send_seq(op.peer) : c_.next_recv_seq(op.peer);
+    deadline = c_.op_deadline();
+    t = op.is_send ? Transfer::send(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0)
+                   : Transfer::recv(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0);
+    tag = taken_.size();
+    taken_.push_back(std::move(task));
+    return true;
+  }
+
+  void done(size_t tag) override {
+    taken_[tag].work->complete(Status::kSuccess, "");
+    taken_[tag].work.reset();
+  }
+
+  /// Fails every task taken but not completed, and any not yet taken.
+  void fail_rest(Status st, const std::string& msg) {
+    for (auto& t : taken_) {
+      if (t.work) t.work->complete(st, msg);
+    }
+    for (auto& t : pending_) t.work->complete(st, msg);
+  }
+
+ private:
+  Communicator& c_;
+  std::vector<Task> pending_;  // the task the worker popped to start the batch
+  std::vector<Task> taken_;
+};
+
+void Communicator::run_p2p_batch(Task first) {
+  QueueFeed feed(*this, std::move(first));
+  Status st = Status::kSuccess;
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> exec(exec_mu_);
+    try {
+      run_one([&](Engine& e) { e.run_feed(feed); });
+    } catch (const Error& e) {
+      st = e.status();
+      msg = e.what();
+    } catch (const std::exception& e) {
+      st = Status::kInternal;
+      msg = e.what();
+    }
+  }
+  if (st != Status::kSuccess) feed.fail_rest(st, msg);
+}
+
 void Communicator::worker_loop() {
   for (;;) {
     Task task;
@@ -249,6 +334,15 @@ void Communicator::worker_loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       worker_busy_ = true;
+    }
+    if (task.p2p) {
+      run_p2p_batch(std::move(task));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        worker_busy_ = false;
+      }
+      cv_.notify_all();
+      continue;
     }
     Status st = Status::kSuccess;
     std::string msg;

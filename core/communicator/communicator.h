@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +48,13 @@ struct CommConfig {
   void validate() const;
 };
 
+/// A point-to-point operation as queued (see Communicator::submit_p2p).
+struct P2POp {
+  bool is_send = true;
+  int peer = -1;
+  TensorView tensor;
+};
+
 class Communicator {
  public:
   /// Creates a communicator through a rendezvous; collective over all ranks.
@@ -70,6 +78,12 @@ class Communicator {
   /// the Work to wait on.
   std::shared_ptr<Work> submit(std::function<void(Engine&)> fn, bool async);
 
+  /// Queues a send or recv. Point-to-point operations queued one after
+  /// another run as one step (Engine::run_feed), so they progress together;
+  /// a blocking one (async == false) waits for its own completion and
+  /// rethrows its error.
+  std::shared_ptr<Work> submit_p2p(const P2POp& op, bool async);
+
   /// Sequence numbers: call only from inside a submitted function.
   uint64_t next_collective_seq() { return ++collective_seq_; }
   uint64_t next_send_seq(int peer) { return ++send_seq_[peer]; }
@@ -90,6 +104,7 @@ class Communicator {
  private:
   Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh, uint64_t session);
   void worker_loop();
+  class QueueFeed;
   void run_one(const std::function<void(Engine&)>& fn);
   std::vector<std::string> internal_all_gather(const std::string& mine);
 
@@ -119,7 +134,9 @@ class Communicator {
   struct Task {
     std::function<void(Engine&)> fn;
     std::shared_ptr<Work> work;
+    std::optional<P2POp> p2p;  ///< set for send/recv, which run batched
   };
+  void run_p2p_batch(Task first);
   std::deque<Task> queue_;
   bool worker_busy_ = false;
   bool stopping_ = false;
