@@ -305,23 +305,18 @@ class Communicator::QueueFeed final : public TransferFeed {
   std::vector<Task> taken_;
 };
 
-void Communicator::run_p2p_batch(Task first) {
-  QueueFeed feed(*this, std::move(first));
-  Status st = Status::kSuccess;
-  std::string msg;
-  {
-    std::lock_guard<std::mutex> exec(exec_mu_);
-    try {
-      run_one([&](Engine& e) { e.run_feed(feed); });
-    } catch (const Error& e) {
-      st = e.status();
-      msg = e.what();
-    } catch (const std::exception& e) {
-      st = Status::kInternal;
-      msg = e.what();
-    }
+Status Communicator::run_captured(const std::function<void(Engine&)>& fn, std::string& message) {
+  std::lock_guard<std::mutex> exec(exec_mu_);
+  try {
+    run_one(fn);
+    return Status::kSuccess;
+  } catch (const Error& e) {
+    message = e.what();
+    return e.status();
+  } catch (const std::exception& e) {
+    message = e.what();
+    return Status::kInternal;
   }
-  if (st != Status::kSuccess) feed.fail_rest(st, msg);
 }
 
 void Communicator::worker_loop() {
@@ -335,30 +330,15 @@ void Communicator::worker_loop() {
       queue_.pop_front();
       worker_busy_ = true;
     }
-    if (task.p2p) {
-      run_p2p_batch(std::move(task));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        worker_busy_ = false;
-      }
-      cv_.notify_all();
-      continue;
-    }
-    Status st = Status::kSuccess;
     std::string msg;
-    {
-      std::lock_guard<std::mutex> exec(exec_mu_);
-      try {
-        run_one(task.fn);
-      } catch (const Error& e) {
-        st = e.status();
-        msg = e.what();
-      } catch (const std::exception& e) {
-        st = Status::kInternal;
-        msg = e.what();
-      }
+    if (task.p2p) {
+      QueueFeed feed(*this, std::move(task));
+      Status st = run_captured([&](Engine& e) { e.run_feed(feed); }, msg);
+      if (st != Status::kSuccess) feed.fail_rest(st, msg);
+    } else {
+      Status st = run_captured(task.fn, msg);
+      task.work->complete(st, msg);
     }
-    task.work->complete(st, msg);
     {
       std::lock_guard<std::mutex> lock(mu_);
       worker_busy_ = false;
