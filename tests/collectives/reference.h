@@ -107,6 +107,7 @@ inline const char* op_name(occl_red_op_t op) {
     case OCCL_BOR: return "BOR";
     case OCCL_BXOR: return "BXOR";
     case OCCL_PREMUL_SUM: return "PREMUL_SUM";
+    default: break;  // OCCL_RED_OP_MAX_ENUM is not an op
   }
   return "?";
 }
@@ -220,6 +221,7 @@ struct IntModel {
       case OCCL_BAND: return static_cast<T>(a & b);
       case OCCL_BOR: return static_cast<T>(a | b);
       case OCCL_BXOR: return static_cast<T>(a ^ b);
+      default: break;  // OCCL_RED_OP_MAX_ENUM is not an op
     }
     return a;
   }

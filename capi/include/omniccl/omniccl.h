@@ -127,7 +127,13 @@ typedef enum occl_red_op {
    * with occl_red_op_create_premul_sum(), which returns a value >=
    * OCCL_RED_OP_CUSTOM_BASE. Passing OCCL_PREMUL_SUM itself means a scalar 1.
    */
-  OCCL_PREMUL_SUM = 8
+  OCCL_PREMUL_SUM = 8,
+  /**
+   * Not an op: widens the enum's range to every int, so the values made by
+   * occl_red_op_create_premul_sum() (>= OCCL_RED_OP_CUSTOM_BASE) are valid
+   * occl_red_op_t values in C++ too (as NCCL's ncclMaxRedOp does).
+   */
+  OCCL_RED_OP_MAX_ENUM = 0x7fffffff
 } occl_red_op_t;
 
 /** Reduce ops created at run time have values at or above this. */
