@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds OmniCCL (warnings are errors) and runs every test suite, failing if
+# Builds OmniCCL (warnings are errors) and runs every test suite (CTest, then
+# the Python package's pytest suite in a fresh virtual environment), failing if
 # any test fails. Usage: scripts/test-all.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,3 +13,6 @@ cmake --build "$build" -j"$jobs"
 echo "== ctest (C/C++ suites: unit, abi, tools, collectives, examples)"
 # Multi-rank suites are RUN_SERIAL; the rest run two at a time.
 ctest --test-dir "$build" -j2 --output-on-failure --timeout 900
+
+echo "== Python package (fresh virtual environment, pip install, pytest)"
+bindings/python/ci.sh "$build/py-venv"

@@ -23,9 +23,12 @@ struct occl_work {
 namespace omniccl::capi {
 namespace {
 
-Communicator& comm_of(occl_comm_t comm) {
+/// A reference that keeps the communicator alive for the whole call, so an
+/// occl_comm_abort on another thread (which frees the handle) cannot free it
+/// under a call that is still returning.
+std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
   check_arg(comm != nullptr && comm->impl != nullptr, "comm is NULL");
-  return *comm->impl;
+  return comm->impl;
 }
 
 /// Applies a caller's occl_config_t over the environment defaults, reading
@@ -129,7 +132,8 @@ OCCL_API occl_status_t occl_comm_split(occl_comm_t comm, int color, int key, con
   return guard("occl_comm_split", [&] {
     check_arg(newcomm != nullptr, "newcomm is NULL");
     *newcomm = nullptr;
-    Communicator& c = comm_of(comm);
+    auto keep = comm_of(comm);
+    Communicator& c = *keep;
     check_arg(color >= 0 || color == OCCL_SPLIT_NOCOLOR, "color ", color,
               " is negative (use OCCL_SPLIT_NOCOLOR to take no part)");
     CommConfig cfg = resolve_config(config, c.config());
@@ -157,61 +161,62 @@ OCCL_API occl_status_t occl_comm_abort(occl_comm_t comm) {
 OCCL_API occl_status_t occl_comm_rank(occl_comm_t comm, int* rank) {
   return guard("occl_comm_rank", [&] {
     check_arg(rank != nullptr, "rank is NULL");
-    *rank = comm_of(comm).rank();
+    *rank = comm_of(comm)->rank();
   });
 }
 
 OCCL_API occl_status_t occl_comm_size(occl_comm_t comm, int* size) {
   return guard("occl_comm_size", [&] {
     check_arg(size != nullptr, "size is NULL");
-    *size = comm_of(comm).size();
+    *size = comm_of(comm)->size();
   });
 }
 
 OCCL_API occl_status_t occl_comm_transport(occl_comm_t comm, const char** name) {
   return guard("occl_comm_transport", [&] {
     check_arg(name != nullptr, "name is NULL");
-    *name = comm_of(comm).transport_name();
+    *name = comm_of(comm)->transport_name();
   });
 }
 
 OCCL_API occl_status_t occl_comm_set_timeout(occl_comm_t comm, int64_t timeout_ms) {
-  return guard("occl_comm_set_timeout", [&] { comm_of(comm).set_timeout(timeout_ms); });
+  return guard("occl_comm_set_timeout", [&] { comm_of(comm)->set_timeout(timeout_ms); });
 }
 
 OCCL_API occl_status_t occl_red_op_create_premul_sum(occl_comm_t comm, double scalar, occl_red_op_t* op) {
   return guard("occl_red_op_create_premul_sum", [&] {
     check_arg(op != nullptr, "op is NULL");
-    *op = static_cast<occl_red_op_t>(comm_of(comm).create_premul_sum(scalar));
+    *op = static_cast<occl_red_op_t>(comm_of(comm)->create_premul_sum(scalar));
   });
 }
 
 OCCL_API occl_status_t occl_red_op_destroy(occl_comm_t comm, occl_red_op_t op) {
-  return guard("occl_red_op_destroy", [&] { comm_of(comm).destroy_reduce_op(op); });
+  return guard("occl_red_op_destroy", [&] { comm_of(comm)->destroy_reduce_op(op); });
 }
 
 OCCL_API occl_status_t occl_send(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work) {
   return op("occl_send", work, [&](bool async) {
-    return coll::send(comm_of(comm), to_view(tensor, "tensor"), peer, async);
+    return coll::send(*comm_of(comm), to_view(tensor, "tensor"), peer, async);
   });
 }
 
 OCCL_API occl_status_t occl_recv(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work) {
   return op("occl_recv", work, [&](bool async) {
-    return coll::recv(comm_of(comm), to_view(tensor, "tensor"), peer, async);
+    return coll::recv(*comm_of(comm), to_view(tensor, "tensor"), peer, async);
   });
 }
 
 OCCL_API occl_status_t occl_broadcast(const DLTensor* tensor, int root, occl_comm_t comm, occl_work_t* work) {
   return op("occl_broadcast", work, [&](bool async) {
-    return coll::broadcast(comm_of(comm), to_view(tensor, "tensor"), root, async);
+    return coll::broadcast(*comm_of(comm), to_view(tensor, "tensor"), root, async);
   });
 }
 
 OCCL_API occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
                                     occl_work_t* work) {
   return op("occl_scatter", work, [&](bool async) {
-    Communicator& c = comm_of(comm);
+    auto keep = comm_of(comm);
+    Communicator& c = *keep;
     auto send = c.rank() == root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt;
     return coll::scatter(c, send, to_view(recvbuf, "recvbuf"), root, async);
   });
@@ -220,7 +225,8 @@ OCCL_API occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* rec
 OCCL_API occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
                                    occl_work_t* work) {
   return op("occl_gather", work, [&](bool async) {
-    Communicator& c = comm_of(comm);
+    auto keep = comm_of(comm);
+    Communicator& c = *keep;
     auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
     return coll::gather(c, to_view(sendbuf, "sendbuf"), recv, root, async);
   });
@@ -229,7 +235,8 @@ OCCL_API occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recv
 OCCL_API occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root,
                                    occl_comm_t comm, occl_work_t* work) {
   return op("occl_reduce", work, [&](bool async) {
-    Communicator& c = comm_of(comm);
+    auto keep = comm_of(comm);
+    Communicator& c = *keep;
     auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
     return coll::reduce(c, to_view(sendbuf, "sendbuf"), recv, redop, root, async);
   });
@@ -238,21 +245,21 @@ OCCL_API occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recv
 OCCL_API occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
                                        occl_comm_t comm, occl_work_t* work) {
   return op("occl_all_reduce", work, [&](bool async) {
-    return coll::all_reduce(comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, async);
+    return coll::all_reduce(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, async);
   });
 }
 
 OCCL_API occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
                                        occl_work_t* work) {
   return op("occl_all_gather", work, [&](bool async) {
-    return coll::all_gather(comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), async);
+    return coll::all_gather(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), async);
   });
 }
 
 OCCL_API occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
                                            occl_comm_t comm, occl_work_t* work) {
   return op("occl_reduce_scatter", work, [&](bool async) {
-    return coll::reduce_scatter(comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop,
+    return coll::reduce_scatter(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop,
                                 async);
   });
 }
@@ -260,18 +267,19 @@ OCCL_API occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTens
 OCCL_API occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
                                        occl_work_t* work) {
   return op("occl_all_to_all", work, [&](bool async) {
-    return coll::all_to_all(comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), async);
+    return coll::all_to_all(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), async);
   });
 }
 
 OCCL_API occl_status_t occl_barrier(occl_comm_t comm, occl_work_t* work) {
-  return op("occl_barrier", work, [&](bool async) { return coll::barrier(comm_of(comm), async); });
+  return op("occl_barrier", work, [&](bool async) { return coll::barrier(*comm_of(comm), async); });
 }
 
 OCCL_API occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
                                         const int64_t* recv_displs, occl_comm_t comm, occl_work_t* work) {
   return op("occl_all_gatherv", work, [&](bool async) {
-    Communicator& c = comm_of(comm);
+    auto keep = comm_of(comm);
+    Communicator& c = *keep;
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     return coll::all_gatherv(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), vec(recv_counts, c.size()),
                              vec(recv_displs, c.size()), async);
@@ -283,7 +291,8 @@ OCCL_API occl_status_t occl_all_to_allv(const DLTensor* sendbuf, const int64_t* 
                                         const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm,
                                         occl_work_t* work) {
   return op("occl_all_to_allv", work, [&](bool async) {
-    Communicator& c = comm_of(comm);
+    auto keep = comm_of(comm);
+    Communicator& c = *keep;
     check_arg(send_counts != nullptr, "send_counts is NULL");
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     int n = c.size();
@@ -295,7 +304,8 @@ OCCL_API occl_status_t occl_all_to_allv(const DLTensor* sendbuf, const int64_t* 
 OCCL_API occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
                                     const int64_t* recv_displs, int root, occl_comm_t comm, occl_work_t* work) {
   return op("occl_gatherv", work, [&](bool async) {
-    Communicator& c = comm_of(comm);
+    auto keep = comm_of(comm);
+    Communicator& c = *keep;
     bool is_root = c.rank() == root;
     check_arg(!is_root || recv_counts != nullptr, "recv_counts is NULL on the root");
     return coll::gatherv(c, to_view(sendbuf, "sendbuf"), is_root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt,
@@ -307,7 +317,8 @@ OCCL_API occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* rec
 OCCL_API occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
                                      const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
   return op("occl_scatterv", work, [&](bool async) {
-    Communicator& c = comm_of(comm);
+    auto keep = comm_of(comm);
+    Communicator& c = *keep;
     bool is_root = c.rank() == root;
     check_arg(!is_root || send_counts != nullptr, "send_counts is NULL on the root");
     return coll::scatterv(c, is_root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt,

@@ -1,0 +1,68 @@
+"""OmniCCL for Python: collective communication over any array that speaks DLPack.
+
+Two APIs over one library:
+
+- torch.distributed style: ``init_process_group()``, ``all_reduce(tensor)``,
+  ``new_group(ranks)``, ... (module-level functions over a default group);
+- mpi4py style: :class:`Communicator` with buffer methods (``Allreduce``,
+  ``Bcast``, ...) and object methods (``bcast``, ``allgather``, ...);
+  ``omniccl.COMM_WORLD`` is the default group (created from env:// on first
+  use).
+
+Arrays: anything with ``__dlpack__`` (numpy >= 2.1, torch, cupy, jax) or the
+buffer protocol, C-contiguous, on the CPU. Start ranks with
+``python -m omniccl.run -n 4 script.py``, torchrun, mpirun or srun.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _omniccl
+from .comm import COMM_NULL, IN_PLACE, UNDEFINED, Communicator, get_unique_id
+from .distributed import (GroupMember, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
+                          all_to_all, all_to_all_single, barrier, broadcast, broadcast_object_list,
+                          destroy_process_group, gather, gather_object, get_backend, get_global_rank,
+                          get_group_rank, get_process_group_ranks, get_rank, get_world_size, group,
+                          init_process_group, irecv, is_available, is_initialized, isend, new_group, recv, reduce,
+                          reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send)
+from .errors import (InvalidArgumentError, MismatchError, OmniCCLError, PeerFailureError, Status, TimeoutError,
+                     UnsupportedError)
+from .ops import PremulSum, ReduceOp, make_premul_sum
+from .work import Work
+
+#: The package version: the C library's (OCCL_VERSION_MAJOR.MINOR.PATCH of omniccl.h).
+__version__: str = _omniccl.__version__
+
+# torch's private spelling, for code that uses it.
+_make_nccl_premul_sum = make_premul_sum
+
+__all__ = [
+    "__version__",
+    # torch.distributed style
+    "init_process_group", "destroy_process_group", "is_initialized", "is_available", "get_rank",
+    "get_world_size", "get_backend", "new_group", "get_global_rank", "get_group_rank", "get_process_group_ranks",
+    "group", "GroupMember", "ReduceOp", "make_premul_sum", "PremulSum", "Work",
+    "broadcast", "scatter", "gather", "reduce", "all_reduce", "all_gather", "all_gather_into_tensor",
+    "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "barrier",
+    "send", "recv", "isend", "irecv",
+    "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
+    # mpi4py style
+    "Communicator", "COMM_WORLD", "COMM_NULL", "IN_PLACE", "UNDEFINED", "get_unique_id",
+    # errors
+    "OmniCCLError", "InvalidArgumentError", "UnsupportedError", "TimeoutError", "PeerFailureError",
+    "MismatchError", "Status",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # COMM_WORLD is the default group, created (env://) on first use, as
+    # mpi4py's MPI.COMM_WORLD exists once MPI is initialised at import.
+    if name == "COMM_WORLD":
+        from .distributed import _comm_world
+        return _comm_world()
+    raise AttributeError(f"module 'omniccl' has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | {"COMM_WORLD"})

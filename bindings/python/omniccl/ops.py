@@ -1,0 +1,93 @@
+"""Reduce operations: :class:`ReduceOp` and pre-multiplied sums."""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Union
+
+__all__ = ["ReduceOp", "PremulSum", "make_premul_sum"]
+
+
+class ReduceOp(enum.IntEnum):
+    """How a reduction combines the ranks' values (torch.distributed.ReduceOp's names).
+
+    ``PROD`` is an alias of ``PRODUCT`` (mpi4py's name). The values are the C
+    library's ``occl_red_op_t``.
+
+    - Integer SUM and PRODUCT wrap around; AVG on integers truncates.
+    - float16 is computed in float32 and rounded to nearest-even.
+    - MIN and MAX propagate NaN.
+    - bool: SUM, MAX and BOR are logical or; PRODUCT, MIN and BAND logical
+      and; BXOR is xor.
+    - Undefined pairs raise :class:`~omniccl.InvalidArgumentError` before
+      anything is sent: bitwise ops on floating types, AVG and PREMUL_SUM on
+      bool.
+    - ``PREMUL_SUM`` alone multiplies by 1; use :func:`make_premul_sum` for
+      another factor.
+    """
+
+    SUM = 0
+    PRODUCT = 1
+    MIN = 2
+    MAX = 3
+    AVG = 4
+    BAND = 5
+    BOR = 6
+    BXOR = 7
+    PREMUL_SUM = 8
+    PROD = 1  # alias of PRODUCT
+
+
+class PremulSum:
+    """A PREMUL_SUM reduce op with a factor: each rank's input is multiplied by ``scalar`` before summing.
+
+    Made by :func:`make_premul_sum`; pass it wherever a :class:`ReduceOp` is
+    accepted. For integer dtypes the scalar must be integral.
+    """
+
+    __slots__ = ("scalar",)
+
+    def __init__(self, scalar: float) -> None:
+        scalar = float(scalar)
+        if not math.isfinite(scalar):
+            raise ValueError(f"make_premul_sum: the scalar must be finite, got {scalar}")
+        self.scalar = scalar
+
+    @property
+    def op(self) -> ReduceOp:
+        """Always :attr:`ReduceOp.PREMUL_SUM`."""
+        return ReduceOp.PREMUL_SUM
+
+    def __repr__(self) -> str:
+        return f"make_premul_sum({self.scalar!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PremulSum) and other.scalar == self.scalar
+
+    def __hash__(self) -> int:
+        return hash(("PremulSum", self.scalar))
+
+
+def make_premul_sum(scalar: float) -> PremulSum:
+    """Returns a PREMUL_SUM op that multiplies each rank's input by ``scalar`` before summing.
+
+    Like torch's ``_make_nccl_premul_sum``: ``all_reduce(g, op=make_premul_sum(1 / world))``
+    averages gradients in one step.
+    """
+    return PremulSum(scalar)
+
+
+ReduceOpLike = Union[ReduceOp, int, PremulSum]
+
+
+def _check_op(op: ReduceOpLike) -> ReduceOpLike:
+    """Validates a reduce op argument (a ReduceOp, its int value or a PremulSum)."""
+    if isinstance(op, PremulSum):
+        return op
+    if isinstance(op, bool) or not isinstance(op, int):
+        raise TypeError(f"op must be an omniccl.ReduceOp or make_premul_sum(...), not {type(op).__name__}")
+    try:
+        return ReduceOp(op)
+    except ValueError:
+        raise ValueError(f"op {op} is not a ReduceOp (0..8)") from None

@@ -1,0 +1,604 @@
+#include "comm.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "errors.h"
+#include "tensor.h"
+
+namespace omniccl_py {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How long one wait slice is: the most a signal waits to be acted on.
+constexpr int64_t kSliceMs = 100;
+/// After an abort every operation has ended; this bounds the wait for it.
+constexpr int64_t kAfterAbortMs = 10000;
+
+/// Operations whose communicator went away while they still ran: their arrays
+/// are kept until they end. Deliberately never destroyed (it may hold Python
+/// objects when the interpreter is gone).
+std::vector<Pending>& graveyard() {
+  static auto* pending = new std::vector<Pending>();
+  return *pending;
+}
+
+/// Frees the finished entries of `list`. The arrays are released after the
+/// loop, since releasing them runs Python code that may add to a list.
+void sweep_list(std::vector<Pending>& list) {
+  std::vector<Pending> finished;
+  for (size_t i = 0; i < list.size();) {
+    if (occl_work_test(list[i].work) != OCCL_ERR_IN_PROGRESS) {
+      occl_work_free(list[i].work);
+      finished.push_back(std::move(list[i]));
+      list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+/// occl_red_op_t holds run-time values (premultiplied sums, >= 64) that are
+/// not enumerators; form it from an int without an out-of-range enum cast.
+occl_red_op_t red_op(int op) {
+  static_assert(sizeof(occl_red_op_t) == sizeof(int), "occl_red_op_t is an int");
+  occl_red_op_t v;
+  std::memcpy(&v, &op, sizeof v);
+  return v;
+}
+
+int red_op_value(occl_red_op_t op) {
+  int v;
+  std::memcpy(&v, &op, sizeof v);
+  return v;
+}
+
+/// The DLTensor of a Tensor argument, or NULL for None.
+const DLTensor* dl_of(py::handle t) { return t.is_none() ? nullptr : t.cast<const Tensor&>().dl(); }
+
+/// The data of a counts/displacements argument (NULL for None), checked to
+/// have one entry per rank (the C library reads exactly that many).
+const int64_t* counts_of(const std::vector<int64_t>& v, int size, const char* name) {
+  if (static_cast<int>(v.size()) != size) {
+    raise_value(std::string(name) + " has " + std::to_string(v.size()) + " entries; the communicator has " +
+                std::to_string(size) + " ranks");
+  }
+  return v.data();
+}
+
+/// The same for an optional argument (None: NULL). Takes the optional by
+/// reference: the pointer is into the caller's vector.
+const int64_t* counts_of(const std::optional<std::vector<int64_t>>& v, int size, const char* name) {
+  return v ? counts_of(*v, size, name) : nullptr;
+}
+
+/// Shared state of an interruptible call on a helper thread.
+struct Job {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool abandoned = false;
+  occl_status_t status = OCCL_SUCCESS;
+  std::string message;
+  occl_comm_t result = nullptr;
+};
+
+/// Runs fn(&comm) on a helper thread and waits for it as Work::wait does. If
+/// a signal handler raises meanwhile, on_interrupt runs, the helper is
+/// abandoned (it destroys what it creates) and the exception propagates.
+/// fn must hold no Python object: it may outlive the call.
+occl_comm_t run_interruptible(std::function<occl_status_t(occl_comm_t*)> fn, const char* what,
+                              const std::function<void(const std::string&)>& on_interrupt) {
+  auto job = std::make_shared<Job>();
+  std::thread([job, fn = std::move(fn)] {
+    occl_comm_t out = nullptr;
+    occl_status_t st = fn(&out);
+    std::string message = st == OCCL_SUCCESS ? std::string() : std::string(occl_last_error());
+    std::lock_guard<std::mutex> lock(job->mu);
+    if (job->abandoned) {
+      (void)occl_comm_destroy(out);
+    } else {
+      job->result = out;
+    }
+    job->status = st;
+    job->message = std::move(message);
+    job->done = true;
+    job->cv.notify_all();
+  }).detach();
+  for (;;) {
+    bool done;
+    {
+      py::gil_scoped_release nogil;
+      std::unique_lock<std::mutex> lock(job->mu);
+      done = job->cv.wait_for(lock, std::chrono::milliseconds(kSliceMs), [&] { return job->done; });
+    }
+    if (done) break;
+    if (PyErr_CheckSignals() != 0) {
+      py::error_already_set err;
+      {
+        std::lock_guard<std::mutex> lock(job->mu);
+        if (job->done) {
+          (void)occl_comm_destroy(job->result);
+          job->result = nullptr;
+        } else {
+          job->abandoned = true;
+        }
+      }
+      on_interrupt(py::str(err.type().attr("__name__")));
+      throw err;
+    }
+  }
+  if (job->status != OCCL_SUCCESS) {
+    raise_status(job->status, job->message.empty() ? std::string(what) + ": " + occl_status_string(job->status)
+                                                   : job->message);
+  }
+  return job->result;
+}
+
+std::unique_ptr<Comm> make_comm(occl_comm_t handle) {
+  auto box = std::make_shared<HandleBox>();
+  box->handle = handle;
+  int rank = 0, size = 0;
+  occl_status_t st = occl_comm_rank(handle, &rank);
+  if (st == OCCL_SUCCESS) st = occl_comm_size(handle, &size);
+  if (st != OCCL_SUCCESS) raise_last(st, "occl_comm_rank");
+  return std::make_unique<Comm>(std::make_shared<CommState>(std::move(box), rank, size));
+}
+
+occl_config_t make_config(const InitOptions& o) {
+  occl_config_t cfg = OCCL_CONFIG_INIT;
+  if (o.timeout_ms) cfg.timeout_ms = *o.timeout_ms;
+  if (o.transport) cfg.transport = o.transport->c_str();
+  if (o.algorithm) cfg.algorithm = o.algorithm->c_str();
+  return cfg;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// HandleBox, CommState
+// ---------------------------------------------------------------------------
+
+HandleBox::~HandleBox() {
+  if (handle != nullptr) (void)occl_comm_destroy(handle);
+}
+
+CommState::CommState(std::shared_ptr<HandleBox> box, int rank, int size)
+    : box_(std::move(box)), rank_(rank), size_(size) {}
+
+CommState::~CommState() {
+  close(OCCL_ERR_INVALID_ARGUMENT, "the communicator was destroyed", /*abort=*/false);
+  auto& rest = graveyard();
+  for (Pending& p : orphans_) rest.push_back(std::move(p));
+  orphans_.clear();
+}
+
+occl_comm_t CommState::require(const char* what) const {
+  if (box_ == nullptr) raise_status(closed_status_, std::string(what) + ": " + closed_reason_);
+  return box_->handle;
+}
+
+void CommState::close(occl_status_t status, std::string reason, bool abort) {
+  if (box_ == nullptr) return;
+  std::shared_ptr<HandleBox> box = std::move(box_);
+  box_.reset();
+  closed_status_ = status;
+  closed_reason_ = std::move(reason);
+  // A helper thread still running an interrupted split shares the box; then
+  // the handle is destroyed when that thread lets go of it.
+  if (box.use_count() == 1) {
+    occl_comm_t handle = box->handle;
+    box->handle = nullptr;
+    py::gil_scoped_release nogil;
+    (void)(abort ? occl_comm_abort(handle) : occl_comm_destroy(handle));
+  }
+  box.reset();
+  sweep();  // after destroy/abort every operation has ended
+}
+
+void CommState::adopt(Pending pending) {
+  if (box_ == nullptr) {
+    graveyard().push_back(std::move(pending));
+  } else {
+    orphans_.push_back(std::move(pending));
+  }
+}
+
+void CommState::sweep() {
+  sweep_list(orphans_);
+  sweep_list(graveyard());
+}
+
+// ---------------------------------------------------------------------------
+// Work
+// ---------------------------------------------------------------------------
+
+Work::Work(std::shared_ptr<CommState> state, occl_work_t handle, std::vector<py::object> keep, std::string what)
+    : state_(std::move(state)), handle_(handle), keep_(std::move(keep)), what_(std::move(what)) {}
+
+Work::~Work() {
+  if (handle_ != nullptr) state_->adopt(Pending{handle_, std::move(keep_)});
+}
+
+void Work::finish(occl_status_t status, std::string message) {
+  done_ = true;
+  status_ = status;
+  if (status != OCCL_SUCCESS && message.empty()) message = what_ + ": " + occl_status_string(status);
+  message_ = std::move(message);
+  (void)occl_work_free(handle_);
+  handle_ = nullptr;
+  std::vector<py::object> keep = std::move(keep_);
+  keep_.clear();
+  keep.clear();  // gives the arrays back (DLPack deleters run here)
+}
+
+bool Work::test() {
+  if (done_) return true;
+  occl_status_t st = occl_work_test(handle_);
+  if (st == OCCL_ERR_IN_PROGRESS) return false;
+  finish(st, st == OCCL_SUCCESS ? std::string() : std::string(occl_last_error()));
+  return true;
+}
+
+void Work::wait(std::optional<double> timeout_s) {
+  std::optional<Clock::time_point> deadline;
+  if (timeout_s) {
+    if (!(*timeout_s >= 0)) raise_value("wait: timeout must be a number of seconds >= 0");
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                                  std::min(*timeout_s, 1e9)));
+  }
+  while (!done_) {
+    int64_t slice = kSliceMs;
+    if (deadline) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      slice = std::clamp<int64_t>(left, 0, kSliceMs);
+    }
+    occl_status_t st;
+    std::string message;
+    {
+      py::gil_scoped_release nogil;
+      st = occl_work_wait_for(handle_, slice);
+      if (st != OCCL_SUCCESS && st != OCCL_ERR_IN_PROGRESS) message = occl_last_error();
+    }
+    if (st != OCCL_ERR_IN_PROGRESS) {
+      finish(st, std::move(message));
+      break;
+    }
+    if (PyErr_CheckSignals() != 0) {
+      py::error_already_set err;
+      interrupted(err);
+    }
+    if (deadline && Clock::now() >= *deadline) {
+      raise_status(OCCL_ERR_TIMEOUT, what_ + ": not complete after wait(timeout=" +
+                                         py::str(py::float_(*timeout_s)).cast<std::string>() +
+                                         " s); the operation is still running");
+    }
+  }
+  if (status_ != OCCL_SUCCESS) raise_status(status_, message_);
+}
+
+void Work::interrupted(py::error_already_set& err) {
+  std::string name = py::str(err.type().attr("__name__"));
+  state_->close(OCCL_ERR_ABORTED,
+                "the communicator was aborted because " + name + " interrupted " + what_ +
+                    "; create a new communicator to go on",
+                /*abort=*/true);
+  occl_status_t st;
+  std::string message;
+  {
+    py::gil_scoped_release nogil;
+    st = occl_work_wait_for(handle_, kAfterAbortMs);
+    if (st != OCCL_SUCCESS && st != OCCL_ERR_IN_PROGRESS) message = occl_last_error();
+  }
+  if (st == OCCL_ERR_IN_PROGRESS) {
+    // Not ended despite the abort (should not happen): keep its arrays.
+    graveyard().push_back(Pending{handle_, std::move(keep_)});
+    handle_ = nullptr;
+    done_ = true;
+    status_ = OCCL_ERR_ABORTED;
+    message_ = what_ + ": interrupted by " + name;
+  } else {
+    finish(st == OCCL_SUCCESS ? OCCL_ERR_ABORTED : st, what_ + ": interrupted by " + name);
+  }
+  throw err;
+}
+
+// ---------------------------------------------------------------------------
+// Comm
+// ---------------------------------------------------------------------------
+
+std::unique_ptr<Comm> Comm::init(const std::string& init_method, int rank, int world_size,
+                                 const InitOptions& options) {
+  occl_comm_t handle = run_interruptible(
+      [init_method, rank, world_size, options](occl_comm_t* out) {
+        occl_config_t cfg = make_config(options);
+        return occl_comm_init(out, init_method.c_str(), rank, world_size, &cfg);
+      },
+      "occl_comm_init", [](const std::string&) {});
+  return make_comm(handle);
+}
+
+std::unique_ptr<Comm> Comm::init_unique_id(const std::string& unique_id, int rank, int world_size,
+                                           const InitOptions& options) {
+  if (unique_id.size() != OCCL_UNIQUE_ID_BYTES) {
+    raise_value("unique id must be " + std::to_string(OCCL_UNIQUE_ID_BYTES) + " bytes (from get_unique_id()), got " +
+                std::to_string(unique_id.size()));
+  }
+  occl_unique_id_t id;
+  std::memcpy(id.internal, unique_id.data(), OCCL_UNIQUE_ID_BYTES);
+  occl_comm_t handle = run_interruptible(
+      [id, rank, world_size, options](occl_comm_t* out) {
+        occl_config_t cfg = make_config(options);
+        return occl_comm_init_unique_id(out, world_size, &id, rank, &cfg);
+      },
+      "occl_comm_init_unique_id", [](const std::string&) {});
+  return make_comm(handle);
+}
+
+std::unique_ptr<Comm> Comm::split(int color, int key) {
+  state_->require("split");
+  std::shared_ptr<HandleBox> box = state_->box();
+  std::shared_ptr<CommState> state = state_;
+  occl_comm_t child = run_interruptible(
+      [box, color, key](occl_comm_t* out) { return occl_comm_split(box->handle, color, key, nullptr, out); },
+      "occl_comm_split",
+      [state](const std::string& name) {
+        state->close(OCCL_ERR_ABORTED,
+                     "the communicator is unusable because " + name +
+                         " interrupted split; create a new communicator to go on",
+                     /*abort=*/false);
+      });
+  if (child == nullptr) return nullptr;
+  return make_comm(child);
+}
+
+std::unique_ptr<Work> Comm::start(const char* what, std::vector<py::object> keep,
+                                  const std::function<occl_status_t(occl_comm_t, occl_work_t*)>& call) {
+  occl_comm_t handle = state_->require(what);
+  state_->sweep();
+  occl_work_t work = nullptr;
+  occl_status_t st = call(handle, &work);
+  if (st != OCCL_SUCCESS) raise_last(st, what);
+  return std::make_unique<Work>(state_, work, std::move(keep), what);
+}
+
+// ---------------------------------------------------------------------------
+// Bindings
+// ---------------------------------------------------------------------------
+
+void bind_comm(py::module_& m) {
+  using OptCounts = std::optional<std::vector<int64_t>>;
+
+  py::class_<Work>(m, "Work", "A started operation (internal; omniccl.Work wraps it).")
+      .def("wait", &Work::wait, py::arg("timeout") = py::none(),
+           "Waits (GIL released, signals checked every 100 ms); raises the operation's error.")
+      .def("test", &Work::test, "True once the operation has ended, successfully or not (non-blocking).")
+      .def_property_readonly("done", &Work::done, "Whether the end was observed (wait or test).")
+      .def_property_readonly(
+          "status", [](const Work& w) { return static_cast<int>(w.status()); }, "The C status once done.")
+      .def_property_readonly("message", &Work::message, "The error message once done (empty on success).")
+      .def_property_readonly("what", &Work::what, "The operation's name.");
+
+  py::class_<Comm> comm(m, "Comm", "A communicator handle (internal; omniccl.Communicator wraps it).");
+  comm.def_static(
+          "init",
+          [](const std::string& init_method, int rank, int world_size, std::optional<int64_t> timeout_ms,
+             std::optional<std::string> transport, std::optional<std::string> algorithm) {
+            return Comm::init(init_method, rank, world_size, InitOptions{timeout_ms, transport, algorithm});
+          },
+          py::arg("init_method"), py::arg("rank"), py::arg("world_size"), py::arg("timeout_ms") = py::none(),
+          py::arg("transport") = py::none(), py::arg("algorithm") = py::none(),
+          "occl_comm_init (interruptible). rank/world_size -1: from the environment.")
+      .def_static(
+          "init_unique_id",
+          [](py::bytes unique_id, int rank, int world_size, std::optional<int64_t> timeout_ms,
+             std::optional<std::string> transport, std::optional<std::string> algorithm) {
+            return Comm::init_unique_id(unique_id, rank, world_size, InitOptions{timeout_ms, transport, algorithm});
+          },
+          py::arg("unique_id"), py::arg("rank"), py::arg("world_size"), py::arg("timeout_ms") = py::none(),
+          py::arg("transport") = py::none(), py::arg("algorithm") = py::none(),
+          "occl_comm_init_unique_id (interruptible).")
+      .def("split", &Comm::split, py::arg("color"), py::arg("key"),
+           "occl_comm_split (interruptible); None for color OCCL_SPLIT_NOCOLOR (-1).")
+      .def_property_readonly(
+          "rank", [](const Comm& c) { return c.state().rank(); }, "This process's rank.")
+      .def_property_readonly(
+          "size", [](const Comm& c) { return c.state().size(); }, "Number of ranks.")
+      .def_property_readonly(
+          "closed", [](const Comm& c) { return c.state().closed(); }, "Whether destroyed or aborted.")
+      .def(
+          "check", [](const Comm& c, const std::string& what) { (void)c.state().require(what.c_str()); },
+          py::arg("what"), "Raises (naming what) if the communicator is closed.")
+      .def_property_readonly(
+          "closed_reason", [](const Comm& c) { return c.state().closed_reason(); }, "Why it is closed.")
+      .def_property_readonly(
+          "transport",
+          [](const Comm& c) {
+            const char* name = nullptr;
+            occl_status_t st = occl_comm_transport(c.state().require("transport"), &name);
+            if (st != OCCL_SUCCESS) raise_last(st, "occl_comm_transport");
+            return std::string(name);
+          },
+          "'shm', 'tcp', 'mixed' or 'self'.")
+      .def(
+          "set_timeout",
+          [](Comm& c, int64_t ms) {
+            occl_status_t st = occl_comm_set_timeout(c.state().require("set_timeout"), ms);
+            if (st != OCCL_SUCCESS) raise_last(st, "occl_comm_set_timeout");
+          },
+          py::arg("timeout_ms"), "Deadline of later blocking calls (ms).")
+      .def(
+          "premul_sum",
+          [](Comm& c, double scalar) {
+            occl_red_op_t op;
+            occl_status_t st = occl_red_op_create_premul_sum(c.state().require("premul_sum"), scalar, &op);
+            if (st != OCCL_SUCCESS) raise_last(st, "occl_red_op_create_premul_sum");
+            return red_op_value(op);
+          },
+          py::arg("scalar"), "Creates a PREMUL_SUM reduce op; returns its value.")
+      .def(
+          "destroy_op",
+          [](Comm& c, int op) {
+            if (c.state().closed()) return;  // freed with the communicator
+            occl_status_t st = occl_red_op_destroy(c.state().require("destroy_op"), red_op(op));
+            if (st != OCCL_SUCCESS) raise_last(st, "occl_red_op_destroy");
+          },
+          py::arg("op"), "Frees a reduce op made by premul_sum.")
+      .def(
+          "destroy",
+          [](Comm& c) { c.state().close(OCCL_ERR_INVALID_ARGUMENT, "the communicator was destroyed", false); },
+          "occl_comm_destroy (idempotent).")
+      .def(
+          "abort",
+          [](Comm& c) { c.state().close(OCCL_ERR_ABORTED, "the communicator was aborted", true); },
+          "occl_comm_abort: local, bounded (idempotent).");
+
+  // Operations: each returns a Work; the Tensor arguments stay alive in it.
+  comm.def(
+      "send",
+      [](Comm& c, py::object t, int peer) {
+        return c.start("send", {t}, [&](occl_comm_t h, occl_work_t* w) { return occl_send(dl_of(t), peer, h, w); });
+      },
+      py::arg("tensor"), py::arg("peer"));
+  comm.def(
+      "recv",
+      [](Comm& c, py::object t, int peer) {
+        return c.start("recv", {t}, [&](occl_comm_t h, occl_work_t* w) { return occl_recv(dl_of(t), peer, h, w); });
+      },
+      py::arg("tensor"), py::arg("peer"));
+  comm.def(
+      "broadcast",
+      [](Comm& c, py::object t, int root) {
+        return c.start("broadcast", {t},
+                       [&](occl_comm_t h, occl_work_t* w) { return occl_broadcast(dl_of(t), root, h, w); });
+      },
+      py::arg("tensor"), py::arg("root"));
+  comm.def(
+      "scatter",
+      [](Comm& c, py::object send, py::object recv, int root) {
+        return c.start("scatter", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_scatter(dl_of(send), dl_of(recv), root, h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("root"));
+  comm.def(
+      "gather",
+      [](Comm& c, py::object send, py::object recv, int root) {
+        return c.start("gather", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_gather(dl_of(send), dl_of(recv), root, h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("root"));
+  comm.def(
+      "reduce",
+      [](Comm& c, py::object send, py::object recv, int op, int root) {
+        return c.start("reduce", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_reduce(dl_of(send), dl_of(recv), red_op(op), root, h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("root"));
+  comm.def(
+      "all_reduce",
+      [](Comm& c, py::object send, py::object recv, int op) {
+        return c.start("all_reduce", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_all_reduce(dl_of(send), dl_of(recv), red_op(op), h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("op"));
+  comm.def(
+      "all_gather",
+      [](Comm& c, py::object send, py::object recv) {
+        return c.start("all_gather", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_all_gather(dl_of(send), dl_of(recv), h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"));
+  comm.def(
+      "reduce_scatter",
+      [](Comm& c, py::object send, py::object recv, int op) {
+        return c.start("reduce_scatter", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_reduce_scatter(dl_of(send), dl_of(recv), red_op(op), h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("op"));
+  comm.def(
+      "all_to_all",
+      [](Comm& c, py::object send, py::object recv) {
+        return c.start("all_to_all", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_all_to_all(dl_of(send), dl_of(recv), h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"));
+  comm.def("barrier", [](Comm& c) {
+    return c.start("barrier", {}, [&](occl_comm_t h, occl_work_t* w) { return occl_barrier(h, w); });
+  });
+  comm.def(
+      "all_gatherv",
+      [](Comm& c, py::object send, py::object recv, std::vector<int64_t> counts, OptCounts displs) {
+        const int n = c.state().size();
+        const int64_t* cp = counts_of(counts, n, "recv_counts");
+        const int64_t* dp = counts_of(displs, n, "recv_displs");
+        return c.start("all_gatherv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_all_gatherv(dl_of(send), dl_of(recv), cp, dp, h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs") = py::none());
+  comm.def(
+      "all_to_allv",
+      [](Comm& c, py::object send, std::vector<int64_t> send_counts, OptCounts send_displs, py::object recv,
+         std::vector<int64_t> recv_counts, OptCounts recv_displs) {
+        const int n = c.state().size();
+        const int64_t* sc = counts_of(send_counts, n, "send_counts");
+        const int64_t* sd = counts_of(send_displs, n, "send_displs");
+        const int64_t* rc = counts_of(recv_counts, n, "recv_counts");
+        const int64_t* rd = counts_of(recv_displs, n, "recv_displs");
+        return c.start("all_to_allv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_all_to_allv(dl_of(send), sc, sd, dl_of(recv), rc, rd, h, w);
+        });
+      },
+      py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("recv_counts"),
+      py::arg("recv_displs"));
+  comm.def(
+      "gatherv",
+      [](Comm& c, py::object send, py::object recv, OptCounts counts, OptCounts displs, int root) {
+        const int n = c.state().size();
+        const int64_t* cp = counts_of(counts, n, "recv_counts");
+        const int64_t* dp = counts_of(displs, n, "recv_displs");
+        return c.start("gatherv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_gatherv(dl_of(send), dl_of(recv), cp, dp, root, h, w);
+        });
+      },
+      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs"), py::arg("root"));
+  comm.def(
+      "scatterv",
+      [](Comm& c, py::object send, OptCounts counts, OptCounts displs, py::object recv, int root) {
+        const int n = c.state().size();
+        const int64_t* cp = counts_of(counts, n, "send_counts");
+        const int64_t* dp = counts_of(displs, n, "send_displs");
+        return c.start("scatterv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
+          return occl_scatterv(dl_of(send), cp, dp, dl_of(recv), root, h, w);
+        });
+      },
+      py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("root"));
+
+  m.def(
+      "get_unique_id",
+      [] {
+        occl_unique_id_t id;
+        occl_status_t st = occl_get_unique_id(&id);
+        if (st != OCCL_SUCCESS) raise_last(st, "occl_get_unique_id");
+        return py::bytes(id.internal, OCCL_UNIQUE_ID_BYTES);
+      },
+      "occl_get_unique_id: rendezvous bytes served by this process until it exits.");
+}
+
+}  // namespace omniccl_py

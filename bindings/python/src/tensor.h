@@ -1,0 +1,108 @@
+// Tensor: one array handed to OmniCCL, as a DLTensor the C library can use.
+//
+// Every array enters through Tensor::import, the one place that speaks
+// DLPack (see tensor.cc for the protocol and the order of attempts). A Tensor
+// owns what the import gave it (the DLPack managed tensor, or a Py_buffer)
+// and gives it back exactly once when it is destroyed, so an operation keeps
+// its arrays valid simply by holding references to their Tensor objects until
+// it completes (Work does that).
+//
+// Tensors are also made by the binding itself: staging buffers that pack a
+// list of arrays into one (empty) and views of part of another tensor
+// (slice). All are handed to C as contiguous row-major tensors with NULL
+// strides; byte_offset is kept as the producer gave it.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <omniccl/dlpack.h>
+
+namespace omniccl_py {
+
+namespace py = pybind11;
+
+class Tensor {
+ public:
+  /// Where a tensor's memory comes from.
+  enum class Source { kDLPackVersioned, kDLPack, kBuffer, kOwned, kView };
+
+  /// Imports `obj` (DLPack or buffer protocol). `writable`: the operation
+  /// writes into it, so a read-only array (or a copy made by the producer)
+  /// is refused with InvalidArgumentError (a ValueError). `name` names the
+  /// argument in messages.
+  static std::unique_ptr<Tensor> import(py::handle obj, bool writable, const std::string& name);
+  /// A new, uninitialised tensor of `count` elements of `dtype`, owned by the
+  /// binding (64-byte aligned).
+  static std::unique_ptr<Tensor> empty(DLDataType dtype, int64_t count);
+  /// A one-dimensional view of elements [offset, offset + count) of the
+  /// Tensor `base`, which it keeps alive.
+  static std::unique_ptr<Tensor> slice(py::object base, int64_t offset, int64_t count);
+
+  ~Tensor();
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  /// The tensor to pass to the C library (valid while this object lives).
+  const DLTensor* dl() const { return &dl_; }
+  /// First element's address (data + byte_offset).
+  char* ptr() const { return static_cast<char*>(dl_.data) + dl_.byte_offset; }
+
+  int64_t count() const { return count_; }
+  int64_t itemsize() const { return itemsize_; }
+  int64_t nbytes() const { return count_ * itemsize_; }
+  DLDataType dtype() const { return dl_.dtype; }
+  DLDevice device() const { return dl_.device; }
+  bool readonly() const { return readonly_; }
+  Source source() const { return source_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+
+  /// Copies `count` elements of `src` from element `src_offset` to element
+  /// `dst_offset` of `dst` (memmove: the ranges may overlap). Same dtype,
+  /// CPU memory and bounds are checked; the GIL is released for big copies.
+  static void copy(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count);
+
+ private:
+  Tensor() = default;
+  static std::unique_ptr<Tensor> import_dlpack(py::handle obj, bool writable, const std::string& name);
+  static std::unique_ptr<Tensor> import_buffer(py::handle obj, bool writable, const std::string& name);
+  /// Copies and checks the header of a producer's tensor (shape, contiguity).
+  void adopt(const DLTensor& t, const std::string& name);
+
+  DLTensor dl_{};
+  std::vector<int64_t> shape_;
+  int64_t count_ = 0;
+  int64_t itemsize_ = 0;
+  bool readonly_ = false;
+  Source source_ = Source::kOwned;
+
+  // Exactly one of these owns the memory (none for kView, which keeps base_).
+  DLManagedTensorVersioned* versioned_ = nullptr;
+  DLManagedTensor* legacy_ = nullptr;
+  Py_buffer view_{};
+  bool has_view_ = false;
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, FreeDeleter> owned_;
+  py::object base_;
+};
+
+/// "float32", "int64", "bool", "bfloat16", ... or "dtype(code=C, bits=B)".
+std::string dtype_name(DLDataType dtype);
+/// "cpu", "cuda", ... for a DLPack device type.
+std::string device_name(int32_t device_type);
+/// Whether two dtypes are the same.
+inline bool same_dtype(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+
+/// Binds the class (module.cc).
+void bind_tensor(py::module_& m);
+
+}  // namespace omniccl_py

@@ -1,0 +1,178 @@
+"""python -m omniccl.run: the environment, output prefixes, exit statuses, signals, --grace and --timeout."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import EXAMPLES, free_port, run_launcher
+
+
+@pytest.fixture
+def script(tmp_path):
+    """Writes a Python script into tmp_path and returns its path."""
+    def write(body, name="prog.py"):
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(body))
+        return path
+    return write
+
+
+def test_environment_and_prefixes(script):
+    prog = script("""
+        import os, sys
+        keys = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "OMNICCL_LAUNCHER"]
+        print(" ".join(os.environ[k] for k in keys), "port", os.environ["MASTER_PORT"])
+        print("to stderr", file=sys.stderr)
+        sys.stdout.write("no newline at the end")
+    """)
+    p = run_launcher(["-n", "3", str(prog)])
+    assert p.returncode == 0, p.stderr
+    out = sorted(p.stdout.splitlines())
+    ports = {line.split()[-1] for line in out if " port " in line}
+    assert len(ports) == 1 and ports.pop().isdigit()  # one MASTER_PORT for all
+    for r in range(3):
+        assert any(line.startswith(f"[{r}] {r} 3 {r} 3 127.0.0.1 omniccl.run port ") for line in out)
+        assert f"[{r}] no newline at the end" in out
+        assert f"[{r}] to stderr" in p.stderr.splitlines()
+
+
+def test_first_failure_decides_the_status_and_grace_ends_the_rest(script):
+    prog = script("""
+        import os, sys, time
+        if os.environ["RANK"] == "1":
+            sys.exit(3)
+        time.sleep(60)
+    """)
+    start = time.monotonic()
+    p = run_launcher(["-n", "3", "--grace", "0.5", str(prog)])
+    assert p.returncode == 3, p.stderr
+    assert time.monotonic() - start < 20
+    assert "rank 1 exited with status 3" in p.stderr
+    assert "sending SIGTERM" in p.stderr
+
+
+def test_timeout_exits_124(script):
+    prog = script("import time; time.sleep(60)")
+    p = run_launcher(["-n", "2", "--timeout", "1", str(prog)])
+    assert p.returncode == 124
+    assert "timeout" in p.stderr
+
+
+def test_usage_help_and_missing_programs(tmp_path):
+    assert run_launcher([]).returncode == 2
+    assert run_launcher(["-n", "0", "x.py"]).returncode == 2
+    assert run_launcher(["-n", "2", "--bogus", "x.py"]).returncode == 2
+    h = run_launcher(["--help"])
+    assert h.returncode == 0 and "Usage: python -m omniccl.run" in h.stdout
+    missing = run_launcher(["-n", "2", "--no-python", str(tmp_path / "does-not-exist")])
+    assert missing.returncode == 127 and "cannot execute" in missing.stderr
+
+
+def test_signal_is_forwarded_to_every_rank(script):
+    prog = script("""
+        import os, signal, sys, time
+        def on_term(sig, frame):
+            print("got SIGTERM", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, on_term)
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.Popen([sys.executable, "-m", "omniccl.run", "-n", "2", str(prog)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+    try:
+        ready = 0
+        while ready < 2:
+            line = proc.stdout.readline()
+            assert line, "launcher output ended early"
+            ready += "ready" in line
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert sorted(out.split("\n")[-3:-1]) == ["[0] got SIGTERM", "[1] got SIGTERM"] or out.count("got SIGTERM") == 2
+    assert "forwarding it to ranks 0, 1" in err
+
+
+def test_ctrl_c_ends_a_job_blocked_in_a_collective(script):
+    prog = script("""
+        import time
+        import numpy as np
+        import omniccl as dist
+        dist.init_process_group()
+        dist.barrier()
+        print("ready", flush=True)
+        if dist.get_rank() == 1:
+            time.sleep(60)  # never joins the all_reduce
+        dist.all_reduce(np.ones(4))
+    """)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.Popen([sys.executable, "-m", "omniccl.run", "-n", "2", str(prog)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+    try:
+        ready = 0
+        while ready < 2:
+            line = proc.stdout.readline()
+            assert line, "launcher output ended early"
+            ready += "ready" in line
+        time.sleep(0.5)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert elapsed < 5, err
+    assert "KeyboardInterrupt" in err
+
+
+def test_module_mode_and_stdin_to_rank_0(tmp_path):
+    (tmp_path / "hello_mod.py").write_text("import os, sys\nprint('module', os.environ['RANK'], sys.stdin.read())\n")
+    e = dict(os.environ)
+    e.pop("PYTHONPATH", None)
+    p = subprocess.run([sys.executable, "-m", "omniccl.run", "-n", "2", "-m", "hello_mod"], input="fed",
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60, env=e)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.splitlines()) == ["[0] module 0 fed", "[1] module 1 "]
+
+
+LAUNCHER_VARS = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                 "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"]
+
+
+@pytest.mark.parametrize("rank_var,size_var", [("RANK", "WORLD_SIZE"),                         # torchrun
+                                               ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # Open MPI
+                                               ("PMI_RANK", "PMI_SIZE"),                          # MPICH/Hydra
+                                               ("SLURM_PROCID", "SLURM_NTASKS")])                 # srun
+def test_scripts_start_unchanged_under_other_launchers(rank_var, size_var):
+    """The README example starts with only the variables torchrun, mpirun or srun set (plus MASTER_*)."""
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS and k != "PYTHONPATH"}
+        env.update({rank_var: str(rank), size_var: "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                    "OMNICCL_TIMEOUT": "30s"})
+        procs.append(subprocess.Popen([sys.executable, str(EXAMPLES / "hello_all_reduce.py")], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      stdin=subprocess.DEVNULL))
+    try:
+        outs = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, err
+        assert out.strip() == f"rank {rank}: [4, 6]"

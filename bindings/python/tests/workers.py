@@ -1,0 +1,804 @@
+"""Rank programs for the multi-process tests: ``python workers.py SCENARIO '{"json": "args"}'``.
+
+Each scenario runs on every rank (started by conftest.run_ranks with the
+env:// variables set) and returns a JSON-able value, printed as the last
+line ``RESULT <json>``. A scenario that finds a wrong result collects it and
+raises at the end, so that all ranks stay in step until then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+
+import omniccl as dist
+from omniccl import ReduceOp
+
+SCENARIOS = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+class Checker:
+    """Collects mismatches instead of raising at the first (ranks stay in step)."""
+
+    def __init__(self):
+        self.failures = []
+        self.checks = 0
+
+    def equal(self, got, want, what, tol=None):
+        self.checks += 1
+        got = np.asarray(got)
+        want = np.asarray(want)
+        ok = got.shape == want.shape and got.dtype == want.dtype
+        if ok:
+            if tol is None:
+                ok = np.array_equal(got, want)
+            else:
+                ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+        if not ok:
+            self.failures.append(f"{what}: got {got!r} want {want!r}")
+
+    def true(self, cond, what):
+        self.checks += 1
+        if not cond:
+            self.failures.append(what)
+
+    def finish(self):
+        if self.failures:
+            raise AssertionError(f"{len(self.failures)} of {self.checks} checks failed:\n" +
+                                 "\n".join(self.failures[:40]))
+        return self.checks
+
+
+# ----------------------------------------------------------------------------- the matrix
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+          np.float16, np.float32, np.float64]
+OPS = [ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.MAX, ReduceOp.AVG, ReduceOp.BAND, ReduceOp.BOR,
+       ReduceOp.BXOR, "PREMUL"]
+
+
+def kind(dtype):
+    return np.dtype(dtype).kind  # b, i, u, f
+
+
+def defined(op, dtype):
+    """Whether the C library defines op for dtype (README: Reduce ops and dtypes)."""
+    k = kind(dtype)
+    if op in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR):
+        return k in "biu"
+    if op in (ReduceOp.AVG, "PREMUL"):
+        return k != "b"
+    return True
+
+
+def premul_scalar(dtype):
+    return 2.0 if kind(dtype) in "iu" else 0.5
+
+
+def make_op(op, dtype):
+    return dist.make_premul_sum(premul_scalar(dtype)) if op == "PREMUL" else op
+
+
+def data(rank, dtype, n, salt, op=None):
+    """Deterministic input of `rank` (every rank can compute every rank's input)."""
+    rng = np.random.default_rng([rank, n, salt, np.dtype(dtype).num])
+    k = kind(dtype)
+    if k == "b":
+        return rng.integers(0, 2, n).astype(np.bool_)
+    small = op in (ReduceOp.PRODUCT,)
+    if k == "u":
+        hi = 4 if small else 200
+        return rng.integers(0, hi, n).astype(dtype)
+    if k == "i":
+        lim = 3 if small else 100
+        return rng.integers(-lim, lim + 1, n).astype(dtype)
+    lim = 3 if small else 8
+    return rng.integers(-lim, lim + 1, n).astype(dtype)
+
+
+def reference(arrs, op, dtype, size):
+    """numpy's result of reducing the ranks' arrays with op (the C library's rules)."""
+    stack = np.stack(arrs)
+    k = kind(dtype)
+    if k == "b":
+        if op in (ReduceOp.SUM, ReduceOp.MAX, ReduceOp.BOR):
+            return np.logical_or.reduce(stack, axis=0)
+        if op in (ReduceOp.PRODUCT, ReduceOp.MIN, ReduceOp.BAND):
+            return np.logical_and.reduce(stack, axis=0)
+        return np.logical_xor.reduce(stack, axis=0)
+    with np.errstate(over="ignore"):
+        if op == ReduceOp.SUM:
+            return np.add.reduce(stack, axis=0, dtype=dtype)
+        if op == ReduceOp.PRODUCT:
+            return np.multiply.reduce(stack, axis=0, dtype=dtype)
+        if op == ReduceOp.MIN:
+            return np.minimum.reduce(stack, axis=0)
+        if op == ReduceOp.MAX:
+            return np.maximum.reduce(stack, axis=0)
+        if op == ReduceOp.BAND:
+            return np.bitwise_and.reduce(stack, axis=0)
+        if op == ReduceOp.BOR:
+            return np.bitwise_or.reduce(stack, axis=0)
+        if op == ReduceOp.BXOR:
+            return np.bitwise_xor.reduce(stack, axis=0)
+        if op == "PREMUL":
+            scaled = stack * np.asarray(premul_scalar(dtype)).astype(dtype)
+            return np.add.reduce(scaled.astype(dtype), axis=0, dtype=dtype)
+        if op == ReduceOp.AVG:
+            if k == "f":
+                return (np.add.reduce(stack.astype(np.float64), axis=0) / size).astype(dtype)
+            total = np.add.reduce(stack, axis=0, dtype=dtype)  # wraps, then truncating division
+            out = [(abs(int(v)) // size) * (1 if int(v) >= 0 else -1) for v in total]
+            return np.array(out, dtype=np.int64 if k == "i" else np.uint64).astype(dtype)
+    raise ValueError(op)
+
+
+def tol_for(dtype, op):
+    if kind(dtype) != "f":
+        return None
+    if op == ReduceOp.AVG:
+        return 2e-3 if dtype == np.float16 else 1e-6
+    return None  # sums of small integers are exact
+
+
+@scenario
+def matrix(rank, size, counts=(0, 1, 13, 5003)):
+    """Every collective x numpy dtype x reduce op, checked against numpy references."""
+    dist.init_process_group()
+    assert dist.get_rank() == rank and dist.get_world_size() == size
+    chk = Checker()
+    world = dist.group.WORLD
+    for dtype in DTYPES:
+        name = np.dtype(dtype).name
+        for n in counts:
+            tag = f"{name}[{n}]"
+            # ---- reductions
+            for op in OPS:
+                if not defined(op, dtype):
+                    continue
+                what = f"{tag} {op if isinstance(op, str) else op.name}"
+                arrs = [data(r, dtype, n, 1, op) for r in range(size)]
+                want = reference(arrs, op, dtype, size)
+                tol = tol_for(dtype, op)
+                x = arrs[rank].copy()
+                dist.all_reduce(x, op=make_op(op, dtype))
+                chk.equal(x, want, f"all_reduce {what}", tol)
+
+                root = (n + 1) % size
+                x = arrs[rank].copy()
+                dist.reduce(x, dst=root, op=make_op(op, dtype))
+                chk.equal(x, want if rank == root else arrs[rank], f"reduce to {root} {what}", tol)
+
+                big = [data(r, dtype, n * size, 2, op) for r in range(size)]
+                want_rs = reference(big, op, dtype, size)[rank * n:(rank + 1) * n]
+                out = np.zeros(n, dtype)
+                dist.reduce_scatter_tensor(out, big[rank], op=make_op(op, dtype))
+                chk.equal(out, want_rs, f"reduce_scatter_tensor {what}", tol)
+
+                out = np.zeros(n, dtype)
+                dist.reduce_scatter(out, [big[rank][i * n:(i + 1) * n] for i in range(size)], op=make_op(op, dtype))
+                chk.equal(out, want_rs, f"reduce_scatter {what}", tol)
+
+                out = np.zeros(n, dtype)
+                world.Reduce_scatter_block(big[rank], out, op=make_op(op, dtype))
+                chk.equal(out, want_rs, f"Reduce_scatter_block {what}", tol)
+            # ---- undefined pairs fail before anything is sent, on every rank
+            for op in OPS:
+                if defined(op, dtype):
+                    continue
+                try:
+                    dist.all_reduce(np.zeros(max(n, 1), dtype), op=make_op(op, dtype))
+                    chk.true(False, f"all_reduce {tag} {op}: no error for an undefined pair")
+                except dist.InvalidArgumentError:
+                    chk.checks += 1
+            # ---- data movement
+            arrs = [data(r, dtype, n, 3) for r in range(size)]
+            root = n % size
+            x = arrs[rank].copy()
+            dist.broadcast(x, src=root)
+            chk.equal(x, arrs[root], f"broadcast from {root} {tag}")
+
+            outs = [np.zeros(n, dtype) for _ in range(size)]
+            dist.all_gather(outs, arrs[rank])
+            for r in range(size):
+                chk.equal(outs[r], arrs[r], f"all_gather {tag} part {r}")
+            out = np.zeros(n * size, dtype)
+            dist.all_gather_into_tensor(out, arrs[rank])
+            chk.equal(out, np.concatenate(arrs), f"all_gather_into_tensor {tag}")
+
+            outs = [np.zeros(n, dtype) for _ in range(size)] if rank == root else None
+            dist.gather(arrs[rank], outs, dst=root)
+            if rank == root:
+                for r in range(size):
+                    chk.equal(outs[r], arrs[r], f"gather {tag} part {r}")
+
+            parts = [data(r + 10, dtype, n, 4) for r in range(size)]
+            x = np.zeros(n, dtype)
+            dist.scatter(x, parts if rank == root else None, src=root)
+            chk.equal(x, parts[rank], f"scatter {tag}")
+
+            # all_to_all_single, even: block j of rank i -> block i of rank j
+            blocks = [data(r, dtype, n * size, 5) for r in range(size)]
+            out = np.zeros(n * size, dtype)
+            dist.all_to_all_single(out, blocks[rank])
+            want = np.concatenate([blocks[r][rank * n:(rank + 1) * n] for r in range(size)])
+            chk.equal(out, want, f"all_to_all_single {tag}")
+
+            # all_to_all with uneven sizes: rank i sends (i + j) % 3 + n elements to rank j
+            def m(i, j):
+                return (i + j) % 3 + n
+
+            ins = [data(rank * 100 + j, dtype, m(rank, j), 6) for j in range(size)]
+            outs = [np.zeros(m(i, rank), dtype) for i in range(size)]
+            dist.all_to_all(outs, ins)
+            for i in range(size):
+                chk.equal(outs[i], data(i * 100 + rank, dtype, m(i, rank), 6), f"all_to_all {tag} from {i}")
+
+            # all_to_all_single with split sizes (rows of a 2-D array)
+            rows_to = [(rank + j) % 2 + 1 for j in range(size)]
+            src2d = data(rank, dtype, sum(rows_to) * 2, 7).reshape(-1, 2)
+            rows_from = [(i + rank) % 2 + 1 for i in range(size)]
+            out2d = np.zeros((sum(rows_from), 2), dtype)
+            dist.all_to_all_single(out2d, src2d, output_split_sizes=rows_from, input_split_sizes=rows_to)
+            want_rows = []
+            for i in range(size):
+                their = data(i, dtype, sum((i + j) % 2 + 1 for j in range(size)) * 2, 7).reshape(-1, 2)
+                start = sum((i + j) % 2 + 1 for j in range(rank))
+                want_rows.append(their[start:start + rows_from[i]])
+            chk.equal(out2d, np.concatenate(want_rows), f"all_to_all_single splits {tag}")
+
+            # point to point: a ring
+            if size > 1:
+                right, left = (rank + 1) % size, (rank - 1) % size
+                y = np.zeros(n, dtype)
+                if rank % 2 == 0:
+                    dist.send(arrs[rank], right)
+                    src = dist.recv(y, left)
+                else:
+                    src = dist.recv(y, left)
+                    dist.send(arrs[rank], right)
+                chk.equal(y, arrs[left], f"send/recv ring {tag}")
+                chk.true(src == left, f"recv returned {src}, not {left}")
+
+            # mpi4py-style v-variants and IN_PLACE
+            counts_v = [(r % 3) + n for r in range(size)]
+            mine = data(rank, dtype, counts_v[rank], 8)
+            allv = np.zeros(sum(counts_v), dtype)
+            world.Allgatherv(mine, [allv, counts_v])
+            chk.equal(allv, np.concatenate([data(r, dtype, counts_v[r], 8) for r in range(size)]),
+                      f"Allgatherv {tag}")
+            x = arrs[rank].copy()
+            world.Allreduce(dist.IN_PLACE, x, ReduceOp.MAX)
+            chk.equal(x, reference(arrs, ReduceOp.MAX, dtype, size), f"Allreduce IN_PLACE {tag}")
+            full = np.zeros(n * size, dtype)
+            full[rank * n:(rank + 1) * n] = arrs[rank]
+            world.Allgather(dist.IN_PLACE, full)
+            chk.equal(full, np.concatenate(arrs), f"Allgather IN_PLACE {tag}")
+        dist.barrier()
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
+# ----------------------------------------------------------------------------- tutorial
+@scenario
+def tutorial(rank, size):
+    """The classic torch.distributed tutorial programs, with their documented results (4 ranks)."""
+    dist.init_process_group()
+    res = {}
+    mine = lambda: np.array([2 * rank + 1, 2 * rank + 2])  # noqa: E731 - [1,2], [3,4], [5,6], [7,8]
+
+    t = mine()
+    dist.broadcast(t, src=0)
+    res["broadcast"] = t.tolist()
+
+    t = np.zeros(2, dtype=np.int64)
+    dist.scatter(t, [np.array([i, i]) for i in range(size)] if rank == 0 else None, src=0)
+    res["scatter"] = t.tolist()
+
+    t = mine()
+    gl = [np.zeros(2, dtype=np.int64) for _ in range(size)] if rank == 0 else None
+    dist.gather(t, gl, dst=0)
+    res["gather"] = [g.tolist() for g in gl] if rank == 0 else None
+
+    t = mine()
+    dist.reduce(t, dst=3, op=ReduceOp.SUM)
+    res["reduce"] = t.tolist()
+
+    t = mine()
+    gl = [np.zeros(2, dtype=np.int64) for _ in range(size)]
+    dist.all_gather(gl, t)
+    res["all_gather"] = [g.tolist() for g in gl]
+
+    t = mine()
+    dist.all_reduce(t, op=ReduceOp.SUM)
+    res["all_reduce"] = t.tolist()
+
+    objs = [{"key1": [7, 2.72, 2 + 3j], "key2": ("abc", "xyz")}] if rank == 0 else [None]
+    dist.broadcast_object_list(objs, src=0)
+    res["broadcast_object_list"] = repr(objs[0])
+
+    out = [None]
+    dist.scatter_object_list(out, [[i] * (i + 1) for i in range(size)] if rank == 0 else None, src=0)
+    res["scatter_object_list"] = out[0]
+
+    gathered = [None] * size
+    dist.all_gather_object(gathered, {"rank": rank})
+    res["all_gather_object"] = gathered
+
+    got = [None] * size if rank == 1 else None
+    dist.gather_object(("from", rank), got, dst=1)
+    res["gather_object"] = [list(g) for g in got] if rank == 1 else None
+    dist.destroy_process_group()
+    return res
+
+
+# ----------------------------------------------------------------------------- DDP-style averaging
+@scenario
+def ddp_average(rank, size, steps=5):
+    """Gradient averaging (all_reduce SUM then divide, and AVG) keeps every rank's parameters equal."""
+    dist.init_process_group()
+    shapes = [(10,), (3, 4), (5,), (2, 3, 2)]
+
+    def grads(r, step):
+        rng = np.random.default_rng([r, step])
+        return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+    results = {}
+    for mode in ("sum_divide", "avg", "premul"):
+        params = [np.ones(s, np.float32) for s in shapes]
+        expected = [np.ones(s, np.float64) for s in shapes]
+        for step in range(steps):
+            gs = grads(rank, step)
+            works = []
+            for g in gs:
+                if mode == "sum_divide":
+                    dist.all_reduce(g, op=ReduceOp.SUM)
+                    g /= size
+                elif mode == "avg":
+                    works.append(dist.all_reduce(g, op=ReduceOp.AVG, async_op=True))
+                else:
+                    dist.all_reduce(g, op=dist.make_premul_sum(1.0 / size))
+            for w in works:
+                w.wait()
+            for p, g in zip(params, gs):
+                p -= 0.1 * g
+            everyone = [grads(r, step) for r in range(size)]
+            for i in range(len(shapes)):
+                mean = sum(e[i].astype(np.float64) for e in everyone) / size
+                expected[i] -= 0.1 * mean
+        digest = [p.tobytes().hex() for p in params]
+        all_digests = [None] * size
+        dist.all_gather_object(all_digests, digest)
+        same = all(d == digest for d in all_digests)
+        close = all(np.allclose(p, e, rtol=1e-5, atol=1e-5) for p, e in zip(params, expected))
+        results[mode] = {"same_on_every_rank": same, "matches_reference": close}
+    dist.destroy_process_group()
+    return results
+
+
+# ----------------------------------------------------------------------------- async work
+@scenario
+def async_work(rank, size):
+    dist.init_process_group()
+    chk = Checker()
+    base = [np.arange(6, dtype=np.float64) * (r + 1) for r in range(size)]
+    a = base[rank].copy()
+    b = base[rank].copy()
+    wa = dist.all_reduce(a, op=ReduceOp.SUM, async_op=True)
+    wb = dist.all_reduce(b, op=ReduceOp.MAX, async_op=True)
+    chk.true(isinstance(wa, dist.Work), "async_op=True returns a Work")
+    chk.true(wb.wait() is True, "wait() returns True")
+    wa.wait()
+    chk.equal(a, sum(base), "async SUM")
+    chk.equal(b, np.maximum.reduce(base), "async MAX")
+    chk.true(wa.is_completed() and wa.is_success() and wa.exception() is None, "completed work state")
+    chk.true(dist.all_reduce(a, async_op=False) is None, "blocking call returns None")
+
+    # is_completed polls without blocking; list outputs land once complete
+    outs = [np.zeros(3, np.int32) for _ in range(size)]
+    w = dist.all_gather(outs, np.full(3, rank, np.int32), async_op=True)
+    deadline = time.monotonic() + 20
+    while not w.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    chk.true(w.is_completed(), "all_gather completes")
+    for r in range(size):
+        chk.equal(outs[r], np.full(3, r, np.int32), f"async all_gather part {r}")
+    chk.true(len(w.result()) == size, "result() gives the outputs")
+
+    # several in flight, waited in reverse order
+    xs = [np.full(4, rank + i, np.int64) for i in range(5)]
+    ws = [dist.all_reduce(x, async_op=True) for x in xs]
+    for w in reversed(ws):
+        w.wait()
+    for i, x in enumerate(xs):
+        chk.equal(x, np.full(4, sum(r + i for r in range(size)), np.int64), f"in-flight op {i}")
+
+    # other collectives async: broadcast, barrier, reduce_scatter_tensor, isend/irecv
+    x = np.full(3, rank, np.float32)
+    dist.broadcast(x, src=size - 1, async_op=True).wait()
+    chk.equal(x, np.full(3, size - 1, np.float32), "async broadcast")
+    dist.barrier(async_op=True).wait()
+    out = np.zeros(2, np.int64)
+    dist.reduce_scatter_tensor(out, np.arange(2 * size, dtype=np.int64), async_op=True).wait()
+    chk.equal(out, np.arange(2 * rank, 2 * rank + 2, dtype=np.int64) * size, "async reduce_scatter_tensor")
+
+    # Work.wait(timeout) while the peer is late: TimeoutError, then the op completes
+    if size > 1:
+        y = np.ones(2)
+        if rank == 1:
+            time.sleep(1.5)
+        w = dist.all_reduce(y, async_op=True)
+        if rank == 0:
+            try:
+                w.wait(timeout=0.2)
+                chk.true(False, "wait(timeout=0.2) did not time out")
+            except dist.TimeoutError as e:
+                chk.true(isinstance(e, TimeoutError), "omniccl.TimeoutError is a builtins.TimeoutError")
+                chk.true(not w.is_completed(), "the op is still running after wait(timeout)")
+        w.wait()
+        chk.equal(y, np.full(2, float(size)), "all_reduce after a late peer")
+    # The GIL is released while a blocking collective waits: another thread runs meanwhile.
+    if size > 1:
+        import threading
+        ticks = [0]
+        stop = threading.Event()
+
+        def count():
+            while not stop.is_set():
+                ticks[0] += 1
+
+        z = np.ones(2)
+        if rank == 1:
+            time.sleep(1.0)
+        counter = threading.Thread(target=count)
+        counter.start()
+        dist.all_reduce(z)  # rank 0 waits here about a second for rank 1
+        stop.set()
+        counter.join()
+        if rank == 0:
+            chk.true(ticks[0] > 10000, f"the other thread ran only {ticks[0]} times during a blocked all_reduce")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
+# ----------------------------------------------------------------------------- groups and split
+@scenario
+def groups(rank, size):
+    dist.init_process_group()
+    chk = Checker()
+    members = [0, 2]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = dist.new_group(members)
+        x = np.array([rank + 1], np.int64)
+        r = dist.all_reduce(x, group=g)
+        chk.true(r is None, "all_reduce on a group returns None")
+        if rank in members:
+            chk.equal(x, np.array([1 + 3], np.int64), "group all_reduce")
+            chk.true(dist.get_rank(g) == members.index(rank), "get_rank(group)")
+            chk.true(dist.get_world_size(g) == 2, "get_world_size(group)")
+            chk.true(dist.get_process_group_ranks(g) == members, "group ranks")
+            y = np.array([rank], np.int64)
+            dist.broadcast(y, src=2, group=g)  # src is a world rank
+            chk.equal(y, np.array([2], np.int64), "group broadcast from world rank 2")
+            z = np.array([rank], np.int64)
+            dist.broadcast(z, group=g, group_src=0)
+            chk.equal(z, np.array([0], np.int64), "group broadcast from group rank 0")
+        else:
+            chk.true(g is dist.GroupMember.NON_GROUP_MEMBER and g is dist.COMM_NULL, "non-members get COMM_NULL")
+            chk.equal(x, np.array([rank + 1], np.int64), "non-member array untouched")
+            chk.true(dist.get_rank(g) == -1 and dist.get_world_size(g) == -1, "non-member rank/size -1")
+            chk.true(any("does not belong" in str(w.message) for w in caught), "non-member warning")
+
+    # mpi4py-style split: even and odd ranks, ordered by descending key
+    world = dist.COMM_WORLD
+    half = world.split(color=rank % 2, key=-rank)
+    chk.true(half.size == len(range(rank % 2, size, 2)), "split size")
+    mates = sorted(range(rank % 2, size, 2), reverse=True)
+    chk.true(half.rank == mates.index(rank), f"split rank by key: {half.rank}")
+    chk.true(half.global_ranks == mates, f"split global ranks {half.global_ranks}")
+    v = np.array([2 * rank + 1, 2 * rank + 2], np.int64)
+    half.Allreduce(dist.IN_PLACE, v)
+    want = sum(np.array([2 * r + 1, 2 * r + 2]) for r in mates)
+    chk.equal(v, want.astype(np.int64), "split Allreduce")
+    chk.true(half.allgather(rank) == mates, "object allgather on split")
+    # torch-style functions on a split communicator name world ranks
+    w = np.array([rank], np.int64)
+    dist.broadcast(w, src=mates[-1], group=half)
+    chk.equal(w, np.array([mates[-1]], np.int64), "torch-style broadcast on a split communicator")
+    none = world.split(color=dist.UNDEFINED if rank == 0 else 1)
+    chk.true((none is dist.COMM_NULL) == (rank == 0), "UNDEFINED gives COMM_NULL")
+    if none:
+        chk.true(none.size == size - 1, "split without rank 0")
+        none.destroy()
+        none.destroy()  # twice is fine
+        chk.true(none.closed, "destroyed communicator is closed")
+        try:
+            none.Barrier()
+            chk.true(False, "a destroyed communicator refused nothing")
+        except dist.OmniCCLError:
+            chk.checks += 1
+    # nested split and a context manager
+    with world.split(0, 0) as dup:
+        with dup.split(rank // 2, 0) as pairs:
+            chk.true(pairs.bcast(rank * 10, root=0) == (rank // 2) * 20, "nested split bcast")
+    # every mpi4py buffer method on the world
+    buf = np.full(3, rank, np.float64)
+    world.Bcast(buf, root=size - 1)
+    chk.equal(buf, np.full(3, size - 1, np.float64), "Bcast")
+    recv = np.zeros(3 * size) if rank == 0 else None
+    world.Gather(np.full(3, rank, np.float64), recv, root=0)
+    if rank == 0:
+        chk.equal(recv, np.repeat(np.arange(size, dtype=np.float64), 3), "Gather")
+    part = np.zeros(2, np.int32)
+    world.Scatter(np.arange(2 * size, dtype=np.int32) if rank == 0 else None, part, root=0)
+    chk.equal(part, np.array([2 * rank, 2 * rank + 1], np.int32), "Scatter")
+    red = np.zeros(2, np.int64) if rank == 1 % size else None
+    world.Reduce(np.array([rank, 1], np.int64), red, op=ReduceOp.SUM, root=1 % size)
+    if rank == 1 % size:
+        chk.equal(red, np.array([sum(range(size)), size], np.int64), "Reduce")
+    a2a = np.zeros(size, np.int64)
+    world.Alltoall(np.arange(size, dtype=np.int64) + 10 * rank, a2a)
+    chk.equal(a2a, np.arange(size, dtype=np.int64) * 10 + rank, "Alltoall")
+    counts = [r + 1 for r in range(size)]
+    gv = np.zeros(sum(counts), np.int16) if rank == 0 else None
+    world.Gatherv(np.full(rank + 1, rank, np.int16), [gv, counts] if rank == 0 else None, root=0)
+    if rank == 0:
+        chk.equal(gv, np.repeat(np.arange(size), counts).astype(np.int16), "Gatherv")
+    sv = np.zeros(rank + 1, np.int16)
+    world.Scatterv([np.repeat(np.arange(size), counts).astype(np.int16), counts] if rank == 0 else None, sv, root=0)
+    chk.equal(sv, np.full(rank + 1, rank, np.int16), "Scatterv")
+    sc = [1] * size
+    rv = np.zeros(size, np.int32)
+    world.Alltoallv([np.full(size, rank, np.int32), sc], [rv, sc])
+    chk.equal(rv, np.arange(size, dtype=np.int32), "Alltoallv")
+    world.Barrier()
+    # object methods
+    chk.true(world.bcast({"root": 0} if rank == 0 else None, root=0) == {"root": 0}, "bcast")
+    chk.true(world.scatter([[i] * i for i in range(size)] if rank == 0 else None, root=0) == [rank] * rank,
+             "scatter objects")
+    got = world.gather(f"r{rank}", root=size - 1)
+    chk.true(got == ([f"r{r}" for r in range(size)] if rank == size - 1 else None), "gather objects")
+    chk.true(world.allreduce(rank) == sum(range(size)), "allreduce SUM objects")
+    chk.true(world.allreduce([rank], op=ReduceOp.SUM) == list(range(size)), "allreduce list concatenation")
+    chk.true(world.allreduce(rank, op=ReduceOp.MAX) == size - 1, "allreduce MAX objects")
+    chk.true(world.allreduce(rank, op=lambda a, b: a * 10 + b) == int("".join(map(str, range(size)))),
+             "allreduce with a function")
+    chk.true(world.reduce(rank + 1, op=ReduceOp.PRODUCT, root=0) == (np.prod(range(1, size + 1)) if rank == 0
+                                                                    else None), "reduce objects")
+    chk.true(world.alltoall([(rank, j) for j in range(size)]) == [(i, rank) for i in range(size)], "alltoall")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
+# ----------------------------------------------------------------------------- point to point
+@scenario
+def p2p(rank, size):
+    dist.init_process_group()
+    chk = Checker()
+    right, left = (rank + 1) % size, (rank - 1) % size
+    # isend/irecv with small messages: every rank posts both, then waits
+    x = np.arange(1000, dtype=np.float32) + rank
+    y = np.zeros(1000, np.float32)
+    rq = dist.irecv(y, src=left)
+    sq = dist.isend(x, dst=right)
+    sq.wait()
+    rq.wait()
+    chk.equal(y, np.arange(1000, dtype=np.float32) + left, "isend/irecv ring")
+    # mpi4py Isend/Irecv requests
+    world = dist.COMM_WORLD
+    z = np.zeros(5, np.int64)
+    reqs = [world.Irecv(z, source=left), world.Isend(np.full(5, rank, np.int64), dest=right)]
+    for r in reqs:
+        r.Wait()
+    chk.equal(z, np.full(5, left, np.int64), "Isend/Irecv ring")
+    # Send/Recv, pairs ordered (even ranks send first)
+    buf = np.zeros(3, np.uint8)
+    if rank % 2 == 0:
+        world.Send(np.full(3, rank, np.uint8), dest=right)
+        world.Recv(buf, source=left)
+    else:
+        world.Recv(buf, source=left)
+        world.Send(np.full(3, rank, np.uint8), dest=right)
+    chk.equal(buf, np.full(3, left, np.uint8), "Send/Recv")
+    # objects, including one bigger than the shared-memory ring (no size limit)
+    if rank == 0:
+        world.send({"to": 1, "blob": b"x" * (5 << 20)}, dest=1)
+        reply = world.recv(source=1)
+        chk.true(reply == ("ok", 5 << 20), "object reply")
+    elif rank == 1:
+        msg = world.recv(source=0)
+        world.send(("ok", len(msg["blob"])), dest=0)
+    # torch-style recv returns the sender
+    if size >= 2:
+        if rank == 0:
+            dist.send(np.array([42], np.int32), dst=1)
+        elif rank == 1:
+            t = np.zeros(1, np.int32)
+            chk.true(dist.recv(t, src=0) == 0 and t[0] == 42, "recv returns the sender")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
+@scenario
+def big_isend_then_recv(rank, size, nbytes=4 << 20):
+    """req = isend(x, peer); recv(y, peer); req.wait() on both sides of a pair."""
+    dist.init_process_group(timeout=8)
+    peer = 1 - rank
+    x = np.full(nbytes // 8, rank, np.float64)
+    y = np.zeros(nbytes // 8, np.float64)
+    req = dist.isend(x, peer)
+    dist.recv(y, peer)
+    req.wait()
+    assert (y == peer).all()
+    dist.destroy_process_group()
+    return "ok"
+
+
+# ----------------------------------------------------------------------------- errors
+@scenario
+def mismatch_dtype(rank, size):
+    dist.init_process_group()
+    x = np.ones(4, np.float32 if rank == 0 else np.float64)
+    try:
+        dist.all_reduce(x)
+    except dist.MismatchError as e:
+        return {"error": type(e).__name__, "status": int(e.status), "message": str(e)}
+    return {"error": None}
+
+
+@scenario
+def killed_peer(rank, size):
+    dist.init_process_group()
+    dist.barrier()
+    if rank == size - 1:
+        time.sleep(0.5)  # let the others leave the barrier first
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(np.ones(1000))
+        dist.all_reduce(np.ones(1000))
+    except dist.PeerFailureError as e:
+        return {"error": type(e).__name__, "status": int(e.status), "message": str(e),
+                "seconds": time.monotonic() - start}
+    return {"error": None}
+
+
+@scenario
+def timeout(rank, size):
+    dist.init_process_group(timeout=1.0)
+    dist.barrier()
+    if rank == 1:
+        time.sleep(4)
+        try:
+            for _ in range(3):
+                dist.all_reduce(np.ones(2))
+        except dist.OmniCCLError as e:
+            return {"late_rank_error": type(e).__name__}
+        return {"late_rank_error": None}
+    start = time.monotonic()
+    try:
+        dist.all_reduce(np.ones(2))
+    except dist.TimeoutError as e:
+        return {"error": type(e).__name__, "builtin": isinstance(e, TimeoutError), "status": int(e.status),
+                "message": str(e), "seconds": time.monotonic() - start}
+    return {"error": None}
+
+
+@scenario
+def bad_arguments(rank, size):
+    """Argument errors are InvalidArgumentError (ValueError) on every rank; the communicator stays usable."""
+    dist.init_process_group()
+    seen = {}
+
+    def expect(name, fn, exc=dist.InvalidArgumentError):
+        try:
+            fn()
+            seen[name] = None
+        except exc as e:
+            seen[name] = type(e).__name__
+
+    world = dist.group.WORLD
+    expect("root out of range", lambda: world.Bcast(np.ones(2), root=size + 3))
+    expect("torch src not in the group", lambda: dist.broadcast(np.ones(2), src=size + 3))
+    expect("sizes do not fit", lambda: dist.all_gather_into_tensor(np.zeros(3 * size + 1), np.ones(3)))
+    expect("list length", lambda: dist.all_gather([np.zeros(2)] * (size + 1), np.ones(2)))
+    expect("non-contiguous", lambda: dist.all_reduce(np.ones((4, 4))[:, 1]), ValueError)
+    ro = np.ones(3)
+    ro.flags.writeable = False
+    expect("read-only output", lambda: dist.all_reduce(ro), ValueError)
+    expect("bytes output", lambda: dist.all_reduce(b"abcd"), ValueError)
+    expect("complex dtype", lambda: dist.all_reduce(np.ones(2, np.complex128)), ValueError)
+    expect("not an array", lambda: dist.all_reduce([1, 2, 3]), TypeError)
+    expect("bad op", lambda: dist.all_reduce(np.ones(2), op=42), ValueError)
+    x = np.full(2, rank, np.int64)
+    dist.all_reduce(x)  # still usable
+    seen["still usable"] = x.tolist() == [sum(range(size))] * 2
+    dist.destroy_process_group()
+    try:
+        dist.all_reduce(np.ones(1))
+        seen["after destroy"] = None
+    except ValueError as e:
+        seen["after destroy"] = str(e)
+    return seen
+
+
+@scenario
+def interrupt_collective(rank, size, uncaught=False):
+    """Rank 0 blocks in all_reduce (rank 1 never joins); the test sends it SIGINT."""
+    dist.init_process_group()
+    dist.barrier()
+    if rank == 1:
+        print("sleeping", flush=True)
+        try:
+            time.sleep(60)  # never joins; the test interrupts this rank once rank 0 has exited
+        except KeyboardInterrupt:
+            pass
+        # The first all_reduce may complete from rank 0's data already sent;
+        # the next ones need rank 0, which has aborted and left.
+        try:
+            for _ in range(3):
+                dist.all_reduce(np.ones(8))
+            return {"rank1_error": None}
+        except dist.OmniCCLError as e:
+            return {"rank1_error": type(e).__name__}
+    print("waiting", flush=True)
+    start = time.monotonic()
+    if uncaught:
+        dist.all_reduce(np.ones(8))  # KeyboardInterrupt propagates and ends the process
+    try:
+        dist.all_reduce(np.ones(8))
+        return {"interrupted": False}
+    except KeyboardInterrupt:
+        elapsed = time.monotonic() - start
+    closed = dist.group.WORLD.closed
+    try:
+        dist.all_reduce(np.ones(8))
+        later = None
+    except dist.OmniCCLError as e:
+        later = {"type": type(e).__name__, "status": int(e.status), "message": str(e)}
+    return {"interrupted": True, "elapsed_since_start": elapsed, "closed": closed, "later": later}
+
+
+@scenario
+def interrupt_init(rank, size):
+    """Rank 0 waits in init_process_group for a rank that never comes; the test sends SIGINT."""
+    print("waiting", flush=True)
+    try:
+        dist.init_process_group()
+        return {"interrupted": False}
+    except KeyboardInterrupt:
+        return {"interrupted": True, "initialized": dist.is_initialized()}
+
+
+def main():
+    name = sys.argv[1]
+    args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    rank = int(os.environ.get("RANK", "0"))
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        result = SCENARIOS[name](rank, size, **args)
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        raise
+    print("RESULT " + json.dumps(result, default=repr), flush=True)
+
+
+if __name__ == "__main__":
+    main()
