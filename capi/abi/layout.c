@@ -74,6 +74,7 @@ ABI_ASSERT(OCCL_BOR == 6, "OCCL_BOR");
 ABI_ASSERT(OCCL_BXOR == 7, "OCCL_BXOR");
 ABI_ASSERT(OCCL_PREMUL_SUM == 8, "OCCL_PREMUL_SUM");
 ABI_ASSERT(OCCL_RED_OP_MAX_ENUM == 0x7fffffff, "OCCL_RED_OP_MAX_ENUM");
+ABI_ASSERT(OCCL_RED_OP_MIN_ENUM == -0x7fffffff - 1, "OCCL_RED_OP_MIN_ENUM");
 ABI_ASSERT(sizeof(occl_red_op_t) == sizeof(int), "occl_red_op_t is int-sized");
 
 /* ---- Handles and structs ------------------------------------------------ */

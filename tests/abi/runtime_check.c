@@ -143,6 +143,10 @@ int main(void) {
   s = occl_all_reduce(&t, &t, OCCL_SUM, comm, NULL);
   expect(s == OCCL_SUCCESS && data[0] == 5 && data[1] == 7,
          "all_reduce on 1 rank leaves [5, 7]", occl_last_error());
+  /* Any int is an occl_red_op_t; values that name no op are rejected. */
+  s = occl_all_reduce(&t, &t, (occl_red_op_t)-1, comm, NULL);
+  expect(s == OCCL_ERR_INVALID_ARGUMENT && strstr(occl_last_error(), "-1") != NULL,
+         "reduce op -1 is an invalid argument naming the value", occl_last_error());
   occl_work_t work = NULL;
   s = occl_barrier(comm, &work);
   if (s == OCCL_SUCCESS) s = occl_work_wait(work);

@@ -129,11 +129,14 @@ typedef enum occl_red_op {
    */
   OCCL_PREMUL_SUM = 8,
   /**
-   * Not an op: widens the enum's range to every int, so the values made by
+   * Not an op: widens the enum's range, so the values made by
    * occl_red_op_create_premul_sum() (>= OCCL_RED_OP_CUSTOM_BASE) are valid
    * occl_red_op_t values in C++ too (as NCCL's ncclMaxRedOp does).
    */
-  OCCL_RED_OP_MAX_ENUM = 0x7fffffff
+  OCCL_RED_OP_MAX_ENUM = 0x7fffffff,
+  /** Not an op: with the above, makes every int a valid occl_red_op_t, so a
+   *  bad value (e.g. -1) is reported as OCCL_ERR_INVALID_ARGUMENT. */
+  OCCL_RED_OP_MIN_ENUM = -0x7fffffff - 1
 } occl_red_op_t;
 
 /** Reduce ops created at run time have values at or above this. */
