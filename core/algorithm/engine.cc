@@ -37,8 +37,11 @@ constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
 // After this long without progress, ask peers for their signatures: calls that
 // differ only where no message is exchanged (e.g. the root) are found this way.
 constexpr auto kProbeAfter = std::chrono::milliseconds(300);
-constexpr int kSpinPasses = 256;
-constexpr int kYieldPasses = 16;
+// Waiting: spin briefly, then yield (cheap when nothing else wants the core,
+// and it lets co-scheduled ranks run when ranks outnumber cores), then sleep
+// in poll() until a doorbell. A rank blocked for long burns ~kYieldFor per wake-up.
+constexpr auto kSpinFor = std::chrono::microseconds(2);
+constexpr auto kYieldFor = std::chrono::microseconds(50);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -139,13 +142,24 @@ struct Engine::State {
   bool armed = false;
 };
 
+struct Engine::StateQueue : std::deque<State> {};
+
+Engine::~Engine() = default;
+
+Engine::Engine(transport::Mesh& mesh) : mesh_(mesh), states_(std::make_unique<StateQueue>()) {
+  mesh_.set_op_describer([this] {
+    // Point-to-point numbers are per pair, so they carry no comparable signature.
+    bool p2p = sig_.kind == OpKind::kSendRecv;
+    return transport::Mesh::OpStatus{sig_.seq, p2p ? std::string("send/recv") : op_text(),
+                                     p2p ? std::string() : encode(fields_of(sig_))};
+  });
+}
+
 void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   sig_ = sig;
   combine_ = combine;
   deadline_ = deadline;
   probed_ = false;
-  sig_text_ = sig.kind == OpKind::kSendRecv ? std::string() : encode(fields_of(sig));
-  mesh_.set_current_op(sig.seq, op_text(), sig_text_);
 }
 
 void Engine::fail_mismatch(const std::string& diff) {
@@ -182,8 +196,7 @@ char* Engine::scratch(size_t bytes, int slot) {
 }
 
 void Engine::run(std::initializer_list<Transfer> transfers) {
-  std::vector<Transfer> v(transfers);
-  run(std::span<Transfer>(v));
+  run(std::span<const Transfer>(transfers.begin(), transfers.size()));
 }
 
 void Engine::check_header(const State& s) {
@@ -269,7 +282,7 @@ bool Engine::advance(State& s) {
   return progressed;
 }
 
-void Engine::run(std::span<Transfer> transfers) {
+void Engine::run(std::span<const Transfer> transfers) {
   if (transfers.empty()) return;
   run_guarded(transfers, nullptr);
 }
@@ -277,13 +290,11 @@ void Engine::run(std::span<Transfer> transfers) {
 void Engine::run_feed(TransferFeed& feed) {
   sig_ = OpSignature{};
   sig_.kind = OpKind::kSendRecv;
-  sig_text_.clear();
   probed_ = false;
-  mesh_.set_current_op(0, "send/recv", "");
   run_guarded({}, &feed);
 }
 
-void Engine::run_guarded(std::span<Transfer> transfers, TransferFeed* feed) {
+void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed) {
   try {
     run_impl(transfers, feed);
   } catch (const transport::PeerReportedError&) {
@@ -296,9 +307,11 @@ void Engine::run_guarded(std::span<Transfer> transfers, TransferFeed* feed) {
   }
 }
 
-void Engine::run_impl(std::span<Transfer> transfers, TransferFeed* feed) {
-  // A deque keeps references stable while a feed appends transfers.
-  std::deque<State> states;
+void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
+  // A deque keeps references stable while a feed appends transfers; a member,
+  // so steady state reuses its memory.
+  std::deque<State>& states = *states_;
+  states.clear();
   size_t n_reduce = 0;
   for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
   if (staging_.size() < n_reduce * kStageBytes) staging_.resize(n_reduce * kStageBytes);
@@ -340,10 +353,11 @@ void Engine::run_impl(std::span<Transfer> transfers, TransferFeed* feed) {
 
   // (peer, direction) pairs already served this pass: only the first
   // incomplete transfer of each pair may move, keeping messages in order.
-  std::vector<uint8_t> busy(size_t(mesh_.size()) * 2);
-  std::vector<pollfd> fds;
+  std::vector<uint8_t>& busy = busy_;
+  busy.assign(size_t(mesh_.size()) * 2, 0);
+  std::vector<pollfd>& fds = fds_;
   std::vector<State*> waiting;
-  int idle = 0;
+  Clock::time_point idle_since{};  // first pass without progress (epoch = progressing)
   Clock::time_point stalled_since{};
   for (;;) {
     std::fill(busy.begin(), busy.end(), 0);
@@ -365,26 +379,27 @@ void Engine::run_impl(std::span<Transfer> transfers, TransferFeed* feed) {
       return;
     }
     if (progressed) {
-      idle = 0;
+      idle_since = Clock::time_point{};
       stalled_since = Clock::time_point{};
       continue;
     }
-    ++idle;
-    if (idle < kSpinPasses) {
+    const auto now = Clock::now();
+    if (idle_since == Clock::time_point{}) idle_since = now;
+    if (now - idle_since < kSpinFor) {
       cpu_relax();
       continue;
     }
-    if (idle < kSpinPasses + kYieldPasses) {
+    if (now - idle_since < kYieldFor) {
       sched_yield();
       continue;
     }
     // No progress: errors noticed on the control sockets apply now.
     mesh_.throw_if_failed();
     if (pull()) {
-      idle = 0;
+      idle_since = Clock::time_point{};
       continue;
     }
-    if (!sig_text_.empty()) {
+    if (sig_.kind != OpKind::kSendRecv) {
       auto now = Clock::now();
       if (stalled_since == Clock::time_point{}) stalled_since = now;
       if (!probed_ && now - stalled_since > kProbeAfter) {
@@ -429,7 +444,7 @@ void Engine::run_impl(std::span<Transfer> transfers, TransferFeed* feed) {
       mesh_.sleep(fds, first->deadline.remaining_ms(200));
     }
     for (State* s : waiting) mesh_.link(s->t.peer).disarm();
-    idle = kSpinPasses;  // after a wake-up: yield, do not spin
+    idle_since = Clock::now() - kSpinFor;  // after a wake-up: yield a while, then sleep again
   }
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -90,13 +91,16 @@ class TransferFeed {
 
 class Engine {
  public:
-  explicit Engine(transport::Mesh& mesh) : mesh_(mesh) {}
+  explicit Engine(transport::Mesh& mesh);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   /// Starts an operation: sets its signature, reduce op and deadline.
   void begin(const OpSignature& sig, RedOp combine, Deadline deadline);
   /// Runs one step to completion (or throws: kTimeout, kPeerFailure,
   /// kMismatch, kAborted). An empty step returns at once.
-  void run(std::span<Transfer> transfers);
+  void run(std::span<const Transfer> transfers);
   /// Convenience: one step of a send and/or a recv.
   void run(std::initializer_list<Transfer> transfers);
   /// Runs point-to-point transfers from `feed` as one growing step: transfers
@@ -119,8 +123,8 @@ class Engine {
   struct State;
   bool advance(State& s);
   void check_header(const State& s);
-  void run_guarded(std::span<Transfer> transfers, TransferFeed* feed);
-  void run_impl(std::span<Transfer> transfers, TransferFeed* feed);
+  void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
+  void run_impl(std::span<const Transfer> transfers, TransferFeed* feed);
   void probe_signatures();
   [[noreturn]] void fail_mismatch(const std::string& diff);
   std::string op_text() const { return op_text(sig_); }
@@ -130,8 +134,12 @@ class Engine {
   OpSignature sig_;
   RedOp combine_ = RedOp::kSum;
   Deadline deadline_ = Deadline::never();
-  std::string sig_text_;     ///< signature as sent in status answers
   bool probed_ = false;      ///< peers were asked for their signatures in this op
+  // Reused across steps so that steady state allocates nothing.
+  struct StateQueue;                     // a std::deque<State>, defined in engine.cc
+  std::unique_ptr<StateQueue> states_;
+  std::vector<uint8_t> busy_;
+  std::vector<pollfd> fds_;
   std::vector<std::vector<char>> scratch_;
   std::vector<char> staging_;
 };

@@ -254,13 +254,6 @@ std::string Mesh::describe(int peer) const {
   return str_cat("rank ", peer, " (pid ", peers_[peer]->pid, " on ", peers_[peer]->hostname, ")");
 }
 
-void Mesh::set_current_op(uint64_t seq, const std::string& desc, const std::string& signature) {
-  std::lock_guard<std::mutex> lock(op_mu_);
-  current_seq_ = seq;
-  current_desc_ = desc;
-  current_signature_ = signature;
-}
-
 void Mesh::throw_if_failed() {
   if (aborted()) fail(Status::kAborted, "the communicator was aborted");
   if (pending_status_ == Status::kSuccess) return;
@@ -383,12 +376,8 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
       return;
     }
     case kQuery: {
-      std::string answer;
-      {
-        std::lock_guard<std::mutex> lock(op_mu_);
-        answer = str_cat(current_seq_, kSep, current_desc_, kSep, current_signature_);
-      }
-      send_control(peer, kAnswer, answer, false);
+      OpStatus st = describer_ ? describer_() : OpStatus{};
+      send_control(peer, kAnswer, str_cat(st.seq, kSep, st.desc, kSep, st.signature), false);
       return;
     }
     case kAnswer: {

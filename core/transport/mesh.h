@@ -40,7 +40,7 @@ struct PeerAnswer {
   bool answered = false;
   uint64_t seq = 0;
   std::string desc;       ///< "all_reduce #7 (ring)"
-  std::string signature;  ///< opaque signature text set with set_current_op
+  std::string signature;  ///< opaque signature text (see OpStatus)
 };
 
 /// Exchanges one blob per member and returns all of them in member order.
@@ -73,9 +73,16 @@ class Mesh {
   /// Description of a peer for messages: "rank 3 (pid 1234 on hostA)".
   std::string describe(int peer) const;
 
-  /// Records what this rank is doing, reported to peers asking why an
-  /// operation is slow; `signature` lets them detect mismatched calls.
-  void set_current_op(uint64_t seq, const std::string& desc, const std::string& signature);
+  /// Describes the operation in progress for peers' status queries:
+  /// returns {sequence number, "all_reduce #7 (ring)", signature text}.
+  /// Called only when a query arrives (on the thread that sleeps), so
+  /// starting an operation costs nothing.
+  struct OpStatus {
+    uint64_t seq = 0;
+    std::string desc;
+    std::string signature;  ///< lets peers detect mismatched calls; "" = none
+  };
+  void set_op_describer(std::function<OpStatus()> describer) { describer_ = std::move(describer); }
   /// Throws if peer has left (destroyed its communicator) or failed.
   void check_peer(int peer);
   /// Sleeps in poll() until a control message, a TCP link event in `fds`,
@@ -120,10 +127,7 @@ class Mesh {
   std::vector<std::unique_ptr<ShmSegment>> peer_segments_;
   UniqueFd wake_fd_;
   std::atomic<bool> aborted_{false};
-  std::mutex op_mu_;
-  uint64_t current_seq_ = 0;
-  std::string current_desc_;
-  std::string current_signature_;
+  std::function<OpStatus()> describer_;
   std::vector<PeerAnswer> answers_;
   // First error seen on the control sockets (status kSuccess = none).
   Status pending_status_ = Status::kSuccess;
