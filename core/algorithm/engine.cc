@@ -262,7 +262,26 @@ bool Engine::advance(State& s) {
     const size_t esize = dtype_size(s.sig.dtype);
     for (;;) {
       size_t staged = s.done - s.reduced;  // bytes waiting in the stage buffer
+      if (staged == 0 && link.zero_copy()) {
+        // Zero-copy: reduce whole elements straight out of the link's buffer.
+        std::span<const char> avail = link.peek();
+        size_t n = std::min(avail.size(), s.t.bytes - s.done) / esize * esize;
+        if (n > 0) {
+          kernels::cpu::reduce(s.t.dst + s.reduced, s.t.src + s.reduced, avail.data(), n / esize, s.sig.dtype,
+                               combine_);
+          link.consume(n);
+          s.done += n;
+          s.reduced += n;
+          progressed = true;
+          if (s.done == s.t.bytes) break;
+          continue;
+        }
+      }
       size_t want = std::min(kStageBytes - staged, s.t.bytes - s.done);
+      if (link.zero_copy()) {
+        // Only an element split by the buffer's wrap is staged: up to its end.
+        want = std::min(want, esize - staged % esize);
+      }
       size_t k = want > 0 ? link.try_recv(s.stage + staged, want) : 0;
       s.done += k;
       staged += k;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 namespace omniccl::transport {
 
@@ -33,6 +34,14 @@ class Link {
   virtual int poll_fd() const = 0;
   /// "shm" or "tcp".
   virtual const char* kind() const = 0;
+  /// Zero-copy receive: the bytes that can be read now, contiguous, still in
+  /// the transport's buffer (empty when none, or when the link cannot offer
+  /// them, like TCP). Valid until consume().
+  virtual std::span<const char> peek() { return {}; }
+  /// Marks the first n bytes of peek() as read.
+  virtual void consume(size_t n) { (void)n; }
+  /// Whether peek()/consume() are supported.
+  virtual bool zero_copy() const { return false; }
 };
 
 }  // namespace omniccl::transport

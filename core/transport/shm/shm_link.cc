@@ -119,6 +119,24 @@ size_t ShmLink::try_recv(void* data, size_t n) {
   return k;
 }
 
+std::span<const char> ShmLink::peek() {
+  uint64_t tail = in_->tail.load(std::memory_order_relaxed);
+  uint64_t head = in_->head.load(std::memory_order_acquire);
+  size_t pos = static_cast<size_t>(tail % kShmRingBytes);
+  size_t contiguous = std::min(static_cast<size_t>(head - tail), kShmRingBytes - pos);
+  return {in_data_ + pos, contiguous};
+}
+
+void ShmLink::consume(size_t n) {
+  if (n == 0) return;
+  uint64_t tail = in_->tail.load(std::memory_order_relaxed);
+  in_->tail.store(tail + n, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (in_->producer_sleeping.load(std::memory_order_relaxed) != 0 && in_->producer_sleeping.exchange(0) != 0) {
+    doorbell_();
+  }
+}
+
 bool ShmLink::arm_send_wait() {
   out_->producer_sleeping.store(1);
   std::atomic_thread_fence(std::memory_order_seq_cst);

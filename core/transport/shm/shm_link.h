@@ -73,6 +73,9 @@ class ShmLink final : public Link {
   void disarm() override;
   int poll_fd() const override { return -1; }
   const char* kind() const override { return "shm"; }
+  std::span<const char> peek() override;
+  void consume(size_t n) override;
+  bool zero_copy() const override { return true; }
 
  private:
   RingHeader* out_;
