@@ -11,8 +11,9 @@
 
 namespace omniccl::algo {
 
+// all_reduce of src into dst (count elements; src may equal dst).
+void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count);
 // all_reduce, in place on buf (count elements).
-void all_reduce_ring(Engine& e, char* buf, size_t count);
 void all_reduce_recursive_doubling(Engine& e, char* buf, size_t count);
 void all_reduce_tree(Engine& e, char* buf, size_t count);
 void all_reduce_direct(Engine& e, char* buf, size_t count);

@@ -22,22 +22,30 @@ void combine(Engine& e, char* out, const char* a, const char* b, size_t count) {
 
 }  // namespace
 
-void all_reduce_ring(Engine& e, char* buf, size_t count) {
+void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count) {
   const int n = e.size(), r = e.rank();
-  if (n == 1) return;
   const size_t es = dtype_size(e.signature().dtype);
+  if (n == 1) {
+    if (src != dst && count > 0) std::memcpy(dst, src, count * es);
+    return;
+  }
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
-  auto off = [&](int b) { return buf + block_offset(b, count, n) * es; };
+  auto off = [&](int b) { return block_offset(b, count, n) * es; };
   auto len = [&](int b) { return block_count(b, count, n) * es; };
   // Reduce-scatter: after n-1 steps rank r holds block r+1 fully reduced.
+  // Each block reaches a rank once, so the local operand is always the
+  // input (src) and nothing is copied up front; block r is sent from src
+  // and gets its result in the all-gather.
   for (int s = 0; s < n - 1; ++s) {
     int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
-    e.run({Transfer::send(right, off(sb), len(sb), s), Transfer::recv_reduce(left, off(rb), off(rb), len(rb), s)});
+    const char* out = (s == 0 ? src : dst) + off(sb);
+    e.run({Transfer::send(right, out, len(sb), s),
+           Transfer::recv_reduce(left, src + off(rb), dst + off(rb), len(rb), s)});
   }
   // All-gather of the reduced blocks.
   for (int s = 0; s < n - 1; ++s) {
     int sb = (r + 1 - s + n) % n, rb = (r - s + n) % n;
-    e.run({Transfer::send(right, off(sb), len(sb), n + s), Transfer::recv(left, off(rb), len(rb), n + s)});
+    e.run({Transfer::send(right, dst + off(sb), len(sb), n + s), Transfer::recv(left, dst + off(rb), len(rb), n + s)});
   }
 }
 

@@ -12,9 +12,10 @@ WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& re
                 [=](Engine& e, Algo a) {
                   char* buf = recv.bytes_ptr();
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
-                  if (src != buf && send.bytes() > 0) std::memcpy(buf, src, send.bytes());
+                  // The ring reads src directly; the others work in place on buf.
+                  if (a != Algo::kRing && src != buf && send.bytes() > 0) std::memcpy(buf, src, send.bytes());
                   switch (a) {
-                    case Algo::kRing: algo::all_reduce_ring(e, buf, send.count); break;
+                    case Algo::kRing: algo::all_reduce_ring(e, src, buf, send.count); break;
                     case Algo::kRecursiveDoubling: algo::all_reduce_recursive_doubling(e, buf, send.count); break;
                     case Algo::kTree: algo::all_reduce_tree(e, buf, send.count); break;
                     case Algo::kDirect: algo::all_reduce_direct(e, buf, send.count); break;
