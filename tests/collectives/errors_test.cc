@@ -46,29 +46,18 @@ using omniccl::testing::JobOptions;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
 using omniccl::testing::Tensor1D;
+using omniccl::testing::contains_ci;
+using omniccl::testing::seconds_since;
 using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool contains_ci(const std::string& hay, const std::string& needle) {
-  return lower(hay).find(lower(needle)) != std::string::npos;
-}
-
 std::string join(std::initializer_list<std::string> v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "\"" : ", \"") + s + "\"";
   return out;
-}
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 /// Collects failed checks in a rank; the rank function returns rc().

@@ -49,6 +49,8 @@ using omniccl::testing::JobOptions;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
 using omniccl::testing::Tensor1D;
+using omniccl::testing::contains_ci;
+using omniccl::testing::seconds_since;
 using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------------------
@@ -61,15 +63,6 @@ long long now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-bool contains_ci(const std::string& hay, const std::string& needle) {
-  auto lower = [](std::string s) {
-    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-  };
-  return lower(hay).find(lower(needle)) != std::string::npos;
-}
 
 /// What one rank saw; written by the rank, printed by the test process.
 struct Report {

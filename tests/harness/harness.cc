@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -185,6 +186,18 @@ DLDataType dl_uint(int bits) { return {kDLUInt, static_cast<uint8_t>(bits), 1}; 
 DLDataType dl_float(int bits) { return {kDLFloat, static_cast<uint8_t>(bits), 1}; }
 DLDataType dl_bfloat16() { return {kDLBfloat, 16, 1}; }
 DLDataType dl_bool() { return {kDLBool, 8, 1}; }
+
+bool contains_ci(const std::string& hay, const std::string& needle) {
+  auto lower = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  return lower(hay).find(lower(needle)) != std::string::npos;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 bool check(bool cond, int rank, const char* file, int line, const std::string& text) {
   if (!cond) std::fprintf(stderr, "rank %d: CHECK FAILED at %s:%d: %s\n", rank, file, line, text.c_str());

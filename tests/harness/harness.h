@@ -10,6 +10,7 @@
 // killed and reported.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <string>
@@ -77,6 +78,11 @@ DLDataType dl_uint(int bits);
 DLDataType dl_float(int bits);
 DLDataType dl_bfloat16();
 DLDataType dl_bool();
+
+/// Case-insensitive substring test, for checking error messages.
+bool contains_ci(const std::string& hay, const std::string& needle);
+/// Seconds elapsed since t0 (steady clock).
+double seconds_since(std::chrono::steady_clock::time_point t0);
 
 /// Prints "rank R: CHECK FAILED at file:line: text" to stderr and returns
 /// false when cond is false.
