@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <chrono>
-#include <deque>
 #include <sstream>
 
 #include <algorithm>
@@ -37,11 +36,22 @@ constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
 // After this long without progress, ask peers for their signatures: calls that
 // differ only where no message is exchanged (e.g. the root) are found this way.
 constexpr auto kProbeAfter = std::chrono::milliseconds(300);
-// Waiting: spin briefly, then yield (cheap when nothing else wants the core,
-// and it lets co-scheduled ranks run when ranks outnumber cores), then sleep
-// in poll() until a doorbell. A rank blocked for long burns ~kYieldFor per wake-up.
-constexpr auto kSpinFor = std::chrono::microseconds(2);
+// Waiting: spin, then yield (cheap when nothing else wants the core, and it
+// lets co-scheduled ranks run when ranks outnumber cores), then sleep in
+// poll() until a doorbell. Spinning is longer when every rank of this host
+// has a core of its own (a peer's answer usually comes within microseconds)
+// and short when ranks outnumber cores (the peer may need this core). A rank
+// blocked for long burns about spin + kYieldFor per wake-up.
+constexpr auto kSpinAlone = std::chrono::microseconds(20);
+constexpr auto kSpinShared = std::chrono::microseconds(2);
 constexpr auto kYieldFor = std::chrono::microseconds(50);
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -142,11 +152,12 @@ struct Engine::State {
   bool armed = false;
 };
 
-struct Engine::StateQueue : std::deque<State> {};
+struct Engine::StateQueue : std::vector<State> {};
 
 Engine::~Engine() = default;
 
 Engine::Engine(transport::Mesh& mesh) : mesh_(mesh), states_(std::make_unique<StateQueue>()) {
+  spin_for_ = mesh_.local_size() <= usable_cpus() ? kSpinAlone : kSpinShared;
   mesh_.set_op_describer([this] {
     // Point-to-point numbers are per pair, so they carry no comparable signature.
     bool p2p = sig_.kind == OpKind::kSendRecv;
@@ -229,20 +240,42 @@ bool Engine::advance(State& s) {
   transport::Link& link = mesh_.link(s.t.peer);
   bool progressed = false;
   if (s.t.kind == Transfer::Kind::kSend) {
-    if (s.hdr_done < sizeof(WireHeader)) {
-      size_t k = link.try_send(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done, sizeof(WireHeader) - s.hdr_done);
-      s.hdr_done += k;
-      progressed = k > 0;
-      if (s.hdr_done < sizeof(WireHeader)) return progressed;
-    }
-    while (s.done < s.t.bytes) {
-      size_t k = link.try_send(s.t.src + s.done, s.t.bytes - s.done);
+    // Header and payload go as one write (one publish on shared memory).
+    while (s.hdr_done < sizeof(WireHeader) || s.done < s.t.bytes) {
+      size_t hdr_left = sizeof(WireHeader) - s.hdr_done;
+      size_t k = link.try_sendv(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done, hdr_left, s.t.src + s.done,
+                                s.t.bytes - s.done);
       if (k == 0) break;
-      s.done += k;
+      size_t kh = std::min(k, hdr_left);
+      s.hdr_done += kh;
+      s.done += k - kh;
       progressed = true;
     }
-    s.complete = s.done == s.t.bytes;
+    s.complete = s.hdr_done == sizeof(WireHeader) && s.done == s.t.bytes;
     return progressed;
+  }
+  if (s.hdr_done == 0 && link.zero_copy()) {
+    // Header and the payload behind it straight from the link's buffer, with
+    // one consume.
+    std::span<const char> avail = link.peek();
+    if (avail.size() >= sizeof(WireHeader)) {
+      std::memcpy(&s.hdr, avail.data(), sizeof(WireHeader));
+      s.hdr_done = sizeof(WireHeader);
+      check_header(s);
+      const char* payload = avail.data() + sizeof(WireHeader);
+      size_t n = std::min(avail.size() - sizeof(WireHeader), s.t.bytes);
+      if (s.t.kind == Transfer::Kind::kRecv) {
+        if (n > 0) std::memcpy(s.t.dst, payload, n);
+      } else {
+        const size_t esize = dtype_size(s.sig.dtype);
+        n = n / esize * esize;
+        if (n > 0) kernels::cpu::reduce(s.t.dst, s.t.src, payload, n / esize, s.sig.dtype, combine_);
+        s.reduced = n;
+      }
+      s.done = n;
+      link.consume(sizeof(WireHeader) + n);
+      progressed = true;
+    }
   }
   if (s.hdr_done < sizeof(WireHeader)) {
     size_t k = link.try_recv(reinterpret_cast<char*>(&s.hdr) + s.hdr_done, sizeof(WireHeader) - s.hdr_done);
@@ -301,6 +334,10 @@ bool Engine::advance(State& s) {
   return progressed;
 }
 
+void Engine::flush_links() {
+  for (const State& s : *states_) mesh_.link(s.t.peer).flush();
+}
+
 void Engine::run(std::span<const Transfer> transfers) {
   if (transfers.empty()) return;
   run_guarded(transfers, nullptr);
@@ -327,9 +364,9 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
 }
 
 void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
-  // A deque keeps references stable while a feed appends transfers; a member,
-  // so steady state reuses its memory.
-  std::deque<State>& states = *states_;
+  // A member, so steady state reuses its memory. References into it are not
+  // held across add() (a feed may append while the step runs).
+  std::vector<State>& states = *states_;
   states.clear();
   size_t n_reduce = 0;
   for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
@@ -375,9 +412,11 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
   std::vector<uint8_t>& busy = busy_;
   busy.assign(size_t(mesh_.size()) * 2, 0);
   std::vector<pollfd>& fds = fds_;
-  std::vector<State*> waiting;
+  std::vector<State*>& waiting = waiting_;
   Clock::time_point idle_since{};  // first pass without progress (epoch = progressing)
   Clock::time_point stalled_since{};
+  unsigned idle_passes = 0;
+  bool owe_flush = false;
   for (;;) {
     std::fill(busy.begin(), busy.end(), 0);
     bool all_done = true, progressed = false;
@@ -390,25 +429,41 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       progressed |= advance(s);
       if (s.complete) {
         busy[key] = 0;  // the next transfer of this pair may start in this pass
-        if (s.from_feed) feed->done(s.tag);
+        if (s.from_feed) {
+          mesh_.link(s.t.peer).flush();
+          feed->done(s.tag);
+        }
       }
     }
     if (all_done) {
       if (pull()) continue;
+      flush_links();
       return;
     }
     if (progressed) {
       idle_since = Clock::time_point{};
       stalled_since = Clock::time_point{};
+      owe_flush = true;
+      continue;
+    }
+    if (owe_flush) {
+      // Waiting from here on: deliver the wake-ups owed for what moved.
+      flush_links();
+      owe_flush = false;
+    }
+    // Reading the clock costs more than a pass over the transfers: spin a
+    // few passes between readings.
+    if ((++idle_passes & 15) != 0 && idle_since != Clock::time_point{}) {
+      cpu_relax();
       continue;
     }
     const auto now = Clock::now();
     if (idle_since == Clock::time_point{}) idle_since = now;
-    if (now - idle_since < kSpinFor) {
+    if (now - idle_since < spin_for_) {
       cpu_relax();
       continue;
     }
-    if (now - idle_since < kYieldFor) {
+    if (now - idle_since < spin_for_ + kYieldFor) {
       sched_yield();
       continue;
     }
@@ -428,6 +483,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       if (probed_) probe_signatures();
     }
     // Block: arm every pending transfer's link, re-check, then sleep.
+    flush_links();
     fds.clear();
     waiting.clear();
     bool ready = false;
@@ -463,7 +519,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       mesh_.sleep(fds, first->deadline.remaining_ms(200));
     }
     for (State* s : waiting) mesh_.link(s->t.peer).disarm();
-    idle_since = Clock::now() - kSpinFor;  // after a wake-up: yield a while, then sleep again
+    idle_since = Clock::now() - spin_for_;  // after a wake-up: yield a while, then sleep again
   }
 }
 

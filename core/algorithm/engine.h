@@ -13,6 +13,7 @@
 // instead of corrupting data.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -114,6 +115,13 @@ class Engine {
   /// selects independent buffers.
   char* scratch(size_t bytes, int slot = 0);
 
+  /// An empty transfer list to build a step in, reused across operations
+  /// (no allocation in steady state). Valid until the next call.
+  std::vector<Transfer>& step_list() {
+    step_list_.clear();
+    return step_list_;
+  }
+
   int rank() const { return mesh_.rank(); }
   int size() const { return mesh_.size(); }
   const OpSignature& signature() const { return sig_; }
@@ -123,6 +131,7 @@ class Engine {
   struct State;
   bool advance(State& s);
   void check_header(const State& s);
+  void flush_links();
   void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
   void run_impl(std::span<const Transfer> transfers, TransferFeed* feed);
   void probe_signatures();
@@ -140,6 +149,9 @@ class Engine {
   std::unique_ptr<StateQueue> states_;
   std::vector<uint8_t> busy_;
   std::vector<pollfd> fds_;
+  std::vector<State*> waiting_;
+  std::vector<Transfer> step_list_;
+  std::chrono::nanoseconds spin_for_{0};
   std::vector<std::vector<char>> scratch_;
   std::vector<char> staging_;
 };

@@ -36,7 +36,7 @@ void broadcast_tree(Engine& e, char* buf, size_t bytes, int root) {
     }
     mask <<= 1;
   }
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (vr + mask < n) ts.push_back(Transfer::send(from_vrank(vr + mask, root, n), buf, bytes, uint32_t(mask)));
   }
@@ -51,7 +51,7 @@ void broadcast_ring(Engine& e, char* buf, size_t bytes, int root) {
   const size_t chunks = std::max<size_t>(1, (bytes + kChainChunk - 1) / kChainChunk);
   auto at = [&](size_t c) { return buf + c * kChainChunk; };
   auto len = [&](size_t c) { return std::min(kChainChunk, bytes - std::min(bytes, c * kChainChunk)); };
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   if (vr == 0) {
     for (size_t c = 0; c < chunks; ++c) ts.push_back(Transfer::send(next, at(c), len(c), uint32_t(c)));
     e.run(ts);
@@ -74,7 +74,7 @@ void broadcast_ring(Engine& e, char* buf, size_t bytes, int root) {
 void broadcast_direct(Engine& e, char* buf, size_t bytes, int root) {
   const int n = e.size(), r = e.rank();
   if (n == 1) return;
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   if (r == root) {
     for (int p = 0; p < n; ++p) {
       if (p != r) ts.push_back(Transfer::send(p, buf, bytes, 0));
@@ -116,7 +116,7 @@ void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes) {
 void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   copy_if_distinct(recv + r * bytes, send, bytes);
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     ts.push_back(Transfer::send(p, recv + r * bytes, bytes, 0));
@@ -154,7 +154,7 @@ void gather_direct(Engine& e, const char* send, char* recv, size_t bytes, int ro
     return;
   }
   copy_if_distinct(recv + r * bytes, send, bytes);
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) ts.push_back(Transfer::recv(p, recv + p * bytes, bytes, 0));
   }
@@ -177,7 +177,7 @@ void scatter_tree(Engine& e, const char* send, char* recv, size_t bytes, int roo
     e.run({Transfer::recv(from_vrank(vr - m, root, n), tmp, size * bytes, uint32_t(m))});
     top = m / 2;
   }
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int m = top; m >= 1; m >>= 1) {
     if (vr + m >= n) continue;
     int cnt = std::min(m, n - (vr + m));
@@ -193,7 +193,7 @@ void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int r
     e.run({Transfer::recv(root, recv, bytes, 0)});
     return;
   }
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
   }
@@ -213,7 +213,7 @@ void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes) 
 void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   copy_if_distinct(recv + r * bytes, send + r * bytes, bytes);
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
@@ -232,7 +232,7 @@ void barrier_dissemination(Engine& e) {
 void barrier_direct(Engine& e) {
   const int n = e.size(), r = e.rank();
   if (n == 1) return;
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   if (r == 0) {
     for (int p = 1; p < n; ++p) ts.push_back(Transfer::recv(p, nullptr, 0, 0));
     e.run(ts);
@@ -248,7 +248,7 @@ void barrier_direct(Engine& e) {
 void all_gatherv_direct(Engine& e, const char* send, char* recv, const uint64_t* counts, const uint64_t* displs) {
   const int n = e.size(), r = e.rank();
   copy_if_distinct(recv + displs[r], send, counts[r]);
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     ts.push_back(Transfer::send(p, recv + displs[r], counts[r], 0));
@@ -261,7 +261,7 @@ void all_to_allv_direct(Engine& e, const char* send, const uint64_t* send_counts
                         char* recv, const uint64_t* recv_counts, const uint64_t* recv_displs) {
   const int n = e.size(), r = e.rank();
   copy_if_distinct(recv + recv_displs[r], send + send_displs[r], std::min(send_counts[r], recv_counts[r]));
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     ts.push_back(Transfer::send(p, send + send_displs[p], send_counts[p], 0));
@@ -278,7 +278,7 @@ void gatherv_direct(Engine& e, const char* send, uint64_t send_bytes, char* recv
     return;
   }
   copy_if_distinct(recv + displs[r], send, counts[r]);
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) ts.push_back(Transfer::recv(p, recv + displs[p], counts[p], 0));
   }
@@ -292,7 +292,7 @@ void scatterv_direct(Engine& e, const char* send, const uint64_t* counts, const 
     e.run({Transfer::recv(root, recv, recv_bytes, 0)});
     return;
   }
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) ts.push_back(Transfer::send(p, send + displs[p], counts[p], 0));
   }

@@ -92,7 +92,7 @@ void all_reduce_direct(Engine& e, char* buf, size_t count) {
   if (n == 1) return;
   const size_t bytes = count * dtype_size(e.signature().dtype);
   char* tmp = e.scratch(bytes * n, 1);
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     ts.push_back(Transfer::send(p, buf, bytes, 0));
@@ -165,7 +165,7 @@ void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count
   const int n = e.size(), r = e.rank();
   const size_t bytes = count * dtype_size(e.signature().dtype);
   char* tmp = e.scratch(bytes * n, 1);
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
@@ -205,7 +205,7 @@ void reduce_direct(Engine& e, const char* send, char* recv, size_t count, int ro
     return;
   }
   char* tmp = e.scratch(bytes * n, 1);
-  std::vector<Transfer> ts;
+  std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) ts.push_back(Transfer::recv(p, tmp + p * bytes, bytes, 0));
   }

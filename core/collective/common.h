@@ -34,22 +34,25 @@ template <typename Body>
 WorkPtr launch(Communicator& c, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count, uint64_t tune_bytes,
                bool async, Body body) {
   Communicator* comm = &c;
-  return c.submit(
-      [=](Engine& e) {
-        Algo a = choose_algo(kind, tune_bytes, comm->size(), comm->algo_override());
-        OpSignature sig;
-        sig.kind = kind;
-        sig.dtype = dtype;
-        sig.redop = redop;
-        sig.root = root;
-        sig.count = count;
-        sig.seq = comm->next_collective_seq();
-        sig.algo = uint8_t(a);
-        sig.algo_name = algo_name(a);
-        e.begin(sig, combine_op(redop), comm->op_deadline());
-        body(e, a);
-      },
-      async);
+  auto op = [=](Engine& e) {
+    Algo a = choose_algo(kind, tune_bytes, comm->size(), comm->algo_override());
+    OpSignature sig;
+    sig.kind = kind;
+    sig.dtype = dtype;
+    sig.redop = redop;
+    sig.root = root;
+    sig.count = count;
+    sig.seq = comm->next_collective_seq();
+    sig.algo = uint8_t(a);
+    sig.algo_name = algo_name(a);
+    e.begin(sig, combine_op(redop), comm->op_deadline());
+    body(e, a);
+  };
+  if (!async) {
+    c.run_blocking(op);
+    return nullptr;
+  }
+  return c.submit(op, true);
 }
 
 /// Fails for an algorithm the collective does not offer (cannot happen once

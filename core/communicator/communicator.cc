@@ -195,7 +195,7 @@ void Communicator::destroy_reduce_op(int op) {
   check_arg(premul_ops_.erase(op) == 1, "reduce op ", op, " was not created by occl_red_op_create_premul_sum");
 }
 
-void Communicator::run_one(const std::function<void(Engine&)>& fn) {
+void Communicator::run_one(OpRef fn) {
   if (mesh_->aborted()) fail(Status::kAborted, "the communicator was aborted");
   if (failed_status_ != Status::kSuccess) {
     fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(failed_status_),
@@ -214,15 +214,19 @@ void Communicator::run_one(const std::function<void(Engine&)>& fn) {
   }
 }
 
+void Communicator::run_blocking_ref(OpRef fn) {
+  if (!idle_.load(std::memory_order_acquire)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return (queue_.empty() && !worker_busy_) || stopping_; });
+    if (stopping_) fail(Status::kAborted, "the communicator was aborted");
+  }
+  std::lock_guard<std::mutex> exec(exec_mu_);
+  run_one(fn);
+}
+
 std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool async) {
   if (!async) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return (queue_.empty() && !worker_busy_) || stopping_; });
-      if (stopping_) fail(Status::kAborted, "the communicator was aborted");
-    }
-    std::lock_guard<std::mutex> exec(exec_mu_);
-    run_one(fn);
+    run_blocking_ref(ref_of(fn));
     return nullptr;
   }
   auto work = std::make_shared<Work>();
@@ -233,6 +237,7 @@ std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool
       return work;
     }
     queue_.push_back(Task{std::move(fn), work});
+    idle_.store(false, std::memory_order_release);
     if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   }
   cv_.notify_all();
@@ -245,6 +250,7 @@ std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, bool async) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) fail(Status::kAborted, "the communicator was aborted");
     queue_.push_back(Task{nullptr, work, op});
+    idle_.store(false, std::memory_order_release);
     if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   }
   cv_.notify_all();
@@ -308,7 +314,7 @@ class Communicator::QueueFeed final : public TransferFeed {
 Status Communicator::run_captured(const std::function<void(Engine&)>& fn, std::string& message) {
   std::lock_guard<std::mutex> exec(exec_mu_);
   try {
-    run_one(fn);
+    run_one(ref_of(fn));
     return Status::kSuccess;
   } catch (const Error& e) {
     message = e.what();
@@ -342,6 +348,7 @@ void Communicator::worker_loop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       worker_busy_ = false;
+      idle_.store(queue_.empty(), std::memory_order_release);
     }
     cv_.notify_all();
   }

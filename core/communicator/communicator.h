@@ -77,6 +77,12 @@ class Communicator {
   /// thread, rethrowing its error, returns nullptr. Async: queued; returns
   /// the Work to wait on.
   std::shared_ptr<Work> submit(std::function<void(Engine&)> fn, bool async);
+  /// The blocking form of submit without a std::function (no allocation):
+  /// runs fn(engine) on this thread after queued operations, rethrowing.
+  template <typename Fn>
+  void run_blocking(Fn& fn) {
+    run_blocking_ref(OpRef{&fn, [](void* f, Engine& e) { (*static_cast<Fn*>(f))(e); }});
+  }
 
   /// Queues a send or recv. Point-to-point operations queued one after
   /// another run as one step (Engine::run_feed), so they progress together;
@@ -105,7 +111,18 @@ class Communicator {
   Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh, uint64_t session);
   void worker_loop();
   class QueueFeed;
-  void run_one(const std::function<void(Engine&)>& fn);
+  /// A non-owning reference to a callable taking the engine.
+  struct OpRef {
+    void* obj;
+    void (*call)(void*, Engine&);
+    void operator()(Engine& e) const { call(obj, e); }
+  };
+  static OpRef ref_of(const std::function<void(Engine&)>& fn) {
+    return OpRef{const_cast<std::function<void(Engine&)>*>(&fn),
+                 [](void* f, Engine& e) { (*static_cast<const std::function<void(Engine&)>*>(f))(e); }};
+  }
+  void run_blocking_ref(OpRef fn);
+  void run_one(OpRef fn);
   std::vector<std::string> internal_all_gather(const std::string& mine);
 
   int rank_;
@@ -140,6 +157,9 @@ class Communicator {
   Status run_captured(const std::function<void(Engine&)>& fn, std::string& message);
   std::deque<Task> queue_;
   bool worker_busy_ = false;
+  /// queue_ empty and no worker task running (written under mu_): a blocking
+  /// call may then skip mu_ and go straight to exec_mu_.
+  std::atomic<bool> idle_{true};
   bool stopping_ = false;
   std::thread worker_;
   Status failed_status_ = Status::kSuccess;

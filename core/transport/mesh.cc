@@ -140,6 +140,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
     peer->rank = p;
     peer->pid = std::atoi(f[0].c_str());
     peer->same_host = f[1] == my_host;
+    m->local_size_ += peer->same_host;
     peer->hostname = f[2];
     remote[p] = {f[3], f[4], f[5]};
     if (opts.transport == "shm" && !peer->same_host) {

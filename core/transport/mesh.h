@@ -70,6 +70,8 @@ class Mesh {
   Link& link(int peer) { return *links_[peer]; }
   /// "self" (1 rank), "shm", "tcp" or "mixed".
   const char* transport_name() const { return transport_name_; }
+  /// Ranks of this mesh on this host, this one included (whatever the link).
+  int local_size() const { return local_size_; }
   /// Description of a peer for messages: "rank 3 (pid 1234 on hostA)".
   std::string describe(int peer) const;
 
@@ -120,6 +122,7 @@ class Mesh {
 
   int rank_ = 0;
   int size_ = 1;
+  int local_size_ = 1;
   const char* transport_name_ = "self";
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<std::unique_ptr<Link>> links_;

@@ -19,6 +19,14 @@ class Link {
   /// Copies up to n bytes into the stream without blocking; returns how many
   /// were taken (0 when there is no room). Throws Error(kPeerFailure).
   virtual size_t try_send(const void* data, size_t n) = 0;
+  /// Like try_send of a followed by b, as one write where the transport
+  /// allows it (one publish on shared memory, one syscall on TCP). Returns the
+  /// bytes taken from the concatenation (b only after all of a).
+  virtual size_t try_sendv(const void* a, size_t na, const void* b, size_t nb) {
+    size_t k = try_send(a, na);
+    if (k < na || nb == 0) return k;
+    return k + try_send(b, nb);
+  }
   /// Copies up to n available bytes out of the stream without blocking;
   /// returns how many (0 when nothing is there). Throws Error(kPeerFailure).
   virtual size_t try_recv(void* data, size_t n) = 0;
@@ -27,6 +35,12 @@ class Link {
   virtual bool arm_send_wait() = 0;
   /// About to sleep until data arrives. Returns false when data is there.
   virtual bool arm_recv_wait() = 0;
+  /// Delivers the wake-ups owed for data sent or room made since the last
+  /// flush (a peer that armed a wait gets its doorbell). Sends and receives
+  /// may defer them to here so that the fence this takes is paid once per
+  /// step, while waiting, rather than once per message. Callers flush before
+  /// they wait and before an operation returns.
+  virtual void flush() {}
   /// Drops any armed wait (called after waking).
   virtual void disarm() = 0;
   /// A descriptor to poll for readiness (TCP), or -1 when wake-ups arrive as

@@ -81,68 +81,135 @@ char* ShmSegment::ring_data(int from) const {
   return reinterpret_cast<char*>(ring(from)) + sizeof(RingHeader);
 }
 
-size_t ShmLink::try_send(const void* data, size_t n) {
-  uint64_t head = out_->head.load(std::memory_order_relaxed);
-  uint64_t tail = out_->tail.load(std::memory_order_acquire);
-  size_t room = kShmRingBytes - static_cast<size_t>(head - tail);
-  size_t k = std::min(room, n);
-  if (k == 0) return 0;
-  size_t pos = static_cast<size_t>(head % kShmRingBytes);
-  size_t first = std::min(k, kShmRingBytes - pos);
-  std::memcpy(out_data_ + pos, data, first);
-  if (k > first) std::memcpy(out_data_, static_cast<const char*>(data) + first, k - first);
-  out_->head.store(head + k, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (out_->consumer_sleeping.load(std::memory_order_relaxed) != 0 &&
-      out_->consumer_sleeping.exchange(0) != 0) {
-    doorbell_();
-  }
-  return k;
+namespace {
+
+constexpr size_t kLine = 64;
+constexpr uint64_t kSkipWord = ~uint64_t(0);
+// Large writes are cut into records of this size, so that the consumer copies
+// one out while the next goes in.
+constexpr size_t kMaxRecord = 64 * 1024;
+// Room always kept free behind a record for the next record's 0 word.
+constexpr size_t kSpare = kLine;
+
+constexpr size_t round_up(size_t n) { return (n + kLine - 1) / kLine * kLine; }
+
+std::atomic_ref<uint64_t> word_at(char* ring, uint64_t pos) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(ring + pos % kShmRingBytes));
 }
 
-size_t ShmLink::try_recv(void* data, size_t n) {
-  uint64_t tail = in_->tail.load(std::memory_order_relaxed);
-  uint64_t head = in_->head.load(std::memory_order_acquire);
-  size_t avail = static_cast<size_t>(head - tail);
-  size_t k = std::min(avail, n);
-  if (k == 0) return 0;
-  size_t pos = static_cast<size_t>(tail % kShmRingBytes);
-  size_t first = std::min(k, kShmRingBytes - pos);
-  std::memcpy(data, in_data_ + pos, first);
-  if (k > first) std::memcpy(static_cast<char*>(data) + first, in_data_, k - first);
-  in_->tail.store(tail + k, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (in_->producer_sleeping.load(std::memory_order_relaxed) != 0 &&
-      in_->producer_sleeping.exchange(0) != 0) {
-    doorbell_();
+}  // namespace
+
+size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb) {
+  const size_t total = na + nb;
+  size_t done = 0;
+  while (done < total) {
+    size_t room = kShmRingBytes - static_cast<size_t>(head_ - tail_seen_);
+    size_t pos = static_cast<size_t>(head_ % kShmRingBytes);
+    size_t to_end = kShmRingBytes - pos;
+    size_t need_min = (to_end < 2 * kLine ? to_end : 0) + 2 * kLine;  // a 1-byte record (after a skip)
+    if (room < need_min + kSpare) {
+      tail_seen_ = out_->tail.load(std::memory_order_acquire);
+      room = kShmRingBytes - static_cast<size_t>(head_ - tail_seen_);
+      if (room < need_min + kSpare) break;
+    }
+    if (to_end < 2 * kLine) {
+      // Too close to the end for a record: continue at the ring's start.
+      word_at(out_data_, head_ + to_end).store(0, std::memory_order_relaxed);
+      word_at(out_data_, head_).store(kSkipWord, std::memory_order_release);
+      head_ += to_end;
+      room -= to_end;
+      pos = 0;
+      to_end = kShmRingBytes;
+    }
+    size_t cap = std::min(room - kSpare, to_end) - 8;
+    size_t len = std::min({total - done, cap, kMaxRecord});
+    char* out = out_data_ + pos + 8;
+    if (done < na) {
+      size_t from_a = std::min(len, na - done);
+      std::memcpy(out, a + done, from_a);
+      if (len > from_a) std::memcpy(out + from_a, b, len - from_a);
+    } else {
+      std::memcpy(out, b + (done - na), len);
+    }
+    const size_t rec = round_up(8 + len);
+    word_at(out_data_, head_ + rec).store(0, std::memory_order_relaxed);
+    word_at(out_data_, head_).store(len + 1, std::memory_order_release);
+    head_ += rec;
+    done += len;
   }
+  return done;
+}
+
+size_t ShmLink::try_sendv(const void* a, size_t na, const void* b, size_t nb) {
+  size_t k = write_records(static_cast<const char*>(a), na, static_cast<const char*>(b), nb);
+  if (k > 0) owe_consumer_ = true;
   return k;
 }
 
 std::span<const char> ShmLink::peek() {
-  uint64_t tail = in_->tail.load(std::memory_order_relaxed);
-  uint64_t head = in_->head.load(std::memory_order_acquire);
-  size_t pos = static_cast<size_t>(tail % kShmRingBytes);
-  size_t contiguous = std::min(static_cast<size_t>(head - tail), kShmRingBytes - pos);
-  return {in_data_ + pos, contiguous};
+  for (;;) {
+    uint64_t w = word_at(in_data_, read_pos_).load(std::memory_order_acquire);
+    if (w == 0) return {};
+    if (w == kSkipWord) {
+      read_pos_ += kShmRingBytes - read_pos_ % kShmRingBytes;
+      in_->tail.store(read_pos_, std::memory_order_release);
+      owe_producer_ = true;
+      continue;
+    }
+    size_t len = static_cast<size_t>(w - 1);
+    return {in_data_ + read_pos_ % kShmRingBytes + 8 + read_off_, len - read_off_};
+  }
 }
 
 void ShmLink::consume(size_t n) {
   if (n == 0) return;
-  uint64_t tail = in_->tail.load(std::memory_order_relaxed);
-  in_->tail.store(tail + n, std::memory_order_release);
+  uint64_t w = word_at(in_data_, read_pos_).load(std::memory_order_relaxed);
+  size_t len = static_cast<size_t>(w - 1);
+  read_off_ += n;
+  if (read_off_ < len) return;
+  read_pos_ += round_up(8 + len);
+  read_off_ = 0;
+  in_->tail.store(read_pos_, std::memory_order_release);
+  owe_producer_ = true;
+}
+
+size_t ShmLink::try_recv(void* data, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    std::span<const char> avail = peek();
+    if (avail.empty()) break;
+    size_t k = std::min(avail.size(), n - done);
+    std::memcpy(static_cast<char*>(data) + done, avail.data(), k);
+    consume(k);
+    done += k;
+  }
+  return done;
+}
+
+void ShmLink::flush() {
+  if (!owe_consumer_ && !owe_producer_) return;
+  // Pairs with the fence in arm_*_wait: either the sleeper sees the new
+  // record or room, or this sees its flag and rings.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (in_->producer_sleeping.load(std::memory_order_relaxed) != 0 && in_->producer_sleeping.exchange(0) != 0) {
+  if (owe_consumer_ && out_->consumer_sleeping.load(std::memory_order_relaxed) != 0 &&
+      out_->consumer_sleeping.exchange(0) != 0) {
     doorbell_();
   }
+  if (owe_producer_ && in_->producer_sleeping.load(std::memory_order_relaxed) != 0 &&
+      in_->producer_sleeping.exchange(0) != 0) {
+    doorbell_();
+  }
+  owe_consumer_ = owe_producer_ = false;
 }
 
 bool ShmLink::arm_send_wait() {
   out_->producer_sleeping.store(1);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  uint64_t head = out_->head.load(std::memory_order_relaxed);
-  uint64_t tail = out_->tail.load(std::memory_order_acquire);
-  if (head - tail < kShmRingBytes) {
+  tail_seen_ = out_->tail.load(std::memory_order_acquire);
+  // Enough room for the smallest record, after a skip to the start if needed.
+  size_t to_end = kShmRingBytes - static_cast<size_t>(head_ % kShmRingBytes);
+  size_t need_min = (to_end < 2 * kLine ? to_end : 0) + 2 * kLine + kSpare;
+  if (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) >= need_min) {
     out_->producer_sleeping.store(0);
     return false;
   }
@@ -152,9 +219,7 @@ bool ShmLink::arm_send_wait() {
 bool ShmLink::arm_recv_wait() {
   in_->consumer_sleeping.store(1);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  uint64_t tail = in_->tail.load(std::memory_order_relaxed);
-  uint64_t head = in_->head.load(std::memory_order_acquire);
-  if (head != tail) {
+  if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0) {
     in_->consumer_sleeping.store(0);
     return false;
   }

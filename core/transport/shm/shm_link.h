@@ -1,13 +1,20 @@
-// Shared-memory transport: one single-producer/single-consumer byte ring per
+// Shared-memory transport: one single-producer/single-consumer ring per
 // ordered pair of ranks, inside the receiver's segment.
 //
 // Segment of rank r (created by r, mapped by every same-host peer):
 //   [SegmentHeader][ring from peer 0][ring from peer 1]...  (ring r unused)
-// Ring from p: [RingHeader][capacity bytes]. `head` counts bytes ever written
-// (producer p), `tail` bytes ever read (consumer r). Sleep flags implement the
-// doorbell handshake (see transport.h): the sleeper sets its flag, fences and
-// re-checks; the other side fences after moving head/tail and rings the
-// doorbell if it finds the flag set.
+// Ring from p: [RingHeader][capacity bytes], holding records. A record starts
+// on a 64-byte line: an 8-byte ready word (0 = not yet written, kSkipWord =
+// continue at the start of the ring, else payload length + 1), then the
+// payload, padded to whole lines. The producer writes the payload, then a 0
+// word where the next record will start, then this record's word (release),
+// so the consumer polls one word that shares its line with the first 56
+// payload bytes: a small message costs one cache-line transfer, not a
+// head-index line and a data line. `tail` counts bytes the consumer has
+// freed (the producer reads it only when the room it last saw is short).
+// Sleep flags implement the doorbell handshake (see transport.h): the sleeper
+// sets its flag, fences and re-checks; the other side fences in flush() and
+// rings the doorbell if it finds the flag set.
 #pragma once
 
 #include <atomic>
@@ -24,7 +31,7 @@ namespace omniccl::transport {
 inline constexpr size_t kShmRingBytes = size_t(1) << 21;  // 2 MiB per ordered pair
 
 struct alignas(64) RingHeader {
-  alignas(64) std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint64_t> head;  ///< unused (kept for the layout)
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
   alignas(64) std::atomic<uint32_t> producer_sleeping;
@@ -66,11 +73,13 @@ class ShmLink final : public Link {
   ShmLink(RingHeader* out, char* out_data, RingHeader* in, char* in_data,
           std::function<void()> doorbell)
       : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)) {}
-  size_t try_send(const void* data, size_t n) override;
+  size_t try_send(const void* data, size_t n) override { return try_sendv(data, n, nullptr, 0); }
+  size_t try_sendv(const void* a, size_t na, const void* b, size_t nb) override;
   size_t try_recv(void* data, size_t n) override;
   bool arm_send_wait() override;
   bool arm_recv_wait() override;
   void disarm() override;
+  void flush() override;
   int poll_fd() const override { return -1; }
   const char* kind() const override { return "shm"; }
   std::span<const char> peek() override;
@@ -83,6 +92,13 @@ class ShmLink final : public Link {
   RingHeader* in_;
   char* in_data_;
   std::function<void()> doorbell_;
+  size_t write_records(const char* a, size_t na, const char* b, size_t nb);
+  uint64_t head_ = 0;          ///< producer: bytes written (records and padding)
+  uint64_t tail_seen_ = 0;     ///< producer: last tail read (room is at least this)
+  uint64_t read_pos_ = 0;      ///< consumer: start of the current record
+  size_t read_off_ = 0;        ///< consumer: payload bytes of it already taken
+  bool owe_consumer_ = false;  ///< data published since the last flush
+  bool owe_producer_ = false;  ///< room made since the last flush
 };
 
 }  // namespace omniccl::transport

@@ -10,7 +10,8 @@ class TcpLink final : public Link {
  public:
   /// Takes a connected socket (made non-blocking here); `peer` for messages.
   TcpLink(UniqueFd fd, int peer);
-  size_t try_send(const void* data, size_t n) override;
+  size_t try_send(const void* data, size_t n) override { return try_sendv(data, n, nullptr, 0); }
+  size_t try_sendv(const void* a, size_t na, const void* b, size_t nb) override;
   size_t try_recv(void* data, size_t n) override;
   bool arm_send_wait() override { return true; }
   bool arm_recv_wait() override { return true; }
