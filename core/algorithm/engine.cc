@@ -170,6 +170,14 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   sig_ = sig;
   combine_ = combine;
   deadline_ = deadline;
+  lazy_timeout_ms_ = -1;
+  probed_ = false;
+}
+
+void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
+  sig_ = sig;
+  combine_ = combine;
+  lazy_timeout_ms_ = std::max<int64_t>(timeout_ms, 0);
   probed_ = false;
 }
 
@@ -388,7 +396,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
     if (s.t.kind == Transfer::Kind::kRecvReduce) s.stage = staging_.data() + kStageBytes * stage_i++;
     return s;
   };
-  for (const auto& t : transfers) add(t, sig_, deadline_);
+  for (const auto& t : transfers) add(t, sig_, Deadline::never());  // op_deadline() applies
   // Takes every transfer queued behind this step; true if any arrived.
   auto pull = [&]() {
     if (feed == nullptr) return false;
@@ -504,6 +512,11 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       }
     }
     if (!ready) {
+      // Collective transfers share the operation's deadline; fed ones
+      // (send/recv) carry their own.
+      for (State* s : waiting) {
+        if (!s->from_feed) s->deadline = op_deadline();
+      }
       State* first = waiting.front();  // the transfer whose deadline comes first
       for (State* s : waiting) {
         if (s->deadline.time() < first->deadline.time()) first = s;

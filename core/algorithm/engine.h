@@ -99,6 +99,9 @@ class Engine {
 
   /// Starts an operation: sets its signature, reduce op and deadline.
   void begin(const OpSignature& sig, RedOp combine, Deadline deadline);
+  /// Starts an operation whose deadline is `timeout_ms` after it first has
+  /// to wait (read from the clock then, not at every call's start).
+  void begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms);
   /// Runs one step to completion (or throws: kTimeout, kPeerFailure,
   /// kMismatch, kAborted). An empty step returns at once.
   void run(std::span<const Transfer> transfers);
@@ -144,6 +147,14 @@ class Engine {
   RedOp combine_ = RedOp::kSum;
   Deadline deadline_ = Deadline::never();
   bool probed_ = false;      ///< peers were asked for their signatures in this op
+  int64_t lazy_timeout_ms_ = -1;  ///< >= 0: deadline_ not computed yet
+  const Deadline& op_deadline() {
+    if (lazy_timeout_ms_ >= 0) {
+      deadline_ = Deadline::after_ms(lazy_timeout_ms_);
+      lazy_timeout_ms_ = -1;
+    }
+    return deadline_;
+  }
   // Reused across steps so that steady state allocates nothing.
   struct StateQueue;                     // a std::deque<State>, defined in engine.cc
   std::unique_ptr<StateQueue> states_;

@@ -45,7 +45,7 @@ WorkPtr launch(Communicator& c, OpKind kind, DType dtype, RedOp redop, int root,
     sig.seq = comm->next_collective_seq();
     sig.algo = uint8_t(a);
     sig.algo_name = algo_name(a);
-    e.begin(sig, combine_op(redop), comm->op_deadline());
+    e.begin(sig, combine_op(redop), comm->timeout_ms());
     body(e, a);
   };
   if (!async) {

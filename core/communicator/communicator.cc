@@ -214,13 +214,25 @@ void Communicator::run_one(OpRef fn) {
   }
 }
 
+void Communicator::ExecLock::backoff(unsigned i) {
+  if (i < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else if (i < 256) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 void Communicator::run_blocking_ref(OpRef fn) {
   if (!idle_.load(std::memory_order_acquire)) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return (queue_.empty() && !worker_busy_) || stopping_; });
     if (stopping_) fail(Status::kAborted, "the communicator was aborted");
   }
-  std::lock_guard<std::mutex> exec(exec_mu_);
+  std::lock_guard<ExecLock> exec(exec_mu_);
   run_one(fn);
 }
 
@@ -312,7 +324,7 @@ class Communicator::QueueFeed final : public TransferFeed {
 };
 
 Status Communicator::run_captured(const std::function<void(Engine&)>& fn, std::string& message) {
-  std::lock_guard<std::mutex> exec(exec_mu_);
+  std::lock_guard<ExecLock> exec(exec_mu_);
   try {
     run_one(ref_of(fn));
     return Status::kSuccess;
@@ -363,7 +375,7 @@ void Communicator::abort() {
   cv_.notify_all();
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
   // Wait for a blocking operation on another thread to notice the abort.
-  std::lock_guard<std::mutex> exec(exec_mu_);
+  std::lock_guard<ExecLock> exec(exec_mu_);
 }
 
 std::vector<std::string> Communicator::internal_all_gather(const std::string& mine) {

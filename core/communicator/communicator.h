@@ -96,6 +96,8 @@ class Communicator {
   uint64_t next_recv_seq(int peer) { return ++recv_seq_[peer]; }
   /// Deadline for an operation starting now.
   Deadline op_deadline() const { return Deadline::after_ms(timeout_ms_.load()); }
+  /// The per-operation timeout now in force.
+  int64_t timeout_ms() const { return timeout_ms_.load(std::memory_order_relaxed); }
   const AlgoOverride& algo_override() const { return override_; }
 
   /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
@@ -144,8 +146,26 @@ class Communicator {
   std::map<int, double> premul_ops_;
   int next_op_ = 64;
 
+  /// Held while an operation runs. Unlocking is a plain release store: a
+  /// mutex's locked instruction there would wait for the operation's last
+  /// shared-memory writes to reach the peer, which the next call need not do.
+  /// Contention (abort, several threads on one communicator) is rare: waiters
+  /// spin briefly, then yield, then sleep in short naps.
+  class ExecLock {
+   public:
+    void lock() {
+      for (unsigned i = 0; held_.exchange(true, std::memory_order_acquire); ++i) {
+        while (held_.load(std::memory_order_relaxed)) backoff(i++);
+      }
+    }
+    void unlock() { held_.store(false, std::memory_order_release); }
+
+   private:
+    static void backoff(unsigned i);
+    std::atomic<bool> held_{false};
+  };
   // Execution: exec_mu_ is held while an operation runs; mu_ guards the queue.
-  std::mutex exec_mu_;
+  ExecLock exec_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
   struct Task {

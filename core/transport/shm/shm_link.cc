@@ -1,6 +1,8 @@
 #include "transport/shm/shm_link.h"
 
 #include <fcntl.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,7 +42,8 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& name, int nran
   auto seg = std::unique_ptr<ShmSegment>(new ShmSegment(name, base, bytes, true));
   for (int p = 0; p < nranks; ++p) {
     RingHeader* h = new (seg->ring(p)) RingHeader;  // placement-new on shared memory (no ownership)
-    h->head.store(0);
+    h->consumer_membarrier.store(0);
+    h->producer_membarrier.store(0);
     h->tail.store(0);
     h->consumer_sleeping.store(0);
     h->producer_sleeping.store(0);
@@ -97,7 +100,30 @@ std::atomic_ref<uint64_t> word_at(char* ring, uint64_t pos) {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(ring + pos % kShmRingBytes));
 }
 
+// Whether this process registered for membarrier(GLOBAL_EXPEDITED): then a
+// peer sleeping with that barrier also orders this process's accesses.
+bool membarrier_ready() {
+  static const bool ok = [] {
+    long cmds = ::syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds < 0 || (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+    return ::syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+  }();
+  return ok;
+}
+
 }  // namespace
+
+void ShmLink::announce_membarrier() {
+  if (!membarrier_ready()) return;
+  in_->consumer_membarrier.store(1);
+  out_->producer_membarrier.store(1);
+}
+
+void ShmLink::sleeper_fence() const {
+  if (!membarrier_ready() || ::syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
 
 size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb) {
   const size_t total = na + nb;
@@ -188,9 +214,17 @@ size_t ShmLink::try_recv(void* data, size_t n) {
 
 void ShmLink::flush() {
   if (!owe_consumer_ && !owe_producer_) return;
-  // Pairs with the fence in arm_*_wait: either the sleeper sees the new
-  // record or room, or this sees its flag and rings.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Pairs with sleeper_fence() in arm_*_wait: either the sleeper sees the new
+  // record or room, or this sees its flag and rings. A sleeper that uses
+  // membarrier() (and this process registered for it) needs no fence here.
+  const bool peers_barrier = membarrier_ready() &&
+                             (!owe_consumer_ || out_->consumer_membarrier.load(std::memory_order_relaxed) != 0) &&
+                             (!owe_producer_ || in_->producer_membarrier.load(std::memory_order_relaxed) != 0);
+  if (peers_barrier) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
   if (owe_consumer_ && out_->consumer_sleeping.load(std::memory_order_relaxed) != 0 &&
       out_->consumer_sleeping.exchange(0) != 0) {
     doorbell_();
@@ -204,7 +238,7 @@ void ShmLink::flush() {
 
 bool ShmLink::arm_send_wait() {
   out_->producer_sleeping.store(1);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  sleeper_fence();
   tail_seen_ = out_->tail.load(std::memory_order_acquire);
   // Enough room for the smallest record, after a skip to the start if needed.
   size_t to_end = kShmRingBytes - static_cast<size_t>(head_ % kShmRingBytes);
@@ -218,7 +252,7 @@ bool ShmLink::arm_send_wait() {
 
 bool ShmLink::arm_recv_wait() {
   in_->consumer_sleeping.store(1);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  sleeper_fence();
   if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0) {
     in_->consumer_sleeping.store(0);
     return false;

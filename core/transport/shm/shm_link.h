@@ -13,8 +13,12 @@
 // head-index line and a data line. `tail` counts bytes the consumer has
 // freed (the producer reads it only when the room it last saw is short).
 // Sleep flags implement the doorbell handshake (see transport.h): the sleeper
-// sets its flag, fences and re-checks; the other side fences in flush() and
-// rings the doorbell if it finds the flag set.
+// sets its flag, fences and re-checks; the other side, in flush(), checks the
+// flag after its writes and rings the doorbell if it finds it set. Where the
+// kernel offers membarrier(GLOBAL_EXPEDITED) the sleeper's fence is that
+// system call, which also orders the other side's writes and reads, so
+// flush() needs no fence of its own (an asymmetric fence: the rare side, going
+// to sleep, pays for the common side, which sends and receives).
 #pragma once
 
 #include <atomic>
@@ -31,7 +35,9 @@ namespace omniccl::transport {
 inline constexpr size_t kShmRingBytes = size_t(1) << 21;  // 2 MiB per ordered pair
 
 struct alignas(64) RingHeader {
-  alignas(64) std::atomic<uint64_t> head;  ///< unused (kept for the layout)
+  /// Set once by a side that arms its waits with membarrier() (see flush()).
+  alignas(64) std::atomic<uint32_t> consumer_membarrier;
+  std::atomic<uint32_t> producer_membarrier;
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
   alignas(64) std::atomic<uint32_t> producer_sleeping;
@@ -72,7 +78,9 @@ class ShmLink final : public Link {
  public:
   ShmLink(RingHeader* out, char* out_data, RingHeader* in, char* in_data,
           std::function<void()> doorbell)
-      : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)) {}
+      : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)) {
+    announce_membarrier();
+  }
   size_t try_send(const void* data, size_t n) override { return try_sendv(data, n, nullptr, 0); }
   size_t try_sendv(const void* a, size_t na, const void* b, size_t nb) override;
   size_t try_recv(void* data, size_t n) override;
@@ -93,6 +101,9 @@ class ShmLink final : public Link {
   char* in_data_;
   std::function<void()> doorbell_;
   size_t write_records(const char* a, size_t na, const char* b, size_t nb);
+  void announce_membarrier();
+  /// Full barrier before re-checking after arming a wait.
+  void sleeper_fence() const;
   uint64_t head_ = 0;          ///< producer: bytes written (records and padding)
   uint64_t tail_seen_ = 0;     ///< producer: last tail read (room is at least this)
   uint64_t read_pos_ = 0;      ///< consumer: start of the current record
