@@ -15,7 +15,16 @@ namespace omniccl {
 
 namespace {
 
-constexpr uint32_t kWireMagic = 0x4f434d48;  // "OCMH"
+constexpr uint32_t kWireMagic = 0x4f434d48;     // "OCMH"
+constexpr uint32_t kWireMagicRef = 0x4f434d52;  // "OCMR": the payload goes by reference (a RefDesc follows)
+
+/// Follows a by-reference header instead of the payload.
+struct RefDesc {
+  uint64_t addr;    ///< the payload's address in the sender's memory
+  uint64_t ticket;  ///< the sender's number for it (see Link::next_ticket)
+};
+
+constexpr size_t kRefChunk = 4 << 20;  // by-reference copy per pass (other transfers interleave)
 
 /// Precedes every message; see engine.h.
 struct WireHeader {
@@ -150,6 +159,9 @@ struct Engine::State {
   char* stage = nullptr;
   bool complete = false;
   bool armed = false;
+  bool by_ref = false;  // send: the payload goes by reference
+  RefDesc desc{};       // send: what goes; recv: what came
+  size_t desc_done = 0;
 };
 
 struct Engine::StateQueue : std::vector<State> {};
@@ -172,6 +184,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   deadline_ = deadline;
   lazy_timeout_ms_ = -1;
   probed_ = false;
+  single_copy_ = false;
 }
 
 void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
@@ -179,6 +192,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
   combine_ = combine;
   lazy_timeout_ms_ = std::max<int64_t>(timeout_ms, 0);
   probed_ = false;
+  single_copy_ = false;
 }
 
 void Engine::fail_mismatch(const std::string& diff) {
@@ -222,7 +236,7 @@ void Engine::check_header(const State& s) {
   const WireHeader& h = s.hdr;
   const int peer = s.t.peer;
   const OpSignature& mine = s.sig;
-  if (h.magic != kWireMagic) {
+  if (h.magic != kWireMagic && h.magic != kWireMagicRef) {
     std::string msg = str_cat(op_text(mine), ": corrupt message from ", mesh_.describe(peer),
                               " (bad magic); the byte streams are out of step");
     mesh_.broadcast_error(Status::kInternal, msg);
@@ -248,18 +262,22 @@ bool Engine::advance(State& s) {
   transport::Link& link = mesh_.link(s.t.peer);
   bool progressed = false;
   if (s.t.kind == Transfer::Kind::kSend) {
-    // Header and payload go as one write (one publish on shared memory).
-    while (s.hdr_done < sizeof(WireHeader) || s.done < s.t.bytes) {
+    // Header and payload (or its reference) go as one write (one publish on
+    // shared memory).
+    const char* payload = s.by_ref ? reinterpret_cast<const char*>(&s.desc) : s.t.src;
+    const size_t payload_bytes = s.by_ref ? sizeof(RefDesc) : s.t.bytes;
+    while (s.hdr_done < sizeof(WireHeader) || s.done < payload_bytes) {
       size_t hdr_left = sizeof(WireHeader) - s.hdr_done;
-      size_t k = link.try_sendv(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done, hdr_left, s.t.src + s.done,
-                                s.t.bytes - s.done);
+      size_t k = link.try_sendv(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done, hdr_left, payload + s.done,
+                                payload_bytes - s.done);
       if (k == 0) break;
       size_t kh = std::min(k, hdr_left);
       s.hdr_done += kh;
       s.done += k - kh;
       progressed = true;
     }
-    s.complete = s.hdr_done == sizeof(WireHeader) && s.done == s.t.bytes;
+    s.complete = s.hdr_done == sizeof(WireHeader) && s.done == payload_bytes &&
+                 (!s.by_ref || link.ticket_done(s.desc.ticket));
     return progressed;
   }
   if (s.hdr_done == 0 && link.zero_copy()) {
@@ -271,16 +289,21 @@ bool Engine::advance(State& s) {
       s.hdr_done = sizeof(WireHeader);
       check_header(s);
       const char* payload = avail.data() + sizeof(WireHeader);
-      size_t n = std::min(avail.size() - sizeof(WireHeader), s.t.bytes);
-      if (s.t.kind == Transfer::Kind::kRecv) {
+      size_t n = avail.size() - sizeof(WireHeader);
+      if (s.hdr.magic == kWireMagicRef) {
+        n = std::min(n, sizeof(RefDesc));
+        std::memcpy(&s.desc, payload, n);
+        s.desc_done = n;
+      } else if (s.t.kind == Transfer::Kind::kRecv) {
+        n = std::min(n, s.t.bytes);
         if (n > 0) std::memcpy(s.t.dst, payload, n);
+        s.done = n;
       } else {
         const size_t esize = dtype_size(s.sig.dtype);
-        n = n / esize * esize;
+        n = std::min(n, s.t.bytes) / esize * esize;
         if (n > 0) kernels::cpu::reduce(s.t.dst, s.t.src, payload, n / esize, s.sig.dtype, combine_);
-        s.reduced = n;
+        s.done = s.reduced = n;
       }
-      s.done = n;
       link.consume(sizeof(WireHeader) + n);
       progressed = true;
     }
@@ -292,6 +315,7 @@ bool Engine::advance(State& s) {
     if (s.hdr_done < sizeof(WireHeader)) return progressed;
     check_header(s);
   }
+  if (s.hdr.magic == kWireMagicRef) return advance_by_reference(s, link) || progressed;
   if (s.t.kind == Transfer::Kind::kRecv) {
     while (s.done < s.t.bytes) {
       size_t k = link.try_recv(s.t.dst + s.done, s.t.bytes - s.done);
@@ -342,6 +366,35 @@ bool Engine::advance(State& s) {
   return progressed;
 }
 
+bool Engine::advance_by_reference(State& s, transport::Link& link) {
+  while (s.desc_done < sizeof(RefDesc)) {
+    size_t k = link.try_recv(reinterpret_cast<char*>(&s.desc) + s.desc_done, sizeof(RefDesc) - s.desc_done);
+    if (k == 0) return false;
+    s.desc_done += k;
+  }
+  // One chunk per pass, so that the step's other transfers keep moving.
+  if (s.done < s.t.bytes) {
+    if (s.t.kind == Transfer::Kind::kRecv) {
+      size_t n = std::min(kRefChunk, s.t.bytes - s.done);
+      link.read_remote(s.t.dst + s.done, s.desc.addr + s.done, n);
+      s.done += n;
+    } else {
+      // Into a cache-sized stage, then reduced from there.
+      size_t n = std::min(kStageBytes, s.t.bytes - s.done);
+      link.read_remote(s.stage, s.desc.addr + s.done, n);
+      const size_t esize = dtype_size(s.sig.dtype);
+      kernels::cpu::reduce(s.t.dst + s.done, s.t.src + s.done, s.stage, n / esize, s.sig.dtype, combine_);
+      s.done += n;
+      s.reduced = s.done;
+    }
+  }
+  if (s.done == s.t.bytes) {
+    link.finish_remote();
+    s.complete = true;
+  }
+  return true;
+}
+
 void Engine::flush_links() {
   for (const State& s : *states_) mesh_.link(s.t.peer).flush();
 }
@@ -355,6 +408,7 @@ void Engine::run_feed(TransferFeed& feed) {
   sig_ = OpSignature{};
   sig_.kind = OpKind::kSendRecv;
   probed_ = false;
+  single_copy_ = false;
   run_guarded({}, &feed);
 }
 
@@ -394,6 +448,17 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
                          sig.count,  s.t.bytes};
     }
     if (s.t.kind == Transfer::Kind::kRecvReduce) s.stage = staging_.data() + kStageBytes * stage_i++;
+    if (s.t.kind == Transfer::Kind::kSend && single_copy_ && sig.kind != OpKind::kSendRecv) {
+      // Collectives only: their steps post every receive a send waits for,
+      // while point-to-point sends keep completing without the receiver
+      // (buffered), as programs written for MPI's eager sends expect.
+      transport::Link& link = mesh_.link(s.t.peer);
+      if (link.by_reference(s.t.bytes)) {
+        s.by_ref = true;
+        s.hdr.magic = kWireMagicRef;
+        s.desc = RefDesc{reinterpret_cast<uint64_t>(s.t.src), link.next_ticket()};
+      }
+    }
     return s;
   };
   for (const auto& t : transfers) add(t, sig_, Deadline::never());  // op_deadline() applies
@@ -507,6 +572,8 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       transport::Link& link = mesh_.link(s.t.peer);
       if (link.poll_fd() >= 0) {
         fds.push_back({link.poll_fd(), short(sending ? POLLOUT : POLLIN), 0});
+      } else if (sending && s.by_ref && s.done == sizeof(RefDesc)) {
+        if (!link.arm_ticket_wait(s.desc.ticket)) ready = true;
       } else if (!(sending ? link.arm_send_wait() : link.arm_recv_wait())) {
         ready = true;
       }

@@ -118,6 +118,10 @@ class Engine {
   /// selects independent buffers.
   char* scratch(size_t bytes, int slot = 0);
 
+  /// Lets this operation's large sends go by reference where the link can
+  /// (see Link::by_reference); begin() turns it off.
+  void set_single_copy(bool on) { single_copy_ = on; }
+
   /// An empty transfer list to build a step in, reused across operations
   /// (no allocation in steady state). Valid until the next call.
   std::vector<Transfer>& step_list() {
@@ -135,6 +139,7 @@ class Engine {
   bool advance(State& s);
   void check_header(const State& s);
   void flush_links();
+  bool advance_by_reference(State& s, transport::Link& link);
   void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
   void run_impl(std::span<const Transfer> transfers, TransferFeed* feed);
   void probe_signatures();
@@ -147,6 +152,7 @@ class Engine {
   RedOp combine_ = RedOp::kSum;
   Deadline deadline_ = Deadline::never();
   bool probed_ = false;      ///< peers were asked for their signatures in this op
+  bool single_copy_ = false;
   int64_t lazy_timeout_ms_ = -1;  ///< >= 0: deadline_ not computed yet
   const Deadline& op_deadline() {
     if (lazy_timeout_ms_ >= 0) {

@@ -20,6 +20,10 @@ constexpr SettingInfo kSettings[] = {
     {"OMNICCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO, DEBUG or TRACE (to stderr)."},
     {"OMNICCL_DEBUG_SUBSYS", "ALL",
      "Comma list of log subsystems: INIT, BOOTSTRAP, TRANSPORT, COLL, TUNING, ALL."},
+    {"OMNICCL_SHM_SINGLE_COPY", "1",
+     "1: collectives on shared memory move payloads of 256 KiB and more with one copy "
+     "(the receiver reads the sender's buffer with process_vm_readv, where the OS allows it); 0: always "
+     "two copies through the shared rings."},
     {"OMNICCL_SOCKET_ADDR", "(auto)",
      "IP address this rank listens on for TCP connections; default: the address "
      "that reaches the rendezvous host."},

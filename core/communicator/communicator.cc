@@ -46,6 +46,10 @@ CommConfig CommConfig::from_environment() {
   if (auto v = get_setting("OMNICCL_TIMEOUT")) c.timeout_ms = parse_duration_ms(*v, "OMNICCL_TIMEOUT");
   if (auto v = get_setting("OMNICCL_TRANSPORT")) c.transport = *v;
   if (auto v = get_setting("OMNICCL_ALGO")) c.algorithm = *v;
+  if (auto v = get_setting("OMNICCL_SHM_SINGLE_COPY")) {
+    check_arg(*v == "0" || *v == "1", "OMNICCL_SHM_SINGLE_COPY is '", *v, "'; use 0 or 1");
+    c.single_copy = *v == "1";
+  }
   return c;
 }
 
@@ -148,6 +152,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.transport = config.transport;
   opts.tcp_ip = tcp_ip;
   opts.deadline = deadline;
+  opts.single_copy = config.single_copy;
   auto mesh = transport::Mesh::create(opts, exchange);
   if (n == 1) exchange("");
   // Everyone has read everything (the mesh ends with a barrier): tidy up,
@@ -447,6 +452,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
         opts.transport = cfg.transport;
         opts.tcp_ip = tcp_ip_;
         opts.deadline = op_deadline();
+        opts.single_copy = cfg.single_copy;
         auto mesh = transport::Mesh::create(opts, exchange);
         if (!exchanged) internal_all_gather("");
         result.reset(new Communicator(new_rank, opts.size, cfg, std::move(mesh), session));

@@ -41,6 +41,7 @@ struct CommConfig {
   std::string transport = "auto";
   std::string algorithm;  ///< empty: tuned
   std::string algorithm_source = "OMNICCL_ALGO";
+  bool single_copy = true;  ///< OMNICCL_SHM_SINGLE_COPY
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO.
   static CommConfig from_environment();

@@ -214,7 +214,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
       Mesh* self = m.get();
       m->links_[p] = std::make_unique<ShmLink>(seg->ring(opts.rank), seg->ring_data(opts.rank),
                                                m->own_segment_->ring(p), m->own_segment_->ring_data(p),
-                                               [self, p] { self->doorbell(p); });
+                                               [self, p] { self->doorbell(p); }, *seg, opts.single_copy);
       m->peer_segments_.push_back(std::move(seg));
     }
   }

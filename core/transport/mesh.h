@@ -52,6 +52,7 @@ struct MeshOptions {
   uint64_t session = 0;     ///< unique per communicator; names sockets and segments
   std::string transport;    ///< "auto", "shm" or "tcp"
   std::string tcp_ip;       ///< IP to listen on for TCP
+  bool single_copy = true;  ///< shared memory may move large payloads by reference
   Deadline deadline = Deadline::never();
 };
 

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <span>
 
+#include "common/status.h"
+
 namespace omniccl::transport {
 
 class Link {
@@ -56,6 +58,37 @@ class Link {
   virtual void consume(size_t n) { (void)n; }
   /// Whether peek()/consume() are supported.
   virtual bool zero_copy() const { return false; }
+
+  // Single copy (payloads by reference): the sender sends only the address of
+  // its payload; the receiver copies it straight from the sender's memory and
+  // then says so, and only then is the send complete.
+  /// Whether a payload of `bytes` may go by reference on this link.
+  virtual bool by_reference(size_t bytes) const {
+    (void)bytes;
+    return false;
+  }
+  /// Sender: the number of a new payload sent by reference.
+  virtual uint64_t next_ticket() { return 0; }
+  /// Sender: whether the receiver has finished copying payload `ticket`.
+  virtual bool ticket_done(uint64_t ticket) {
+    (void)ticket;
+    return true;
+  }
+  /// Sender: about to sleep until ticket_done(ticket); false when it is.
+  virtual bool arm_ticket_wait(uint64_t ticket) {
+    (void)ticket;
+    return false;
+  }
+  /// Receiver: copies n bytes at address `remote` of the sender into dst.
+  /// Throws Error(kPeerFailure) when the sender is gone.
+  virtual void read_remote(void* dst, uint64_t remote, size_t n) {
+    (void)dst;
+    (void)remote;
+    (void)n;
+    fail(Status::kInternal, "a payload by reference arrived on a ", kind(), " link, which cannot read it");
+  }
+  /// Receiver: the payload by reference being read is complete (in order).
+  virtual void finish_remote() {}
 };
 
 }  // namespace omniccl::transport

@@ -196,4 +196,20 @@ Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov
   return Algo::kDirect;
 }
 
+bool single_copy_for(OpKind kind, uint64_t bytes) {
+  constexpr uint64_t kLargest = uint64_t(64) << 20;
+  switch (kind) {
+    case OpKind::kGather:
+    case OpKind::kScatter:
+    case OpKind::kGatherV:
+    case OpKind::kScatterV: return true;
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather:
+    case OpKind::kAllToAll:
+    case OpKind::kAllGatherV:
+    case OpKind::kAllToAllV: return bytes <= kLargest;
+    default: return false;
+  }
+}
+
 }  // namespace omniccl

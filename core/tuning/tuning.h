@@ -51,4 +51,12 @@ class AlgoOverride {
 /// Picks the algorithm for one call. Deterministic, so every rank agrees.
 Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov);
 
+/// Whether operation `kind` of `bytes` (as for choose_algo) should move large
+/// payloads by reference (single copy) on links that can. Reductions do not:
+/// they already reduce straight out of the shared ring, and a by-reference
+/// read costs a system call and page pinning per chunk. Data movement does,
+/// up to 64 MiB; above that two copies pipelined over two cores measured
+/// faster on the development machine (gather and scatter excepted).
+bool single_copy_for(OpKind kind, uint64_t bytes);
+
 }  // namespace omniccl

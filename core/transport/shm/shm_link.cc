@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <random>
 
 #include "common/fd.h"
 #include "common/status.h"
@@ -20,6 +22,16 @@ namespace omniccl::transport {
 namespace {
 constexpr size_t kPerRing = sizeof(RingHeader) + kShmRingBytes;
 constexpr size_t kHeaderBytes = 4096;
+
+// A random word at a fixed address of this process: a peer that reads it
+// back through process_vm_readv knows it reads this process's memory.
+const uint64_t& probe_word() {
+  static const uint64_t word = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(::getpid());
+  }();
+  return word;
+}
 }  // namespace
 
 size_t ShmSegment::bytes_for(int nranks) { return kHeaderBytes + kPerRing * size_t(nranks); }
@@ -40,10 +52,17 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& name, int nran
     fail_errno(str_cat("mmap(", name, ")"), err);
   }
   auto seg = std::unique_ptr<ShmSegment>(new ShmSegment(name, base, bytes, true));
+  static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
+  auto* sh = new (base) SegmentHeader;  // placement-new on shared memory (no ownership)
+  sh->pid = static_cast<uint64_t>(::getpid());
+  sh->probe_addr = reinterpret_cast<uint64_t>(&probe_word());
+  sh->probe_value = probe_word();
   for (int p = 0; p < nranks; ++p) {
     RingHeader* h = new (seg->ring(p)) RingHeader;  // placement-new on shared memory (no ownership)
     h->consumer_membarrier.store(0);
     h->producer_membarrier.store(0);
+    h->consumer_reads_refs.store(0);
+    h->refs_done.store(0);
     h->tail.store(0);
     h->consumer_sleeping.store(0);
     h->producer_sleeping.store(0);
@@ -113,6 +132,72 @@ bool membarrier_ready() {
 
 }  // namespace
 
+ShmLink::ShmLink(RingHeader* out, char* out_data, RingHeader* in, char* in_data, std::function<void()> doorbell,
+                 const ShmSegment& peer_segment, bool single_copy)
+    : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)) {
+  announce_membarrier();
+  const SegmentHeader& peer = peer_segment.header();
+  peer_pid_ = static_cast<int>(peer.pid);
+  if (single_copy) {
+    // Can this process read the peer's memory (same user, ptrace rules allow
+    // it, same pid namespace)? Then the peer may send large payloads by
+    // reference.
+    uint64_t seen = 0;
+    iovec local{&seen, sizeof seen};
+    iovec remote{reinterpret_cast<void*>(peer.probe_addr), sizeof seen};
+    if (::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof seen) &&
+        seen == peer.probe_value) {
+      in_->consumer_reads_refs.store(1, std::memory_order_release);
+    }
+  }
+}
+
+// Payloads from this size up go by reference where the receiver can read
+// them: below it, two copies through the cache-resident ring cost less than
+// the system call and page pinning.
+constexpr size_t kByReferenceMin = 256 * 1024;
+
+bool ShmLink::by_reference(size_t bytes) const {
+  return bytes >= kByReferenceMin && out_->consumer_reads_refs.load(std::memory_order_acquire) != 0;
+}
+
+bool ShmLink::ticket_done(uint64_t ticket) {
+  return out_->refs_done.load(std::memory_order_acquire) >= ticket;
+}
+
+bool ShmLink::arm_ticket_wait(uint64_t ticket) {
+  out_->producer_sleeping.store(1);
+  sleeper_fence();
+  if (ticket_done(ticket)) {
+    out_->producer_sleeping.store(0);
+    return false;
+  }
+  return true;
+}
+
+void ShmLink::read_remote(void* dst, uint64_t remote, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    iovec l{static_cast<char*>(dst) + done, n - done};
+    iovec r{reinterpret_cast<void*>(remote + done), n - done};
+    ssize_t k = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
+    if (k > 0) {
+      done += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno == ESRCH) {
+      fail(Status::kPeerFailure, "the sending process (pid ", peer_pid_, ") exited while its data was being read");
+    }
+    fail_errno(str_cat("process_vm_readv of ", n - done, " bytes from pid ", peer_pid_), k < 0 ? errno : EIO);
+  }
+}
+
+void ShmLink::finish_remote() {
+  in_->refs_done.fetch_add(1, std::memory_order_release);
+  owe_producer_ = true;
+}
+
 void ShmLink::announce_membarrier() {
   if (!membarrier_ready()) return;
   in_->consumer_membarrier.store(1);
@@ -133,7 +218,10 @@ size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb
     size_t pos = static_cast<size_t>(head_ % kShmRingBytes);
     size_t to_end = kShmRingBytes - pos;
     size_t need_min = (to_end < 2 * kLine ? to_end : 0) + 2 * kLine;  // a 1-byte record (after a skip)
-    if (room < need_min + kSpare) {
+    // Re-read the tail when the room last seen cannot take the rest (not
+    // just when it cannot take anything): a stale tail would cut the rest
+    // into small records.
+    if (room < need_min + kSpare || room < round_up(8 + std::min(total - done, kMaxRecord)) + kSpare) {
       tail_seen_ = out_->tail.load(std::memory_order_acquire);
       room = kShmRingBytes - static_cast<size_t>(head_ - tail_seen_);
       if (room < need_min + kSpare) break;

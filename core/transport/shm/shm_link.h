@@ -38,9 +38,22 @@ struct alignas(64) RingHeader {
   /// Set once by a side that arms its waits with membarrier() (see flush()).
   alignas(64) std::atomic<uint32_t> consumer_membarrier;
   std::atomic<uint32_t> producer_membarrier;
+  /// Set once by the consumer when it can read the producer's memory
+  /// (process_vm_readv): large payloads may then go by reference.
+  std::atomic<uint32_t> consumer_reads_refs;
+  /// Payloads sent by reference that the consumer has finished copying.
+  std::atomic<uint64_t> refs_done;
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
   alignas(64) std::atomic<uint32_t> producer_sleeping;
+};
+
+/// Start of every segment: lets a peer check that it can read its creator's
+/// memory (it reads `probe_addr` in process `pid` and expects `probe_value`).
+struct SegmentHeader {
+  uint64_t pid;
+  uint64_t probe_addr;
+  uint64_t probe_value;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings need lock-free atomics");
 
@@ -58,6 +71,7 @@ class ShmSegment {
   /// Ring carrying bytes from rank `from` to this segment's owner.
   RingHeader* ring(int from) const;
   char* ring_data(int from) const;
+  const SegmentHeader& header() const { return *static_cast<const SegmentHeader*>(base_); }
   /// Removes the name (mapping stays valid). Idempotent.
   void unlink();
   static size_t bytes_for(int nranks);
@@ -73,14 +87,14 @@ class ShmSegment {
 };
 
 /// A Link over two rings: `out` (in the peer's segment) and `in` (in ours).
-/// `doorbell` rings the peer over its control socket.
+/// `doorbell` rings the peer over its control socket. With `single_copy`,
+/// large payloads of collectives may go by reference: the receiver copies
+/// them straight from the sender's memory with process_vm_readv (one copy
+/// instead of two), when a probe of `peer_segment`'s header shows it can.
 class ShmLink final : public Link {
  public:
-  ShmLink(RingHeader* out, char* out_data, RingHeader* in, char* in_data,
-          std::function<void()> doorbell)
-      : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)) {
-    announce_membarrier();
-  }
+  ShmLink(RingHeader* out, char* out_data, RingHeader* in, char* in_data, std::function<void()> doorbell,
+          const ShmSegment& peer_segment, bool single_copy);
   size_t try_send(const void* data, size_t n) override { return try_sendv(data, n, nullptr, 0); }
   size_t try_sendv(const void* a, size_t na, const void* b, size_t nb) override;
   size_t try_recv(void* data, size_t n) override;
@@ -93,6 +107,12 @@ class ShmLink final : public Link {
   std::span<const char> peek() override;
   void consume(size_t n) override;
   bool zero_copy() const override { return true; }
+  bool by_reference(size_t bytes) const override;
+  uint64_t next_ticket() override { return ++tickets_; }
+  bool ticket_done(uint64_t ticket) override;
+  bool arm_ticket_wait(uint64_t ticket) override;
+  void read_remote(void* dst, uint64_t remote, size_t n) override;
+  void finish_remote() override;
 
  private:
   RingHeader* out_;
@@ -104,6 +124,8 @@ class ShmLink final : public Link {
   void announce_membarrier();
   /// Full barrier before re-checking after arming a wait.
   void sleeper_fence() const;
+  int peer_pid_ = 0;
+  uint64_t tickets_ = 0;       ///< producer: payloads sent by reference
   uint64_t head_ = 0;          ///< producer: bytes written (records and padding)
   uint64_t tail_seen_ = 0;     ///< producer: last tail read (room is at least this)
   uint64_t read_pos_ = 0;      ///< consumer: start of the current record
