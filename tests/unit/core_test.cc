@@ -1,6 +1,7 @@
 // Unit tests of the pure parts of the core: settings, tuning, rank patterns.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "algorithm/patterns/patterns.h"
 #include "common/settings.h"
 #include "common/status.h"
+#include "communicator/communicator.h"
 #include "tuning/tuning.h"
 
 namespace omniccl {
@@ -141,3 +143,20 @@ TEST(Patterns, BinomialSubtreesTileTheRanks) {
 
 }  // namespace
 }  // namespace omniccl
+
+TEST(Settings, ShmSingleCopyTakesZeroOrOne) {
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
+  EXPECT_FALSE(omniccl::CommConfig::from_environment().single_copy);
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "1", 1);
+  EXPECT_TRUE(omniccl::CommConfig::from_environment().single_copy);
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "yes", 1);
+  try {
+    omniccl::CommConfig::from_environment();
+    ADD_FAILURE() << "OMNICCL_SHM_SINGLE_COPY=yes was accepted";
+  } catch (const omniccl::Error& e) {
+    EXPECT_EQ(e.status(), omniccl::Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("OMNICCL_SHM_SINGLE_COPY"), std::string::npos) << e.what();
+  }
+  ::unsetenv("OMNICCL_SHM_SINGLE_COPY");
+  EXPECT_TRUE(omniccl::CommConfig::from_environment().single_copy);
+}

@@ -115,6 +115,14 @@ constexpr size_t kSpare = kLine;
 
 constexpr size_t round_up(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 
+// Room the producer at byte position `head` needs to write anything: a
+// 1-byte record (after a skip to the ring's start when too close to its end)
+// and the spare line behind it.
+constexpr size_t min_room(uint64_t head) {
+  size_t to_end = kShmRingBytes - static_cast<size_t>(head % kShmRingBytes);
+  return (to_end < 2 * kLine ? to_end : 0) + 2 * kLine + kSpare;
+}
+
 std::atomic_ref<uint64_t> word_at(char* ring, uint64_t pos) {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(ring + pos % kShmRingBytes));
 }
@@ -217,14 +225,13 @@ size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb
     size_t room = kShmRingBytes - static_cast<size_t>(head_ - tail_seen_);
     size_t pos = static_cast<size_t>(head_ % kShmRingBytes);
     size_t to_end = kShmRingBytes - pos;
-    size_t need_min = (to_end < 2 * kLine ? to_end : 0) + 2 * kLine;  // a 1-byte record (after a skip)
     // Re-read the tail when the room last seen cannot take the rest (not
     // just when it cannot take anything): a stale tail would cut the rest
     // into small records.
-    if (room < need_min + kSpare || room < round_up(8 + std::min(total - done, kMaxRecord)) + kSpare) {
+    if (room < min_room(head_) || room < round_up(8 + std::min(total - done, kMaxRecord)) + kSpare) {
       tail_seen_ = out_->tail.load(std::memory_order_acquire);
       room = kShmRingBytes - static_cast<size_t>(head_ - tail_seen_);
-      if (room < need_min + kSpare) break;
+      if (room < min_room(head_)) break;
     }
     if (to_end < 2 * kLine) {
       // Too close to the end for a record: continue at the ring's start.
@@ -328,10 +335,7 @@ bool ShmLink::arm_send_wait() {
   out_->producer_sleeping.store(1);
   sleeper_fence();
   tail_seen_ = out_->tail.load(std::memory_order_acquire);
-  // Enough room for the smallest record, after a skip to the start if needed.
-  size_t to_end = kShmRingBytes - static_cast<size_t>(head_ % kShmRingBytes);
-  size_t need_min = (to_end < 2 * kLine ? to_end : 0) + 2 * kLine + kSpare;
-  if (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) >= need_min) {
+  if (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) >= min_room(head_)) {
     out_->producer_sleeping.store(0);
     return false;
   }
