@@ -169,7 +169,8 @@ struct Engine::StateQueue : std::vector<State> {};
 Engine::~Engine() = default;
 
 Engine::Engine(transport::Mesh& mesh) : mesh_(mesh), states_(std::make_unique<StateQueue>()) {
-  spin_for_ = mesh_.local_size() <= usable_cpus() ? kSpinAlone : kSpinShared;
+  oversubscribed_ = mesh_.local_size() > usable_cpus();
+  spin_for_ = oversubscribed_ ? kSpinShared : kSpinAlone;
   mesh_.set_op_describer([this] {
     // Point-to-point numbers are per pair, so they carry no comparable signature.
     bool p2p = sig_.kind == OpKind::kSendRecv;

@@ -121,6 +121,10 @@ class Engine {
   /// Lets this operation's large sends go by reference where the link can
   /// (see Link::by_reference); begin() turns it off.
   void set_single_copy(bool on) { single_copy_ = on; }
+  /// Whether this host runs more of the communicator's ranks than this rank
+  /// may use cores (then waits cannot spin long, and every hand-off between
+  /// ranks may need a context switch).
+  bool oversubscribed() const { return oversubscribed_; }
 
   /// An empty transfer list to build a step in, reused across operations
   /// (no allocation in steady state). Valid until the next call.
@@ -169,6 +173,7 @@ class Engine {
   std::vector<State*> waiting_;
   std::vector<Transfer> step_list_;
   std::chrono::nanoseconds spin_for_{0};
+  bool oversubscribed_ = false;
   std::vector<std::vector<char>> scratch_;
   std::vector<char> staging_;
 };

@@ -46,7 +46,7 @@ WorkPtr launch(Communicator& c, OpKind kind, DType dtype, RedOp redop, int root,
     sig.algo = uint8_t(a);
     sig.algo_name = algo_name(a);
     e.begin(sig, combine_op(redop), comm->timeout_ms());
-    e.set_single_copy(comm->config().single_copy && single_copy_for(kind, tune_bytes));
+    e.set_single_copy(comm->config().single_copy && single_copy_for(kind, tune_bytes, e.oversubscribed()));
     body(e, a);
   };
   if (!async) {

@@ -196,14 +196,14 @@ Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov
   return Algo::kDirect;
 }
 
-bool single_copy_for(OpKind kind, uint64_t bytes) {
+bool single_copy_for(OpKind kind, uint64_t bytes, bool oversubscribed) {
   constexpr uint64_t kLargest = uint64_t(64) << 20;
   switch (kind) {
     case OpKind::kGather:
     case OpKind::kScatter:
     case OpKind::kGatherV:
     case OpKind::kScatterV: return true;
-    case OpKind::kBroadcast:
+    case OpKind::kBroadcast: return !oversubscribed && bytes <= kLargest;
     case OpKind::kAllGather:
     case OpKind::kAllToAll:
     case OpKind::kAllGatherV:

@@ -94,6 +94,22 @@ TEST(Tuning, DefaultsDependOnSize) {
   EXPECT_EQ(choose_algo(OpKind::kBarrier, 0, 4, none), Algo::kDissemination);
 }
 
+TEST(Tuning, SingleCopyOnlyForDataMovement) {
+  constexpr uint64_t kMiB = 1 << 20;
+  for (bool over : {false, true}) {
+    EXPECT_FALSE(single_copy_for(OpKind::kAllReduce, 16 * kMiB, over));
+    EXPECT_FALSE(single_copy_for(OpKind::kReduceScatter, 16 * kMiB, over));
+    EXPECT_FALSE(single_copy_for(OpKind::kSendRecv, 16 * kMiB, over));
+    EXPECT_TRUE(single_copy_for(OpKind::kGather, 512 * kMiB, over));
+    EXPECT_TRUE(single_copy_for(OpKind::kAllGather, 16 * kMiB, over));
+    EXPECT_FALSE(single_copy_for(OpKind::kAllGather, 128 * kMiB, over));
+  }
+  // Broadcast forwards chunks along a chain: by reference only when every
+  // local rank has a core to run on.
+  EXPECT_TRUE(single_copy_for(OpKind::kBroadcast, 16 * kMiB, false));
+  EXPECT_FALSE(single_copy_for(OpKind::kBroadcast, 16 * kMiB, true));
+}
+
 TEST(Patterns, BlocksPartitionEveryElementOnce) {
   for (size_t n : {1, 2, 3, 5, 8}) {
     for (size_t count : {0, 1, 7, 16, 1001}) {
