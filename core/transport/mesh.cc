@@ -212,7 +212,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
     } else {
       auto seg = ShmSegment::open(remote[p].shm_name, opts.size);
       Mesh* self = m.get();
-      m->links_[p] = std::make_unique<ShmLink>(seg->ring(opts.rank), seg->ring_data(opts.rank),
+      m->links_[p] = std::make_unique<ShmLink>(p, seg->ring(opts.rank), seg->ring_data(opts.rank),
                                                m->own_segment_->ring(p), m->own_segment_->ring_data(p),
                                                [self, p] { self->doorbell(p); }, *seg, opts.single_copy);
       m->peer_segments_.push_back(std::move(seg));

@@ -2,8 +2,11 @@
 // every rendezvous, communicator queries, split, async work handles,
 // send/recv, PREMUL_SUM op lifetime and DLPack layouts.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +14,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <set>
@@ -799,6 +805,130 @@ TEST(Api, DlpackShapesStridesByteOffset) {
       for (int i = 0; i < 15; ++i) RANK_CHECK(v[i] == rank, rank, "rejected tensor was modified");
     }
     return check_all_reduce(comm, rank, n, rank);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// ---------------------------------------------------------------------------
+// Single copy on shared memory (process_vm_readv), seen through the link's
+// INFO log lines: it must be taken where the OS allows it, and everything
+// must still arrive when the start-up probe fails.
+
+/// Runs fn with this process's stderr going to a file; returns the file.
+std::string capture_stderr(int rank, const std::function<int()>& fn, int* rc) {
+  char path[] = "/tmp/omniccl-stderr-XXXXXX";
+  int fd = ::mkstemp(path);
+  if (fd < 0) {
+    *rc = 1;
+    return {};
+  }
+  ::fflush(stderr);
+  int saved = ::dup(2);
+  ::dup2(fd, 2);
+  *rc = fn();
+  ::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(path);
+  if (*rc != 0) std::fprintf(stderr, "rank %d stderr:\n%s", rank, text.c_str());
+  return text;
+}
+
+/// Three all_gathers of `per_rank` floats per rank and one all_reduce of the
+/// same size, results checked; returns 0 on success.
+int gather_and_reduce(int rank, size_t per_rank) {
+  const char* init = std::getenv("OCCL_TEST_INIT");
+  RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
+  occl_config_t cfg = OCCL_CONFIG_INIT;
+  cfg.timeout_ms = 120000;
+  cfg.transport = "shm";
+  occl_comm_t comm = nullptr;
+  RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
+  Buf send(DT::kF32, per_rank), recv(DT::kF32, 2 * per_rank), sum(DT::kF32, per_rank);
+  Tensor1D ts(send.data(), int64_t(per_rank), dl_float(32)), tr(recv.data(), int64_t(2 * per_rank), dl_float(32));
+  Tensor1D tsum(sum.data(), int64_t(per_rank), dl_float(32));
+  for (int round = 0; round < 3; ++round) {
+    fill_pattern(DT::kF32, send.data(), per_rank, 0, rank, uint64_t(round));
+    RANK_OK(occl_all_gather(&ts, &tr, comm, nullptr), rank);
+    for (int p = 0; p < 2; ++p) {
+      std::string err = check_pattern(DT::kF32, recv.data() + p * per_rank * 4, per_rank, 0, p, uint64_t(round));
+      RANK_CHECK(err.empty(), rank, cat("all_gather round ", round, ", block of rank ", p, ": ", err));
+    }
+  }
+  auto* in = reinterpret_cast<float*>(send.data());
+  for (size_t i = 0; i < per_rank; ++i) in[i] = float(i % 1000) + float(rank);
+  RANK_OK(occl_all_reduce(&ts, &tsum, OCCL_SUM, comm, nullptr), rank);
+  auto* out = reinterpret_cast<const float*>(sum.data());
+  for (size_t i = 0; i < per_rank; ++i) {
+    RANK_CHECK(out[i] == 2 * float(i % 1000) + 1, rank, cat("all_reduce element ", i, ": ", out[i]));
+  }
+  RANK_OK(occl_comm_destroy(comm), rank);
+  return 0;
+}
+
+constexpr size_t kSingleCopyFloats = 256 * 1024;  // 1 MiB per rank: above the by-reference threshold
+
+JobOptions single_copy_job(const std::string& on) {
+  JobOptions o = opts(2, "shm");
+  o.create_comm = false;
+  o.env = {{"OMNICCL_DEBUG", "INFO"}, {"OMNICCL_DEBUG_SUBSYS", "TRANSPORT"}, {"OMNICCL_SHM_SINGLE_COPY", on}};
+  return o;
+}
+
+TEST(SingleCopy, LargeAllGatherGoesByReference) {
+  JobResult res = run_ranks(single_copy_job("1"), [](occl_comm_t, int rank, int) {
+    int rc = 0;
+    std::string log = capture_stderr(rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
+    if (rc != 0) return rc;
+    RANK_CHECK(log.find("single copy on") != std::string::npos, rank, "no 'single copy on' line in:\n" + log);
+    // Each rank reads the other's 1 MiB block once per all_gather; the
+    // all_reduce moves nothing by reference.
+    const std::string want = cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4,
+                                 " bytes) read by reference");
+    RANK_CHECK(log.find(want) != std::string::npos, rank, "expected '" + want + "' in:\n" + log);
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+TEST(SingleCopy, OffByEnvironment) {
+  JobResult res = run_ranks(single_copy_job("0"), [](occl_comm_t, int rank, int) {
+    int rc = 0;
+    std::string log = capture_stderr(rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
+    if (rc != 0) return rc;
+    RANK_CHECK(log.find("single copy off") != std::string::npos, rank, "no 'single copy off' line in:\n" + log);
+    const std::string want = "0 payload(s) sent by reference, 0 (0 bytes) read by reference";
+    RANK_CHECK(log.find(want) != std::string::npos, rank, "expected '" + want + "' in:\n" + log);
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+/// Makes this process's memory unreadable to its siblings: not dumpable, and
+/// without CAP_SYS_PTRACE (which would override that) in the effective set.
+bool forbid_memory_reads() {
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return false;
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &hdr, data) != 0) return false;
+  data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+  return ::syscall(SYS_capset, &hdr, data) == 0;
+}
+
+TEST(SingleCopy, FallsBackToTwoCopiesWhenThePeerCannotBeRead) {
+  JobResult res = run_ranks(single_copy_job("1"), [](occl_comm_t, int rank, int) {
+    RANK_CHECK(forbid_memory_reads(), rank, cat("prctl/capset: ", std::strerror(errno)));
+    int rc = 0;
+    std::string log = capture_stderr(rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
+    if (rc != 0) return rc;
+    RANK_CHECK(log.find("single copy unavailable, two copies (process_vm_readv") != std::string::npos, rank,
+               "no 'single copy unavailable' line in:\n" + log);
+    const std::string want = "0 payload(s) sent by reference, 0 (0 bytes) read by reference";
+    RANK_CHECK(log.find(want) != std::string::npos, rank, "expected '" + want + "' in:\n" + log);
+    return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }

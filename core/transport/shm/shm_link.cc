@@ -15,6 +15,7 @@
 #include <random>
 
 #include "common/fd.h"
+#include "common/log.h"
 #include "common/status.h"
 
 namespace omniccl::transport {
@@ -140,24 +141,39 @@ bool membarrier_ready() {
 
 }  // namespace
 
-ShmLink::ShmLink(RingHeader* out, char* out_data, RingHeader* in, char* in_data, std::function<void()> doorbell,
-                 const ShmSegment& peer_segment, bool single_copy)
-    : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)) {
+ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data,
+                 std::function<void()> doorbell, const ShmSegment& peer_segment, bool single_copy)
+    : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)), peer_(peer) {
   announce_membarrier();
-  const SegmentHeader& peer = peer_segment.header();
-  peer_pid_ = static_cast<int>(peer.pid);
-  if (single_copy) {
-    // Can this process read the peer's memory (same user, ptrace rules allow
-    // it, same pid namespace)? Then the peer may send large payloads by
-    // reference.
-    uint64_t seen = 0;
-    iovec local{&seen, sizeof seen};
-    iovec remote{reinterpret_cast<void*>(peer.probe_addr), sizeof seen};
-    if (::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof seen) &&
-        seen == peer.probe_value) {
-      in_->consumer_reads_refs.store(1, std::memory_order_release);
-    }
+  const SegmentHeader& seg = peer_segment.header();
+  peer_pid_ = static_cast<int>(seg.pid);
+  if (!single_copy) {
+    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy off (OMNICCL_SHM_SINGLE_COPY=0)");
+    return;
   }
+  // Can this process read the peer's memory (same user, ptrace rules allow
+  // it, same pid namespace)? Then the peer may send large payloads by
+  // reference.
+  uint64_t seen = 0;
+  iovec local{&seen, sizeof seen};
+  iovec remote{reinterpret_cast<void*>(seg.probe_addr), sizeof seen};
+  ssize_t k = ::process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
+  const int err = errno;
+  if (k == static_cast<ssize_t>(sizeof seen) && seen == seg.probe_value) {
+    in_->consumer_reads_refs.store(1, std::memory_order_release);
+    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy on (this rank reads pid ",
+             peer_pid_, "'s memory)");
+  } else {
+    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy unavailable, two copies (",
+             k < 0 ? str_cat("process_vm_readv of pid ", peer_pid_, ": ", std::strerror(err))
+                   : std::string("the probe read back a different value: another pid namespace"),
+             ")");
+  }
+}
+
+ShmLink::~ShmLink() {
+  OCCL_LOG(kInfo, kTransport, "shared memory with rank ", peer_, ": ", tickets_, " payload(s) sent by reference, ",
+           refs_read_, " (", ref_bytes_read_, " bytes) read by reference");
 }
 
 // Payloads from this size up go by reference where the receiver can read
@@ -191,6 +207,7 @@ void ShmLink::read_remote(void* dst, uint64_t remote, size_t n) {
     ssize_t k = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
     if (k > 0) {
       done += static_cast<size_t>(k);
+      ref_bytes_read_ += static_cast<uint64_t>(k);
       continue;
     }
     if (k < 0 && errno == EINTR) continue;
@@ -202,6 +219,7 @@ void ShmLink::read_remote(void* dst, uint64_t remote, size_t n) {
 }
 
 void ShmLink::finish_remote() {
+  ++refs_read_;
   in_->refs_done.fetch_add(1, std::memory_order_release);
   owe_producer_ = true;
 }

@@ -91,10 +91,16 @@ class ShmSegment {
 /// large payloads of collectives may go by reference: the receiver copies
 /// them straight from the sender's memory with process_vm_readv (one copy
 /// instead of two), when a probe of `peer_segment`'s header shows it can.
+/// `peer` (the peer's rank) names it in log lines: at INFO (subsystem
+/// TRANSPORT) the link says whether single copy is on, and on destruction how
+/// many payloads went by reference each way.
 class ShmLink final : public Link {
  public:
-  ShmLink(RingHeader* out, char* out_data, RingHeader* in, char* in_data, std::function<void()> doorbell,
+  ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data, std::function<void()> doorbell,
           const ShmSegment& peer_segment, bool single_copy);
+  ~ShmLink() override;
+  ShmLink(const ShmLink&) = delete;
+  ShmLink& operator=(const ShmLink&) = delete;
   size_t try_send(const void* data, size_t n) override { return try_sendv(data, n, nullptr, 0); }
   size_t try_sendv(const void* a, size_t na, const void* b, size_t nb) override;
   size_t try_recv(void* data, size_t n) override;
@@ -124,8 +130,11 @@ class ShmLink final : public Link {
   void announce_membarrier();
   /// Full barrier before re-checking after arming a wait.
   void sleeper_fence() const;
+  int peer_ = -1;
   int peer_pid_ = 0;
   uint64_t tickets_ = 0;       ///< producer: payloads sent by reference
+  uint64_t refs_read_ = 0;     ///< consumer: payloads read by reference
+  uint64_t ref_bytes_read_ = 0;
   uint64_t head_ = 0;          ///< producer: bytes written (records and padding)
   uint64_t tail_seen_ = 0;     ///< producer: last tail read (room is at least this)
   uint64_t read_pos_ = 0;      ///< consumer: start of the current record
