@@ -243,6 +243,12 @@ void Engine::check_header(const State& s) {
     mesh_.broadcast_error(Status::kInternal, msg);
     throw transport::PeerReportedError(Status::kInternal, msg);
   }
+  // The common case, everything equal, without building a description.
+  if (h.kind == uint8_t(mine.kind) && h.dtype == uint8_t(mine.dtype) && h.redop == uint8_t(mine.redop) &&
+      h.algo == mine.algo && h.root == mine.root && h.seq == mine.seq && h.count == mine.count &&
+      h.bytes == s.t.bytes && h.step == s.t.step) {
+    return;
+  }
   SigFields theirs{h.kind, h.dtype, h.redop, h.algo, h.root, h.seq, h.count};
   std::string diff = diff_fields(fields_of(mine), theirs, mesh_.rank(), peer, mine.kind == OpKind::kSendRecv);
   if (diff.empty() && h.bytes != s.t.bytes) {
@@ -257,6 +263,18 @@ void Engine::check_header(const State& s) {
     mesh_.broadcast_error(Status::kMismatch, msg);
     throw transport::PeerReportedError(Status::kMismatch, msg);
   }
+}
+
+// Recv-reduce: reduces the whole elements among the first n bytes at `from`
+// (the peer's operand, next in order) into dst; returns the bytes taken.
+size_t Engine::reduce_next(State& s, const char* from, size_t n) {
+  const size_t esize = dtype_size(s.sig.dtype);
+  n = std::min(n, s.t.bytes - s.reduced) / esize * esize;
+  if (n > 0) {
+    kernels::cpu::reduce(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
+    s.reduced += n;
+  }
+  return n;
 }
 
 bool Engine::advance(State& s) {
@@ -300,10 +318,8 @@ bool Engine::advance(State& s) {
         if (n > 0) std::memcpy(s.t.dst, payload, n);
         s.done = n;
       } else {
-        const size_t esize = dtype_size(s.sig.dtype);
-        n = std::min(n, s.t.bytes) / esize * esize;
-        if (n > 0) kernels::cpu::reduce(s.t.dst, s.t.src, payload, n / esize, s.sig.dtype, combine_);
-        s.done = s.reduced = n;
+        n = reduce_next(s, payload, n);
+        s.done = n;
       }
       link.consume(sizeof(WireHeader) + n);
       progressed = true;
@@ -331,13 +347,10 @@ bool Engine::advance(State& s) {
       if (staged == 0 && link.zero_copy()) {
         // Zero-copy: reduce whole elements straight out of the link's buffer.
         std::span<const char> avail = link.peek();
-        size_t n = std::min(avail.size(), s.t.bytes - s.done) / esize * esize;
+        size_t n = reduce_next(s, avail.data(), avail.size());
         if (n > 0) {
-          kernels::cpu::reduce(s.t.dst + s.reduced, s.t.src + s.reduced, avail.data(), n / esize, s.sig.dtype,
-                               combine_);
           link.consume(n);
           s.done += n;
-          s.reduced += n;
           progressed = true;
           if (s.done == s.t.bytes) break;
           continue;
@@ -351,13 +364,8 @@ bool Engine::advance(State& s) {
       size_t k = want > 0 ? link.try_recv(s.stage + staged, want) : 0;
       s.done += k;
       staged += k;
-      size_t whole = staged / esize * esize;
-      if (whole > 0) {
-        kernels::cpu::reduce(s.t.dst + s.reduced, s.t.src + s.reduced, s.stage, whole / esize, s.sig.dtype,
-                             combine_);
-        s.reduced += whole;
-        if (staged > whole) std::memmove(s.stage, s.stage + whole, staged - whole);
-      }
+      size_t whole = reduce_next(s, s.stage, staged);
+      if (whole > 0 && staged > whole) std::memmove(s.stage, s.stage + whole, staged - whole);
       if (k > 0) progressed = true;
       if (k == 0 || s.done == s.t.bytes) break;
     }
@@ -383,10 +391,8 @@ bool Engine::advance_by_reference(State& s, transport::Link& link) {
       // Into a cache-sized stage, then reduced from there.
       size_t n = std::min(kStageBytes, s.t.bytes - s.done);
       link.read_remote(s.stage, s.desc.addr + s.done, n);
-      const size_t esize = dtype_size(s.sig.dtype);
-      kernels::cpu::reduce(s.t.dst + s.done, s.t.src + s.done, s.stage, n / esize, s.sig.dtype, combine_);
+      reduce_next(s, s.stage, n);
       s.done += n;
-      s.reduced = s.done;
     }
   }
   if (s.done == s.t.bytes) {

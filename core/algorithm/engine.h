@@ -141,6 +141,7 @@ class Engine {
  private:
   struct State;
   bool advance(State& s);
+  size_t reduce_next(State& s, const char* from, size_t n);
   void check_header(const State& s);
   void flush_links();
   bool advance_by_reference(State& s, transport::Link& link);

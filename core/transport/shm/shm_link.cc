@@ -225,7 +225,8 @@ void ShmLink::finish_remote() {
 }
 
 void ShmLink::announce_membarrier() {
-  if (!membarrier_ready()) return;
+  self_barrier_ = membarrier_ready();
+  if (!self_barrier_) return;
   in_->consumer_membarrier.store(1);
   out_->producer_membarrier.store(1);
 }
@@ -330,9 +331,16 @@ void ShmLink::flush() {
   // Pairs with sleeper_fence() in arm_*_wait: either the sleeper sees the new
   // record or room, or this sees its flag and rings. A sleeper that uses
   // membarrier() (and this process registered for it) needs no fence here.
-  const bool peers_barrier = membarrier_ready() &&
-                             (!owe_consumer_ || out_->consumer_membarrier.load(std::memory_order_relaxed) != 0) &&
-                             (!owe_producer_ || in_->producer_membarrier.load(std::memory_order_relaxed) != 0);
+  // The peer's flags are set once and never cleared, so they are read only
+  // until seen.
+  if (self_barrier_ && owe_consumer_ && !consumer_barrier_) {
+    consumer_barrier_ = out_->consumer_membarrier.load(std::memory_order_relaxed) != 0;
+  }
+  if (self_barrier_ && owe_producer_ && !producer_barrier_) {
+    producer_barrier_ = in_->producer_membarrier.load(std::memory_order_relaxed) != 0;
+  }
+  const bool peers_barrier = self_barrier_ && (!owe_consumer_ || consumer_barrier_) &&
+                             (!owe_producer_ || producer_barrier_);
   if (peers_barrier) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
   } else {

@@ -139,6 +139,9 @@ class ShmLink final : public Link {
   uint64_t tail_seen_ = 0;     ///< producer: last tail read (room is at least this)
   uint64_t read_pos_ = 0;      ///< consumer: start of the current record
   size_t read_off_ = 0;        ///< consumer: payload bytes of it already taken
+  bool self_barrier_ = false;      ///< this process registered for membarrier(GLOBAL_EXPEDITED)
+  bool consumer_barrier_ = false;  ///< the peer, as consumer, arms its waits with membarrier
+  bool producer_barrier_ = false;  ///< the peer, as producer, arms its waits with membarrier
   bool owe_consumer_ = false;  ///< data published since the last flush
   bool owe_producer_ = false;  ///< room made since the last flush
 };
