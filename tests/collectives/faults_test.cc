@@ -92,6 +92,23 @@ struct Shared {
     std::snprintf(r.message, sizeof r.message, "%s", msg.c_str());
     r.filled.store(1);
   }
+
+  /// What a timed call returned.
+  struct Outcome {
+    occl_status_t st;
+    double elapsed;  ///< seconds the call took
+    std::string msg;  ///< occl_last_error() after it
+  };
+  /// Runs call() (returning an occl_status_t), times it, and records the
+  /// outcome for `rank`'s report.
+  template <typename Call>
+  Outcome timed(int rank, Call&& call) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const occl_status_t st = call();
+    Outcome o{st, omniccl::testing::seconds_since(t0), occl_last_error()};
+    record(rank, o.st, o.elapsed, o.msg);
+    return o;
+  }
 };
 
 class SharedBlock {
@@ -374,11 +391,7 @@ TEST(FaultsTest, StalledRankTimesOutAndIsNamed) {
       wait_done(s, n - 1);
       return 0;
     }
-    const auto t0 = Clock::now();
-    occl_status_t st = small_all_reduce(comm);
-    const double elapsed = seconds_since(t0);
-    const std::string msg = occl_last_error();
-    s->record(rank, st, elapsed, msg);
+    const auto [st, elapsed, msg] = s->timed(rank, [&] { return small_all_reduce(comm); });
     CK_TRUE(ck, st == OCCL_ERR_TIMEOUT, "got " + status_text(st) + ": " + msg);
     CK_TRUE(ck, elapsed >= 1.9 && elapsed < 5.0, "TIMEOUT after " + std::to_string(elapsed) + " s (deadline 2 s)");
     CK_TRUE(ck, contains_ci(msg, "did not arrive"), "message does not say who did not arrive: " + msg);
@@ -410,11 +423,7 @@ TEST(FaultsTest, TimeoutDoesNotBlameRanksThatAlreadyTimedOut) {
       return 0;
     }
     occl_comm_set_timeout(comm, rank == 0 ? 1500 : 3500);
-    const auto t0 = Clock::now();
-    occl_status_t st = small_all_reduce(comm);
-    const double elapsed = seconds_since(t0);
-    const std::string msg = occl_last_error();
-    s->record(rank, st, elapsed, msg);
+    const auto [st, elapsed, msg] = s->timed(rank, [&] { return small_all_reduce(comm); });
     CK_TRUE(ck, st == OCCL_ERR_TIMEOUT, "got " + status_text(st) + ": " + msg);
     CK_TRUE(ck, elapsed < 6.0, "TIMEOUT after " + std::to_string(elapsed) + " s");
     CK_TRUE(ck, ranks_not_arrived(msg) == std::set<int>{2},
@@ -447,11 +456,7 @@ TEST(FaultsTest, SetTimeoutThenEveryCallFailsFast) {
     }
     float buf[64] = {};
     Tensor1D t(buf, 64, dl_float(32)), t2(buf, 32, dl_float(32)), t1(buf, 16, dl_float(32));
-    const auto t0 = Clock::now();
-    occl_status_t st = occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr);
-    const double elapsed = seconds_since(t0);
-    const std::string msg = occl_last_error();
-    s->record(rank, st, elapsed, msg);
+    const auto [st, elapsed, msg] = s->timed(rank, [&] { return occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr); });
     CK_TRUE(ck, st == OCCL_ERR_TIMEOUT, "got " + status_text(st) + ": " + msg);
     CK_TRUE(ck, elapsed >= 0.9 && elapsed < 3.5, "TIMEOUT after " + std::to_string(elapsed) + " s (deadline 1 s)");
     CK_TRUE(ck, ranks_not_arrived(msg) == std::set<int>{1}, "message must name rank 1 as not arrived: " + msg);
@@ -527,11 +532,7 @@ void expect_mismatch_everywhere(const std::string& title, int nranks, long long 
   JobResult res = run_ranks(job(nranks, timeout_ms), [&](occl_comm_t comm, int rank, int n) {
     Checks ck(rank);
     if (!setup_barrier(s, comm, rank, n)) return 1;
-    const auto t0 = Clock::now();
-    occl_status_t st = call(comm, rank, n);
-    const double elapsed = seconds_since(t0);
-    const std::string msg = occl_last_error();
-    s->record(rank, st, elapsed, msg);
+    const auto [st, elapsed, msg] = s->timed(rank, [&] { return call(comm, rank, n); });
     if (allow_late && st == OCCL_SUCCESS) {
       const auto t1 = Clock::now();
       occl_status_t next = small_all_reduce(comm);
@@ -682,11 +683,7 @@ TEST_P(InitTimeoutTest, MissingRankIsNamed) {
     }
     if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     occl_comm_t comm = nullptr;
-    const auto t0 = Clock::now();
-    occl_status_t st = init_own_comm(&comm, rank, n, 2000);
-    const double elapsed = seconds_since(t0);
-    const std::string msg = occl_last_error();
-    s->record(rank, st, elapsed, msg);
+    const auto [st, elapsed, msg] = s->timed(rank, [&] { return init_own_comm(&comm, rank, n, 2000); });
     CK_TRUE(ck, comm == nullptr, "*comm not NULL after a failed init");
     // With tcp://, rank 0 serves the rendezvous; when it gives up at its own
     // deadline, a rank that started later learns that the server went away
