@@ -40,7 +40,10 @@ ABI_ASSERT(OCCL_VERSION_CODE == OCCL_VERSION_MAJOR * 10000 + OCCL_VERSION_MINOR 
            "OCCL_VERSION_CODE formula");
 ABI_ASSERT(OCCL_UNIQUE_ID_BYTES == 128, "OCCL_UNIQUE_ID_BYTES");
 ABI_ASSERT(OCCL_CONFIG_MAGIC == 0x4f43434cu, "OCCL_CONFIG_MAGIC");
-ABI_ASSERT(OCCL_CONFIG_VERSION == 1u, "OCCL_CONFIG_VERSION (raise it only when appending)");
+ABI_ASSERT(OCCL_CONFIG_VERSION == 2u, "OCCL_CONFIG_VERSION (raise it only when appending)");
+ABI_ASSERT(OCCL_ABI_VERSION_MINOR == 1, "OCCL_ABI_VERSION_MINOR");
+ABI_ASSERT(OCCL_OPTIONS_MAGIC == 0x4f43434fu, "OCCL_OPTIONS_MAGIC");
+ABI_ASSERT(OCCL_OPTIONS_VERSION == 1u, "OCCL_OPTIONS_VERSION (raise it only when appending)");
 ABI_ASSERT(OCCL_CONFIG_UNDEF_INT64 == INT64_MIN, "OCCL_CONFIG_UNDEF_INT64");
 ABI_ASSERT(OCCL_FROM_ENV == -1, "OCCL_FROM_ENV");
 ABI_ASSERT(OCCL_SPLIT_NOCOLOR == -1, "OCCL_SPLIT_NOCOLOR");
@@ -61,6 +64,7 @@ ABI_ASSERT(OCCL_ERR_IN_PROGRESS == 9, "OCCL_ERR_IN_PROGRESS");
 ABI_ASSERT(OCCL_ERR_VERSION == 10, "OCCL_ERR_VERSION");
 ABI_ASSERT(OCCL_ERR_OUT_OF_MEMORY == 11, "OCCL_ERR_OUT_OF_MEMORY");
 ABI_ASSERT(OCCL_ERR_COMM_FAILED == 12, "OCCL_ERR_COMM_FAILED");
+ABI_ASSERT(OCCL_ERR_INTERRUPTED == 13, "OCCL_ERR_INTERRUPTED");
 
 /* ---- occl_red_op_t ------------------------------------------------------ */
 ABI_ASSERT(sizeof(occl_red_op_t) == sizeof(int), "occl_red_op_t is an int-sized enum");
@@ -90,7 +94,19 @@ ABI_ASSERT(offsetof(occl_config_t, version) == 12, "occl_config_t.version");
 ABI_ASSERT(offsetof(occl_config_t, timeout_ms) == 16, "occl_config_t.timeout_ms");
 ABI_ASSERT(offsetof(occl_config_t, transport) == 24, "occl_config_t.transport");
 ABI_ASSERT(offsetof(occl_config_t, algorithm) == 32, "occl_config_t.algorithm");
-ABI_ASSERT(sizeof(occl_config_t) == 40, "sizeof(occl_config_t) (version 1)");
+/* version 1 ended here, at 40 bytes; version 2 (ABI 1.1) appended blocking */
+ABI_ASSERT(offsetof(occl_config_t, blocking) == 40, "occl_config_t.blocking (version 2)");
+ABI_ASSERT(sizeof(occl_config_t) == 48, "sizeof(occl_config_t) (version 2)");
+
+/* ---- occl_options_t (ABI 1.1) ------------------------------------------- */
+ABI_ASSERT(offsetof(occl_options_t, size) == 0, "occl_options_t.size");
+ABI_ASSERT(offsetof(occl_options_t, magic) == 8, "occl_options_t.magic");
+ABI_ASSERT(offsetof(occl_options_t, version) == 12, "occl_options_t.version");
+ABI_ASSERT(offsetof(occl_options_t, stream) == 16, "occl_options_t.stream");
+ABI_ASSERT(offsetof(occl_options_t, timeout_ms) == 24, "occl_options_t.timeout_ms");
+ABI_ASSERT(offsetof(occl_options_t, interrupt) == 32, "occl_options_t.interrupt");
+ABI_ASSERT(offsetof(occl_options_t, interrupt_data) == 40, "occl_options_t.interrupt_data");
+ABI_ASSERT(sizeof(occl_options_t) == 48, "sizeof(occl_options_t) (version 1)");
 
 /* ---- DLPack 1.x (omniccl/dlpack.h) -------------------------------------- */
 ABI_ASSERT(DLPACK_MAJOR_VERSION == 1, "DLPACK_MAJOR_VERSION");

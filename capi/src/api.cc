@@ -1,19 +1,33 @@
 // extern "C" shims: arguments in, TensorView/Communicator calls, status out.
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "bootstrap/rendezvous.h"
 #include "collective/collectives.h"
 #include "communicator/communicator.h"
+#include "communicator/pending.h"
 #include "dlpack.h"
 #include "omniccl/omniccl.h"
 #include "status.h"
 
 #define OCCL_API extern "C" __attribute__((visibility("default")))
 
+/// A communicator handle. Created ready (impl set), or, with
+/// occl_config_t.blocking = 0, pending: the first poll that finds the
+/// creation finished moves its result into impl and publishes `ready`.
 struct occl_comm {
-  std::shared_ptr<omniccl::Communicator> impl;
+  explicit occl_comm(std::shared_ptr<omniccl::Communicator> c) : impl(std::move(c)), ready(true) {}
+  explicit occl_comm(std::unique_ptr<omniccl::PendingComm> p) : pending(std::move(p)) {}
+
+  std::shared_ptr<omniccl::Communicator> impl;  ///< read without mu once ready
+  std::atomic<bool> ready{false};
+  std::mutex mu;                                ///< guards pending and the failure below
+  std::unique_ptr<omniccl::PendingComm> pending;
+  omniccl::Status failed = omniccl::Status::kSuccess;  ///< creation failed with this
+  std::string failed_message;
 };
 
 struct occl_work {
@@ -27,8 +41,64 @@ namespace {
 /// occl_comm_abort on another thread (which frees the handle) cannot free it
 /// under a call that is still returning.
 std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
-  check_arg(comm != nullptr && comm->impl != nullptr, "comm is NULL");
-  return comm->impl;
+  check_arg(comm != nullptr, "comm is NULL");
+  if (comm->ready.load(std::memory_order_acquire)) return comm->impl;
+  std::lock_guard<std::mutex> lock(comm->mu);
+  if (comm->pending) {
+    std::shared_ptr<Communicator> made;
+    std::string msg;
+    Status st = comm->pending->poll(made, msg);
+    if (st == Status::kInProgress) {
+      fail(Status::kInProgress, "the communicator is still being created (poll occl_comm_get_async_error until it "
+                                "reports OCCL_SUCCESS)");
+    }
+    comm->pending.reset();
+    if (st == Status::kSuccess) {
+      comm->impl = std::move(made);
+      comm->ready.store(true, std::memory_order_release);
+      return comm->impl;
+    }
+    comm->failed = st;
+    comm->failed_message = msg;
+  }
+  fail(Status::kCommFailed, "the communicator could not be created (", status_name(comm->failed),
+       "): ", comm->failed_message);
+}
+
+/// Frees a handle: a ready communicator is aborted (local, bounded), a
+/// pending creation cancelled.
+void free_comm(occl_comm_t comm) {
+  std::unique_ptr<occl_comm> owned(comm);
+  std::unique_ptr<PendingComm> pending;
+  {
+    std::lock_guard<std::mutex> lock(owned->mu);
+    pending = std::move(owned->pending);
+  }
+  if (pending) pending->cancel();
+  if (owned->impl) owned->impl->abort();
+}
+
+/// Reads a caller's occl_options_t (NULL = defaults), only the fields its
+/// version has.
+CallOptions call_options(const occl_options_t* o, bool async) {
+  CallOptions call;
+  call.async = async;
+  if (o == nullptr) return call;
+  check_arg(o->magic == OCCL_OPTIONS_MAGIC, "options: magic is 0x", std::hex, o->magic, std::dec,
+            "; initialise occl_options_t with OCCL_OPTIONS_INIT");
+  if (o->version < 1 || o->size < offsetof(occl_options_t, stream)) {
+    fail(Status::kVersion, "options: version ", o->version, " / size ", o->size, " is not a valid occl_options_t");
+  }
+  occl_options_t c = OCCL_OPTIONS_INIT;
+  std::memcpy(&c, o, std::min(o->size, sizeof c));
+  if (c.timeout_ms != OCCL_CONFIG_UNDEF_INT64) {
+    check_arg(c.timeout_ms > 0, "options.timeout_ms must be positive (or OCCL_CONFIG_UNDEF_INT64), got ",
+              c.timeout_ms);
+    call.timeout_ms = c.timeout_ms;
+  }
+  call.stream = c.stream;
+  call.interrupt = InterruptHook{c.interrupt, c.interrupt_data};
+  return call;
 }
 
 /// Applies a caller's occl_config_t over the environment defaults, reading
@@ -49,6 +119,8 @@ CommConfig resolve_config(const occl_config_t* cfg, const CommConfig& base) {
     out.algorithm = c.algorithm;
     out.algorithm_source = "config.algorithm";
   }
+  check_arg(c.blocking == 0 || c.blocking == 1, "config.blocking must be 0 or 1, got ", c.blocking);
+  out.blocking = c.blocking == 1;
   out.validate();
   return out;
 }
@@ -59,20 +131,32 @@ void store_work(occl_work_t* work, const std::shared_ptr<Work>& w) {
 
 /// Runs one operation: blocking when work == NULL, else stores a handle.
 template <typename Fn>
-occl_status_t op(const char* name, occl_work_t* work, Fn&& fn) {
+occl_status_t op(const char* name, const occl_options_t* options, occl_work_t* work, Fn&& fn) {
   if (work != nullptr) *work = nullptr;
-  return guard(name, [&] { store_work(work, fn(work != nullptr)); });
+  return guard(name, [&] { store_work(work, fn(call_options(options, work != nullptr))); });
 }
 
 std::vector<int64_t> vec(const int64_t* p, int n) {
   return p == nullptr ? std::vector<int64_t>() : std::vector<int64_t>(p, p + n);
 }
 
-occl_status_t finish_init(occl_comm_t* comm, const bootstrap::RendezvousSpec& spec, const occl_config_t* config) {
+/// Creates the communicator, or starts creating it (blocking = 0); returns
+/// whether it is still in progress.
+bool finish_init(occl_comm_t* comm, const bootstrap::RendezvousSpec& spec, const occl_config_t* config) {
   CommConfig cfg = resolve_config(config, CommConfig::from_environment());
-  auto c = Communicator::create(spec, cfg);
-  *comm = new occl_comm{std::move(c)};
-  return OCCL_SUCCESS;
+  if (!cfg.blocking) {
+    cfg.validate();
+    *comm = new occl_comm(PendingComm::init(spec, cfg));
+    return true;
+  }
+  *comm = new occl_comm(Communicator::create(spec, cfg));
+  return false;
+}
+
+/// OCCL_ERR_IN_PROGRESS (without touching the last error) when a
+/// non-blocking creation was started, else the guard's status.
+occl_status_t started(occl_status_t st, bool in_progress) {
+  return st == OCCL_SUCCESS && in_progress ? OCCL_ERR_IN_PROGRESS : st;
 }
 
 }  // namespace
@@ -107,29 +191,34 @@ OCCL_API occl_status_t occl_get_unique_id(occl_unique_id_t* id) {
 
 OCCL_API occl_status_t occl_comm_init(occl_comm_t* comm, const char* init_method, int rank, int world_size,
                                       const occl_config_t* config) {
-  return guard("occl_comm_init", [&] {
+  bool in_progress = false;
+  occl_status_t st = guard("occl_comm_init", [&] {
     check_arg(comm != nullptr, "comm is NULL");
     *comm = nullptr;
     check_arg(init_method != nullptr, "init_method is NULL (use \"env://\", \"tcp://host:port\" or \"file:///path\")");
-    finish_init(comm, bootstrap::parse_init_method(init_method, rank, world_size), config);
+    in_progress = finish_init(comm, bootstrap::parse_init_method(init_method, rank, world_size), config);
   });
+  return started(st, in_progress);
 }
 
 OCCL_API occl_status_t occl_comm_init_unique_id(occl_comm_t* comm, int world_size, const occl_unique_id_t* id,
                                                 int rank, const occl_config_t* config) {
-  return guard("occl_comm_init_unique_id", [&] {
+  bool in_progress = false;
+  occl_status_t st = guard("occl_comm_init_unique_id", [&] {
     check_arg(comm != nullptr, "comm is NULL");
     *comm = nullptr;
     check_arg(id != nullptr, "id is NULL");
     check_arg(world_size >= 1, "world_size must be at least 1, got ", world_size);
     check_arg(rank >= 0 && rank < world_size, "rank ", rank, " is outside world size ", world_size);
-    finish_init(comm, bootstrap::decode_unique_id(id->internal, rank, world_size), config);
+    in_progress = finish_init(comm, bootstrap::decode_unique_id(id->internal, rank, world_size), config);
   });
+  return started(st, in_progress);
 }
 
 OCCL_API occl_status_t occl_comm_split(occl_comm_t comm, int color, int key, const occl_config_t* config,
                                        occl_comm_t* newcomm) {
-  return guard("occl_comm_split", [&] {
+  bool in_progress = false;
+  occl_status_t st = guard("occl_comm_split", [&] {
     check_arg(newcomm != nullptr, "newcomm is NULL");
     *newcomm = nullptr;
     auto keep = comm_of(comm);
@@ -137,24 +226,56 @@ OCCL_API occl_status_t occl_comm_split(occl_comm_t comm, int color, int key, con
     check_arg(color >= 0 || color == OCCL_SPLIT_NOCOLOR, "color ", color,
               " is negative (use OCCL_SPLIT_NOCOLOR to take no part)");
     CommConfig cfg = resolve_config(config, c.config());
+    if (!cfg.blocking && color == OCCL_SPLIT_NOCOLOR) {
+      // A rank that takes no part knows its answer now; its part of the
+      // split still runs on comm, in order (errors show on comm's async
+      // error).
+      Communicator* parent = &c;
+      c.submit([parent, key, cfg](Engine&) { parent->split_in_op(OCCL_SPLIT_NOCOLOR, key, cfg, nullptr); }, true);
+      return;
+    }
+    if (!cfg.blocking) {
+      *newcomm = new occl_comm(PendingComm::split(c, color, key, cfg));
+      in_progress = true;
+      return;
+    }
     auto child = c.split(color, key, &cfg);
-    if (child) *newcomm = new occl_comm{std::move(child)};
+    if (child) *newcomm = new occl_comm(std::move(child));
   });
+  return started(st, in_progress);
 }
 
 OCCL_API occl_status_t occl_comm_destroy(occl_comm_t comm) {
   return guard("occl_comm_destroy", [&] {
-    if (comm == nullptr) return;
-    std::unique_ptr<occl_comm> owned(comm);
-    owned->impl->abort();
+    if (comm != nullptr) free_comm(comm);
   });
 }
 
 OCCL_API occl_status_t occl_comm_abort(occl_comm_t comm) {
   return guard("occl_comm_abort", [&] {
-    if (comm == nullptr) return;
-    std::unique_ptr<occl_comm> owned(comm);
-    owned->impl->abort();
+    if (comm != nullptr) free_comm(comm);
+  });
+}
+
+OCCL_API occl_status_t occl_comm_get_async_error(occl_comm_t comm, occl_status_t* async_error) {
+  return guard("occl_comm_get_async_error", [&] {
+    check_arg(async_error != nullptr, "async_error is NULL");
+    *async_error = OCCL_ERR_IN_PROGRESS;
+    std::shared_ptr<Communicator> c;
+    try {
+      c = comm_of(comm);
+    } catch (const Error& e) {
+      if (comm == nullptr) throw;
+      if (e.status() == Status::kInProgress) return;
+      std::lock_guard<std::mutex> lock(comm->mu);  // creation failed: report its own status
+      *async_error = static_cast<occl_status_t>(comm->failed);
+      set_error(*async_error, str_cat("occl_comm_get_async_error: ", comm->failed_message));
+      return;
+    }
+    std::string msg;
+    Status st = c->async_error(msg);
+    *async_error = static_cast<occl_status_t>(st);
+    if (st != Status::kSuccess) set_error(*async_error, str_cat("occl_comm_get_async_error: ", msg));
   });
 }
 
@@ -194,129 +315,202 @@ OCCL_API occl_status_t occl_red_op_destroy(occl_comm_t comm, occl_red_op_t op) {
   return guard("occl_red_op_destroy", [&] { comm_of(comm)->destroy_reduce_op(op); });
 }
 
+static occl_status_t send_impl(const char* fn, const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return coll::send(*comm_of(comm), to_view(tensor, "tensor"), peer, call);
+  });
+}
 OCCL_API occl_status_t occl_send(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work) {
-  return op("occl_send", work, [&](bool async) {
-    return coll::send(*comm_of(comm), to_view(tensor, "tensor"), peer, async);
-  });
+  return send_impl("occl_send", tensor, peer, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_send_ex(const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return send_impl("occl_send_ex", tensor, peer, comm, options, work);
 }
 
+static occl_status_t recv_impl(const char* fn, const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return coll::recv(*comm_of(comm), to_view(tensor, "tensor"), peer, call);
+  });
+}
 OCCL_API occl_status_t occl_recv(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work) {
-  return op("occl_recv", work, [&](bool async) {
-    return coll::recv(*comm_of(comm), to_view(tensor, "tensor"), peer, async);
-  });
+  return recv_impl("occl_recv", tensor, peer, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_recv_ex(const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return recv_impl("occl_recv_ex", tensor, peer, comm, options, work);
 }
 
+static occl_status_t broadcast_impl(const char* fn, const DLTensor* tensor, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return coll::broadcast(*comm_of(comm), to_view(tensor, "tensor"), root, call);
+  });
+}
 OCCL_API occl_status_t occl_broadcast(const DLTensor* tensor, int root, occl_comm_t comm, occl_work_t* work) {
-  return op("occl_broadcast", work, [&](bool async) {
-    return coll::broadcast(*comm_of(comm), to_view(tensor, "tensor"), root, async);
-  });
+  return broadcast_impl("occl_broadcast", tensor, root, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return broadcast_impl("occl_broadcast_ex", tensor, root, comm, options, work);
 }
 
-OCCL_API occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
-                                    occl_work_t* work) {
-  return op("occl_scatter", work, [&](bool async) {
+static occl_status_t scatter_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
     auto send = c.rank() == root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt;
-    return coll::scatter(c, send, to_view(recvbuf, "recvbuf"), root, async);
+    return coll::scatter(c, send, to_view(recvbuf, "recvbuf"), root, call);
   });
 }
+OCCL_API occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
+  return scatter_impl("occl_scatter", sendbuf, recvbuf, root, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return scatter_impl("occl_scatter_ex", sendbuf, recvbuf, root, comm, options, work);
+}
 
-OCCL_API occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
-                                   occl_work_t* work) {
-  return op("occl_gather", work, [&](bool async) {
+static occl_status_t gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
     auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
-    return coll::gather(c, to_view(sendbuf, "sendbuf"), recv, root, async);
+    return coll::gather(c, to_view(sendbuf, "sendbuf"), recv, root, call);
   });
 }
+OCCL_API occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
+  return gather_impl("occl_gather", sendbuf, recvbuf, root, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return gather_impl("occl_gather_ex", sendbuf, recvbuf, root, comm, options, work);
+}
 
-OCCL_API occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root,
-                                   occl_comm_t comm, occl_work_t* work) {
-  return op("occl_reduce", work, [&](bool async) {
+static occl_status_t reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
     auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
-    return coll::reduce(c, to_view(sendbuf, "sendbuf"), recv, redop, root, async);
+    return coll::reduce(c, to_view(sendbuf, "sendbuf"), recv, redop, root, call);
   });
 }
-
-OCCL_API occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
-                                       occl_comm_t comm, occl_work_t* work) {
-  return op("occl_all_reduce", work, [&](bool async) {
-    return coll::all_reduce(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, async);
-  });
+OCCL_API occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root, occl_comm_t comm, occl_work_t* work) {
+  return reduce_impl("occl_reduce", sendbuf, recvbuf, redop, root, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return reduce_impl("occl_reduce_ex", sendbuf, recvbuf, redop, root, comm, options, work);
 }
 
-OCCL_API occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
-                                       occl_work_t* work) {
-  return op("occl_all_gather", work, [&](bool async) {
-    return coll::all_gather(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), async);
+static occl_status_t all_reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return coll::all_reduce(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
   });
 }
+OCCL_API occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, occl_work_t* work) {
+  return all_reduce_impl("occl_all_reduce", sendbuf, recvbuf, redop, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return all_reduce_impl("occl_all_reduce_ex", sendbuf, recvbuf, redop, comm, options, work);
+}
 
-OCCL_API occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
-                                           occl_comm_t comm, occl_work_t* work) {
-  return op("occl_reduce_scatter", work, [&](bool async) {
+static occl_status_t all_gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return coll::all_gather(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
+  });
+}
+OCCL_API occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, occl_work_t* work) {
+  return all_gather_impl("occl_all_gather", sendbuf, recvbuf, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_all_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return all_gather_impl("occl_all_gather_ex", sendbuf, recvbuf, comm, options, work);
+}
+
+static occl_status_t reduce_scatter_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
     return coll::reduce_scatter(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop,
-                                async);
+                                call);
   });
 }
-
-OCCL_API occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
-                                       occl_work_t* work) {
-  return op("occl_all_to_all", work, [&](bool async) {
-    return coll::all_to_all(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), async);
-  });
+OCCL_API occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, occl_work_t* work) {
+  return reduce_scatter_impl("occl_reduce_scatter", sendbuf, recvbuf, redop, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return reduce_scatter_impl("occl_reduce_scatter_ex", sendbuf, recvbuf, redop, comm, options, work);
 }
 
+static occl_status_t all_to_all_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return coll::all_to_all(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
+  });
+}
+OCCL_API occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, occl_work_t* work) {
+  return all_to_all_impl("occl_all_to_all", sendbuf, recvbuf, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return all_to_all_impl("occl_all_to_all_ex", sendbuf, recvbuf, comm, options, work);
+}
+
+static occl_status_t barrier_impl(const char* fn, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return coll::barrier(*comm_of(comm), call);
+  });
+}
 OCCL_API occl_status_t occl_barrier(occl_comm_t comm, occl_work_t* work) {
-  return op("occl_barrier", work, [&](bool async) { return coll::barrier(*comm_of(comm), async); });
+  return barrier_impl("occl_barrier", comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_barrier_ex(occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return barrier_impl("occl_barrier_ex", comm, options, work);
 }
 
-OCCL_API occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
-                                        const int64_t* recv_displs, occl_comm_t comm, occl_work_t* work) {
-  return op("occl_all_gatherv", work, [&](bool async) {
+static occl_status_t all_gatherv_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     return coll::all_gatherv(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), vec(recv_counts, c.size()),
-                             vec(recv_displs, c.size()), async);
+                             vec(recv_displs, c.size()), call);
   });
 }
+OCCL_API occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, occl_work_t* work) {
+  return all_gatherv_impl("occl_all_gatherv", sendbuf, recvbuf, recv_counts, recv_displs, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_all_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return all_gatherv_impl("occl_all_gatherv_ex", sendbuf, recvbuf, recv_counts, recv_displs, comm, options, work);
+}
 
-OCCL_API occl_status_t occl_all_to_allv(const DLTensor* sendbuf, const int64_t* send_counts,
-                                        const int64_t* send_displs, const DLTensor* recvbuf,
-                                        const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm,
-                                        occl_work_t* work) {
-  return op("occl_all_to_allv", work, [&](bool async) {
+static occl_status_t all_to_allv_impl(const char* fn, const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
     check_arg(send_counts != nullptr, "send_counts is NULL");
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     int n = c.size();
     return coll::all_to_allv(c, to_view(sendbuf, "sendbuf"), vec(send_counts, n), vec(send_displs, n),
-                             to_view(recvbuf, "recvbuf"), vec(recv_counts, n), vec(recv_displs, n), async);
+                             to_view(recvbuf, "recvbuf"), vec(recv_counts, n), vec(recv_displs, n), call);
   });
 }
+OCCL_API occl_status_t occl_all_to_allv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, occl_work_t* work) {
+  return all_to_allv_impl("occl_all_to_allv", sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_all_to_allv_ex(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return all_to_allv_impl("occl_all_to_allv_ex", sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs, comm, options, work);
+}
 
-OCCL_API occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
-                                    const int64_t* recv_displs, int root, occl_comm_t comm, occl_work_t* work) {
-  return op("occl_gatherv", work, [&](bool async) {
+static occl_status_t gatherv_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
     bool is_root = c.rank() == root;
     check_arg(!is_root || recv_counts != nullptr, "recv_counts is NULL on the root");
     return coll::gatherv(c, to_view(sendbuf, "sendbuf"), is_root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt,
                          is_root ? vec(recv_counts, c.size()) : std::vector<int64_t>(),
-                         is_root ? vec(recv_displs, c.size()) : std::vector<int64_t>(), root, async);
+                         is_root ? vec(recv_displs, c.size()) : std::vector<int64_t>(), root, call);
   });
 }
+OCCL_API occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm, occl_work_t* work) {
+  return gatherv_impl("occl_gatherv", sendbuf, recvbuf, recv_counts, recv_displs, root, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return gatherv_impl("occl_gatherv_ex", sendbuf, recvbuf, recv_counts, recv_displs, root, comm, options, work);
+}
 
-OCCL_API occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
-                                     const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
-  return op("occl_scatterv", work, [&](bool async) {
+static occl_status_t scatterv_impl(const char* fn, const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
     bool is_root = c.rank() == root;
@@ -324,8 +518,14 @@ OCCL_API occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* sen
     return coll::scatterv(c, is_root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt,
                           is_root ? vec(send_counts, c.size()) : std::vector<int64_t>(),
                           is_root ? vec(send_displs, c.size()) : std::vector<int64_t>(), to_view(recvbuf, "recvbuf"),
-                          root, async);
+                          root, call);
   });
+}
+OCCL_API occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
+  return scatterv_impl("occl_scatterv", sendbuf, send_counts, send_displs, recvbuf, root, comm, nullptr, work);
+}
+OCCL_API occl_status_t occl_scatterv_ex(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return scatterv_impl("occl_scatterv_ex", sendbuf, send_counts, send_displs, recvbuf, root, comm, options, work);
 }
 
 OCCL_API occl_status_t occl_work_wait(occl_work_t work) {

@@ -38,6 +38,7 @@ __attribute__((visibility("default"))) const char* occl_status_string(occl_statu
     case OCCL_ERR_VERSION: return "OCCL_ERR_VERSION: header and library versions do not fit";
     case OCCL_ERR_OUT_OF_MEMORY: return "OCCL_ERR_OUT_OF_MEMORY: out of memory";
     case OCCL_ERR_COMM_FAILED: return "OCCL_ERR_COMM_FAILED: the communicator failed earlier";
+    case OCCL_ERR_INTERRUPTED: return "OCCL_ERR_INTERRUPTED: the caller interrupted a blocking call";
   }
   return "unknown status";
 }

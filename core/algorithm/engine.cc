@@ -186,6 +186,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   lazy_timeout_ms_ = -1;
   probed_ = false;
   single_copy_ = false;
+  interrupt_ = {};
 }
 
 void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
@@ -194,6 +195,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
   lazy_timeout_ms_ = std::max<int64_t>(timeout_ms, 0);
   probed_ = false;
   single_copy_ = false;
+  interrupt_ = {};
 }
 
 void Engine::fail_mismatch(const std::string& diff) {
@@ -547,8 +549,10 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       sched_yield();
       continue;
     }
-    // No progress: errors noticed on the control sockets apply now.
+    // No progress: errors noticed on the control sockets apply now, and the
+    // caller may ask to stop.
     mesh_.throw_if_failed();
+    if (interrupt_.fired()) fail(Status::kInterrupted, op_text(), ": interrupted by the caller");
     if (pull()) {
       idle_since = Clock::time_point{};
       continue;
@@ -603,7 +607,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
         }
         mesh_.fail_timeout(op_text(first->sig), first->sig.seq, peers);
       }
-      mesh_.sleep(fds, first->deadline.remaining_ms(200));
+      mesh_.sleep(fds, first->deadline.remaining_ms(interrupt_ ? 50 : 200));
     }
     for (State* s : waiting) mesh_.link(s->t.peer).disarm();
     idle_since = Clock::now() - spin_for_;  // after a wake-up: yield a while, then sleep again

@@ -121,6 +121,10 @@ class Engine {
   /// Lets this operation's large sends go by reference where the link can
   /// (see Link::by_reference); begin() turns it off.
   void set_single_copy(bool on) { single_copy_ = on; }
+  /// The caller's interrupt check for this operation (a blocking call's
+  /// occl_options_t.interrupt): asked before each sleep; when it fires the
+  /// operation fails with kInterrupted. begin() clears it.
+  void set_interrupt(InterruptHook hook) { interrupt_ = hook; }
   /// Whether this host runs more of the communicator's ranks than this rank
   /// may use cores (then waits cannot spin long, and every hand-off between
   /// ranks may need a context switch).
@@ -158,6 +162,7 @@ class Engine {
   Deadline deadline_ = Deadline::never();
   bool probed_ = false;      ///< peers were asked for their signatures in this op
   bool single_copy_ = false;
+  InterruptHook interrupt_;
   int64_t lazy_timeout_ms_ = -1;  ///< >= 0: deadline_ not computed yet
   const Deadline& op_deadline() {
     if (lazy_timeout_ms_ >= 0) {

@@ -2,13 +2,13 @@
 
 namespace omniccl::coll {
 
-WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& recv, int op, bool async) {
+WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call) {
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
   check_count(recv, "recvbuf", send.count, "all_reduce: recvbuf must have as many elements as sendbuf");
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
-  return launch(c, OpKind::kAllReduce, send.dtype, spec.op, -1, send.count, send.bytes(), async,
+  return launch(c, OpKind::kAllReduce, send.dtype, spec.op, -1, send.count, send.bytes(), call,
                 [=](Engine& e, Algo a) {
                   char* buf = recv.bytes_ptr();
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);

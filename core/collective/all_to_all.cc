@@ -2,7 +2,7 @@
 
 namespace omniccl::coll {
 
-WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& recv, bool async) {
+WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& recv, const CallOptions& call) {
   const int n = c.size();
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
   check_count(recv, "recvbuf", send.count, "all_to_all: recvbuf must have as many elements as sendbuf");
@@ -10,7 +10,7 @@ WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& re
             " ranks");
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   const size_t part = send.bytes() / n;
-  return launch(c, OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, send.bytes(), async,
+  return launch(c, OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, send.bytes(), call,
                 [=](Engine& e, Algo a) {
                   const char* src = send.bytes_ptr();
                   if (src == recv.bytes_ptr() && send.bytes() > 0) {  // in place: keep a copy of the input

@@ -2,8 +2,8 @@
 
 namespace omniccl::coll {
 
-WorkPtr barrier(Communicator& c, bool async) {
-  return launch(c, OpKind::kBarrier, DType::kUInt8, RedOp::kSum, -1, 0, 0, async, [](Engine& e, Algo a) {
+WorkPtr barrier(Communicator& c, const CallOptions& call) {
+  return launch(c, OpKind::kBarrier, DType::kUInt8, RedOp::kSum, -1, 0, 0, call, [](Engine& e, Algo a) {
     switch (a) {
       case Algo::kDissemination: algo::barrier_dissemination(e); break;
       case Algo::kDirect: algo::barrier_direct(e); break;

@@ -16,27 +16,27 @@ namespace omniccl::coll {
 using WorkPtr = std::shared_ptr<Work>;
 using OptTensor = std::optional<TensorView>;
 
-WorkPtr send(Communicator& c, const TensorView& t, int peer, bool async);
-WorkPtr recv(Communicator& c, const TensorView& t, int peer, bool async);
-WorkPtr broadcast(Communicator& c, const TensorView& t, int root, bool async);
-WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, int root, bool async);
-WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, int root, bool async);
-WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root, bool async);
-WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& recv, int op, bool async);
-WorkPtr all_gather(Communicator& c, const TensorView& send, const TensorView& recv, bool async);
-WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView& recv, int op, bool async);
-WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& recv, bool async);
-WorkPtr barrier(Communicator& c, bool async);
+WorkPtr send(Communicator& c, const TensorView& t, int peer, const CallOptions& call);
+WorkPtr recv(Communicator& c, const TensorView& t, int peer, const CallOptions& call);
+WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOptions& call);
+WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, int root, const CallOptions& call);
+WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, int root, const CallOptions& call);
+WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root, const CallOptions& call);
+WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call);
+WorkPtr all_gather(Communicator& c, const TensorView& send, const TensorView& recv, const CallOptions& call);
+WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call);
+WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& recv, const CallOptions& call);
+WorkPtr barrier(Communicator& c, const CallOptions& call);
 
 /// Counts and displacements in elements; empty displs = packed.
 WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& recv, std::vector<int64_t> counts,
-                    std::vector<int64_t> displs, bool async);
+                    std::vector<int64_t> displs, const CallOptions& call);
 WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t> send_counts,
                     std::vector<int64_t> send_displs, const TensorView& recv, std::vector<int64_t> recv_counts,
-                    std::vector<int64_t> recv_displs, bool async);
+                    std::vector<int64_t> recv_displs, const CallOptions& call);
 WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, std::vector<int64_t> counts,
-                std::vector<int64_t> displs, int root, bool async);
+                std::vector<int64_t> displs, int root, const CallOptions& call);
 WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> counts, std::vector<int64_t> displs,
-                 const TensorView& recv, int root, bool async);
+                 const TensorView& recv, int root, const CallOptions& call);
 
 }  // namespace omniccl::coll

@@ -29,11 +29,14 @@ ReduceSpec resolve_op(const Communicator& c, int op, DType t);
 RedOp combine_op(RedOp op);
 
 /// Queues or runs body(engine, algo) as operation `kind`; `tune_bytes` is
-/// the per-rank size used to choose the algorithm.
+/// the per-rank size used to choose the algorithm. The call's options give
+/// its deadline and, for a blocking call, the caller's interrupt check.
 template <typename Body>
 WorkPtr launch(Communicator& c, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count, uint64_t tune_bytes,
-               bool async, Body body) {
+               const CallOptions& call, Body body) {
   Communicator* comm = &c;
+  const int64_t timeout_ms = call.timeout_ms;
+  const InterruptHook interrupt = call.async ? InterruptHook{} : call.interrupt;
   auto op = [=](Engine& e) {
     Algo a = choose_algo(kind, tune_bytes, comm->size(), comm->algo_override());
     OpSignature sig;
@@ -45,12 +48,13 @@ WorkPtr launch(Communicator& c, OpKind kind, DType dtype, RedOp redop, int root,
     sig.seq = comm->next_collective_seq();
     sig.algo = uint8_t(a);
     sig.algo_name = algo_name(a);
-    e.begin(sig, combine_op(redop), comm->timeout_ms());
+    e.begin(sig, combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
+    e.set_interrupt(interrupt);
     e.set_single_copy(comm->config().single_copy && single_copy_for(kind, tune_bytes, e.oversubscribed()));
     body(e, a);
   };
-  if (!async) {
-    c.run_blocking(op);
+  if (!call.async) {
+    c.run_blocking(op, interrupt);
     return nullptr;
   }
   return c.submit(op, true);

@@ -2,7 +2,7 @@
 
 namespace omniccl::coll {
 
-WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root, bool async) {
+WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root, const CallOptions& call) {
   check_root(c, root);
   const bool is_root = c.rank() == root;
   char* out = nullptr;
@@ -15,7 +15,7 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   }
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
-  return launch(c, OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), async,
+  return launch(c, OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), call,
                 [=](Engine& e, Algo a) {
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
                   switch (a) {

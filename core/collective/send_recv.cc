@@ -8,16 +8,16 @@ namespace omniccl::coll {
 
 namespace {
 
-WorkPtr p2p(Communicator& c, const TensorView& t, int peer, bool is_send, bool async) {
+WorkPtr p2p(Communicator& c, const TensorView& t, int peer, bool is_send, const CallOptions& call) {
   check_arg(peer >= 0 && peer < c.size(), is_send ? "send" : "recv", ": peer ", peer,
             " is out of range for a communicator of ", c.size(), " ranks");
   check_arg(peer != c.rank(), is_send ? "send" : "recv", ": peer ", peer, " is this rank itself");
-  return c.submit_p2p(P2POp{is_send, peer, t}, async);
+  return c.submit_p2p(P2POp{is_send, peer, t, call.timeout_ms}, call);
 }
 
 }  // namespace
 
-WorkPtr send(Communicator& c, const TensorView& t, int peer, bool async) { return p2p(c, t, peer, true, async); }
-WorkPtr recv(Communicator& c, const TensorView& t, int peer, bool async) { return p2p(c, t, peer, false, async); }
+WorkPtr send(Communicator& c, const TensorView& t, int peer, const CallOptions& call) { return p2p(c, t, peer, true, call); }
+WorkPtr recv(Communicator& c, const TensorView& t, int peer, const CallOptions& call) { return p2p(c, t, peer, false, call); }
 
 }  // namespace omniccl::coll

@@ -35,20 +35,20 @@ void to_bytes(const std::vector<int64_t>& counts, std::vector<int64_t> displs, i
 }  // namespace
 
 WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& recv, std::vector<int64_t> counts,
-                    std::vector<int64_t> displs, bool async) {
+                    std::vector<int64_t> displs, const CallOptions& call) {
   const int n = c.size();
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
   std::vector<uint64_t> bc, bd;
   to_bytes(counts, std::move(displs), n, recv.count, dtype_size(recv.dtype), "all_gatherv recv", bc, bd);
   check_arg(bc[c.rank()] == send.bytes(), "all_gatherv: sendbuf has ", send.count, " elements but recv_counts[",
             c.rank(), "] is ", counts[c.rank()]);
-  return launch(c, OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), async,
+  return launch(c, OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), call,
                 [=](Engine& e, Algo) { algo::all_gatherv_direct(e, send.bytes_ptr(), recv.bytes_ptr(), bc.data(), bd.data()); });
 }
 
 WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t> send_counts,
                     std::vector<int64_t> send_displs, const TensorView& recv, std::vector<int64_t> recv_counts,
-                    std::vector<int64_t> recv_displs, bool async) {
+                    std::vector<int64_t> recv_displs, const CallOptions& call) {
   const int n = c.size();
   const size_t es = dtype_size(send.dtype);
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
@@ -58,7 +58,7 @@ WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t
   to_bytes(recv_counts, std::move(recv_displs), n, recv.count, es, "all_to_allv recv", rc, rd);
   check_arg(sc[c.rank()] == rc[c.rank()], "all_to_allv: send_counts[", c.rank(), "] (", send_counts[c.rank()],
             ") differs from recv_counts[", c.rank(), "] (", recv_counts[c.rank()], ") for this rank's own part");
-  return launch(c, OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), async, [=](Engine& e, Algo) {
+  return launch(c, OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), call, [=](Engine& e, Algo) {
     const char* src = send.bytes_ptr();
     if (src == recv.bytes_ptr() && send.bytes() > 0) {
       char* tmp = e.scratch(send.bytes(), 3);
@@ -70,7 +70,7 @@ WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t
 }
 
 WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, std::vector<int64_t> counts,
-                std::vector<int64_t> displs, int root, bool async) {
+                std::vector<int64_t> displs, int root, const CallOptions& call) {
   check_root(c, root);
   const int n = c.size();
   std::vector<uint64_t> bc, bd;
@@ -83,13 +83,13 @@ WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, 
               " elements but recv_counts[", root, "] is ", counts[root]);
     out = recv->bytes_ptr();
   }
-  return launch(c, OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), async, [=](Engine& e, Algo) {
+  return launch(c, OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), call, [=](Engine& e, Algo) {
     algo::gatherv_direct(e, send.bytes_ptr(), send.bytes(), out, bc.data(), bd.data(), root);
   });
 }
 
 WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> counts, std::vector<int64_t> displs,
-                 const TensorView& recv, int root, bool async) {
+                 const TensorView& recv, int root, const CallOptions& call) {
   check_root(c, root);
   const int n = c.size();
   std::vector<uint64_t> bc, bd;
@@ -102,7 +102,7 @@ WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> co
               root, "] is ", counts[root]);
     in = send->bytes_ptr();
   }
-  return launch(c, OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), async, [=](Engine& e, Algo) {
+  return launch(c, OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), call, [=](Engine& e, Algo) {
     algo::scatterv_direct(e, in, bc.data(), bd.data(), recv.bytes_ptr(), recv.bytes(), root);
   });
 }

@@ -19,6 +19,7 @@ const char* status_name(Status s) {
     case Status::kVersion: return "OCCL_ERR_VERSION";
     case Status::kOutOfMemory: return "OCCL_ERR_OUT_OF_MEMORY";
     case Status::kCommFailed: return "OCCL_ERR_COMM_FAILED";
+    case Status::kInterrupted: return "OCCL_ERR_INTERRUPTED";
   }
   return "unknown status";
 }

@@ -26,6 +26,7 @@ enum class Status : int {
   kVersion = 10,
   kOutOfMemory = 11,
   kCommFailed = 12,
+  kInterrupted = 13,
 };
 
 /// Short stable name of a status ("OCCL_ERR_TIMEOUT").

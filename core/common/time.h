@@ -1,14 +1,20 @@
 // Deadlines: every blocking wait in OmniCCL is bounded by one of these.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+
+#include "common/status.h"
 
 namespace omniccl {
 
 using Clock = std::chrono::steady_clock;
 
-/// A point in time after which a blocking call gives up.
+/// A point in time after which a blocking call gives up. It may also carry a
+/// cancel flag (cancelled_by): once the flag is set, expired() throws
+/// kAborted, so every wait bounded by the deadline ends promptly when the
+/// owner is aborted (non-blocking creation, see communicator/pending.h).
 class Deadline {
  public:
   /// A deadline `ms` milliseconds from now (ms <= 0 means already expired).
@@ -18,10 +24,25 @@ class Deadline {
   static Deadline never() { return Deadline(Clock::time_point::max()); }
   explicit Deadline(Clock::time_point t) : t_(t) {}
 
-  bool expired() const { return Clock::now() >= t_; }
+  /// The same deadline, also ended when *flag becomes true.
+  Deadline cancelled_by(const std::atomic<bool>* flag) const {
+    Deadline d = *this;
+    d.cancel_ = flag;
+    return d;
+  }
+
+  /// True once the time has passed; throws kAborted once the cancel flag is set.
+  bool expired() const {
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_acquire)) {
+      fail(Status::kAborted, "aborted while the communicator was being created");
+    }
+    return Clock::now() >= t_;
+  }
   Clock::time_point time() const { return t_; }
-  /// Milliseconds left, clamped to [0, cap_ms]; for poll() timeouts.
+  /// Milliseconds left, clamped to [0, cap_ms] (and to 50 when a cancel flag
+  /// must be watched); for poll() timeouts.
   int remaining_ms(int cap_ms) const {
+    if (cancel_ != nullptr && cap_ms > kCancelPollMs) cap_ms = kCancelPollMs;
     auto now = Clock::now();
     if (now >= t_) return 0;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t_ - now).count() + 1;
@@ -31,7 +52,19 @@ class Deadline {
   static Deadline min(Deadline a, Deadline b) { return a.t_ < b.t_ ? a : b; }
 
  private:
+  static constexpr int kCancelPollMs = 50;
   Clock::time_point t_;
+  const std::atomic<bool>* cancel_ = nullptr;
+};
+
+/// A caller's "stop waiting?" check (occl_options_t.interrupt): asked by a
+/// blocking call before each sleep, so at least every 50 ms while it waits.
+struct InterruptHook {
+  int (*fn)(void*) = nullptr;
+  void* data = nullptr;
+  explicit operator bool() const { return fn != nullptr; }
+  /// True when the caller asks to stop.
+  bool fired() const { return fn != nullptr && fn(data) != 0; }
 };
 
 }  // namespace omniccl

@@ -75,13 +75,14 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
   log::set_rank(rank);
 }
 
-std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSpec& spec, const CommConfig& config) {
+std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSpec& spec, const CommConfig& config,
+                                                   const std::atomic<bool>* cancel) {
   using bootstrap::RendezvousSpec;
   config.validate();
   check_arg(spec.world_size >= 1, "world size must be at least 1, got ", spec.world_size);
   check_arg(spec.rank >= 0 && spec.rank < spec.world_size, "rank ", spec.rank, " is outside world size ",
             spec.world_size);
-  const Deadline deadline = Deadline::after_ms(config.timeout_ms);
+  const Deadline deadline = Deadline::after_ms(config.timeout_ms).cancelled_by(cancel);
   const int rank = spec.rank, n = spec.world_size;
 
   std::unique_ptr<bootstrap::TcpStoreServer> server;
@@ -200,22 +201,34 @@ void Communicator::destroy_reduce_op(int op) {
   check_arg(premul_ops_.erase(op) == 1, "reduce op ", op, " was not created by occl_red_op_create_premul_sum");
 }
 
+void Communicator::set_failed(Status st, const std::string& message) {
+  std::lock_guard<std::mutex> lock(failed_mu_);
+  if (failed_status_.load(std::memory_order_relaxed) != Status::kSuccess) return;
+  failed_message_ = message;
+  failed_status_.store(st, std::memory_order_release);
+}
+
+Status Communicator::async_error(std::string& message) const {
+  std::lock_guard<std::mutex> lock(failed_mu_);
+  message = failed_message_;
+  return failed_status_.load(std::memory_order_relaxed);
+}
+
 void Communicator::run_one(OpRef fn) {
   if (mesh_->aborted()) fail(Status::kAborted, "the communicator was aborted");
-  if (failed_status_ != Status::kSuccess) {
-    fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(failed_status_),
-         "): ", failed_message_);
+  if (Status st = failed_status_.load(std::memory_order_acquire); st != Status::kSuccess) {
+    std::string msg;
+    async_error(msg);
+    fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(st), "): ", msg);
   }
   try {
     fn(engine_);
   } catch (const Error& e) {
-    failed_status_ = e.status();
-    failed_message_ = e.what();
+    set_failed(e.status(), e.what());
     throw;
   } catch (const std::bad_alloc&) {
-    failed_status_ = Status::kOutOfMemory;
-    failed_message_ = "out of memory during an operation";
-    throw Error(Status::kOutOfMemory, failed_message_);
+    set_failed(Status::kOutOfMemory, "out of memory during an operation");
+    throw Error(Status::kOutOfMemory, "out of memory during an operation");
   }
 }
 
@@ -231,10 +244,17 @@ void Communicator::ExecLock::backoff(unsigned i) {
   }
 }
 
-void Communicator::run_blocking_ref(OpRef fn) {
+void Communicator::run_blocking_ref(OpRef fn, InterruptHook interrupt) {
   if (!idle_.load(std::memory_order_acquire)) {
+    // Queued asynchronous operations run first; an interruptible caller
+    // waits for them in slices.
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return (queue_.empty() && !worker_busy_) || stopping_; });
+    auto drained = [&] { return (queue_.empty() && !worker_busy_) || stopping_; };
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(interrupt ? 50 : 200), drained)) {
+      if (interrupt.fired()) {
+        fail(Status::kInterrupted, "interrupted by the caller while earlier asynchronous operations ran");
+      }
+    }
     if (stopping_) fail(Status::kAborted, "the communicator was aborted");
   }
   std::lock_guard<ExecLock> exec(exec_mu_);
@@ -243,7 +263,7 @@ void Communicator::run_blocking_ref(OpRef fn) {
 
 std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool async) {
   if (!async) {
-    run_blocking_ref(ref_of(fn));
+    run_blocking_ref(ref_of(fn), {});
     return nullptr;
   }
   auto work = std::make_shared<Work>();
@@ -261,7 +281,7 @@ std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool
   return work;
 }
 
-std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, bool async) {
+std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, const CallOptions& call) {
   auto work = std::make_shared<Work>();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -272,7 +292,19 @@ std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, bool async) {
   }
   cv_.notify_all();
   mesh_->wake();  // a running batch sleeping in poll() picks the new transfer up
-  if (async) return work;
+  if (call.async) return work;
+  if (call.interrupt) {
+    while (!work->wait_for(50)) {
+      if (!call.interrupt.fired()) continue;
+      // The transfer runs on the worker and uses the caller's buffer: stop
+      // the communicator so it ends before this call returns.
+      set_failed(Status::kInterrupted, "a blocking send/recv was interrupted by the caller");
+      mesh_->set_aborted();
+      work->wait();
+      fail(Status::kInterrupted, op.is_send ? "send" : "recv", " to/from rank ", op.peer,
+           " was interrupted by the caller; the communicator is unusable now");
+    }
+  }
   Status st = work->wait();
   if (st != Status::kSuccess) throw Error(st, work->message());
   return nullptr;
@@ -301,7 +333,7 @@ class Communicator::QueueFeed final : public TransferFeed {
     sig.dtype = op.tensor.dtype;
     sig.count = op.tensor.count;
     sig.seq = op.is_send ? c_.next_send_seq(op.peer) : c_.next_recv_seq(op.peer);
-    deadline = c_.op_deadline();
+    deadline = op.timeout_ms > 0 ? Deadline::after_ms(op.timeout_ms) : c_.op_deadline();
     t = op.is_send ? Transfer::send(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0)
                    : Transfer::recv(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0);
     tag = taken_.size();
@@ -383,14 +415,14 @@ void Communicator::abort() {
   std::lock_guard<ExecLock> exec(exec_mu_);
 }
 
-std::vector<std::string> Communicator::internal_all_gather(const std::string& mine) {
+std::vector<std::string> Communicator::internal_all_gather(const std::string& mine, const Deadline& deadline) {
   const int n = size_;
   OpSignature sig;
   sig.kind = OpKind::kInternal;
   sig.algo = uint8_t(Algo::kDirect);
   sig.algo_name = "direct";
   sig.seq = next_collective_seq();
-  engine_.begin(sig, RedOp::kSum, op_deadline());
+  engine_.begin(sig, RedOp::kSum, deadline);
   std::vector<uint64_t> lens(n);
   uint64_t len = mine.size();
   algo::all_gather_direct(engine_, reinterpret_cast<const char*>(&len), reinterpret_cast<char*>(lens.data()), 8);
@@ -402,7 +434,7 @@ std::vector<std::string> Communicator::internal_all_gather(const std::string& mi
   }
   std::string all(total, '\0');
   sig.seq = next_collective_seq();
-  engine_.begin(sig, RedOp::kSum, op_deadline());
+  engine_.begin(sig, RedOp::kSum, deadline);
   algo::all_gatherv_direct(engine_, mine.data(), all.data(), lens.data(), displs.data());
   std::vector<std::string> out(n);
   for (int p = 0; p < n; ++p) out[p] = all.substr(displs[p], lens[p]);
@@ -413,53 +445,57 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Comm
   CommConfig cfg = config ? *config : config_;
   cfg.validate();
   std::shared_ptr<Communicator> result;
-  submit(
-      [&](Engine&) {
-        auto records = internal_all_gather(str_cat(color, " ", key));
-        struct Member {
-          int key, old_rank;
-        };
-        std::vector<Member> members;
-        for (int p = 0; p < size_; ++p) {
-          int c = 0, k = 0;
-          std::istringstream(records[p]) >> c >> k;
-          if (color >= 0 && c == color) members.push_back({k, p});
-        }
-        std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
-          return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
-        });
-        uint64_t session = mix(mix(session_, ++split_count_), uint64_t(uint32_t(color)));
-        if (color < 0) {
-          internal_all_gather("");
-          return;
-        }
-        int new_rank = 0;
-        for (size_t i = 0; i < members.size(); ++i) {
-          if (members[i].old_rank == rank_) new_rank = static_cast<int>(i);
-        }
-        bool exchanged = false;
-        auto exchange = [&](const std::string& blob) {
-          exchanged = true;
-          auto all = internal_all_gather(blob);
-          std::vector<std::string> mine;
-          for (const auto& m : members) mine.push_back(all[m.old_rank]);
-          return mine;
-        };
-        transport::MeshOptions opts;
-        opts.rank = new_rank;
-        opts.size = static_cast<int>(members.size());
-        opts.session = session;
-        opts.transport = cfg.transport;
-        opts.tcp_ip = tcp_ip_;
-        opts.deadline = op_deadline();
-        opts.single_copy = cfg.single_copy;
-        auto mesh = transport::Mesh::create(opts, exchange);
-        if (!exchanged) internal_all_gather("");
-        result.reset(new Communicator(new_rank, opts.size, cfg, std::move(mesh), session));
-        result->tcp_ip_ = tcp_ip_;
-        log::set_rank(rank_);
-      },
-      false);
+  submit([&](Engine&) { result = split_in_op(color, key, cfg, nullptr); }, false);
+  return result;
+}
+
+std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, const CommConfig& cfg,
+                                                        const std::atomic<bool>* cancel) {
+  const Deadline deadline = op_deadline().cancelled_by(cancel);
+  deadline.expired();  // throws kAborted if cancelled before it started
+  auto records = internal_all_gather(str_cat(color, " ", key), deadline);
+  struct Member {
+    int key, old_rank;
+  };
+  std::vector<Member> members;
+  for (int p = 0; p < size_; ++p) {
+    int c = 0, k = 0;
+    std::istringstream(records[p]) >> c >> k;
+    if (color >= 0 && c == color) members.push_back({k, p});
+  }
+  std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
+    return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
+  });
+  uint64_t session = mix(mix(session_, ++split_count_), uint64_t(uint32_t(color)));
+  if (color < 0) {
+    internal_all_gather("", deadline);
+    return nullptr;
+  }
+  int new_rank = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].old_rank == rank_) new_rank = static_cast<int>(i);
+  }
+  bool exchanged = false;
+  auto exchange = [&](const std::string& blob) {
+    exchanged = true;
+    auto all = internal_all_gather(blob, deadline);
+    std::vector<std::string> mine;
+    for (const auto& m : members) mine.push_back(all[m.old_rank]);
+    return mine;
+  };
+  transport::MeshOptions opts;
+  opts.rank = new_rank;
+  opts.size = static_cast<int>(members.size());
+  opts.session = session;
+  opts.transport = cfg.transport;
+  opts.tcp_ip = tcp_ip_;
+  opts.deadline = deadline;
+  opts.single_copy = cfg.single_copy;
+  auto mesh = transport::Mesh::create(opts, exchange);
+  if (!exchanged) internal_all_gather("", deadline);
+  std::shared_ptr<Communicator> result(new Communicator(new_rank, opts.size, cfg, std::move(mesh), session));
+  result->tcp_ip_ = tcp_ip_;
+  log::set_rank(rank_);
   return result;
 }
 

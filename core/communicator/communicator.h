@@ -42,6 +42,7 @@ struct CommConfig {
   std::string algorithm;  ///< empty: tuned
   std::string algorithm_source = "OMNICCL_ALGO";
   bool single_copy = true;  ///< OMNICCL_SHM_SINGLE_COPY
+  bool blocking = true;     ///< occl_config_t.blocking: creation waits until ready
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO.
   static CommConfig from_environment();
@@ -49,17 +50,29 @@ struct CommConfig {
   void validate() const;
 };
 
+/// How one operation is issued: the C ABI's work argument (async) and its
+/// occl_options_t.
+struct CallOptions {
+  bool async = false;
+  int64_t timeout_ms = 0;   ///< > 0: this call's deadline; else the communicator's
+  void* stream = nullptr;   ///< CUDA stream for CUDA tensors (unused on CPU)
+  InterruptHook interrupt;  ///< blocking calls only: asked while they wait
+};
+
 /// A point-to-point operation as queued (see Communicator::submit_p2p).
 struct P2POp {
   bool is_send = true;
   int peer = -1;
   TensorView tensor;
+  int64_t timeout_ms = 0;  ///< > 0: this operation's deadline; else the communicator's
 };
 
 class Communicator {
  public:
   /// Creates a communicator through a rendezvous; collective over all ranks.
-  static std::shared_ptr<Communicator> create(const bootstrap::RendezvousSpec& spec, const CommConfig& config);
+  /// Setting *cancel (if given) ends it promptly with kAborted.
+  static std::shared_ptr<Communicator> create(const bootstrap::RendezvousSpec& spec, const CommConfig& config,
+                                              const std::atomic<bool>* cancel = nullptr);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -67,6 +80,14 @@ class Communicator {
   /// occl_comm_split: collective over this communicator; nullptr for
   /// ranks passing a negative color.
   std::shared_ptr<Communicator> split(int color, int key, const CommConfig* config);
+  /// The body of split, to run inside an operation on this communicator
+  /// (submit); setting *cancel ends it with kAborted (and, as any failed
+  /// operation, leaves this communicator unusable).
+  std::shared_ptr<Communicator> split_in_op(int color, int key, const CommConfig& config,
+                                            const std::atomic<bool>* cancel);
+  /// The error that made this communicator unusable (kSuccess if none), with
+  /// its message: NCCL's async error. Any thread.
+  Status async_error(std::string& message) const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -81,15 +102,18 @@ class Communicator {
   /// The blocking form of submit without a std::function (no allocation):
   /// runs fn(engine) on this thread after queued operations, rethrowing.
   template <typename Fn>
-  void run_blocking(Fn& fn) {
-    run_blocking_ref(OpRef{&fn, [](void* f, Engine& e) { (*static_cast<Fn*>(f))(e); }});
+  void run_blocking(Fn& fn, InterruptHook interrupt = {}) {
+    run_blocking_ref(OpRef{&fn, [](void* f, Engine& e) { (*static_cast<Fn*>(f))(e); }}, interrupt);
   }
 
   /// Queues a send or recv. Point-to-point operations queued one after
   /// another run as one step (Engine::run_feed), so they progress together;
   /// a blocking one (async == false) waits for its own completion and
   /// rethrows its error.
-  std::shared_ptr<Work> submit_p2p(const P2POp& op, bool async);
+  /// A blocking one with call.interrupt set that is interrupted aborts the
+  /// communicator (the transfer must not outlive the call) and throws
+  /// kInterrupted.
+  std::shared_ptr<Work> submit_p2p(const P2POp& op, const CallOptions& call);
 
   /// Sequence numbers: call only from inside a submitted function.
   uint64_t next_collective_seq() { return ++collective_seq_; }
@@ -124,9 +148,11 @@ class Communicator {
     return OpRef{const_cast<std::function<void(Engine&)>*>(&fn),
                  [](void* f, Engine& e) { (*static_cast<const std::function<void(Engine&)>*>(f))(e); }};
   }
-  void run_blocking_ref(OpRef fn);
+  void run_blocking_ref(OpRef fn, InterruptHook interrupt);
+  /// Records the first error that makes the communicator unusable.
+  void set_failed(Status st, const std::string& message);
   void run_one(OpRef fn);
-  std::vector<std::string> internal_all_gather(const std::string& mine);
+  std::vector<std::string> internal_all_gather(const std::string& mine, const Deadline& deadline);
 
   int rank_;
   int size_;
@@ -183,7 +209,10 @@ class Communicator {
   std::atomic<bool> idle_{true};
   bool stopping_ = false;
   std::thread worker_;
-  Status failed_status_ = Status::kSuccess;
+  /// Written by set_failed (under failed_mu_ for the message); the status
+  /// is read without the lock on every operation.
+  std::atomic<Status> failed_status_{Status::kSuccess};
+  mutable std::mutex failed_mu_;
   std::string failed_message_;
 };
 

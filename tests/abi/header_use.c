@@ -105,6 +105,43 @@ int occl_abi_use_everything(void) {
   occl_status_t (*work_test)(occl_work_t) = occl_work_test;
   occl_status_t (*work_free)(occl_work_t) = occl_work_free;
   occl_status_t (*work_wait_for)(occl_work_t, int64_t) = occl_work_wait_for;
+  /* ABI 1.1 */
+  occl_options_t options = OCCL_OPTIONS_INIT;
+  occl_interrupt_fn interrupt = NULL;
+  occl_status_t (*get_async_error)(occl_comm_t, occl_status_t*) = occl_comm_get_async_error;
+  occl_status_t (*send_ex)(const DLTensor*, int, occl_comm_t, const occl_options_t*, occl_work_t*) =
+      occl_send_ex;
+  occl_status_t (*recv_ex)(const DLTensor*, int, occl_comm_t, const occl_options_t*, occl_work_t*) =
+      occl_recv_ex;
+  occl_status_t (*broadcast_ex)(const DLTensor*, int, occl_comm_t, const occl_options_t*,
+                                occl_work_t*) = occl_broadcast_ex;
+  occl_status_t (*scatter_ex)(const DLTensor*, const DLTensor*, int, occl_comm_t,
+                              const occl_options_t*, occl_work_t*) = occl_scatter_ex;
+  occl_status_t (*gather_ex)(const DLTensor*, const DLTensor*, int, occl_comm_t,
+                             const occl_options_t*, occl_work_t*) = occl_gather_ex;
+  occl_status_t (*reduce_ex)(const DLTensor*, const DLTensor*, occl_red_op_t, int, occl_comm_t,
+                             const occl_options_t*, occl_work_t*) = occl_reduce_ex;
+  occl_status_t (*all_reduce_ex)(const DLTensor*, const DLTensor*, occl_red_op_t, occl_comm_t,
+                                 const occl_options_t*, occl_work_t*) = occl_all_reduce_ex;
+  occl_status_t (*all_gather_ex)(const DLTensor*, const DLTensor*, occl_comm_t,
+                                 const occl_options_t*, occl_work_t*) = occl_all_gather_ex;
+  occl_status_t (*reduce_scatter_ex)(const DLTensor*, const DLTensor*, occl_red_op_t, occl_comm_t,
+                                     const occl_options_t*, occl_work_t*) = occl_reduce_scatter_ex;
+  occl_status_t (*all_to_all_ex)(const DLTensor*, const DLTensor*, occl_comm_t,
+                                 const occl_options_t*, occl_work_t*) = occl_all_to_all_ex;
+  occl_status_t (*barrier_ex)(occl_comm_t, const occl_options_t*, occl_work_t*) = occl_barrier_ex;
+  occl_status_t (*all_gatherv_ex)(const DLTensor*, const DLTensor*, const int64_t*, const int64_t*,
+                                  occl_comm_t, const occl_options_t*, occl_work_t*) =
+      occl_all_gatherv_ex;
+  occl_status_t (*all_to_allv_ex)(const DLTensor*, const int64_t*, const int64_t*, const DLTensor*,
+                                  const int64_t*, const int64_t*, occl_comm_t,
+                                  const occl_options_t*, occl_work_t*) = occl_all_to_allv_ex;
+  occl_status_t (*gatherv_ex)(const DLTensor*, const DLTensor*, const int64_t*, const int64_t*,
+                              int, occl_comm_t, const occl_options_t*, occl_work_t*) =
+      occl_gatherv_ex;
+  occl_status_t (*scatterv_ex)(const DLTensor*, const int64_t*, const int64_t*, const DLTensor*,
+                               int, occl_comm_t, const occl_options_t*, occl_work_t*) =
+      occl_scatterv_ex;
 
   /* Touch what was declared so that -Wall -Wextra stays quiet. */
   const void* functions[] = {
@@ -119,7 +156,15 @@ int occl_abi_use_everything(void) {
       (const void*)&reduce_scatter, (const void*)&all_to_all, (const void*)&barrier,
       (const void*)&all_gatherv,   (const void*)&all_to_allv, (const void*)&gatherv,
       (const void*)&scatterv,      (const void*)&work_wait,   (const void*)&work_test, (const void*)&work_wait_for,
-      (const void*)&work_free};
+      (const void*)&work_free,     (const void*)&get_async_error, (const void*)&send_ex,
+      (const void*)&recv_ex,       (const void*)&broadcast_ex, (const void*)&scatter_ex,
+      (const void*)&gather_ex,     (const void*)&reduce_ex,   (const void*)&all_reduce_ex,
+      (const void*)&all_gather_ex, (const void*)&reduce_scatter_ex, (const void*)&all_to_all_ex,
+      (const void*)&barrier_ex,    (const void*)&all_gatherv_ex, (const void*)&all_to_allv_ex,
+      (const void*)&gatherv_ex,    (const void*)&scatterv_ex};
+  options.interrupt = interrupt;
+  options.timeout_ms = OCCL_CONFIG_UNDEF_INT64 + OCCL_ABI_VERSION_MINOR;
+  config.blocking = (int32_t)(OCCL_ERR_INTERRUPTED - 13);
   versioned.version = version;
   versioned.flags = flags;
   versioned.dl_tensor = tensor;
@@ -133,5 +178,7 @@ int occl_abi_use_everything(void) {
   return code + abi + dlpack + (int)status + (int)op + custom_op + (int)device_type +
          (int)type_code + from_env + (comm == NULL) + (work == NULL) + managed.dl_tensor.ndim +
          (config.size == sizeof(occl_config_t)) + (int)versioned.flags +
+         (options.size == sizeof(occl_options_t)) + (options.magic == OCCL_OPTIONS_MAGIC) +
+         (int)options.version - (int)OCCL_OPTIONS_VERSION + config.blocking +
          id.internal[OCCL_UNIQUE_ID_BYTES - 1] + (int)(sizeof functions / sizeof functions[0]);
 }

@@ -70,17 +70,87 @@ struct old_config {
   int64_t timeout_ms;
 };
 
+/* The occl_options_t of a caller compiled with only size/magic/version and
+   stream (a shorter struct than the library's). */
+struct old_options {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  void* stream;
+};
+
+/* The occl_options_t of a caller compiled against a newer header with one
+   more field than this library knows. */
+struct newer_options {
+  occl_options_t known;
+  int64_t field_from_the_future;
+};
+
 /*
- * Places an old_config at the very end of a readable page, followed by a
- * PROT_NONE page: a library reading more than config->size bytes crashes.
+ * Returns `bytes` at the very end of a readable page, followed by a
+ * PROT_NONE page: a library reading more than the struct's size crashes.
  */
-static struct old_config* old_config_at_page_end(void) {
+static void* at_page_end(size_t bytes) {
   long page = sysconf(_SC_PAGESIZE);
   char* base = (char*)mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   require(base != MAP_FAILED, "mmap two pages", NULL);
   require(mprotect(base + page, (size_t)page, PROT_NONE) == 0, "mprotect the guard page", NULL);
-  return (struct old_config*)(base + page - sizeof(struct old_config));
+  return base + page - bytes;
+}
+
+static struct old_config* old_config_at_page_end(void) {
+  return (struct old_config*)at_page_end(sizeof(struct old_config));
+}
+
+/* ABI 1.1: the per-call options struct from old, current and newer callers. */
+static void check_options(occl_comm_t comm) {
+  int64_t data[2] = {5, 7};
+  int64_t shape[1] = {2};
+  DLTensor t = {data, {kDLCPU, 0}, 1, {(uint8_t)kDLInt, 64, 1}, shape, NULL, 0};
+  occl_options_t opt = OCCL_OPTIONS_INIT;
+  struct old_options* old = (struct old_options*)at_page_end(sizeof(struct old_options));
+  struct newer_options newer;
+  occl_status_t s;
+
+  expect(occl_all_reduce_ex(&t, &t, OCCL_SUM, comm, NULL, NULL) == OCCL_SUCCESS,
+         "occl_all_reduce_ex with NULL options", occl_last_error());
+  opt.timeout_ms = 5000;
+  expect(occl_all_reduce_ex(&t, &t, OCCL_SUM, comm, &opt, NULL) == OCCL_SUCCESS &&
+             data[0] == 5 && data[1] == 7,
+         "occl_all_reduce_ex with OCCL_OPTIONS_INIT and a per-call timeout", occl_last_error());
+
+  old->size = sizeof *old;
+  old->magic = OCCL_OPTIONS_MAGIC;
+  old->version = 1;
+  old->stream = NULL;
+  s = occl_barrier_ex(comm, (const occl_options_t*)(const void*)old, NULL);
+  expect(s == OCCL_SUCCESS, "an old caller's 4-field occl_options_t (size 24) is read only up to its size",
+         occl_last_error());
+
+  newer.known = opt;
+  newer.known.size = sizeof newer;
+  newer.known.version = OCCL_OPTIONS_VERSION + 1;
+  newer.field_from_the_future = 42;
+  expect(occl_barrier_ex(comm, &newer.known, NULL) == OCCL_SUCCESS,
+         "a newer caller's longer occl_options_t is accepted (known fields read)", occl_last_error());
+
+  opt.magic = 0;
+  s = occl_barrier_ex(comm, &opt, NULL);
+  expect(s == OCCL_ERR_INVALID_ARGUMENT && strstr(occl_last_error(), "magic") != NULL,
+         "occl_options_t without OCCL_OPTIONS_MAGIC is an invalid argument naming the magic",
+         occl_last_error());
+  opt.magic = OCCL_OPTIONS_MAGIC;
+  opt.size = 8;
+  s = occl_barrier_ex(comm, &opt, NULL);
+  expect(s == OCCL_ERR_VERSION && strstr(occl_last_error(), "size") != NULL,
+         "an occl_options_t shorter than its header is OCCL_ERR_VERSION naming the size",
+         occl_last_error());
+  opt.size = sizeof opt;
+  opt.timeout_ms = -5;
+  s = occl_barrier_ex(comm, &opt, NULL);
+  expect(s == OCCL_ERR_INVALID_ARGUMENT && strstr(occl_last_error(), "timeout_ms") != NULL,
+         "a negative options.timeout_ms is an invalid argument naming it", occl_last_error());
 }
 
 int main(void) {
@@ -147,6 +217,15 @@ int main(void) {
   s = occl_all_reduce(&t, &t, (occl_red_op_t)-1, comm, NULL);
   expect(s == OCCL_ERR_INVALID_ARGUMENT && strstr(occl_last_error(), "-1") != NULL,
          "reduce op -1 is an invalid argument naming the value", occl_last_error());
+  check_options(comm);
+  {
+    occl_status_t async_error = OCCL_ERR_INTERNAL;
+    s = occl_comm_get_async_error(comm, &async_error);
+    expect(s == OCCL_SUCCESS && async_error == OCCL_SUCCESS,
+           "occl_comm_get_async_error of a healthy communicator is OCCL_SUCCESS", occl_last_error());
+    expect(occl_comm_get_async_error(comm, NULL) == OCCL_ERR_INVALID_ARGUMENT,
+           "occl_comm_get_async_error(comm, NULL) is an invalid argument", NULL);
+  }
   occl_work_t work = NULL;
   s = occl_barrier(comm, &work);
   if (s == OCCL_SUCCESS) s = occl_work_wait(work);

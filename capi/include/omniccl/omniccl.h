@@ -39,7 +39,7 @@ extern "C" {
 
 /** Library version: the one version number of the project. */
 #define OCCL_VERSION_MAJOR 0
-#define OCCL_VERSION_MINOR 1
+#define OCCL_VERSION_MINOR 2
 #define OCCL_VERSION_PATCH 0
 /** MAJOR*10000 + MINOR*100 + PATCH, comparable with occl_get_version(). */
 #define OCCL_VERSION_CODE \
@@ -76,7 +76,12 @@ typedef enum occl_status {
   /** Memory could not be allocated. */
   OCCL_ERR_OUT_OF_MEMORY = 11,
   /** The communicator is unusable after an earlier error (see the message). */
-  OCCL_ERR_COMM_FAILED = 12
+  OCCL_ERR_COMM_FAILED = 12,
+  /**
+   * (ABI 1.1) A blocking call was ended by its occl_options_t.interrupt
+   * callback. The communicator is unusable afterwards (its peers are told).
+   */
+  OCCL_ERR_INTERRUPTED = 13
 } occl_status_t;
 
 /**
@@ -109,6 +114,16 @@ occl_status_t occl_init_check(int abi_version, int header_version);
 
 /* ------------------------------------------------------------------------ */
 /* Reduce operations                                                         */
+/*                                                                           */
+/* Value rules for occl_red_op_t:                                            */
+/*   0..8   the built-in ops below, valid on every communicator;             */
+/*   >= 64  (OCCL_RED_OP_CUSTOM_BASE) ops made at run time by                */
+/*          occl_red_op_create_premul_sum(), valid only on the communicator  */
+/*          that made them and until occl_red_op_destroy();                  */
+/*   any other value (9..63, negatives) is OCCL_ERR_INVALID_ARGUMENT.        */
+/* An op must also be defined for the dtype: BAND/BOR/BXOR on floating-point */
+/* types is OCCL_ERR_INVALID_ARGUMENT. OCCL_RED_OP_MAX_ENUM/MIN_ENUM exist   */
+/* only so that every int is a valid value of the enum type in C++.          */
 /* ------------------------------------------------------------------------ */
 
 typedef enum occl_red_op {
@@ -159,7 +174,8 @@ typedef struct occl_unique_id {
 } occl_unique_id_t;
 
 #define OCCL_CONFIG_MAGIC 0x4f43434cu /* "OCCL" */
-#define OCCL_CONFIG_VERSION 1u
+/** 2 since ABI 1.1 (field `blocking` appended); version 1 callers still work. */
+#define OCCL_CONFIG_VERSION 2u
 /** An int64 config field left at its default. */
 #define OCCL_CONFIG_UNDEF_INT64 INT64_MIN
 
@@ -182,12 +198,23 @@ typedef struct occl_config {
    * Unknown names, or a name no listed collective offers, are an error.
    */
   const char* algorithm;
+  /**
+   * (ABI 1.1, config version 2) 1 (default): occl_comm_init*,
+   * occl_comm_split return once the communicator is ready. 0: they return
+   * OCCL_ERR_IN_PROGRESS at once with a handle that finishes in the
+   * background; poll it with occl_comm_get_async_error() until that reports
+   * OCCL_SUCCESS (ready) or an error; occl_comm_abort() or
+   * occl_comm_destroy() end it promptly in any phase. Other calls on the
+   * handle return OCCL_ERR_IN_PROGRESS until it is ready (NCCL's
+   * blocking = 0).
+   */
+  int32_t blocking;
 } occl_config_t;
 
 #define OCCL_CONFIG_INIT                                                     \
   {                                                                          \
     sizeof(occl_config_t), OCCL_CONFIG_MAGIC, OCCL_CONFIG_VERSION,           \
-        OCCL_CONFIG_UNDEF_INT64, NULL, NULL                                  \
+        OCCL_CONFIG_UNDEF_INT64, NULL, NULL, 1                               \
   }
 
 /* ------------------------------------------------------------------------ */
@@ -422,6 +449,140 @@ occl_status_t occl_work_free(occl_work_t work);
  * react to signals between them.
  */
 occl_status_t occl_work_wait_for(occl_work_t work, int64_t timeout_ms);
+
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.2 (ABI 1.1): per-call options, non-blocking creation,       */
+/* asynchronous errors, interruptible blocking calls                         */
+/* ------------------------------------------------------------------------ */
+
+/** ABI minor: 1 once the functions below exist (the library's
+    occl_get_version() is then >= 200). */
+#define OCCL_ABI_VERSION_MINOR 1
+
+#define OCCL_OPTIONS_MAGIC 0x4f43434fu /* "OCCO" */
+#define OCCL_OPTIONS_VERSION 1u
+
+/**
+ * Called by a blocking call (work == NULL) while it waits, at least every
+ * 50 ms once it has waited that long, on the calling thread. Return nonzero
+ * to end the call with OCCL_ERR_INTERRUPTED (the communicator is unusable
+ * afterwards and its peers are told), zero to keep waiting. It must not call
+ * occl_* functions on the same communicator.
+ */
+typedef int (*occl_interrupt_fn)(void* user_data);
+
+/**
+ * Per-call options for the occl_*_ex entry points. Initialise with
+ * OCCL_OPTIONS_INIT and change fields; like occl_config_t the library reads
+ * min(size, its own sizeof) bytes, so fields are only ever appended. NULL
+ * options mean all defaults (the same as the entry point without _ex).
+ */
+typedef struct occl_options {
+  size_t size;           /**< sizeof(occl_options_t) as the caller compiled it */
+  unsigned int magic;    /**< OCCL_OPTIONS_MAGIC */
+  unsigned int version;  /**< OCCL_OPTIONS_VERSION */
+  /**
+   * A CUDA stream (cudaStream_t) that CUDA tensors of this call are ordered
+   * on; NULL means the default stream. Ignored for CPU tensors.
+   */
+  void* stream;
+  /**
+   * Deadline of this call in ms (> 0), counted from when it first has to
+   * wait; OCCL_CONFIG_UNDEF_INT64 uses the communicator's
+   * (occl_comm_set_timeout / occl_config_t.timeout_ms).
+   */
+  int64_t timeout_ms;
+  /** NULL, or checked while a blocking call waits (see occl_interrupt_fn). */
+  occl_interrupt_fn interrupt;
+  /** Passed to interrupt. */
+  void* interrupt_data;
+} occl_options_t;
+
+#define OCCL_OPTIONS_INIT                                                    \
+  {                                                                          \
+    sizeof(occl_options_t), OCCL_OPTIONS_MAGIC, OCCL_OPTIONS_VERSION, NULL,  \
+        OCCL_CONFIG_UNDEF_INT64, NULL, NULL                                  \
+  }
+
+/**
+ * The state of a communicator created with occl_config_t.blocking = 0, and
+ * afterwards its asynchronous error (NCCL's ncclCommGetAsyncError). Stores
+ * in *async_error: OCCL_ERR_IN_PROGRESS while it is still being created,
+ * OCCL_SUCCESS when it is ready and has not failed, else the status of the
+ * error that made it unusable (failed creation, or an operation that failed
+ * later, e.g. in the background); occl_last_error() then has its message.
+ * Returns OCCL_ERR_INVALID_ARGUMENT for a NULL argument, else OCCL_SUCCESS.
+ */
+occl_status_t occl_comm_get_async_error(occl_comm_t comm,
+                                        occl_status_t* async_error);
+
+/*
+ * The operations above with per-call options (NULL = defaults). Arguments
+ * and results are those of the function without _ex.
+ */
+occl_status_t occl_send_ex(const DLTensor* tensor, int peer, occl_comm_t comm,
+                           const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_recv_ex(const DLTensor* tensor, int peer, occl_comm_t comm,
+                           const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root,
+                                occl_comm_t comm,
+                                const occl_options_t* options,
+                                occl_work_t* work);
+occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                              int root, occl_comm_t comm,
+                              const occl_options_t* options,
+                              occl_work_t* work);
+occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                             int root, occl_comm_t comm,
+                             const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                             occl_red_op_t op, int root, occl_comm_t comm,
+                             const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf,
+                                 const DLTensor* recvbuf, occl_red_op_t op,
+                                 occl_comm_t comm,
+                                 const occl_options_t* options,
+                                 occl_work_t* work);
+occl_status_t occl_all_gather_ex(const DLTensor* sendbuf,
+                                 const DLTensor* recvbuf, occl_comm_t comm,
+                                 const occl_options_t* options,
+                                 occl_work_t* work);
+occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf,
+                                     const DLTensor* recvbuf, occl_red_op_t op,
+                                     occl_comm_t comm,
+                                     const occl_options_t* options,
+                                     occl_work_t* work);
+occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf,
+                                 const DLTensor* recvbuf, occl_comm_t comm,
+                                 const occl_options_t* options,
+                                 occl_work_t* work);
+occl_status_t occl_barrier_ex(occl_comm_t comm, const occl_options_t* options,
+                              occl_work_t* work);
+occl_status_t occl_all_gatherv_ex(const DLTensor* sendbuf,
+                                  const DLTensor* recvbuf,
+                                  const int64_t* recv_counts,
+                                  const int64_t* recv_displs, occl_comm_t comm,
+                                  const occl_options_t* options,
+                                  occl_work_t* work);
+occl_status_t occl_all_to_allv_ex(const DLTensor* sendbuf,
+                                  const int64_t* send_counts,
+                                  const int64_t* send_displs,
+                                  const DLTensor* recvbuf,
+                                  const int64_t* recv_counts,
+                                  const int64_t* recv_displs, occl_comm_t comm,
+                                  const occl_options_t* options,
+                                  occl_work_t* work);
+occl_status_t occl_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                              const int64_t* recv_counts,
+                              const int64_t* recv_displs, int root,
+                              occl_comm_t comm, const occl_options_t* options,
+                              occl_work_t* work);
+occl_status_t occl_scatterv_ex(const DLTensor* sendbuf,
+                               const int64_t* send_counts,
+                               const int64_t* send_displs,
+                               const DLTensor* recvbuf, int root,
+                               occl_comm_t comm, const occl_options_t* options,
+                               occl_work_t* work);
 
 #ifdef __cplusplus
 } /* extern "C" */
