@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "kernels/cpu/reduce.h"
 
 namespace omniccl {
 
@@ -220,15 +219,11 @@ std::string Engine::op_text(const OpSignature& sig) {
                  sig.algo_name && *sig.algo_name ? str_cat(" (", sig.algo_name, ")") : std::string());
 }
 
-char* Engine::scratch(size_t bytes, int slot) {
-  if (static_cast<int>(scratch_.size()) <= slot) scratch_.resize(slot + 1);
-  auto& buf = scratch_[slot];
-  if (buf.size() < bytes) {
-    buf.clear();
-    buf.shrink_to_fit();
-    buf.resize(bytes);
-  }
-  return buf.data();
+char* Engine::scratch(size_t bytes, int slot) { return exec_->scratch(bytes, slot); }
+
+void Engine::use_device(DeviceKind device) {
+  if (device != DeviceKind::kCPU) fail(Status::kUnsupported, "no executor for CUDA memory in this build");
+  exec_ = &cpu_;
 }
 
 void Engine::run(std::initializer_list<Transfer> transfers) {
@@ -273,7 +268,7 @@ size_t Engine::reduce_next(State& s, const char* from, size_t n) {
   const size_t esize = dtype_size(s.sig.dtype);
   n = std::min(n, s.t.bytes - s.reduced) / esize * esize;
   if (n > 0) {
-    kernels::cpu::reduce(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
+    exec_->reduce(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
     s.reduced += n;
   }
   return n;
@@ -317,7 +312,7 @@ bool Engine::advance(State& s) {
         s.desc_done = n;
       } else if (s.t.kind == Transfer::Kind::kRecv) {
         n = std::min(n, s.t.bytes);
-        if (n > 0) std::memcpy(s.t.dst, payload, n);
+        if (n > 0) exec_->copy(s.t.dst, payload, n);
         s.done = n;
       } else {
         n = reduce_next(s, payload, n);

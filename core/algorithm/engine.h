@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/time.h"
+#include "executor/executor.h"
 #include "tensor/tensor.h"
 #include "transport/mesh.h"
 
@@ -113,10 +114,17 @@ class Engine {
   /// for any size). Returns when all are done and the feed has no more.
   void run_feed(TransferFeed& feed);
 
-  /// Scratch memory owned by the engine, grown on demand and reused across
-  /// operations (no allocation per operation in steady state). `slot`
-  /// selects independent buffers.
+  /// Scratch memory on the operation's device (its executor's), grown on
+  /// demand and reused across operations (no allocation per operation in
+  /// steady state). `slot` selects independent buffers.
   char* scratch(size_t bytes, int slot = 0);
+
+  /// The executor of the operation's device: every copy, reduction and
+  /// scaling of tensor memory goes through it (executor/executor.h).
+  Executor& exec() { return *exec_; }
+  /// Picks the executor for an operation whose tensors are on `device`
+  /// (call_device); throws kUnsupported for a device without one.
+  void use_device(DeviceKind device);
 
   /// Lets this operation's large sends go by reference where the link can
   /// (see Link::by_reference); begin() turns it off.
@@ -180,7 +188,8 @@ class Engine {
   std::vector<Transfer> step_list_;
   std::chrono::nanoseconds spin_for_{0};
   bool oversubscribed_ = false;
-  std::vector<std::vector<char>> scratch_;
+  CpuExecutor cpu_;
+  Executor* exec_ = &cpu_;
   std::vector<char> staging_;
 };
 

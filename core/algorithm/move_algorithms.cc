@@ -18,8 +18,8 @@ using patterns::to_vrank;
 
 constexpr size_t kChainChunk = 512 * 1024;  // pipelining unit of the broadcast chain
 
-void copy_if_distinct(char* dst, const char* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+void copy_if_distinct(Engine& e, char* dst, const char* src, size_t bytes) {
+  if (dst != src && bytes > 0) e.exec().copy(dst, src, bytes);
 }
 
 }  // namespace
@@ -87,7 +87,7 @@ void broadcast_direct(Engine& e, char* buf, size_t bytes, int root) {
 
 void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(recv + r * bytes, send, bytes);
+  copy_if_distinct(e, recv + r * bytes, send, bytes);
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
   for (int s = 0; s < n - 1; ++s) {
     int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
@@ -98,24 +98,24 @@ void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes) {
 void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   if (n == 1) {
-    copy_if_distinct(recv, send, bytes);
+    copy_if_distinct(e, recv, send, bytes);
     return;
   }
   // tmp[i] holds the block of rank (r + i) % n.
   char* tmp = e.scratch(bytes * n, 1);
-  if (bytes > 0) std::memcpy(tmp, send, bytes);
+  if (bytes > 0) e.exec().copy(tmp, send, bytes);
   for (int k = 1; k < n; k <<= 1) {
     size_t cnt = std::min(k, n - k);
     e.run({Transfer::send((r - k + n) % n, tmp, cnt * bytes, uint32_t(k)),
            Transfer::recv((r + k) % n, tmp + k * bytes, cnt * bytes, uint32_t(k))});
   }
   if (bytes == 0) return;
-  for (int i = 0; i < n; ++i) std::memcpy(recv + ((r + i) % n) * bytes, tmp + i * bytes, bytes);
+  for (int i = 0; i < n; ++i) e.exec().copy(recv + ((r + i) % n) * bytes, tmp + i * bytes, bytes);
 }
 
 void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(recv + r * bytes, send, bytes);
+  copy_if_distinct(e, recv + r * bytes, send, bytes);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
@@ -130,7 +130,7 @@ void gather_tree(Engine& e, const char* send, char* recv, size_t bytes, int root
   const int vr = to_vrank(r, root, n);
   // tmp holds the blocks of vranks [vr, vr + have) in vrank order.
   char* tmp = e.scratch(bytes * subtree_size(vr, n), 1);
-  if (bytes > 0) std::memcpy(tmp, send, bytes);
+  if (bytes > 0) e.exec().copy(tmp, send, bytes);
   int have = 1;
   for (int mask = 1; mask < n; mask <<= 1) {
     if (vr & mask) {
@@ -144,7 +144,7 @@ void gather_tree(Engine& e, const char* send, char* recv, size_t bytes, int root
     }
   }
   if (bytes == 0) return;
-  for (int v = 0; v < n; ++v) std::memcpy(recv + from_vrank(v, root, n) * bytes, tmp + v * bytes, bytes);
+  for (int v = 0; v < n; ++v) e.exec().copy(recv + from_vrank(v, root, n) * bytes, tmp + v * bytes, bytes);
 }
 
 void gather_direct(Engine& e, const char* send, char* recv, size_t bytes, int root) {
@@ -153,7 +153,7 @@ void gather_direct(Engine& e, const char* send, char* recv, size_t bytes, int ro
     e.run({Transfer::send(root, send, bytes, 0)});
     return;
   }
-  copy_if_distinct(recv + r * bytes, send, bytes);
+  copy_if_distinct(e, recv + r * bytes, send, bytes);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) ts.push_back(Transfer::recv(p, recv + p * bytes, bytes, 0));
@@ -169,7 +169,7 @@ void scatter_tree(Engine& e, const char* send, char* recv, size_t bytes, int roo
   int top;  // children are vr + m for m = top, top/2, ..., 1
   if (vr == 0) {
     if (bytes > 0) {
-      for (int v = 0; v < n; ++v) std::memcpy(tmp + v * bytes, send + from_vrank(v, root, n) * bytes, bytes);
+      for (int v = 0; v < n; ++v) e.exec().copy(tmp + v * bytes, send + from_vrank(v, root, n) * bytes, bytes);
     }
     top = patterns::pow2_floor(n);
   } else {
@@ -184,7 +184,7 @@ void scatter_tree(Engine& e, const char* send, char* recv, size_t bytes, int roo
     ts.push_back(Transfer::send(from_vrank(vr + m, root, n), tmp + size_t(m) * bytes, cnt * bytes, uint32_t(m)));
   }
   e.run(ts);
-  copy_if_distinct(recv, tmp, bytes);
+  copy_if_distinct(e, recv, tmp, bytes);
 }
 
 void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int root) {
@@ -198,12 +198,12 @@ void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int r
     if (p != r) ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
   }
   e.run(ts);
-  copy_if_distinct(recv, send + r * bytes, bytes);
+  copy_if_distinct(e, recv, send + r * bytes, bytes);
 }
 
 void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(recv + r * bytes, send + r * bytes, bytes);
+  copy_if_distinct(e, recv + r * bytes, send + r * bytes, bytes);
   for (int s = 1; s < n; ++s) {
     int to = (r + s) % n, from = (r - s + n) % n;
     e.run({Transfer::send(to, send + to * bytes, bytes, s), Transfer::recv(from, recv + from * bytes, bytes, s)});
@@ -212,7 +212,7 @@ void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes) 
 
 void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(recv + r * bytes, send + r * bytes, bytes);
+  copy_if_distinct(e, recv + r * bytes, send + r * bytes, bytes);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
@@ -247,7 +247,7 @@ void barrier_direct(Engine& e) {
 
 void all_gatherv_direct(Engine& e, const char* send, char* recv, const uint64_t* counts, const uint64_t* displs) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(recv + displs[r], send, counts[r]);
+  copy_if_distinct(e, recv + displs[r], send, counts[r]);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
@@ -260,7 +260,7 @@ void all_gatherv_direct(Engine& e, const char* send, char* recv, const uint64_t*
 void all_to_allv_direct(Engine& e, const char* send, const uint64_t* send_counts, const uint64_t* send_displs,
                         char* recv, const uint64_t* recv_counts, const uint64_t* recv_displs) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(recv + recv_displs[r], send + send_displs[r], std::min(send_counts[r], recv_counts[r]));
+  copy_if_distinct(e, recv + recv_displs[r], send + send_displs[r], std::min(send_counts[r], recv_counts[r]));
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
@@ -277,7 +277,7 @@ void gatherv_direct(Engine& e, const char* send, uint64_t send_bytes, char* recv
     e.run({Transfer::send(root, send, send_bytes, 0)});
     return;
   }
-  copy_if_distinct(recv + displs[r], send, counts[r]);
+  copy_if_distinct(e, recv + displs[r], send, counts[r]);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) ts.push_back(Transfer::recv(p, recv + displs[p], counts[p], 0));
@@ -297,7 +297,7 @@ void scatterv_direct(Engine& e, const char* send, const uint64_t* counts, const 
     if (p != r) ts.push_back(Transfer::send(p, send + displs[p], counts[p], 0));
   }
   e.run(ts);
-  copy_if_distinct(recv, send + displs[r], counts[r]);
+  copy_if_distinct(e, recv, send + displs[r], counts[r]);
 }
 
 }  // namespace omniccl::algo

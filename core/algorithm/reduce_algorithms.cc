@@ -4,7 +4,6 @@
 
 #include "algorithm/algorithms.h"
 #include "algorithm/patterns/patterns.h"
-#include "kernels/cpu/reduce.h"
 
 namespace omniccl::algo {
 
@@ -17,7 +16,7 @@ void combine(Engine& e, char* out, const char* a, const char* b, size_t count) {
   // AVG and PREMUL_SUM combine as SUM; the collective layer scales.
   RedOp op = e.signature().redop;
   if (op == RedOp::kAvg || op == RedOp::kPreMulSum) op = RedOp::kSum;
-  kernels::cpu::reduce(out, a, b, count, e.signature().dtype, op);
+  e.exec().reduce(out, a, b, count, e.signature().dtype, op);
 }
 
 }  // namespace
@@ -26,7 +25,7 @@ void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count) {
   const int n = e.size(), r = e.rank();
   const size_t es = dtype_size(e.signature().dtype);
   if (n == 1) {
-    if (src != dst && count > 0) std::memcpy(dst, src, count * es);
+    if (src != dst && count > 0) e.exec().copy(dst, src, count * es);
     return;
   }
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
@@ -100,9 +99,9 @@ void all_reduce_direct(Engine& e, char* buf, size_t count) {
   }
   e.run(ts);
   if (bytes == 0) return;
-  std::memcpy(tmp + bytes * r, buf, bytes);
+  e.exec().copy(tmp + bytes * r, buf, bytes);
   // Same order on every rank: identical results.
-  std::memcpy(buf, tmp, bytes);
+  e.exec().copy(buf, tmp, bytes);
   for (int p = 1; p < n; ++p) combine(e, buf, buf, tmp + bytes * p, count);
 }
 
@@ -110,7 +109,7 @@ void reduce_scatter_ring(Engine& e, const char* send, char* recv, size_t count) 
   const int n = e.size(), r = e.rank();
   const size_t bytes = count * dtype_size(e.signature().dtype);
   if (n == 1) {
-    if (recv != send) std::memmove(recv, send, bytes);
+    if (recv != send) e.exec().copy(recv, send, bytes);
     return;
   }
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
@@ -129,11 +128,11 @@ void reduce_scatter_recursive_halving(Engine& e, const char* send, char* recv, s
   const int n = e.size(), r = e.rank();
   const size_t bytes = count * dtype_size(e.signature().dtype);
   if (n == 1) {
-    if (recv != send) std::memmove(recv, send, bytes);
+    if (recv != send) e.exec().copy(recv, send, bytes);
     return;
   }
   char* w = e.scratch(bytes * n, 1);
-  if (bytes > 0) std::memcpy(w, send, bytes * n);
+  if (bytes > 0) e.exec().copy(w, send, bytes * n);
   patterns::Fold fold(n);
   const int v = fold.new_rank(r);
   if (r < 2 * fold.extra) {
@@ -158,7 +157,7 @@ void reduce_scatter_recursive_halving(Engine& e, const char* send, char* recv, s
     hi = keep_hi;
   }
   if (v < fold.extra) e.run({Transfer::send(r - 1, w + (r - 1) * bytes, bytes, 1u << 30)});
-  if (bytes > 0) std::memcpy(recv, w + r * bytes, bytes);
+  if (bytes > 0) e.exec().copy(recv, w + r * bytes, bytes);
 }
 
 void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count) {
@@ -173,8 +172,8 @@ void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count
   }
   e.run(ts);
   if (bytes == 0) return;
-  std::memcpy(tmp + r * bytes, send + r * bytes, bytes);
-  std::memcpy(recv, tmp, bytes);
+  e.exec().copy(tmp + r * bytes, send + r * bytes, bytes);
+  e.exec().copy(recv, tmp, bytes);
   for (int p = 1; p < n; ++p) combine(e, recv, recv, tmp + p * bytes, count);
 }
 
@@ -194,7 +193,7 @@ void reduce_tree(Engine& e, const char* send, char* recv, size_t count, int root
       cur = acc;
     }
   }
-  if (r == root && cur != recv && bytes > 0) std::memmove(recv, cur, bytes);
+  if (r == root && cur != recv && bytes > 0) e.exec().copy(recv, cur, bytes);
 }
 
 void reduce_direct(Engine& e, const char* send, char* recv, size_t count, int root) {
@@ -211,8 +210,8 @@ void reduce_direct(Engine& e, const char* send, char* recv, size_t count, int ro
   }
   e.run(ts);
   if (bytes == 0) return;
-  std::memcpy(tmp + r * bytes, send, bytes);
-  std::memcpy(recv, tmp, bytes);
+  e.exec().copy(tmp + r * bytes, send, bytes);
+  e.exec().copy(recv, tmp, bytes);
   for (int p = 1; p < n; ++p) combine(e, recv, recv, tmp + p * bytes, count);
 }
 

@@ -10,12 +10,12 @@ WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& re
             " ranks");
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   const size_t part = send.bytes() / n;
-  return launch(c, OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, send.bytes(), call,
+  return launch(c, call_device({&send, &recv}), OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, send.bytes(), call,
                 [=](Engine& e, Algo a) {
                   const char* src = send.bytes_ptr();
                   if (src == recv.bytes_ptr() && send.bytes() > 0) {  // in place: keep a copy of the input
                     char* tmp = e.scratch(send.bytes(), 3);
-                    std::memcpy(tmp, src, send.bytes());
+                    e.exec().copy(tmp, src, send.bytes());
                     src = tmp;
                   }
                   switch (a) {

@@ -3,7 +3,7 @@
 namespace omniccl::coll {
 
 WorkPtr barrier(Communicator& c, const CallOptions& call) {
-  return launch(c, OpKind::kBarrier, DType::kUInt8, RedOp::kSum, -1, 0, 0, call, [](Engine& e, Algo a) {
+  return launch(c, DeviceKind::kCPU, OpKind::kBarrier, DType::kUInt8, RedOp::kSum, -1, 0, 0, call, [](Engine& e, Algo a) {
     switch (a) {
       case Algo::kDissemination: algo::barrier_dissemination(e); break;
       case Algo::kDirect: algo::barrier_direct(e); break;

@@ -52,7 +52,7 @@ void no_such_algo(OpKind kind, Algo a) {
 const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t) {
   if (op.op != RedOp::kPreMulSum || count == 0) return src;
   char* tmp = e.scratch(count * dtype_size(t), 3);
-  kernels::cpu::scale_multiply(tmp, src, count, t, op.premul_scalar);
+  e.exec().scale_multiply(tmp, src, count, t, op.premul_scalar);
   return tmp;
 }
 

@@ -7,8 +7,8 @@
 
 #include "algorithm/algorithms.h"
 #include "collective/collectives.h"
+#include "executor/executor.h"
 #include "common/status.h"
-#include "kernels/cpu/reduce.h"
 #include "tuning/tuning.h"
 
 namespace omniccl::coll {
@@ -25,15 +25,18 @@ void check_overlap(const TensorView& a, const char* a_name, const TensorView& b,
                    long long allowed_offset_bytes);
 /// Resolves op for t's dtype; throws kInvalidArgument when undefined.
 ReduceSpec resolve_op(const Communicator& c, int op, DType t);
+/// The tensor an optional holds, or nullptr (for call_device).
+inline const TensorView* opt(const OptTensor& t) { return t ? &*t : nullptr; }
 /// SUM for AVG and PREMUL_SUM (scaled separately), else op.
 RedOp combine_op(RedOp op);
 
-/// Queues or runs body(engine, algo) as operation `kind`; `tune_bytes` is
-/// the per-rank size used to choose the algorithm. The call's options give
+/// Queues or runs body(engine, algo) as operation `kind` on tensors of
+/// `device` (call_device); `tune_bytes` is the per-rank size used to choose
+/// the algorithm. The call's options give
 /// its deadline and, for a blocking call, the caller's interrupt check.
 template <typename Body>
-WorkPtr launch(Communicator& c, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count, uint64_t tune_bytes,
-               const CallOptions& call, Body body) {
+WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count,
+               uint64_t tune_bytes, const CallOptions& call, Body body) {
   Communicator* comm = &c;
   const int64_t timeout_ms = call.timeout_ms;
   const InterruptHook interrupt = call.async ? InterruptHook{} : call.interrupt;
@@ -50,6 +53,7 @@ WorkPtr launch(Communicator& c, OpKind kind, DType dtype, RedOp redop, int root,
     sig.algo_name = algo_name(a);
     e.begin(sig, combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
     e.set_interrupt(interrupt);
+    e.use_device(device);
     e.set_single_copy(comm->config().single_copy && single_copy_for(kind, tune_bytes, e.oversubscribed()));
     body(e, a);
   };

@@ -14,7 +14,7 @@ WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, i
     check_overlap(*recv, "recvbuf", send, "sendbuf", static_cast<long long>(send.bytes()) * root);
     out = recv->bytes_ptr();
   }
-  return launch(c, OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, send.bytes(), call,
+  return launch(c, call_device({&send, opt(recv)}), OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, send.bytes(), call,
                 [=](Engine& e, Algo a) {
                   switch (a) {
                     case Algo::kTree: algo::gather_tree(e, send.bytes_ptr(), out, send.bytes(), root); break;
@@ -35,7 +35,7 @@ WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, 
     check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * root);
     in = send->bytes_ptr();
   }
-  return launch(c, OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, recv.bytes(), call,
+  return launch(c, call_device({opt(send), &recv}), OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, recv.bytes(), call,
                 [=](Engine& e, Algo a) {
                   switch (a) {
                     case Algo::kTree: algo::scatter_tree(e, in, recv.bytes_ptr(), recv.bytes(), root); break;

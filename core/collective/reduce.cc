@@ -15,7 +15,7 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   }
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
-  return launch(c, OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), call,
+  return launch(c, call_device({&send, opt(recv)}), OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), call,
                 [=](Engine& e, Algo a) {
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
                   switch (a) {
@@ -23,7 +23,7 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
                     case Algo::kDirect: algo::reduce_direct(e, src, out, send.count, root); break;
                     default: no_such_algo(OpKind::kReduce, a);
                   }
-                  if (is_root && spec.op == RedOp::kAvg) kernels::cpu::scale_divide(out, send.count, send.dtype, n);
+                  if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, send.count, send.dtype, n);
                 });
 }
 

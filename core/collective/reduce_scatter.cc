@@ -8,7 +8,7 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
   check_count(send, "sendbuf", recv.count * n, "reduce_scatter: sendbuf holds size x recvbuf elements");
   check_overlap(send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * c.rank());
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
-  return launch(c, OpKind::kReduceScatter, send.dtype, spec.op, -1, recv.count, send.bytes(), call,
+  return launch(c, call_device({&send, &recv}), OpKind::kReduceScatter, send.dtype, spec.op, -1, recv.count, send.bytes(), call,
                 [=](Engine& e, Algo a) {
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
                   char* out = recv.bytes_ptr();
@@ -18,7 +18,7 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
                     case Algo::kDirect: algo::reduce_scatter_direct(e, src, out, recv.count); break;
                     default: no_such_algo(OpKind::kReduceScatter, a);
                   }
-                  if (spec.op == RedOp::kAvg) kernels::cpu::scale_divide(out, recv.count, recv.dtype, n);
+                  if (spec.op == RedOp::kAvg) e.exec().scale_divide(out, recv.count, recv.dtype, n);
                 });
 }
 

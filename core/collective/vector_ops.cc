@@ -42,7 +42,7 @@ WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& r
   to_bytes(counts, std::move(displs), n, recv.count, dtype_size(recv.dtype), "all_gatherv recv", bc, bd);
   check_arg(bc[c.rank()] == send.bytes(), "all_gatherv: sendbuf has ", send.count, " elements but recv_counts[",
             c.rank(), "] is ", counts[c.rank()]);
-  return launch(c, OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), call,
+  return launch(c, call_device({&send, &recv}), OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), call,
                 [=](Engine& e, Algo) { algo::all_gatherv_direct(e, send.bytes_ptr(), recv.bytes_ptr(), bc.data(), bd.data()); });
 }
 
@@ -58,11 +58,11 @@ WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t
   to_bytes(recv_counts, std::move(recv_displs), n, recv.count, es, "all_to_allv recv", rc, rd);
   check_arg(sc[c.rank()] == rc[c.rank()], "all_to_allv: send_counts[", c.rank(), "] (", send_counts[c.rank()],
             ") differs from recv_counts[", c.rank(), "] (", recv_counts[c.rank()], ") for this rank's own part");
-  return launch(c, OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), call, [=](Engine& e, Algo) {
+  return launch(c, call_device({&send, &recv}), OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), call, [=](Engine& e, Algo) {
     const char* src = send.bytes_ptr();
     if (src == recv.bytes_ptr() && send.bytes() > 0) {
       char* tmp = e.scratch(send.bytes(), 3);
-      std::memcpy(tmp, src, send.bytes());
+      e.exec().copy(tmp, src, send.bytes());
       src = tmp;
     }
     algo::all_to_allv_direct(e, src, sc.data(), sd.data(), recv.bytes_ptr(), rc.data(), rd.data());
@@ -83,7 +83,7 @@ WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, 
               " elements but recv_counts[", root, "] is ", counts[root]);
     out = recv->bytes_ptr();
   }
-  return launch(c, OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), call, [=](Engine& e, Algo) {
+  return launch(c, call_device({&send, opt(recv)}), OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), call, [=](Engine& e, Algo) {
     algo::gatherv_direct(e, send.bytes_ptr(), send.bytes(), out, bc.data(), bd.data(), root);
   });
 }
@@ -102,7 +102,7 @@ WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> co
               root, "] is ", counts[root]);
     in = send->bytes_ptr();
   }
-  return launch(c, OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), call, [=](Engine& e, Algo) {
+  return launch(c, call_device({opt(send), &recv}), OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), call, [=](Engine& e, Algo) {
     algo::scatterv_direct(e, in, bc.data(), bd.data(), recv.bytes_ptr(), recv.bytes(), root);
   });
 }

@@ -1,0 +1,58 @@
+#include "executor/executor.h"
+
+#include <cstring>
+
+#include "common/status.h"
+#include "kernels/cpu/reduce.h"
+
+namespace omniccl {
+
+void CpuExecutor::copy(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+void CpuExecutor::reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) {
+  kernels::cpu::reduce(out, a, b, count, t, op);
+}
+
+void CpuExecutor::scale_divide(void* data, size_t count, DType t, int64_t divisor) {
+  kernels::cpu::scale_divide(data, count, t, divisor);
+}
+
+void CpuExecutor::scale_multiply(void* out, const void* in, size_t count, DType t, double scalar) {
+  kernels::cpu::scale_multiply(out, in, count, t, scalar);
+}
+
+char* CpuExecutor::scratch(size_t bytes, int slot) {
+  if (static_cast<int>(scratch_.size()) <= slot) scratch_.resize(slot + 1);
+  auto& buf = scratch_[slot];
+  if (buf.size() < bytes) {
+    // Nothing in it needs keeping: free first, so growing never copies.
+    buf.clear();
+    buf.shrink_to_fit();
+    buf.resize(bytes);
+  }
+  return buf.data();
+}
+
+namespace {
+const char* device_name(DeviceKind d) { return d == DeviceKind::kCPU ? "CPU" : "CUDA"; }
+}  // namespace
+
+DeviceKind call_device(std::initializer_list<const TensorView*> tensors) {
+  const TensorView* first = nullptr;
+  for (const TensorView* t : tensors) {
+    if (t == nullptr || t->count == 0) continue;
+    if (first == nullptr) {
+      first = t;
+    } else if (t->device != first->device || t->device_id != first->device_id) {
+      fail(Status::kInvalidArgument, "the tensors of one call are on different devices (", device_name(first->device),
+           ":", first->device_id, " and ", device_name(t->device), ":", t->device_id, ")");
+    }
+  }
+  DeviceKind d = first == nullptr ? DeviceKind::kCPU : first->device;
+  if (d != DeviceKind::kCPU) fail(Status::kUnsupported, "CUDA tensors are not supported by this build yet");
+  return d;
+}
+
+}  // namespace omniccl
