@@ -949,6 +949,28 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveMatrix,
                                             ::testing::Values(kTuned, 0, 1, 2, 3)),
                          param_name);
 
+// The same matrix with the ranks as threads of one process (the in-process
+// test mesh: no fork, each thread its own communicator).
+class CollectiveMatrixThreads : public ::testing::TestWithParam<Param> {};
+
+TEST_P(CollectiveMatrixThreads, EveryOpDtypeRedopSize) {
+  const Param p = GetParam();
+  Shared* shared = map_shared();
+  ASSERT_NE(shared, nullptr);
+  JobOptions o = job(p);
+  o.threads = true;
+  JobResult res = run_ranks(o, [&](occl_comm_t comm, int rank, int n) {
+    return matrix_rank(comm, rank, n, std::get<2>(p), std::get<1>(p), shared);
+  });
+  unmap_shared(shared);
+  EXPECT_TRUE(res.ok()) << describe(p) << " (threads)" << res.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, CollectiveMatrixThreads,
+                         ::testing::Combine(::testing::Values(1, 3, 4), ::testing::Values("shm", "tcp"),
+                                            ::testing::Values(kTuned)),
+                         param_name);
+
 class CollectiveLarge : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CollectiveLarge, SixteenMiBEveryCollectiveAndAlgorithm) {

@@ -102,6 +102,37 @@ std::string JobResult::summary() const {
   return os.str();
 }
 
+namespace {
+
+/// The in-process test mesh: ranks as threads (JobOptions::threads).
+JobResult run_rank_threads(const JobOptions& opts, const RankFn& fn, const std::string& init,
+                           const occl_unique_id_t* uid) {
+  JobResult res;
+  res.ranks.resize(opts.nranks);
+  if (!opts.create_comm || !opts.env.empty() || opts.init == "env") {
+    std::fprintf(stderr, "run_ranks: threads need create_comm, no env and a tcp, file or uid rendezvous\n");
+    return res;  // every rank failed (exit_code -1)
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < opts.nranks; ++r) {
+    threads.emplace_back([&, r] {
+      int rc = 99;
+      try {
+        rc = child_main(opts, fn, r, init, uid);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: exception: %s\n", r, e.what());
+      }
+      res.ranks[r].exit_code = rc;
+      res.ranks[r].seconds = seconds_since(start);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return res;
+}
+
+}  // namespace
+
 JobResult run_ranks(const JobOptions& opts, const RankFn& fn) {
   std::string init, dir;
   occl_unique_id_t uid{};
@@ -118,6 +149,11 @@ JobResult run_ranks(const JobOptions& opts, const RankFn& fn) {
   } else if (opts.init == "env") {
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
     ::setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  }
+  if (opts.threads) {
+    JobResult res = run_rank_threads(opts, fn, init, &uid);
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+    return res;
   }
   std::fflush(nullptr);
   auto start = std::chrono::steady_clock::now();

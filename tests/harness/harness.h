@@ -39,6 +39,12 @@ struct JobOptions {
   /// themselves (for init tests); init information is then in the
   /// environment: OCCL_TEST_INIT (init method), RANK, WORLD_SIZE.
   bool create_comm = true;
+  /// Ranks as threads of this process instead of forked processes (the
+  /// in-process test mesh): each thread has its own communicator. Needs
+  /// create_comm, no env and init "tcp", "file" or "uid" (nothing per rank
+  /// lives in the environment). Threads cannot be killed: every call is
+  /// bounded by timeout_ms instead of job_timeout_s.
+  bool threads = false;
 };
 
 struct RankResult {
