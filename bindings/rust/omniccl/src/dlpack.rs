@@ -1,0 +1,118 @@
+//! The DLPack-level API for memory Rust does not own: device pointers,
+//! buffers of other libraries, strided views. `unsafe`: the caller vouches
+//! for the tensors.
+
+use std::ptr;
+
+use omniccl_sys as sys;
+
+pub use sys::{DLDataType, DLDevice, DLTensor};
+
+use crate::comm::Communicator;
+use crate::error::Result;
+use crate::op::{RawOp, ReduceOp};
+
+impl Communicator {
+    /// [`all_reduce`](Communicator::all_reduce) on DLPack tensors (the same
+    /// tensor twice for in place). The library checks dtype, device and
+    /// contiguity and reports a clear error.
+    ///
+    /// # Safety
+    /// Each tensor must describe memory that is valid for the tensor's
+    /// device, dtype and shape for the whole call, `recv`'s writable and not
+    /// used by anything else meanwhile; `shape`/`strides` must point to
+    /// `ndim` values.
+    ///
+    /// ```
+    /// use omniccl::dlpack::{DLDataType, DLDevice, DLTensor};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut data = [1.0f32, 2.0];
+    /// let mut shape = [2i64];
+    /// let t = DLTensor {
+    ///     data: data.as_mut_ptr().cast(),
+    ///     device: DLDevice { device_type: omniccl::sys::kDLCPU, device_id: 0 },
+    ///     ndim: 1,
+    ///     dtype: DLDataType { code: omniccl::sys::kDLFloat as u8, bits: 32, lanes: 1 },
+    ///     shape: shape.as_mut_ptr(),
+    ///     strides: std::ptr::null_mut(),
+    ///     byte_offset: 0,
+    /// };
+    /// // SAFETY: `t` describes `data`, alive and otherwise unused during the call.
+    /// unsafe { comm.all_reduce_dlpack(&t, &t, omniccl::ReduceOp::Sum)? };
+    /// assert_eq!(data, [1.0, 2.0]);
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub unsafe fn all_reduce_dlpack(&self, send: &DLTensor, recv: &DLTensor, op: ReduceOp) -> Result<()> {
+        let op = RawOp::new(op, self.as_raw())?;
+        // SAFETY: the caller vouches for the tensors; NULL work blocks.
+        self.call(ptr::null_mut(), |c, w| unsafe {
+            sys::occl_all_reduce(send, recv, op.op, c, w)
+        })
+    }
+
+    /// [`broadcast`](Communicator::broadcast) of a DLPack tensor.
+    ///
+    /// # Safety
+    /// As [`all_reduce_dlpack`](Communicator::all_reduce_dlpack); `tensor` is
+    /// written on every rank but the root.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut data = [7u8; 4];
+    /// let mut shape = [4i64];
+    /// let t = omniccl::dlpack::DLTensor {
+    ///     data: data.as_mut_ptr().cast(),
+    ///     device: omniccl::dlpack::DLDevice { device_type: omniccl::sys::kDLCPU, device_id: 0 },
+    ///     ndim: 1,
+    ///     dtype: omniccl::dlpack::DLDataType { code: omniccl::sys::kDLUInt as u8, bits: 8, lanes: 1 },
+    ///     shape: shape.as_mut_ptr(),
+    ///     strides: std::ptr::null_mut(),
+    ///     byte_offset: 0,
+    /// };
+    /// // SAFETY: `t` describes `data` for the whole call.
+    /// unsafe { comm.broadcast_dlpack(&t, 0)? };
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub unsafe fn broadcast_dlpack(&self, tensor: &DLTensor, root: usize) -> Result<()> {
+        let root = self.rank_arg("root", root)?;
+        // SAFETY: the caller vouches for the tensor.
+        self.call(ptr::null_mut(), |c, w| unsafe {
+            sys::occl_broadcast(tensor, root, c, w)
+        })
+    }
+
+    /// [`all_gather`](Communicator::all_gather) on DLPack tensors.
+    ///
+    /// # Safety
+    /// As [`all_reduce_dlpack`](Communicator::all_reduce_dlpack).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// use omniccl::dlpack::{DLDataType, DLDevice, DLTensor};
+    /// let tensor = |data: *mut i32, shape: &mut [i64; 1]| DLTensor {
+    ///     data: data.cast(),
+    ///     device: DLDevice { device_type: omniccl::sys::kDLCPU, device_id: 0 },
+    ///     ndim: 1,
+    ///     dtype: DLDataType { code: omniccl::sys::kDLInt as u8, bits: 32, lanes: 1 },
+    ///     shape: shape.as_mut_ptr(),
+    ///     strides: std::ptr::null_mut(),
+    ///     byte_offset: 0,
+    /// };
+    /// let (mut a, mut b) = ([5i32], [0i32]);
+    /// let (mut sa, mut sb) = ([1i64], [1i64]);
+    /// let (ta, tb) = (tensor(a.as_mut_ptr(), &mut sa), tensor(b.as_mut_ptr(), &mut sb));
+    /// // SAFETY: both tensors describe live, separate arrays.
+    /// unsafe { comm.all_gather_dlpack(&ta, &tb)? };
+    /// assert_eq!(b, [5]);
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub unsafe fn all_gather_dlpack(&self, send: &DLTensor, recv: &DLTensor) -> Result<()> {
+        // SAFETY: the caller vouches for the tensors.
+        self.call(ptr::null_mut(), |c, w| unsafe {
+            sys::occl_all_gather(send, recv, c, w)
+        })
+    }
+}
