@@ -201,7 +201,7 @@ impl Communicator {
     ///
     /// Forgetting the request does not give the buffer back early either:
     ///
-    /// ```compile_fail,E0506
+    /// ```compile_fail,E0499
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
     /// let mut buf = vec![0u8; 1 << 20];
