@@ -2,7 +2,7 @@
 //! rank (`--exact NAME`), with the rank, size and a file:// rendezvous
 //! directory in the environment. The parent waits for every rank within a
 //! deadline, kills the ranks that overrun it, and fails the test with each
-//! failing rank's output.
+//! failing rank's output (every rank's with OMNICCL_RUST_TEST_SHOW=1).
 #![allow(dead_code)] // each test file uses a subset
 
 use std::io::Read;
@@ -116,6 +116,9 @@ pub fn run_expect(
             (Some(s), Expect::Success) => s.success(),
             (Some(s), Expect::Die) => !s.success(),
         };
+        if std::env::var_os("OMNICCL_RUST_TEST_SHOW").is_some() {
+            eprintln!("---- rank {rank} of {n} ({status:?}):\n{out}");
+        }
         if !ok {
             let what = match status {
                 None => format!("did not finish within {deadline:?} (killed)"),
