@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates src/bindings.rs from capi/include/omniccl/omniccl.h with bindgen
-# (the gen-bindings program next to this crate; needs libclang and rustfmt).
+# (the gen-bindings program next to this crate; needs libclang and rustfmt,
+# which formats with bindings/rust/rustfmt.toml).
 #
 # Usage: generate.sh            write src/bindings.rs
 #        generate.sh --check    fail if src/bindings.rs differs from a fresh run
@@ -16,7 +17,7 @@ target=${CARGO_TARGET_DIR:-$here/../target}
 fresh=$(mktemp)
 trap 'rm -f "$fresh"' EXIT
 CARGO_TARGET_DIR="$target" cargo run --quiet --manifest-path "$here/../gen-bindings/Cargo.toml" -- \
-  "$include" "$fresh"
+  "$include" "$fresh" "$here/../rustfmt.toml"
 
 if [ "${1:-}" = "--check" ]; then
   if ! diff -u "$out" "$fresh" >/dev/null; then

@@ -1,6 +1,7 @@
 //! Writes the raw bindings of `omniccl.h` (and the DLPack types it uses).
 //!
-//! Usage: `gen-bindings INCLUDE_DIR OUT_FILE`. Only `occl_*` / `OCCL_*` items
+//! Usage: `gen-bindings INCLUDE_DIR OUT_FILE RUSTFMT_TOML` (the formatting
+//! configuration is explicit so the output does not depend on where it runs). Only `occl_*` / `OCCL_*` items
 //! and the DLPack types are emitted; enums become integer type aliases plus
 //! constants (the C ABI may append enumerators, and a Rust `enum` holding an
 //! unknown value would be undefined behaviour). Layout tests are kept, so
@@ -10,8 +11,8 @@ use std::{env, path::PathBuf, process::ExitCode};
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().collect();
-    if args.len() != 3 {
-        eprintln!("usage: gen-bindings INCLUDE_DIR OUT_FILE");
+    if args.len() != 4 {
+        eprintln!("usage: gen-bindings INCLUDE_DIR OUT_FILE RUSTFMT_TOML");
         return ExitCode::from(2);
     }
     let include = PathBuf::from(&args[1]);
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         .layout_tests(true)
         .use_core()
         .formatter(bindgen::Formatter::Rustfmt)
+        .rustfmt_configuration_file(Some(PathBuf::from(&args[3])))
         .generate();
     let bindings = match result {
         Ok(b) => b,

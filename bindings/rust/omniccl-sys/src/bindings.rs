@@ -27,10 +27,8 @@ pub struct DLPackVersion {
 const _: () = {
     ["Size of DLPackVersion"][::core::mem::size_of::<DLPackVersion>() - 8usize];
     ["Alignment of DLPackVersion"][::core::mem::align_of::<DLPackVersion>() - 4usize];
-    ["Offset of field: DLPackVersion::major"]
-        [::core::mem::offset_of!(DLPackVersion, major) - 0usize];
-    ["Offset of field: DLPackVersion::minor"]
-        [::core::mem::offset_of!(DLPackVersion, minor) - 4usize];
+    ["Offset of field: DLPackVersion::major"][::core::mem::offset_of!(DLPackVersion, major) - 0usize];
+    ["Offset of field: DLPackVersion::minor"][::core::mem::offset_of!(DLPackVersion, minor) - 4usize];
 };
 pub const kDLCPU: DLDeviceType = 1;
 pub const kDLCUDA: DLDeviceType = 2;
@@ -60,8 +58,7 @@ pub struct DLDevice {
 const _: () = {
     ["Size of DLDevice"][::core::mem::size_of::<DLDevice>() - 8usize];
     ["Alignment of DLDevice"][::core::mem::align_of::<DLDevice>() - 4usize];
-    ["Offset of field: DLDevice::device_type"]
-        [::core::mem::offset_of!(DLDevice, device_type) - 0usize];
+    ["Offset of field: DLDevice::device_type"][::core::mem::offset_of!(DLDevice, device_type) - 0usize];
     ["Offset of field: DLDevice::device_id"][::core::mem::offset_of!(DLDevice, device_id) - 4usize];
 };
 impl Default for DLDevice {
@@ -131,8 +128,7 @@ const _: () = {
     ["Offset of field: DLTensor::dtype"][::core::mem::offset_of!(DLTensor, dtype) - 20usize];
     ["Offset of field: DLTensor::shape"][::core::mem::offset_of!(DLTensor, shape) - 24usize];
     ["Offset of field: DLTensor::strides"][::core::mem::offset_of!(DLTensor, strides) - 32usize];
-    ["Offset of field: DLTensor::byte_offset"]
-        [::core::mem::offset_of!(DLTensor, byte_offset) - 40usize];
+    ["Offset of field: DLTensor::byte_offset"][::core::mem::offset_of!(DLTensor, byte_offset) - 40usize];
 };
 impl Default for DLTensor {
     fn default() -> Self {
@@ -155,12 +151,9 @@ pub struct DLManagedTensor {
 const _: () = {
     ["Size of DLManagedTensor"][::core::mem::size_of::<DLManagedTensor>() - 64usize];
     ["Alignment of DLManagedTensor"][::core::mem::align_of::<DLManagedTensor>() - 8usize];
-    ["Offset of field: DLManagedTensor::dl_tensor"]
-        [::core::mem::offset_of!(DLManagedTensor, dl_tensor) - 0usize];
-    ["Offset of field: DLManagedTensor::manager_ctx"]
-        [::core::mem::offset_of!(DLManagedTensor, manager_ctx) - 48usize];
-    ["Offset of field: DLManagedTensor::deleter"]
-        [::core::mem::offset_of!(DLManagedTensor, deleter) - 56usize];
+    ["Offset of field: DLManagedTensor::dl_tensor"][::core::mem::offset_of!(DLManagedTensor, dl_tensor) - 0usize];
+    ["Offset of field: DLManagedTensor::manager_ctx"][::core::mem::offset_of!(DLManagedTensor, manager_ctx) - 48usize];
+    ["Offset of field: DLManagedTensor::deleter"][::core::mem::offset_of!(DLManagedTensor, deleter) - 56usize];
 };
 impl Default for DLManagedTensor {
     fn default() -> Self {
@@ -183,10 +176,8 @@ pub struct DLManagedTensorVersioned {
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of DLManagedTensorVersioned"]
-        [::core::mem::size_of::<DLManagedTensorVersioned>() - 80usize];
-    ["Alignment of DLManagedTensorVersioned"]
-        [::core::mem::align_of::<DLManagedTensorVersioned>() - 8usize];
+    ["Size of DLManagedTensorVersioned"][::core::mem::size_of::<DLManagedTensorVersioned>() - 80usize];
+    ["Alignment of DLManagedTensorVersioned"][::core::mem::align_of::<DLManagedTensorVersioned>() - 8usize];
     ["Offset of field: DLManagedTensorVersioned::version"]
         [::core::mem::offset_of!(DLManagedTensorVersioned, version) - 0usize];
     ["Offset of field: DLManagedTensorVersioned::manager_ctx"]
@@ -262,10 +253,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     #[doc = " Checks that the header a program was compiled against fits the library it\n runs with. Call as OCCL_INIT_CHECK(). Returns OCCL_ERR_VERSION, with both\n versions in the message, if the ABI majors differ or the header is newer\n than the library."]
-    pub fn occl_init_check(
-        abi_version: ::core::ffi::c_int,
-        header_version: ::core::ffi::c_int,
-    ) -> occl_status_t;
+    pub fn occl_init_check(abi_version: ::core::ffi::c_int, header_version: ::core::ffi::c_int) -> occl_status_t;
 }
 pub const OCCL_SUM: occl_red_op = 0;
 pub const OCCL_PROD: occl_red_op = 1;
@@ -311,8 +299,7 @@ pub struct occl_unique_id {
 const _: () = {
     ["Size of occl_unique_id"][::core::mem::size_of::<occl_unique_id>() - 128usize];
     ["Alignment of occl_unique_id"][::core::mem::align_of::<occl_unique_id>() - 1usize];
-    ["Offset of field: occl_unique_id::internal"]
-        [::core::mem::offset_of!(occl_unique_id, internal) - 0usize];
+    ["Offset of field: occl_unique_id::internal"][::core::mem::offset_of!(occl_unique_id, internal) - 0usize];
 };
 impl Default for occl_unique_id {
     fn default() -> Self {
@@ -348,14 +335,10 @@ const _: () = {
     ["Alignment of occl_config"][::core::mem::align_of::<occl_config>() - 8usize];
     ["Offset of field: occl_config::size"][::core::mem::offset_of!(occl_config, size) - 0usize];
     ["Offset of field: occl_config::magic"][::core::mem::offset_of!(occl_config, magic) - 8usize];
-    ["Offset of field: occl_config::version"]
-        [::core::mem::offset_of!(occl_config, version) - 12usize];
-    ["Offset of field: occl_config::timeout_ms"]
-        [::core::mem::offset_of!(occl_config, timeout_ms) - 16usize];
-    ["Offset of field: occl_config::transport"]
-        [::core::mem::offset_of!(occl_config, transport) - 24usize];
-    ["Offset of field: occl_config::algorithm"]
-        [::core::mem::offset_of!(occl_config, algorithm) - 32usize];
+    ["Offset of field: occl_config::version"][::core::mem::offset_of!(occl_config, version) - 12usize];
+    ["Offset of field: occl_config::timeout_ms"][::core::mem::offset_of!(occl_config, timeout_ms) - 16usize];
+    ["Offset of field: occl_config::transport"][::core::mem::offset_of!(occl_config, transport) - 24usize];
+    ["Offset of field: occl_config::algorithm"][::core::mem::offset_of!(occl_config, algorithm) - 32usize];
 };
 impl Default for occl_config {
     fn default() -> Self {
@@ -420,10 +403,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     #[doc = " Stores the transport comm uses: \"shm\", \"tcp\", \"mixed\" (some peers on other\nhosts) or \"self\" (one rank); a static string."]
-    pub fn occl_comm_transport(
-        comm: occl_comm_t,
-        name: *mut *const ::core::ffi::c_char,
-    ) -> occl_status_t;
+    pub fn occl_comm_transport(comm: occl_comm_t, name: *mut *const ::core::ffi::c_char) -> occl_status_t;
 }
 unsafe extern "C" {
     #[doc = " Changes the deadline of later blocking calls on comm (ms, > 0)."]
@@ -431,11 +411,7 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     #[doc = " Creates a PREMUL_SUM reduce op for comm: each rank's input is multiplied by\n scalar before summing. For integer dtypes the scalar must be integral.\n Free with occl_red_op_destroy."]
-    pub fn occl_red_op_create_premul_sum(
-        comm: occl_comm_t,
-        scalar: f64,
-        op: *mut occl_red_op_t,
-    ) -> occl_status_t;
+    pub fn occl_red_op_create_premul_sum(comm: occl_comm_t, scalar: f64, op: *mut occl_red_op_t) -> occl_status_t;
 }
 unsafe extern "C" {
     #[doc = " Frees an op made by occl_red_op_create_premul_sum."]
