@@ -1,6 +1,27 @@
 //! The DLPack-level API for memory Rust does not own: device pointers,
 //! buffers of other libraries, strided views. `unsafe`: the caller vouches
 //! for the tensors.
+//!
+//! ```
+//! use omniccl::dlpack::{DLDataType, DLDevice, DLTensor};
+//! // A view of 3 floats that another library allocated (here: a Vec).
+//! let mut foreign = vec![1.0f64, 2.0, 3.0];
+//! let mut shape = [3i64];
+//! let view = DLTensor {
+//!     data: foreign.as_mut_ptr().cast(),
+//!     device: DLDevice { device_type: omniccl::sys::kDLCPU, device_id: 0 },
+//!     ndim: 1,
+//!     dtype: DLDataType { code: omniccl::sys::kDLFloat as u8, bits: 64, lanes: 1 },
+//!     shape: shape.as_mut_ptr(),
+//!     strides: std::ptr::null_mut(),
+//!     byte_offset: 0,
+//! };
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+//! // SAFETY: `view` describes `foreign`, alive and otherwise unused during the call.
+//! unsafe { comm.all_reduce_dlpack(&view, &view, omniccl::ReduceOp::Max)? };
+//! # Ok::<(), omniccl::Error>(())
+//! ```
 
 use std::ptr;
 

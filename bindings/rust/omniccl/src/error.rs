@@ -145,6 +145,17 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// `Result<T, omniccl::Error>`.
+///
+/// ```
+/// fn ranks(comm: &omniccl::Communicator) -> omniccl::Result<usize> {
+///     comm.barrier()?;
+///     Ok(comm.size())
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+/// assert_eq!(ranks(&comm)?, 1);
+/// # Ok::<(), omniccl::Error>(())
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Turns a status into a `Result`, reading this thread's `occl_last_error()`

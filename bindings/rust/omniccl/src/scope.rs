@@ -81,6 +81,22 @@ impl Drop for WaitAll<'_> {
 ///
 /// Buffers passed to a request stay borrowed until the scope ends; a
 /// request's [`wait`](Request::wait) hands an output buffer back earlier.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+/// let mut a = [1u8; 4];
+/// let mut b = [2u8; 4];
+/// comm.scope(|s| {
+///     let ra = s.ibroadcast(&mut a, 0)?;
+///     let rb = s.ibroadcast(&mut b, 0)?;
+///     ra.wait()?;
+///     rb.wait()?;
+///     Ok(())
+/// })?;
+/// assert_eq!((a, b), ([1; 4], [2; 4])); // usable again after the scope
+/// # Ok::<(), omniccl::Error>(())
+/// ```
 pub struct Scope<'scope, 'env: 'scope> {
     comm: &'env Communicator,
     state: State,
@@ -91,6 +107,21 @@ pub struct Scope<'scope, 'env: 'scope> {
 /// A started non-blocking operation. [`wait`](Request::wait) returns its
 /// output buffer (`&mut [T]`, or `()`); dropping it unwaited waits (a failure
 /// is then returned by [`Communicator::scope`]).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+/// let send = [1i32, 2];
+/// let mut recv = [0i32; 2];
+/// comm.scope(|s| {
+///     let request: omniccl::Request<'_, &mut [i32]> = s.iall_reduce(&send, &mut recv, omniccl::ReduceOp::Sum)?;
+///     let out = request.wait()?;
+///     out[0] += 10; // the output buffer, handed back by wait()
+///     Ok(())
+/// })?;
+/// assert_eq!(recv, [11, 2]);
+/// # Ok::<(), omniccl::Error>(())
+/// ```
 #[must_use = "a request runs until waited; call wait() to see its result"]
 pub struct Request<'scope, Out = ()> {
     state: &'scope State,
