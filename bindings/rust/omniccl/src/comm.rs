@@ -18,7 +18,17 @@ use crate::tensor::Tensor;
 ///
 /// `Send` but not `Sync`: a communicator may move to another thread, but the C
 /// ABI lets only one thread at a time issue operations on it, so it cannot be
-/// shared (`&Communicator` across threads).
+/// shared (`&Communicator` across threads):
+///
+/// ```
+/// fn send<T: Send>() {}
+/// send::<omniccl::Communicator>();
+/// ```
+///
+/// ```compile_fail,E0277
+/// fn sync<T: Sync>() {}
+/// sync::<omniccl::Communicator>(); // error: Communicator is not Sync
+/// ```
 ///
 /// Every rank must call the same operations in the same order with matching
 /// lengths, root and reduce op; a difference is an [`ErrorKind::Mismatch`]

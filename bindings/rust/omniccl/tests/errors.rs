@@ -211,6 +211,41 @@ fn bad_arguments_name_what_is_wrong() {
         comm.all_reduce_in_place(&mut i, ReduceOp::PremulSum(3.0)).unwrap();
         assert_eq!(i, [3, 3]);
         assert!(comm.split(Some(u32::MAX), 0).unwrap_err().message().contains("color"));
+
+        // DLPack tensors the library cannot use: a strided view, a GPU pointer.
+        use omniccl::dlpack::{DLDataType, DLDevice, DLTensor};
+        let mut data = [1.0f32; 4];
+        let mut shape = [2i64];
+        let mut strides = [2i64];
+        let mut t = DLTensor {
+            data: data.as_mut_ptr().cast(),
+            device: DLDevice {
+                device_type: omniccl::sys::kDLCPU,
+                device_id: 0,
+            },
+            ndim: 1,
+            dtype: DLDataType {
+                code: omniccl::sys::kDLFloat as u8,
+                bits: 32,
+                lanes: 1,
+            },
+            shape: shape.as_mut_ptr(),
+            strides: strides.as_mut_ptr(),
+            byte_offset: 0,
+        };
+        // SAFETY: t describes `data` (every other element), alive for the call.
+        let err = unsafe { comm.all_reduce_dlpack(&t, &t, ReduceOp::Sum) }.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.message().contains("contiguous"), "{err}");
+        t.strides = std::ptr::null_mut();
+        t.device.device_type = omniccl::sys::kDLCUDA;
+        // SAFETY: the library refuses the device before touching the pointer.
+        let err = unsafe { comm.all_reduce_dlpack(&t, &t, ReduceOp::Sum) }.unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Unsupported | ErrorKind::InvalidArgument),
+            "{err}"
+        );
+        assert_eq!(data, [1.0; 4], "a refused call must not write");
     });
     let dir = tempfile::tempdir().unwrap();
     let file = |rank, world_size| InitMethod::File {
