@@ -586,6 +586,129 @@ impl Communicator {
         Ok((c_counts(what, counts)?, displs.map(|d| c_counts(what, d)).transpose()?))
     }
 
+    pub(crate) fn all_gatherv_impl<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        counts: &[usize],
+        displs: Option<&[usize]>,
+        work: *mut sys::occl_work_t,
+    ) -> Result<()> {
+        let (c, d) = self.v_layout("all_gatherv recv", recv.len(), counts, displs)?;
+        if send.len() != counts[self.rank] {
+            return Err(invalid(format!(
+                "all_gatherv: send has {} elements but counts[{}] is {}",
+                send.len(),
+                self.rank,
+                counts[self.rank]
+            )));
+        }
+        let (mut n1, mut n2) = (0, 0);
+        let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
+        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
+        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        // SAFETY: tensors describe live slices; counts/displs hold size() entries.
+        self.call(work, |cm, w| unsafe {
+            sys::occl_all_gatherv(s.ptr(), r.ptr(), c.as_ptr(), dp, cm, w)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)] // the C call's own arguments, plus work
+    pub(crate) fn all_to_allv_impl<T: Element>(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        send_displs: Option<&[usize]>,
+        recv: &mut [T],
+        recv_counts: &[usize],
+        recv_displs: Option<&[usize]>,
+        work: *mut sys::occl_work_t,
+    ) -> Result<()> {
+        let (sc, sd) = self.v_layout("all_to_allv send", send.len(), send_counts, send_displs)?;
+        let (rc, rd) = self.v_layout("all_to_allv recv", recv.len(), recv_counts, recv_displs)?;
+        let (mut n1, mut n2) = (0, 0);
+        let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
+        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
+        let sdp = sd.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        let rdp = rd.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        // SAFETY: tensors describe live slices; count arrays hold size() entries.
+        self.call(work, |c, w| unsafe {
+            sys::occl_all_to_allv(s.ptr(), sc.as_ptr(), sdp, r.ptr(), rc.as_ptr(), rdp, c, w)
+        })
+    }
+
+    pub(crate) fn gatherv_impl<T: Element>(
+        &self,
+        send: &[T],
+        recv: Option<&mut [T]>,
+        counts: &[usize],
+        displs: Option<&[usize]>,
+        root: usize,
+        work: *mut sys::occl_work_t,
+    ) -> Result<()> {
+        let root_c = self.rank_arg("root", root)?;
+        let (mut n1, mut n2) = (0, 0);
+        let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
+        if self.rank != root {
+            // SAFETY: the tensor describes a live slice; root-only arguments are NULL.
+            return self.call(work, |c, w| unsafe {
+                sys::occl_gatherv(s.ptr(), ptr::null(), ptr::null(), ptr::null(), root_c, c, w)
+            });
+        }
+        let recv = recv.ok_or_else(|| invalid(format!("gatherv: rank {root} is the root and needs a recv buffer")))?;
+        let (c, d) = self.v_layout("gatherv recv", recv.len(), counts, displs)?;
+        if send.len() != counts[self.rank] {
+            return Err(invalid(format!(
+                "gatherv: send has {} elements but counts[{}] is {}",
+                send.len(),
+                self.rank,
+                counts[self.rank]
+            )));
+        }
+        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
+        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        // SAFETY: tensors describe live slices; count arrays hold size() entries.
+        self.call(work, |cm, w| unsafe {
+            sys::occl_gatherv(s.ptr(), r.ptr(), c.as_ptr(), dp, root_c, cm, w)
+        })
+    }
+
+    pub(crate) fn scatterv_impl<T: Element>(
+        &self,
+        send: Option<&[T]>,
+        counts: &[usize],
+        displs: Option<&[usize]>,
+        recv: &mut [T],
+        root: usize,
+        work: *mut sys::occl_work_t,
+    ) -> Result<()> {
+        let root_c = self.rank_arg("root", root)?;
+        let (mut n1, mut n2) = (0, 0);
+        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
+        if self.rank != root {
+            // SAFETY: the tensor describes a live slice; root-only arguments are NULL.
+            return self.call(work, |c, w| unsafe {
+                sys::occl_scatterv(ptr::null(), ptr::null(), ptr::null(), r.ptr(), root_c, c, w)
+            });
+        }
+        let send = send.ok_or_else(|| invalid(format!("scatterv: rank {root} is the root and needs a send buffer")))?;
+        let (c, d) = self.v_layout("scatterv send", send.len(), counts, displs)?;
+        if recv.len() != counts[self.rank] {
+            return Err(invalid(format!(
+                "scatterv: recv has {} elements but counts[{}] is {}",
+                recv.len(),
+                self.rank,
+                counts[self.rank]
+            )));
+        }
+        let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
+        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        // SAFETY: tensors describe live slices; count arrays hold size() entries.
+        self.call(work, |cm, w| unsafe {
+            sys::occl_scatterv(s.ptr(), c.as_ptr(), dp, r.ptr(), root_c, cm, w)
+        })
+    }
+
     // ---- blocking operations ----
 
     /// Sends `buf` to rank `peer`; matched, in order, by [`recv`](Self::recv)
@@ -797,23 +920,7 @@ impl Communicator {
         counts: &[usize],
         displs: Option<&[usize]>,
     ) -> Result<()> {
-        let (c, d) = self.v_layout("all_gatherv recv", recv.len(), counts, displs)?;
-        if send.len() != counts[self.rank] {
-            return Err(invalid(format!(
-                "all_gatherv: send has {} elements but counts[{}] is {}",
-                send.len(),
-                self.rank,
-                counts[self.rank]
-            )));
-        }
-        let (mut n1, mut n2) = (0, 0);
-        let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
-        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
-        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        // SAFETY: tensors describe live slices; counts/displs hold size() entries.
-        self.call(ptr::null_mut(), |cm, w| unsafe {
-            sys::occl_all_gatherv(s.ptr(), r.ptr(), c.as_ptr(), dp, cm, w)
-        })
+        self.all_gatherv_impl(send, recv, counts, displs, ptr::null_mut())
     }
 
     /// [`all_to_all`](Self::all_to_all) with per-peer counts and
@@ -840,17 +947,15 @@ impl Communicator {
         recv_counts: &[usize],
         recv_displs: Option<&[usize]>,
     ) -> Result<()> {
-        let (sc, sd) = self.v_layout("all_to_allv send", send.len(), send_counts, send_displs)?;
-        let (rc, rd) = self.v_layout("all_to_allv recv", recv.len(), recv_counts, recv_displs)?;
-        let (mut n1, mut n2) = (0, 0);
-        let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
-        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
-        let sdp = sd.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        let rdp = rd.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        // SAFETY: tensors describe live slices; count arrays hold size() entries.
-        self.call(ptr::null_mut(), |c, w| unsafe {
-            sys::occl_all_to_allv(s.ptr(), sc.as_ptr(), sdp, r.ptr(), rc.as_ptr(), rdp, c, w)
-        })
+        self.all_to_allv_impl(
+            send,
+            send_counts,
+            send_displs,
+            recv,
+            recv_counts,
+            recv_displs,
+            ptr::null_mut(),
+        )
     }
 
     /// [`gather`](Self::gather) with per-rank counts: on `root`, rank `i`'s
@@ -876,31 +981,7 @@ impl Communicator {
         displs: Option<&[usize]>,
         root: usize,
     ) -> Result<()> {
-        let root_c = self.rank_arg("root", root)?;
-        let (mut n1, mut n2) = (0, 0);
-        let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
-        if self.rank != root {
-            // SAFETY: the tensor describes a live slice; root-only arguments are NULL.
-            return self.call(ptr::null_mut(), |c, w| unsafe {
-                sys::occl_gatherv(s.ptr(), ptr::null(), ptr::null(), ptr::null(), root_c, c, w)
-            });
-        }
-        let recv = recv.ok_or_else(|| invalid(format!("gatherv: rank {root} is the root and needs a recv buffer")))?;
-        let (c, d) = self.v_layout("gatherv recv", recv.len(), counts, displs)?;
-        if send.len() != counts[self.rank] {
-            return Err(invalid(format!(
-                "gatherv: send has {} elements but counts[{}] is {}",
-                send.len(),
-                self.rank,
-                counts[self.rank]
-            )));
-        }
-        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
-        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        // SAFETY: tensors describe live slices; count arrays hold size() entries.
-        self.call(ptr::null_mut(), |cm, w| unsafe {
-            sys::occl_gatherv(s.ptr(), r.ptr(), c.as_ptr(), dp, root_c, cm, w)
-        })
+        self.gatherv_impl(send, recv, counts, displs, root, ptr::null_mut())
     }
 
     /// [`scatter`](Self::scatter) with per-rank counts: `root` sends
@@ -926,31 +1007,7 @@ impl Communicator {
         recv: &mut [T],
         root: usize,
     ) -> Result<()> {
-        let root_c = self.rank_arg("root", root)?;
-        let (mut n1, mut n2) = (0, 0);
-        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
-        if self.rank != root {
-            // SAFETY: the tensor describes a live slice; root-only arguments are NULL.
-            return self.call(ptr::null_mut(), |c, w| unsafe {
-                sys::occl_scatterv(ptr::null(), ptr::null(), ptr::null(), r.ptr(), root_c, c, w)
-            });
-        }
-        let send = send.ok_or_else(|| invalid(format!("scatterv: rank {root} is the root and needs a send buffer")))?;
-        let (c, d) = self.v_layout("scatterv send", send.len(), counts, displs)?;
-        if recv.len() != counts[self.rank] {
-            return Err(invalid(format!(
-                "scatterv: recv has {} elements but counts[{}] is {}",
-                recv.len(),
-                self.rank,
-                counts[self.rank]
-            )));
-        }
-        let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
-        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        // SAFETY: tensors describe live slices; count arrays hold size() entries.
-        self.call(ptr::null_mut(), |cm, w| unsafe {
-            sys::occl_scatterv(s.ptr(), c.as_ptr(), dp, r.ptr(), root_c, cm, w)
-        })
+        self.scatterv_impl(send, counts, displs, recv, root, ptr::null_mut())
     }
 }
 

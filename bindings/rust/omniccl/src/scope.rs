@@ -556,4 +556,106 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.comm.call(&mut w, |c, w| unsafe { sys::occl_barrier(c, w) })?;
         self.started(w, None, ())
     }
+
+    /// Non-blocking [`Communicator::all_gatherv`]; `wait()` returns `recv`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let counts = vec![2usize; comm.size()];
+    /// let mut all = vec![0u8; 2 * comm.size()];
+    /// comm.scope(|s| s.iall_gatherv(&[1, 2], &mut all, &counts, None)?.wait().map(drop))?;
+    /// assert_eq!(&all[..2], &[1, 2]);
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn iall_gatherv<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        counts: &'scope [usize],
+        displs: Option<&'scope [usize]>,
+    ) -> Result<Request<'scope, &'scope mut [T]>> {
+        let mut w = ptr::null_mut();
+        self.comm.all_gatherv_impl(send, recv, counts, displs, &mut w)?;
+        self.started(w, None, recv)
+    }
+
+    /// Non-blocking [`Communicator::all_to_allv`]; `wait()` returns `recv`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let ones = vec![1usize; comm.size()];
+    /// let send = vec![7i32; comm.size()];
+    /// let mut recv = vec![0i32; comm.size()];
+    /// comm.scope(|s| s.iall_to_allv(&send, &ones, None, &mut recv, &ones, None)?.wait().map(drop))?;
+    /// assert_eq!(recv[0], 7);
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)] // all_to_allv's own arguments
+    pub fn iall_to_allv<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        send_counts: &'scope [usize],
+        send_displs: Option<&'scope [usize]>,
+        recv: &'scope mut [T],
+        recv_counts: &'scope [usize],
+        recv_displs: Option<&'scope [usize]>,
+    ) -> Result<Request<'scope, &'scope mut [T]>> {
+        let mut w = ptr::null_mut();
+        self.comm
+            .all_to_allv_impl(send, send_counts, send_displs, recv, recv_counts, recv_displs, &mut w)?;
+        self.started(w, None, recv)
+    }
+
+    /// Non-blocking [`Communicator::gatherv`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let counts = vec![1usize; comm.size()];
+    /// let mut all = vec![0u64; comm.size()];
+    /// let root = comm.rank() == 0;
+    /// comm.scope(|s| s.igatherv(&[5], root.then_some(&mut all[..]), &counts, None, 0)?.wait())?;
+    /// assert_eq!(all[0], 5);
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn igatherv<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: Option<&'scope mut [T]>,
+        counts: &'scope [usize],
+        displs: Option<&'scope [usize]>,
+        root: usize,
+    ) -> Result<Request<'scope>> {
+        let mut w = ptr::null_mut();
+        self.comm.gatherv_impl(send, recv, counts, displs, root, &mut w)?;
+        self.started(w, None, ())
+    }
+
+    /// Non-blocking [`Communicator::scatterv`]; `wait()` returns `recv`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let counts = vec![1usize; comm.size()];
+    /// let all = vec![3i8; comm.size()];
+    /// let mut mine = [0i8];
+    /// let root = comm.rank() == 0;
+    /// comm.scope(|s| s.iscatterv(root.then_some(&all[..]), &counts, None, &mut mine, 0)?.wait().map(drop))?;
+    /// assert_eq!(mine, [3]);
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn iscatterv<T: Element>(
+        &'scope self,
+        send: Option<&'scope [T]>,
+        counts: &'scope [usize],
+        displs: Option<&'scope [usize]>,
+        recv: &'scope mut [T],
+        root: usize,
+    ) -> Result<Request<'scope, &'scope mut [T]>> {
+        let mut w = ptr::null_mut();
+        self.comm.scatterv_impl(send, counts, displs, recv, root, &mut w)?;
+        self.started(w, None, recv)
+    }
 }

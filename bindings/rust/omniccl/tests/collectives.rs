@@ -445,11 +445,61 @@ fn exercise_nonblocking<T: TestElem>(comm: &Communicator, count: usize) {
     }
 }
 
+/// The non-blocking v-variants, all four in flight at once.
+fn exercise_nonblocking_v<T: TestElem>(comm: &Communicator, count: usize) {
+    let (r, n) = (comm.rank(), comm.size());
+    let root = n - 1;
+    let counts: Vec<usize> = (0..n).map(|q| (q + count) % 3).collect();
+    let displs: Vec<usize> = (0..n).map(|q| counts[..q].iter().sum::<usize>() + 2 * q).collect();
+    let total = counts.iter().sum::<usize>() + 2 * n;
+    let block = |q: usize| part::<T>(q, 3, counts[q]);
+    let placed = {
+        let mut v = vec![T::default(); total];
+        for q in 0..n {
+            v[displs[q]..displs[q] + counts[q]].copy_from_slice(&block(q));
+        }
+        v
+    };
+    let mine = block(r);
+    let mut allgv = vec![T::default(); total];
+    let mut gv = vec![T::default(); total];
+    let mut sv = vec![T::default(); counts[r]];
+    let amount = |i: usize, j: usize| (i * 2 + j) % 3 + count;
+    let send_counts: Vec<usize> = (0..n).map(|j| amount(r, j)).collect();
+    let recv_counts: Vec<usize> = (0..n).map(|i| amount(i, r)).collect();
+    let a2av_send = concat((0..n).map(|j| part::<T>(r, j, amount(r, j))));
+    let mut a2av = vec![T::default(); recv_counts.iter().sum()];
+
+    comm.scope(|s| {
+        let a = s.iall_gatherv(&mine, &mut allgv, &counts, Some(&displs))?;
+        let b = s.igatherv(&mine, (r == root).then_some(&mut gv[..]), &counts, Some(&displs), root)?;
+        let c = s.iscatterv(
+            (r == root).then_some(&placed[..]),
+            &counts,
+            Some(&displs),
+            &mut sv,
+            root,
+        )?;
+        let d = s.iall_to_allv(&a2av_send, &send_counts, None, &mut a2av, &recv_counts, None)?;
+        assert_eq!(a.wait()?, &placed[..], "iall_gatherv ({})", T::NAME);
+        b.wait()?;
+        assert_eq!(c.wait()?, &block(r)[..], "iscatterv ({})", T::NAME);
+        let want = concat((0..n).map(|i| part::<T>(i, r, amount(i, r))));
+        assert_eq!(d.wait()?, &want[..], "iall_to_allv ({})", T::NAME);
+        Ok(())
+    })
+    .unwrap();
+    if r == root {
+        assert_eq!(gv, placed, "igatherv ({})", T::NAME);
+    }
+}
+
 fn every_type(comm: Communicator) {
     fn one<T: TestElem>(comm: &Communicator) {
         for count in [0, 1, 7] {
             exercise::<T>(comm, count);
             exercise_nonblocking::<T>(comm, count);
+            exercise_nonblocking_v::<T>(comm, count);
         }
     }
     one::<i8>(&comm);
