@@ -16,7 +16,7 @@ target=${CARGO_TARGET_DIR:-$here/../target}
 
 fresh=$(mktemp)
 trap 'rm -f "$fresh"' EXIT
-CARGO_TARGET_DIR="$target" cargo run --quiet --manifest-path "$here/../gen-bindings/Cargo.toml" -- \
+CARGO_TARGET_DIR="$target" cargo run --quiet --locked --manifest-path "$here/../gen-bindings/Cargo.toml" -- \
   "$include" "$fresh" "$here/../rustfmt.toml"
 
 if [ "${1:-}" = "--check" ]; then
