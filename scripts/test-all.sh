@@ -14,5 +14,8 @@ echo "== ctest (C/C++ suites: unit, abi, tools, collectives, examples)"
 # Multi-rank suites are RUN_SERIAL; the rest run two at a time.
 ctest --test-dir "$build" -j2 --output-on-failure --timeout 900
 
+echo "== Rust crates (fmt, clippy, bindings drift, cargo test, rustdoc, examples, cargo package)"
+bindings/rust/ci.sh "$build"
+
 echo "== Python package (fresh virtual environment, pip install, pytest)"
 bindings/python/ci.sh "$build/py-venv"
