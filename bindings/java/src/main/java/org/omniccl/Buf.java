@@ -5,8 +5,8 @@ import java.nio.ByteOrder;
 
 /**
  * One buffer argument of a collective: a primitive array (staged through
- * direct memory: copied in before the call if the op reads it, out after it
- * completes if the op writes it) or a direct ByteBuffer (passed as is, zero
+ * direct memory: copied in before the call, and out after it completes if
+ * the op writes it) or a direct ByteBuffer (passed as is, zero
  * copy, from its position to its limit).
  *
  * <p>Why staging: the C library reads and writes the memory while a call
@@ -111,9 +111,9 @@ final class Buf {
     }
     staging = scratch != null ? scratch.take((int) bytes) : ByteBuffer.allocateDirect(Math.max(1, (int) bytes));
     staging.order(ByteOrder.nativeOrder());
-    if ((dir & IN) != 0) {
-      copyIn(staging);
-    }
+    // Output arrays are copied in too: elements an operation does not write
+    // (gaps between v-variant displacements) must keep their values.
+    copyIn(staging);
     tensor = new NativeTensor(staging, 0, type, count);
     return tensor;
   }
