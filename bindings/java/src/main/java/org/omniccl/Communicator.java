@@ -4,6 +4,7 @@ import java.lang.ref.Reference;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicLong;
@@ -34,7 +35,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * thread of this communicator) when the data have arrived, or exceptionally
  * with the {@link OmniCCLException}. The future keeps the buffers reachable
  * until then; do not touch them before it completes. Operations run in the
- * order they were issued.
+ * order they were issued. Actions chained with {@code thenRun} and the like
+ * run on that thread and delay later completions: chain long work with the
+ * {@code ...Async} forms of CompletableFuture.
  *
  * <p><b>Threads.</b> Issue operations on one communicator from one thread at
  * a time (calls from several threads are serialised here, but their order
@@ -61,6 +64,12 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
   private final Buf.Scratch scratch = new Buf.Scratch();
   /** Waits for non-blocking operations in issue order; started on first use. */
   private ExecutorService waiter;
+  /**
+   * Pre-multiplied-sum ops whose non-blocking operation has ended; destroyed
+   * by the next issuing call (the waiter thread may not call into the
+   * communicator while another thread issues).
+   */
+  private final ConcurrentLinkedQueue<Integer> retiredOps = new ConcurrentLinkedQueue<>();
 
   private Communicator(long h) {
     this.handle = new AtomicLong(h);
@@ -554,6 +563,9 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
   private CompletableFuture<Void> run(String what, Buf[] bufs, ReduceOp op, Call call, boolean async) {
     synchronized (issueLock) {
       long h = handle(what);
+      for (Integer retired; (retired = retiredOps.poll()) != null; ) {
+        destroyOp(h, retired);
+      }
       int opCode = 0;
       boolean premul = op != null && op.isPremulSum();
       if (op != null) {
@@ -617,10 +629,7 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
     } finally {
       OmniCCLNative.workFree(work);
       if (premulOp >= 0) {
-        long h = handle.get();
-        if (h != 0) {
-          destroyOp(h, premulOp);
-        }
+        retiredOps.add(premulOp);
       }
       // The arrays and buffers (and their staging memory) stay reachable
       // until the operation has ended.

@@ -437,9 +437,22 @@ final class Sweep {
     Object g = k.zeros(n * 2);
     CompletableFuture<Void> fg = (CompletableFuture<Void>) call(comm, "allGatherAsync",
         k.make(input(k, rank, 2, null)), g);
+    // A pre-multiplied sum: its op lives until the operation has ended.
+    ReduceOp premul = ReduceOp.premulSum(3.0);
+    Object p = k == Kind.BOOLEAN ? null : k.make(input(k, rank, 4, premul));
+    CompletableFuture<Void> fp = p == null ? CompletableFuture.completedFuture(null)
+        : (CompletableFuture<Void>) call(comm, "allReduceAsync", p, premul);
     join(fa, "allReduceAsync");
     join(fb, "allReduceAsync");
     join(fg, "allGatherAsync");
+    join(fp, "allReduceAsync(premulSum)");
+    if (p != null) {
+      double[] wantP = new double[4];
+      for (int i = 0; i < 4; i++) {
+        wantP[i] = reduceRef(k, premul, 4, i);
+      }
+      check("allReduceAsync(premulSum)", k, wantP, p);
+    }
     double[] want = new double[4];
     for (int i = 0; i < 4; i++) {
       want[i] = reduceRef(k, op, 4, i);
