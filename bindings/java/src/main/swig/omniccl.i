@@ -77,13 +77,21 @@ static void occl_java_illegal_argument(JNIEnv* env, const char* text) {
 /* Fills *t from an org.omniccl.NativeTensor. Returns 0 with an exception
  * pending if the object does not describe memory. */
 static int occl_java_tensor(JNIEnv* env, jobject obj, DLTensor* t, int64_t* shape) {
-  jclass cls = (*env)->GetObjectClass(env, obj);
-  jfieldID f_buf = (*env)->GetFieldID(env, cls, "buffer", "Ljava/nio/ByteBuffer;");
-  jfieldID f_off = (*env)->GetFieldID(env, cls, "byteOffset", "J");
-  jfieldID f_code = (*env)->GetFieldID(env, cls, "dlCode", "I");
-  jfieldID f_bits = (*env)->GetFieldID(env, cls, "dlBits", "I");
-  jfieldID f_count = (*env)->GetFieldID(env, cls, "count", "J");
-  if (!f_buf || !f_off || !f_code || !f_bits || !f_count) return 0;
+  /* Field IDs stay valid while the class is loaded; looking them up costs
+   * microseconds per call, so it is done once (threads racing here store the
+   * same values; f_count, stored last with release order, publishes them). */
+  static jfieldID f_buf, f_off, f_code, f_bits, f_count;
+  if (__atomic_load_n(&f_count, __ATOMIC_ACQUIRE) == NULL) {
+    jclass cls = (*env)->GetObjectClass(env, obj);
+    f_buf = (*env)->GetFieldID(env, cls, "buffer", "Ljava/nio/ByteBuffer;");
+    f_off = (*env)->GetFieldID(env, cls, "byteOffset", "J");
+    f_code = (*env)->GetFieldID(env, cls, "dlCode", "I");
+    f_bits = (*env)->GetFieldID(env, cls, "dlBits", "I");
+    jfieldID count = (*env)->GetFieldID(env, cls, "count", "J");
+    (*env)->DeleteLocalRef(env, cls);
+    if (!f_buf || !f_off || !f_code || !f_bits || !count) return 0;
+    __atomic_store_n(&f_count, count, __ATOMIC_RELEASE);
+  }
   jobject buf = (*env)->GetObjectField(env, obj, f_buf);
   void* data = buf != NULL ? (*env)->GetDirectBufferAddress(env, buf) : NULL;
   if (buf != NULL) (*env)->DeleteLocalRef(env, buf);
