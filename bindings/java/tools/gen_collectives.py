@@ -15,7 +15,8 @@ OUT = pathlib.Path(__file__).resolve().parent.parent / "src/main/java/org/omnicc
 ARRAYS = ["byte", "short", "int", "long", "float", "double", "boolean"]
 
 # name, summary, params, generic call, per-param docs.
-# Param kinds: B:<name>:<dir>[:nullable]  buffer;  I:<name> int;  C:<name> int[];  O:<name> ReduceOp
+# Param kinds: B:<name>:<dir>[:nullable]  buffer (dir: IN read, OUT fully written,
+#   INOUT read or written in part: v-variant outputs keep the elements they skip);  I:<name> int;  C:<name> int[];  O:<name> ReduceOp
 OPS = [
     ("allReduce", "Reduces {@code data} with {@code op} across all ranks, in place: afterwards every rank holds the same (bit-identical) result.",
      ["B:data:INOUT", "O:op"], "doAllReduce({data}, {data}, op, {is_async})"),
@@ -36,12 +37,12 @@ OPS = [
     ("allToAll", "Part j of rank i's {@code send} (size() equal parts) becomes part i of rank j's {@code recv} (same length as send).",
      ["B:send:IN", "B:recv:OUT"], "doAllToAll({send}, {recv}, {is_async})"),
     ("allGatherv", "allGather with per-rank counts: rank i contributes {@code recvCounts[i]} elements (its whole {@code send}), placed at {@code recvDispls[i]} of every rank's {@code recv}.",
-     ["B:send:IN", "B:recv:OUT", "C:recvCounts", "D:recvDispls"], "doAllGatherv({send}, {recv}, recvCounts, recvDispls, {is_async})"),
+     ["B:send:IN", "B:recv:INOUT", "C:recvCounts", "D:recvDispls"], "doAllGatherv({send}, {recv}, recvCounts, recvDispls, {is_async})"),
     ("allToAllv", "allToAll with per-peer counts: {@code sendCounts[j]} elements at {@code sendDispls[j]} go to rank j, {@code recvCounts[i]} elements from rank i land at {@code recvDispls[i]}; sendCounts[j] on rank i must equal recvCounts[i] on rank j.",
-     ["B:send:IN", "C:sendCounts", "D:sendDispls", "B:recv:OUT", "C:recvCounts", "D:recvDispls"],
+     ["B:send:IN", "C:sendCounts", "D:sendDispls", "B:recv:INOUT", "C:recvCounts", "D:recvDispls"],
      "doAllToAllv({send}, sendCounts, sendDispls, {recv}, recvCounts, recvDispls, {is_async})"),
     ("gatherv", "gather with per-rank counts: rank i's whole {@code send} lands at {@code recvDispls[i]} of the root's {@code recv}; {@code recvCounts[i]} must equal its length.",
-     ["B:send:IN", "B:recv:OUT:nullable", "C:recvCounts:nullable", "D:recvDispls", "I:root"],
+     ["B:send:IN", "B:recv:INOUT:nullable", "C:recvCounts:nullable", "D:recvDispls", "I:root"],
      "doGatherv({send}, {recv}, recvCounts, recvDispls, root, {is_async})"),
     ("scatterv", "scatter with per-rank counts: the root sends {@code sendCounts[i]} elements at {@code sendDispls[i]} of its {@code send} to rank i's {@code recv}.",
      ["B:send:IN:nullable", "C:sendCounts:nullable", "D:sendDispls", "B:recv:OUT", "I:root"],

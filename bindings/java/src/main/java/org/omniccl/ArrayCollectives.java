@@ -1843,7 +1843,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(byte[] send, byte[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -1857,7 +1857,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(byte[] send, byte[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -1870,7 +1870,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(short[] send, short[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -1884,7 +1884,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(short[] send, short[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -1897,7 +1897,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(int[] send, int[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -1911,7 +1911,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(int[] send, int[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -1924,7 +1924,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(long[] send, long[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -1938,7 +1938,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(long[] send, long[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -1951,7 +1951,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(float[] send, float[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -1965,7 +1965,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(float[] send, float[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -1978,7 +1978,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(double[] send, double[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -1992,7 +1992,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(double[] send, double[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2005,7 +2005,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(boolean[] send, boolean[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2019,7 +2019,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(boolean[] send, boolean[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2033,7 +2033,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(ByteBuffer send, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type) {
-    doAllGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2048,7 +2048,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(ByteBuffer send, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type) {
-    return doAllGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   // ---- allToAllv(send, sendCounts, sendDispls, recv, recvCounts, recvDispls)
@@ -2065,7 +2065,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(byte[] send, int[] sendCounts, int[] sendDispls, byte[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2081,7 +2081,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(byte[] send, int[] sendCounts, int[] sendDispls, byte[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2096,7 +2096,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(short[] send, int[] sendCounts, int[] sendDispls, short[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2112,7 +2112,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(short[] send, int[] sendCounts, int[] sendDispls, short[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2127,7 +2127,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(int[] send, int[] sendCounts, int[] sendDispls, int[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2143,7 +2143,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(int[] send, int[] sendCounts, int[] sendDispls, int[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2158,7 +2158,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(long[] send, int[] sendCounts, int[] sendDispls, long[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2174,7 +2174,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(long[] send, int[] sendCounts, int[] sendDispls, long[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2189,7 +2189,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(float[] send, int[] sendCounts, int[] sendDispls, float[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2205,7 +2205,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(float[] send, int[] sendCounts, int[] sendDispls, float[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2220,7 +2220,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(double[] send, int[] sendCounts, int[] sendDispls, double[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2236,7 +2236,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(double[] send, int[] sendCounts, int[] sendDispls, double[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2251,7 +2251,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(boolean[] send, int[] sendCounts, int[] sendDispls, boolean[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2267,7 +2267,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(boolean[] send, int[] sendCounts, int[] sendDispls, boolean[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   /**
@@ -2283,7 +2283,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(ByteBuffer send, int[] sendCounts, int[] sendDispls, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type) {
-    doAllToAllv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.OUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, false);
   }
 
   /**
@@ -2300,7 +2300,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(ByteBuffer send, int[] sendCounts, int[] sendDispls, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type) {
-    return doAllToAllv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.OUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, true);
   }
 
   // ---- gatherv(send, recv, recvCounts, recvDispls, root)
@@ -2316,7 +2316,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(byte[] send, byte[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
   }
 
   /**
@@ -2331,7 +2331,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(byte[] send, byte[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
   }
 
   /**
@@ -2345,7 +2345,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(short[] send, short[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
   }
 
   /**
@@ -2360,7 +2360,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(short[] send, short[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
   }
 
   /**
@@ -2374,7 +2374,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(int[] send, int[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
   }
 
   /**
@@ -2389,7 +2389,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(int[] send, int[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
   }
 
   /**
@@ -2403,7 +2403,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(long[] send, long[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
   }
 
   /**
@@ -2418,7 +2418,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(long[] send, long[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
   }
 
   /**
@@ -2432,7 +2432,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(float[] send, float[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
   }
 
   /**
@@ -2447,7 +2447,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(float[] send, float[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
   }
 
   /**
@@ -2461,7 +2461,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(double[] send, double[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
   }
 
   /**
@@ -2476,7 +2476,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(double[] send, double[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
   }
 
   /**
@@ -2490,7 +2490,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(boolean[] send, boolean[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
   }
 
   /**
@@ -2505,7 +2505,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(boolean[] send, boolean[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
   }
 
   /**
@@ -2520,7 +2520,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(ByteBuffer send, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type, int root) {
-    doGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
   }
 
   /**
@@ -2536,7 +2536,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(ByteBuffer send, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type, int root) {
-    return doGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
   }
 
   // ---- scatterv(send, sendCounts, sendDispls, recv, root)

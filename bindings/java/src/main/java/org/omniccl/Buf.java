@@ -5,8 +5,8 @@ import java.nio.ByteOrder;
 
 /**
  * One buffer argument of a collective: a primitive array (staged through
- * direct memory: copied in before the call, and out after it completes if
- * the op writes it) or a direct ByteBuffer (passed as is, zero
+ * direct memory: copied in before the call if the op reads it or writes only
+ * part of it, out after it completes if the op writes it) or a direct ByteBuffer (passed as is, zero
  * copy, from its position to its limit).
  *
  * <p>Why staging: the C library reads and writes the memory while a call
@@ -27,6 +27,7 @@ final class Buf {
   private final int dir;
   private NativeTensor tensor;
   private ByteBuffer staging;
+  private boolean finished;
 
   private Buf(String name, DataType type, int count, Object array, ByteBuffer direct, int dir) {
     this.name = name;
@@ -111,16 +112,19 @@ final class Buf {
     }
     staging = scratch != null ? scratch.take((int) bytes) : ByteBuffer.allocateDirect(Math.max(1, (int) bytes));
     staging.order(ByteOrder.nativeOrder());
-    // Output arrays are copied in too: elements an operation does not write
-    // (gaps between v-variant displacements) must keep their values.
-    copyIn(staging);
+    // Outputs an operation may write only in part (v-variants: gaps between
+    // displacements) are INOUT, so the elements it skips keep their values.
+    if ((dir & IN) != 0) {
+      copyIn(staging);
+    }
     tensor = new NativeTensor(staging, 0, type, count);
     return tensor;
   }
 
-  /** After the call completed: copies what the op wrote back into the array. */
+  /** After the call completed: copies what the op wrote back into the array (once). */
   void finish() {
-    if (staging != null && (dir & OUT) != 0) {
+    if (staging != null && (dir & OUT) != 0 && !finished) {
+      finished = true;
       copyOut(staging);
     }
   }
