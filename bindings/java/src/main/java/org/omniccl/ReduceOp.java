@@ -9,6 +9,10 @@ import java.util.Objects;
  * {@link #BOR}, {@link #BXOR}, or a pre-multiplied sum made by {@link
  * #premulSum(double)}. The bitwise ops take integer and bool data only (a
  * float gets an {@link InvalidArgumentException}).
+ *
+ * <p>A class with enum-like constants rather than an {@code enum}, so that a
+ * pre-multiplied sum can carry its scalar; {@link #values()} and {@link
+ * #name()} work as for an enum.
  */
 public final class ReduceOp {
   /** Sum. */

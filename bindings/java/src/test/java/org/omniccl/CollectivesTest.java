@@ -47,16 +47,17 @@ class CollectivesTest {
     for (int r = 0; r < n; r++) {
       procs.add(Ranks.process(r, n, url, dir.resolve("rank" + r + ".log"), "sweep"));
     }
-    for (int r = 0; r < n; r++) {
-      Process p = procs.get(r);
-      boolean exited = p.waitFor(150, TimeUnit.SECONDS);
-      if (!exited) {
-        procs.forEach(Process::destroyForcibly);
+    try {
+      for (int r = 0; r < n; r++) {
+        Process p = procs.get(r);
+        boolean exited = p.waitFor(150, TimeUnit.SECONDS);
+        String log = Files.readString(dir.resolve("rank" + r + ".log"));
+        assertTrue(exited, "rank " + r + " of " + n + " did not finish:\n" + log);
+        assertEquals(0, p.exitValue(), "rank " + r + " of " + n + " failed:\n" + log);
+        assertTrue(log.contains("rank " + r + ": sweep ok"), log);
       }
-      String log = Files.readString(dir.resolve("rank" + r + ".log"));
-      assertTrue(exited, "rank " + r + " of " + n + " did not finish:\n" + log);
-      assertEquals(0, p.exitValue(), "rank " + r + " of " + n + " failed:\n" + log);
-      assertTrue(log.contains("rank " + r + ": sweep ok"), log);
+    } finally {
+      procs.forEach(Process::destroyForcibly); // nothing outlives the test
     }
   }
 }

@@ -16,10 +16,31 @@ import java.util.function.Consumer;
 final class Ranks {
   private Ranks() {}
 
+  /** Rendezvous directories made by this JVM, removed when it exits. */
+  private static final List<Path> DIRS = new ArrayList<>();
+
+  static {
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      synchronized (DIRS) {
+        for (Path dir : DIRS) {
+          try (java.util.stream.Stream<Path> files = Files.walk(dir)) {
+            files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+          } catch (IOException | UncheckedIOException ignored) {
+            // best effort
+          }
+        }
+      }
+    }));
+  }
+
   /** A fresh file:// rendezvous (no port to pick, nothing shared between jobs). */
   static String fileRendezvous() {
     try {
-      return "file://" + Files.createTempDirectory("omniccl-java-test-").toAbsolutePath();
+      Path dir = Files.createTempDirectory("omniccl-java-test-").toAbsolutePath();
+      synchronized (DIRS) {
+        DIRS.add(dir);
+      }
+      return "file://" + dir;
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
