@@ -21,7 +21,7 @@ build=$(realpath "${1:?usage: bindings/java/ci.sh BUILD_DIR}")
 mvn=(mvn -B -ntp -Domniccl.build.dir="$build")
 start=$SECONDS
 
-echo "== java: $(java -version 2>&1 | head -1), $(mvn -v 2>/dev/null | head -1)"
+echo "== java: $(java -version 2>&1 | head -1), $(mvn -B -v 2>/dev/null | head -1)"
 python3 bindings/java/tools/gen_collectives.py --check
 
 echo "== mvn install (verify: native build, tests, jars) in bindings/java"

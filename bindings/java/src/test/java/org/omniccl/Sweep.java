@@ -503,6 +503,38 @@ final class Sweep {
         throw new AssertionError("allReduce(BFLOAT16, MAX) element " + i + ": want " + want + " got " + got);
       }
     }
+    // float16: small integers are exact; encode them by hand (IEEE 754 binary16).
+    ByteBuffer half = ByteBuffer.allocateDirect(2 * count).order(ByteOrder.nativeOrder());
+    for (int i = 0; i < count; i++) {
+      half.putShort(2 * i, toHalf((int) value(rank, i)));
+    }
+    comm.allReduce(half, DataType.FLOAT16, ReduceOp.SUM);
+    for (int i = 0; i < count; i++) {
+      int want = 0;
+      for (int r = 0; r < n; r++) {
+        want += (int) value(r, i);
+      }
+      if (half.getShort(2 * i) != toHalf(want)) {
+        throw new AssertionError("allReduce(FLOAT16) element " + i + ": want bits "
+            + Integer.toHexString(toHalf(want) & 0xffff) + " got "
+            + Integer.toHexString(half.getShort(2 * i) & 0xffff));
+      }
+    }
+    // bool: one byte per value; BOR across ranks.
+    ByteBuffer flags = ByteBuffer.allocateDirect(count);
+    for (int i = 0; i < count; i++) {
+      flags.put(i, (byte) bool(rank, i));
+    }
+    comm.allReduce(flags, DataType.BOOL, ReduceOp.BOR);
+    for (int i = 0; i < count; i++) {
+      int want = 0;
+      for (int r = 0; r < n; r++) {
+        want |= (int) bool(r, i);
+      }
+      if (flags.get(i) != want) {
+        throw new AssertionError("allReduce(BOOL, BOR) element " + i + ": want " + want + " got " + flags.get(i));
+      }
+    }
     // A slice: position and limit select the elements; the rest is untouched.
     ByteBuffer whole = ByteBuffer.allocateDirect(8 * 10).order(ByteOrder.nativeOrder());
     for (int i = 0; i < 10; i++) {
@@ -527,6 +559,13 @@ final class Sweep {
         throw new AssertionError("allGatherAsync(ByteBuffer) element " + r + ": " + g.getInt(4 * r));
       }
     }
+  }
+
+  /** binary16 bits of a positive integer below 2048 (exact). */
+  static short toHalf(int v) {
+    int e = 31 - Integer.numberOfLeadingZeros(v); // v = 1.m * 2^e
+    int mantissa = ((v << 10) >> e) & 0x3ff;
+    return (short) (((e + 15) << 10) | mantissa);
   }
 
   private static void put(ByteBuffer b, DataType t, int i, double v) {
