@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds OmniCCL (warnings are errors) and runs every test suite (CTest, then
-# the Python package's pytest suite in a fresh virtual environment), failing if
+# the Python package's pytest suite in a fresh virtual environment, then the
+# Java bindings' Maven build, JUnit tests and examples), failing if
 # any test fails. Usage: scripts/test-all.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +20,6 @@ bindings/rust/ci.sh "$build"
 
 echo "== Python package (fresh virtual environment, pip install, pytest)"
 bindings/python/ci.sh "$build/py-venv"
+
+echo "== Java bindings (mvn verify + install, tutorial examples, Spark pipeline)"
+bindings/java/ci.sh "$build"

@@ -1,0 +1,748 @@
+package org.omniccl;
+
+import java.lang.ref.Reference;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A group of ranks that run collectives together: one rank of a job, held by
+ * a process or by one thread of it (threads of one JVM may each hold a
+ * different rank of the same job, as Spark tasks do).
+ *
+ * <pre>{@code
+ * try (Communicator comm = Communicator.init("env://")) {   // omniccl-run -n 4 java ...
+ *   double[] hist = localHistogram();
+ *   comm.allReduce(hist, ReduceOp.SUM);                      // in place, on every rank
+ * }
+ * }</pre>
+ *
+ * <p><b>Buffers.</b> Every collective takes primitive arrays ({@code byte[]
+ * short[] int[] long[] float[] double[] boolean[]}, copied through direct
+ * memory) or direct {@link java.nio.ByteBuffer}s with a {@link DataType}
+ * (used in place from position to limit, zero copy, native byte order; a heap
+ * buffer is an {@link IllegalArgumentException}). Lengths are checked before
+ * anything is sent ({@link InvalidArgumentException}). Every rank must call
+ * the same collectives in the same order with matching lengths, root and op;
+ * a difference is a {@link MismatchException} on the ranks involved.
+ *
+ * <p><b>Non-blocking forms</b> ({@code allReduceAsync}, ...) start the
+ * operation and return a {@link CompletableFuture} that completes (on a
+ * thread of this communicator) when the data have arrived, or exceptionally
+ * with the {@link OmniCCLException}. The future keeps the buffers reachable
+ * until then; do not touch them before it completes. Operations run in the
+ * order they were issued. Actions chained with {@code thenRun} and the like
+ * run on that thread and delay later completions: chain long work with the
+ * {@code ...Async} forms of CompletableFuture.
+ *
+ * <p><b>Threads.</b> Issue operations on one communicator from one thread at
+ * a time (calls from several threads are serialised here, but their order
+ * across ranks would not be defined). {@link #abort()} and {@link #close()}
+ * may be called from any thread: an operation blocked in another thread then
+ * fails with an {@link OmniCCLException} ({@code OCCL_ERR_ABORTED}).
+ *
+ * <p><b>Failures</b> are answers, never hangs: every blocking call has a
+ * deadline ({@link Config.Builder#timeout}), a dead peer turns into a {@link
+ * PeerFailureException} within seconds.
+ */
+public final class Communicator extends ArrayCollectives implements AutoCloseable {
+  /** Color for {@link #split(int, int)} on ranks that want no new communicator. */
+  public static final int SPLIT_NOCOLOR = -1;
+  /** Rank or size argument meaning "from the environment" (env:// launchers). */
+  static final int FROM_ENV = -1;
+
+  /** The C handle; 0 once closed or aborted. */
+  private final AtomicLong handle;
+  private final int rank;
+  private final int size;
+  /** Serialises issuing: the C ABI wants one issuing thread at a time. */
+  private final Object issueLock = new Object();
+  private final Buf.Scratch scratch = new Buf.Scratch();
+  /** Waits for non-blocking operations in issue order; started on first use. */
+  private ExecutorService waiter;
+  /**
+   * Pre-multiplied-sum ops whose non-blocking operation has ended; destroyed
+   * by the next issuing call (the waiter thread may not call into the
+   * communicator while another thread issues).
+   */
+  private final ConcurrentLinkedQueue<Integer> retiredOps = new ConcurrentLinkedQueue<>();
+
+  private Communicator(long h) {
+    this.handle = new AtomicLong(h);
+    int[] out = new int[1];
+    try {
+      OmniCCLNative.commRank(h, out);
+      this.rank = out[0];
+      OmniCCLNative.commSize(h, out);
+      this.size = out[0];
+    } catch (RuntimeException e) {
+      OmniCCLNative.commDestroy(h);
+      throw e;
+    }
+  }
+
+  // ---------------------------------------------------------------- creation
+
+  /**
+   * Creates a communicator whose rendezvous, rank and size come from the
+   * environment: {@code "env://"} (torchrun's MASTER_ADDR/MASTER_PORT/RANK/
+   * WORLD_SIZE, Open MPI, MPICH, Slurm; {@code omniccl-run} sets them).
+   * Collective over all ranks.
+   *
+   * @param initMethod "env://" (or a tcp:// or file:// URL with RANK and
+   *     WORLD_SIZE in the environment)
+   * @return the communicator
+   * @throws OmniCCLException if the rendezvous fails (e.g. {@link TimeoutException})
+   */
+  public static Communicator init(String initMethod) {
+    return init(initMethod, FROM_ENV, FROM_ENV, null);
+  }
+
+  /**
+   * Creates rank {@code rank} of a {@code worldSize}-rank communicator.
+   * Collective over all ranks.
+   *
+   * @param initMethod "tcp://host:port" (rank 0 serves the rendezvous there),
+   *     "file:///dir" (a directory every rank sees) or "env://"
+   * @param rank this rank, 0 to worldSize - 1
+   * @param worldSize the number of ranks
+   * @return the communicator
+   * @throws OmniCCLException if the rendezvous fails
+   */
+  public static Communicator init(String initMethod, int rank, int worldSize) {
+    return init(initMethod, rank, worldSize, null);
+  }
+
+  /**
+   * Like {@link #init(String, int, int)}, with options.
+   *
+   * @param initMethod "tcp://host:port", "file:///dir" or "env://"
+   * @param rank this rank, 0 to worldSize - 1
+   * @param worldSize the number of ranks
+   * @param config options, or null for the defaults
+   * @return the communicator
+   * @throws OmniCCLException if the rendezvous fails or an option is invalid
+   */
+  public static Communicator init(String initMethod, int rank, int worldSize, Config config) {
+    Objects.requireNonNull(initMethod, "initMethod");
+    checkRankSize(rank, worldSize);
+    long[] out = new long[1];
+    OmniCCLNative.commInit(out, initMethod, rank, worldSize, config);
+    return new Communicator(out[0]);
+  }
+
+  /**
+   * Creates rank {@code rank} from a {@link UniqueId} made by one process and
+   * shared with every rank. Collective over all ranks.
+   *
+   * @param id the job's id
+   * @param rank this rank, 0 to worldSize - 1
+   * @param worldSize the number of ranks
+   * @return the communicator
+   * @throws OmniCCLException if the rendezvous fails
+   */
+  public static Communicator init(UniqueId id, int rank, int worldSize) {
+    return init(id, rank, worldSize, null);
+  }
+
+  /**
+   * Like {@link #init(UniqueId, int, int)}, with options.
+   *
+   * @param id the job's id
+   * @param rank this rank, 0 to worldSize - 1
+   * @param worldSize the number of ranks
+   * @param config options, or null for the defaults
+   * @return the communicator
+   * @throws OmniCCLException if the rendezvous fails or an option is invalid
+   */
+  public static Communicator init(UniqueId id, int rank, int worldSize, Config config) {
+    Objects.requireNonNull(id, "id");
+    if (rank < 0 || worldSize < 1 || rank >= worldSize) {
+      throw new InvalidArgumentException("init: rank " + rank + " is not in [0, " + worldSize
+          + ") (worldSize must be >= 1)");
+    }
+    long[] out = new long[1];
+    OmniCCLNative.commInitUniqueId(out, worldSize, id.internalBytes(), rank, config);
+    return new Communicator(out[0]);
+  }
+
+  private static void checkRankSize(int rank, int worldSize) {
+    boolean fromEnv = rank == FROM_ENV && worldSize == FROM_ENV;
+    if (!fromEnv && (rank < 0 || worldSize < 1 || rank >= worldSize)) {
+      throw new InvalidArgumentException("init: rank " + rank + " is not in [0, " + worldSize
+          + ") (worldSize must be >= 1)");
+    }
+  }
+
+  /**
+   * The library's run-time version, MAJOR*10000 + MINOR*100 + PATCH.
+   *
+   * @return e.g. 100 for 0.1.0
+   */
+  public static int libraryVersion() {
+    int[] v = new int[1];
+    OmniCCLNative.getVersion(v);
+    return v[0];
+  }
+
+  // ---------------------------------------------------------------- queries
+
+  /**
+   * This process's (or thread's) rank.
+   *
+   * @return 0 to size() - 1
+   */
+  public int rank() {
+    return rank;
+  }
+
+  /**
+   * The number of ranks.
+   *
+   * @return at least 1
+   */
+  public int size() {
+    return size;
+  }
+
+  /**
+   * The transport in use: "shm", "tcp", "mixed" (some peers on other hosts)
+   * or "self" (one rank).
+   *
+   * @return the transport name
+   * @throws IllegalStateException if closed
+   */
+  public String transport() {
+    String[] name = new String[1];
+    OmniCCLNative.commTransport(handle("transport"), name);
+    return name[0];
+  }
+
+  /**
+   * Changes the deadline of later blocking calls.
+   *
+   * @param timeoutMillis the deadline in milliseconds, at least 1
+   * @throws IllegalStateException if closed
+   */
+  public void setTimeout(long timeoutMillis) {
+    if (timeoutMillis <= 0) {
+      throw new InvalidArgumentException("setTimeout: timeoutMillis must be > 0, got " + timeoutMillis);
+    }
+    OmniCCLNative.commSetTimeout(handle("setTimeout"), timeoutMillis);
+  }
+
+  /**
+   * Whether {@link #close()} or {@link #abort()} was called.
+   *
+   * @return true once closed
+   */
+  public boolean isClosed() {
+    return handle.get() == 0;
+  }
+
+  // ---------------------------------------------------------------- split, close
+
+  /**
+   * Splits this communicator: ranks passing the same color get a new
+   * communicator together, ordered by key (ties by old rank). Collective over
+   * this communicator.
+   *
+   * @param color a non-negative color, or {@link #SPLIT_NOCOLOR} for no new communicator
+   * @param key the order within the new communicator
+   * @return the new communicator, or empty for {@link #SPLIT_NOCOLOR}
+   * @throws OmniCCLException if the split fails
+   */
+  public Optional<Communicator> split(int color, int key) {
+    if (color < SPLIT_NOCOLOR) {
+      throw new InvalidArgumentException("split: color " + color
+          + " is negative; use a color >= 0 or Communicator.SPLIT_NOCOLOR");
+    }
+    long[] out = new long[1];
+    synchronized (issueLock) {
+      OmniCCLNative.commSplit(handle("split"), color, key, null, out);
+    }
+    return out[0] == 0 ? Optional.empty() : Optional.of(new Communicator(out[0]));
+  }
+
+  /**
+   * Frees the communicator (peers are told this rank left). Idempotent and
+   * thread-safe: only the first call does anything. Pending non-blocking
+   * operations complete exceptionally ({@code OCCL_ERR_ABORTED}).
+   */
+  @Override
+  public void close() {
+    long h = handle.getAndSet(0);
+    if (h != 0) {
+      try {
+        OmniCCLNative.commDestroy(h);
+      } finally {
+        shutdownWaiter();
+      }
+    }
+  }
+
+  /**
+   * Aborts: local, never blocks on peers. Operations in flight on other
+   * threads fail with {@code OCCL_ERR_ABORTED}; afterwards the communicator is
+   * closed. Safe to call more than once and together with {@link #close()}.
+   */
+  public void abort() {
+    long h = handle.getAndSet(0);
+    if (h != 0) {
+      try {
+        OmniCCLNative.commAbort(h);
+      } finally {
+        shutdownWaiter();
+      }
+    }
+  }
+
+  private synchronized void shutdownWaiter() {
+    if (waiter != null) {
+      waiter.shutdown(); // queued waits still run: their operations end as aborted
+    }
+  }
+
+  private long handle(String op) {
+    long h = handle.get();
+    if (h == 0) {
+      throw new IllegalStateException(op + ": the communicator (rank " + rank + " of " + size
+          + ") is closed");
+    }
+    return h;
+  }
+
+  // ---------------------------------------------------------------- barrier
+
+  /**
+   * Returns once every rank has entered the barrier.
+   *
+   * @throws OmniCCLException on timeout, peer failure or abort
+   */
+  public void barrier() {
+    run("barrier", null, null, (c, op, w) -> OmniCCLNative.barrier(c, w), false);
+  }
+
+  /**
+   * Starts a barrier.
+   *
+   * @return a future completing once every rank has entered it
+   */
+  public CompletableFuture<Void> barrierAsync() {
+    return run("barrier", null, null, (c, op, w) -> OmniCCLNative.barrier(c, w), true);
+  }
+
+  // ---------------------------------------------------------------- the generic collectives
+
+  @Override
+  CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, boolean async) {
+    String what = "allReduce";
+    need(what, send, recv);
+    sameType(what, send, recv);
+    if (send.count != recv.count) {
+      throw lengths(what, recv.name + " has " + recv.count + " elements, " + send.name + " "
+          + send.count + "; they must be equal");
+    }
+    return run(what, new Buf[] {send, recv}, op,
+        (c, o, w) -> OmniCCLNative.allReduce(t(send), t(recv), o, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doBroadcast(Buf data, int root, boolean async) {
+    need("broadcast", data);
+    checkRoot("broadcast", root);
+    return run("broadcast", new Buf[] {data}, null,
+        (c, o, w) -> OmniCCLNative.broadcast(t(data), root, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, boolean async) {
+    String what = "reduce";
+    need(what, send);
+    checkRoot(what, root);
+    Buf r = rank == root ? recv : null;
+    if (rank == root) {
+      needOnRoot(what, recv, root);
+      sameType(what, send, recv);
+      if (recv.count != send.count) {
+        throw lengths(what, "on the root, " + recv.name + " has " + recv.count + " elements, "
+            + send.name + " " + send.count + "; they must be equal");
+      }
+    }
+    return run(what, new Buf[] {send, r}, op,
+        (c, o, w) -> OmniCCLNative.reduce(t(send), t(r), o, root, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doGather(Buf send, Buf recv, int root, boolean async) {
+    String what = "gather";
+    need(what, send);
+    checkRoot(what, root);
+    Buf r = rank == root ? recv : null;
+    if (rank == root) {
+      needOnRoot(what, recv, root);
+      sameType(what, send, recv);
+      expect(what, recv, (long) size * send.count, "size() * " + send.name + " length");
+    }
+    return run(what, new Buf[] {send, r}, null,
+        (c, o, w) -> OmniCCLNative.gather(t(send), t(r), root, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doScatter(Buf send, Buf recv, int root, boolean async) {
+    String what = "scatter";
+    need(what, recv);
+    checkRoot(what, root);
+    Buf s = rank == root ? send : null;
+    if (rank == root) {
+      needOnRoot(what, send, root);
+      sameType(what, send, recv);
+      expect(what, send, (long) size * recv.count, "size() * " + recv.name + " length");
+    }
+    return run(what, new Buf[] {s, recv}, null,
+        (c, o, w) -> OmniCCLNative.scatter(t(s), t(recv), root, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doAllGather(Buf send, Buf recv, boolean async) {
+    String what = "allGather";
+    need(what, send, recv);
+    sameType(what, send, recv);
+    expect(what, recv, (long) size * send.count, "size() * " + send.name + " length");
+    return run(what, new Buf[] {send, recv}, null,
+        (c, o, w) -> OmniCCLNative.allGather(t(send), t(recv), c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doReduceScatter(Buf send, Buf recv, ReduceOp op, boolean async) {
+    String what = "reduceScatter";
+    need(what, send, recv);
+    sameType(what, send, recv);
+    expect(what, send, (long) size * recv.count, "size() * " + recv.name + " length");
+    return run(what, new Buf[] {send, recv}, op,
+        (c, o, w) -> OmniCCLNative.reduceScatter(t(send), t(recv), o, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doAllToAll(Buf send, Buf recv, boolean async) {
+    String what = "allToAll";
+    need(what, send, recv);
+    sameType(what, send, recv);
+    if (send.count % size != 0) {
+      throw lengths(what, send.name + " has " + send.count + " elements, not a multiple of size() "
+          + size);
+    }
+    expect(what, recv, send.count, send.name + " length");
+    return run(what, new Buf[] {send, recv}, null,
+        (c, o, w) -> OmniCCLNative.allToAll(t(send), t(recv), c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doAllGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls,
+      boolean async) {
+    String what = "allGatherv";
+    need(what, send, recv);
+    sameType(what, send, recv);
+    long[] counts = layout(what, "recvCounts", recvCounts, "recvDispls", recvDispls, recv);
+    long[] displs = recvDispls == null ? null : widen(recvDispls);
+    if (counts[rank] != send.count) {
+      throw lengths(what, "recvCounts[" + rank + "] is " + counts[rank] + " but this rank's "
+          + send.name + " has " + send.count + " elements");
+    }
+    return run(what, new Buf[] {send, recv}, null,
+        (c, o, w) -> OmniCCLNative.allGatherv(t(send), t(recv), counts, displs, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doAllToAllv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv,
+      int[] recvCounts, int[] recvDispls, boolean async) {
+    String what = "allToAllv";
+    need(what, send, recv);
+    sameType(what, send, recv);
+    long[] sc = layout(what, "sendCounts", sendCounts, "sendDispls", sendDispls, send);
+    long[] sd = sendDispls == null ? null : widen(sendDispls);
+    long[] rc = layout(what, "recvCounts", recvCounts, "recvDispls", recvDispls, recv);
+    long[] rd = recvDispls == null ? null : widen(recvDispls);
+    return run(what, new Buf[] {send, recv}, null,
+        (c, o, w) -> OmniCCLNative.allToAllv(t(send), sc, sd, t(recv), rc, rd, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls,
+      int root, boolean async) {
+    String what = "gatherv";
+    need(what, send);
+    checkRoot(what, root);
+    Buf r = rank == root ? recv : null;
+    long[] counts = null;
+    long[] displs = null;
+    if (rank == root) {
+      needOnRoot(what, recv, root);
+      sameType(what, send, recv);
+      counts = layout(what, "recvCounts", recvCounts, "recvDispls", recvDispls, recv);
+      displs = recvDispls == null ? null : widen(recvDispls);
+      if (counts[rank] != send.count) {
+        throw lengths(what, "recvCounts[" + rank + "] is " + counts[rank] + " but the root's "
+            + send.name + " has " + send.count + " elements");
+      }
+    }
+    long[] fc = counts;
+    long[] fd = displs;
+    return run(what, new Buf[] {send, r}, null,
+        (c, o, w) -> OmniCCLNative.gatherv(t(send), t(r), fc, fd, root, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv,
+      int root, boolean async) {
+    String what = "scatterv";
+    need(what, recv);
+    checkRoot(what, root);
+    Buf s = rank == root ? send : null;
+    long[] counts = null;
+    long[] displs = null;
+    if (rank == root) {
+      needOnRoot(what, send, root);
+      sameType(what, send, recv);
+      counts = layout(what, "sendCounts", sendCounts, "sendDispls", sendDispls, send);
+      displs = sendDispls == null ? null : widen(sendDispls);
+      if (counts[rank] != recv.count) {
+        throw lengths(what, "sendCounts[" + rank + "] is " + counts[rank] + " but the root's "
+            + recv.name + " has " + recv.count + " elements");
+      }
+    }
+    long[] fc = counts;
+    long[] fd = displs;
+    return run(what, new Buf[] {s, recv}, null,
+        (c, o, w) -> OmniCCLNative.scatterv(t(s), fc, fd, t(recv), root, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doSend(Buf data, int peer, boolean async) {
+    need("send", data);
+    checkPeer("send", peer);
+    return run("send", new Buf[] {data}, null,
+        (c, o, w) -> OmniCCLNative.send(t(data), peer, c, w), async);
+  }
+
+  @Override
+  CompletableFuture<Void> doRecv(Buf data, int peer, boolean async) {
+    need("recv", data);
+    checkPeer("recv", peer);
+    return run("recv", new Buf[] {data}, null,
+        (c, o, w) -> OmniCCLNative.recv(t(data), peer, c, w), async);
+  }
+
+  // ---------------------------------------------------------------- running a call
+
+  /** One native call: comm handle, C reduce op (or 0), work (null = blocking). */
+  @FunctionalInterface
+  private interface Call {
+    void invoke(long comm, int op, long[] work);
+  }
+
+  /**
+   * The tensors of the call being issued; set by {@link #run} while it holds
+   * issueLock, read by the Call lambdas through {@link #t}.
+   */
+  private Buf.Scratch current;
+
+  private NativeTensor t(Buf b) {
+    return b == null ? null : b.tensor(current);
+  }
+
+  /**
+   * Issues one operation: blocking (stages arrays through this
+   * communicator's scratch memory and copies results back), or non-blocking
+   * (fresh staging memory, completion handled by the waiter thread).
+   */
+  private CompletableFuture<Void> run(String what, Buf[] bufs, ReduceOp op, Call call, boolean async) {
+    synchronized (issueLock) {
+      long h = handle(what);
+      for (Integer retired; (retired = retiredOps.poll()) != null; ) {
+        destroyOp(h, retired);
+      }
+      int opCode = 0;
+      boolean premul = op != null && op.isPremulSum();
+      if (op != null) {
+        if (premul) {
+          int[] out = new int[1];
+          OmniCCLNative.redOpCreatePremulSum(h, op.scalar(), out);
+          opCode = out[0];
+        } else {
+          opCode = op.code();
+        }
+      }
+      if (!async) {
+        current = scratch.begin();
+        try {
+          call.invoke(h, opCode, null);
+        } finally {
+          current = null;
+          if (premul) {
+            destroyOp(h, opCode);
+          }
+        }
+        if (bufs != null) {
+          for (Buf b : bufs) {
+            if (b != null) {
+              b.finish();
+            }
+          }
+        }
+        return CompletableFuture.completedFuture(null);
+      }
+      long[] work = new long[1];
+      current = null; // fresh staging: the memory lives until the operation ends
+      try {
+        call.invoke(h, opCode, work);
+      } catch (RuntimeException e) {
+        if (premul) {
+          destroyOp(h, opCode);
+        }
+        throw e;
+      }
+      CompletableFuture<Void> future = new CompletableFuture<>();
+      int code = opCode;
+      waiter().execute(() -> complete(what, work[0], bufs, premul ? code : -1, future));
+      return future;
+    }
+  }
+
+  private void complete(String what, long work, Buf[] bufs, int premulOp, CompletableFuture<Void> future) {
+    try {
+      OmniCCLNative.workWait(work);
+      if (bufs != null) {
+        for (Buf b : bufs) {
+          if (b != null) {
+            b.finish();
+          }
+        }
+      }
+      future.complete(null);
+    } catch (Throwable e) {
+      future.completeExceptionally(e);
+    } finally {
+      OmniCCLNative.workFree(work);
+      if (premulOp >= 0) {
+        retiredOps.add(premulOp);
+      }
+      // The arrays and buffers (and their staging memory) stay reachable
+      // until the operation has ended.
+      Reference.reachabilityFence(bufs);
+    }
+  }
+
+  private static void destroyOp(long h, int op) {
+    try {
+      OmniCCLNative.redOpDestroy(h, op);
+    } catch (OmniCCLException ignored) {
+      // the communicator failed or went away: its ops went with it
+    }
+  }
+
+  private synchronized ExecutorService waiter() {
+    if (waiter == null) {
+      int r = rank;
+      waiter = Executors.newSingleThreadExecutor(task -> {
+        Thread t = new Thread(task, "omniccl-waiter-rank-" + r);
+        t.setDaemon(true);
+        return t;
+      });
+    }
+    return waiter;
+  }
+
+  // ---------------------------------------------------------------- argument checks
+
+  private static void need(String what, Buf... bufs) {
+    for (Buf b : bufs) {
+      if (b == null) {
+        throw new NullPointerException(what + ": a buffer argument is null");
+      }
+    }
+  }
+
+  private static void needOnRoot(String what, Buf b, int root) {
+    if (b == null) {
+      throw new NullPointerException(what + ": the root (rank " + root
+          + ") needs its buffer; only non-roots may pass null");
+    }
+  }
+
+  private static void sameType(String what, Buf a, Buf b) {
+    if (a != null && b != null && a.type != b.type) {
+      throw new InvalidArgumentException(what + ": " + a.name + " is " + a.type + " but "
+          + b.name + " is " + b.type);
+    }
+  }
+
+  private void checkRoot(String what, int root) {
+    if (root < 0 || root >= size) {
+      throw new InvalidArgumentException(what + ": root " + root + " is not a rank of this "
+          + size + "-rank communicator");
+    }
+  }
+
+  private void checkPeer(String what, int peer) {
+    if (peer < 0 || peer >= size) {
+      throw new InvalidArgumentException(what + ": peer " + peer + " is not a rank of this "
+          + size + "-rank communicator");
+    }
+  }
+
+  private void expect(String what, Buf b, long want, String formula) {
+    if (b.count != want) {
+      throw lengths(what, b.name + " has " + b.count + " elements, expected " + want + " ("
+          + formula + ", size() = " + size + ")");
+    }
+  }
+
+  private InvalidArgumentException lengths(String what, String detail) {
+    return new InvalidArgumentException(what + " (rank " + rank + "): " + detail);
+  }
+
+  /** Checks counts (and displacements) against size() and the buffer. */
+  private long[] layout(String what, String countsName, int[] counts, String displsName,
+      int[] displs, Buf buf) {
+    if (counts == null) {
+      throw new NullPointerException(what + ": " + countsName + " is null");
+    }
+    if (counts.length != size) {
+      throw lengths(what, countsName + " has " + counts.length + " entries, expected size() = " + size);
+    }
+    if (displs != null && displs.length != size) {
+      throw lengths(what, displsName + " has " + displs.length + " entries, expected size() = " + size);
+    }
+    long packed = 0;
+    for (int i = 0; i < size; i++) {
+      if (counts[i] < 0) {
+        throw lengths(what, countsName + "[" + i + "] is negative (" + counts[i] + ")");
+      }
+      long start = displs == null ? packed : displs[i];
+      if (start < 0 || start + counts[i] > buf.count) {
+        throw lengths(what, buf.name + " has " + buf.count + " elements, too few for "
+            + countsName + "[" + i + "] = " + counts[i] + " at offset " + start);
+      }
+      packed += counts[i];
+    }
+    return widen(counts);
+  }
+
+  private static long[] widen(int[] a) {
+    long[] out = new long[a.length];
+    for (int i = 0; i < a.length; i++) {
+      out[i] = a[i];
+    }
+    return out;
+  }
+
+  @Override
+  public String toString() {
+    return "Communicator[rank " + rank + " of " + size + (isClosed() ? ", closed]" : "]");
+  }
+}

@@ -1,0 +1,63 @@
+package org.omniccl;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Every collective, every primitive type and direct buffers (see {@link
+ * Sweep}), with 1, 2, 3 and 4 ranks: as threads of this JVM (the way Spark
+ * runs tasks) and as separate JVMs.
+ */
+class CollectivesTest {
+
+  @ParameterizedTest(name = "{0} ranks as threads")
+  @ValueSource(ints = {1, 2, 3, 4})
+  @Timeout(value = 120, unit = TimeUnit.SECONDS)
+  void threadsOfOneJvm(int n) throws Exception {
+    Ranks.threads(n, null, Sweep::run);
+  }
+
+  @ParameterizedTest(name = "{0} ranks over TCP, as threads")
+  @ValueSource(ints = {2, 3})
+  @Timeout(value = 120, unit = TimeUnit.SECONDS)
+  void threadsOverTcp(int n) throws Exception {
+    Config tcp = Config.builder().transport("tcp").build();
+    Ranks.threads(n, tcp, c -> {
+      assertEquals("tcp", c.transport());
+      Sweep.run(c);
+    });
+  }
+
+  @ParameterizedTest(name = "{0} ranks as processes")
+  @ValueSource(ints = {1, 2, 3, 4})
+  @Timeout(value = 180, unit = TimeUnit.SECONDS)
+  void separateJvms(int n, @TempDir Path dir) throws Exception {
+    String url = Ranks.fileRendezvous();
+    List<Process> procs = new ArrayList<>();
+    for (int r = 0; r < n; r++) {
+      procs.add(Ranks.process(r, n, url, dir.resolve("rank" + r + ".log"), "sweep"));
+    }
+    try {
+      for (int r = 0; r < n; r++) {
+        Process p = procs.get(r);
+        boolean exited = p.waitFor(150, TimeUnit.SECONDS);
+        String log = Files.readString(dir.resolve("rank" + r + ".log"));
+        assertTrue(exited, "rank " + r + " of " + n + " did not finish:\n" + log);
+        assertEquals(0, p.exitValue(), "rank " + r + " of " + n + " failed:\n" + log);
+        assertTrue(log.contains("rank " + r + ": sweep ok"), log);
+      }
+    } finally {
+      procs.forEach(Process::destroyForcibly); // nothing outlives the test
+    }
+  }
+}

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Writes src/main/java/org/omniccl/ArrayCollectives.java: the public
+overloads of every collective for each primitive array type and for direct
+ByteBuffers, blocking and non-blocking, each delegating to one generic
+method of Communicator (doAllReduce, ...).
+
+Run after changing the table below:  python3 bindings/java/tools/gen_collectives.py
+`--check` exits 1 if the checked-in file differs (bindings/java/ci.sh runs it).
+"""
+import pathlib
+import sys
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "src/main/java/org/omniccl/ArrayCollectives.java"
+
+ARRAYS = ["byte", "short", "int", "long", "float", "double", "boolean"]
+
+# name, summary, params, generic call, per-param docs.
+# Param kinds: B:<name>:<dir>[:nullable]  buffer (dir: IN read, OUT fully written,
+#   INOUT read or written in part: v-variant outputs keep the elements they skip);  I:<name> int;  C:<name> int[];  O:<name> ReduceOp
+OPS = [
+    ("allReduce", "Reduces {@code data} with {@code op} across all ranks, in place: afterwards every rank holds the same (bit-identical) result.",
+     ["B:data:INOUT", "O:op"], "doAllReduce({data}, {data}, op, {is_async})"),
+    ("allReduce", "Reduces every rank's {@code send} with {@code op} into every rank's {@code recv} (same length); every rank gets the same (bit-identical) result.",
+     ["B:send:IN", "B:recv:OUT", "O:op"], "doAllReduce({send}, {recv}, op, {is_async})"),
+    ("broadcast", "Copies the root's {@code data} into {@code data} on every rank (in place; same length everywhere).",
+     ["B:data:INOUT", "I:root"], "doBroadcast({data}, root, {is_async})"),
+    ("reduce", "Reduces every rank's {@code send} with {@code op} into the root's {@code recv} (same length as send); non-root inputs are never modified.",
+     ["B:send:IN", "B:recv:OUT:nullable", "O:op", "I:root"], "doReduce({send}, {recv}, op, root, {is_async})"),
+    ("gather", "Collects every rank's {@code send} (n elements each) into the root's {@code recv} (size() * n elements, in rank order).",
+     ["B:send:IN", "B:recv:OUT:nullable", "I:root"], "doGather({send}, {recv}, root, {is_async})"),
+    ("scatter", "Splits the root's {@code send} (size() * n elements) into size() parts; rank i receives part i in {@code recv} (n elements).",
+     ["B:send:IN:nullable", "B:recv:OUT", "I:root"], "doScatter({send}, {recv}, root, {is_async})"),
+    ("allGather", "Concatenates every rank's {@code send} (n elements each) into every rank's {@code recv} (size() * n elements, in rank order).",
+     ["B:send:IN", "B:recv:OUT"], "doAllGather({send}, {recv}, {is_async})"),
+    ("reduceScatter", "Reduces {@code send} (size() * n elements) with {@code op} across ranks; rank i receives reduced part i in {@code recv} (n elements).",
+     ["B:send:IN", "B:recv:OUT", "O:op"], "doReduceScatter({send}, {recv}, op, {is_async})"),
+    ("allToAll", "Part j of rank i's {@code send} (size() equal parts) becomes part i of rank j's {@code recv} (same length as send).",
+     ["B:send:IN", "B:recv:OUT"], "doAllToAll({send}, {recv}, {is_async})"),
+    ("allGatherv", "allGather with per-rank counts: rank i contributes {@code recvCounts[i]} elements (its whole {@code send}), placed at {@code recvDispls[i]} of every rank's {@code recv}.",
+     ["B:send:IN", "B:recv:INOUT", "C:recvCounts", "D:recvDispls"], "doAllGatherv({send}, {recv}, recvCounts, recvDispls, {is_async})"),
+    ("allToAllv", "allToAll with per-peer counts: {@code sendCounts[j]} elements at {@code sendDispls[j]} go to rank j, {@code recvCounts[i]} elements from rank i land at {@code recvDispls[i]}; sendCounts[j] on rank i must equal recvCounts[i] on rank j.",
+     ["B:send:IN", "C:sendCounts", "D:sendDispls", "B:recv:INOUT", "C:recvCounts", "D:recvDispls"],
+     "doAllToAllv({send}, sendCounts, sendDispls, {recv}, recvCounts, recvDispls, {is_async})"),
+    ("gatherv", "gather with per-rank counts: rank i's whole {@code send} lands at {@code recvDispls[i]} of the root's {@code recv}; {@code recvCounts[i]} must equal its length.",
+     ["B:send:IN", "B:recv:INOUT:nullable", "C:recvCounts:nullable", "D:recvDispls", "I:root"],
+     "doGatherv({send}, {recv}, recvCounts, recvDispls, root, {is_async})"),
+    ("scatterv", "scatter with per-rank counts: the root sends {@code sendCounts[i]} elements at {@code sendDispls[i]} of its {@code send} to rank i's {@code recv}.",
+     ["B:send:IN:nullable", "C:sendCounts:nullable", "D:sendDispls", "B:recv:OUT", "I:root"],
+     "doScatterv({send}, sendCounts, sendDispls, {recv}, root, {is_async})"),
+    ("send", "Sends {@code data} to rank {@code peer}; matched, in order, by a {@code recv} of the same length on the peer.",
+     ["B:data:IN", "I:peer"], "doSend({data}, peer, {is_async})"),
+    ("recv", "Receives into {@code data} from rank {@code peer}; the peer's matching {@code send} has the same length.",
+     ["B:data:OUT", "I:peer"], "doRecv({data}, peer, {is_async})"),
+]
+
+PARAM_DOC = {
+    "data": "the buffer",
+    "send": "the data this rank contributes",
+    "recv": "where the result goes",
+    "op": "how values are combined",
+    "root": "the rank at the centre of the operation",
+    "peer": "the other rank",
+    "recvCounts": "elements from each rank, size() entries",
+    "recvDispls": "where each rank's elements start in recv, or null for packed in rank order",
+    "sendCounts": "elements for each rank, size() entries",
+    "sendDispls": "where each rank's elements start in send, or null for packed in rank order",
+}
+
+
+def method(name, summary, params, call, jtype, is_async):
+    bytebuffer = jtype == "ByteBuffer"
+    sig, docs, binds = [], [], {}
+    for p in params:
+        kind, pname, *rest = p.split(":")
+        nullable = "nullable" in rest
+        if kind == "B":
+            direction = rest[0]
+            sig.append(f"{jtype}{'' if bytebuffer else '[]'} {pname}")
+            d = PARAM_DOC[pname]
+            if nullable:
+                d += " (may be null on non-roots)"
+            docs.append((pname, d))
+            if bytebuffer:
+                binds[pname] = f'Buf.of({pname}, type, "{pname}", Buf.{direction})'
+            else:
+                binds[pname] = f'Buf.of({pname}, "{pname}", Buf.{direction})'
+        elif kind in ("C", "D"):
+            sig.append(f"int[] {pname}")
+            d = PARAM_DOC[pname]
+            if nullable:
+                d += " (may be null on non-roots)"
+            docs.append((pname, d))
+        elif kind == "I":
+            sig.append(f"int {pname}")
+            docs.append((pname, PARAM_DOC[pname]))
+        elif kind == "O":
+            if bytebuffer:
+                sig.append("DataType type")
+                docs.append(("type", "the element type of the buffers"))
+            sig.append(f"ReduceOp {pname}")
+            docs.append((pname, PARAM_DOC[pname]))
+    if bytebuffer and not any(p.startswith("O:") for p in params):
+        # the type follows the buffers
+        last_buf = max(i for i, p in enumerate(params) if p.startswith(("B:", "C:", "D:")))
+        sig.insert(last_buf + 1, "DataType type")
+        docs.insert(last_buf + 1, ("type", "the element type of the buffers"))
+    mname = name + ("Async" if is_async else "")
+    ret = "CompletableFuture<Void>" if is_async else "void"
+    pre = []
+    for pn in list(binds):
+        if call.count("{" + pn + "}") > 1:  # in place: one buffer, staged once
+            pre.append(f"    Buf buf = {binds[pn]};")
+            binds[pn] = "buf"
+    body_call = call.format(is_async="true" if is_async else "false", **binds)
+    lines = ["  /**", f"   * {summary}"]
+    if is_async:
+        lines.append("   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.")
+    lines.append("   *")
+    for pn, d in docs:
+        lines.append(f"   * @param {pn} {d}")
+    if is_async:
+        lines.append("   * @return a future completing when the operation has, or exceptionally with its OmniCCLException")
+    else:
+        lines.append("   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)")
+    lines.append("   */")
+    lines.append(f"  public final {ret} {mname}({', '.join(sig)}) {{")
+    lines += pre
+    lines.append(f"    {'return ' if is_async else ''}{body_call};")
+    lines.append("  }")
+    return "\n".join(lines)
+
+
+def generate():
+    out = [
+        "// Generated by bindings/java/tools/gen_collectives.py; do not edit by hand.",
+        "package org.omniccl;",
+        "",
+        "import java.nio.ByteBuffer;",
+        "import java.util.concurrent.CompletableFuture;",
+        "",
+        "/**",
+        " * The typed overloads of every collective, for each primitive array type and",
+        " * for direct ByteBuffers, blocking and non-blocking; {@link Communicator}",
+        " * implements the generic methods they call.",
+        " */",
+        "abstract class ArrayCollectives {",
+        "  ArrayCollectives() {}",
+        "",
+    ]
+    generics = [
+        "abstract CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, boolean async);",
+        "abstract CompletableFuture<Void> doBroadcast(Buf data, int root, boolean async);",
+        "abstract CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, boolean async);",
+        "abstract CompletableFuture<Void> doGather(Buf send, Buf recv, int root, boolean async);",
+        "abstract CompletableFuture<Void> doScatter(Buf send, Buf recv, int root, boolean async);",
+        "abstract CompletableFuture<Void> doAllGather(Buf send, Buf recv, boolean async);",
+        "abstract CompletableFuture<Void> doReduceScatter(Buf send, Buf recv, ReduceOp op, boolean async);",
+        "abstract CompletableFuture<Void> doAllToAll(Buf send, Buf recv, boolean async);",
+        "abstract CompletableFuture<Void> doAllGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, boolean async);",
+        "abstract CompletableFuture<Void> doAllToAllv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int[] recvCounts, int[] recvDispls, boolean async);",
+        "abstract CompletableFuture<Void> doGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, int root, boolean async);",
+        "abstract CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int root, boolean async);",
+        "abstract CompletableFuture<Void> doSend(Buf data, int peer, boolean async);",
+        "abstract CompletableFuture<Void> doRecv(Buf data, int peer, boolean async);",
+    ]
+    out += ["  " + g for g in generics] + [""]
+    for name, summary, params, call in OPS:
+        out.append(f"  // ---- {name}({', '.join(p.split(':')[1] for p in params)})")
+        out.append("")
+        for jtype in ARRAYS + ["ByteBuffer"]:
+            for is_async in (False, True):
+                out.append(method(name, summary, params, call, jtype, is_async))
+                out.append("")
+    out[-1] = "}"
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    text = generate()
+    if "--check" in sys.argv[1:]:
+        if not OUT.exists() or OUT.read_text() != text:
+            print(f"{OUT} is out of date: run python3 {pathlib.Path(__file__).name}", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(0)
+    OUT.write_text(text)
+    print(f"wrote {OUT} ({text.count(chr(10))} lines)")
