@@ -429,97 +429,201 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
   }
 }
 
-void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
-  // A member, so steady state reuses its memory. References into it are not
-  // held across add() (a feed may append while the step runs).
-  std::vector<State>& states = *states_;
-  states.clear();
-  size_t n_reduce = 0;
-  for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
-  if (staging_.size() < n_reduce * kStageBytes) staging_.resize(n_reduce * kStageBytes);
-  size_t stage_i = 0;
-  auto add = [&](const Transfer& t, const OpSignature& sig, Deadline deadline) -> State& {
-    State& s = states.emplace_back();
-    s.t = t;
-    s.sig = sig;
-    s.deadline = deadline;
-    if (s.t.peer < 0 || s.t.peer >= mesh_.size() || s.t.peer == mesh_.rank()) {
-      fail(Status::kInternal, op_text(sig), ": transfer to invalid peer ", s.t.peer);
-    }
-    if (s.t.kind == Transfer::Kind::kSend) {
-      s.hdr = WireHeader{kWireMagic, uint8_t(sig.kind), uint8_t(sig.dtype), uint8_t(sig.redop),
-                         sig.algo,   sig.root,          s.t.step,           sig.seq,
-                         sig.count,  s.t.bytes};
-    }
-    if (s.t.kind == Transfer::Kind::kRecvReduce) s.stage = staging_.data() + kStageBytes * stage_i++;
-    if (s.t.kind == Transfer::Kind::kSend && single_copy_ && sig.kind != OpKind::kSendRecv) {
-      // Collectives only: their steps post every receive a send waits for,
-      // while point-to-point sends keep completing without the receiver
-      // (buffered), as programs written for MPI's eager sends expect.
-      transport::Link& link = mesh_.link(s.t.peer);
-      if (link.by_reference(s.t.bytes)) {
-        s.by_ref = true;
-        s.hdr.magic = kWireMagicRef;
-        s.desc = RefDesc{reinterpret_cast<uint64_t>(s.t.src), link.next_ticket()};
-      }
-    }
-    return s;
-  };
-  for (const auto& t : transfers) add(t, sig_, Deadline::never());  // op_deadline() applies
-  // Takes every transfer queued behind this step; true if any arrived.
-  auto pull = [&]() {
-    if (feed == nullptr) return false;
-    bool any = false;
-    Transfer t;
-    OpSignature sig;
-    Deadline dl = Deadline::never();
-    size_t tag = 0;
-    while (feed->next(t, sig, dl, tag)) {
-      State& s = add(t, sig, dl);
-      s.tag = tag;
-      s.from_feed = true;
-      any = true;
-    }
-    return any;
-  };
-  pull();
+// The waiting policy, in one place for every transport: after a pass that
+// moved nothing, spin (cheap passes between clock readings), then yield,
+// then sleep until a transport says it can move again (Engine::sleep_step).
+class Engine::WaitPolicy {
+ public:
+  enum class Action { kSpin, kYield, kSleep };
+  explicit WaitPolicy(std::chrono::nanoseconds spin) : spin_(spin) {}
 
+  /// What to do after a pass without progress.
+  Action next() {
+    // Reading the clock costs more than a pass over the transfers: spin a
+    // few passes between readings.
+    if ((++idle_passes_ & 15) != 0 && idle_since_ != Clock::time_point{}) return Action::kSpin;
+    const auto now = Clock::now();
+    if (idle_since_ == Clock::time_point{}) idle_since_ = now;
+    if (now - idle_since_ < spin_) return Action::kSpin;
+    if (now - idle_since_ < spin_ + kYieldFor) return Action::kYield;
+    return Action::kSleep;
+  }
+  /// Something moved: start over.
+  void progressed() { idle_since_ = Clock::time_point{}; }
+  /// After a wake-up from sleep: yield a while, then sleep again.
+  void woke() { idle_since_ = Clock::now() - spin_; }
+
+ private:
+  std::chrono::nanoseconds spin_;
+  Clock::time_point idle_since_{};  // first pass without progress (epoch = progressing)
+  unsigned idle_passes_ = 0;
+};
+
+Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline) {
+  std::vector<State>& states = *states_;
+  State& s = states.emplace_back();
+  s.t = t;
+  s.sig = sig;
+  s.deadline = deadline;
+  if (s.t.peer < 0 || s.t.peer >= mesh_.size() || s.t.peer == mesh_.rank()) {
+    fail(Status::kInternal, op_text(sig), ": transfer to invalid peer ", s.t.peer);
+  }
+  if (s.t.kind == Transfer::Kind::kSend) {
+    s.hdr = WireHeader{kWireMagic, uint8_t(sig.kind), uint8_t(sig.dtype), uint8_t(sig.redop),
+                       sig.algo,   sig.root,          s.t.step,           sig.seq,
+                       sig.count,  s.t.bytes};
+  }
+  if (s.t.kind == Transfer::Kind::kRecvReduce) s.stage = staging_.data() + kStageBytes * stage_used_++;
+  if (s.t.kind == Transfer::Kind::kSend && single_copy_ && sig.kind != OpKind::kSendRecv) {
+    // Collectives only: their steps post every receive a send waits for,
+    // while point-to-point sends keep completing without the receiver
+    // (buffered), as programs written for MPI's eager sends expect.
+    transport::Link& link = mesh_.link(s.t.peer);
+    if (link.by_reference(s.t.bytes)) {
+      s.by_ref = true;
+      s.hdr.magic = kWireMagicRef;
+      s.desc = RefDesc{reinterpret_cast<uint64_t>(s.t.src), link.next_ticket()};
+    }
+  }
+  return s;
+}
+
+bool Engine::pull_feed(TransferFeed* feed) {
+  if (feed == nullptr) return false;
+  bool any = false;
+  Transfer t;
+  OpSignature sig;
+  Deadline dl = Deadline::never();
+  size_t tag = 0;
+  while (feed->next(t, sig, dl, tag)) {
+    State& s = add_transfer(t, sig, dl);
+    s.tag = tag;
+    s.from_feed = true;
+    any = true;
+  }
+  return any;
+}
+
+Engine::Pass Engine::progress_pass(TransferFeed* feed) {
   // (peer, direction) pairs already served this pass: only the first
   // incomplete transfer of each pair may move, keeping messages in order.
   std::vector<uint8_t>& busy = busy_;
-  busy.assign(size_t(mesh_.size()) * 2, 0);
-  std::vector<pollfd>& fds = fds_;
-  std::vector<State*>& waiting = waiting_;
-  Clock::time_point idle_since{};  // first pass without progress (epoch = progressing)
-  Clock::time_point stalled_since{};
-  unsigned idle_passes = 0;
-  bool owe_flush = false;
-  for (;;) {
-    std::fill(busy.begin(), busy.end(), 0);
-    bool all_done = true, progressed = false;
-    for (auto& s : states) {
-      if (s.complete) continue;
-      all_done = false;
-      size_t key = size_t(s.t.peer) * 2 + (s.t.kind == Transfer::Kind::kSend);
-      if (busy[key]) continue;
-      busy[key] = 1;
-      progressed |= advance(s);
-      if (s.complete) {
-        busy[key] = 0;  // the next transfer of this pair may start in this pass
-        if (s.from_feed) {
-          mesh_.link(s.t.peer).flush();
-          feed->done(s.tag);
-        }
+  std::fill(busy.begin(), busy.end(), 0);
+  Pass pass;
+  for (auto& s : *states_) {
+    if (s.complete) continue;
+    pass.all_done = false;
+    size_t key = size_t(s.t.peer) * 2 + (s.t.kind == Transfer::Kind::kSend);
+    if (busy[key]) continue;
+    busy[key] = 1;
+    pass.progressed |= advance(s);
+    if (s.complete) {
+      busy[key] = 0;  // the next transfer of this pair may start in this pass
+      if (s.from_feed) {
+        mesh_.link(s.t.peer).flush();
+        feed->done(s.tag);
       }
     }
-    if (all_done) {
-      if (pull()) continue;
+  }
+  return pass;
+}
+
+void Engine::probe_if_stalled() {
+  if (sig_.kind == OpKind::kSendRecv) return;
+  auto now = Clock::now();
+  if (stalled_since_ == Clock::time_point{}) stalled_since_ = now;
+  if (!probed_ && now - stalled_since_ > kProbeAfter) {
+    mesh_.send_queries(sig_.seq);
+    probed_ = true;
+  }
+  if (probed_) probe_signatures();
+}
+
+void Engine::sleep_step() {
+  // Arm every pending transfer's link (the first of each peer and
+  // direction), re-check, then sleep until one can move or a deadline.
+  flush_links();
+  std::vector<pollfd>& fds = fds_;
+  std::vector<State*>& waiting = waiting_;
+  std::vector<uint8_t>& busy = busy_;
+  fds.clear();
+  waiting.clear();
+  bool ready = false;
+  std::fill(busy.begin(), busy.end(), 0);
+  for (auto& s : *states_) {
+    if (s.complete) continue;
+    bool sending = s.t.kind == Transfer::Kind::kSend;
+    size_t key = size_t(s.t.peer) * 2 + sending;
+    if (busy[key]) continue;
+    busy[key] = 1;
+    waiting.push_back(&s);
+    mesh_.check_peer(s.t.peer);
+    transport::Link& link = mesh_.link(s.t.peer);
+    if (link.poll_fd() >= 0) {
+      fds.push_back({link.poll_fd(), short(sending ? POLLOUT : POLLIN), 0});
+    } else if (sending && s.by_ref && s.done == sizeof(RefDesc)) {
+      if (!link.arm_ticket_wait(s.desc.ticket)) ready = true;
+    } else if (!(sending ? link.arm_send_wait() : link.arm_recv_wait())) {
+      ready = true;
+    }
+  }
+  if (!ready) {
+    State* first = earliest_deadline(waiting);
+    if (first->deadline.expired()) {
+      for (State* s : waiting) mesh_.link(s->t.peer).disarm();
+      fail_deadline(*first, waiting);
+    }
+    mesh_.sleep(fds, first->deadline.remaining_ms(interrupt_ ? 50 : 200));
+  }
+  for (State* s : waiting) mesh_.link(s->t.peer).disarm();
+}
+
+Engine::State* Engine::earliest_deadline(std::vector<State*>& waiting) {
+  // Collective transfers share the operation's deadline; fed ones
+  // (send/recv) carry their own.
+  for (State* s : waiting) {
+    if (!s->from_feed) s->deadline = op_deadline();
+  }
+  State* first = waiting.front();
+  for (State* s : waiting) {
+    if (s->deadline.time() < first->deadline.time()) first = s;
+  }
+  return first;
+}
+
+void Engine::fail_deadline(const State& first, const std::vector<State*>& waiting) {
+  std::vector<int> peers;
+  for (State* s : waiting) {
+    if (std::find(peers.begin(), peers.end(), s->t.peer) == peers.end()) peers.push_back(s->t.peer);
+  }
+  mesh_.fail_timeout(op_text(first.sig), first.sig.seq, peers);
+}
+
+void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
+  // Members, so steady state reuses their memory. References into states_
+  // are not held across add_transfer (a feed may append while it runs).
+  states_->clear();
+  size_t n_reduce = 0;
+  for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
+  if (staging_.size() < n_reduce * kStageBytes) staging_.resize(n_reduce * kStageBytes);
+  stage_used_ = 0;
+  busy_.assign(size_t(mesh_.size()) * 2, 0);
+  for (const auto& t : transfers) add_transfer(t, sig_, Deadline::never());  // op_deadline() applies
+  pull_feed(feed);
+
+  WaitPolicy wait(spin_for_);
+  stalled_since_ = Clock::time_point{};
+  bool owe_flush = false;
+  for (;;) {
+    const Pass pass = progress_pass(feed);
+    if (pass.all_done) {
+      if (pull_feed(feed)) continue;
       flush_links();
       return;
     }
-    if (progressed) {
-      idle_since = Clock::time_point{};
-      stalled_since = Clock::time_point{};
+    if (pass.progressed) {
+      wait.progressed();
+      stalled_since_ = Clock::time_point{};
       owe_flush = true;
       continue;
     }
@@ -528,84 +632,22 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       flush_links();
       owe_flush = false;
     }
-    // Reading the clock costs more than a pass over the transfers: spin a
-    // few passes between readings.
-    if ((++idle_passes & 15) != 0 && idle_since != Clock::time_point{}) {
-      cpu_relax();
-      continue;
-    }
-    const auto now = Clock::now();
-    if (idle_since == Clock::time_point{}) idle_since = now;
-    if (now - idle_since < spin_for_) {
-      cpu_relax();
-      continue;
-    }
-    if (now - idle_since < spin_for_ + kYieldFor) {
-      sched_yield();
-      continue;
+    switch (wait.next()) {
+      case WaitPolicy::Action::kSpin: cpu_relax(); continue;
+      case WaitPolicy::Action::kYield: sched_yield(); continue;
+      case WaitPolicy::Action::kSleep: break;
     }
     // No progress: errors noticed on the control sockets apply now, and the
     // caller may ask to stop.
     mesh_.throw_if_failed();
     if (interrupt_.fired()) fail(Status::kInterrupted, op_text(), ": interrupted by the caller");
-    if (pull()) {
-      idle_since = Clock::time_point{};
+    if (pull_feed(feed)) {
+      wait.progressed();
       continue;
     }
-    if (sig_.kind != OpKind::kSendRecv) {
-      auto now = Clock::now();
-      if (stalled_since == Clock::time_point{}) stalled_since = now;
-      if (!probed_ && now - stalled_since > kProbeAfter) {
-        mesh_.send_queries(sig_.seq);
-        probed_ = true;
-      }
-      if (probed_) probe_signatures();
-    }
-    // Block: arm every pending transfer's link, re-check, then sleep.
-    flush_links();
-    fds.clear();
-    waiting.clear();
-    bool ready = false;
-    std::fill(busy.begin(), busy.end(), 0);
-    for (auto& s : states) {
-      if (s.complete) continue;
-      bool sending = s.t.kind == Transfer::Kind::kSend;
-      size_t key = size_t(s.t.peer) * 2 + sending;
-      if (busy[key]) continue;
-      busy[key] = 1;
-      waiting.push_back(&s);
-      mesh_.check_peer(s.t.peer);
-      transport::Link& link = mesh_.link(s.t.peer);
-      if (link.poll_fd() >= 0) {
-        fds.push_back({link.poll_fd(), short(sending ? POLLOUT : POLLIN), 0});
-      } else if (sending && s.by_ref && s.done == sizeof(RefDesc)) {
-        if (!link.arm_ticket_wait(s.desc.ticket)) ready = true;
-      } else if (!(sending ? link.arm_send_wait() : link.arm_recv_wait())) {
-        ready = true;
-      }
-    }
-    if (!ready) {
-      // Collective transfers share the operation's deadline; fed ones
-      // (send/recv) carry their own.
-      for (State* s : waiting) {
-        if (!s->from_feed) s->deadline = op_deadline();
-      }
-      State* first = waiting.front();  // the transfer whose deadline comes first
-      for (State* s : waiting) {
-        if (s->deadline.time() < first->deadline.time()) first = s;
-      }
-      if (first->deadline.expired()) {
-        for (State* s : waiting) mesh_.link(s->t.peer).disarm();
-        std::vector<int> peers;
-        for (State* s : waiting) {
-          if (std::find(peers.begin(), peers.end(), s->t.peer) == peers.end()) peers.push_back(s->t.peer);
-        }
-        mesh_.fail_timeout(op_text(first->sig), first->sig.seq, peers);
-      }
-      mesh_.sleep(fds, first->deadline.remaining_ms(interrupt_ ? 50 : 200));
-    }
-    for (State* s : waiting) mesh_.link(s->t.peer).disarm();
-    idle_since = Clock::now() - spin_for_;  // after a wake-up: yield a while, then sleep again
+    probe_if_stalled();
+    sleep_step();
+    wait.woke();
   }
 }
 

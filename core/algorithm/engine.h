@@ -158,7 +158,26 @@ class Engine {
   void flush_links();
   bool advance_by_reference(State& s, transport::Link& link);
   void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
+  // One step: run_impl alternates progress passes with the wait policy.
+  class WaitPolicy;
+  struct Pass {
+    bool all_done = true;    ///< every transfer is complete
+    bool progressed = false; ///< something moved in this pass
+  };
   void run_impl(std::span<const Transfer> transfers, TransferFeed* feed);
+  State& add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline);
+  /// Takes every transfer queued behind this step; true if any arrived.
+  bool pull_feed(TransferFeed* feed);
+  /// Moves each transfer that can move (the first of each peer and direction).
+  Pass progress_pass(TransferFeed* feed);
+  /// After kProbeAfter without progress, asks peers for their signatures
+  /// (calls that differ only where no message flows, e.g. the root).
+  void probe_if_stalled();
+  /// Arms every pending transfer's link and sleeps until one can move, a
+  /// control message or wake-up arrives, or a deadline (which fails).
+  void sleep_step();
+  State* earliest_deadline(std::vector<State*>& waiting);
+  [[noreturn]] void fail_deadline(const State& first, const std::vector<State*>& waiting);
   void probe_signatures();
   [[noreturn]] void fail_mismatch(const std::string& diff);
   std::string op_text() const { return op_text(sig_); }
@@ -186,6 +205,8 @@ class Engine {
   std::vector<pollfd> fds_;
   std::vector<State*> waiting_;
   std::vector<Transfer> step_list_;
+  size_t stage_used_ = 0;                 ///< recv-reduce staging slots taken this step
+  Clock::time_point stalled_since_{};     ///< first sleep without progress (mismatch probing)
   std::chrono::nanoseconds spin_for_{0};
   bool oversubscribed_ = false;
   CpuExecutor cpu_;
