@@ -8,13 +8,8 @@ WorkPtr all_gather(Communicator& c, const TensorView& send, const TensorView& re
   check_count(recv, "recvbuf", send.count * n, "all_gather: recvbuf holds size x sendbuf elements");
   check_overlap(recv, "recvbuf", send, "sendbuf", static_cast<long long>(send.bytes()) * c.rank());
   return launch(c, call_device({&send, &recv}), OpKind::kAllGather, send.dtype, RedOp::kSum, -1, send.count, send.bytes() * n, call,
-                [=](Engine& e, Algo a) {
-                  switch (a) {
-                    case Algo::kRing: algo::all_gather_ring(e, send.bytes_ptr(), recv.bytes_ptr(), send.bytes()); break;
-                    case Algo::kBruck: algo::all_gather_bruck(e, send.bytes_ptr(), recv.bytes_ptr(), send.bytes()); break;
-                    case Algo::kDirect: algo::all_gather_direct(e, send.bytes_ptr(), recv.bytes_ptr(), send.bytes()); break;
-                    default: no_such_algo(OpKind::kAllGather, a);
-                  }
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e, {.send = send.bytes_ptr(), .recv = recv.bytes_ptr(), .bytes = send.bytes()});
                 });
 }
 

@@ -11,18 +11,14 @@ WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& re
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   const size_t part = send.bytes() / n;
   return launch(c, call_device({&send, &recv}), OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, send.bytes(), call,
-                [=](Engine& e, Algo a) {
+                [=](Engine& e, const AlgoEntry& algo) {
                   const char* src = send.bytes_ptr();
                   if (src == recv.bytes_ptr() && send.bytes() > 0) {  // in place: keep a copy of the input
                     char* tmp = e.scratch(send.bytes(), 3);
                     e.exec().copy(tmp, src, send.bytes());
                     src = tmp;
                   }
-                  switch (a) {
-                    case Algo::kPairwise: algo::all_to_all_pairwise(e, src, recv.bytes_ptr(), part); break;
-                    case Algo::kDirect: algo::all_to_all_direct(e, src, recv.bytes_ptr(), part); break;
-                    default: no_such_algo(OpKind::kAllToAll, a);
-                  }
+                  algo.run(e, {.send = src, .recv = recv.bytes_ptr(), .bytes = part});
                 });
 }
 

@@ -45,9 +45,6 @@ ReduceSpec resolve_op(const Communicator& c, int op, DType t) {
 
 RedOp combine_op(RedOp op) { return op == RedOp::kAvg || op == RedOp::kPreMulSum ? RedOp::kSum : op; }
 
-void no_such_algo(OpKind kind, Algo a) {
-  fail(Status::kInternal, op_kind_name(kind), " has no algorithm ", algo_name(a));
-}
 
 const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t) {
   if (op.op != RedOp::kPreMulSum || count == 0) return src;

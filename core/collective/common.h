@@ -30,9 +30,9 @@ inline const TensorView* opt(const OptTensor& t) { return t ? &*t : nullptr; }
 /// SUM for AVG and PREMUL_SUM (scaled separately), else op.
 RedOp combine_op(RedOp op);
 
-/// Queues or runs body(engine, algo) as operation `kind` on tensors of
+/// Queues or runs body(engine, row) as operation `kind` on tensors of
 /// `device` (call_device); `tune_bytes` is the per-rank size used to choose
-/// the algorithm. The call's options give
+/// the algorithm (`row` is its entry in the algorithm table). The call's options give
 /// its deadline and, for a blocking call, the caller's interrupt check.
 template <typename Body>
 WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count,
@@ -55,7 +55,7 @@ WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, Red
     e.set_interrupt(interrupt);
     e.use_device(device);
     e.set_single_copy(comm->config().single_copy && single_copy_for(kind, tune_bytes, e.oversubscribed()));
-    body(e, a);
+    body(e, find_algorithm(kind, a));
   };
   if (!call.async) {
     c.run_blocking(op, interrupt);
@@ -64,9 +64,6 @@ WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, Red
   return c.submit(op, true);
 }
 
-/// Fails for an algorithm the collective does not offer (cannot happen once
-/// overrides are validated; kept as a breadcrumb).
-[[noreturn]] void no_such_algo(OpKind kind, Algo a);
 
 /// Pre-multiplies (PREMUL_SUM) into engine scratch slot 3, else returns src.
 const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t);

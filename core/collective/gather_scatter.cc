@@ -15,12 +15,8 @@ WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, i
     out = recv->bytes_ptr();
   }
   return launch(c, call_device({&send, opt(recv)}), OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, send.bytes(), call,
-                [=](Engine& e, Algo a) {
-                  switch (a) {
-                    case Algo::kTree: algo::gather_tree(e, send.bytes_ptr(), out, send.bytes(), root); break;
-                    case Algo::kDirect: algo::gather_direct(e, send.bytes_ptr(), out, send.bytes(), root); break;
-                    default: no_such_algo(OpKind::kGather, a);
-                  }
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e, {.send = send.bytes_ptr(), .recv = out, .bytes = send.bytes(), .root = root});
                 });
 }
 
@@ -36,12 +32,8 @@ WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, 
     in = send->bytes_ptr();
   }
   return launch(c, call_device({opt(send), &recv}), OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, recv.bytes(), call,
-                [=](Engine& e, Algo a) {
-                  switch (a) {
-                    case Algo::kTree: algo::scatter_tree(e, in, recv.bytes_ptr(), recv.bytes(), root); break;
-                    case Algo::kDirect: algo::scatter_direct(e, in, recv.bytes_ptr(), recv.bytes(), root); break;
-                    default: no_such_algo(OpKind::kScatter, a);
-                  }
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e, {.send = in, .recv = recv.bytes_ptr(), .bytes = recv.bytes(), .root = root});
                 });
 }
 

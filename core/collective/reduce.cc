@@ -16,13 +16,9 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
   return launch(c, call_device({&send, opt(recv)}), OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), call,
-                [=](Engine& e, Algo a) {
+                [=](Engine& e, const AlgoEntry& algo) {
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
-                  switch (a) {
-                    case Algo::kTree: algo::reduce_tree(e, src, out, send.count, root); break;
-                    case Algo::kDirect: algo::reduce_direct(e, src, out, send.count, root); break;
-                    default: no_such_algo(OpKind::kReduce, a);
-                  }
+                  algo.run(e, {.send = src, .recv = out, .count = send.count, .root = root});
                   if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, send.count, send.dtype, n);
                 });
 }

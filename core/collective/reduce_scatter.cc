@@ -9,15 +9,10 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
   check_overlap(send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * c.rank());
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   return launch(c, call_device({&send, &recv}), OpKind::kReduceScatter, send.dtype, spec.op, -1, recv.count, send.bytes(), call,
-                [=](Engine& e, Algo a) {
+                [=](Engine& e, const AlgoEntry& algo) {
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
                   char* out = recv.bytes_ptr();
-                  switch (a) {
-                    case Algo::kRing: algo::reduce_scatter_ring(e, src, out, recv.count); break;
-                    case Algo::kRecursiveHalving: algo::reduce_scatter_recursive_halving(e, src, out, recv.count); break;
-                    case Algo::kDirect: algo::reduce_scatter_direct(e, src, out, recv.count); break;
-                    default: no_such_algo(OpKind::kReduceScatter, a);
-                  }
+                  algo.run(e, {.send = src, .recv = out, .count = recv.count});
                   if (spec.op == RedOp::kAvg) e.exec().scale_divide(out, recv.count, recv.dtype, n);
                 });
 }

@@ -43,7 +43,9 @@ WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& r
   check_arg(bc[c.rank()] == send.bytes(), "all_gatherv: sendbuf has ", send.count, " elements but recv_counts[",
             c.rank(), "] is ", counts[c.rank()]);
   return launch(c, call_device({&send, &recv}), OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), call,
-                [=](Engine& e, Algo) { algo::all_gatherv_direct(e, send.bytes_ptr(), recv.bytes_ptr(), bc.data(), bd.data()); });
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e, {.send = send.bytes_ptr(), .recv = recv.bytes_ptr(), .counts = bc.data(), .displs = bd.data()});
+                });
 }
 
 WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t> send_counts,
@@ -58,14 +60,19 @@ WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t
   to_bytes(recv_counts, std::move(recv_displs), n, recv.count, es, "all_to_allv recv", rc, rd);
   check_arg(sc[c.rank()] == rc[c.rank()], "all_to_allv: send_counts[", c.rank(), "] (", send_counts[c.rank()],
             ") differs from recv_counts[", c.rank(), "] (", recv_counts[c.rank()], ") for this rank's own part");
-  return launch(c, call_device({&send, &recv}), OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), call, [=](Engine& e, Algo) {
+  return launch(c, call_device({&send, &recv}), OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
     const char* src = send.bytes_ptr();
     if (src == recv.bytes_ptr() && send.bytes() > 0) {
       char* tmp = e.scratch(send.bytes(), 3);
       e.exec().copy(tmp, src, send.bytes());
       src = tmp;
     }
-    algo::all_to_allv_direct(e, src, sc.data(), sd.data(), recv.bytes_ptr(), rc.data(), rd.data());
+    algo.run(e, {.send = src,
+                 .recv = recv.bytes_ptr(),
+                 .counts = sc.data(),
+                 .displs = sd.data(),
+                 .recv_counts = rc.data(),
+                 .recv_displs = rd.data()});
   });
 }
 
@@ -83,8 +90,9 @@ WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, 
               " elements but recv_counts[", root, "] is ", counts[root]);
     out = recv->bytes_ptr();
   }
-  return launch(c, call_device({&send, opt(recv)}), OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), call, [=](Engine& e, Algo) {
-    algo::gatherv_direct(e, send.bytes_ptr(), send.bytes(), out, bc.data(), bd.data(), root);
+  return launch(c, call_device({&send, opt(recv)}), OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
+    algo.run(e, {.send = send.bytes_ptr(), .recv = out, .bytes = send.bytes(), .root = root, .counts = bc.data(),
+                 .displs = bd.data()});
   });
 }
 
@@ -102,8 +110,9 @@ WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> co
               root, "] is ", counts[root]);
     in = send->bytes_ptr();
   }
-  return launch(c, call_device({opt(send), &recv}), OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), call, [=](Engine& e, Algo) {
-    algo::scatterv_direct(e, in, bc.data(), bd.data(), recv.bytes_ptr(), recv.bytes(), root);
+  return launch(c, call_device({opt(send), &recv}), OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
+    algo.run(e, {.send = in, .recv = recv.bytes_ptr(), .bytes = recv.bytes(), .root = root, .counts = bc.data(),
+                 .displs = bd.data()});
   });
 }
 

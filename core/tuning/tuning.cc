@@ -1,6 +1,8 @@
 #include "tuning/tuning.h"
 
 #include <algorithm>
+#include <array>
+#include <vector>
 #include <sstream>
 
 #include "common/log.h"
@@ -43,16 +45,6 @@ constexpr Row kDefaultTable[] = {
     {OpKind::kScatterV, kAny, Algo::kDirect, "only algorithm"},
     {OpKind::kInternal, kAny, Algo::kDirect, "only algorithm"},
 };
-
-constexpr Algo kAllReduceAlgos[] = {Algo::kRing, Algo::kRecursiveDoubling, Algo::kTree, Algo::kDirect};
-constexpr Algo kReduceScatterAlgos[] = {Algo::kRing, Algo::kRecursiveHalving, Algo::kDirect};
-constexpr Algo kAllGatherAlgos[] = {Algo::kRing, Algo::kBruck, Algo::kDirect};
-constexpr Algo kBroadcastAlgos[] = {Algo::kTree, Algo::kRing, Algo::kDirect};
-constexpr Algo kReduceAlgos[] = {Algo::kTree, Algo::kDirect};
-constexpr Algo kRootedAlgos[] = {Algo::kTree, Algo::kDirect};
-constexpr Algo kAllToAllAlgos[] = {Algo::kPairwise, Algo::kDirect};
-constexpr Algo kBarrierAlgos[] = {Algo::kDissemination, Algo::kDirect};
-constexpr Algo kDirectOnly[] = {Algo::kDirect};
 
 struct Named {
   const char* name;
@@ -98,40 +90,14 @@ std::string offered(OpKind k) {
 
 }  // namespace
 
-const char* algo_name(Algo a) {
-  switch (a) {
-    case Algo::kNone: return "none";
-    case Algo::kRing: return "ring";
-    case Algo::kRecursiveDoubling: return "recursive_doubling";
-    case Algo::kRecursiveHalving: return "recursive_halving";
-    case Algo::kTree: return "tree";
-    case Algo::kDirect: return "direct";
-    case Algo::kPairwise: return "pairwise";
-    case Algo::kBruck: return "bruck";
-    case Algo::kDissemination: return "dissemination";
-  }
-  return "?";
-}
-
 std::span<const Algo> algos_for(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllReduce: return kAllReduceAlgos;
-    case OpKind::kReduceScatter: return kReduceScatterAlgos;
-    case OpKind::kAllGather: return kAllGatherAlgos;
-    case OpKind::kBroadcast: return kBroadcastAlgos;
-    case OpKind::kReduce: return kReduceAlgos;
-    case OpKind::kGather:
-    case OpKind::kScatter: return kRootedAlgos;
-    case OpKind::kAllToAll: return kAllToAllAlgos;
-    case OpKind::kBarrier: return kBarrierAlgos;
-    case OpKind::kAllGatherV:
-    case OpKind::kAllToAllV:
-    case OpKind::kGatherV:
-    case OpKind::kScatterV:
-    case OpKind::kInternal: return kDirectOnly;
-    case OpKind::kSendRecv: return {};
-  }
-  return {};
+  // Built once from the algorithm table (algorithm/registry.cc).
+  static const auto offers = [] {
+    std::array<std::vector<Algo>, 16> by_op;
+    for (const AlgoEntry& row : algorithm_table()) by_op[static_cast<size_t>(row.op)].push_back(row.algo);
+    return by_op;
+  }();
+  return offers[static_cast<size_t>(kind)];
 }
 
 bool AlgoOverride::empty() const {

@@ -12,25 +12,11 @@
 #include <string>
 
 #include "algorithm/engine.h"
+#include "algorithm/registry.h"
 
 namespace omniccl {
 
-enum class Algo : uint8_t {
-  kNone = 0,
-  kRing = 1,               ///< bandwidth-optimal; pipelined neighbour exchange
-  kRecursiveDoubling = 2,  ///< log2(n) exchanges of the whole vector; latency
-  kRecursiveHalving = 3,   ///< reduce_scatter by halving the vector each round
-  kTree = 4,               ///< binomial tree; latency, rooted collectives
-  kDirect = 5,             ///< every rank talks to every rank at once
-  kPairwise = 6,           ///< n-1 rounds of pairwise exchange (all_to_all)
-  kBruck = 7,              ///< log2(n) rounds for small all_gather, any n
-  kDissemination = 8,      ///< log2(n) rounds barrier, any n
-};
-inline constexpr int kNumAlgos = 9;
-
-/// "ring", "recursive_doubling", ...
-const char* algo_name(Algo a);
-/// Algorithms a collective offers (empty for send/recv).
+/// Algorithms a collective offers, in the table's order (empty for send/recv).
 std::span<const Algo> algos_for(OpKind kind);
 
 /// A parsed OMNICCL_ALGO value.

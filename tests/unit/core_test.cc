@@ -176,3 +176,45 @@ TEST(Settings, ShmSingleCopyTakesZeroOrOne) {
   ::unsetenv("OMNICCL_SHM_SINGLE_COPY");
   EXPECT_TRUE(omniccl::CommConfig::from_environment().single_copy);
 }
+
+namespace omniccl {
+namespace {
+
+// The algorithm table is the one place algorithms are registered: what each
+// collective offers, what overrides accept and what the tuner may pick must
+// all come from it.
+TEST(AlgorithmTable, EveryRowIsUniqueNamedAndDocumented) {
+  std::set<std::pair<int, int>> seen;
+  for (const AlgoEntry& row : algorithm_table()) {
+    EXPECT_TRUE(seen.insert({int(row.op), int(row.algo)}).second)
+        << op_kind_name(row.op) << " lists " << algo_name(row.algo) << " twice";
+    EXPECT_NE(row.run, nullptr);
+    EXPECT_STRNE(row.best_at, "");
+    EXPECT_STRNE(algo_name(row.algo), "?");
+    EXPECT_EQ(&find_algorithm(row.op, row.algo), &row);
+  }
+}
+
+TEST(AlgorithmTable, OffersAndTunedChoicesComeFromTheTable) {
+  const OpKind tunable[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
+                            OpKind::kBroadcast, OpKind::kReduce,        OpKind::kGather,
+                            OpKind::kScatter,   OpKind::kAllToAll,      OpKind::kBarrier,
+                            OpKind::kAllGatherV, OpKind::kAllToAllV,    OpKind::kGatherV,
+                            OpKind::kScatterV};
+  AlgoOverride none;
+  for (OpKind k : tunable) {
+    size_t rows = 0;
+    for (const AlgoEntry& row : algorithm_table()) rows += row.op == k;
+    EXPECT_EQ(algos_for(k).size(), rows) << op_kind_name(k);
+    EXPECT_GT(rows, 0u) << op_kind_name(k) << " has no algorithm";
+    for (uint64_t bytes : {uint64_t(0), uint64_t(8), uint64_t(1) << 20, uint64_t(1) << 30}) {
+      Algo a = choose_algo(k, bytes, 4, none);
+      EXPECT_NO_THROW(find_algorithm(k, a)) << op_kind_name(k) << " " << bytes << " B -> " << algo_name(a);
+    }
+  }
+  EXPECT_THROW(find_algorithm(OpKind::kReduce, Algo::kRing), Error);
+  EXPECT_TRUE(algos_for(OpKind::kSendRecv).empty());
+}
+
+}  // namespace
+}  // namespace omniccl
