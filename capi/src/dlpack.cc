@@ -53,9 +53,16 @@ DType to_dtype(DLDataType d, const char* name) {
     case kDLBool:
       if (d.bits == 8) return DType::kBool;
       break;
+    case kDLFloat8_e4m3fn:
+      if (d.bits == 8) return DType::kFloat8E4M3FN;
+      break;
+    case kDLFloat8_e5m2:
+      if (d.bits == 8) return DType::kFloat8E5M2;
+      break;
   }
   fail(Status::kInvalidArgument, name, ": dtype code ", int(d.code), " with ", int(d.bits),
-       " bits is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool)");
+       " bits is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool, "
+       "float8_e4m3fn, float8_e5m2)");
 }
 
 }  // namespace
