@@ -1,6 +1,7 @@
 #include "dlpack.h"
 
 #include "common/status.h"
+#include "tensor/cuda_device.h"
 
 namespace omniccl::capi {
 
@@ -73,6 +74,9 @@ TensorView to_view(const DLTensor* t, const char* name) {
   check_arg(t->ndim == 0 || t->shape != nullptr, name, ": shape is NULL but ndim is ", t->ndim);
   TensorView v;
   v.dtype = to_dtype(t->dtype, name);
+  if (t->device.device_type == kDLCUDA || t->device.device_type == kDLCUDAManaged) {
+    reject_cuda_tensor(name, device_name(t->device.device_type), t->device.device_id);
+  }
   if (t->device.device_type != kDLCPU) {
     fail(Status::kUnsupported, name, " is on device ", device_name(t->device.device_type), ":", t->device.device_id,
          "; this build of OmniCCL supports CPU tensors only");
