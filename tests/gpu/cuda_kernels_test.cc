@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <tuple>
@@ -21,6 +22,11 @@
 #include "kernels/types.h"
 
 namespace omniccl::kernels {
+
+// Test parameters print as names, not as bytes.
+void PrintTo(DType t, std::ostream* os) { *os << dtype_name(t); }
+void PrintTo(RedOp op, std::ostream* os) { *os << redop_name(op); }
+
 namespace {
 
 using test::DeviceBuffer;
