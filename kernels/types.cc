@@ -8,6 +8,8 @@ size_t dtype_size(DType t) {
     case DType::kInt8:
     case DType::kUInt8:
     case DType::kBool:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2:
       return 1;
     case DType::kInt16:
     case DType::kUInt16:
@@ -41,6 +43,8 @@ const char* dtype_name(DType t) {
     case DType::kFloat32: return "float32";
     case DType::kFloat64: return "float64";
     case DType::kBool: return "bool";
+    case DType::kFloat8E4M3FN: return "float8_e4m3fn";
+    case DType::kFloat8E5M2: return "float8_e5m2";
   }
   return "unknown";
 }
@@ -62,7 +66,7 @@ const char* redop_name(RedOp op) {
 
 bool is_floating(DType t) {
   return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
-         t == DType::kFloat64;
+         t == DType::kFloat64 || t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
 }
 
 bool is_defined(RedOp op, DType t) {

@@ -22,8 +22,10 @@ enum class DType : uint8_t {
   kFloat32,
   kFloat64,
   kBool,
+  kFloat8E4M3FN,  ///< OCP FP8 e4m3fn (finite only), DLPack kDLFloat8_e4m3fn
+  kFloat8E5M2,    ///< OCP FP8 e5m2, DLPack kDLFloat8_e5m2
 };
-inline constexpr int kNumDTypes = 13;
+inline constexpr int kNumDTypes = 15;
 
 /// Reduce operations. AVG and PREMUL_SUM combine like SUM; their scaling is
 /// a separate step (scale_divide / scale_multiply).
@@ -36,7 +38,7 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 /// Upper-case name: "SUM", "PREMUL_SUM", ...
 const char* redop_name(RedOp op);
-/// True for float16, bfloat16, float32, float64.
+/// True for float16, bfloat16, float32, float64 and the fp8 types.
 bool is_floating(DType t);
 /// Whether op is defined for t: bitwise ops need integer or bool types, AVG
 /// and PREMUL_SUM are not defined for bool.

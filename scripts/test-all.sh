@@ -8,7 +8,15 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 jobs=${OMNICCL_BUILD_JOBS:-2}
 
-cmake -S . -B "$build" -DOMNICCL_WERROR=ON -DOMNICCL_BUILD_TESTS=ON -DOMNICCL_BUILD_EXAMPLES=ON >/dev/null
+# CUDA kernels: compiled with nvcc from PyPI (no GPU needed); OMNICCL_CUDA=OFF skips them.
+cuda_args=(-DOMNICCL_CUDA=OFF)
+if [ "${OMNICCL_CUDA:-ON}" != OFF ]; then
+  echo "== CUDA toolkit (pip wheels) into $build/cuda-toolkit"
+  nvcc=$(scripts/install-cuda-toolkit.sh "$build/cuda-toolkit")
+  cuda_args=(-DOMNICCL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc")
+fi
+cmake -S . -B "$build" -DOMNICCL_WERROR=ON -DOMNICCL_BUILD_TESTS=ON -DOMNICCL_BUILD_EXAMPLES=ON \
+  "${cuda_args[@]}" >/dev/null
 cmake --build "$build" -j"$jobs"
 
 echo "== ctest (C/C++ suites: unit, abi, tools, collectives, examples)"

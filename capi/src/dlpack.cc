@@ -1,6 +1,7 @@
 #include "dlpack.h"
 
 #include "common/status.h"
+#include "tensor/cuda_device.h"
 
 namespace omniccl::capi {
 
@@ -53,9 +54,16 @@ DType to_dtype(DLDataType d, const char* name) {
     case kDLBool:
       if (d.bits == 8) return DType::kBool;
       break;
+    case kDLFloat8_e4m3fn:
+      if (d.bits == 8) return DType::kFloat8E4M3FN;
+      break;
+    case kDLFloat8_e5m2:
+      if (d.bits == 8) return DType::kFloat8E5M2;
+      break;
   }
   fail(Status::kInvalidArgument, name, ": dtype code ", int(d.code), " with ", int(d.bits),
-       " bits is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool)");
+       " bits is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool, "
+       "float8_e4m3fn, float8_e5m2)");
 }
 
 }  // namespace
@@ -66,6 +74,9 @@ TensorView to_view(const DLTensor* t, const char* name) {
   check_arg(t->ndim == 0 || t->shape != nullptr, name, ": shape is NULL but ndim is ", t->ndim);
   TensorView v;
   v.dtype = to_dtype(t->dtype, name);
+  if (t->device.device_type == kDLCUDA || t->device.device_type == kDLCUDAManaged) {
+    reject_cuda_tensor(name, device_name(t->device.device_type), t->device.device_id);
+  }
   if (t->device.device_type != kDLCPU) {
     fail(Status::kUnsupported, name, " is on device ", device_name(t->device.device_type), ":", t->device.device_id,
          "; this build of OmniCCL supports CPU tensors only");

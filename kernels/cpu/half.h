@@ -9,6 +9,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "kernels/hd.h"
+
 namespace omniccl::kernels::cpu::detail {
 
 /// c ? a : b, written with masks. With -ftrapping-math (the default) GCC
@@ -17,13 +19,13 @@ namespace omniccl::kernels::cpu::detail {
 /// masks force both arms to be computed. (Elsewhere plain ?: is better: GCC
 /// vectorizes it even where SSE2 cannot widen a bool to a 64-bit mask.)
 template <class U>
-inline U blend(bool c, U a, U b) {
+OMNICCL_HD U blend(bool c, U a, U b) {
   const U m = static_cast<U>(U{0} - static_cast<U>(c));
   return static_cast<U>((a & m) | (b & static_cast<U>(~m)));
 }
 
 /// IEEE binary16 bits -> float32 (exact: every half is a float).
-inline float fp16_to_fp32(uint16_t h) {
+OMNICCL_HD float fp16_to_fp32(uint16_t h) {
   constexpr uint32_t kExpMask = 0x7c00u << 13;  // half exponent, in float position
   uint32_t o = (uint32_t{h} & 0x7fffu) << 13;   // exponent + mantissa
   const uint32_t exp = o & kExpMask;
@@ -39,7 +41,7 @@ inline float fp16_to_fp32(uint16_t h) {
 }
 
 /// float32 -> IEEE binary16 bits, round to nearest even; overflow gives Inf.
-inline uint16_t fp32_to_fp16(float f) {
+OMNICCL_HD uint16_t fp32_to_fp16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   u &= 0x7fffffffu;
@@ -59,10 +61,10 @@ inline uint16_t fp32_to_fp16(float f) {
 }
 
 /// bfloat16 bits -> float32 (exact: bfloat16 is the top half of a float).
-inline float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+OMNICCL_HD float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
 
 /// float32 -> bfloat16 bits, round to nearest even; overflow gives Inf.
-inline uint16_t fp32_to_bf16(float f) {
+OMNICCL_HD uint16_t fp32_to_bf16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (u >> 16) | 0x0040u;

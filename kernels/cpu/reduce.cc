@@ -20,14 +20,12 @@
 //    them (half_f16c.h); the bits are the same as the portable path.
 #include "kernels/cpu/reduce.h"
 
-#include <cmath>
 #include <cstring>
-#include <limits>
-#include <stdexcept>
-#include <string>
+#include <type_traits>
 
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/half_f16c.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/ops.h"
 
 // x86-64: build each hot loop twice (AVX2 and baseline SSE2) and pick one at
@@ -129,96 +127,6 @@ bool combine_special<HalfProd<Fp16>>(void* out, const void* a, const void* b, si
   return true;
 }
 
-// ---- dispatch: (dtype, op) -> element kernel -------------------------------
-
-[[noreturn]] void throw_undefined(const char* what, DType t, RedOp op) {
-  throw std::invalid_argument(std::string(what) + ": reduce op " + redop_name(op) +
-                              " is not defined for dtype " + dtype_name(t));
-}
-
-[[noreturn]] void throw_bad_dtype(const char* what, DType t) {
-  throw std::invalid_argument(std::string(what) + ": dtype " + dtype_name(t) +
-                              " is not supported here");
-}
-
-template <class T, class F>
-void visit_int(RedOp op, F& f) {
-  switch (op) {
-    case RedOp::kSum:
-    case RedOp::kAvg:
-    case RedOp::kPreMulSum: return f(IntSum<T>{});
-    case RedOp::kProd: return f(IntProd<T>{});
-    case RedOp::kMin: return f(IntMin<T>{});
-    case RedOp::kMax: return f(IntMax<T>{});
-    case RedOp::kBAnd: return f(BitAnd<T>{});
-    case RedOp::kBOr: return f(BitOr<T>{});
-    case RedOp::kBXor: return f(BitXor<T>{});
-  }
-}
-
-template <class T, class F>
-void visit_float(RedOp op, F& f) {
-  switch (op) {
-    case RedOp::kSum:
-    case RedOp::kAvg:
-    case RedOp::kPreMulSum: return f(FloatSum<T>{});
-    case RedOp::kProd: return f(FloatProd<T>{});
-    case RedOp::kMin: return f(FloatMin<T>{});
-    case RedOp::kMax: return f(FloatMax<T>{});
-    default: return;  // bitwise ops: rejected by is_defined before this
-  }
-}
-
-template <class C, class F>
-void visit_half(RedOp op, F& f) {
-  switch (op) {
-    case RedOp::kSum:
-    case RedOp::kAvg:
-    case RedOp::kPreMulSum: return f(HalfSum<C>{});
-    case RedOp::kProd: return f(HalfProd<C>{});
-    case RedOp::kMin: return f(HalfMin<C>{});
-    case RedOp::kMax: return f(HalfMax<C>{});
-    default: return;
-  }
-}
-
-template <class F>
-void visit_bool(RedOp op, F& f) {
-  switch (op) {
-    case RedOp::kSum:
-    case RedOp::kMax:
-    case RedOp::kBOr: return f(BoolOr{});
-    case RedOp::kProd:
-    case RedOp::kMin:
-    case RedOp::kBAnd: return f(BoolAnd{});
-    case RedOp::kBXor: return f(BoolXor{});
-    default: return;  // AVG / PREMUL_SUM: rejected by is_defined
-  }
-}
-
-/// Calls f(K{}) with the binary kernel K for (t, op), or throws when the pair
-/// is not defined.
-template <class F>
-void visit_binary(const char* what, DType t, RedOp op, F&& f) {
-  if (!is_defined(op, t)) throw_undefined(what, t, op);
-  switch (t) {
-    case DType::kInt8: return visit_int<int8_t>(op, f);
-    case DType::kInt16: return visit_int<int16_t>(op, f);
-    case DType::kInt32: return visit_int<int32_t>(op, f);
-    case DType::kInt64: return visit_int<int64_t>(op, f);
-    case DType::kUInt8: return visit_int<uint8_t>(op, f);
-    case DType::kUInt16: return visit_int<uint16_t>(op, f);
-    case DType::kUInt32: return visit_int<uint32_t>(op, f);
-    case DType::kUInt64: return visit_int<uint64_t>(op, f);
-    case DType::kFloat16: return visit_half<Fp16>(op, f);
-    case DType::kBFloat16: return visit_half<Bf16>(op, f);
-    case DType::kFloat32: return visit_float<float>(op, f);
-    case DType::kFloat64: return visit_float<double>(op, f);
-    case DType::kBool: return visit_bool(op, f);
-  }
-  throw_bad_dtype(what, t);
-}
-
 /// Runs unary kernel k over in -> out (out == in allowed).
 template <class K>
 void run_map(void* out, const void* in, size_t n, const K& k) {
@@ -227,14 +135,6 @@ void run_map(void* out, const void* in, size_t n, const K& k) {
   } else {
     map_to<K>(static_cast<Ptr<K>>(out), static_cast<ConstPtr<K>>(in), n, k);
   }
-}
-
-/// double -> int64 truncating toward zero, saturating; NaN gives 0.
-int64_t to_int64_saturating(double x) {
-  if (std::isnan(x)) return 0;
-  if (x >= 0x1p63) return std::numeric_limits<int64_t>::max();
-  if (x < -0x1p63) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(x);
 }
 
 }  // namespace
@@ -270,70 +170,29 @@ void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedO
 }
 
 void scale_divide(void* data, size_t count, DType t, int64_t divisor) {
-  if (!is_defined(RedOp::kAvg, t)) throw_undefined("scale_divide", t, RedOp::kAvg);
-  if (divisor <= 0) {
-    throw std::invalid_argument("scale_divide: divisor must be > 0, got " +
-                                std::to_string(divisor));
-  }
-  if (count == 0 || divisor == 1) return;
-  const auto d = static_cast<double>(divisor);
-  switch (t) {
-    case DType::kInt8: return run_map(data, data, count, SmallIntDivide<int8_t>{d});
-    case DType::kInt16: return run_map(data, data, count, SmallIntDivide<int16_t>{d});
-    case DType::kInt32: return run_map(data, data, count, SmallIntDivide<int32_t>{d});
-    case DType::kUInt8: return run_map(data, data, count, SmallIntDivide<uint8_t>{d});
-    case DType::kUInt16: return run_map(data, data, count, SmallIntDivide<uint16_t>{d});
-    case DType::kUInt32: return run_map(data, data, count, SmallIntDivide<uint32_t>{d});
-    case DType::kInt64: return run_map(data, data, count, WideIntDivide<int64_t>{divisor});
-    case DType::kUInt64:
-      return run_map(data, data, count,
-                     WideIntDivide<uint64_t>{static_cast<uint64_t>(divisor)});
-    case DType::kFloat16:
-      if (f16c::enabled()) {
-        return f16c::map(data, data, count, f16c::Arith::kDiv, static_cast<float>(divisor));
-      }
-      return run_map(data, data, count, HalfDivide<Fp16>{static_cast<float>(divisor)});
-    case DType::kBFloat16:
-      return run_map(data, data, count, HalfDivide<Bf16>{static_cast<float>(divisor)});
-    case DType::kFloat32:
-      return run_map(data, data, count, FloatDivide<float>{static_cast<float>(divisor)});
-    case DType::kFloat64: return run_map(data, data, count, FloatDivide<double>{d});
-    case DType::kBool: break;
-  }
-  throw_bad_dtype("scale_divide", t);
+  visit_divide("scale_divide", t, divisor, [&]<class K>(const K& k) {
+    if (count == 0 || divisor == 1) return;
+    if constexpr (std::is_same_v<K, HalfDivide<Fp16>>) {
+      if (f16c::enabled()) return f16c::map(data, data, count, f16c::Arith::kDiv, k.divisor);
+    }
+    run_map(data, data, count, k);
+  });
 }
 
 void scale_multiply(void* out, const void* in, size_t count, DType t, double scalar) {
-  if (!is_defined(RedOp::kPreMulSum, t)) {
-    throw_undefined("scale_multiply", t, RedOp::kPreMulSum);
-  }
-  if (count == 0) return;
-  // Integer types: the factor is (int64)scalar, applied modulo 2^bits.
-  const auto s = static_cast<uint64_t>(to_int64_saturating(scalar));
-  switch (t) {
-    case DType::kInt8: return run_map(out, in, count, IntMultiply<int8_t>{s});
-    case DType::kInt16: return run_map(out, in, count, IntMultiply<int16_t>{s});
-    case DType::kInt32: return run_map(out, in, count, IntMultiply<int32_t>{s});
-    case DType::kInt64: return run_map(out, in, count, IntMultiply<int64_t>{s});
-    case DType::kUInt8: return run_map(out, in, count, IntMultiply<uint8_t>{s});
-    case DType::kUInt16: return run_map(out, in, count, IntMultiply<uint16_t>{s});
-    case DType::kUInt32: return run_map(out, in, count, IntMultiply<uint32_t>{s});
-    case DType::kUInt64: return run_map(out, in, count, IntMultiply<uint64_t>{s});
-    case DType::kFloat16:
-      if (f16c::enabled()) {
-        return f16c::map(out, in, count, f16c::Arith::kMul, static_cast<float>(scalar));
-      }
-      return run_map(out, in, count, HalfMultiply<Fp16>{static_cast<float>(scalar)});
-    case DType::kBFloat16:
-      return run_map(out, in, count, HalfMultiply<Bf16>{static_cast<float>(scalar)});
-    case DType::kFloat32:
-      return run_map(out, in, count, FloatMultiply<float>{static_cast<float>(scalar)});
-    case DType::kFloat64: return run_map(out, in, count, FloatMultiply<double>{scalar});
-    case DType::kBool: break;
-  }
-  throw_bad_dtype("scale_multiply", t);
+  visit_multiply("scale_multiply", t, scalar, [&]<class K>(const K& k) {
+    if (count == 0) return;
+    if constexpr (std::is_same_v<K, HalfMultiply<Fp16>>) {
+      if (f16c::enabled()) return f16c::map(out, in, count, f16c::Arith::kMul, k.scalar);
+    }
+    run_map(out, in, count, k);
+  });
 }
 
+float fp8_e4m3fn_to_float(uint8_t b) { return fp8e4m3fn_to_fp32(b); }
+uint8_t float_to_fp8_e4m3fn(float f) { return fp32_to_fp8e4m3fn(f); }
+float fp8_e5m2_to_float(uint8_t b) { return fp8e5m2_to_fp32(b); }
+uint8_t float_to_fp8_e5m2(float f) { return fp32_to_fp8e5m2(f); }
 float half_to_float(uint16_t h) { return fp16_to_fp32(h); }
 uint16_t float_to_half(float f) { return fp32_to_fp16(f); }
 float bfloat16_to_float(uint16_t h) { return bf16_to_fp32(h); }

@@ -707,6 +707,51 @@ TEST(Api, PremulOpCreateUseDestroy) {
 }
 
 // ---------------------------------------------------------------------------
+// fp8 through DLPack (kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12). Inputs are
+// exact, and so is every partial sum, so the results do not depend on the
+// order in which an algorithm adds; expected bits worked out by hand.
+
+TEST(Api, Fp8AllReduceThroughDlpack) {
+  JobResult res = run_ranks(opts(3), [](occl_comm_t comm, int rank, int n) {
+    const DLDataType e4m3 = {kDLFloat8_e4m3fn, 8, 1}, e5m2 = {kDLFloat8_e5m2, 8, 1};
+    // Ranks 0, 1, 2 give 1.0, 2.0, 0.5.
+    const uint8_t e4m3_in[3] = {0x38, 0x40, 0x30}, e5m2_in[3] = {0x3c, 0x40, 0x38};
+    struct Case {
+      DLDataType dt;
+      occl_red_op_t op;
+      uint8_t in, want;
+      const char* what;
+    };
+    const Case cases[] = {
+        {e4m3, OCCL_SUM, e4m3_in[rank], 0x46, "e4m3fn SUM = 3.5 (0 1000 110)"},
+        {e4m3, OCCL_MAX, e4m3_in[rank], 0x40, "e4m3fn MAX = 2"},
+        {e4m3, OCCL_MIN, e4m3_in[rank], 0x30, "e4m3fn MIN = 0.5"},
+        {e4m3, OCCL_AVG, e4m3_in[rank], 0x39, "e4m3fn AVG = 3.5/3 = 1.1667 -> 1.125"},
+        {e4m3, OCCL_SUM, 0x7e, 0x7f, "e4m3fn 448 * 3 overflows to NaN (0x7f)"},
+        {e5m2, OCCL_SUM, e5m2_in[rank], 0x43, "e5m2 SUM = 3.5 (0 10000 11)"},
+        {e5m2, OCCL_PROD, e5m2_in[rank], 0x3c, "e5m2 PROD = 1"},
+        {e5m2, OCCL_SUM, 0x7b, 0x7c, "e5m2 57344 * 3 overflows to Inf (0x7c)"},
+    };
+    for (const Case& c : cases) {
+      uint8_t buf[5];
+      for (uint8_t& b : buf) b = c.in;
+      Tensor1D t(buf, 5, c.dt);
+      RANK_OK(occl_all_reduce(&t, &t, c.op, comm, nullptr), rank);
+      for (uint8_t b : buf) RANK_CHECK(b == c.want, rank, cat(c.what, ": got ", int(b)));
+    }
+    // Bitwise ops are undefined on fp8.
+    uint8_t x = 0x38;
+    Tensor1D tx(&x, 1, e4m3);
+    occl_status_t s = occl_all_reduce(&tx, &tx, OCCL_BXOR, comm, nullptr);
+    RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT, rank, cat("BXOR on fp8: ", occl_status_string(s)));
+    RANK_CHECK(std::string(occl_last_error()).find("float8_e4m3fn") != std::string::npos, rank,
+               cat("message does not name the dtype: ", occl_last_error()));
+    return check_all_reduce(comm, rank, n, rank);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// ---------------------------------------------------------------------------
 // DLPack layouts
 
 TEST(Api, EmptyTensorsMayHaveNullData) {

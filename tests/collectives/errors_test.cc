@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
 #include <map>
 #include <new>
@@ -774,6 +775,42 @@ TEST(ErrorsTest, NonCpuDevice) {
     CK_ERR(ck, occl_broadcast(&dev, 0, comm, nullptr), OCCL_ERR_UNSUPPORTED, "rocm");
     dev.get()->device = {kDLCUDAManaged, 1};
     CK_ERR(ck, occl_broadcast(&dev, 0, comm, nullptr), OCCL_ERR_UNSUPPORTED, "cuda_managed");
+    all_reduce_works(ck, comm, rank, n);
+    return ck.rc();
+  });
+}
+
+// A CUDA tensor's error says why it cannot be used. Whether this machine has
+// an NVIDIA driver is read from /dev/nvidiactl, not asked of the library.
+TEST(ErrorsTest, CudaTensorSaysWhy) {
+#ifdef OMNICCL_TEST_CUDA_BUILT
+  const bool built = true;
+#else
+  const bool built = false;
+#endif
+  const bool driver = std::filesystem::exists("/dev/nvidiactl");
+  expect_job_ok(job(1), [built, driver](occl_comm_t comm, int rank, int n) {
+    Checks ck(rank);
+    float a[4] = {1, 2, 3, 4}, b[4] = {};
+    Tensor1D cpu(b, 4, dl_float(32));
+    Tensor1D dev(a, 4, dl_float(32));
+    dev.get()->device = {kDLCUDA, 0};
+    if (!built) {
+      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf",
+             "cuda:0", "no CUDA support");
+    } else if (!driver) {
+      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf",
+             "cuda:0", "no CUDA driver/GPU found", "cudaGetDeviceCount");
+      // The probe's answer is kept: the second call says the same.
+      CK_ERR(ck, occl_broadcast(&dev, 0, comm, nullptr), OCCL_ERR_UNSUPPORTED, "no CUDA driver/GPU found");
+      dev.get()->device = {kDLCUDAManaged, 2};
+      CK_ERR(ck, occl_broadcast(&dev, 0, comm, nullptr), OCCL_ERR_UNSUPPORTED, "cuda_managed:2",
+             "no CUDA driver/GPU found");
+    } else {
+      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf",
+             "cuda:0");
+    }
+    // CPU collectives are unaffected, before and after CUDA was probed.
     all_reduce_works(ck, comm, rank, n);
     return ck.rc();
   });

@@ -38,7 +38,8 @@ using cpu::half_to_float;
 constexpr DType kAllDTypes[] = {
     DType::kInt8,    DType::kInt16,    DType::kInt32,   DType::kInt64,   DType::kUInt8,
     DType::kUInt16,  DType::kUInt32,   DType::kUInt64,  DType::kFloat16, DType::kBFloat16,
-    DType::kFloat32, DType::kFloat64,  DType::kBool};
+    DType::kFloat32, DType::kFloat64,  DType::kBool,    DType::kFloat8E4M3FN,
+    DType::kFloat8E5M2};
 constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,
                              RedOp::kMax,  RedOp::kAvg,  RedOp::kBAnd,
                              RedOp::kBOr,  RedOp::kBXor, RedOp::kPreMulSum};
@@ -47,37 +48,51 @@ constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,
 // Reference float16 / bfloat16 codec (double based, independent of half.h).
 
 /// A small binary floating format: `mant` stored mantissa bits, exponent
-/// `bias`, 1 sign bit, exponent field `exp_bits` wide.
+/// `bias`, 1 sign bit, exponent field `exp_bits` wide. finite_only (fp8
+/// e4m3fn): no infinities, only all-ones exponent and mantissa is NaN, and
+/// what would round beyond the largest finite value is NaN.
 struct SmallFloat {
   int mant;
   int exp_bits;
   int bias;
   uint16_t quiet_nan;
+  bool finite_only = false;
 };
 constexpr SmallFloat kHalf{10, 5, 15, 0x7e00};
 constexpr SmallFloat kBf16{7, 8, 127, 0x7fc0};
+constexpr SmallFloat kE5M2{2, 5, 15, 0x7e};
+constexpr SmallFloat kE4M3{3, 4, 7, 0x7f, true};
 
 double ref_decode(const SmallFloat& f, uint16_t h) {
   const int max_exp = (1 << f.exp_bits) - 1;
   const int e = (h >> f.mant) & max_exp;
   const int m = h & ((1 << f.mant) - 1);
-  const double sign = (h >> 15) ? -1.0 : 1.0;
-  if (e == max_exp) return m ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  const double sign = ((h >> (f.mant + f.exp_bits)) & 1) ? -1.0 : 1.0;
+  if (f.finite_only && e == max_exp && m == (1 << f.mant) - 1) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (e == max_exp && !f.finite_only) {
+    return m ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  }
   if (e == 0) return sign * std::ldexp(m, 1 - f.bias - f.mant);
   return sign * std::ldexp(m + (1 << f.mant), e - f.bias - f.mant);
 }
 
 bool ref_is_nan(const SmallFloat& f, uint16_t h) {
   const int max_exp = (1 << f.exp_bits) - 1;
-  return ((h >> f.mant) & max_exp) == max_exp && (h & ((1 << f.mant) - 1)) != 0;
+  const int m = h & ((1 << f.mant) - 1);
+  if (f.finite_only) return ((h >> f.mant) & max_exp) == max_exp && m == (1 << f.mant) - 1;
+  return ((h >> f.mant) & max_exp) == max_exp && m != 0;
 }
 
 /// Rounds x to the format, nearest even; NaN gives the canonical NaN.
 uint16_t ref_encode(const SmallFloat& f, double x) {
   if (std::isnan(x)) return f.quiet_nan;
-  const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  const uint16_t sign = std::signbit(x) ? static_cast<uint16_t>(1u << (f.mant + f.exp_bits)) : 0;
   const int max_exp = (1 << f.exp_bits) - 1;
-  const uint16_t inf = static_cast<uint16_t>(sign | (max_exp << f.mant));
+  // finite_only formats have no Inf: overflow is NaN (canonical here).
+  const uint16_t inf =
+      f.finite_only ? f.quiet_nan : static_cast<uint16_t>(sign | (max_exp << f.mant));
   const double a = std::fabs(x);
   if (std::isinf(a)) return inf;
   const int min_normal_exp = 1 - f.bias;
@@ -95,7 +110,11 @@ uint16_t ref_encode(const SmallFloat& f, double x) {
     ++e;
   }
   const int biased = e + f.bias;
-  if (biased >= max_exp) return inf;
+  if (f.finite_only) {
+    if (biased > max_exp || (biased == max_exp && n == std::ldexp(2.0, f.mant) - 1)) return inf;
+  } else if (biased >= max_exp) {
+    return inf;
+  }
   return static_cast<uint16_t>(sign | (biased << f.mant) |
                                (static_cast<int>(n) - (1 << f.mant)));
 }
@@ -236,6 +255,10 @@ void ref_reduce_one(DType t, RedOp op, const unsigned char* a, const unsigned ch
     case DType::kFloat64:
       return store<double>(out, ref_float<double>(op, load<double>(a), load<double>(b)));
     case DType::kBool: return store<uint8_t>(out, ref_bool(op, a[0], b[0]));
+    case DType::kFloat8E4M3FN:
+      return store<uint8_t>(out, static_cast<uint8_t>(ref_small(kE4M3, op, a[0], b[0])));
+    case DType::kFloat8E5M2:
+      return store<uint8_t>(out, static_cast<uint8_t>(ref_small(kE5M2, op, a[0], b[0])));
   }
   ADD_FAILURE() << "bad dtype";
 }
@@ -280,6 +303,14 @@ std::vector<unsigned char> special_bytes(DType t) {
     case DType::kBool:
       for (uint8_t u : {0, 1, 2, 255, 128}) add(u);
       break;
+    case DType::kFloat8E4M3FN:  // 0, -0, NaN, -NaN, 448, -448, min subnormal, 1, -1, min normal
+      for (uint8_t u : {0x00, 0x80, 0x7f, 0xff, 0x7e, 0xfe, 0x01, 0x38, 0xb8, 0x08}) add(u);
+      break;
+    case DType::kFloat8E5M2:  // 0, -0, Inf, -Inf, NaNs, 57344, min subnormal, 1, min normal
+      for (uint8_t u : {0x00, 0x80, 0x7c, 0xfc, 0x7e, 0xfe, 0x7d, 0x7b, 0xfb, 0x01, 0x3c, 0x04}) {
+        add(u);
+      }
+      break;
     default: {
       // Integer extremes: 0, 1, all ones, min and max of the signed reading.
       const size_t n = dtype_size(t);
@@ -315,6 +346,8 @@ std::vector<unsigned char> make_data(DType t, size_t count, uint64_t seed) {
       if (t == DType::kFloat32) store<float>(p, static_cast<float>(v));
       if (t == DType::kFloat16) store<uint16_t>(p, ref_encode(kHalf, v));
       if (t == DType::kBFloat16) store<uint16_t>(p, ref_encode(kBf16, v));
+      if (t == DType::kFloat8E4M3FN) p[0] = static_cast<unsigned char>(ref_encode(kE4M3, v));
+      if (t == DType::kFloat8E5M2) p[0] = static_cast<unsigned char>(ref_encode(kE5M2, v));
     } else {
       const uint64_t bits = rng();
       std::memcpy(p, &bits, n);
@@ -393,10 +426,10 @@ class F16cMode {
 // The table functions.
 
 TEST(KernelTypes, SizesAndNames) {
-  const size_t sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 1};
+  const size_t sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 1, 1, 1};
   const char* names[] = {"int8",    "int16",    "int32",   "int64",   "uint8",
                          "uint16",  "uint32",   "uint64",  "float16", "bfloat16",
-                         "float32", "float64",  "bool"};
+                         "float32", "float64",  "bool",    "float8_e4m3fn", "float8_e5m2"};
   static_assert(std::size(kAllDTypes) == kNumDTypes);
   for (int i = 0; i < kNumDTypes; ++i) {
     EXPECT_EQ(dtype_size(kAllDTypes[i]), sizes[i]) << i;
@@ -411,7 +444,8 @@ TEST(KernelTypes, SizesAndNames) {
 TEST(KernelTypes, IsFloating) {
   for (DType t : kAllDTypes) {
     const bool want = t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
-                      t == DType::kFloat64;
+                      t == DType::kFloat64 || t == DType::kFloat8E4M3FN ||
+                      t == DType::kFloat8E5M2;
     EXPECT_EQ(is_floating(t), want) << dtype_name(t);
   }
 }
@@ -434,13 +468,14 @@ TEST(KernelTypes, IsDefinedTable) {
       const bool bitwise = op == RedOp::kBAnd || op == RedOp::kBOr || op == RedOp::kBXor;
       const bool scaled = op == RedOp::kAvg || op == RedOp::kPreMulSum;
       const bool flt = t == DType::kFloat16 || t == DType::kBFloat16 ||
-                       t == DType::kFloat32 || t == DType::kFloat64;
+                       t == DType::kFloat32 || t == DType::kFloat64 ||
+                       t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
       const bool want = !(bitwise && flt) && !(scaled && t == DType::kBool);
       EXPECT_EQ(is_defined(op, t), want) << redop_name(op) << " " << dtype_name(t);
       defined += want;
     }
   }
-  EXPECT_EQ(defined, 13 * 9 - 4 * 3 - 2);
+  EXPECT_EQ(defined, 15 * 9 - 6 * 3 - 2);
 }
 
 TEST(KernelTypes, UndefinedPairThrows) {
@@ -810,7 +845,8 @@ TEST(Conversions, Bf16RoundingMatchesReference) {
 /// One float16/bfloat16 element of scale_*: decode, x / s or x * s in
 /// float32, round once.
 uint16_t ref_small_scale(const SmallFloat& f, const unsigned char* in, float s, bool divide) {
-  const auto x = static_cast<float>(ref_decode(f, load<uint16_t>(in)));
+  const uint16_t bits = f.mant + f.exp_bits < 8 ? uint16_t{in[0]} : load<uint16_t>(in);
+  const auto x = static_cast<float>(ref_decode(f, bits));
   return ref_encode(f, divide ? x / s : x * s);
 }
 
@@ -838,6 +874,12 @@ void ref_divide_one(DType t, int64_t d, const unsigned char* in, unsigned char* 
       return store<uint16_t>(out, ref_small_scale(kHalf, in, static_cast<float>(d), true));
     case DType::kBFloat16:
       return store<uint16_t>(out, ref_small_scale(kBf16, in, static_cast<float>(d), true));
+    case DType::kFloat8E4M3FN:
+      return store<uint8_t>(out, static_cast<uint8_t>(
+                                     ref_small_scale(kE4M3, in, static_cast<float>(d), true)));
+    case DType::kFloat8E5M2:
+      return store<uint8_t>(out, static_cast<uint8_t>(
+                                     ref_small_scale(kE5M2, in, static_cast<float>(d), true)));
     case DType::kFloat32: return store<float>(out, load<float>(in) / static_cast<float>(d));
     case DType::kFloat64: return store<double>(out, load<double>(in) / static_cast<double>(d));
     case DType::kBool: break;
@@ -879,6 +921,12 @@ void ref_multiply_one(DType t, double s, const unsigned char* in, unsigned char*
       return store<uint16_t>(out, ref_small_scale(kHalf, in, static_cast<float>(s), false));
     case DType::kBFloat16:
       return store<uint16_t>(out, ref_small_scale(kBf16, in, static_cast<float>(s), false));
+    case DType::kFloat8E4M3FN:
+      return store<uint8_t>(out, static_cast<uint8_t>(
+                                     ref_small_scale(kE4M3, in, static_cast<float>(s), false)));
+    case DType::kFloat8E5M2:
+      return store<uint8_t>(out, static_cast<uint8_t>(
+                                     ref_small_scale(kE5M2, in, static_cast<float>(s), false)));
     case DType::kFloat32: return store<float>(out, load<float>(in) * static_cast<float>(s));
     case DType::kFloat64: return store<double>(out, load<double>(in) * s);
     case DType::kBool: break;
@@ -890,6 +938,8 @@ bool is_nan_element(DType t, const unsigned char* p) {
   switch (t) {
     case DType::kFloat16: return ref_is_nan(kHalf, load<uint16_t>(p));
     case DType::kBFloat16: return ref_is_nan(kBf16, load<uint16_t>(p));
+    case DType::kFloat8E4M3FN: return ref_is_nan(kE4M3, p[0]);
+    case DType::kFloat8E5M2: return ref_is_nan(kE5M2, p[0]);
     case DType::kFloat32: return std::isnan(load<float>(p));
     case DType::kFloat64: return std::isnan(load<double>(p));
     default: return false;
@@ -972,7 +1022,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, ScaleAllTypes,
                          ::testing::Values(DType::kInt8, DType::kInt16, DType::kInt32,
                                            DType::kInt64, DType::kUInt8, DType::kUInt16,
                                            DType::kUInt32, DType::kUInt64, DType::kFloat16,
-                                           DType::kBFloat16, DType::kFloat32, DType::kFloat64),
+                                           DType::kBFloat16, DType::kFloat32, DType::kFloat64,
+                                           DType::kFloat8E4M3FN, DType::kFloat8E5M2),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));
                          });
@@ -1002,6 +1053,145 @@ TEST(Scale, KnownValues) {
   float f = 3.0f;
   cpu::scale_multiply(&f, &f, 1, DType::kFloat32, 0.5);
   EXPECT_EQ(f, 1.5f);
+}
+
+}  // namespace
+}  // namespace omniccl::kernels
+
+// ---------------------------------------------------------------------------
+// fp8 (float8_e4m3fn, float8_e5m2): hand-computed values, then every bit
+// pattern and every rounding boundary against the reference codec.
+
+namespace omniccl::kernels {
+namespace {
+
+uint8_t e4m3(float f) { return cpu::float_to_fp8_e4m3fn(f); }
+uint8_t e5m2(float f) { return cpu::float_to_fp8_e5m2(f); }
+
+TEST(Fp8, KnownConversions) {
+  // e4m3fn: S EEEE MMM, bias 7.
+  EXPECT_EQ(e4m3(1.0f), 0x38);       // 0 0111 000
+  EXPECT_EQ(e4m3(-1.5f), 0xbc);      // 1 0111 100
+  EXPECT_EQ(e4m3(0.1f), 0x1d);       // 1.6 * 2^-4 -> mantissa 4.8 -> 5: 0 0011 101
+  EXPECT_EQ(e4m3(448.0f), 0x7e);     // largest finite
+  EXPECT_EQ(e4m3(464.0f), 0x7e);     // tie between 448 and (NaN-coded) 480 -> even 448
+  EXPECT_EQ(e4m3(465.0f), 0x7f);     // overflow: NaN (no Inf in e4m3fn)
+  EXPECT_EQ(e4m3(-1000.0f), 0xff);   // overflow keeps the sign
+  EXPECT_EQ(e4m3(INFINITY), 0x7f);
+  EXPECT_EQ(e4m3(NAN), 0x7f);
+  EXPECT_EQ(e4m3(0x1p-9f), 0x01);    // smallest subnormal
+  EXPECT_EQ(e4m3(0x1p-10f), 0x00);   // tie -> even (0)
+  EXPECT_EQ(e4m3(0x3p-11f), 0x01);   // 0.75 step -> 1
+  EXPECT_EQ(e4m3(0x1p-6f), 0x08);    // smallest normal
+  EXPECT_EQ(e4m3(-0.0f), 0x80);
+  EXPECT_EQ(cpu::fp8_e4m3fn_to_float(0x7e), 448.0f);
+  EXPECT_EQ(cpu::fp8_e4m3fn_to_float(0x01), 0x1p-9f);
+  EXPECT_EQ(cpu::fp8_e4m3fn_to_float(0x1d), 0.1015625f);
+  EXPECT_EQ(cpu::fp8_e4m3fn_to_float(0xc0), -2.0f);
+  EXPECT_TRUE(std::isnan(cpu::fp8_e4m3fn_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(cpu::fp8_e4m3fn_to_float(0xff)));
+  EXPECT_EQ(cpu::fp8_e4m3fn_to_float(0x78), 256.0f);  // exponent 15 is a normal number
+
+  // e5m2: S EEEEE MM, bias 15, IEEE-like.
+  EXPECT_EQ(e5m2(1.0f), 0x3c);
+  EXPECT_EQ(e5m2(0.1f), 0x2e);       // 1.6 * 2^-4 -> mantissa 2.4 -> 2: 0 01011 10
+  EXPECT_EQ(e5m2(57344.0f), 0x7b);   // largest finite
+  EXPECT_EQ(e5m2(61439.0f), 0x7b);
+  EXPECT_EQ(e5m2(61440.0f), 0x7c);   // tie at the top rounds to Inf
+  EXPECT_EQ(e5m2(-INFINITY), 0xfc);
+  EXPECT_EQ(e5m2(NAN), 0x7e);
+  EXPECT_EQ(e5m2(0x1p-16f), 0x01);
+  EXPECT_EQ(e5m2(0x1p-17f), 0x00);   // tie -> even (0)
+  EXPECT_EQ(e5m2(0x3p-17f), 0x02);   // 1.5 steps: tie -> even (2)
+  EXPECT_EQ(cpu::fp8_e5m2_to_float(0x2e), 0.09375f);
+  EXPECT_EQ(cpu::fp8_e5m2_to_float(0x7b), 57344.0f);
+  EXPECT_EQ(cpu::fp8_e5m2_to_float(0xfc), -INFINITY);
+}
+
+TEST(Fp8, KnownReductions) {
+  using D = DType;
+  EXPECT_EQ(reduce1<uint8_t>(0x38, 0x38, D::kFloat8E4M3FN, RedOp::kSum), 0x40);  // 1+1=2
+  EXPECT_EQ(reduce1<uint8_t>(0x38, 0x18, D::kFloat8E4M3FN, RedOp::kSum), 0x38);  // 1+1/16: tie->1
+  EXPECT_EQ(reduce1<uint8_t>(0x39, 0x18, D::kFloat8E4M3FN, RedOp::kSum), 0x3a);  // 1.125+1/16->1.25
+  EXPECT_EQ(reduce1<uint8_t>(0x7e, 0x7e, D::kFloat8E4M3FN, RedOp::kSum), 0x7f);  // 896: NaN
+  EXPECT_EQ(reduce1<uint8_t>(0xfe, 0xfe, D::kFloat8E4M3FN, RedOp::kSum), 0x7f);  // canonical
+  EXPECT_EQ(reduce1<uint8_t>(0x40, 0x44, D::kFloat8E4M3FN, RedOp::kProd), 0x4c);  // 2*3=6
+  EXPECT_EQ(reduce1<uint8_t>(0x00, 0x80, D::kFloat8E4M3FN, RedOp::kMin), 0x80);  // -0
+  EXPECT_EQ(reduce1<uint8_t>(0x80, 0x00, D::kFloat8E4M3FN, RedOp::kMax), 0x00);  // +0
+  EXPECT_EQ(reduce1<uint8_t>(0xc0, 0x38, D::kFloat8E4M3FN, RedOp::kMin), 0xc0);  // -2
+  EXPECT_EQ(reduce1<uint8_t>(0x38, 0xff, D::kFloat8E4M3FN, RedOp::kMax), 0x7f);  // NaN wins
+  EXPECT_EQ(reduce1<uint8_t>(0x3c, 0x3c, D::kFloat8E5M2, RedOp::kSum), 0x40);    // 1+1
+  EXPECT_EQ(reduce1<uint8_t>(0x7b, 0x7b, D::kFloat8E5M2, RedOp::kSum), 0x7c);    // Inf
+  EXPECT_EQ(reduce1<uint8_t>(0x7c, 0xfc, D::kFloat8E5M2, RedOp::kSum), 0x7e);    // Inf-Inf
+  EXPECT_EQ(reduce1<uint8_t>(0x7d, 0x3c, D::kFloat8E5M2, RedOp::kMin), 0x7e);    // NaN
+  EXPECT_EQ(reduce1<uint8_t>(0xc0, 0x3c, D::kFloat8E5M2, RedOp::kMin), 0xc0);    // -2
+
+  uint8_t x[2] = {0x44, 0xc4};  // 3, -3
+  cpu::scale_divide(x, 2, D::kFloat8E4M3FN, 2);
+  EXPECT_EQ(x[0], 0x3c);  // 1.5
+  EXPECT_EQ(x[1], 0xbc);
+  uint8_t y[1] = {0x3c};  // e5m2 1.0
+  cpu::scale_multiply(y, y, 1, D::kFloat8E5M2, 0.5);
+  EXPECT_EQ(y[0], 0x38);  // 0.5
+  EXPECT_THROW(cpu::reduce(x, x, x, 1, D::kFloat8E5M2, RedOp::kBXor), std::invalid_argument);
+}
+
+void check_fp8_all_bits(const SmallFloat& f, float (*to_f)(uint8_t), uint8_t (*from_f)(float)) {
+  for (uint32_t i = 0; i < 256; ++i) {
+    const auto b = static_cast<uint8_t>(i);
+    const float v = to_f(b);
+    if (ref_is_nan(f, b)) {
+      ASSERT_TRUE(std::isnan(v)) << std::hex << i;
+      ASSERT_EQ(from_f(v), f.quiet_nan | (b & 0x80)) << std::hex << i;  // sign kept
+      continue;
+    }
+    ASSERT_EQ(static_cast<double>(v), ref_decode(f, b)) << std::hex << i;
+    ASSERT_EQ(std::signbit(v), (b & 0x80) != 0) << std::hex << i;
+    ASSERT_EQ(from_f(v), b) << std::hex << i;
+  }
+}
+
+void check_fp8_rounding(const SmallFloat& f, uint8_t (*from_f)(float)) {
+  std::vector<float> probes;
+  for (uint32_t i = 0; i < 255; ++i) {
+    const auto b = static_cast<uint8_t>(i), next = static_cast<uint8_t>(i + 1);
+    if (ref_is_nan(f, b) || ref_is_nan(f, next) || ((b ^ next) & 0x80)) continue;
+    const double lo = ref_decode(f, b), hi = ref_decode(f, next);
+    if (std::isinf(lo) || std::isinf(hi)) continue;
+    const auto mid = static_cast<float>((lo + hi) / 2);
+    for (float p : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY),
+                    std::nextafter(mid, -INFINITY)}) {
+      probes.push_back(p);
+      probes.push_back(-p);
+    }
+  }
+  std::mt19937 rng(9);
+  for (int i = 0; i < 200000; ++i) {
+    const float v = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+    if (!std::isnan(v)) probes.push_back(v);
+  }
+  for (float v : probes) {
+    const uint8_t got = from_f(v);
+    const auto want = static_cast<uint8_t>(ref_encode(f, v));
+    if (ref_is_nan(f, want)) {
+      ASSERT_TRUE(ref_is_nan(f, got)) << std::hexfloat << v;
+    } else {
+      ASSERT_EQ(got, want) << std::hexfloat << v;
+    }
+  }
+}
+
+TEST(Fp8, E4M3AllBitPatterns) {
+  check_fp8_all_bits(kE4M3, cpu::fp8_e4m3fn_to_float, cpu::float_to_fp8_e4m3fn);
+}
+TEST(Fp8, E5M2AllBitPatterns) {
+  check_fp8_all_bits(kE5M2, cpu::fp8_e5m2_to_float, cpu::float_to_fp8_e5m2);
+}
+TEST(Fp8, E4M3RoundingMatchesReference) {
+  check_fp8_rounding(kE4M3, cpu::float_to_fp8_e4m3fn);
+}
+TEST(Fp8, E5M2RoundingMatchesReference) {
+  check_fp8_rounding(kE5M2, cpu::float_to_fp8_e5m2);
 }
 
 }  // namespace
