@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/net.h"
+
 namespace omniccl::bootstrap::detail {
 
 /// "host:port", with IPv6 literals bracketed ("[::1]:29500").
@@ -29,24 +31,10 @@ int64_t default_op_timeout_ms();
 /// Parses the whole of text as a decimal int64; nullopt if it is not one.
 std::optional<int64_t> parse_int64(const std::string& text);
 
-/// One resolved socket address.
-struct Address {
-  sockaddr_storage storage{};
-  socklen_t len = 0;
-  int family = AF_UNSPEC;
-  /// The address as a sockaddr pointer for socket calls.
-  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage); }
-};
-
-/// getaddrinfo(host, port) for stream sockets, IPv4 addresses first, then
-/// IPv6. Returns an empty list with *gai_err set on failure. An empty host
-/// with `passive` resolves to the wildcard address. "[v6]" is unbracketed.
-std::vector<Address> resolve(const std::string& host, uint16_t port, bool passive, int* gai_err);
-
-/// The numeric address of sa as text ("10.0.0.1" or "fe80::1").
-std::string address_text(const sockaddr* sa);
-
-/// Sets TCP_NODELAY on a TCP socket (errors ignored: it only affects latency).
-void set_nodelay(int fd);
+// Resolution and socket options come from the one socket layer.
+using net::Address;
+using net::address_text;
+using net::resolve;
+using net::set_nodelay;
 
 }  // namespace omniccl::bootstrap::detail

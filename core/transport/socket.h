@@ -1,41 +1,19 @@
-// Thin, deadline-bounded socket helpers shared by the transports.
+// The transports' names for the socket layer in common/net.h (one layer for
+// bootstrap and transports, IPv4 and IPv6 alike).
 #pragma once
 
-#include <sys/socket.h>
-
-#include <cstdint>
-#include <string>
-
-#include "common/fd.h"
-#include "common/time.h"
+#include "common/net.h"
 
 namespace omniccl::transport {
 
-/// An address a peer can connect to: "tcp:1.2.3.4:5678" or "unix:@name"
-/// (abstract unix socket).
-struct SocketAddress {
-  std::string text;
-};
-
-/// Listens on TCP `ip` port 0 (any free port). Returns the fd and sets addr.
-UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr);
-/// Listens on the abstract unix socket "@name". Sets addr.
-UniqueFd listen_unix(const std::string& name, SocketAddress& addr);
-/// Connects to addr, retrying refused connections until the deadline.
-/// Returns a blocking socket with TCP_NODELAY where relevant.
-UniqueFd connect_to(const SocketAddress& addr, Deadline deadline);
-/// Accepts one connection, waiting at most until the deadline (nullopt-like
-/// invalid fd on timeout).
-UniqueFd accept_until(int listen_fd, Deadline deadline);
-
-/// Writes all bytes (blocking socket), bounded by the deadline.
-void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& what);
-/// Reads exactly n bytes, bounded by the deadline; EOF throws kPeerFailure.
-void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& what);
-
-/// Makes fd non-blocking.
-void set_nonblocking(int fd);
-/// Large socket buffers and TCP_NODELAY for a data socket.
-void tune_data_socket(int fd);
+using net::accept_until;
+using net::connect_to;
+using net::listen_tcp;
+using net::listen_unix;
+using net::read_all;
+using net::set_nonblocking;
+using net::SocketAddress;
+using net::tune_data_socket;
+using net::write_all;
 
 }  // namespace omniccl::transport

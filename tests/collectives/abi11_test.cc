@@ -2,6 +2,9 @@
 // interrupt check), non-blocking creation (init and split) that can be polled
 // and aborted in any phase, and the asynchronous-error query.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -408,3 +411,50 @@ TEST(AsyncError, AFailedAsyncOperationIsTheCommunicatorsAsyncError) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// IPv6: one socket layer for the rendezvous and the transports
+
+namespace ipv6 {
+
+int free_port_v6() {
+  int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 in{};
+  in.sin6_family = AF_INET6;
+  in.sin6_addr = in6addr_loopback;
+  socklen_t len = sizeof in;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&in), sizeof in) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&in), &len) == 0) {
+    port = ntohs(in.sin6_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+/// Both ranks meet at tcp://[::1]:port; with OMNICCL_SOCKET_ADDR=::1 the
+/// mesh listens on ::1 too, so every byte crosses IPv6.
+void rendezvous_and_links_on_v6(const char* transport) {
+  int port = free_port_v6();
+  if (port < 0) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  JobOptions o = opts(3, false);
+  o.env = {{"OMNICCL_SOCKET_ADDR", "::1"}, {"OMNICCL_TRANSPORT", transport}};
+  const std::string init = "tcp://[::1]:" + std::to_string(port);
+  JobResult res = run_ranks(o, [&](occl_comm_t, int rank, int n) {
+    occl_config_t cfg = config(1);
+    occl_comm_t comm = nullptr;
+    RANK_OK(occl_comm_init(&comm, init.c_str(), rank, n, &cfg), rank);
+    const char* name = nullptr;
+    RANK_OK(occl_comm_transport(comm, &name), rank);
+    RANK_CHECK(std::string(name) == transport, rank, cat("transport ", name));
+    if (check_sum(comm, rank, n) != 0) return 1;
+    RANK_OK(occl_comm_destroy(comm), rank);
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+TEST(Ipv6, TcpLinksOverLoopbackV6) { rendezvous_and_links_on_v6("tcp"); }
+TEST(Ipv6, SharedMemoryWithControlSocketsFromAV6Rendezvous) { rendezvous_and_links_on_v6("shm"); }
+
+}  // namespace ipv6

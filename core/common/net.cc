@@ -1,4 +1,4 @@
-#include "transport/socket.h"
+#include "common/net.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -9,12 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 
 #include "common/status.h"
 
-namespace omniccl::transport {
+namespace omniccl::net {
 
 namespace {
 
@@ -23,6 +24,25 @@ struct Parsed {
   sockaddr_storage ss{};
   socklen_t len = 0;
 };
+
+/// Fills ss/len from an IPv4 or IPv6 literal; false if it is neither.
+bool ip_literal(const std::string& ip, uint16_t port, sockaddr_storage& ss, socklen_t& len) {
+  auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+  if (inet_pton(AF_INET, ip.c_str(), &in->sin_addr) == 1) {
+    in->sin_family = AF_INET;
+    in->sin_port = htons(port);
+    len = sizeof(sockaddr_in);
+    return true;
+  }
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET6, ip.c_str(), &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(port);
+    len = sizeof(sockaddr_in6);
+    return true;
+  }
+  return false;
+}
 
 Parsed parse(const SocketAddress& addr) {
   Parsed p;
@@ -43,14 +63,11 @@ Parsed parse(const SocketAddress& addr) {
     auto colon = rest.rfind(':');
     if (colon == std::string::npos) fail(Status::kInvalidArgument, "bad peer address '", t, "'");
     std::string ip = rest.substr(0, colon);
+    if (ip.size() >= 2 && ip.front() == '[' && ip.back() == ']') ip = ip.substr(1, ip.size() - 2);
     int port = std::atoi(rest.c_str() + colon + 1);
-    auto* in = reinterpret_cast<sockaddr_in*>(&p.ss);
-    in->sin_family = AF_INET;
-    in->sin_port = htons(static_cast<uint16_t>(port));
-    if (inet_pton(AF_INET, ip.c_str(), &in->sin_addr) != 1) {
+    if (!ip_literal(ip, static_cast<uint16_t>(port), p.ss, p.len)) {
       fail(Status::kInvalidArgument, "bad peer IP address '", ip, "' in '", t, "'");
     }
-    p.len = sizeof(sockaddr_in);
     return p;
   }
   fail(Status::kInvalidArgument, "bad peer address '", t, "'");
@@ -72,23 +89,24 @@ void tune_data_socket(int fd) {
 }
 
 UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) fail_errno("socket(AF_INET)", errno);
+  std::string bare = ip;
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (!ip_literal(bare, 0, ss, len)) {
+    fail(Status::kInvalidArgument, "listen address '", ip, "' is not an IPv4 or IPv6 address (OMNICCL_SOCKET_ADDR?)");
+  }
+  UniqueFd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) fail_errno(ss.ss_family == AF_INET6 ? "socket(AF_INET6)" : "socket(AF_INET)", errno);
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in in{};
-  in.sin_family = AF_INET;
-  in.sin_port = 0;
-  if (inet_pton(AF_INET, ip.c_str(), &in.sin_addr) != 1) {
-    fail(Status::kInvalidArgument, "listen address '", ip, "' is not an IPv4 address (OMNICCL_SOCKET_ADDR?)");
-  }
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&in), sizeof in) != 0) {
-    fail_errno(str_cat("bind(", ip, ":0)"), errno);
-  }
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) fail_errno(str_cat("bind(", ip, ":0)"), errno);
   if (::listen(fd.get(), 1024) != 0) fail_errno("listen", errno);
-  socklen_t len = sizeof in;
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&in), &len);
-  addr.text = str_cat("tcp:", ip, ":", ntohs(in.sin_port));
+  socklen_t got = sizeof ss;
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &got);
+  const uint16_t port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                                        : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  addr.text = ss.ss_family == AF_INET6 ? str_cat("tcp:[", bare, "]:", port) : str_cat("tcp:", bare, ":", port);
   return fd;
 }
 
@@ -108,7 +126,7 @@ UniqueFd connect_to(const SocketAddress& addr, Deadline deadline) {
   Parsed p = parse(addr);
   int delay_ms = 1;
   for (;;) {
-    UniqueFd fd(::socket(p.is_unix ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    UniqueFd fd(::socket(p.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd.valid()) fail_errno("socket", errno);
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&p.ss), p.len) == 0) {
       if (!p.is_unix) tune_data_socket(fd.get());
@@ -180,4 +198,51 @@ void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string
   }
 }
 
-}  // namespace omniccl::transport
+std::vector<Address> resolve(const std::string& host, uint16_t port, bool passive,
+                             int* gai_err) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  std::string h = host;
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  const std::string service = std::to_string(port);
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(h.empty() && passive ? nullptr : h.c_str(), service.c_str(), &hints, &res);
+  *gai_err = rc;
+  std::vector<Address> out;
+  if (rc != 0) return out;
+  for (int pass = 0; pass < 2; ++pass) {  // IPv4 first
+    for (const addrinfo* p = res; p != nullptr; p = p->ai_next) {
+      if ((p->ai_family == AF_INET) != (pass == 0)) continue;
+      if (p->ai_addrlen > sizeof(sockaddr_storage)) continue;
+      Address a;
+      std::memcpy(&a.storage, p->ai_addr, p->ai_addrlen);
+      a.len = p->ai_addrlen;
+      a.family = p->ai_family;
+      out.push_back(a);
+    }
+  }
+  freeaddrinfo(res);
+  if (out.empty()) *gai_err = EAI_NONAME;
+  return out;
+}
+
+std::string address_text(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  } else if (sa->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
+  } else {
+    return "?";
+  }
+  return buf;
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+}  // namespace omniccl::net

@@ -1,0 +1,68 @@
+// The one socket layer, for bootstrap (stores, rendezvous) and transports
+// (mesh control sockets, TCP links): name resolution, listening, connecting
+// and deadline-bounded reads and writes, IPv4 and IPv6 alike.
+//
+// Addresses a peer connects to travel as text: "tcp:1.2.3.4:5678",
+// "tcp:[::1]:5678" (IPv6 literals bracketed) or "unix:@name" (an abstract
+// unix socket).
+#pragma once
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/fd.h"
+#include "common/time.h"
+
+namespace omniccl::net {
+
+/// An address a peer can connect to (see above).
+struct SocketAddress {
+  std::string text;
+};
+
+/// One resolved socket address.
+struct Address {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  int family = AF_UNSPEC;
+  /// The address as a sockaddr pointer for socket calls.
+  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage); }
+};
+
+/// getaddrinfo(host, port) for stream sockets, IPv4 addresses first, then
+/// IPv6. Returns an empty list with *gai_err set on failure. An empty host
+/// with `passive` resolves to the wildcard address. "[v6]" is unbracketed.
+std::vector<Address> resolve(const std::string& host, uint16_t port, bool passive, int* gai_err);
+
+/// The numeric address of sa as text ("10.0.0.1" or "fe80::1").
+std::string address_text(const sockaddr* sa);
+
+/// Sets TCP_NODELAY on a TCP socket (errors ignored: it only affects latency).
+void set_nodelay(int fd);
+/// Makes fd non-blocking.
+void set_nonblocking(int fd);
+/// Large socket buffers and TCP_NODELAY for a data socket.
+void tune_data_socket(int fd);
+
+/// Listens on TCP `ip` (an IPv4 or IPv6 literal) port 0 (any free port).
+/// Returns the fd and sets addr.
+UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr);
+/// Listens on the abstract unix socket "@name". Sets addr.
+UniqueFd listen_unix(const std::string& name, SocketAddress& addr);
+/// Connects to addr, retrying refused connections until the deadline.
+/// Returns a blocking socket with TCP_NODELAY where relevant.
+UniqueFd connect_to(const SocketAddress& addr, Deadline deadline);
+/// Accepts one connection, waiting at most until the deadline (an invalid
+/// fd on timeout).
+UniqueFd accept_until(int listen_fd, Deadline deadline);
+
+/// Writes all bytes, bounded by the deadline.
+void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& what);
+/// Reads exactly n bytes, bounded by the deadline; EOF throws kPeerFailure.
+void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& what);
+
+}  // namespace omniccl::net
