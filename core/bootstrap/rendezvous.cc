@@ -498,22 +498,22 @@ void RendezvousWait::fail_timeout(const std::string& key) {
 
 std::string RendezvousWait::get(const std::string& key) {
   for (;;) {
-    check_failure_notice();
     Deadline slice = Deadline::min(deadline_, Deadline(std::min(next_report_, Clock::now() + kSlice)));
     try {
       return store_.get(prefix_ + key, slice);
     } catch (const Error& e) {
       if (e.status() == Status::kPeerFailure && spec_.rank != 0) {
-        fail(Status::kPeerFailure, "rank 0, which serves the rendezvous at ", rendezvous_address(spec_),
-             ", went away while rank ", spec_.rank, " waited for '", key,
-             "' (rank 0 exited, was killed, or gave up): ", e.what());
+        const bool uid = spec_.kind == RendezvousSpec::Kind::kUniqueId;
+        fail(Status::kPeerFailure, uid ? "the process that created the unique id" : "rank 0",
+             ", which serves the rendezvous at ", rendezvous_address(spec_), ", went away while rank ", spec_.rank,
+             " waited for '", key, "' (it exited, was killed, or gave up): ", e.what());
       }
       if (e.status() != Status::kTimeout) throw;
     }
-    if (deadline_.expired()) {
-      check_failure_notice();
-      fail_timeout(key);
-    }
+    // Only a wait that lasts looks for rank 0's notice and reports progress:
+    // the usual rendezvous costs one request per key.
+    check_failure_notice();
+    if (deadline_.expired()) fail_timeout(key);
     if (Clock::now() >= next_report_) report_progress();
   }
 }
