@@ -55,7 +55,9 @@
 //   when it says so: the ranks inherit the write end of a pipe whose number
 //   is in OMNICCL_RUN_FAILURE_FD, and a rank that is failing (the omniccl
 //   Python package does this for an uncaught exception) writes one line
-//   "RANK MONOTONIC_NS\n" (CLOCK_MONOTONIC) there. The rank that failed
+//   "RANK MONOTONIC_NS\n" (CLOCK_MONOTONIC) there. OMNICCL_RUN_FAILURE_PIPE
+//   names the pipe ("pipe:[INODE]", as readlink /proc/self/fd/N shows it),
+//   so a writer can check the descriptor was not closed and reused. The rank that failed
 //   earliest decides the exit status and is named at the end, even when the
 //   ranks it took down exited before it.
 // * Job identity. Each job gets a fresh OMNICCL_JOB_ID (unless one is set),
@@ -112,7 +114,8 @@ style) job and wait for them. Rank i gets, on top of the current environment:
   RANK=i  WORLD_SIZE=N  LOCAL_RANK=i  LOCAL_WORLD_SIZE=N
   MASTER_ADDR  MASTER_PORT  OMNICCL_LAUNCHER=omniccl-run
   OMNICCL_JOB_ID (a fresh one unless set)  PYTHONUNBUFFERED=1 (unless set)
-  OMNICCL_RUN_FAILURE_FD (where a failing rank may say so, see below)
+  OMNICCL_RUN_FAILURE_FD, OMNICCL_RUN_FAILURE_PIPE (where a failing rank
+  may say so, see below)
 
 Options:
   -n, --nproc, --nproc-per-node N
@@ -689,8 +692,15 @@ class Launcher {
     }
     report_read_ = report[0];
     report_write_ = report[1];
+    // OMNICCL_RUN_FAILURE_PIPE ("pipe:[INODE]", as /proc/self/fd/N reads)
+    // lets a rank check that descriptor N is still this pipe: a process the
+    // rank started may have the variable but a reused descriptor number.
     const std::string report_fd = std::to_string(report_write_);
-    if (::setenv("OMNICCL_RUN_FAILURE_FD", report_fd.c_str(), 1) != 0) {
+    struct stat st{};
+    const std::string report_pipe =
+        ::fstat(report_write_, &st) == 0 ? "pipe:[" + std::to_string(st.st_ino) + "]" : std::string();
+    if (::setenv("OMNICCL_RUN_FAILURE_FD", report_fd.c_str(), 1) != 0 ||
+        ::setenv("OMNICCL_RUN_FAILURE_PIPE", report_pipe.c_str(), 1) != 0) {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }

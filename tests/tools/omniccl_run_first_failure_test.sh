@@ -29,6 +29,11 @@ expect_contains unreported "$TMP/unreported.err" "omniccl-run: rank 2 killed by 
 expect_eq "unreported: last line names rank 1" "omniccl-run: rank 1 failed first (exited with status 5)" \
   "$(tail -n 1 "$TMP/unreported.err")"
 
+# OMNICCL_RUN_FAILURE_PIPE names the descriptor's pipe, as /proc shows it.
+run pipe -n 2 -- bash -c '[ "$(readlink /proc/self/fd/$OMNICCL_RUN_FAILURE_FD)" = "$OMNICCL_RUN_FAILURE_PIPE" ] && echo same'
+expect_rc pipe 0
+expect_eq "pipe: both ranks see the named pipe" 2 "$(grep -c same "$TMP/pipe.out")"
+
 # Garbage on the report descriptor is ignored.
 run garbage -n 2 -- bash -c 'echo "nonsense 7" >&"$OMNICCL_RUN_FAILURE_FD"; echo "9 5" >&"$OMNICCL_RUN_FAILURE_FD"; exit 0'
 expect_rc garbage 0
