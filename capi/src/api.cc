@@ -154,7 +154,7 @@ OCCL_API occl_status_t occl_comm_abort(occl_comm_t comm) {
   return guard("occl_comm_abort", [&] {
     if (comm == nullptr) return;
     std::unique_ptr<occl_comm> owned(comm);
-    owned->impl->abort();
+    owned->impl->abort(/*as_failure=*/true);
   });
 }
 

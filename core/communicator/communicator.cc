@@ -364,7 +364,8 @@ void Communicator::worker_loop() {
   }
 }
 
-void Communicator::abort() {
+void Communicator::abort(bool as_failure) {
+  if (as_failure) mesh_->leave_without_goodbye();
   mesh_->set_aborted();
   {
     std::lock_guard<std::mutex> lock(mu_);

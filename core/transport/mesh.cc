@@ -240,9 +240,10 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
 }
 
 Mesh::~Mesh() {
-  // An aborted communicator ends without goodbye: its peers are told that it
-  // failed (its connections close without BYE), not that it left in order.
-  if (aborted()) return;
+  // An aborted communicator (occl_comm_abort) ends without goodbye: its peers
+  // are told that it failed (its connections close without BYE), not that it
+  // left in order. occl_comm_destroy says goodbye.
+  if (no_goodbye_.load()) return;
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) {
       try {
