@@ -48,7 +48,20 @@
 //   escalation) are met even when no output arrives. (A reader of the
 //   launcher's own stdout that stops reading blocks it, as in any pipeline.)
 // * With prefixing, a rank's stdout is a pipe, not a terminal, so C stdio
-//   and Python buffer it fully; flush, or use --no-prefix, for live output.
+//   buffers it fully; flush, or use --no-prefix, for live output. Python
+//   ranks get PYTHONUNBUFFERED=1 (unless set), so their lines appear as they
+//   are printed and nothing is lost when a surviving rank is terminated.
+// * Who failed first. A rank's failure time is when it exited, or earlier
+//   when it says so: the ranks inherit the write end of a pipe whose number
+//   is in OMNICCL_RUN_FAILURE_FD, and a rank that is failing (the omniccl
+//   Python package does this for an uncaught exception) writes one line
+//   "RANK MONOTONIC_NS\n" (CLOCK_MONOTONIC) there. OMNICCL_RUN_FAILURE_PIPE
+//   names the pipe ("pipe:[INODE]", as readlink /proc/self/fd/N shows it),
+//   so a writer can check the descriptor was not closed and reused. The rank that failed
+//   earliest decides the exit status and is named at the end, even when the
+//   ranks it took down exited before it.
+// * Job identity. Each job gets a fresh OMNICCL_JOB_ID (unless one is set),
+//   which OmniCCL checks at rendezvous, so a rank never joins another job.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -100,6 +113,9 @@ Start N local ranks of PROGRAM ARGS... for an OmniCCL (or torch.distributed
 style) job and wait for them. Rank i gets, on top of the current environment:
   RANK=i  WORLD_SIZE=N  LOCAL_RANK=i  LOCAL_WORLD_SIZE=N
   MASTER_ADDR  MASTER_PORT  OMNICCL_LAUNCHER=omniccl-run
+  OMNICCL_JOB_ID (a fresh one unless set)  PYTHONUNBUFFERED=1 (unless set)
+  OMNICCL_RUN_FAILURE_FD, OMNICCL_RUN_FAILURE_PIPE (where a failing rank
+  may say so, see below)
 
 Options:
   -n, --nproc, --nproc-per-node N
@@ -128,7 +144,10 @@ SIGINT (Ctrl-C pressed twice) kills all ranks with SIGKILL. Ctrl-Z stops
 and 'fg' resumes the ranks together with omniccl-run.
 
 Exit status: 0 if every rank exits with 0; otherwise the status of the first
-rank that failed, or 128+SIGNAL if it was killed by a signal; 124 after
+rank that failed (by time: when it exited, or earlier when it wrote
+"RANK MONOTONIC_NS" to OMNICCL_RUN_FAILURE_FD, as OmniCCL's Python package
+does for an uncaught exception), or 128+SIGNAL if it was killed by a signal;
+that rank is named on the last line; 124 after
 --timeout; 125 if omniccl-run itself fails; 126 or 127 if PROGRAM cannot be
 executed or is not found; 2 for bad usage.
 )";
@@ -491,6 +510,9 @@ struct Rank {
   pid_t pid = -1;
   bool running = false;
   bool ended_by_launcher = false;  // got SIGTERM/SIGKILL from our teardown
+  std::optional<Clock::time_point> failed_at;  // reported or exit time
+  std::optional<int> failure_status;           // exit code, once exited
+  std::string failure_what;                    // "exited with status 1"
   std::string prefix;              // "[i] "
   Stream out, err;
 };
@@ -510,6 +532,8 @@ class Launcher {
     }
     close_fd(signal_pipe_read_);
     close_fd(devnull_);
+    close_fd(report_read_);
+    close_fd(report_write_);
     // The write end of the self-pipe stays open: a late signal handler may
     // still write to it until the process exits.
   }
@@ -526,6 +550,13 @@ class Launcher {
     if (int rc = start_ranks(); rc != 0) return rc;
     loop();
     if (timed_out_) return kExitTimeout;
+    if (const Rank* first = first_failed(); first != nullptr && first->failure_status) {
+      if (failed_count() > 1) {
+        log_line("rank " + std::to_string(first->index) + " failed first (" +
+                 first->failure_what + ")");
+      }
+      return *first->failure_status;
+    }
     if (first_failure_status_) return *first_failure_status_;
     return 0;
   }
@@ -535,6 +566,61 @@ class Launcher {
   static Clock::duration to_duration(double seconds) {
     return std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(seconds));
+  }
+
+  /// A job id no other job on this host has now: pid, time and randomness.
+  static std::string fresh_job_id() {
+    unsigned long long r = 0;
+    int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      if (::read(fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) r = 0;
+      ::close(fd);
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "omniccl-run:%d:%lld:%016llx", static_cast<int>(::getpid()),
+                  static_cast<long long>(Clock::now().time_since_epoch().count()), r);
+    return buf;
+  }
+
+  /// The failed rank whose failure came first, or nullptr.
+  const Rank* first_failed() const {
+    const Rank* best = nullptr;
+    for (const Rank& r : ranks_) {
+      if (r.failed_at && (best == nullptr || *r.failed_at < *best->failed_at)) best = &r;
+    }
+    return best;
+  }
+
+  /// How many ranks have failed (reported or exited non-zero).
+  int failed_count() const {
+    int n = 0;
+    for (const Rank& r : ranks_) n += r.failed_at ? 1 : 0;
+    return n;
+  }
+
+  /// Reads the failure reports ("RANK MONOTONIC_NS" lines) the ranks wrote.
+  void read_failure_reports() {
+    char buf[4096];
+    for (int round = 0; round < 16; ++round) {
+      ssize_t n = ::read(report_read_, buf, sizeof buf);
+      if (n <= 0) break;
+      report_pending_.append(buf, static_cast<std::size_t>(n));
+    }
+    std::size_t nl;
+    while ((nl = report_pending_.find('\n')) != std::string::npos) {
+      std::string line = report_pending_.substr(0, nl);
+      report_pending_.erase(0, nl + 1);
+      long long rank = -1, ns = 0;
+      if (std::sscanf(line.c_str(), "%lld %lld", &rank, &ns) != 2 || rank < 0 ||
+          rank >= static_cast<long long>(ranks_.size()) || ns <= 0) {
+        continue;  // not ours to judge; the exit status still counts
+      }
+      Rank& r = ranks_[static_cast<std::size_t>(rank)];
+      // steady_clock is CLOCK_MONOTONIC on Linux, the clock the ranks use.
+      Clock::time_point t{std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns))};
+      if (!r.failed_at || t < *r.failed_at) r.failed_at = t;
+    }
+    if (report_pending_.size() > 65536) report_pending_.clear();  // garbage
   }
 
   /// Closes `fd` if open and marks it closed.
@@ -590,7 +676,31 @@ class Launcher {
         ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1) != 0 ||
         ::setenv("MASTER_ADDR", opts_.master_addr.c_str(), 1) != 0 ||
         ::setenv("MASTER_PORT", p.c_str(), 1) != 0 ||
-        ::setenv("OMNICCL_LAUNCHER", "omniccl-run", 1) != 0) {
+        ::setenv("OMNICCL_LAUNCHER", "omniccl-run", 1) != 0 ||
+        ::setenv("PYTHONUNBUFFERED", "1", 0) != 0 ||
+        ::setenv("OMNICCL_JOB_ID", fresh_job_id().c_str(), 0) != 0) {
+      log_line(std::string("setenv: ") + std::strerror(errno));
+      return kExitInternal;
+    }
+
+    // The failure-report pipe: the ranks inherit the write end.
+    int report[2];
+    if (::pipe2(report, O_NONBLOCK) != 0 ||
+        ::fcntl(report[0], F_SETFD, FD_CLOEXEC) != 0) {
+      log_line(std::string("pipe: ") + std::strerror(errno));
+      return kExitInternal;
+    }
+    report_read_ = report[0];
+    report_write_ = report[1];
+    // OMNICCL_RUN_FAILURE_PIPE ("pipe:[INODE]", as /proc/self/fd/N reads)
+    // lets a rank check that descriptor N is still this pipe: a process the
+    // rank started may have the variable but a reused descriptor number.
+    const std::string report_fd = std::to_string(report_write_);
+    struct stat st{};
+    const std::string report_pipe =
+        ::fstat(report_write_, &st) == 0 ? "pipe:[" + std::to_string(st.st_ino) + "]" : std::string();
+    if (::setenv("OMNICCL_RUN_FAILURE_FD", report_fd.c_str(), 1) != 0 ||
+        ::setenv("OMNICCL_RUN_FAILURE_PIPE", report_pipe.c_str(), 1) != 0) {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }
@@ -663,6 +773,10 @@ class Launcher {
   /// close-on-exec pipe; then the launcher stops the ranks already started
   /// and returns 126/127. Returns 0 when all ranks run.
   int start_ranks() {
+    if (std::string hint = python_script_hint(); !hint.empty()) {
+      log_line(hint);
+      return kExitCannotExecute;
+    }
     ranks_.resize(static_cast<std::size_t>(opts_.nproc));
     for (int i = 0; i < opts_.nproc; ++i) {
       Rank& r = ranks_[static_cast<std::size_t>(i)];
@@ -675,6 +789,29 @@ class Launcher {
       }
     }
     return 0;
+  }
+
+  /// For PROGRAM "x.py" that the system cannot run by itself (not executable,
+  /// or no "#!" line, which execvp would hand to /bin/sh): how to run it.
+  /// Empty otherwise.
+  std::string python_script_hint() const {
+    const std::string program = opts_.program[0];
+    if (program.size() < 4 || program.compare(program.size() - 3, 3, ".py") != 0) return {};
+    if (program.find('/') == std::string::npos && ::access(program.c_str(), F_OK) != 0) {
+      return {};  // not a file here: execvp searches PATH and reports
+    }
+    char head[2] = {0, 0};
+    int fd = ::open(program.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};  // execvp reports why
+    ssize_t n = ::read(fd, head, sizeof head);
+    ::close(fd);
+    const bool shebang = n == 2 && head[0] == '#' && head[1] == '!';
+    if (shebang && ::access(program.c_str(), X_OK) == 0) return {};
+    const std::string n_ranks = std::to_string(opts_.nproc);
+    return "'" + program + "' is a Python script " +
+           (shebang ? std::string("that is not executable") : std::string("without a '#!' line")) +
+           "; run it with Python: omniccl-run -n " + n_ranks + " python3 " + program +
+           "   (or: python3 -m omniccl.run -n " + n_ranks + " " + program + ")";
   }
 
   /// Starts one rank; returns 0, or an exit status after reporting the error
@@ -860,6 +997,7 @@ class Launcher {
       streams.clear();
       owners.clear();
       fds.push_back(pollfd{signal_pipe_read_, POLLIN, 0});
+      fds.push_back(pollfd{report_read_, POLLIN, 0});
       for (Rank& r : ranks_) {
         for (Stream* s : {&r.out, &r.err}) {
           if (s->fd < 0) continue;
@@ -879,8 +1017,9 @@ class Launcher {
       }
       if (rc > 0) {
         if (fds[0].revents != 0) handle_signals();
-        for (std::size_t k = 1; k < fds.size(); ++k) {
-          if (fds[k].revents != 0) (void)pump(*streams[k - 1], owners[k - 1]->prefix);
+        if (fds[1].revents != 0) read_failure_reports();
+        for (std::size_t k = 2; k < fds.size(); ++k) {
+          if (fds[k].revents != 0) (void)pump(*streams[k - 2], owners[k - 2]->prefix);
         }
       }
       reap();
@@ -919,8 +1058,10 @@ class Launcher {
       grace_at_.reset();
       std::vector<int> running = running_ranks();
       if (!running.empty()) {
+        const Rank* first = first_failed();
         log_line("still running " + format_seconds(opts_.grace_s) +
-                 " s (--grace) after rank " + std::to_string(first_failed_rank_) +
+                 " s (--grace) after rank " +
+                 std::to_string(first != nullptr ? first->index : first_failed_rank_) +
                  " failed: " + join_ranks(running) + "; sending SIGTERM");
         terminate_running(SIGTERM);
       }
@@ -1089,6 +1230,7 @@ class Launcher {
         if (!r.running || r.pid != p) continue;
         r.running = false;
         drain(r);
+        read_failure_reports();  // a report written just before exiting
         on_rank_exit(r, status);
         break;
       }
@@ -1126,6 +1268,9 @@ class Launcher {
       what = "ended with wait status " + std::to_string(status);
     }
     if (!r.ended_by_launcher) log_line("rank " + std::to_string(r.index) + " " + what);
+    if (!r.failed_at) r.failed_at = Clock::now();
+    r.failure_status = code;
+    r.failure_what = what;
     on_rank_failed(r, code);
   }
 
@@ -1176,6 +1321,9 @@ class Launcher {
   sigset_t handled_{};
   rlimit original_nofile_{};
   int signal_pipe_read_ = -1;
+  int report_read_ = -1;   // failure reports from the ranks
+  int report_write_ = -1;  // inherited by the ranks
+  std::string report_pending_;
   int devnull_ = -1;
   bool stdin_for_rank0_ = false;
   bool stdout_broken_ = false;

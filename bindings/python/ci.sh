@@ -37,4 +37,4 @@ echo "== pip install ./bindings/python[test] (builds libomniccl and the extensio
 
 echo "== pytest bindings/python/tests"
 # pytest exits 5 when it collected no test: non-zero, so a failure here too.
-"$venv/bin/python" -m pytest bindings/python/tests -q -p no:cacheprovider </dev/null
+"$venv/bin/python" -m pytest bindings/python/tests -q -rs -p no:cacheprovider </dev/null   # -rs: why each skip

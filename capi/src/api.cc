@@ -65,9 +65,10 @@ std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
        "): ", comm->failed_message);
 }
 
-/// Frees a handle: a ready communicator is aborted (local, bounded), a
-/// pending creation cancelled.
-void free_comm(occl_comm_t comm) {
+/// Frees a handle: a ready communicator is aborted (local, bounded; with
+/// as_failure its peers hear that this rank failed rather than that it left),
+/// a pending creation cancelled.
+void free_comm(occl_comm_t comm, bool as_failure) {
   std::unique_ptr<occl_comm> owned(comm);
   std::unique_ptr<PendingComm> pending;
   {
@@ -75,7 +76,7 @@ void free_comm(occl_comm_t comm) {
     pending = std::move(owned->pending);
   }
   if (pending) pending->cancel();
-  if (owned->impl) owned->impl->abort();
+  if (owned->impl) owned->impl->abort(as_failure);
 }
 
 /// Reads a caller's occl_options_t (NULL = defaults), only the fields its
@@ -247,13 +248,13 @@ OCCL_API occl_status_t occl_comm_split(occl_comm_t comm, int color, int key, con
 
 OCCL_API occl_status_t occl_comm_destroy(occl_comm_t comm) {
   return guard("occl_comm_destroy", [&] {
-    if (comm != nullptr) free_comm(comm);
+    if (comm != nullptr) free_comm(comm, /*as_failure=*/false);
   });
 }
 
 OCCL_API occl_status_t occl_comm_abort(occl_comm_t comm) {
   return guard("occl_comm_abort", [&] {
-    if (comm != nullptr) free_comm(comm);
+    if (comm != nullptr) free_comm(comm, /*as_failure=*/true);
   });
 }
 

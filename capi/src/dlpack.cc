@@ -1,5 +1,7 @@
 #include "dlpack.h"
 
+#include <string>
+
 #include "common/status.h"
 #include "tensor/cuda_device.h"
 
@@ -20,6 +22,37 @@ const char* device_name(int32_t type) {
     case kDLOneAPI: return "oneapi";
     default: return "unknown";
   }
+}
+
+/// A DLPack dtype as users know it ("complex128", "float8_e4m3fn", "int24"),
+/// for messages; a code DLPack does not define is shown as "code C, B bits".
+static std::string dtype_name(DLDataType d) {
+  const char* family = nullptr;
+  bool sized = true;  // the name ends with the bit width
+  switch (d.code) {
+    case kDLInt: family = "int"; break;
+    case kDLUInt: family = "uint"; break;
+    case kDLFloat: family = "float"; break;
+    case kDLOpaqueHandle: family = "opaque_handle"; break;
+    case kDLBfloat: family = "bfloat"; break;
+    case kDLComplex: family = "complex"; break;
+    case kDLBool: family = "bool"; break;
+    case kDLFloat8_e3m4: family = "float8_e3m4"; sized = false; break;
+    case kDLFloat8_e4m3: family = "float8_e4m3"; sized = false; break;
+    case kDLFloat8_e4m3b11fnuz: family = "float8_e4m3b11fnuz"; sized = false; break;
+    case kDLFloat8_e4m3fn: family = "float8_e4m3fn"; sized = false; break;
+    case kDLFloat8_e4m3fnuz: family = "float8_e4m3fnuz"; sized = false; break;
+    case kDLFloat8_e5m2: family = "float8_e5m2"; sized = false; break;
+    case kDLFloat8_e5m2fnuz: family = "float8_e5m2fnuz"; sized = false; break;
+    case kDLFloat8_e8m0fnu: family = "float8_e8m0fnu"; sized = false; break;
+    case kDLFloat6_e2m3fn: family = "float6_e2m3fn"; sized = false; break;
+    case kDLFloat6_e3m2fn: family = "float6_e3m2fn"; sized = false; break;
+    case kDLFloat4_e2m1fn: family = "float4_e2m1fn"; sized = false; break;
+    default: break;
+  }
+  if (family == nullptr) return str_cat("code ", int(d.code), ", ", int(d.bits), " bits");
+  if (sized) return str_cat(family, int(d.bits));
+  return str_cat(family, " (", int(d.bits), " bits)");
 }
 
 DType to_dtype(DLDataType d, const char* name) {
@@ -61,9 +94,9 @@ DType to_dtype(DLDataType d, const char* name) {
       if (d.bits == 8) return DType::kFloat8E5M2;
       break;
   }
-  fail(Status::kInvalidArgument, name, ": dtype code ", int(d.code), " with ", int(d.bits),
-       " bits is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool, "
-       "float8_e4m3fn, float8_e5m2)");
+  fail(Status::kInvalidArgument, name, ": dtype ", dtype_name(d),
+       " is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool, float8_e4m3fn, "
+       "float8_e5m2)");
 }
 
 }  // namespace

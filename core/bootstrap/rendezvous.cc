@@ -15,8 +15,11 @@
 #include <netdb.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -203,6 +206,26 @@ UidServers& uid_servers() {
   return s;
 }
 
+/// First progress report after this long, then one every kReportEvery.
+constexpr auto kFirstReport = std::chrono::seconds(5);
+constexpr auto kReportEvery = std::chrono::seconds(30);
+/// A waiting rank looks for rank 0's failure notice this often.
+constexpr auto kSlice = std::chrono::seconds(1);
+/// How long rank 0 keeps its server up after publishing a failure, at most.
+constexpr auto kNoticeLinger = std::chrono::milliseconds(2500);
+
+/// "0, 2, 3"
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += str_cat(out.empty() ? "" : ", ", r);
+  return out;
+}
+
+/// Whole seconds since `t`.
+int64_t seconds_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t).count();
+}
+
 }  // namespace
 
 RendezvousSpec parse_init_method(const std::string& init_method, int rank, int world_size) {
@@ -226,6 +249,17 @@ RendezvousSpec parse_init_method(const std::string& init_method, int rank, int w
       spec.host = spec.host.substr(1, spec.host.size() - 2);
     }
     spec.port = parse_port(*port, "MASTER_PORT");
+    // Plain torchrun (static rendezvous) starts its agent's TCP store on
+    // MASTER_PORT and tells the workers so; rank 0 cannot listen there, and
+    // the agent store speaks torch's protocol. The rendezvous then uses the
+    // next port, the same on every node (several nodes included).
+    auto agent_store = get_setting("TORCHELASTIC_USE_AGENT_STORE");
+    if (agent_store && (*agent_store == "True" || *agent_store == "true" || *agent_store == "1")) {
+      const uint16_t master = spec.port;
+      spec.port = master < 65535 ? static_cast<uint16_t>(master + 1) : static_cast<uint16_t>(master - 1);
+      spec.port_note = str_cat("MASTER_PORT ", master, " is torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=",
+                               *agent_store, "), so the rendezvous uses port ", spec.port);
+    }
   } else if (init_method.rfind("tcp://", 0) == 0) {
     spec.kind = RendezvousSpec::Kind::kTcp;
     parse_host_port(init_method, init_method.substr(6), &spec);
@@ -310,6 +344,182 @@ RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int wor
   spec.token = token;
   resolve_rank(rank, world_size, &spec);
   return spec;
+}
+
+std::string rendezvous_address(const RendezvousSpec& spec) {
+  switch (spec.kind) {
+    case RendezvousSpec::Kind::kTcp: return "tcp://" + detail::host_port(spec.host, spec.port);
+    case RendezvousSpec::Kind::kFile: return "file://" + spec.path;
+    case RendezvousSpec::Kind::kUniqueId:
+      return "unique id (tcp://" + detail::host_port(spec.host, spec.port) + ")";
+  }
+  return "?";
+}
+
+std::string job_id() {
+  if (auto v = get_setting("OMNICCL_JOB_ID")) return *v;
+  if (auto v = get_setting("TORCHELASTIC_RUN_ID"); v && *v != "none") return "torchrun:" + *v;
+  if (auto v = get_setting("SLURM_JOB_ID")) {
+    auto step = get_setting("SLURM_STEP_ID");
+    return str_cat("slurm:", *v, ".", step ? *step : std::string());
+  }
+  if (auto v = get_setting("OMPI_MCA_ess_base_jobid")) return "ompi:" + *v;
+  return {};
+}
+
+std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& spec) {
+  try {
+    return std::make_unique<TcpStoreServer>(spec.host, spec.port);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(std::strerror(EADDRINUSE)) == std::string::npos) throw;
+    const std::string port = std::to_string(spec.port);
+    fail(e.status(), "rank 0 cannot start the rendezvous server: port ", port, " on ", spec.host,
+         " is already in use (another job, or another program, listens there",
+         spec.port_note.empty() ? "" : str_cat("; ", spec.port_note), "). Give this job a free port: ",
+         spec.port_note.empty() ? str_cat("MASTER_PORT=<another port> for env://, tcp://", spec.host,
+                                          ":<another port>, ")
+                                : "torchrun --master-port <another port>, ",
+         "or start it with omniccl-run, which picks a free port. [", e.what(), "]");
+  }
+}
+
+std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline deadline,
+                                          int64_t timeout_ms) {
+  const auto start = Clock::now();
+  auto next_report = start + kFirstReport;
+  for (;;) {
+    Deadline slice = Deadline::min(deadline, Deadline(next_report));
+    try {
+      return connect_tcp_store(spec.host, spec.port, slice);
+    } catch (const Error& e) {
+      if (e.status() != Status::kTimeout) throw;
+      if (deadline.expired()) {
+        fail(Status::kTimeout, "rendezvous timed out after ", timeout_ms, " ms: rank ", spec.rank, " of ",
+             spec.world_size, " could not reach the rendezvous server at ", rendezvous_address(spec),
+             " (served by rank 0", spec.kind == RendezvousSpec::Kind::kUniqueId ? ", the unique id's creator" : "",
+             "): it did not start, or MASTER_ADDR/MASTER_PORT differ between ranks. [", e.what(), "]");
+      }
+      OCCL_LOG(kWarn, kBootstrap, "rank ", spec.rank, " of ", spec.world_size, ": waiting ",
+               seconds_since(start), " s for the rendezvous server at ", rendezvous_address(spec),
+               " (rank 0 has not started it yet); giving up after ", timeout_ms / 1000, " s (OMNICCL_TIMEOUT)");
+      next_report = Clock::now() + kReportEvery;
+    }
+  }
+}
+
+RendezvousWait::RendezvousWait(Store& store, std::string prefix, const RendezvousSpec& spec, Deadline deadline,
+                               int64_t timeout_ms)
+    : store_(store),
+      prefix_(std::move(prefix)),
+      spec_(spec),
+      deadline_(deadline),
+      timeout_ms_(timeout_ms),
+      start_(Clock::now()),
+      next_report_(start_ + kFirstReport) {}
+
+void RendezvousWait::join() {
+  // A unique id's token already identifies its job.
+  const std::string mine = spec_.kind == RendezvousSpec::Kind::kUniqueId ? std::string() : job_id();
+  auto another_job = [&](const std::string& theirs) {
+    fail(Status::kInvalidArgument, "the rendezvous at ", rendezvous_address(spec_),
+         " belongs to another job (job id '", detail::printable(theirs), "', this rank's is '",
+         detail::printable(mine), "'): two jobs share one rendezvous address; give each job its own port ",
+         "(MASTER_PORT), or start them with omniccl-run, which picks a free port");
+  };
+  if (spec_.rank == 0) {
+    store_.set(prefix_ + "job", mine);
+  } else if (store_.check(prefix_ + "completed")) {
+    // A latecomer, most likely of another job: say so at once.
+    if (store_.check(prefix_ + "job")) {
+      std::string theirs = store_.get(prefix_ + "job", Deadline::after_ms(5000));
+      if (theirs != mine) another_job(theirs);
+    }
+    fail(Status::kInvalidArgument, "the rendezvous at ", rendezvous_address(spec_),
+         " has already completed without rank ", spec_.rank,
+         ": another job is using this address (two jobs on one MASTER_PORT?), or this rank was started late; "
+         "give each job its own port, or start it with omniccl-run, which picks a free port");
+  } else {
+    std::string theirs = get("job");
+    if (theirs != mine) another_job(theirs);
+  }
+  if (store_.add(str_cat(prefix_, "claim/", spec_.rank), 1) > 1) {
+    fail(Status::kInvalidArgument, "rank ", spec_.rank, " of ", spec_.world_size,
+         " was claimed by more than one process (duplicate rank, or a rendezvous left over from an earlier job)");
+  }
+}
+
+std::vector<int> RendezvousWait::missing_ranks() {
+  std::vector<int> missing;
+  for (int q = 0; q < spec_.world_size; ++q) {
+    if (!store_.check(str_cat(prefix_, "claim/", q))) missing.push_back(q);
+  }
+  return missing;
+}
+
+void RendezvousWait::report_progress() {
+  next_report_ = Clock::now() + kReportEvery;
+  std::vector<int> missing = missing_ranks();
+  if (missing.empty()) return;  // everyone is there; the rest is quick
+  OCCL_LOG(kWarn, kBootstrap, "rank ", spec_.rank, " of ", spec_.world_size, ": waiting ", seconds_since(start_),
+           " s at the rendezvous ", rendezvous_address(spec_), " for rank(s) ", join_ranks(missing),
+           " to join; giving up after ", timeout_ms_ / 1000, " s (OMNICCL_TIMEOUT)");
+}
+
+void RendezvousWait::check_failure_notice() {
+  if (spec_.rank == 0 || !store_.check(prefix_ + "failed")) return;
+  std::string why = store_.get(prefix_ + "failed", Deadline::after_ms(5000));  // it is there
+  (void)store_.add(prefix_ + "failed_seen", 1);
+  fail(Status::kTimeout, why, " [reported by rank 0]");
+}
+
+void RendezvousWait::fail_timeout(const std::string& key) {
+  std::vector<int> missing = missing_ranks();
+  std::string why =
+      missing.empty()
+          ? str_cat("rendezvous at ", rendezvous_address(spec_), " timed out after ", timeout_ms_,
+                    " ms waiting for '", key, "'")
+          : str_cat("rendezvous at ", rendezvous_address(spec_), " timed out after ", timeout_ms_, " ms: rank(s) ",
+                    join_ranks(missing), " of world size ", spec_.world_size, " did not join");
+  if (spec_.rank == 0 && spec_.kind == RendezvousSpec::Kind::kTcp) {
+    // Tell the ranks waiting on this server why it is about to go away, and
+    // give them a moment to read it (each looks once per kSlice).
+    try {
+      store_.set(prefix_ + "failed", why);
+      const int waiting = spec_.world_size - static_cast<int>(missing.size()) - 1;
+      const auto until = Clock::now() + kNoticeLinger;
+      while (Clock::now() < until && store_.add(prefix_ + "failed_seen", 0) < waiting) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const Error&) {
+    }
+  }
+  fail(Status::kTimeout, why);
+}
+
+std::string RendezvousWait::get(const std::string& key) {
+  for (;;) {
+    Deadline slice = Deadline::min(deadline_, Deadline(std::min(next_report_, Clock::now() + kSlice)));
+    try {
+      return store_.get(prefix_ + key, slice);
+    } catch (const Error& e) {
+      if (e.status() == Status::kPeerFailure && spec_.rank != 0) {
+        const bool uid = spec_.kind == RendezvousSpec::Kind::kUniqueId;
+        fail(Status::kPeerFailure, uid ? "the process that created the unique id" : "rank 0",
+             ", which serves the rendezvous at ", rendezvous_address(spec_), ", went away while rank ", spec_.rank,
+             " waited for '", key, "' (it exited, was killed, or gave up): ", e.what());
+      }
+      if (e.status() != Status::kTimeout) throw;
+    }
+    // Only a wait that lasts looks for rank 0's notice and reports progress:
+    // the usual rendezvous costs one request per key.
+    check_failure_notice();
+    if (deadline_.expired()) fail_timeout(key);
+    if (Clock::now() >= next_report_) report_progress();
+  }
+}
+
+void RendezvousWait::mark_completed() {
+  if (spec_.rank == 0 && spec_.kind == RendezvousSpec::Kind::kTcp) store_.set(prefix_ + "completed", "1");
 }
 
 }  // namespace omniccl::bootstrap

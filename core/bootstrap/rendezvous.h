@@ -2,7 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "common/time.h"
 
 namespace omniccl::bootstrap {
 
@@ -16,6 +20,8 @@ struct RendezvousSpec {
   uint64_t token = 0; ///< kUniqueId: random session token (key prefix)
   int rank = -1;
   int world_size = -1;
+  /// kTcp: why port differs from MASTER_PORT ("" when it does not).
+  std::string port_note;
 };
 
 /// Parses "env://", "tcp://host:port" or "file:///path" together with an
@@ -36,5 +42,62 @@ void create_unique_id(char out[kUniqueIdBytes]);
 /// Decodes and validates a unique id (magic, version, lengths); throws
 /// Error(kInvalidArgument) for garbage. Sets kind, host, port, token.
 RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int world_size);
+
+class Store;
+class TcpStoreServer;
+
+/// Where ranks meet, for messages: "tcp://host:port", "file:///dir" or
+/// "unique id (tcp://host:port)".
+std::string rendezvous_address(const RendezvousSpec& spec);
+
+/// This job's identity, checked at rendezvous so that a rank never joins
+/// another job's rendezvous: OMNICCL_JOB_ID (omniccl-run sets it), else the
+/// launcher's (TORCHELASTIC_RUN_ID unless "none", SLURM_JOB_ID.SLURM_STEP_ID,
+/// OMPI_MCA_ess_base_jobid), else "" (no identity known).
+std::string job_id();
+
+/// Starts rank 0's TCP rendezvous server on spec.host:spec.port. A port that
+/// is taken is reported as such, with how to choose another.
+std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& spec);
+
+/// Connects to the TCP store of spec, reporting (WARN) after a few seconds and
+/// then periodically that rank 0's server has not answered yet; the deadline
+/// is unchanged.
+std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline deadline,
+                                          int64_t timeout_ms);
+
+/// The waiting part of a rendezvous, shared by the ranks through `store`
+/// under `prefix`. Ranks join by claiming their number (key "claim/R").
+/// Every wait reports the ranks still missing after a few seconds and then
+/// periodically (WARN), and ends at `deadline` with an error naming them.
+/// Rank 0 publishes a failure ("failed") so that the ranks waiting on its
+/// server report the real cause, not a closed connection.
+class RendezvousWait {
+ public:
+  RendezvousWait(Store& store, std::string prefix, const RendezvousSpec& spec, Deadline deadline,
+                 int64_t timeout_ms);
+  /// Checks the job identity (rank 0 sets it) and that the rendezvous has not
+  /// already completed, then claims this rank's number.
+  void join();
+  /// Waits for `key` (under the prefix) and returns its value.
+  std::string get(const std::string& key);
+  /// Rank 0, TCP: marks the rendezvous as completed so that a latecomer (a
+  /// rank of another job on the same port) is told at once.
+  void mark_completed();
+
+ private:
+  [[noreturn]] void fail_timeout(const std::string& key);
+  std::vector<int> missing_ranks();
+  void report_progress();
+  void check_failure_notice();
+
+  Store& store_;
+  std::string prefix_;
+  const RendezvousSpec& spec_;
+  Deadline deadline_;
+  int64_t timeout_ms_;
+  Clock::time_point start_;
+  Clock::time_point next_report_;
+};
 
 }  // namespace omniccl::bootstrap

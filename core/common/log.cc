@@ -90,8 +90,16 @@ void write(Level level, Subsys subsys, const std::string& text) {
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
   std::lock_guard<std::mutex> lock(mu);
-  std::fprintf(stderr, "[omniccl %s:%d rank %d] %s %s %s\n", host, int(getpid()), g_rank.load(),
-               subsys_name(subsys), level_name(level), text.c_str());
+  // Before the first communicator the rank is not known yet: say nothing
+  // rather than a made-up "rank -1".
+  const int rank = g_rank.load();
+  if (rank < 0) {
+    std::fprintf(stderr, "[omniccl %s:%d] %s %s %s\n", host, int(getpid()), subsys_name(subsys),
+                 level_name(level), text.c_str());
+  } else {
+    std::fprintf(stderr, "[omniccl %s:%d rank %d] %s %s %s\n", host, int(getpid()), rank,
+                 subsys_name(subsys), level_name(level), text.c_str());
+  }
 }
 
 void set_rank(int rank) { g_rank.store(rank); }

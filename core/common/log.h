@@ -21,7 +21,8 @@ enum class Subsys : unsigned {
 
 /// True when a message of this level and subsystem is printed.
 bool enabled(Level level, Subsys subsys);
-/// Prints one line "[omniccl host:pid rank R] SUBSYS LEVEL text" to stderr.
+/// Prints one line "[omniccl host:pid rank R] SUBSYS LEVEL text" to stderr
+/// ("[omniccl host:pid]" before the first communicator gives the rank).
 void write(Level level, Subsys subsys, const std::string& text);
 /// Sets the rank shown in log lines of this process (the latest comm's).
 void set_rank(int rank);

@@ -27,11 +27,21 @@ constexpr SettingInfo kSettings[] = {
     {"OMNICCL_SOCKET_ADDR", "(auto)",
      "IP address this rank listens on for TCP connections; default: the address "
      "that reaches the rendezvous host."},
+    {"OMNICCL_JOB_ID", "(launcher's)",
+     "Identity of the job, checked at rendezvous: a rank never joins another job's rendezvous. "
+     "omniccl-run sets a fresh one; otherwise torchrun's, Slurm's or Open MPI's job id is used."},
     {"MASTER_ADDR", "-", "env:// rendezvous host (torchrun)."},
     {"MASTER_PORT", "-", "env:// rendezvous port (torchrun)."},
     {"RANK", "-", "env:// rank (torchrun); also OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID."},
     {"WORLD_SIZE", "-",
      "env:// number of ranks (torchrun); also OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS."},
+    {"TORCHELASTIC_USE_AGENT_STORE", "-",
+     "Set by torchrun: True means its agent's store listens on MASTER_PORT, so the rendezvous uses "
+     "MASTER_PORT+1."},
+    {"TORCHELASTIC_RUN_ID", "-", "torchrun's job id (--rdzv-id); part of the job identity unless 'none'."},
+    {"SLURM_JOB_ID", "-", "Slurm job id; with SLURM_STEP_ID the job identity under srun."},
+    {"SLURM_STEP_ID", "-", "Slurm job step id."},
+    {"OMPI_MCA_ess_base_jobid", "-", "Open MPI's job id; the job identity under mpirun."},
     {"LOCAL_RANK", "-", "Rank within the host, set by the launchers (informational)."},
     {"OMPI_COMM_WORLD_RANK", "-", "env:// rank under Open MPI's mpirun."},
     {"OMPI_COMM_WORLD_SIZE", "-", "env:// size under Open MPI's mpirun."},

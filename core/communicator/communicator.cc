@@ -91,12 +91,12 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   std::string tcp_ip = "127.0.0.1";
   switch (spec.kind) {
     case RendezvousSpec::Kind::kTcp:
-      if (rank == 0) server = std::make_unique<bootstrap::TcpStoreServer>(spec.host, spec.port);
-      store = bootstrap::connect_tcp_store(spec.host, spec.port, deadline);
+      if (rank == 0) server = bootstrap::start_rendezvous_server(spec);
+      store = bootstrap::connect_rendezvous(spec, deadline, config.timeout_ms);
       tcp_ip = bootstrap::local_address_towards(spec.host, spec.port);
       break;
     case RendezvousSpec::Kind::kUniqueId:
-      store = bootstrap::connect_tcp_store(spec.host, spec.port, deadline);
+      store = bootstrap::connect_rendezvous(spec, deadline, config.timeout_ms);
       tcp_ip = bootstrap::local_address_towards(spec.host, spec.port);
       prefix = str_cat("uid/", hex(spec.token), "/");
       break;
@@ -106,35 +106,22 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   }
   if (auto v = get_setting("OMNICCL_SOCKET_ADDR")) tcp_ip = *v;
 
-  // A rank number may be claimed once.
-  if (store->add(str_cat(prefix, "claim/", rank), 1) > 1) {
-    fail(Status::kInvalidArgument, "rank ", rank, " of ", n,
-         " was claimed by more than one process (duplicate rank, or a rendezvous left over from an earlier job)");
-  }
+  // Same job, not completed yet, and a rank number may be claimed once.
+  bootstrap::RendezvousWait wait(*store, prefix, spec, deadline, config.timeout_ms);
+  wait.join();
   uint64_t session;
   if (rank == 0) {
     session = random_u64();
     store->set(prefix + "session", hex(session));
   } else {
-    session = std::stoull(store->get(prefix + "session", deadline), nullptr, 16);
+    session = std::stoull(wait.get("session"), nullptr, 16);
   }
 
   auto exchange = [&](const std::string& blob) {
     store->set(str_cat(prefix, "addr/", rank), str_cat(n, "|", blob));
     std::vector<std::string> all(n);
     for (int p = 0; p < n; ++p) {
-      std::string v;
-      try {
-        v = store->get(str_cat(prefix, "addr/", p), deadline);
-      } catch (const Error& e) {
-        if (e.status() != Status::kTimeout) throw;
-        std::string missing;
-        for (int q = 0; q < n; ++q) {
-          if (!store->check(str_cat(prefix, "addr/", q))) missing += str_cat(missing.empty() ? "" : ", ", q);
-        }
-        fail(Status::kTimeout, "rendezvous timed out after ", config.timeout_ms, " ms: rank(s) ", missing,
-             " of world size ", n, " did not join");
-      }
+      std::string v = wait.get(str_cat("addr/", p));
       auto bar = v.find('|');
       int their_n = std::atoi(v.substr(0, bar).c_str());
       if (their_n != n) {
@@ -156,12 +143,18 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.single_copy = config.single_copy;
   auto mesh = transport::Mesh::create(opts, exchange);
   if (n == 1) exchange("");
+  wait.mark_completed();
   // Everyone has read everything (the mesh ends with a barrier): tidy up,
   // so a file:// directory can be reused.
   try {
     store->erase(str_cat(prefix, "addr/", rank));
     store->erase(str_cat(prefix, "claim/", rank));
-    if (rank == 0) store->erase(prefix + "session");
+    if (rank == 0) {
+      store->erase(prefix + "session");
+      // A TCP server lives as long as this job: its job id stays, so that a
+      // rank of another job is told whose rendezvous it found.
+      if (spec.kind == RendezvousSpec::Kind::kFile) store->erase(prefix + "job");
+    }
   } catch (const Error&) {
   }
   store.reset();
@@ -403,7 +396,8 @@ void Communicator::worker_loop() {
   }
 }
 
-void Communicator::abort() {
+void Communicator::abort(bool as_failure) {
+  if (as_failure) mesh_->leave_without_goodbye();
   mesh_->set_aborted();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -131,8 +131,10 @@ class Communicator {
   void destroy_reduce_op(int op);
 
   /// Local and bounded: interrupts the running operation, fails queued ones
-  /// with kAborted, and waits for the worker to stop.
-  void abort();
+  /// with kAborted, and waits for the worker to stop. With `as_failure`
+  /// (occl_comm_abort) the peers are later told this rank failed, not that it
+  /// left in order (no goodbye when the communicator is freed).
+  void abort(bool as_failure = false);
 
  private:
   Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh, uint64_t session);

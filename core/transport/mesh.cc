@@ -240,6 +240,10 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
 }
 
 Mesh::~Mesh() {
+  // An aborted communicator (occl_comm_abort) ends without goodbye: its peers
+  // are told that it failed (its connections close without BYE), not that it
+  // left in order. occl_comm_destroy says goodbye.
+  if (no_goodbye_.load()) return;
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) {
       try {
@@ -353,7 +357,8 @@ void Mesh::handle_control(int peer) {
   if (p.closed && !p.departed && pending_status_ == Status::kSuccess) {
     pending_status_ = Status::kPeerFailure;
     pending_message_ = str_cat(describe(peer),
-                               " exited or was killed: its connection closed without the communicator being destroyed");
+                               " exited, was killed or aborted its communicator: its connection closed without "
+                               "the communicator being destroyed");
     pending_remote_ = false;
   }
 }

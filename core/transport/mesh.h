@@ -111,6 +111,9 @@ class Mesh {
   /// Set by abort: sleeping and progressing operations throw kAborted.
   void set_aborted() { aborted_.store(true); wake(); }
   bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+  /// When destroyed, close the connections without BYE: the peers then
+  /// report that this rank failed (occl_comm_abort), not that it left.
+  void leave_without_goodbye() { no_goodbye_.store(true); }
 
   struct Peer;
 
@@ -131,6 +134,7 @@ class Mesh {
   std::vector<std::unique_ptr<ShmSegment>> peer_segments_;
   UniqueFd wake_fd_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> no_goodbye_{false};
   std::function<OpStatus()> describer_;
   std::vector<PeerAnswer> answers_;
   // First error seen on the control sockets (status kSuccess = none).

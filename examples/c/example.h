@@ -15,9 +15,12 @@
  * under any torchrun/mpirun-style launcher, e.g. with 4 ranks:
  *   omniccl-run -n 4 ./all_reduce
  *   torchrun --nproc-per-node 4 --no-python ./all_reduce
- *   MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 mpirun -n 4 ./all_reduce
+ *   export MASTER_ADDR=127.0.0.1 MASTER_PORT=29500
+ *   mpirun -n 4 --oversubscribe -x MASTER_ADDR -x MASTER_PORT ./all_reduce
  * (mpirun and srun provide the rank and size; MASTER_ADDR/MASTER_PORT must
- * name a free port on the host of rank 0.) The examples work with any number
+ * name a free port on the host of rank 0; --oversubscribe lets mpirun start
+ * more ranks than cores. Plain torchrun's own store listens on MASTER_PORT,
+ * so OmniCCL's rendezvous then uses MASTER_PORT+1.) The examples work with any number
  * of ranks; the outputs documented in each file are for 4. Lines from
  * different ranks come out in any order.
  *

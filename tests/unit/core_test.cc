@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "algorithm/patterns/patterns.h"
+#include "common/log.h"
 #include "common/settings.h"
 #include "common/status.h"
 #include "communicator/communicator.h"
@@ -175,6 +176,22 @@ TEST(Settings, ShmSingleCopyTakesZeroOrOne) {
   }
   ::unsetenv("OMNICCL_SHM_SINGLE_COPY");
   EXPECT_TRUE(omniccl::CommConfig::from_environment().single_copy);
+}
+
+// A log line written before any communicator exists names no rank (it used
+// to say "rank -1"); afterwards it names the rank.
+TEST(LogTest, LinesBeforeInitNameNoRank) {
+  testing::internal::CaptureStderr();
+  omniccl::log::write(omniccl::log::Level::kWarn, omniccl::log::Subsys::kBootstrap, "before init");
+  std::string before = testing::internal::GetCapturedStderr();
+  EXPECT_NE(before.find("] BOOTSTRAP WARN before init"), std::string::npos) << before;
+  EXPECT_EQ(before.find("rank"), std::string::npos) << before;
+  omniccl::log::set_rank(3);
+  testing::internal::CaptureStderr();
+  omniccl::log::write(omniccl::log::Level::kWarn, omniccl::log::Subsys::kBootstrap, "after init");
+  std::string after = testing::internal::GetCapturedStderr();
+  EXPECT_NE(after.find(" rank 3] BOOTSTRAP WARN after init"), std::string::npos) << after;
+  omniccl::log::set_rank(-1);
 }
 
 namespace omniccl {

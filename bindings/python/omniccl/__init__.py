@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _omniccl
+from . import _failure, _omniccl
 from .comm import COMM_NULL, IN_PLACE, UNDEFINED, Communicator, get_unique_id
 from .distributed import (GroupMember, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
                           all_to_all, all_to_all_single, barrier, broadcast, broadcast_object_list,
@@ -33,6 +33,10 @@ from .work import Work
 
 #: The package version: the C library's (OCCL_VERSION_MAJOR.MINOR.PATCH of omniccl.h).
 __version__: str = _omniccl.__version__
+
+# An uncaught exception aborts the communicators (peers are told this rank
+# failed, not that it left) and tells omniccl-run when the rank failed.
+_failure.install()
 
 # torch's private spelling, for code that uses it.
 _make_nccl_premul_sum = make_premul_sum

@@ -10,10 +10,12 @@ Every call blocks (with the GIL released) unless it is an ``I...`` method.
 from __future__ import annotations
 
 import datetime
+import os
+import sys
 from array import array
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from . import _objects, _omniccl
+from . import _failure, _objects, _omniccl
 from ._tensors import Tensor, as_tensor
 from .errors import InvalidArgumentError
 from .ops import PremulSum, ReduceOp, ReduceOpLike, _check_op
@@ -66,6 +68,23 @@ def _rank_arg(value: Optional[int], what: str) -> int:
     return value
 
 
+def _launched() -> bool:
+    """Whether a launcher set a rank/size pair (the ones env:// reads)."""
+    pairs = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"),
+             ("SLURM_PROCID", "SLURM_NTASKS"))
+    return any(os.environ.get(a) or os.environ.get(b) for a, b in pairs)
+
+
+def _how_to_launch() -> str:
+    """The error for env:// in a process no launcher started, with the commands for this script."""
+    script = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-") else "script.py"
+    return ("env:// found no rank and world size: none of RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE, "
+            "PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS is set, so this process was not started by a launcher. "
+            f"Start the ranks with one, e.g. 2 local ranks:\n  python -m omniccl.run -n 2 {script}\n"
+            f"  torchrun --nproc-per-node 2 {script}\n"
+            "or pass rank and world_size (and init_method tcp://host:port) explicitly.")
+
+
 def get_unique_id() -> bytes:
     """Creates rendezvous bytes for :meth:`Communicator.from_unique_id` (NCCL style).
 
@@ -93,6 +112,8 @@ class Communicator:
         """Wraps a native handle (internal: use :meth:`init`, :meth:`split` or init_process_group)."""
         self._native = native
         self._global_ranks = list(global_ranks) if global_ranks is not None else None
+        if native is not None:
+            _failure.track(self)  # aborted, not destroyed, if the process dies of an exception
 
     # ------------------------------------------------------------------ creation
     @classmethod
@@ -115,6 +136,8 @@ class Communicator:
         """
         if not isinstance(init_method, str):
             raise TypeError(f"init_method must be a str, not {type(init_method).__name__}")
+        if init_method == "env://" and (rank is None or world_size is None) and not _launched():
+            raise InvalidArgumentError(_how_to_launch())
         native = _omniccl.Comm.init(init_method, _rank_arg(rank, "rank"), _rank_arg(world_size, "world_size"),
                                     _timeout_ms(timeout), transport, algorithm)
         return cls(native, range(native.size))

@@ -403,13 +403,20 @@ def isend(tensor: Any, dst: Optional[int] = None, group: Optional[Communicator] 
 def irecv(tensor: Any, src: Optional[int] = None, group: Optional[Communicator] = None, tag: int = 0,
           group_src: Optional[int] = None) -> Optional[Work]:
     """Starts receiving into ``tensor`` from rank ``src`` (required: no any-source receive); returns a Work."""
-    comm = _member(group, "irecv")
+    return _irecv(tensor, src, group, group_src, "irecv")
+
+
+def _irecv(tensor: Any, src: Optional[int], group: Optional[Communicator], group_src: Optional[int],
+           what: str) -> Optional[Work]:
+    """irecv, with messages naming ``what`` the user called (recv or irecv)."""
+    comm = _member(group, what)
     if comm is None:
         return None
     if src is None and group_src is None:
-        raise ValueError("irecv: src is required (OmniCCL has no receive from any source)")
-    peer = _peer(comm, src, group_src, "src", "irecv")
-    return comm._run(comm._live("irecv").recv(as_tensor(tensor, True, "tensor"), peer), True, outputs=[tensor])
+        raise ValueError(f"{what}: src is required (OmniCCL has no receive from any source); "
+                         f"pass the sending rank, e.g. {what}(tensor, src=0)")
+    peer = _peer(comm, src, group_src, "src", what)
+    return comm._run(comm._live(what).recv(as_tensor(tensor, True, "tensor"), peer), True, outputs=[tensor])
 
 
 def send(tensor: Any, dst: Optional[int] = None, group: Optional[Communicator] = None, tag: int = 0,
@@ -423,7 +430,7 @@ def send(tensor: Any, dst: Optional[int] = None, group: Optional[Communicator] =
 def recv(tensor: Any, src: Optional[int] = None, group: Optional[Communicator] = None, tag: int = 0,
          group_src: Optional[int] = None) -> int:
     """Receives into ``tensor`` from rank ``src``; returns ``src`` (its world rank), or -1 if not a member."""
-    work = irecv(tensor, src, group, tag, group_src)
+    work = _irecv(tensor, src, group, group_src, "recv")
     if work is None:
         return -1
     work.wait()

@@ -56,6 +56,9 @@ Start N local ranks of PROGRAM ARGS... for an OmniCCL (or torch.distributed
 style) job and wait for them. Rank i gets, on top of the current environment:
   RANK=i  WORLD_SIZE=N  LOCAL_RANK=i  LOCAL_WORLD_SIZE=N
   MASTER_ADDR  MASTER_PORT  OMNICCL_LAUNCHER=omniccl.run
+  OMNICCL_JOB_ID (a fresh one unless set)  PYTHONUNBUFFERED=1 (unless set)
+  OMNICCL_RUN_FAILURE_FD, OMNICCL_RUN_FAILURE_PIPE (where a failing rank
+  may say so, see below)
 
 A PROGRAM ending in .py runs under this Python interpreter; others are
 executed directly.
@@ -82,8 +85,9 @@ in long names (--nproc_per_node). Options end at PROGRAM or at '--'.
 
 Output: every line a rank writes is printed as "[RANK] line", stdout lines
 to stdout and stderr lines to stderr; lines of different ranks never mix.
-A rank's stdout is then a pipe, so Python buffers it: flush (print(...,
-flush=True)), set PYTHONUNBUFFERED=1 or use --no-prefix for live output.
+Python ranks get PYTHONUNBUFFERED=1, so their lines appear as they are
+printed; a rank's stdout is a pipe, so C programs buffer it: flush, or use
+--no-prefix, for live output.
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to the launcher are
 forwarded to every rank (each rank runs in its own process group). A second
@@ -91,7 +95,10 @@ SIGINT (Ctrl-C pressed twice) kills all ranks with SIGKILL. Ctrl-Z stops
 and 'fg' resumes the ranks together with the launcher.
 
 Exit status: 0 if every rank exits with 0; otherwise the status of the first
-rank that failed, or 128+SIGNAL if it was killed by a signal; 124 after
+rank that failed (by time: when it exited, or earlier when it wrote
+"RANK MONOTONIC_NS" to OMNICCL_RUN_FAILURE_FD, as OmniCCL's Python package
+does for an uncaught exception), or 128+SIGNAL if it was killed by a signal;
+that rank is named on the last line; 124 after
 --timeout; 125 if the launcher itself fails; 126 or 127 if PROGRAM cannot be
 executed or is not found; 2 for bad usage.
 """
@@ -312,6 +319,9 @@ class _Rank:
     pid: int = -1
     running: bool = False
     ended_by_launcher: bool = False
+    failed_at: Optional[float] = None   # time.monotonic() of the failure: reported, or the exit
+    failure_status: Optional[int] = None
+    failure_what: str = ""
     prefix: bytes = b""
     out: _Stream = field(default_factory=_Stream)
     err: _Stream = field(default_factory=_Stream)
@@ -330,6 +340,8 @@ class Launcher:
         self.original_mask: set = set()
         self.original_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
         self.sig_r = self.sig_w = -1
+        self.report_r = self.report_w = -1  # failure reports from the ranks (see omniccl-run)
+        self.report_pending = b""
         self.devnull = -1
         self.stdin_for_rank0 = False
         self.broken = {1: False, 2: False}
@@ -359,9 +371,46 @@ class Launcher:
             self._loop()
         finally:
             self._restore_signals()
+            for fd in (self.report_r, self.report_w):
+                if fd >= 0:
+                    os.close(fd)
         if self.timed_out:
             return EXIT_TIMEOUT
+        first = self._first_failed()
+        if first is not None and first.failure_status is not None:
+            if sum(1 for r in self.ranks if r.failed_at is not None) > 1:
+                _log(f"rank {first.index} failed first ({first.failure_what})")
+            return first.failure_status
         return self.first_failure or 0
+
+    def _first_failed(self) -> Optional[_Rank]:
+        failed = [r for r in self.ranks if r.failed_at is not None]
+        return min(failed, key=lambda r: r.failed_at) if failed else None  # type: ignore[arg-type, return-value]
+
+    def _read_failure_reports(self) -> None:
+        """Reads the "RANK MONOTONIC_NS" lines failing ranks wrote to OMNICCL_RUN_FAILURE_FD."""
+        for _ in range(16):
+            try:
+                data = os.read(self.report_r, 4096)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not data:
+                break
+            self.report_pending += data
+        *lines, self.report_pending = self.report_pending.split(b"\n")
+        for line in lines:
+            try:
+                rank_text, ns_text = line.split()
+                rank, ns = int(rank_text), int(ns_text)
+            except ValueError:
+                continue  # not ours to judge; the exit status still counts
+            if 0 <= rank < len(self.ranks) and ns > 0:
+                r = self.ranks[rank]
+                t = ns / 1e9  # time.monotonic() is CLOCK_MONOTONIC, the clock the ranks use
+                if r.failed_at is None or t < r.failed_at:
+                    r.failed_at = t
+        if len(self.report_pending) > 65536:
+            self.report_pending = b""
 
     def _prepare(self) -> int:
         # Each rank costs two descriptors for its output pipes: raise the soft
@@ -389,6 +438,14 @@ class Launcher:
         self.env = dict(os.environ)
         self.env.update(WORLD_SIZE=str(self.o.nproc), LOCAL_WORLD_SIZE=str(self.o.nproc),
                         MASTER_ADDR=self.o.master_addr, MASTER_PORT=str(port), OMNICCL_LAUNCHER=PROG)
+        self.env.setdefault("PYTHONUNBUFFERED", "1")
+        if not self.env.get("OMNICCL_JOB_ID"):
+            self.env["OMNICCL_JOB_ID"] = f"{PROG}:{os.getpid()}:{time.monotonic_ns()}:{os.urandom(8).hex()}"
+        self.report_r, self.report_w = os.pipe2(os.O_NONBLOCK)
+        os.set_inheritable(self.report_r, False)
+        os.set_inheritable(self.report_w, True)
+        self.env["OMNICCL_RUN_FAILURE_FD"] = str(self.report_w)
+        self.env["OMNICCL_RUN_FAILURE_PIPE"] = f"pipe:[{os.fstat(self.report_w).st_ino}]"
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.stdin_for_rank0 = not os.isatty(0)
         self.sig_r, self.sig_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
@@ -515,6 +572,7 @@ class Launcher:
                 os.dup2(err_w, 2)
             resource.setrlimit(resource.RLIMIT_NOFILE, self.original_nofile)
             signal.pthread_sigmask(signal.SIG_SETMASK, self.original_mask)
+            os.set_inheritable(self.report_w, True)
             os.execvpe(self.o.program[0], self.o.program, env)
         except OSError as e:
             try:
@@ -578,6 +636,7 @@ class Launcher:
                     break
             poller = select.poll()
             poller.register(self.sig_r, select.POLLIN)
+            poller.register(self.report_r, select.POLLIN)
             streams: Dict[int, tuple] = {}
             for r in self.ranks:
                 for s in (r.out, r.err):
@@ -591,6 +650,8 @@ class Launcher:
             for fd, _ in events:
                 if fd == self.sig_r:
                     self._handle_signals()
+                elif fd == self.report_r:
+                    self._read_failure_reports()
                 elif fd in streams:
                     s, r = streams[fd]
                     self._pump(s, r.prefix)
@@ -618,7 +679,9 @@ class Launcher:
             self.grace_at = None
             running = self._running()
             if running:
-                _log(f"still running {_fmt_seconds(self.o.grace)} s (--grace) after rank {self.first_failed_rank} "
+                first = self._first_failed()
+                first_rank = first.index if first is not None else self.first_failed_rank
+                _log(f"still running {_fmt_seconds(self.o.grace)} s (--grace) after rank {first_rank} "
                      f"failed: {_join_ranks(running)}; sending SIGTERM")
                 self._terminate_running(signal.SIGTERM)
         if self.kill_at is not None and now >= self.kill_at:
@@ -753,6 +816,7 @@ class Launcher:
                 if r.running and r.pid == pid:
                     r.running = False
                     self._drain(r)
+                    self._read_failure_reports()  # a report written just before exiting
                     self._on_exit(r, status)
                     break
 
@@ -773,6 +837,9 @@ class Launcher:
             what = f"ended with wait status {status}"
         if not r.ended_by_launcher:
             _log(f"rank {r.index} {what}")
+        if r.failed_at is None:
+            r.failed_at = time.monotonic()
+        r.failure_status, r.failure_what = code, what
         self._on_failed(r, code)
 
     def _on_failed(self, r: _Rank, code: int) -> None:

@@ -176,3 +176,88 @@ def test_scripts_start_unchanged_under_other_launchers(rank_var, size_var):
     for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, err
         assert out.strip() == f"rank {rank}: [4, 6]"
+
+
+# ------------------------------------------------------------- a new user's first hour
+def test_rank_that_raises_is_named_first_and_peers_hear_it_failed(script):
+    # Rank 2 raises mid-job and is slow to exit (an atexit handler takes 1.5 s),
+    # so the ranks it takes down exit before it. The launcher still names rank
+    # 2, with its status; the survivors are told rank 2 failed, not that it
+    # destroyed its communicator.
+    prog = script("""
+        import atexit, os, sys, time
+        import numpy as np
+        import omniccl as dist
+        dist.init_process_group()
+        rank = dist.get_rank()
+        x = np.ones(4)
+        dist.all_reduce(x)
+        if rank == 2:
+            atexit.register(time.sleep, 1.5)
+            raise RuntimeError("rank 2 broke")
+        try:
+            for _ in range(1000):
+                dist.all_reduce(x)
+        except dist.OmniCCLError as e:
+            print("survivor saw:", e, file=sys.stderr)
+            sys.exit(5)
+    """)
+    p = run_launcher(["-n", "3", "--grace", "20", str(prog)], env={"OMNICCL_TIMEOUT": "20s"})
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.splitlines()[-1] == "omniccl.run: rank 2 failed first (exited with status 1)", p.stderr
+    survivors = [line for line in p.stderr.splitlines() if "survivor saw:" in line]
+    assert len(survivors) == 2, p.stderr
+    for line in survivors:
+        assert "rank 2" in line and "destroyed its communicator" not in line, line
+
+
+def test_python_output_appears_as_printed(script, tmp_path):
+    prog = script("""
+        import time
+        print("tick")
+        time.sleep(6)
+    """)
+    env = dict(os.environ)
+    env.pop("PYTHONUNBUFFERED", None)  # the launcher must provide it
+    env.pop("PYTHONPATH", None)
+    out = tmp_path / "out.txt"
+    with open(out, "wb") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "omniccl.run", "-n", "1", str(prog)], stdout=f,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
+        try:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline and b"[0] tick" not in out.read_bytes():
+                time.sleep(0.1)
+            assert b"[0] tick" in out.read_bytes() and proc.poll() is None
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def test_recv_without_src_names_recv(script):
+    prog = script("""
+        import numpy as np
+        import omniccl as dist
+        dist.init_process_group()
+        try:
+            dist.recv(np.zeros(1))
+        except ValueError as e:
+            print("error:", e)
+    """)
+    p = run_launcher(["-n", "1", str(prog)])
+    assert p.returncode == 0, p.stderr
+    assert "[0] error: recv: src is required" in p.stdout, p.stdout
+
+
+def test_script_without_a_launcher_says_how_to_launch(script):
+    prog = script("""
+        import omniccl as dist
+        dist.init_process_group()
+    """)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH")}
+    p = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, timeout=60, env=env,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode != 0
+    assert f"python -m omniccl.run -n 2 {prog}" in p.stderr, p.stderr
+    assert "rank -1" not in p.stderr, p.stderr

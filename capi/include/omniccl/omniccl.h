@@ -276,7 +276,9 @@ occl_status_t occl_comm_destroy(occl_comm_t comm);
 
 /**
  * Aborts and frees a communicator: local, never blocks on peers. Operations
- * in flight on other threads return OCCL_ERR_ABORTED. NULL is accepted.
+ * in flight on other threads return OCCL_ERR_ABORTED. The peers are told
+ * this rank failed (OCCL_ERR_PEER_FAILURE naming it), not that it left as
+ * after occl_comm_destroy. NULL is accepted.
  */
 occl_status_t occl_comm_abort(occl_comm_t comm);
 

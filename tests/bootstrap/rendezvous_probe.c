@@ -1,0 +1,54 @@
+/*
+ * rendezvous_probe: the smallest env:// rank, for the rendezvous tests.
+ * Creates a communicator from env:// (any launcher), all_reduces rank+1,
+ * checks the sum, prints "probe rank R of N ok", stays PROBE_HOLD_MS
+ * milliseconds (default 0) with the communicator alive, then destroys it.
+ * On any failure it prints the status and occl_last_error() to stderr and
+ * exits 1.
+ */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+
+#include <omniccl/omniccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static int fail(const char* what, occl_status_t st) {
+  fprintf(stderr, "probe: %s failed: %s: %s\n", what, occl_status_string(st), occl_last_error());
+  return 1;
+}
+
+int main(void) {
+  occl_comm_t comm = NULL;
+  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, NULL);
+  if (st != OCCL_SUCCESS) return fail("occl_comm_init", st);
+  int rank = 0, size = 0;
+  occl_comm_rank(comm, &rank);
+  occl_comm_size(comm, &size);
+  int64_t value = rank + 1, count = 1;
+  DLTensor t = {0};
+  t.data = &value;
+  t.device.device_type = kDLCPU;
+  t.ndim = 1;
+  t.dtype.code = kDLInt;
+  t.dtype.bits = 64;
+  t.dtype.lanes = 1;
+  t.shape = &count;
+  st = occl_all_reduce(&t, &t, OCCL_SUM, comm, NULL);
+  if (st != OCCL_SUCCESS) return fail("occl_all_reduce", st);
+  if (value != (int64_t)size * (size + 1) / 2) {
+    fprintf(stderr, "probe: rank %d: sum %lld, expected %lld\n", rank, (long long)value,
+            (long long)size * (size + 1) / 2);
+    return 1;
+  }
+  printf("probe rank %d of %d ok\n", rank, size);
+  fflush(stdout);
+  const char* hold = getenv("PROBE_HOLD_MS");
+  if (hold != NULL) {
+    long ms = strtol(hold, NULL, 10);
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  occl_comm_destroy(comm);
+  return 0;
+}
