@@ -48,8 +48,12 @@ class Deadline {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t_ - now).count() + 1;
     return left > cap_ms ? cap_ms : static_cast<int>(left);
   }
-  /// The earlier of two deadlines.
-  static Deadline min(Deadline a, Deadline b) { return a.t_ < b.t_ ? a : b; }
+  /// The earlier of two deadlines, watching the cancel flag of either.
+  static Deadline min(Deadline a, Deadline b) {
+    Deadline d = a.t_ < b.t_ ? a : b;
+    if (d.cancel_ == nullptr) d.cancel_ = a.cancel_ != nullptr ? a.cancel_ : b.cancel_;
+    return d;
+  }
 
  private:
   static constexpr int kCancelPollMs = 50;
