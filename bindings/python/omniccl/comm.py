@@ -398,10 +398,12 @@ class Communicator:
         if sendbuf is IN_PLACE:
             full = as_tensor(recvbuf, True, "recvbuf")
             n = full.count // native.size
-            block = Tensor.slice(full, native.rank * n, n)
+            # The result goes to a staging block, then to the first n
+            # elements: the rest of recvbuf (this rank's own input block
+            # included) is left as it was.
+            block = Tensor.empty_like(full, n)
             self._wait(self._reduce_call(op, lambda v: native.reduce_scatter(full, block, v)))
-            if native.rank != 0:
-                full.copy_from(full, 0, native.rank * n, n)
+            full.copy_from(block, 0, 0, n)
             return
         s = as_tensor(sendbuf, False, "sendbuf")
         r = as_tensor(recvbuf, True, "recvbuf")

@@ -25,7 +25,8 @@
 // "used_dltensor_versioned" / "used_dltensor", which tells its destructor
 // that the consumer owns the managed tensor now, and the managed tensor's
 // deleter is called exactly once, when the Tensor is destroyed (after the
-// operation that used it has completed).
+// operation that used it has completed). The Tensor holds the capsule until
+// then: producers may tie the array's memory to the capsule's lifetime.
 #include "tensor.h"
 
 #include <cstdlib>
@@ -209,6 +210,7 @@ std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, con
   if (capsule.is_none()) return nullptr;
 
   std::unique_ptr<Tensor> t(new Tensor());
+  t->capsule_ = capsule;
   PyObject* cap = capsule.ptr();
   bool copied = false;
   if (PyCapsule_IsValid(cap, kVersionedName)) {

@@ -91,6 +91,10 @@ class Tensor {
   };
   std::unique_ptr<void, FreeDeleter> owned_;
   py::object base_;
+  // The DLPack capsule the managed tensor came in, kept alive until the
+  // deleter has run (members are destroyed after ~Tensor's body): some
+  // producers free the tensor's memory together with the capsule.
+  py::object capsule_;
 };
 
 /// "float32", "int64", "bool", "bfloat16", ... or "dtype(code=C, bits=B)".

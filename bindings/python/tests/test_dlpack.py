@@ -209,6 +209,42 @@ def test_async_op_keeps_the_capsule_until_completed(comm):
     assert fake.data() == [3.0, 6.0]
 
 
+class CapsuleOwnedArray(FakeArray):
+    """A producer that ties the tensor to its capsule (as mpi4py's test producer does).
+
+    It keeps no reference to the capsule it returns, and logs the order of
+    two events: the managed tensor's deleter and the capsule's destruction.
+    A consumer that lets the capsule die before calling the deleter would
+    call a deleter whose memory is already gone.
+    """
+
+    def __init__(self, values):
+        super().__init__(values)
+        events = self.events = []
+        self._deleter = DELETER(lambda _ptr: events.append("deleter"))
+        self._destructor = CAPSULE_DESTRUCTOR(lambda _capsule: events.append("capsule"))
+        _KEEP_ALIVE.extend([self._deleter, self._destructor])
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        capsule = self._export()
+        self.capsule = None  # the consumer holds the only reference
+        return capsule
+
+
+def test_capsule_outlives_the_deleter(comm):
+    fake = CapsuleOwnedArray([1.0, 2.0])
+    t = _omniccl.Tensor(fake, True, "x")
+    gc.collect()
+    assert fake.events == []  # the Tensor holds the capsule while it uses the memory
+    double(comm, fake)  # a second import, used and released by a blocking call
+    assert fake.data() == [2.0, 4.0]
+    gc.collect()
+    assert fake.events == ["deleter", "capsule"]
+    del t
+    gc.collect()
+    assert fake.events == ["deleter", "capsule", "deleter", "capsule"]
+
+
 def test_read_only_flag_refused_for_output_allowed_for_input(comm):
     fake = FakeArray([1.0, 2.0], flags=READ_ONLY)
     with pytest.raises(omniccl.InvalidArgumentError, match="read-only"):

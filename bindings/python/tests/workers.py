@@ -786,6 +786,29 @@ def interrupt_init(rank, size):
         return {"interrupted": True, "initialized": dist.is_initialized()}
 
 
+@scenario
+def reduce_scatter_block_in_place(rank, size):
+    """MPI: with IN_PLACE only the first n elements of recvbuf change."""
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    chk = Checker()
+    buf = np.full(size, 10 * (rank + 1), np.int32)  # n = 1
+    world.Reduce_scatter_block(dist.IN_PLACE, buf, op=ReduceOp.MIN)
+    want = np.full(size, 10 * (rank + 1), np.int32)
+    want[0] = 10
+    chk.equal(buf, want, "MIN, n = 1")
+    n = 2
+    buf = np.arange(size * n, dtype=np.float64) + 100 * rank
+    orig = buf.copy()
+    world.Reduce_scatter_block(dist.IN_PLACE, buf)  # SUM
+    want = orig.copy()
+    want[:n] = sum(np.arange(size * n, dtype=np.float64)[rank * n:(rank + 1) * n] + 100 * r for r in range(size))
+    chk.equal(buf, want, "SUM, n = 2")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
 def main():
     name = sys.argv[1]
     args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
