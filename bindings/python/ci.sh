@@ -32,6 +32,15 @@ if ! "$python" -m venv "$venv" </dev/null; then
   fi
 fi
 
+# The torch.distributed tests run real torch: Debian's python3-torch (for
+# /usr/bin/python3) unless this interpreter has torch already.
+if ! "$python" -c "import torch" >/dev/null 2>&1 && ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1 &&
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "== installing python3-torch (for the torch.distributed tests)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch </dev/null ||
+    echo "ci.sh: python3-torch could not be installed; the torch tests will be skipped" >&2
+fi
+
 echo "== pip install ./bindings/python[test] (builds libomniccl and the extension)"
 "$venv/bin/python" -m pip install --quiet "./bindings/python[test]" </dev/null
 

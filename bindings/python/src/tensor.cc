@@ -80,14 +80,35 @@ DLDataType dtype_of_format(const char* format, Py_ssize_t itemsize) {
   return none;
 }
 
+/// Whether obj is a tensor that requires grad (torch's `requires_grad`).
+bool requires_grad(py::handle obj) {
+  PyObject* flag = PyObject_GetAttrString(obj.ptr(), "requires_grad");
+  if (flag == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const int truth = PyObject_IsTrue(flag);
+  Py_DECREF(flag);
+  if (truth < 0) PyErr_Clear();
+  return truth == 1 && PyObject_HasAttrString(obj.ptr(), "detach") != 0;
+}
+
 /// Calls obj.__dlpack__ as in steps 2-3 above. Returns the capsule, or None
 /// when the producer raised BufferError and the buffer protocol may be tried.
+/// A tensor that requires grad (torch refuses to export it) is exported
+/// through obj.detach(), which shares its memory: what torch.distributed
+/// does with such tensors too. Only tried after a refusal, so the common
+/// path pays nothing for it.
 py::object export_capsule(py::handle obj, const std::string& name) {
   py::object dlpack = obj.attr("__dlpack__");
   auto unusable = [&](py::error_already_set& e) -> py::object {
     if (e.matches(PyExc_BufferError)) {
       if (PyObject_CheckBuffer(obj.ptr())) return py::none();
       raise_value(name + " (" + type_name(obj) + ") cannot be exported through DLPack: " + e.what());
+    }
+    if (requires_grad(obj)) {
+      py::object detached = obj.attr("detach")();
+      if (!detached.is(obj) && !requires_grad(detached)) return export_capsule(detached, name);
     }
     throw;  // NOLINT: rethrows the exception being handled
   };

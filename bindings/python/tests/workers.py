@@ -809,6 +809,41 @@ def reduce_scatter_block_in_place(rank, size):
     return {"checks": checks}
 
 
+@scenario
+def torch_habits(rank, size, init_method):
+    """torch.distributed code as written for torch: backend first, tensors that require grad."""
+    import torch
+
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=size, group_name="train")
+    chk = Checker()
+    param = torch.nn.Parameter(torch.full((4,), float(rank + 1)))
+    dist.all_reduce(param)
+    chk.equal(param.detach().numpy(), np.full(4, size * (size + 1) / 2, np.float32), "all_reduce(param)")
+    chk.true(param.requires_grad and param.grad is None, "param still requires grad, no grad made")
+    layer = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        layer.weight.fill_(rank)
+    dist.broadcast(layer.weight, 0)
+    chk.equal(layer.weight.detach().numpy(), np.zeros((2, 3), np.float32), "broadcast(weight, 0)")
+    loss = (layer(torch.ones(1, 3)) ** 2).sum()
+    loss.backward()
+    for p in layer.parameters():
+        dist.all_reduce(p.grad, op=ReduceOp.SUM)
+        p.grad /= size
+    chk.true(layer.bias.grad is not None, "gradients averaged")
+    out = [torch.zeros(2, requires_grad=True) for _ in range(size)]
+    with torch.no_grad():
+        dist.all_gather(out, torch.full((2,), float(rank)))
+    chk.equal(torch.stack(out).detach().numpy(), np.repeat(np.arange(size, dtype=np.float32), 2).reshape(size, 2),
+              "all_gather into tensors that require grad")
+    work = dist.all_reduce(param, async_op=True)
+    work.wait()
+    chk.equal(param.detach().numpy(), np.full(4, size * size * (size + 1) / 2, np.float32), "async all_reduce")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks, "torch": torch.__version__}
+
+
 def main():
     name = sys.argv[1]
     args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
