@@ -28,11 +28,17 @@ from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_t
                           reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send)
 from .errors import (InvalidArgumentError, MismatchError, OmniCCLError, PeerFailureError, Status, TimeoutError,
                      UnsupportedError)
-from .ops import PremulSum, ReduceOp, make_premul_sum
+from .ops import MPIOp, PremulSum, ReduceOp, make_premul_sum
 from .work import Work
 
 #: The package version: the C library's (OCCL_VERSION_MAJOR.MINOR.PATCH of omniccl.h).
 __version__: str = _omniccl.__version__
+
+# mpi4py's op names (MPI.SUM, ...): the C library's ops, and those done in Python.
+SUM, PROD, MAX, MIN = ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MAX, ReduceOp.MIN
+BAND, BOR, BXOR = ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR
+LAND, LOR, LXOR = MPIOp.LAND, MPIOp.LOR, MPIOp.LXOR
+MAXLOC, MINLOC, REPLACE, NO_OP = MPIOp.MAXLOC, MPIOp.MINLOC, MPIOp.REPLACE, MPIOp.NO_OP
 
 # torch's private spelling, for code that uses it.
 _make_nccl_premul_sum = make_premul_sum
@@ -48,7 +54,9 @@ __all__ = [
     "send", "recv", "isend", "irecv",
     "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
     # mpi4py style
-    "Communicator", "COMM_WORLD", "COMM_NULL", "IN_PLACE", "UNDEFINED", "get_unique_id",
+    "Communicator", "COMM_WORLD", "COMM_NULL", "IN_PLACE", "UNDEFINED", "get_unique_id", "MPIOp",
+    "SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE",
+    "NO_OP",
     # errors
     "OmniCCLError", "InvalidArgumentError", "UnsupportedError", "TimeoutError", "PeerFailureError",
     "MismatchError", "Status",

@@ -202,10 +202,20 @@ void Tensor::adopt(const DLTensor& t, const std::string& name) {
   }
   if (count > 0 && t.data == nullptr) raise_value(name + ": data is NULL but the array has elements");
   dl_ = t;
+  if (t.dtype.code == kDLComplex && t.dtype.lanes == 1 && (t.dtype.bits == 64 || t.dtype.bits == 128)) {
+    // complex64/complex128 as pairs of float32/float64 (torch's view_as_real):
+    // right for data movement and for element-wise SUM, AVG and PREMUL_SUM.
+    if (count > std::numeric_limits<int64_t>::max() / 2) raise_value(name + ": the element count overflows 64 bits");
+    count *= 2;
+    shape_.push_back(2);
+    dl_.ndim = t.ndim + 1;
+    dl_.dtype = DLDataType{kDLFloat, static_cast<uint8_t>(t.dtype.bits / 2), 1};
+    complex_ = true;
+  }
   dl_.shape = shape_.data();
   dl_.strides = nullptr;  // contiguous: checked above
   count_ = count;
-  itemsize_ = (static_cast<int64_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+  itemsize_ = (static_cast<int64_t>(dl_.dtype.bits) * dl_.dtype.lanes + 7) / 8;
 }
 
 std::unique_ptr<Tensor> Tensor::import(py::handle obj, bool writable, const std::string& name) {
@@ -356,6 +366,7 @@ std::unique_ptr<Tensor> Tensor::slice(py::object base_obj, int64_t offset, int64
   t->count_ = count;
   t->itemsize_ = base.itemsize_;
   t->readonly_ = base.readonly_;
+  t->complex_ = base.complex_;
   t->source_ = Source::kView;
   t->base_ = std::move(base_obj);
   return t;
@@ -434,7 +445,12 @@ once, when the Tensor is garbage collected.
       .def_property_readonly("itemsize", &Tensor::itemsize, "Bytes per element.")
       .def_property_readonly("nbytes", &Tensor::nbytes, "Bytes in all.")
       .def_property_readonly(
-          "dtype", [](const Tensor& self) { return dtype_name(self.dtype()); }, "Element type, e.g. 'float32'.")
+          "dtype",
+          [](const Tensor& self) {
+            if (self.is_complex()) return "complex" + std::to_string(self.dtype().bits * 2);
+            return dtype_name(self.dtype());
+          },
+          "Element type, e.g. 'float32' ('complex64' for complex arrays, handed to C as float32 pairs).")
       .def_property_readonly(
           "dtype_code", [](const Tensor& self) { return py::make_tuple(self.dtype().code, self.dtype().bits,
                                                                        self.dtype().lanes); },
@@ -448,6 +464,8 @@ once, when the Tensor is garbage collected.
           },
           "The shape.")
       .def_property_readonly("readonly", &Tensor::readonly, "Whether the memory must not be written.")
+      .def_property_readonly("is_complex", &Tensor::is_complex,
+                             "Whether the array is complex (handed to C as pairs of reals; count counts reals).")
       .def_property_readonly(
           "source", [](const Tensor& self) { return source_name(self.source()); },
           "How it was imported: 'dlpack_versioned', 'dlpack', 'buffer', 'owned' or 'view'.")
