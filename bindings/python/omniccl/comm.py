@@ -306,6 +306,8 @@ class Communicator:
             return _logical.allreduce(self, sendbuf, recvbuf, op)
         r = message(recvbuf, "recvbuf", True)
         s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
+        if r.is_complex and _is_prod(op):
+            return _logical.fold(self, s, r, op)
         self._wait(self._reduce_call(op, lambda v: native.all_reduce(s, r, v)))
         return None
 
@@ -319,6 +321,8 @@ class Communicator:
             s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
         else:
             r, s = None, message(sendbuf, "sendbuf", False)
+        if s.is_complex and _is_prod(op):
+            return _logical.fold(self, s, r, op, root=root)
         self._wait(self._reduce_call(op, lambda v: native.reduce(s, r, v, root)))
         return None
 
@@ -424,11 +428,15 @@ class Communicator:
             # elements: the rest of recvbuf (this rank's own input block
             # included) is left as it was.
             block = Tensor.empty_like(full, n)
+            if full.is_complex and _is_prod(op):
+                return _logical.fold(self, full, full, op, block=(native.rank * n // 2, n // 2))
             self._wait(self._reduce_call(op, lambda v: native.reduce_scatter(full, block, v)))
             full.copy_from(block, 0, 0, n)
             return None
         r = message(recvbuf, "recvbuf", True)
         s = message(sendbuf, "sendbuf", False, native.size)
+        if s.is_complex and _is_prod(op):
+            return _logical.fold(self, s, r, op, block=(native.rank * (r.count // 2), r.count // 2))
         self._wait(self._reduce_call(op, lambda v: native.reduce_scatter(s, r, v)))
         return None
 
@@ -464,13 +472,14 @@ class Communicator:
             raise InvalidArgumentError(f"Reduce_scatter: the input has {full.count // f} elements, the counts "
                                        f"add up to {sum(counts)}")
         whole = Tensor.slice(full, 0, sum(counts) * f)
-        staging = Tensor.empty_like(whole, whole.count)
+        out = full if mine is None else mine
         if isinstance(op, MPIOp):
             raise NotImplementedError("Reduce_scatter with MPI.LAND/LOR/LXOR: use Allreduce")
+        if whole.is_complex and _is_prod(op):
+            return _logical.fold(self, whole, out, op, block=(sum(counts[:rank]), counts[rank]))
+        staging = Tensor.empty_like(whole, whole.count)
         self._wait(self._reduce_call(op, lambda v: native.all_reduce(whole, staging, v)))
-        start = sum(counts[:rank]) * f
-        out = full if mine is None else mine
-        out.copy_from(staging, 0, start, counts[rank] * f)
+        out.copy_from(staging, 0, sum(counts[:rank]) * f, counts[rank] * f)
         return None
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
@@ -635,3 +644,8 @@ del _name, _feature
 
 #: No communicator: what split returns to ranks passing UNDEFINED (MPI.COMM_NULL).
 COMM_NULL = Communicator(None)
+
+
+def _is_prod(op: Any) -> bool:
+    """Whether op is PROD (complex PROD is folded in Python: the library multiplies reals pairwise)."""
+    return isinstance(op, int) and not isinstance(op, bool) and op == ReduceOp.PRODUCT

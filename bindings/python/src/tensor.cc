@@ -225,6 +225,11 @@ std::unique_ptr<Tensor> Tensor::import(py::handle obj, bool writable, const std:
     if (auto t = import_dlpack(obj, writable, name)) return t;
   }
   if (PyObject_CheckBuffer(obj.ptr())) return import_buffer(obj, writable, name);
+  if (PyObject_HasAttrString(obj.ptr(), "__cuda_array_interface__") != 0) {
+    raise_status(OCCL_ERR_UNSUPPORTED, name + " (" + type_name(obj) +
+                                           ") is a CUDA array (__cuda_array_interface__); this build of OmniCCL "
+                                           "supports CPU arrays only");
+  }
   raise_type_error(name + " must be an array supporting DLPack (__dlpack__) or the buffer protocol, not " +
                    type_name(obj));
 }

@@ -385,3 +385,21 @@ def test_torch_tensors_when_installed(comm):
     b = torch.ones(3, dtype=torch.bfloat16)
     double(comm, b)
     assert b.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_cuda_array_interface_is_unsupported_not_read(comm):
+    class FakeCuda:
+        __cuda_array_interface__ = {"version": 3, "data": (0, False), "typestr": "<f4", "shape": (2,)}
+
+    with pytest.raises(omniccl.UnsupportedError, match="CUDA array"):
+        double(comm, FakeCuda())
+
+
+def test_complex_arrays_are_pairs_of_reals(comm):
+    z = np.array([1 + 2j, -3j], np.complex64)
+    double(comm, z)  # PREMUL_SUM: element-wise, so right for complex
+    assert z.tolist() == [2 + 4j, -6j]
+    t = _omniccl.Tensor(np.zeros(3, np.complex128), True, "z")
+    assert t.is_complex and t.dtype == "complex128" and t.count == 6 and t.shape == (3, 2)
+    with pytest.raises(omniccl.InvalidArgumentError, match="complex arrays support"):
+        comm.Allreduce(omniccl.IN_PLACE, z, op=omniccl.MAX)

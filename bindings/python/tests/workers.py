@@ -917,11 +917,20 @@ def mpi4py_messages(rank, size):
     world.Bcast([zc, (1, 2), "F"], root=0)
     if rank:
         chk.equal(zc, np.array([0, 0, 3j, 0], np.complex64), "complex [buf, (1, 2), 'F']")
+    zp = np.array([1j, 2 + rank * 1j], np.complex128)
+    world.Allreduce(dist.IN_PLACE, zp, op=dist.PROD)
+    want = np.array([1j ** size, np.prod([2 + r * 1j for r in range(size)])], np.complex128)
+    chk.equal(zp, want, "complex128 PROD (folded in Python)", tol=1e-12)
+    zr = np.zeros(1, np.complex64)
+    world.Reduce(np.array([1 + rank * 1j], np.complex64), zr if rank == 0 else None, op=dist.PROD, root=0)
+    if rank == 0:
+        chk.equal(zr, np.array([np.prod([1 + r * 1j for r in range(size)])], np.complex64), "complex Reduce PROD",
+                  tol=1e-5)
     try:
-        world.Allreduce(dist.IN_PLACE, z, op=dist.PROD)
-        chk.true(False, "complex PROD accepted")
+        world.Allreduce(dist.IN_PLACE, z, op=dist.MAX)
+        chk.true(False, "complex MAX accepted")
     except dist.InvalidArgumentError as e:
-        chk.true("complex" in str(e), f"complex PROD message: {e}")
+        chk.true("complex" in str(e), f"complex MAX message: {e}")
     # every mpi4py op name on a buffer (int32 and bool), against numpy
     vals = np.array([rank + 1, rank % 2, 3 * rank + 2, 0 if rank else 5], np.int32)
     everyone = [np.array([r + 1, r % 2, 3 * r + 2, 0 if r else 5], np.int32) for r in range(size)]

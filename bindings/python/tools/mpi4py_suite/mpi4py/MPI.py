@@ -1,7 +1,9 @@
 """mpi4py.MPI's names, mapped one to one onto omniccl (a name map, no behaviour of its own).
 
-Names OmniCCL has no counterpart for are left out, so tests that use them
-fail with AttributeError (counted as OmniCCL failures). The few environment
+Names OmniCCL has no counterpart for (PROC_NULL, Status, Request, BOTTOM,
+...) are placeholders that raise NotImplementedError when called or asked
+for an attribute, so the tests that use them fail (counted as OmniCCL
+failures) while the rest of their file still runs. The few environment
 queries the test harness makes at import time (get_vendor, Get_version,
 Query_thread) answer for OmniCCL.
 """
@@ -43,9 +45,10 @@ SHORT, UNSIGNED_SHORT = "h", "H"
 INT, UNSIGNED_INT, UNSIGNED = "i", "I", "I"
 LONG, UNSIGNED_LONG = "l", "L"
 LONG_LONG, UNSIGNED_LONG_LONG = "q", "Q"
-FLOAT, DOUBLE, LONG_DOUBLE = "f", "d", "g"
+# OmniCCL has no long double: DATATYPE_NULL, as mpi4py has where an MPI lacks a type.
+FLOAT, DOUBLE, LONG_DOUBLE = "f", "d", None
 C_BOOL = "?"
-C_FLOAT_COMPLEX, C_DOUBLE_COMPLEX, C_LONG_DOUBLE_COMPLEX = "F", "D", "G"
+C_FLOAT_COMPLEX, C_DOUBLE_COMPLEX, C_LONG_DOUBLE_COMPLEX = "F", "D", None
 INT8_T, INT16_T, INT32_T, INT64_T = "b", "h", "i", "q"
 UINT8_T, UINT16_T, UINT32_T, UINT64_T = "B", "H", "I", "Q"
 
@@ -75,3 +78,34 @@ def Is_initialized():  # noqa: N802 - mpi4py's name
 
 def Is_finalized():  # noqa: N802 - mpi4py's name
     return False
+
+
+def Get_processor_name():  # noqa: N802 - mpi4py's name
+    return socket.gethostname()
+
+
+class _Missing:
+    """A name OmniCCL has no counterpart for: any use other than comparison fails."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError(f"OmniCCL has no counterpart of MPI.{self._name}")
+
+    def __getattr__(self, attr):
+        raise NotImplementedError(f"OmniCCL has no counterpart of MPI.{self._name}.{attr}")
+
+    def __index__(self):
+        raise NotImplementedError(f"OmniCCL has no counterpart of MPI.{self._name}")
+
+    def __repr__(self):
+        return f"<MPI.{self._name}: not in OmniCCL>"
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    missing = _Missing(name)
+    globals()[name] = missing
+    return missing

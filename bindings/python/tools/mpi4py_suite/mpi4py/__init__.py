@@ -3,3 +3,7 @@
 Only for running mpi4py's own unit tests against ``omniccl.Communicator``
 (see ../run_suite.py); not part of the omniccl package.
 """
+
+import omniccl as _omniccl
+
+__version__ = "omniccl-" + _omniccl.__version__
