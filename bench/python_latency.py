@@ -47,12 +47,11 @@ def _loop(fn, seconds: float, sync) -> float:
     for _ in range(20):
         fn()
     sync()
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < 0.02:
+    t0 = time.perf_counter()
+    for _ in range(20):  # the same count on every rank: collectives must match
         fn()
-        n += 1
-    iters = max(5, int(n * seconds / max(time.perf_counter() - t0, 1e-9)))
-    iters = sync(iters)  # every rank runs the same count
+    per_call = (time.perf_counter() - t0) / 20
+    iters = sync(max(5, int(seconds / max(per_call, 1e-9))))  # every rank runs the largest count
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()
