@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# CI for the Python package: in a fresh virtual environment, install the
-# package from this checkout (which builds libomniccl and the extension) with
-# its test extra, then run its test suite.
+# CI for the Python package: build the sdist (which carries the C++
+# sources), build the wheel from that sdist alone (the one build of
+# libomniccl and the extension), install the wheel with its test extra into a
+# fresh virtual environment and run the test suite (which also installs the
+# wheel into another fresh environment elsewhere, and runs auditwheel).
 #
 # Usage: bindings/python/ci.sh [VENV_DIR]     (default: build-py/venv)
 #
 # Needs python3 (with venv), a C++20 compiler and network access to PyPI
-# (scikit-build-core, pybind11, numpy, pytest; cmake/ninja if missing).
+# (scikit-build-core, pybind11, numpy, pytest, build, auditwheel; cmake/ninja
+# if missing). Debian's python3-torch is installed for the torch tests.
 # Exits non-zero if the install or any test fails, or if no test ran.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,9 +35,30 @@ if ! "$python" -m venv "$venv" </dev/null; then
   fi
 fi
 
-echo "== pip install ./bindings/python[test] (builds libomniccl and the extension)"
-"$venv/bin/python" -m pip install --quiet "./bindings/python[test]" </dev/null
+# The torch.distributed tests run real torch: Debian's python3-torch (for
+# /usr/bin/python3) unless this interpreter has torch already.
+if ! "$python" -c "import torch" >/dev/null 2>&1 && ! /usr/bin/python3 -c "import torch" >/dev/null 2>&1 &&
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "== installing python3-torch (for the torch.distributed tests)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch </dev/null ||
+    echo "ci.sh: python3-torch could not be installed; the torch tests will be skipped" >&2
+fi
+
+out=$(dirname "$venv")/py-dist
+rm -rf "$out" && mkdir -p "$out"
+echo "== sdist (bindings/python/build_sdist.sh), then the wheel built from it alone"
+"$venv/bin/python" -m pip install --quiet build auditwheel </dev/null
+bindings/python/build_sdist.sh "$out" "$venv/bin/python" >"$out/sdist.log" 2>&1 || { cat "$out/sdist.log"; exit 1; }
+sdist=$(ls "$out"/omniccl-*.tar.gz)
+# Unpacked at a fixed path, so that a compiler cache (if the caller set one
+# up through CMAKE_<LANG>_COMPILER_LAUNCHER) finds the same paths next time.
+mkdir -p "$out/src" && tar -C "$out/src" --strip-components=1 -xzf "$sdist"
+"$venv/bin/python" -m pip wheel --quiet --no-deps -w "$out" "$out/src" </dev/null
+wheel=$(ls "$out"/omniccl-*.whl)
+echo "== built $(basename "$sdist") and $(basename "$wheel")"
+"$venv/bin/python" -m pip install --quiet "$wheel[test]" </dev/null
 
 echo "== pytest bindings/python/tests"
 # pytest exits 5 when it collected no test: non-zero, so a failure here too.
-"$venv/bin/python" -m pytest bindings/python/tests -q -rs -p no:cacheprovider </dev/null   # -rs: why each skip
+OMNICCL_WHEEL=$wheel OMNICCL_SDIST=$sdist \
+  "$venv/bin/python" -m pytest bindings/python/tests -q -p no:cacheprovider -rs </dev/null

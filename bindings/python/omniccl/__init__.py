@@ -6,8 +6,8 @@ Two APIs over one library:
   ``new_group(ranks)``, ... (module-level functions over a default group);
 - mpi4py style: :class:`Communicator` with buffer methods (``Allreduce``,
   ``Bcast``, ...) and object methods (``bcast``, ``allgather``, ...);
-  ``omniccl.COMM_WORLD`` is the default group (created from env:// on first
-  use).
+  ``omniccl.COMM_WORLD`` is the default group (created from env:// by its
+  first operation; naming it, ``help(omniccl)`` or ``import *`` create nothing).
 
 Arrays: anything with ``__dlpack__`` (numpy >= 2.1, torch, cupy, jax) or the
 buffer protocol, C-contiguous, on the CPU. Start ranks with
@@ -20,7 +20,7 @@ from typing import Any
 
 from . import _failure, _omniccl
 from .comm import COMM_NULL, IN_PLACE, UNDEFINED, Communicator, get_unique_id
-from .distributed import (GroupMember, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
+from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
                           all_to_all, all_to_all_single, barrier, broadcast, broadcast_object_list,
                           destroy_process_group, gather, gather_object, get_backend, get_global_rank,
                           get_group_rank, get_process_group_ranks, get_rank, get_world_size, group,
@@ -28,11 +28,17 @@ from .distributed import (GroupMember, all_gather, all_gather_into_tensor, all_g
                           reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send)
 from .errors import (InvalidArgumentError, MismatchError, OmniCCLError, PeerFailureError, Status, TimeoutError,
                      UnsupportedError)
-from .ops import PremulSum, ReduceOp, make_premul_sum
+from .ops import MPIOp, PremulSum, ReduceOp, make_premul_sum
 from .work import Work
 
 #: The package version: the C library's (OCCL_VERSION_MAJOR.MINOR.PATCH of omniccl.h).
 __version__: str = _omniccl.__version__
+
+# mpi4py's op names (MPI.SUM, ...): the C library's ops, and those done in Python.
+SUM, PROD, MAX, MIN = ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MAX, ReduceOp.MIN
+BAND, BOR, BXOR = ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR
+LAND, LOR, LXOR = MPIOp.LAND, MPIOp.LOR, MPIOp.LXOR
+MAXLOC, MINLOC, REPLACE, NO_OP = MPIOp.MAXLOC, MPIOp.MINLOC, MPIOp.REPLACE, MPIOp.NO_OP
 
 # An uncaught exception aborts the communicators (peers are told this rank
 # failed, not that it left) and tells omniccl-run when the rank failed.
@@ -52,21 +58,10 @@ __all__ = [
     "send", "recv", "isend", "irecv",
     "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
     # mpi4py style
-    "Communicator", "COMM_WORLD", "COMM_NULL", "IN_PLACE", "UNDEFINED", "get_unique_id",
+    "Communicator", "COMM_WORLD", "COMM_NULL", "IN_PLACE", "UNDEFINED", "get_unique_id", "MPIOp",
+    "SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE",
+    "NO_OP",
     # errors
     "OmniCCLError", "InvalidArgumentError", "UnsupportedError", "TimeoutError", "PeerFailureError",
     "MismatchError", "Status",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # COMM_WORLD is the default group, created (env://) on first use, as
-    # mpi4py's MPI.COMM_WORLD exists once MPI is initialised at import.
-    if name == "COMM_WORLD":
-        from .distributed import _comm_world
-        return _comm_world()
-    raise AttributeError(f"module 'omniccl' has no attribute {name!r}")
-
-
-def __dir__() -> list:
-    return sorted(set(globals()) | {"COMM_WORLD"})

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from ._tensors import as_tensor
 from .errors import InvalidArgumentError
-from .ops import PremulSum, ReduceOp, ReduceOpLike
+from .ops import MPIOp, PremulSum, ReduceOp, ReduceOpLike
 
 if TYPE_CHECKING:
     from .comm import Communicator
@@ -136,10 +136,41 @@ _PY_OPS: Dict[ReduceOp, Callable[[Any, Any], Any]] = {
     ReduceOp.BXOR: operator.xor,
 }
 
-ObjectOp = Union[ReduceOpLike, Callable[[Any, Any], Any]]
+ObjectOp = Union[ReduceOpLike, MPIOp, Callable[[Any, Any], Any]]
+
+
+def _maxloc(x: Any, y: Any) -> Any:
+    (u, i), (v, j) = x, y
+    if u > v:
+        return u, i
+    if v > u:
+        return v, j
+    return u, min(i, j)
+
+
+def _minloc(x: Any, y: Any) -> Any:
+    (u, i), (v, j) = x, y
+    if u < v:
+        return u, i
+    if v < u:
+        return v, j
+    return u, min(i, j)
+
+
+_MPI_OPS: Dict[MPIOp, Callable[[Any, Any], Any]] = {
+    MPIOp.LAND: lambda x, y: x and y,
+    MPIOp.LOR: lambda x, y: x or y,
+    MPIOp.LXOR: lambda x, y: (x or y) and not (x and y),
+    MPIOp.MAXLOC: _maxloc,
+    MPIOp.MINLOC: _minloc,
+    MPIOp.REPLACE: lambda x, y: y,
+    MPIOp.NO_OP: lambda x, y: x,
+}
 
 
 def _fold_objects(values: List[Any], op: ObjectOp) -> Any:
+    if isinstance(op, MPIOp):
+        return _fold(_MPI_OPS[op], values)
     if isinstance(op, PremulSum):
         return _fold(operator.add, [v * op.scalar for v in values])
     if callable(op) and not isinstance(op, int):
@@ -161,6 +192,13 @@ def reduce(comm: "Communicator", obj: Any, op: ObjectOp, root: int) -> Any:
     """Every rank's object folded with op in rank order, at root (None elsewhere)."""
     values = gather(comm, obj, root)
     return None if values is None else _fold_objects(values, op)
+
+
+def scan(comm: "Communicator", obj: Any, op: ObjectOp, exclusive: bool) -> Any:
+    """Ranks 0..rank's objects (0..rank-1 if exclusive; None at rank 0) folded with op in rank order."""
+    values = allgather(comm, obj)
+    upto = comm.rank if exclusive else comm.rank + 1
+    return None if upto == 0 else _fold_objects(values[:upto], op)
 
 
 def send(comm: "Communicator", obj: Any, dest: int) -> None:

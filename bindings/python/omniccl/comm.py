@@ -15,10 +15,11 @@ import sys
 from array import array
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from . import _failure, _objects, _omniccl
+from . import _failure, _logical, _objects, _omniccl
 from ._tensors import Tensor, as_tensor
 from .errors import InvalidArgumentError
-from .ops import PremulSum, ReduceOp, ReduceOpLike, _check_op
+from ._messages import in_place, message, vmessage
+from .ops import MPIOp, MPIOpLike, PremulSum, ReduceOp, ReduceOpLike, _check_op
 from .work import Timeout, Work, _seconds
 
 __all__ = ["Communicator", "COMM_NULL", "IN_PLACE", "UNDEFINED", "get_unique_id"]
@@ -308,159 +309,258 @@ class Communicator:
         return None
 
     # ----------------------------------------------------------- buffer methods
+    # Buffers are mpi4py messages (see omniccl._messages): an array, or
+    # [buf, type], [buf, count, type], [buf, (count, displ), type], ... A send
+    # buffer of IN_PLACE or None means in place.
     def Barrier(self) -> None:
         """Returns once every rank has entered the barrier."""
         self._wait(self._live("Barrier").barrier())
 
-    def Bcast(self, buf: ArrayLike, root: int = 0) -> None:
+    def Bcast(self, buf: Any, root: int = 0) -> None:
         """Copies ``root``'s ``buf`` into every rank's ``buf``."""
         native = self._live("Bcast")
-        t = as_tensor(buf, native.rank != root, "buf")
+        t = message(buf, "buf", native.rank != root)
         self._wait(native.broadcast(t, root))
 
-    def Allreduce(self, sendbuf: Any, recvbuf: ArrayLike, op: ReduceOpLike = ReduceOp.SUM) -> None:
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Reduces every rank's ``sendbuf`` into every rank's ``recvbuf`` (sendbuf may be IN_PLACE)."""
         native = self._live("Allreduce")
-        r = as_tensor(recvbuf, True, "recvbuf")
-        s = r if sendbuf is IN_PLACE else as_tensor(sendbuf, False, "sendbuf")
+        if isinstance(op, MPIOp):
+            return _logical.allreduce(self, sendbuf, recvbuf, op)
+        r = message(recvbuf, "recvbuf", True)
+        s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
+        if r.is_complex and _is_prod(op):
+            return _logical.fold(self, s, r, op)
         self._wait(self._reduce_call(op, lambda v: native.all_reduce(s, r, v)))
+        return None
 
-    def Reduce(self, sendbuf: Any, recvbuf: Optional[ArrayLike], op: ReduceOpLike = ReduceOp.SUM,
-               root: int = 0) -> None:
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM, root: int = 0) -> None:
         """Reduces every rank's ``sendbuf`` into ``root``'s ``recvbuf`` (ignored elsewhere; IN_PLACE at root)."""
         native = self._live("Reduce")
+        if isinstance(op, MPIOp):
+            return _logical.reduce(self, sendbuf, recvbuf, op, root)
         if native.rank == root:
-            r = as_tensor(recvbuf, True, "recvbuf")
-            s = r if sendbuf is IN_PLACE else as_tensor(sendbuf, False, "sendbuf")
+            r = message(recvbuf, "recvbuf", True)
+            s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
         else:
-            r, s = None, as_tensor(sendbuf, False, "sendbuf")
+            r, s = None, message(sendbuf, "sendbuf", False)
+        if s.is_complex and _is_prod(op):
+            return _logical.fold(self, s, r, op, root=root)
         self._wait(self._reduce_call(op, lambda v: native.reduce(s, r, v, root)))
+        return None
 
-    def Allgather(self, sendbuf: Any, recvbuf: ArrayLike) -> None:
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
         """Concatenates every rank's ``sendbuf`` (n elements) into every ``recvbuf`` (size * n).
 
         With IN_PLACE, each rank's contribution is already at its place in ``recvbuf``.
         """
         native = self._live("Allgather")
-        r = as_tensor(recvbuf, True, "recvbuf")
-        if sendbuf is IN_PLACE:
+        r = message(recvbuf, "recvbuf", True, native.size)
+        if in_place(sendbuf):
             n = r.count // native.size
             s = Tensor.slice(r, native.rank * n, n)
         else:
-            s = as_tensor(sendbuf, False, "sendbuf")
+            s = message(sendbuf, "sendbuf", False)
         self._wait(native.all_gather(s, r))
 
-    def Allgatherv(self, sendbuf: ArrayLike, recvbuf: VSpec) -> None:
-        """All-gather with per-rank counts: ``recvbuf`` is ``[buf, counts]`` or ``[buf, counts, displs]``."""
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """All-gather with per-rank counts: ``recvbuf`` is a v-message (``[buf, counts, displs, type]``, ...).
+
+        With IN_PLACE, this rank's contribution is already at its place in ``recvbuf``.
+        """
         native = self._live("Allgatherv")
-        buf, counts, displs = _vspec(recvbuf, "recvbuf", required=True)
-        r = as_tensor(buf, True, "recvbuf")
-        s = as_tensor(sendbuf, False, "sendbuf")
+        r, counts, displs = vmessage(recvbuf, "recvbuf", True, native.size)
+        if in_place(sendbuf):
+            s = Tensor.slice(r, displs[native.rank], counts[native.rank])
+        else:
+            s = message(sendbuf, "sendbuf", False)
         self._wait(native.all_gatherv(s, r, counts, displs))
 
-    def Gather(self, sendbuf: Any, recvbuf: Optional[ArrayLike], root: int = 0) -> None:
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Collects every rank's ``sendbuf`` (n) into ``root``'s ``recvbuf`` (size * n, rank order)."""
         native = self._live("Gather")
         if native.rank == root:
-            r = as_tensor(recvbuf, True, "recvbuf")
-            if sendbuf is IN_PLACE:
+            r = message(recvbuf, "recvbuf", True, native.size)
+            if in_place(sendbuf):
                 n = r.count // native.size
                 s = Tensor.slice(r, root * n, n)
             else:
-                s = as_tensor(sendbuf, False, "sendbuf")
+                s = message(sendbuf, "sendbuf", False)
         else:
-            r, s = None, as_tensor(sendbuf, False, "sendbuf")
+            r, s = None, message(sendbuf, "sendbuf", False)
         self._wait(native.gather(s, r, root))
 
-    def Gatherv(self, sendbuf: ArrayLike, recvbuf: Optional[VSpec], root: int = 0) -> None:
-        """Gather with per-rank counts: at ``root``, ``recvbuf`` is ``[buf, counts]`` or ``[buf, counts, displs]``."""
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Gather with per-rank counts: at ``root``, ``recvbuf`` is a v-message (IN_PLACE sendbuf at root)."""
         native = self._live("Gatherv")
-        s = as_tensor(sendbuf, False, "sendbuf")
         if native.rank == root:
-            buf, counts, displs = _vspec(recvbuf, "recvbuf", required=True)
-            r = as_tensor(buf, True, "recvbuf")
+            r, counts, displs = vmessage(recvbuf, "recvbuf", True, native.size)
+            if in_place(sendbuf):
+                s = Tensor.slice(r, displs[root], counts[root])
+            else:
+                s = message(sendbuf, "sendbuf", False)
         else:
             r, counts, displs = None, None, None
+            s = message(sendbuf, "sendbuf", False)
         self._wait(native.gatherv(s, r, counts, displs, root))
 
-    def Scatter(self, sendbuf: Optional[ArrayLike], recvbuf: Any, root: int = 0) -> None:
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Splits ``root``'s ``sendbuf`` (size * n) into size parts; rank i receives part i in ``recvbuf``.
 
         At ``root``, ``recvbuf`` may be IN_PLACE (root's part stays where it is).
         """
         native = self._live("Scatter")
         if native.rank == root:
-            s = as_tensor(sendbuf, False, "sendbuf")
-            if recvbuf is IN_PLACE:
+            s = message(sendbuf, "sendbuf", False, native.size)
+            if in_place(recvbuf):
                 n = s.count // native.size
                 r = Tensor.slice(s, root * n, n)
             else:
-                r = as_tensor(recvbuf, True, "recvbuf")
+                r = message(recvbuf, "recvbuf", True)
         else:
-            s, r = None, as_tensor(recvbuf, True, "recvbuf")
+            s, r = None, message(recvbuf, "recvbuf", True)
         self._wait(native.scatter(s, r, root))
 
-    def Scatterv(self, sendbuf: Optional[VSpec], recvbuf: ArrayLike, root: int = 0) -> None:
-        """Scatter with per-rank counts: at ``root``, ``sendbuf`` is ``[buf, counts]`` or ``[buf, counts, displs]``."""
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Scatter with per-rank counts: at ``root``, ``sendbuf`` is a v-message (IN_PLACE recvbuf at root)."""
         native = self._live("Scatterv")
-        r = as_tensor(recvbuf, True, "recvbuf")
         if native.rank == root:
-            buf, counts, displs = _vspec(sendbuf, "sendbuf", required=True)
-            s = as_tensor(buf, False, "sendbuf")
+            s, counts, displs = vmessage(sendbuf, "sendbuf", False, native.size)
+            if in_place(recvbuf):
+                r = Tensor.slice(s, displs[root], counts[root])
+            else:
+                r = message(recvbuf, "recvbuf", True)
         else:
             s, counts, displs = None, None, None
+            r = message(recvbuf, "recvbuf", True)
         self._wait(native.scatterv(s, counts, displs, r, root))
 
-    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: ArrayLike, op: ReduceOpLike = ReduceOp.SUM) -> None:
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Reduces ``sendbuf`` (size * n) over the ranks; rank i receives reduced block i in ``recvbuf`` (n).
 
         With IN_PLACE, ``recvbuf`` holds the size * n input and the result is
-        left in its first n elements (MPI's rule).
+        left in its first n elements; the rest is left as it was (MPI's rule).
         """
         native = self._live("Reduce_scatter_block")
-        if sendbuf is IN_PLACE:
-            full = as_tensor(recvbuf, True, "recvbuf")
+        if isinstance(op, MPIOp):
+            return _logical.reduce_scatter_block(self, sendbuf, recvbuf, op)
+        if in_place(sendbuf):
+            full = message(recvbuf, "recvbuf", True, native.size)
             n = full.count // native.size
-            block = Tensor.slice(full, native.rank * n, n)
+            # The result goes to a staging block, then to the first n
+            # elements: the rest of recvbuf (this rank's own input block
+            # included) is left as it was.
+            block = Tensor.empty_like(full, n)
+            if full.is_complex and _is_prod(op):
+                return _logical.fold(self, full, full, op, block=(native.rank * n // 2, n // 2))
             self._wait(self._reduce_call(op, lambda v: native.reduce_scatter(full, block, v)))
-            if native.rank != 0:
-                full.copy_from(full, 0, native.rank * n, n)
-            return
-        s = as_tensor(sendbuf, False, "sendbuf")
-        r = as_tensor(recvbuf, True, "recvbuf")
+            full.copy_from(block, 0, 0, n)
+            return None
+        r = message(recvbuf, "recvbuf", True)
+        s = message(sendbuf, "sendbuf", False, native.size)
+        if s.is_complex and _is_prod(op):
+            return _logical.fold(self, s, r, op, block=(native.rank * (r.count // 2), r.count // 2))
         self._wait(self._reduce_call(op, lambda v: native.reduce_scatter(s, r, v)))
+        return None
 
-    def Alltoall(self, sendbuf: Any, recvbuf: ArrayLike) -> None:
+    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Optional[Sequence[int]] = None,
+                       op: MPIOpLike = ReduceOp.SUM) -> None:
+        """Reduce-scatter with per-rank counts: rank i gets ``recvcounts[i]`` reduced elements.
+
+        ``recvcounts`` None means each rank's ``recvbuf`` size (as mpi4py).
+        Built on Allreduce (the C library has no per-rank-count
+        reduce-scatter yet): it moves size times the data of a native one.
+        With IN_PLACE the input is ``recvbuf`` and the result lands in its
+        first ``recvcounts[rank]`` elements.
+        """
+        native = self._live("Reduce_scatter")
+        size, rank = native.size, native.rank
+        if in_place(sendbuf):
+            full = message(recvbuf, "recvbuf", True)
+            mine = None
+        else:
+            full = message(sendbuf, "sendbuf", False)
+            mine = message(recvbuf, "recvbuf", True)
+        f = 2 if full.is_complex else 1
+        if recvcounts is None:
+            if mine is None:
+                raise InvalidArgumentError("Reduce_scatter: recvcounts are required with IN_PLACE")
+            mine_count = mine.count // f
+            counts = self.allgather(mine_count)
+        else:
+            counts = [int(c) for c in recvcounts]
+            if len(counts) != size:
+                raise InvalidArgumentError(f"Reduce_scatter: {len(counts)} recvcounts for {size} ranks")
+        if sum(counts) * f > full.count:
+            raise InvalidArgumentError(f"Reduce_scatter: the input has {full.count // f} elements, the counts "
+                                       f"add up to {sum(counts)}")
+        whole = Tensor.slice(full, 0, sum(counts) * f)
+        out = full if mine is None else mine
+        if isinstance(op, MPIOp):
+            raise NotImplementedError("Reduce_scatter with MPI.LAND/LOR/LXOR: use Allreduce")
+        if whole.is_complex and _is_prod(op):
+            return _logical.fold(self, whole, out, op, block=(sum(counts[:rank]), counts[rank]))
+        staging = Tensor.empty_like(whole, whole.count)
+        self._wait(self._reduce_call(op, lambda v: native.all_reduce(whole, staging, v)))
+        out.copy_from(staging, 0, sum(counts[:rank]) * f, counts[rank] * f)
+        return None
+
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
+        """Inclusive prefix reduction: rank i gets the reduction of ranks 0..i's ``sendbuf`` (IN_PLACE allowed).
+
+        Implemented in Python on Allgather (the C library has no scan yet):
+        every rank receives size times the data, and reduces with numpy.
+        """
+        _logical.scan(self, sendbuf, recvbuf, op, exclusive=False)
+
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
+        """Exclusive prefix reduction: rank i > 0 gets the reduction of ranks 0..i-1; rank 0's recvbuf is untouched.
+
+        Implemented in Python on Allgather, as :meth:`Scan`.
+        """
+        _logical.scan(self, sendbuf, recvbuf, op, exclusive=True)
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Block j of rank i's ``sendbuf`` becomes block i of rank j's ``recvbuf`` (sendbuf may be IN_PLACE)."""
         native = self._live("Alltoall")
-        r = as_tensor(recvbuf, True, "recvbuf")
-        s = r if sendbuf is IN_PLACE else as_tensor(sendbuf, False, "sendbuf")
+        r = message(recvbuf, "recvbuf", True, native.size)
+        s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False, native.size)
         self._wait(native.all_to_all(s, r))
 
-    def Alltoallv(self, sendbuf: VSpec, recvbuf: VSpec) -> None:
-        """All-to-all with per-peer counts: each side is ``[buf, counts]`` or ``[buf, counts, displs]``."""
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """All-to-all with per-peer counts: each side is a v-message (``[buf, counts, displs, type]``, ...)."""
         native = self._live("Alltoallv")
-        sbuf, scounts, sdispls = _vspec(sendbuf, "sendbuf", required=True)
-        rbuf, rcounts, rdispls = _vspec(recvbuf, "recvbuf", required=True)
-        s = as_tensor(sbuf, False, "sendbuf")
-        r = as_tensor(rbuf, True, "recvbuf")
+        r, rcounts, rdispls = vmessage(recvbuf, "recvbuf", True, native.size)
+        if in_place(sendbuf):
+            s, scounts, sdispls = r, rcounts, rdispls
+        else:
+            s, scounts, sdispls = vmessage(sendbuf, "sendbuf", False, native.size)
         self._wait(native.all_to_allv(s, scounts, sdispls, r, rcounts, rdispls))
 
-    def Send(self, buf: ArrayLike, dest: int, tag: int = 0) -> None:
+    def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Sends ``buf`` to rank ``dest`` (matched in order by its Recv; ``tag`` is not used for matching)."""
-        self._wait(self._live("Send").send(as_tensor(buf, False, "buf"), dest))
+        self._wait(self._live("Send").send(message(buf, "buf", False), dest))
 
-    def Recv(self, buf: ArrayLike, source: int, tag: int = 0) -> None:
-        """Receives into ``buf`` from rank ``source`` (sizes must match the send; no ANY_SOURCE)."""
-        self._wait(self._live("Recv").recv(as_tensor(buf, True, "buf"), source))
+    def Recv(self, buf: Any, source: int, tag: int = 0, status: Any = None) -> None:
+        """Receives into ``buf`` from rank ``source`` (sizes must match the send; no ANY_SOURCE or status)."""
+        _no_status(status, "Recv")
+        self._wait(self._live("Recv").recv(message(buf, "buf", True), source))
 
-    def Isend(self, buf: ArrayLike, dest: int, tag: int = 0) -> Work:
+    def Isend(self, buf: Any, dest: int, tag: int = 0) -> Work:
         """Starts a send; returns a :class:`Work` (mpi4py Request: Wait/Test)."""
-        return Work(self._live("Isend").send(as_tensor(buf, False, "buf"), dest))
+        return Work(self._live("Isend").send(message(buf, "buf", False), dest))
 
-    def Irecv(self, buf: ArrayLike, source: int, tag: int = 0) -> Work:
+    def Irecv(self, buf: Any, source: int, tag: int = 0) -> Work:
         """Starts a receive into ``buf``; returns a :class:`Work` (mpi4py Request: Wait/Test)."""
-        return Work(self._live("Irecv").recv(as_tensor(buf, True, "buf"), source), outputs=[buf])
+        return Work(self._live("Irecv").recv(message(buf, "buf", True), source), outputs=[buf])
+
+    def Dup(self) -> "Communicator":
+        """A new communicator with the same ranks in the same order (collective; free it with Free)."""
+        return self._split(0, self.rank, self._global_ranks)
+
+    def Clone(self) -> "Communicator":
+        """Same as :meth:`Dup`."""
+        return self.Dup()
 
     # ----------------------------------------------------------- object methods
     def barrier(self) -> None:
@@ -497,27 +597,78 @@ class Communicator:
         """Like :meth:`allreduce`, but only ``root`` gets the result (others get None)."""
         return _objects.reduce(self, sendobj, op, root)
 
+    def scan(self, sendobj: Any, op: Union[MPIOpLike, Callable[[Any, Any], Any]] = ReduceOp.SUM) -> Any:
+        """Inclusive prefix reduction of Python objects: rank i gets ranks 0..i's objects folded with ``op``."""
+        return _objects.scan(self, sendobj, op, exclusive=False)
+
+    def exscan(self, sendobj: Any, op: Union[MPIOpLike, Callable[[Any, Any], Any]] = ReduceOp.SUM) -> Any:
+        """Exclusive prefix reduction of Python objects: rank i > 0 gets ranks 0..i-1's; rank 0 gets None."""
+        return _objects.scan(self, sendobj, op, exclusive=True)
+
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Sends a picklable object to rank ``dest`` (any size; matched in order by its recv)."""
         _objects.send(self, obj, dest)
 
-    def recv(self, source: int, tag: int = 0) -> Any:
-        """Receives an object sent by rank ``source`` with :meth:`send`."""
+    def recv(self, buf: Any = None, source: int = 0, tag: int = 0, status: Any = None) -> Any:
+        """Receives an object sent by rank ``source`` with :meth:`send` (``buf`` is ignored, as in mpi4py)."""
+        _no_status(status, "recv")
         return _objects.recv(self, source)
 
 
-def _vspec(spec: Any, name: str, required: bool) -> Tuple[Any, Optional[List[int]], Optional[List[int]]]:
-    """Parses a v-variant buffer argument: [buf, counts] or [buf, counts, displs] (mpi4py's form)."""
-    if not isinstance(spec, (list, tuple)) or len(spec) not in (2, 3):
-        raise TypeError(f"{name} must be [buf, counts] or [buf, counts, displs]")
-    buf, counts = spec[0], spec[1]
-    displs = spec[2] if len(spec) == 3 else None
-    if isinstance(counts, (list, tuple)) and len(counts) == 2 and isinstance(counts[0], (list, tuple)):
-        counts, displs = counts  # mpi4py's [buf, (counts, displs)]
-    if required and counts is None:
-        raise TypeError(f"{name}: counts are required")
-    return buf, [int(c) for c in counts], None if displs is None else [int(d) for d in displs]
+def _no_status(status: Any, what: str) -> None:
+    if status is not None:
+        raise NotImplementedError(f"{what}(status=...): MPI.Status objects are not supported by OmniCCL yet")
+
+
+# mpi4py Comm methods that OmniCCL does not offer: each raises
+# NotImplementedError naming the mpi4py feature (not AttributeError, so that
+# code ported from mpi4py learns why).
+_NOT_OFFERED = {
+    "Sendrecv": "Sendrecv (point-to-point with tags and status is not in the C library yet)",
+    "Sendrecv_replace": "Sendrecv_replace", "Isendrecv": "Isendrecv", "Isendrecv_replace": "Isendrecv_replace",
+    "sendrecv": "sendrecv", "Bsend": "buffered sends (Bsend)", "Ssend": "synchronous sends (Ssend)",
+    "Rsend": "ready sends (Rsend)", "Ibsend": "buffered sends (Ibsend)", "Issend": "synchronous sends (Issend)",
+    "Irsend": "ready sends (Irsend)", "bsend": "buffered sends (bsend)", "ssend": "synchronous sends (ssend)",
+    "isend": "non-blocking object sends (isend)", "irecv": "non-blocking object receives (irecv)",
+    "issend": "non-blocking object sends (issend)", "ibsend": "buffered object sends (ibsend)",
+    "Send_init": "persistent requests (Send_init)", "Recv_init": "persistent requests (Recv_init)",
+    "Bsend_init": "persistent requests (Bsend_init)", "Ssend_init": "persistent requests (Ssend_init)",
+    "Rsend_init": "persistent requests (Rsend_init)", "Probe": "Probe", "Iprobe": "Iprobe", "probe": "probe",
+    "iprobe": "iprobe", "Mprobe": "matched probes (Mprobe)", "Improbe": "matched probes (Improbe)",
+    "mprobe": "matched probes (mprobe)", "improbe": "matched probes (improbe)",
+    "Alltoallw": "Alltoallw (derived datatypes)", "Ibarrier": "non-blocking collectives (Ibarrier)",
+    "Ibcast": "non-blocking collectives (Ibcast)", "Iallreduce": "non-blocking collectives (Iallreduce)",
+    "Iallgather": "non-blocking collectives (Iallgather)", "Igather": "non-blocking collectives (Igather)",
+    "Iscatter": "non-blocking collectives (Iscatter)", "Ireduce": "non-blocking collectives (Ireduce)",
+    "Ialltoall": "non-blocking collectives (Ialltoall)", "Iscan": "non-blocking collectives (Iscan)",
+    "Iexscan": "non-blocking collectives (Iexscan)",
+    "Ireduce_scatter_block": "non-blocking collectives (Ireduce_scatter_block)",
+    "Get_group": "MPI groups (Get_group)", "Create": "MPI groups (Create)", "Create_group": "MPI groups (Create_group)",
+    "Split_type": "Split_type", "Create_cart": "topologies (Create_cart)", "Create_graph": "topologies (Create_graph)",
+    "Create_dist_graph": "topologies (Create_dist_graph)", "Spawn": "dynamic processes (Spawn)",
+    "Get_attr": "attributes (Get_attr)", "Set_attr": "attributes (Set_attr)", "Get_name": "Get_name",
+    "Set_name": "Set_name", "Abort": "Abort (use abort(), which is local)",
+    "Neighbor_allgather": "neighbourhood collectives", "Neighbor_alltoall": "neighbourhood collectives",
+}
+
+
+def _not_offered(name: str, feature: str) -> Callable[..., Any]:
+    def method(self: "Communicator", *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"Communicator.{name}: mpi4py's {feature} is not offered by OmniCCL")
+    method.__name__ = name
+    method.__doc__ = f"Not offered: raises NotImplementedError (mpi4py's {feature})."
+    return method
+
+
+for _name, _feature in _NOT_OFFERED.items():
+    setattr(Communicator, _name, _not_offered(_name, _feature))
+del _name, _feature
 
 
 #: No communicator: what split returns to ranks passing UNDEFINED (MPI.COMM_NULL).
 COMM_NULL = Communicator(None)
+
+
+def _is_prod(op: Any) -> bool:
+    """Whether op is PROD (complex PROD is folded in Python: the library multiplies reals pairwise)."""
+    return isinstance(op, int) and not isinstance(op, bool) and op == ReduceOp.PRODUCT

@@ -56,35 +56,53 @@ _groups: "weakref.WeakSet[Communicator]" = weakref.WeakSet()
 
 
 # --------------------------------------------------------------------------- setup
-def init_process_group(init_method: Optional[str] = "env://", rank: Optional[int] = None,
-                       world_size: Optional[int] = None, timeout: Timeout = None, *,
-                       backend: Optional[str] = None, transport: Optional[str] = None,
+def init_process_group(backend: Optional[str] = None, init_method: Optional[str] = None, timeout: Timeout = None,
+                       world_size: int = -1, rank: int = -1, store: Any = None, group_name: str = "",
+                       pg_options: Any = None, device_id: Any = None, *, transport: Optional[str] = None,
                        algorithm: Optional[str] = None) -> None:
-    """Creates the default process group (collective over all ranks).
+    """Creates the default process group (collective over all ranks); torch's parameters in torch's order.
 
     Args:
+        backend: a torch backend name (``"gloo"``, ``"nccl"``, ``"mpi"``,
+            ``"omniccl"``, ...) is accepted and ignored: OmniCCL is the
+            backend whatever the name. For code written before this order,
+            a URL here (``init_process_group("tcp://host:port")``) is taken
+            as ``init_method``.
         init_method: ``"env://"`` (the default: MASTER_ADDR, MASTER_PORT and
             rank/size from RANK/WORLD_SIZE as torchrun and ``python -m
             omniccl.run`` set them, or Open MPI, MPICH or Slurm variables),
-            ``"tcp://host:port"`` or ``"file:///path"``. A torch backend name
-            in its place (``init_process_group("gloo")``) is accepted and
-            means env://; OmniCCL is the backend whatever the name.
-        rank, world_size: explicit values, or None (or -1) for the environment's.
+            ``"tcp://host:port"`` or ``"file:///path"``.
         timeout: deadline of every blocking call (``datetime.timedelta`` or
             seconds); default OMNICCL_TIMEOUT, else 10 minutes.
-        backend: accepted for torch compatibility and ignored.
-        transport, algorithm: as OMNICCL_TRANSPORT and OMNICCL_ALGO.
+        world_size, rank: explicit values, or -1 (or None) for the environment's.
+        store: a torch ``Store`` is not supported (raises NotImplementedError);
+            pass ``init_method`` instead.
+        group_name, pg_options, device_id: accepted for torch compatibility
+            and ignored (CPU arrays only in this build).
+        transport, algorithm: as OMNICCL_TRANSPORT and OMNICCL_ALGO (keyword only).
     """
     global _world
     if _world is not None:
         raise ValueError("trying to initialize the default process group twice!")
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(f"backend must be a str or None, not {type(backend).__name__}")
+    if backend is not None and "://" in backend:
+        if init_method is not None:
+            raise ValueError(f"backend {backend!r} looks like a URL and init_method is given too")
+        backend, init_method = None, backend
+    if backend is not None and backend.lower() not in _BACKEND_NAMES:
+        raise ValueError(f"backend {backend!r} is not one of {sorted(_BACKEND_NAMES)} "
+                         "(OmniCCL runs whichever is named)")
+    if store is not None:
+        raise NotImplementedError("init_process_group(store=...): torch Store objects are not supported by "
+                                  "OmniCCL; pass init_method='tcp://host:port' or 'file:///path' (or env://)")
+    if not isinstance(group_name, str):
+        raise TypeError(f"group_name must be a str, not {type(group_name).__name__}")
+    del pg_options, device_id  # no per-backend options; CPU arrays only
     if init_method is None:
         init_method = "env://"
     if isinstance(init_method, str) and "://" not in init_method:
-        if init_method.lower() not in _BACKEND_NAMES:
-            raise ValueError(f"init_method {init_method!r} is not env://, tcp://host:port or file:///path")
-        init_method = "env://"
-    del backend  # OmniCCL is the backend
+        raise ValueError(f"init_method {init_method!r} is not env://, tcp://host:port or file:///path")
     comm = Communicator.init(init_method, rank, world_size, timeout, transport=transport, algorithm=algorithm)
     _world = comm
     group.WORLD = GroupMember.WORLD = comm
@@ -93,7 +111,7 @@ def init_process_group(init_method: Optional[str] = "env://", rank: Optional[int
 def destroy_process_group(group: Optional[Communicator] = None) -> None:
     """Destroys ``group``, or with None the default group and every group made by :func:`new_group`."""
     global _world
-    if group is None or group is _world:
+    if group is None or group is _world or isinstance(group, _DefaultGroup):
         for g in list(_groups):
             g.destroy()
         _groups.clear()
@@ -504,6 +522,52 @@ def _comm_world() -> Communicator:
     if _world is None:
         init_process_group()
     return _default()
+
+
+class _DefaultGroup(Communicator):
+    """``omniccl.COMM_WORLD``: the default group, created (env://) by the first operation on it.
+
+    Naming it (``from omniccl import *``, ``help(omniccl)``, ``repr``)
+    creates nothing; the first method call or property that needs the
+    communicator runs :func:`init_process_group` unless it already ran, as
+    mpi4py's ``MPI.COMM_WORLD`` exists once MPI is initialised.
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        """The one instance is ``omniccl.COMM_WORLD``."""
+
+    @property
+    def _native(self) -> Any:  # type: ignore[override]
+        return _comm_world()._native
+
+    @property
+    def _global_ranks(self) -> Optional[List[int]]:  # type: ignore[override]
+        return _comm_world()._global_ranks
+
+    def destroy(self) -> None:
+        """Destroys the default group (as :func:`destroy_process_group`); a later use creates it again."""
+        if _world is not None:
+            destroy_process_group()
+
+    close = destroy
+    Free = destroy
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        if _world is None:
+            return "<omniccl.COMM_WORLD (created from env:// on first use)>"
+        return "<omniccl.COMM_WORLD " + repr(_world)[len("<omniccl."):]
+
+    def __reduce__(self) -> str:
+        return "COMM_WORLD"
+
+
+#: The default group as an mpi4py-style Communicator (created from env:// on first use).
+COMM_WORLD: Communicator = _DefaultGroup()
 
 
 @atexit.register

@@ -6,7 +6,7 @@ import enum
 import math
 from typing import Union
 
-__all__ = ["ReduceOp", "PremulSum", "make_premul_sum"]
+__all__ = ["ReduceOp", "PremulSum", "make_premul_sum", "MPIOp"]
 
 
 class ReduceOp(enum.IntEnum):
@@ -78,7 +78,30 @@ def make_premul_sum(scalar: float) -> PremulSum:
     return PremulSum(scalar)
 
 
+class MPIOp(enum.Enum):
+    """mpi4py's reduce ops that the C library has no code for, done in Python.
+
+    - ``LAND``, ``LOR``, ``LXOR``: logical and/or/xor; buffer methods
+      (Allreduce, Reduce, Reduce_scatter_block, Scan, Exscan) compute them
+      with numpy on 0/1 values and write 0/1 (True/False) in the array's
+      dtype; object methods apply Python's ``and``/``or``/xor of truth values.
+    - ``MAXLOC``, ``MINLOC``: object methods only, on ``(value, index)``
+      pairs (ties take the lower index, as MPI); buffer methods raise
+      NotImplementedError (mpi4py's pair datatypes are not offered).
+    - ``REPLACE``, ``NO_OP``: object methods only (the last, the first value).
+    """
+
+    LAND = "LAND"
+    LOR = "LOR"
+    LXOR = "LXOR"
+    MAXLOC = "MAXLOC"
+    MINLOC = "MINLOC"
+    REPLACE = "REPLACE"
+    NO_OP = "NO_OP"
+
+
 ReduceOpLike = Union[ReduceOp, int, PremulSum]
+MPIOpLike = Union[ReduceOp, int, PremulSum, MPIOp]
 
 
 def _check_op(op: ReduceOpLike) -> ReduceOpLike:

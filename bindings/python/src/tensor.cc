@@ -25,7 +25,8 @@
 // "used_dltensor_versioned" / "used_dltensor", which tells its destructor
 // that the consumer owns the managed tensor now, and the managed tensor's
 // deleter is called exactly once, when the Tensor is destroyed (after the
-// operation that used it has completed).
+// operation that used it has completed). The Tensor holds the capsule until
+// then: producers may tie the array's memory to the capsule's lifetime.
 #include "tensor.h"
 
 #include <cstdlib>
@@ -79,14 +80,35 @@ DLDataType dtype_of_format(const char* format, Py_ssize_t itemsize) {
   return none;
 }
 
+/// Whether obj is a tensor that requires grad (torch's `requires_grad`).
+bool requires_grad(py::handle obj) {
+  PyObject* flag = PyObject_GetAttrString(obj.ptr(), "requires_grad");
+  if (flag == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const int truth = PyObject_IsTrue(flag);
+  Py_DECREF(flag);
+  if (truth < 0) PyErr_Clear();
+  return truth == 1 && PyObject_HasAttrString(obj.ptr(), "detach") != 0;
+}
+
 /// Calls obj.__dlpack__ as in steps 2-3 above. Returns the capsule, or None
 /// when the producer raised BufferError and the buffer protocol may be tried.
+/// A tensor that requires grad (torch refuses to export it) is exported
+/// through obj.detach(), which shares its memory: what torch.distributed
+/// does with such tensors too. Only tried after a refusal, so the common
+/// path pays nothing for it.
 py::object export_capsule(py::handle obj, const std::string& name) {
   py::object dlpack = obj.attr("__dlpack__");
   auto unusable = [&](py::error_already_set& e) -> py::object {
     if (e.matches(PyExc_BufferError)) {
       if (PyObject_CheckBuffer(obj.ptr())) return py::none();
       raise_value(name + " (" + type_name(obj) + ") cannot be exported through DLPack: " + e.what());
+    }
+    if (requires_grad(obj)) {
+      py::object detached = obj.attr("detach")();
+      if (!detached.is(obj) && !requires_grad(detached)) return export_capsule(detached, name);
     }
     throw;  // NOLINT: rethrows the exception being handled
   };
@@ -180,10 +202,20 @@ void Tensor::adopt(const DLTensor& t, const std::string& name) {
   }
   if (count > 0 && t.data == nullptr) raise_value(name + ": data is NULL but the array has elements");
   dl_ = t;
+  if (t.dtype.code == kDLComplex && t.dtype.lanes == 1 && (t.dtype.bits == 64 || t.dtype.bits == 128)) {
+    // complex64/complex128 as pairs of float32/float64 (torch's view_as_real):
+    // right for data movement and for element-wise SUM, AVG and PREMUL_SUM.
+    if (count > std::numeric_limits<int64_t>::max() / 2) raise_value(name + ": the element count overflows 64 bits");
+    count *= 2;
+    shape_.push_back(2);
+    dl_.ndim = t.ndim + 1;
+    dl_.dtype = DLDataType{kDLFloat, static_cast<uint8_t>(t.dtype.bits / 2), 1};
+    complex_ = true;
+  }
   dl_.shape = shape_.data();
   dl_.strides = nullptr;  // contiguous: checked above
   count_ = count;
-  itemsize_ = (static_cast<int64_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+  itemsize_ = (static_cast<int64_t>(dl_.dtype.bits) * dl_.dtype.lanes + 7) / 8;
 }
 
 std::unique_ptr<Tensor> Tensor::import(py::handle obj, bool writable, const std::string& name) {
@@ -193,6 +225,11 @@ std::unique_ptr<Tensor> Tensor::import(py::handle obj, bool writable, const std:
     if (auto t = import_dlpack(obj, writable, name)) return t;
   }
   if (PyObject_CheckBuffer(obj.ptr())) return import_buffer(obj, writable, name);
+  if (PyObject_HasAttrString(obj.ptr(), "__cuda_array_interface__") != 0) {
+    raise_status(OCCL_ERR_UNSUPPORTED, name + " (" + type_name(obj) +
+                                           ") is a CUDA array (__cuda_array_interface__); this build of OmniCCL "
+                                           "supports CPU arrays only");
+  }
   raise_type_error(name + " must be an array supporting DLPack (__dlpack__) or the buffer protocol, not " +
                    type_name(obj));
 }
@@ -209,6 +246,7 @@ std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, con
   if (capsule.is_none()) return nullptr;
 
   std::unique_ptr<Tensor> t(new Tensor());
+  t->capsule_ = capsule;
   PyObject* cap = capsule.ptr();
   bool copied = false;
   if (PyCapsule_IsValid(cap, kVersionedName)) {
@@ -333,6 +371,7 @@ std::unique_ptr<Tensor> Tensor::slice(py::object base_obj, int64_t offset, int64
   t->count_ = count;
   t->itemsize_ = base.itemsize_;
   t->readonly_ = base.readonly_;
+  t->complex_ = base.complex_;
   t->source_ = Source::kView;
   t->base_ = std::move(base_obj);
   return t;
@@ -411,7 +450,12 @@ once, when the Tensor is garbage collected.
       .def_property_readonly("itemsize", &Tensor::itemsize, "Bytes per element.")
       .def_property_readonly("nbytes", &Tensor::nbytes, "Bytes in all.")
       .def_property_readonly(
-          "dtype", [](const Tensor& self) { return dtype_name(self.dtype()); }, "Element type, e.g. 'float32'.")
+          "dtype",
+          [](const Tensor& self) {
+            if (self.is_complex()) return "complex" + std::to_string(self.dtype().bits * 2);
+            return dtype_name(self.dtype());
+          },
+          "Element type, e.g. 'float32' ('complex64' for complex arrays, handed to C as float32 pairs).")
       .def_property_readonly(
           "dtype_code", [](const Tensor& self) { return py::make_tuple(self.dtype().code, self.dtype().bits,
                                                                        self.dtype().lanes); },
@@ -425,6 +469,8 @@ once, when the Tensor is garbage collected.
           },
           "The shape.")
       .def_property_readonly("readonly", &Tensor::readonly, "Whether the memory must not be written.")
+      .def_property_readonly("is_complex", &Tensor::is_complex,
+                             "Whether the array is complex (handed to C as pairs of reals; count counts reals).")
       .def_property_readonly(
           "source", [](const Tensor& self) { return source_name(self.source()); },
           "How it was imported: 'dlpack_versioned', 'dlpack', 'buffer', 'owned' or 'view'.")

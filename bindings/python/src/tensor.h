@@ -59,6 +59,9 @@ class Tensor {
   DLDataType dtype() const { return dl_.dtype; }
   DLDevice device() const { return dl_.device; }
   bool readonly() const { return readonly_; }
+  /// Whether the array holds complex numbers, handed to C as pairs of reals
+  /// (dtype float32/float64, twice the count, a last dimension of 2).
+  bool is_complex() const { return complex_; }
   Source source() const { return source_; }
   const std::vector<int64_t>& shape() const { return shape_; }
 
@@ -79,6 +82,7 @@ class Tensor {
   int64_t count_ = 0;
   int64_t itemsize_ = 0;
   bool readonly_ = false;
+  bool complex_ = false;
   Source source_ = Source::kOwned;
 
   // Exactly one of these owns the memory (none for kView, which keeps base_).
@@ -91,6 +95,10 @@ class Tensor {
   };
   std::unique_ptr<void, FreeDeleter> owned_;
   py::object base_;
+  // The DLPack capsule the managed tensor came in, kept alive until the
+  // deleter has run (members are destroyed after ~Tensor's body): some
+  // producers free the tensor's memory together with the capsule.
+  py::object capsule_;
 };
 
 /// "float32", "int64", "bool", "bfloat16", ... or "dtype(code=C, bits=B)".

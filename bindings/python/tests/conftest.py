@@ -77,11 +77,12 @@ def rank_env(rank: int, size: int, port: int, extra: Optional[Dict[str, str]] = 
 
 def run_ranks(size: int, scenario: str, args: Optional[Dict[str, Any]] = None, *, timeout: float = 90,
               env: Optional[Dict[str, str]] = None, rank_envs: Optional[Dict[int, Dict[str, str]]] = None,
-              check: bool = True,
+              check: bool = True, python: Optional[str] = None,
               while_running: Optional[Callable[[List[subprocess.Popen], Path], None]] = None) -> List[RankResult]:
     """Runs ``size`` ranks of ``scenario`` and returns what each did.
 
-    With ``check``, fails the test unless every rank exits 0. ``while_running``
+    With ``check``, fails the test unless every rank exits 0. ``python``: the
+    interpreter (default: this one). ``while_running``
     is called with the processes (and the output folder) after they start,
     to send signals for instance.
     """
@@ -98,7 +99,7 @@ def run_ranks(size: int, scenario: str, args: Optional[Dict[str, Any]] = None, *
                 err = open(out_dir / f"{rank}.err", "w+")
                 files.append((out, err))
                 procs.append(subprocess.Popen(
-                    [sys.executable, str(WORKERS), scenario, json.dumps(args or {})],
+                    [python or sys.executable, str(WORKERS), scenario, json.dumps(args or {})],
                     stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=e, cwd=tmp))
             if while_running is not None:
                 while_running(procs, out_dir)

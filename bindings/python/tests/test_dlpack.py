@@ -209,6 +209,42 @@ def test_async_op_keeps_the_capsule_until_completed(comm):
     assert fake.data() == [3.0, 6.0]
 
 
+class CapsuleOwnedArray(FakeArray):
+    """A producer that ties the tensor to its capsule (as mpi4py's test producer does).
+
+    It keeps no reference to the capsule it returns, and logs the order of
+    two events: the managed tensor's deleter and the capsule's destruction.
+    A consumer that lets the capsule die before calling the deleter would
+    call a deleter whose memory is already gone.
+    """
+
+    def __init__(self, values):
+        super().__init__(values)
+        events = self.events = []
+        self._deleter = DELETER(lambda _ptr: events.append("deleter"))
+        self._destructor = CAPSULE_DESTRUCTOR(lambda _capsule: events.append("capsule"))
+        _KEEP_ALIVE.extend([self._deleter, self._destructor])
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        capsule = self._export()
+        self.capsule = None  # the consumer holds the only reference
+        return capsule
+
+
+def test_capsule_outlives_the_deleter(comm):
+    fake = CapsuleOwnedArray([1.0, 2.0])
+    t = _omniccl.Tensor(fake, True, "x")
+    gc.collect()
+    assert fake.events == []  # the Tensor holds the capsule while it uses the memory
+    double(comm, fake)  # a second import, used and released by a blocking call
+    assert fake.data() == [2.0, 4.0]
+    gc.collect()
+    assert fake.events == ["deleter", "capsule"]
+    del t
+    gc.collect()
+    assert fake.events == ["deleter", "capsule", "deleter", "capsule"]
+
+
 def test_read_only_flag_refused_for_output_allowed_for_input(comm):
     fake = FakeArray([1.0, 2.0], flags=READ_ONLY)
     with pytest.raises(omniccl.InvalidArgumentError, match="read-only"):
@@ -330,7 +366,7 @@ def test_not_an_array_is_a_type_error(comm):
 
 def test_unsupported_dtype_is_an_invalid_argument(comm):
     with pytest.raises(omniccl.InvalidArgumentError, match="dtype"):
-        double(comm, np.zeros(2, np.complex64))
+        double(comm, np.zeros(2, np.longdouble))
 
 
 def test_zero_size_and_zero_dim_arrays(comm):
@@ -349,3 +385,21 @@ def test_torch_tensors_when_installed(comm):
     b = torch.ones(3, dtype=torch.bfloat16)
     double(comm, b)
     assert b.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_cuda_array_interface_is_unsupported_not_read(comm):
+    class FakeCuda:
+        __cuda_array_interface__ = {"version": 3, "data": (0, False), "typestr": "<f4", "shape": (2,)}
+
+    with pytest.raises(omniccl.UnsupportedError, match="CUDA array"):
+        double(comm, FakeCuda())
+
+
+def test_complex_arrays_are_pairs_of_reals(comm):
+    z = np.array([1 + 2j, -3j], np.complex64)
+    double(comm, z)  # PREMUL_SUM: element-wise, so right for complex
+    assert z.tolist() == [2 + 4j, -6j]
+    t = _omniccl.Tensor(np.zeros(3, np.complex128), True, "z")
+    assert t.is_complex and t.dtype == "complex128" and t.count == 6 and t.shape == (3, 2)
+    with pytest.raises(omniccl.InvalidArgumentError, match="complex arrays support"):
+        comm.Allreduce(omniccl.IN_PLACE, z, op=omniccl.MAX)

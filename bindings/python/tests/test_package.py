@@ -1,6 +1,9 @@
 """The installed package: version, bundled library, stubs, docstrings and the torch.distributed signatures."""
 
 import inspect
+import os
+import subprocess
+import sys
 import re
 from pathlib import Path
 
@@ -36,7 +39,7 @@ def test_stubs_and_py_typed_ship():
 
 def _public_callables():
     for name in omniccl.__all__:
-        if name in ("COMM_WORLD", "__version__"):
+        if name == "__version__":
             continue
         obj = getattr(omniccl, name)
         if inspect.isclass(obj) or callable(obj):
@@ -54,13 +57,13 @@ def test_every_public_function_and_class_has_a_docstring():
 
 def test_all_names_exist():
     for name in omniccl.__all__:
-        if name != "COMM_WORLD":
-            assert hasattr(omniccl, name), name
+        assert hasattr(omniccl, name), name
 
 
 # Names, arguments and defaults from torch.distributed (issue 3).
 TORCH_SIGNATURES = {
-    "init_process_group": "(init_method='env://', rank=None, world_size=None, timeout=None",
+    "init_process_group": "(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None, "
+                          "group_name='', pg_options=None, device_id=None",
     "destroy_process_group": "(group=None)",
     "is_initialized": "()",
     "get_rank": "(group=None)",
@@ -111,7 +114,7 @@ def test_mpi4py_style_methods_exist():
                  "allgather", "allreduce", "send", "recv", "Isend", "Irecv", "Get_rank", "Get_size"):
         assert hasattr(omniccl.Communicator, name), name
     params = list(inspect.signature(omniccl.Communicator.recv).parameters)
-    assert params[:2] == ["self", "source"]
+    assert params == ["self", "buf", "source", "tag", "status"]  # mpi4py's order
 
 
 def test_exception_hierarchy():
@@ -131,3 +134,63 @@ def test_functions_need_init_first():
     assert not omniccl.is_initialized()
     with pytest.raises(ValueError, match="not been initialized"):
         omniccl.get_rank()
+
+
+def test_naming_the_module_creates_no_process_group():
+    # No MASTER_ADDR or RANK: creating a group here would fail (or hang).
+    code = """
+import io, pydoc, sys
+import omniccl
+from omniccl import *
+text = pydoc.render_doc(omniccl)
+help(omniccl.Communicator)
+assert "COMM_WORLD" in text
+r = repr(COMM_WORLD)
+assert "first use" in r, r
+assert isinstance(COMM_WORLD, Communicator) and COMM_WORLD is omniccl.COMM_WORLD
+assert not omniccl.is_initialized()
+try:
+    COMM_WORLD.Get_rank()
+except ValueError as e:
+    print("FIRST USE:", e)
+else:
+    raise SystemExit("COMM_WORLD.Get_rank() worked without any environment")
+assert not omniccl.is_initialized()
+print("OK")
+"""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ENV}
+    env["PAGER"] = "cat"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.stdout.rstrip().endswith("OK")
+    assert "FIRST USE:" in out.stdout  # the first operation is what tries to create it
+
+
+LAUNCHER_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
+                "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
+
+
+def test_init_process_group_takes_torchs_order(tmp_path):
+    code = f"""
+import omniccl as dist
+dist.init_process_group("gloo", init_method="file://{tmp_path}", rank=0, world_size=1, group_name="g")
+assert dist.get_world_size() == 1 and dist.get_rank() == 0
+dist.destroy_process_group()
+dist.init_process_group(backend="nccl", init_method="file://{tmp_path}/b", world_size=1, rank=0)
+dist.destroy_process_group()
+dist.init_process_group("file://{tmp_path}/c", world_size=1, rank=0)  # a URL first still means init_method
+dist.destroy_process_group()
+for bad, kw in (("store", dict(store=object())), ("backend", dict(backend="nope"))):
+    try:
+        dist.init_process_group(init_method="file://{tmp_path}/d", world_size=1, rank=0, **kw)
+    except (NotImplementedError, ValueError) as e:
+        assert bad in str(e), e
+    else:
+        raise SystemExit(bad + " accepted")
+print("OK")
+"""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0 and out.stdout.strip() == "OK", out.stdout[-3000:] + out.stderr[-3000:]

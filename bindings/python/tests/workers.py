@@ -723,7 +723,7 @@ def bad_arguments(rank, size):
     ro.flags.writeable = False
     expect("read-only output", lambda: dist.all_reduce(ro), ValueError)
     expect("bytes output", lambda: dist.all_reduce(b"abcd"), ValueError)
-    expect("complex dtype", lambda: dist.all_reduce(np.ones(2, np.complex128)), ValueError)
+    expect("long double dtype", lambda: dist.all_reduce(np.ones(2, np.longdouble)), ValueError)
     expect("not an array", lambda: dist.all_reduce([1, 2, 3]), TypeError)
     expect("bad op", lambda: dist.all_reduce(np.ones(2), op=42), ValueError)
     x = np.full(2, rank, np.int64)
@@ -784,6 +784,224 @@ def interrupt_init(rank, size):
         return {"interrupted": False}
     except KeyboardInterrupt:
         return {"interrupted": True, "initialized": dist.is_initialized()}
+
+
+@scenario
+def reduce_scatter_block_in_place(rank, size):
+    """MPI: with IN_PLACE only the first n elements of recvbuf change."""
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    chk = Checker()
+    buf = np.full(size, 10 * (rank + 1), np.int32)  # n = 1
+    world.Reduce_scatter_block(dist.IN_PLACE, buf, op=ReduceOp.MIN)
+    want = np.full(size, 10 * (rank + 1), np.int32)
+    want[0] = 10
+    chk.equal(buf, want, "MIN, n = 1")
+    n = 2
+    buf = np.arange(size * n, dtype=np.float64) + 100 * rank
+    orig = buf.copy()
+    world.Reduce_scatter_block(dist.IN_PLACE, buf)  # SUM
+    want = orig.copy()
+    want[:n] = sum(np.arange(size * n, dtype=np.float64)[rank * n:(rank + 1) * n] + 100 * r for r in range(size))
+    chk.equal(buf, want, "SUM, n = 2")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
+@scenario
+def torch_habits(rank, size, init_method):
+    """torch.distributed code as written for torch: backend first, tensors that require grad."""
+    import torch
+
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=size, group_name="train")
+    chk = Checker()
+    param = torch.nn.Parameter(torch.full((4,), float(rank + 1)))
+    dist.all_reduce(param)
+    chk.equal(param.detach().numpy(), np.full(4, size * (size + 1) / 2, np.float32), "all_reduce(param)")
+    chk.true(param.requires_grad and param.grad is None, "param still requires grad, no grad made")
+    layer = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        layer.weight.fill_(rank)
+    dist.broadcast(layer.weight, 0)
+    chk.equal(layer.weight.detach().numpy(), np.zeros((2, 3), np.float32), "broadcast(weight, 0)")
+    loss = (layer(torch.ones(1, 3)) ** 2).sum()
+    loss.backward()
+    for p in layer.parameters():
+        dist.all_reduce(p.grad, op=ReduceOp.SUM)
+        p.grad /= size
+    chk.true(layer.bias.grad is not None, "gradients averaged")
+    out = [torch.zeros(2, requires_grad=True) for _ in range(size)]
+    with torch.no_grad():
+        dist.all_gather(out, torch.full((2,), float(rank)))
+    chk.equal(torch.stack(out).detach().numpy(), np.repeat(np.arange(size, dtype=np.float32), 2).reshape(size, 2),
+              "all_gather into tensors that require grad")
+    work = dist.all_reduce(param, async_op=True)
+    work.wait()
+    chk.equal(param.detach().numpy(), np.full(4, size * size * (size + 1) / 2, np.float32), "async all_reduce")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks, "torch": torch.__version__}
+
+
+@scenario
+def mpi4py_messages(rank, size):
+    """mpi4py's buffer specifications, IN_PLACE/None, complex arrays and op names (expected values by hand)."""
+    import array as pyarray
+
+    world = dist.COMM_WORLD
+    chk = Checker()
+    chk.true(world.Get_rank() == rank and world.Get_size() == size, "Get_rank/Get_size")
+    # [buf, type], [buf, count, type], [buf, (count, displ), type], [buf, count, displ, type]
+    a = np.full(6, rank + 1, np.int32)
+    world.Allreduce(dist.IN_PLACE, [a, "i"])
+    chk.equal(a, np.full(6, size * (size + 1) // 2, np.int32), "[buf, 'i']")
+    b = np.zeros(6, np.float64)
+    if rank == 0:
+        b[:] = np.arange(6)
+    world.Bcast([b, 3, "d"], root=0)
+    chk.equal(b, np.array([0, 1, 2, 0, 0, 0] if rank else [0, 1, 2, 3, 4, 5], np.float64), "[buf, count, type]")
+    c = np.full(6, -1.0, np.float32)
+    if rank == 0:
+        c[:] = 7
+    world.Bcast([c, (2, 3), "f"], root=0)
+    want = np.full(6, 7.0 if rank == 0 else -1.0, np.float32)
+    want[3:5] = 7
+    chk.equal(c, want, "[buf, (count, displ), type]")
+    d = np.full(4, rank, np.int64)
+    world.Allreduce(None, [d, 2, 1, "q"], op=dist.MAX)  # None is IN_PLACE
+    chk.equal(d, np.array([rank, size - 1, size - 1, rank], np.int64), "[buf, count, displ, type], None")
+    # a typed message over raw bytes: 'i' read from a bytearray
+    raw = bytearray(np.full(2, rank, np.int32).tobytes())
+    world.Allreduce(dist.IN_PLACE, [raw, "i"], op=dist.SUM)
+    chk.equal(np.frombuffer(bytes(raw), np.int32), np.full(2, size * (size - 1) // 2, np.int32), "bytes as 'i'")
+    # Gather/Scatter: count is per rank; a bare buffer splits equally
+    rbuf = np.full(size * 2, -1, np.int16)
+    world.Gather([np.full(2, rank, np.int16), "h"], [rbuf, 2, "h"] if rank == 0 else None, root=0)
+    if rank == 0:
+        chk.equal(rbuf, np.repeat(np.arange(size, dtype=np.int16), 2), "Gather [rbuf, count, type]")
+    sbuf = np.repeat(np.arange(size, dtype=np.uint8), 3) if rank == 1 % size else None
+    got = np.zeros(3, np.uint8)
+    world.Scatter(sbuf, got, root=1 % size)
+    chk.equal(got, np.full(3, rank, np.uint8), "Scatter bare buffer split equally")
+    # v-variants: [buf, counts], [buf, (counts, displs), type], int count and int displ (stride)
+    counts = [i + 1 for i in range(size)]
+    allv = np.full(sum(counts), -1, np.int32)
+    world.Allgatherv(np.full(rank + 1, rank, np.int32), [allv, counts])
+    chk.equal(allv, np.repeat(np.arange(size, dtype=np.int32), counts), "Allgatherv [buf, counts]")
+    strided = np.full(size * 4, -1, np.int32)
+    world.Allgatherv([np.full(2, rank, np.int32), "i"], [strided, (2, 4), "i"])
+    want = np.full(size * 4, -1, np.int32)
+    for r in range(size):
+        want[4 * r:4 * r + 2] = r
+    chk.equal(strided, want, "Allgatherv [buf, (count, stride), type]")
+    sv = np.arange(size * 3, dtype=np.float64) if rank == 0 else None
+    out = np.zeros(2, np.float64)
+    world.Scatterv([sv, 2, 3, "d"] if rank == 0 else None, out, root=0)
+    chk.equal(out, np.array([3 * rank, 3 * rank + 1], np.float64), "Scatterv [buf, count, displ, type]")
+    gv = np.full(size + 1, -5, np.int8) if rank == 0 else None
+    world.Gatherv(np.full(1 if rank else 2, rank, np.int8), gv if rank else [gv, [2] + [1] * (size - 1)], root=0)
+    if rank == 0:
+        chk.equal(gv, np.array([0, 0] + list(range(1, size)), np.int8), "Gatherv counts")
+    # complex: data movement, SUM and AVG as pairs of reals; PROD refused
+    z = np.array([1 + 2j, rank - 1j], np.complex64)
+    world.Allreduce(dist.IN_PLACE, z, op=dist.SUM)
+    chk.equal(z, np.array([size * (1 + 2j), size * (size - 1) / 2 - size * 1j], np.complex64), "complex64 SUM")
+    z2 = np.full(3, rank * (1 + 1j), np.complex128)
+    world.Allreduce(dist.IN_PLACE, z2, op=ReduceOp.AVG)
+    chk.equal(z2, np.full(3, (size - 1) / 2 * (1 + 1j), np.complex128), "complex128 AVG")
+    zg = np.zeros(size, np.complex128)
+    world.Allgather(np.array([rank + 1j * rank], np.complex128), zg)
+    chk.equal(zg, np.arange(size) * (1 + 1j), "complex128 Allgather")
+    zc = np.full(4, 3j, np.complex64) if rank == 0 else np.zeros(4, np.complex64)
+    world.Bcast([zc, (1, 2), "F"], root=0)
+    if rank:
+        chk.equal(zc, np.array([0, 0, 3j, 0], np.complex64), "complex [buf, (1, 2), 'F']")
+    zp = np.array([1j, 2 + rank * 1j], np.complex128)
+    world.Allreduce(dist.IN_PLACE, zp, op=dist.PROD)
+    want = np.array([1j ** size, np.prod([2 + r * 1j for r in range(size)])], np.complex128)
+    chk.equal(zp, want, "complex128 PROD (folded in Python)", tol=1e-12)
+    zr = np.zeros(1, np.complex64)
+    world.Reduce(np.array([1 + rank * 1j], np.complex64), zr if rank == 0 else None, op=dist.PROD, root=0)
+    if rank == 0:
+        chk.equal(zr, np.array([np.prod([1 + r * 1j for r in range(size)])], np.complex64), "complex Reduce PROD",
+                  tol=1e-5)
+    try:
+        world.Allreduce(dist.IN_PLACE, z, op=dist.MAX)
+        chk.true(False, "complex MAX accepted")
+    except dist.InvalidArgumentError as e:
+        chk.true("complex" in str(e), f"complex MAX message: {e}")
+    # every mpi4py op name on a buffer (int32 and bool), against numpy
+    vals = np.array([rank + 1, rank % 2, 3 * rank + 2, 0 if rank else 5], np.int32)
+    everyone = [np.array([r + 1, r % 2, 3 * r + 2, 0 if r else 5], np.int32) for r in range(size)]
+    ref = {"SUM": np.sum(everyone, axis=0), "PROD": np.prod(everyone, axis=0), "MAX": np.max(everyone, axis=0),
+           "MIN": np.min(everyone, axis=0), "BAND": np.bitwise_and.reduce(everyone),
+           "BOR": np.bitwise_or.reduce(everyone), "BXOR": np.bitwise_xor.reduce(everyone),
+           "LAND": np.logical_and.reduce(everyone).astype(np.int32),
+           "LOR": np.logical_or.reduce(everyone).astype(np.int32),
+           "LXOR": np.logical_xor.reduce(everyone).astype(np.int32)}
+    for name, want in ref.items():
+        got = np.zeros(4, np.int32)
+        world.Allreduce(vals, got, op=getattr(dist, name))
+        chk.equal(got, want.astype(np.int32), f"Allreduce op {name}")
+        red = np.zeros(4, np.int32)
+        world.Reduce([vals, "i"], red if rank == 0 else None, op=getattr(dist, name), root=0)
+        if rank == 0:
+            chk.equal(red, want.astype(np.int32), f"Reduce op {name}")
+    flags = np.array([True, rank == 0, False], np.bool_)
+    world.Allreduce(dist.IN_PLACE, flags, op=dist.LOR)
+    chk.equal(flags, np.array([True, True, False]), "LOR on bool, IN_PLACE")
+    # Scan / Exscan (buffers and objects)
+    sc = np.zeros(2, np.int64)
+    world.Scan(np.array([rank + 1, 1], np.int64), sc, op=dist.SUM)
+    chk.equal(sc, np.array([(rank + 1) * (rank + 2) // 2, rank + 1], np.int64), "Scan SUM")
+    ex = np.full(2, -9, np.int64)
+    world.Exscan(np.array([rank + 1, 2], np.int64), ex, op=dist.PROD)
+    chk.equal(ex, np.array([-9, -9] if rank == 0 else [int(np.prod(np.arange(1, rank + 1))), 2 ** rank], np.int64),
+              "Exscan PROD")
+    chk.true(world.scan(rank, op=dist.SUM) == rank * (rank + 1) // 2, "scan object")
+    chk.true(world.exscan(rank) == (None if rank == 0 else rank * (rank - 1) // 2), "exscan object")
+    # Reduce_scatter with per-rank counts
+    rc = [r + 1 for r in range(size)]
+    rs_in = np.arange(sum(rc), dtype=np.float64) * (rank + 1)
+    rs_out = np.zeros(rc[rank], np.float64)
+    world.Reduce_scatter(rs_in, rs_out, rc, op=dist.SUM)
+    start = sum(rc[:rank])
+    chk.equal(rs_out, np.arange(start, start + rc[rank], dtype=np.float64) * (size * (size + 1) / 2),
+              "Reduce_scatter counts")
+    # object methods
+    chk.true(world.allreduce((rank % 2, rank), op=dist.MAXLOC) == (1 if size > 1 else 0, 1 if size > 1 else 0),
+             "allreduce MAXLOC")
+    chk.true(world.allreduce((rank % 2, rank), op=dist.MINLOC) == (0, 0), "allreduce MINLOC")
+    chk.true(world.allreduce(rank > 0, op=dist.LAND) is False, "allreduce LAND")
+    chk.true(world.allreduce(rank == size - 1, op=dist.LOR) is True, "allreduce LOR")
+    chk.true(world.reduce([rank], op=dist.SUM, root=0) == (list(range(size)) if rank == 0 else None), "reduce list")
+    chk.true(world.bcast({"r": rank}, root=size - 1) == {"r": size - 1}, "bcast")
+    chk.true(world.gather(rank * 2, root=0) == ([2 * r for r in range(size)] if rank == 0 else None), "gather")
+    chk.true(world.scatter([f"x{r}" for r in range(size)] if rank == 0 else None, root=0) == f"x{rank}", "scatter")
+    chk.true(world.alltoall([(rank, r) for r in range(size)]) == [(r, rank) for r in range(size)], "alltoall")
+    chk.true(world.allgather(None) == [None] * size, "allgather None")
+    # Split, Dup, Free
+    half = world.Split(rank % 2, -rank)
+    chk.true(half.Get_size() == len(range(rank % 2, size, 2)) and half.Get_rank() == len(range(rank % 2, size, 2)) - 1
+             - rank // 2, "Split key orders ranks")
+    half.Free()
+    dup = world.Dup()
+    chk.true(dup.Get_size() == size and dup.Get_rank() == rank and dup is not world, "Dup")
+    x = pyarray.array("d", [rank])
+    dup.Allreduce(dist.IN_PLACE, [x, "d"])
+    chk.equal(np.asarray(x), np.array([size * (size - 1) / 2]), "Dup works")
+    dup.Free()
+    dup.Free()  # twice is fine
+    for name in ("Sendrecv", "Ibcast", "Alltoallw", "isend"):
+        try:
+            getattr(world, name)()
+            chk.true(False, f"{name} did not raise")
+        except NotImplementedError as e:
+            chk.true(name in str(e), f"{name}: {e}")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
 
 
 def main():
