@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Python package's sdist so that it builds on its own: the C++
-# sources it needs (the root CMakeLists.txt, core/, capi/, kernels/, tools/,
+# sources it needs (the root CMakeLists.txt, cmake/, core/, capi/, kernels/, tools/,
 # LICENSE) are copied into a staging copy of bindings/python as omniccl-src/,
 # and the staging pyproject.toml reads the version from there.
 #
@@ -18,7 +18,7 @@ trap 'rm -rf "$stage"' EXIT
 tar -C "$here" --exclude=./build --exclude=./dist --exclude=./omniccl-src --exclude=__pycache__ \
     --exclude=.pytest_cache --exclude='*.so' --exclude='*.so.*' -cf - . | tar -C "$stage" -xf -
 mkdir "$stage/omniccl-src"
-for p in CMakeLists.txt LICENSE core capi kernels tools; do
+for p in CMakeLists.txt LICENSE cmake core capi kernels tools; do
   cp -a "$root/$p" "$stage/omniccl-src/"
 done
 sed -i 's|input = "../../capi/include/omniccl/omniccl.h"|input = "omniccl-src/capi/include/omniccl/omniccl.h"|' \

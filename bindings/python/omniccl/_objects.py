@@ -50,12 +50,12 @@ def bcast(comm: "Communicator", obj: Any, root: int) -> Any:
     is_root = native.rank == root
     data = _dumps(obj) if is_root else b""
     size = _sizes([len(data)])
-    comm._wait(native.broadcast(as_tensor(size, not is_root, "size"), root))
+    native.broadcast(as_tensor(size, not is_root, "size"), root, blocking=True)
     if is_root:
-        comm._wait(native.broadcast(as_tensor(data, False, "data"), root))
+        native.broadcast(as_tensor(data, False, "data"), root, blocking=True)
         return obj
     buf = bytearray(size[0])
-    comm._wait(native.broadcast(as_tensor(buf, True, "data"), root))
+    native.broadcast(as_tensor(buf, True, "data"), root, blocking=True)
     return _loads(buf)
 
 
@@ -64,9 +64,9 @@ def allgather(comm: "Communicator", obj: Any) -> List[Any]:
     native = comm._live("allgather")
     data = _dumps(obj)
     sizes = _sizes([0] * native.size)
-    comm._wait(native.all_gather(as_tensor(_sizes([len(data)]), False, "size"), as_tensor(sizes, True, "sizes")))
+    native.all_gather(as_tensor(_sizes([len(data)]), False, "size"), as_tensor(sizes, True, "sizes"), blocking=True)
     buf = bytearray(sum(sizes))
-    comm._wait(native.all_gatherv(as_tensor(data, False, "data"), as_tensor(buf, True, "buf"), list(sizes), None))
+    native.all_gatherv(as_tensor(data, False, "data"), as_tensor(buf, True, "buf"), list(sizes), None, blocking=True)
     return _split_bytes(buf, sizes)
 
 
@@ -76,14 +76,14 @@ def gather(comm: "Communicator", obj: Any, root: int) -> Optional[List[Any]]:
     is_root = native.rank == root
     data = _dumps(obj)
     sizes = _sizes([0] * native.size) if is_root else None
-    comm._wait(native.gather(as_tensor(_sizes([len(data)]), False, "size"),
-                             as_tensor(sizes, True, "sizes") if is_root else None, root))
+    native.gather(as_tensor(_sizes([len(data)]), False, "size"),
+                             as_tensor(sizes, True, "sizes") if is_root else None, root, blocking=True)
     if sizes is None:  # not the root
-        comm._wait(native.gatherv(as_tensor(data, False, "data"), None, None, None, root))
+        native.gatherv(as_tensor(data, False, "data"), None, None, None, root, blocking=True)
         return None
     buf = bytearray(sum(sizes))
-    comm._wait(native.gatherv(as_tensor(data, False, "data"), as_tensor(buf, True, "buf"), list(sizes), None,
-                              root))
+    native.gatherv(as_tensor(data, False, "data"), as_tensor(buf, True, "buf"), list(sizes), None,
+                              root, blocking=True)
     return _split_bytes(buf, sizes)
 
 
@@ -99,15 +99,15 @@ def scatter(comm: "Communicator", objs: Optional[Sequence[Any]], root: int) -> A
                 f"{'None' if objs is None else len(objs)}")
         parts = [_dumps(o) for o in objs]
         sizes = _sizes([len(p) for p in parts])
-        comm._wait(native.scatter(as_tensor(sizes, False, "sizes"), as_tensor(mine, True, "size"), root))
+        native.scatter(as_tensor(sizes, False, "sizes"), as_tensor(mine, True, "size"), root, blocking=True)
         data = b"".join(parts)
         buf = bytearray(mine[0])
-        comm._wait(native.scatterv(as_tensor(data, False, "data"), list(sizes), None, as_tensor(buf, True, "buf"),
-                                   root))
+        native.scatterv(as_tensor(data, False, "data"), list(sizes), None, as_tensor(buf, True, "buf"),
+                                   root, blocking=True)
         return _loads(buf)
-    comm._wait(native.scatter(None, as_tensor(mine, True, "size"), root))
+    native.scatter(None, as_tensor(mine, True, "size"), root, blocking=True)
     buf = bytearray(mine[0])
-    comm._wait(native.scatterv(None, None, None, as_tensor(buf, True, "buf"), root))
+    native.scatterv(None, None, None, as_tensor(buf, True, "buf"), root, blocking=True)
     return _loads(buf)
 
 
@@ -119,10 +119,10 @@ def alltoall(comm: "Communicator", objs: Sequence[Any]) -> List[Any]:
     parts = [_dumps(o) for o in objs]
     send_sizes = _sizes([len(p) for p in parts])
     recv_sizes = _sizes([0] * native.size)
-    comm._wait(native.all_to_all(as_tensor(send_sizes, False, "sizes"), as_tensor(recv_sizes, True, "sizes")))
+    native.all_to_all(as_tensor(send_sizes, False, "sizes"), as_tensor(recv_sizes, True, "sizes"), blocking=True)
     buf = bytearray(sum(recv_sizes))
-    comm._wait(native.all_to_allv(as_tensor(b"".join(parts), False, "data"), list(send_sizes), None,
-                                  as_tensor(buf, True, "buf"), list(recv_sizes), None))
+    native.all_to_allv(as_tensor(b"".join(parts), False, "data"), list(send_sizes), None,
+                                  as_tensor(buf, True, "buf"), list(recv_sizes), None, blocking=True)
     return _split_bytes(buf, recv_sizes)
 
 
@@ -205,15 +205,15 @@ def send(comm: "Communicator", obj: Any, dest: int) -> None:
     """Sends an object: its size, then its bytes."""
     native = comm._live("send")
     data = _dumps(obj)
-    comm._wait(native.send(as_tensor(_sizes([len(data)]), False, "size"), dest))
-    comm._wait(native.send(as_tensor(data, False, "data"), dest))
+    native.send(as_tensor(_sizes([len(data)]), False, "size"), dest, blocking=True)
+    native.send(as_tensor(data, False, "data"), dest, blocking=True)
 
 
 def recv(comm: "Communicator", source: int) -> Any:
     """Receives an object sent with send."""
     native = comm._live("recv")
     size = _sizes([0])
-    comm._wait(native.recv(as_tensor(size, True, "size"), source))
+    native.recv(as_tensor(size, True, "size"), source, blocking=True)
     buf = bytearray(size[0])
-    comm._wait(native.recv(as_tensor(buf, True, "data"), source))
+    native.recv(as_tensor(buf, True, "data"), source, blocking=True)
     return _loads(buf)

@@ -172,7 +172,7 @@ class Communicator:
             # (which name ranks by their world rank) can use this group.
             mine = array("q", [self._global_rank(self.rank)])
             everyone = array("q", [0] * child.size)
-            comm._wait(child.all_gather(as_tensor(mine, False, "rank"), as_tensor(everyone, True, "ranks")))
+            child.all_gather(as_tensor(mine, False, "rank"), as_tensor(everyone, True, "ranks"), blocking=True)
             comm._global_ranks = list(everyone)
         return comm
 
@@ -301,7 +301,15 @@ class Communicator:
     @staticmethod
     def _run(native_work: Any, async_op: bool, finish: Optional[Callable[[], None]] = None,
              outputs: Optional[List[Any]] = None) -> Optional[Work]:
-        """Wraps a started operation: returns the Work if async_op, else waits and returns None."""
+        """Wraps an operation: returns the Work if async_op, else waits and returns None.
+
+        ``native_work`` is None when the operation ran blocking (``blocking=True``, no
+        hand-off and no Work): it is complete, so only ``finish`` is left to do.
+        """
+        if native_work is None:
+            if finish is not None:
+                finish()
+            return None
         work = Work(native_work, finish, outputs)
         if async_op:
             return work
@@ -314,13 +322,13 @@ class Communicator:
     # buffer of IN_PLACE or None means in place.
     def Barrier(self) -> None:
         """Returns once every rank has entered the barrier."""
-        self._wait(self._live("Barrier").barrier())
+        self._live("Barrier").barrier(blocking=True)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
         """Copies ``root``'s ``buf`` into every rank's ``buf``."""
         native = self._live("Bcast")
         t = message(buf, "buf", native.rank != root)
-        self._wait(native.broadcast(t, root))
+        native.broadcast(t, root, blocking=True)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Reduces every rank's ``sendbuf`` into every rank's ``recvbuf`` (sendbuf may be IN_PLACE)."""
@@ -331,7 +339,7 @@ class Communicator:
         s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
         if r.is_complex and _is_prod(op):
             return _logical.fold(self, s, r, op)
-        self._wait(self._reduce_call(op, lambda v: native.all_reduce(s, r, v)))
+        self._reduce_call(op, lambda v: native.all_reduce(s, r, v, blocking=True))
         return None
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM, root: int = 0) -> None:
@@ -346,7 +354,7 @@ class Communicator:
             r, s = None, message(sendbuf, "sendbuf", False)
         if s.is_complex and _is_prod(op):
             return _logical.fold(self, s, r, op, root=root)
-        self._wait(self._reduce_call(op, lambda v: native.reduce(s, r, v, root)))
+        self._reduce_call(op, lambda v: native.reduce(s, r, v, root, blocking=True))
         return None
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
@@ -361,7 +369,7 @@ class Communicator:
             s = Tensor.slice(r, native.rank * n, n)
         else:
             s = message(sendbuf, "sendbuf", False)
-        self._wait(native.all_gather(s, r))
+        native.all_gather(s, r, blocking=True)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
         """All-gather with per-rank counts: ``recvbuf`` is a v-message (``[buf, counts, displs, type]``, ...).
@@ -374,7 +382,7 @@ class Communicator:
             s = Tensor.slice(r, displs[native.rank], counts[native.rank])
         else:
             s = message(sendbuf, "sendbuf", False)
-        self._wait(native.all_gatherv(s, r, counts, displs))
+        native.all_gatherv(s, r, counts, displs, blocking=True)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Collects every rank's ``sendbuf`` (n) into ``root``'s ``recvbuf`` (size * n, rank order)."""
@@ -388,7 +396,7 @@ class Communicator:
                 s = message(sendbuf, "sendbuf", False)
         else:
             r, s = None, message(sendbuf, "sendbuf", False)
-        self._wait(native.gather(s, r, root))
+        native.gather(s, r, root, blocking=True)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather with per-rank counts: at ``root``, ``recvbuf`` is a v-message (IN_PLACE sendbuf at root)."""
@@ -402,7 +410,7 @@ class Communicator:
         else:
             r, counts, displs = None, None, None
             s = message(sendbuf, "sendbuf", False)
-        self._wait(native.gatherv(s, r, counts, displs, root))
+        native.gatherv(s, r, counts, displs, root, blocking=True)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Splits ``root``'s ``sendbuf`` (size * n) into size parts; rank i receives part i in ``recvbuf``.
@@ -419,7 +427,7 @@ class Communicator:
                 r = message(recvbuf, "recvbuf", True)
         else:
             s, r = None, message(recvbuf, "recvbuf", True)
-        self._wait(native.scatter(s, r, root))
+        native.scatter(s, r, root, blocking=True)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Scatter with per-rank counts: at ``root``, ``sendbuf`` is a v-message (IN_PLACE recvbuf at root)."""
@@ -433,7 +441,7 @@ class Communicator:
         else:
             s, counts, displs = None, None, None
             r = message(recvbuf, "recvbuf", True)
-        self._wait(native.scatterv(s, counts, displs, r, root))
+        native.scatterv(s, counts, displs, r, root, blocking=True)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Reduces ``sendbuf`` (size * n) over the ranks; rank i receives reduced block i in ``recvbuf`` (n).
@@ -453,14 +461,14 @@ class Communicator:
             block = Tensor.empty_like(full, n)
             if full.is_complex and _is_prod(op):
                 return _logical.fold(self, full, full, op, block=(native.rank * n // 2, n // 2))
-            self._wait(self._reduce_call(op, lambda v: native.reduce_scatter(full, block, v)))
+            self._reduce_call(op, lambda v: native.reduce_scatter(full, block, v, blocking=True))
             full.copy_from(block, 0, 0, n)
             return None
         r = message(recvbuf, "recvbuf", True)
         s = message(sendbuf, "sendbuf", False, native.size)
         if s.is_complex and _is_prod(op):
             return _logical.fold(self, s, r, op, block=(native.rank * (r.count // 2), r.count // 2))
-        self._wait(self._reduce_call(op, lambda v: native.reduce_scatter(s, r, v)))
+        self._reduce_call(op, lambda v: native.reduce_scatter(s, r, v, blocking=True))
         return None
 
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Optional[Sequence[int]] = None,
@@ -501,7 +509,7 @@ class Communicator:
         if whole.is_complex and _is_prod(op):
             return _logical.fold(self, whole, out, op, block=(sum(counts[:rank]), counts[rank]))
         staging = Tensor.empty_like(whole, whole.count)
-        self._wait(self._reduce_call(op, lambda v: native.all_reduce(whole, staging, v)))
+        self._reduce_call(op, lambda v: native.all_reduce(whole, staging, v, blocking=True))
         out.copy_from(staging, 0, sum(counts[:rank]) * f, counts[rank] * f)
         return None
 
@@ -525,7 +533,7 @@ class Communicator:
         native = self._live("Alltoall")
         r = message(recvbuf, "recvbuf", True, native.size)
         s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False, native.size)
-        self._wait(native.all_to_all(s, r))
+        native.all_to_all(s, r, blocking=True)
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
         """All-to-all with per-peer counts: each side is a v-message (``[buf, counts, displs, type]``, ...)."""
@@ -535,16 +543,16 @@ class Communicator:
             s, scounts, sdispls = r, rcounts, rdispls
         else:
             s, scounts, sdispls = vmessage(sendbuf, "sendbuf", False, native.size)
-        self._wait(native.all_to_allv(s, scounts, sdispls, r, rcounts, rdispls))
+        native.all_to_allv(s, scounts, sdispls, r, rcounts, rdispls, blocking=True)
 
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Sends ``buf`` to rank ``dest`` (matched in order by its Recv; ``tag`` is not used for matching)."""
-        self._wait(self._live("Send").send(message(buf, "buf", False), dest))
+        self._live("Send").send(message(buf, "buf", False), dest, blocking=True)
 
     def Recv(self, buf: Any, source: int, tag: int = 0, status: Any = None) -> None:
         """Receives into ``buf`` from rank ``source`` (sizes must match the send; no ANY_SOURCE or status)."""
         _no_status(status, "Recv")
-        self._wait(self._live("Recv").recv(message(buf, "buf", True), source))
+        self._live("Recv").recv(message(buf, "buf", True), source, blocking=True)
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Work:
         """Starts a send; returns a :class:`Work` (mpi4py Request: Wait/Test)."""

@@ -230,7 +230,7 @@ def broadcast(tensor: Any, src: Optional[int] = None, group: Optional[Communicat
     root = _peer(comm, src, group_src, "src", "broadcast")
     native = comm._live("broadcast")
     t = as_tensor(tensor, native.rank != root, "tensor")
-    return comm._run(native.broadcast(t, root), async_op, outputs=[tensor])
+    return comm._run(native.broadcast(t, root, blocking=not async_op), async_op, outputs=[tensor])
 
 
 def all_reduce(tensor: Any, op: ReduceOpLike = ReduceOp.SUM, group: Optional[Communicator] = None,
@@ -241,7 +241,8 @@ def all_reduce(tensor: Any, op: ReduceOpLike = ReduceOp.SUM, group: Optional[Com
         return None
     native = comm._live("all_reduce")
     t = as_tensor(tensor, True, "tensor")
-    return comm._run(comm._reduce_call(op, lambda v: native.all_reduce(t, t, v)), async_op, outputs=[tensor])
+    return comm._run(comm._reduce_call(op, lambda v: native.all_reduce(t, t, v, blocking=not async_op)),
+                     async_op, outputs=[tensor])
 
 
 def reduce(tensor: Any, dst: Optional[int] = None, op: ReduceOpLike = ReduceOp.SUM,
@@ -255,7 +256,9 @@ def reduce(tensor: Any, dst: Optional[int] = None, op: ReduceOpLike = ReduceOp.S
     native = comm._live("reduce")
     is_root = native.rank == root
     t = as_tensor(tensor, is_root, "tensor")
-    return comm._run(comm._reduce_call(op, lambda v: native.reduce(t, t if is_root else None, v, root)),
+    blocking = not async_op
+    return comm._run(comm._reduce_call(op, lambda v: native.reduce(t, t if is_root else None, v, root,
+                                                                   blocking=blocking)),
                      async_op, outputs=[tensor])
 
 
@@ -270,7 +273,8 @@ def all_gather(tensor_list: List[Any], tensor: Any, group: Optional[Communicator
     outs = as_tensors(tensor_list, True, "tensor_list", native.size)
     check_like(outs, s, "tensor_list")
     staging = Tensor.empty_like(s, s.count * native.size)
-    return comm._run(native.all_gather(s, staging), async_op, lambda: unpack(staging, outs), list(tensor_list))
+    return comm._run(native.all_gather(s, staging, blocking=not async_op),
+                     async_op, lambda: unpack(staging, outs), list(tensor_list))
 
 
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Optional[Communicator] = None,
@@ -282,7 +286,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Optiona
     native = comm._live("all_gather_into_tensor")
     s = as_tensor(input_tensor, False, "input_tensor")
     r = as_tensor(output_tensor, True, "output_tensor")
-    return comm._run(native.all_gather(s, r), async_op, outputs=[output_tensor])
+    return comm._run(native.all_gather(s, r, blocking=not async_op), async_op, outputs=[output_tensor])
 
 
 def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
@@ -298,13 +302,14 @@ def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
     if native.rank != root:
         if gather_list:
             raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-        return comm._run(native.gather(s, None, root), async_op)
+        return comm._run(native.gather(s, None, root, blocking=not async_op), async_op)
     if gather_list is None:
         raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
     outs = as_tensors(gather_list, True, "gather_list", native.size)
     check_like(outs, s, "gather_list")
     staging = Tensor.empty_like(s, s.count * native.size)
-    return comm._run(native.gather(s, staging, root), async_op, lambda: unpack(staging, outs), list(gather_list))
+    return comm._run(native.gather(s, staging, root, blocking=not async_op),
+                     async_op, lambda: unpack(staging, outs), list(gather_list))
 
 
 def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
@@ -320,12 +325,12 @@ def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
     if native.rank != root:
         if scatter_list:
             raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
-        return comm._run(native.scatter(None, r, root), async_op, outputs=[tensor])
+        return comm._run(native.scatter(None, r, root, blocking=not async_op), async_op, outputs=[tensor])
     if scatter_list is None:
         raise ValueError("Argument ``scatter_list`` must be specified on source rank.")
     ins = as_tensors(scatter_list, False, "scatter_list", native.size)
     check_like(ins, r, "scatter_list")
-    return comm._run(native.scatter(pack(ins, r), r, root), async_op, outputs=[tensor])
+    return comm._run(native.scatter(pack(ins, r), r, root, blocking=not async_op), async_op, outputs=[tensor])
 
 
 def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOpLike = ReduceOp.SUM,
@@ -339,8 +344,8 @@ def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOpLike = Reduce
     ins = as_tensors(input_list, False, "input_list", native.size)
     check_like(ins, r, "input_list")
     staging = pack(ins, r)
-    return comm._run(comm._reduce_call(op, lambda v: native.reduce_scatter(staging, r, v)), async_op,
-                     outputs=[output])
+    return comm._run(comm._reduce_call(op, lambda v: native.reduce_scatter(staging, r, v, blocking=not async_op)),
+                     async_op, outputs=[output])
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOpLike = ReduceOp.SUM,
@@ -352,7 +357,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOpLike = ReduceOp.S
     native = comm._live("reduce_scatter_tensor")
     s = as_tensor(input, False, "input")
     r = as_tensor(output, True, "output")
-    return comm._run(comm._reduce_call(op, lambda v: native.reduce_scatter(s, r, v)), async_op,
+    return comm._run(comm._reduce_call(op, lambda v: native.reduce_scatter(s, r, v, blocking=not async_op)), async_op,
                      outputs=[output])
 
 
@@ -368,7 +373,8 @@ def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
     check_same_dtype(ins + outs, "input_tensor_list + output_tensor_list")
     send = pack(ins, ins[0])
     recv = Tensor.empty_like(outs[0], sum(t.count for t in outs))
-    work = native.all_to_allv(send, [t.count for t in ins], None, recv, [t.count for t in outs], None)
+    work = native.all_to_allv(send, [t.count for t in ins], None, recv, [t.count for t in outs], None,
+                              blocking=not async_op)
     return comm._run(work, async_op, lambda: unpack(recv, outs), list(output_tensor_list))
 
 
@@ -388,10 +394,11 @@ def all_to_all_single(output: Any, input: Any, output_split_sizes: Optional[List
     s = as_tensor(input, False, "input")
     r = as_tensor(output, True, "output")
     if output_split_sizes is None and input_split_sizes is None:
-        return comm._run(native.all_to_all(s, r), async_op, outputs=[output])
+        return comm._run(native.all_to_all(s, r, blocking=not async_op), async_op, outputs=[output])
     send_counts = rows_to_counts(s, input_split_sizes, native.size, "input")
     recv_counts = rows_to_counts(r, output_split_sizes, native.size, "output")
-    return comm._run(native.all_to_allv(s, send_counts, None, r, recv_counts, None), async_op, outputs=[output])
+    return comm._run(native.all_to_allv(s, send_counts, None, r, recv_counts, None, blocking=not async_op),
+                     async_op, outputs=[output])
 
 
 def barrier(group: Optional[Communicator] = None, async_op: bool = False,
@@ -400,7 +407,7 @@ def barrier(group: Optional[Communicator] = None, async_op: bool = False,
     comm = _member(group, "barrier")
     if comm is None:
         return None
-    return comm._run(comm._live("barrier").barrier(), async_op)
+    return comm._run(comm._live("barrier").barrier(blocking=not async_op), async_op)
 
 
 # ---------------------------------------------------------------- point to point

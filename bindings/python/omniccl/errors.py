@@ -50,6 +50,7 @@ class Status(enum.IntEnum):
     VERSION = 10
     OUT_OF_MEMORY = 11
     COMM_FAILED = 12
+    INTERRUPTED = 13
 
 
 class OmniCCLError(RuntimeError):

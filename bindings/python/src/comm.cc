@@ -371,14 +371,60 @@ std::unique_ptr<Comm> Comm::split(int color, int key) {
   return make_comm(child);
 }
 
-std::unique_ptr<Work> Comm::start(const char* what, std::vector<py::object> keep,
-                                  const std::function<occl_status_t(occl_comm_t, occl_work_t*)>& call) {
+namespace {
+
+/// The interrupt check of a blocking call (occl_options_t.interrupt). The
+/// first check runs the signal handlers and gives up the GIL, so a call that
+/// has to wait lets other Python threads run; later ones take the GIL back
+/// just to run the handlers. A handler that raises (Ctrl-C) stops the call,
+/// with the exception left set for when the GIL comes back.
+struct BlockingCall {
+  PyThreadState* released = nullptr;
+  bool raised = false;
+
+  static int check(void* data) {
+    auto* self = static_cast<BlockingCall*>(data);
+    if (self->released != nullptr) PyEval_RestoreThread(self->released);
+    if (PyErr_CheckSignals() != 0) self->raised = true;
+    self->released = PyEval_SaveThread();
+    return self->raised ? 1 : 0;
+  }
+  /// Takes the GIL back if a check gave it up.
+  void reacquire() {
+    if (released != nullptr) PyEval_RestoreThread(released);
+    released = nullptr;
+  }
+};
+
+}  // namespace
+
+py::object Comm::start(const char* what, std::vector<py::object> keep, const Call& call, bool blocking) {
   occl_comm_t handle = state_->require(what);
   state_->sweep();
-  occl_work_t work = nullptr;
-  occl_status_t st = call(handle, &work);
-  if (st != OCCL_SUCCESS) raise_last(st, what);
-  return std::make_unique<Work>(state_, work, std::move(keep), what);
+  if (!blocking) {
+    occl_work_t work = nullptr;
+    occl_status_t st = call(handle, nullptr, &work);
+    if (st != OCCL_SUCCESS) raise_last(st, what);
+    return py::cast(std::make_unique<Work>(state_, work, std::move(keep), what));
+  }
+  BlockingCall guard;
+  occl_options_t options = OCCL_OPTIONS_INIT;
+  options.interrupt = &BlockingCall::check;
+  options.interrupt_data = &guard;
+  occl_status_t st = call(handle, &options, nullptr);
+  std::string message = st == OCCL_SUCCESS ? std::string() : occl_last_error();
+  guard.reacquire();
+  if (st == OCCL_SUCCESS) return py::none();
+  if (guard.raised && PyErr_Occurred() != nullptr) {
+    py::error_already_set err;
+    std::string name = py::str(err.type().attr("__name__"));
+    state_->close(OCCL_ERR_ABORTED,
+                  "the communicator was aborted because " + name + " interrupted " + what +
+                      "; create a new communicator to go on",
+                  /*abort=*/true);
+    throw err;
+  }
+  raise_status(st, message);
 }
 
 // ---------------------------------------------------------------------------
@@ -472,139 +518,143 @@ void bind_comm(py::module_& m) {
           [](Comm& c) { c.state().close(OCCL_ERR_ABORTED, "the communicator was aborted", true); },
           "occl_comm_abort: local, bounded (idempotent).");
 
-  // Operations: each returns a Work; the Tensor arguments stay alive in it.
+  // Operations: each returns a Work (the Tensor arguments stay alive in it),
+  // or with blocking=True runs to completion on this thread and returns None.
   comm.def(
       "send",
-      [](Comm& c, py::object t, int peer) {
-        return c.start("send", {t}, [&](occl_comm_t h, occl_work_t* w) { return occl_send(dl_of(t), peer, h, w); });
+      [](Comm& c, py::object t, int peer, bool blocking) {
+        return c.start("send", {t}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_send_ex(dl_of(t), peer, h, o, w); }, blocking);
       },
-      py::arg("tensor"), py::arg("peer"));
+      py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false);
   comm.def(
       "recv",
-      [](Comm& c, py::object t, int peer) {
-        return c.start("recv", {t}, [&](occl_comm_t h, occl_work_t* w) { return occl_recv(dl_of(t), peer, h, w); });
+      [](Comm& c, py::object t, int peer, bool blocking) {
+        return c.start("recv", {t}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_recv_ex(dl_of(t), peer, h, o, w); }, blocking);
       },
-      py::arg("tensor"), py::arg("peer"));
+      py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false);
   comm.def(
       "broadcast",
-      [](Comm& c, py::object t, int root) {
+      [](Comm& c, py::object t, int root, bool blocking) {
         return c.start("broadcast", {t},
-                       [&](occl_comm_t h, occl_work_t* w) { return occl_broadcast(dl_of(t), root, h, w); });
+                       [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_broadcast_ex(dl_of(t), root, h, o, w); }, blocking);
       },
-      py::arg("tensor"), py::arg("root"));
+      py::arg("tensor"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
       "scatter",
-      [](Comm& c, py::object send, py::object recv, int root) {
-        return c.start("scatter", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_scatter(dl_of(send), dl_of(recv), root, h, w);
-        });
+      [](Comm& c, py::object send, py::object recv, int root, bool blocking) {
+        return c.start("scatter", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_scatter_ex(dl_of(send), dl_of(recv), root, h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("recv"), py::arg("root"));
+      py::arg("send"), py::arg("recv"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
       "gather",
-      [](Comm& c, py::object send, py::object recv, int root) {
-        return c.start("gather", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_gather(dl_of(send), dl_of(recv), root, h, w);
-        });
+      [](Comm& c, py::object send, py::object recv, int root, bool blocking) {
+        return c.start("gather", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_gather_ex(dl_of(send), dl_of(recv), root, h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("recv"), py::arg("root"));
+      py::arg("send"), py::arg("recv"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
       "reduce",
-      [](Comm& c, py::object send, py::object recv, int op, int root) {
+      [](Comm& c, py::object send, py::object recv, int op, int root, bool blocking) {
         check_complex_op(send, op, "reduce");
         check_complex_op(recv, op, "reduce");
-        return c.start("reduce", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_reduce(dl_of(send), dl_of(recv), red_op(op), root, h, w);
-        });
+        return c.start("reduce", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_reduce_ex(dl_of(send), dl_of(recv), red_op(op), root, h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("root"));
+      py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
       "all_reduce",
-      [](Comm& c, py::object send, py::object recv, int op) {
+      [](Comm& c, py::object send, py::object recv, int op, bool blocking) {
         check_complex_op(send, op, "all_reduce");
         check_complex_op(recv, op, "all_reduce");
-        return c.start("all_reduce", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_all_reduce(dl_of(send), dl_of(recv), red_op(op), h, w);
-        });
+        return c.start("all_reduce", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_all_reduce_ex(dl_of(send), dl_of(recv), red_op(op), h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("recv"), py::arg("op"));
+      py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("blocking") = false);
   comm.def(
       "all_gather",
-      [](Comm& c, py::object send, py::object recv) {
-        return c.start("all_gather", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_all_gather(dl_of(send), dl_of(recv), h, w);
-        });
+      [](Comm& c, py::object send, py::object recv, bool blocking) {
+        return c.start("all_gather", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_all_gather_ex(dl_of(send), dl_of(recv), h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("recv"));
+      py::arg("send"), py::arg("recv"), py::arg("blocking") = false);
   comm.def(
       "reduce_scatter",
-      [](Comm& c, py::object send, py::object recv, int op) {
+      [](Comm& c, py::object send, py::object recv, int op, bool blocking) {
         check_complex_op(send, op, "reduce_scatter");
         check_complex_op(recv, op, "reduce_scatter");
-        return c.start("reduce_scatter", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_reduce_scatter(dl_of(send), dl_of(recv), red_op(op), h, w);
-        });
+        return c.start("reduce_scatter", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_reduce_scatter_ex(dl_of(send), dl_of(recv), red_op(op), h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("recv"), py::arg("op"));
+      py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("blocking") = false);
   comm.def(
       "all_to_all",
-      [](Comm& c, py::object send, py::object recv) {
-        return c.start("all_to_all", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_all_to_all(dl_of(send), dl_of(recv), h, w);
-        });
+      [](Comm& c, py::object send, py::object recv, bool blocking) {
+        return c.start("all_to_all", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_all_to_all_ex(dl_of(send), dl_of(recv), h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("recv"));
-  comm.def("barrier", [](Comm& c) {
-    return c.start("barrier", {}, [&](occl_comm_t h, occl_work_t* w) { return occl_barrier(h, w); });
-  });
+      py::arg("send"), py::arg("recv"), py::arg("blocking") = false);
+  comm.def(
+      "barrier",
+      [](Comm& c, bool blocking) {
+        return c.start("barrier", {}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_barrier_ex(h, o, w); }, blocking);
+      },
+      py::arg("blocking") = false);
   comm.def(
       "all_gatherv",
-      [](Comm& c, py::object send, py::object recv, std::vector<int64_t> counts, OptCounts displs) {
+      [](Comm& c, py::object send, py::object recv, std::vector<int64_t> counts, OptCounts displs, bool blocking) {
         const int n = c.state().size();
         const int64_t* cp = counts_of(counts, n, "recv_counts");
         const int64_t* dp = counts_of(displs, n, "recv_displs");
         return c.start("all_gatherv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_all_gatherv(dl_of(send), dl_of(recv), cp, dp, h, w);
+          return occl_all_gatherv(dl_of(send), dl_of(recv), cp, dp, h, o, w);
         });
       },
-      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs") = py::none());
+      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs") = py::none(), py::arg("blocking") = false);
   comm.def(
       "all_to_allv",
       [](Comm& c, py::object send, std::vector<int64_t> send_counts, OptCounts send_displs, py::object recv,
-         std::vector<int64_t> recv_counts, OptCounts recv_displs) {
+         std::vector<int64_t> recv_counts, OptCounts recv_displs, bool blocking) {
         const int n = c.state().size();
         const int64_t* sc = counts_of(send_counts, n, "send_counts");
         const int64_t* sd = counts_of(send_displs, n, "send_displs");
         const int64_t* rc = counts_of(recv_counts, n, "recv_counts");
         const int64_t* rd = counts_of(recv_displs, n, "recv_displs");
-        return c.start("all_to_allv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_all_to_allv(dl_of(send), sc, sd, dl_of(recv), rc, rd, h, w);
-        });
+        return c.start("all_to_allv", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_all_to_allv_ex(dl_of(send), sc, sd, dl_of(recv), rc, rd, h, o, w);
+        }, blocking);
       },
       py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("recv_counts"),
-      py::arg("recv_displs"));
+      py::arg("recv_displs"), py::arg("blocking") = false);
   comm.def(
       "gatherv",
-      [](Comm& c, py::object send, py::object recv, OptCounts counts, OptCounts displs, int root) {
+      [](Comm& c, py::object send, py::object recv, OptCounts counts, OptCounts displs, int root, bool blocking) {
         const int n = c.state().size();
         const int64_t* cp = counts_of(counts, n, "recv_counts");
         const int64_t* dp = counts_of(displs, n, "recv_displs");
-        return c.start("gatherv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_gatherv(dl_of(send), dl_of(recv), cp, dp, root, h, w);
-        });
+        return c.start("gatherv", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_gatherv_ex(dl_of(send), dl_of(recv), cp, dp, root, h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs"), py::arg("root"));
+      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
       "scatterv",
-      [](Comm& c, py::object send, OptCounts counts, OptCounts displs, py::object recv, int root) {
+      [](Comm& c, py::object send, OptCounts counts, OptCounts displs, py::object recv, int root, bool blocking) {
         const int n = c.state().size();
         const int64_t* cp = counts_of(counts, n, "send_counts");
         const int64_t* dp = counts_of(displs, n, "send_displs");
-        return c.start("scatterv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_scatterv(dl_of(send), cp, dp, dl_of(recv), root, h, w);
-        });
+        return c.start("scatterv", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_scatterv_ex(dl_of(send), cp, dp, dl_of(recv), root, h, o, w);
+        }, blocking);
       },
-      py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("root"));
+      py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("root"), py::arg("blocking") = false);
 
   m.def(
       "get_unique_id",

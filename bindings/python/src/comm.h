@@ -1,9 +1,13 @@
 // Communicators and work handles as the Python package sees them.
 //
-// Every operation is started asynchronously (the C call with a work pointer)
-// and waited for by Work::wait, which waits in slices of 100 ms with the GIL
-// released and runs Python's signal handlers between slices. So a blocking
-// collective releases the GIL, and Ctrl-C interrupts it within 100 ms.
+// A blocking operation runs on the calling thread (the C call without a work
+// pointer, through its _ex entry point): its interrupt check, called by the
+// library once the call has to wait (before each sleep, at least every
+// 50 ms), gives up the GIL the first time and then briefly takes it back to
+// run Python's signal handlers, so other threads run while it waits and
+// Ctrl-C ends it within 50 ms. An asynchronous operation (async_op=True) is
+// started with a work pointer and waited for by Work::wait, which waits in
+// slices of 100 ms with the GIL released and runs the handlers between them.
 //
 // Interruption. When a signal handler raises (KeyboardInterrupt) while a
 // thread waits for an operation, the operation is half done: peers are in
@@ -143,10 +147,16 @@ class Comm {
   CommState& state() const { return *state_; }
   const std::shared_ptr<CommState>& shared_state() const { return state_; }
 
-  /// Starts an operation: `call(handle, &work)`; the arrays in `keep` stay
-  /// alive until it ends.
-  std::unique_ptr<Work> start(const char* what, std::vector<py::object> keep,
-                              const std::function<occl_status_t(occl_comm_t, occl_work_t*)>& call);
+  /// `call(handle, options, work)` runs an operation (an occl_*_ex entry point).
+  using Call = std::function<occl_status_t(occl_comm_t, const occl_options_t*, occl_work_t*)>;
+  /// Runs an operation. blocking == false: starts it and returns a Work (the
+  /// arrays in `keep` stay alive until it ends). blocking == true: runs it to
+  /// completion on this thread with no hand-off and no Work, giving the GIL
+  /// up once it has to wait and running Python's signal handlers while it
+  /// waits (the C ABI's interrupt check); returns None. A signal handler
+  /// that raises (Ctrl-C) ends the call, the communicator is aborted as for
+  /// an interrupted Work, and the exception propagates.
+  py::object start(const char* what, std::vector<py::object> keep, const Call& call, bool blocking);
 
  private:
   std::shared_ptr<CommState> state_;

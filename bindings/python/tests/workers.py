@@ -1020,3 +1020,30 @@ def main():
 
 if __name__ == "__main__":
     main()
+
+
+def gil_free_while_waiting(rank, size):
+    """Rank 0 waits ~1 s in a blocking barrier while a Python thread of its own counts."""
+    import threading
+
+    dist.init_process_group()
+    dist.barrier()
+    if rank == 1:
+        time.sleep(1.0)
+        dist.barrier()
+        return {}
+    counted = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            counted[0] += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    start = time.monotonic()
+    dist.barrier()  # blocking: runs on this thread, no Work, no hand-off
+    waited = time.monotonic() - start
+    stop.set()
+    t.join()
+    return {"waited": waited, "counted": counted[0]}

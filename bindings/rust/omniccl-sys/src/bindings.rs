@@ -6,16 +6,19 @@ pub const DLPACK_FLAG_BITMASK_READ_ONLY: u32 = 1;
 pub const DLPACK_FLAG_BITMASK_IS_COPIED: u32 = 2;
 pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u32 = 4;
 pub const OCCL_VERSION_MAJOR: u32 = 0;
-pub const OCCL_VERSION_MINOR: u32 = 1;
+pub const OCCL_VERSION_MINOR: u32 = 2;
 pub const OCCL_VERSION_PATCH: u32 = 0;
-pub const OCCL_VERSION_CODE: u32 = 100;
+pub const OCCL_VERSION_CODE: u32 = 200;
 pub const OCCL_ABI_VERSION: u32 = 1;
 pub const OCCL_RED_OP_CUSTOM_BASE: u32 = 64;
 pub const OCCL_UNIQUE_ID_BYTES: u32 = 128;
 pub const OCCL_CONFIG_MAGIC: u32 = 1329808204;
-pub const OCCL_CONFIG_VERSION: u32 = 1;
+pub const OCCL_CONFIG_VERSION: u32 = 2;
 pub const OCCL_FROM_ENV: i32 = -1;
 pub const OCCL_SPLIT_NOCOLOR: i32 = -1;
+pub const OCCL_ABI_VERSION_MINOR: u32 = 1;
+pub const OCCL_OPTIONS_MAGIC: u32 = 1329808207;
+pub const OCCL_OPTIONS_VERSION: u32 = 1;
 #[doc = " A DLPack version (major changes break the ABI, minor ones append)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -237,6 +240,8 @@ pub const OCCL_ERR_VERSION: occl_status = 10;
 pub const OCCL_ERR_OUT_OF_MEMORY: occl_status = 11;
 #[doc = " The communicator is unusable after an earlier error (see the message)."]
 pub const OCCL_ERR_COMM_FAILED: occl_status = 12;
+#[doc = " (ABI 1.1) A blocking call was ended by its occl_options_t.interrupt\n callback. The communicator is unusable afterwards (its peers are told)."]
+pub const OCCL_ERR_INTERRUPTED: occl_status = 13;
 pub type occl_status = ::core::ffi::c_uint;
 pub use self::occl_status as occl_status_t;
 unsafe extern "C" {
@@ -328,10 +333,12 @@ pub struct occl_config {
     pub transport: *const ::core::ffi::c_char,
     #[doc = " Algorithm override (OMNICCL_ALGO): a name applied to every collective\n that has it (\"ring\"), or a list \"all_reduce=ring,broadcast=tree\".\n Unknown names, or a name no listed collective offers, are an error."]
     pub algorithm: *const ::core::ffi::c_char,
+    #[doc = " (ABI 1.1, config version 2) 1 (default): occl_comm_init*,\n occl_comm_split return once the communicator is ready. 0: they return\n OCCL_ERR_IN_PROGRESS at once with a handle that finishes in the\n background; poll it with occl_comm_get_async_error() until that reports\n OCCL_SUCCESS (ready) or an error; occl_comm_abort() or\n occl_comm_destroy() end it promptly in any phase. Other calls on the\n handle return OCCL_ERR_IN_PROGRESS until it is ready (NCCL's\n blocking = 0)."]
+    pub blocking: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of occl_config"][::core::mem::size_of::<occl_config>() - 40usize];
+    ["Size of occl_config"][::core::mem::size_of::<occl_config>() - 48usize];
     ["Alignment of occl_config"][::core::mem::align_of::<occl_config>() - 8usize];
     ["Offset of field: occl_config::size"][::core::mem::offset_of!(occl_config, size) - 0usize];
     ["Offset of field: occl_config::magic"][::core::mem::offset_of!(occl_config, magic) - 8usize];
@@ -339,6 +346,7 @@ const _: () = {
     ["Offset of field: occl_config::timeout_ms"][::core::mem::offset_of!(occl_config, timeout_ms) - 16usize];
     ["Offset of field: occl_config::transport"][::core::mem::offset_of!(occl_config, transport) - 24usize];
     ["Offset of field: occl_config::algorithm"][::core::mem::offset_of!(occl_config, algorithm) - 32usize];
+    ["Offset of field: occl_config::blocking"][::core::mem::offset_of!(occl_config, blocking) - 40usize];
 };
 impl Default for occl_config {
     fn default() -> Self {
@@ -390,7 +398,7 @@ unsafe extern "C" {
     pub fn occl_comm_destroy(comm: occl_comm_t) -> occl_status_t;
 }
 unsafe extern "C" {
-    #[doc = " Aborts and frees a communicator: local, never blocks on peers. Operations\n in flight on other threads return OCCL_ERR_ABORTED. NULL is accepted."]
+    #[doc = " Aborts and frees a communicator: local, never blocks on peers. Operations\n in flight on other threads return OCCL_ERR_ABORTED. The peers are told\n this rank failed (OCCL_ERR_PEER_FAILURE naming it), not that it left as\n after occl_comm_destroy. NULL is accepted."]
     pub fn occl_comm_abort(comm: occl_comm_t) -> occl_status_t;
 }
 unsafe extern "C" {
@@ -580,4 +588,200 @@ unsafe extern "C" {
 unsafe extern "C" {
     #[doc = " Waits at most timeout_ms (>= 0) for work. Returns OCCL_ERR_IN_PROGRESS if\n it is still running then (the operation continues; wait again or free the\n handle), else the operation's status. Lets callers wait in slices, e.g. to\n react to signals between them."]
     pub fn occl_work_wait_for(work: occl_work_t, timeout_ms: i64) -> occl_status_t;
+}
+#[doc = " Called by a blocking call (work == NULL) while it waits, at least every\n 50 ms once it has waited that long, on the calling thread. Return nonzero\n to end the call with OCCL_ERR_INTERRUPTED (the communicator is unusable\n afterwards and its peers are told), zero to keep waiting. It must not call\n occl_* functions on the same communicator."]
+pub type occl_interrupt_fn =
+    ::core::option::Option<unsafe extern "C" fn(user_data: *mut ::core::ffi::c_void) -> ::core::ffi::c_int>;
+#[doc = " Per-call options for the occl_*_ex entry points. Initialise with\n OCCL_OPTIONS_INIT and change fields; like occl_config_t the library reads\n min(size, its own sizeof) bytes, so fields are only ever appended. NULL\n options mean all defaults (the same as the entry point without _ex)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct occl_options {
+    #[doc = "< sizeof(occl_options_t) as the caller compiled it"]
+    pub size: usize,
+    #[doc = "< OCCL_OPTIONS_MAGIC"]
+    pub magic: ::core::ffi::c_uint,
+    #[doc = "< OCCL_OPTIONS_VERSION"]
+    pub version: ::core::ffi::c_uint,
+    #[doc = " A CUDA stream (cudaStream_t) that CUDA tensors of this call are ordered\n on; NULL means the default stream. Ignored for CPU tensors."]
+    pub stream: *mut ::core::ffi::c_void,
+    #[doc = " Deadline of this call in ms (> 0), counted from when it first has to\n wait; OCCL_CONFIG_UNDEF_INT64 uses the communicator's\n (occl_comm_set_timeout / occl_config_t.timeout_ms)."]
+    pub timeout_ms: i64,
+    #[doc = " NULL, or checked while a blocking call waits (see occl_interrupt_fn)."]
+    pub interrupt: occl_interrupt_fn,
+    #[doc = " Passed to interrupt."]
+    pub interrupt_data: *mut ::core::ffi::c_void,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of occl_options"][::core::mem::size_of::<occl_options>() - 48usize];
+    ["Alignment of occl_options"][::core::mem::align_of::<occl_options>() - 8usize];
+    ["Offset of field: occl_options::size"][::core::mem::offset_of!(occl_options, size) - 0usize];
+    ["Offset of field: occl_options::magic"][::core::mem::offset_of!(occl_options, magic) - 8usize];
+    ["Offset of field: occl_options::version"][::core::mem::offset_of!(occl_options, version) - 12usize];
+    ["Offset of field: occl_options::stream"][::core::mem::offset_of!(occl_options, stream) - 16usize];
+    ["Offset of field: occl_options::timeout_ms"][::core::mem::offset_of!(occl_options, timeout_ms) - 24usize];
+    ["Offset of field: occl_options::interrupt"][::core::mem::offset_of!(occl_options, interrupt) - 32usize];
+    ["Offset of field: occl_options::interrupt_data"][::core::mem::offset_of!(occl_options, interrupt_data) - 40usize];
+};
+impl Default for occl_options {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[doc = " Per-call options for the occl_*_ex entry points. Initialise with\n OCCL_OPTIONS_INIT and change fields; like occl_config_t the library reads\n min(size, its own sizeof) bytes, so fields are only ever appended. NULL\n options mean all defaults (the same as the entry point without _ex)."]
+pub type occl_options_t = occl_options;
+unsafe extern "C" {
+    #[doc = " The state of a communicator created with occl_config_t.blocking = 0, and\n afterwards its asynchronous error (NCCL's ncclCommGetAsyncError). Stores\n in *async_error: OCCL_ERR_IN_PROGRESS while it is still being created,\n OCCL_SUCCESS when it is ready and has not failed, else the status of the\n error that made it unusable (failed creation, or an operation that failed\n later, e.g. in the background); occl_last_error() then has its message.\n Returns OCCL_ERR_INVALID_ARGUMENT for a NULL argument, else OCCL_SUCCESS."]
+    pub fn occl_comm_get_async_error(comm: occl_comm_t, async_error: *mut occl_status_t) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_send_ex(
+        tensor: *const DLTensor,
+        peer: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_recv_ex(
+        tensor: *const DLTensor,
+        peer: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_broadcast_ex(
+        tensor: *const DLTensor,
+        root: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_scatter_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        root: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_gather_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        root: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_reduce_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        op: occl_red_op_t,
+        root: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_all_reduce_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        op: occl_red_op_t,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_all_gather_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_reduce_scatter_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        op: occl_red_op_t,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_all_to_all_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_barrier_ex(comm: occl_comm_t, options: *const occl_options_t, work: *mut occl_work_t) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_all_gatherv_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        recv_counts: *const i64,
+        recv_displs: *const i64,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_all_to_allv_ex(
+        sendbuf: *const DLTensor,
+        send_counts: *const i64,
+        send_displs: *const i64,
+        recvbuf: *const DLTensor,
+        recv_counts: *const i64,
+        recv_displs: *const i64,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_gatherv_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        recv_counts: *const i64,
+        recv_displs: *const i64,
+        root: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    pub fn occl_scatterv_ex(
+        sendbuf: *const DLTensor,
+        send_counts: *const i64,
+        send_displs: *const i64,
+        recvbuf: *const DLTensor,
+        root: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
 }

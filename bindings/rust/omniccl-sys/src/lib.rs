@@ -40,5 +40,26 @@ pub const fn occl_config_init() -> occl_config_t {
         timeout_ms: OCCL_CONFIG_UNDEF_INT64,
         transport: core::ptr::null(),
         algorithm: core::ptr::null(),
+        blocking: 1,
+    }
+}
+
+/// `OCCL_OPTIONS_INIT`: per-call options with every field at its default
+/// (ABI 1.1; pass a pointer to the `occl_*_ex` functions).
+///
+/// ```
+/// let opts = omniccl_sys::occl_options_init();
+/// assert_eq!(opts.magic, omniccl_sys::OCCL_OPTIONS_MAGIC);
+/// assert!(opts.interrupt.is_none());
+/// ```
+pub const fn occl_options_init() -> occl_options_t {
+    occl_options_t {
+        size: core::mem::size_of::<occl_options_t>(),
+        magic: OCCL_OPTIONS_MAGIC,
+        version: OCCL_OPTIONS_VERSION,
+        stream: core::ptr::null_mut(),
+        timeout_ms: OCCL_CONFIG_UNDEF_INT64,
+        interrupt: None,
+        interrupt_data: core::ptr::null_mut(),
     }
 }
