@@ -241,12 +241,18 @@ void Communicator::run_blocking_ref(OpRef fn, InterruptHook interrupt) {
   if (!idle_.load(std::memory_order_acquire)) {
     // Queued asynchronous operations run first; an interruptible caller
     // waits for them in slices.
+    // (The check is asked before the first wait too: a binding may give up
+    // its interpreter lock there.)
     std::unique_lock<std::mutex> lock(mu_);
     auto drained = [&] { return (queue_.empty() && !worker_busy_) || stopping_; };
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(interrupt ? 50 : 200), drained)) {
-      if (interrupt.fired()) {
-        fail(Status::kInterrupted, "interrupted by the caller while earlier asynchronous operations ran");
+    while (!drained()) {
+      if (interrupt) {
+        lock.unlock();
+        bool stop = interrupt.fired();
+        lock.lock();
+        if (stop) fail(Status::kInterrupted, "interrupted by the caller while earlier asynchronous operations ran");
       }
+      cv_.wait_for(lock, std::chrono::milliseconds(interrupt ? 50 : 200), drained);
     }
     if (stopping_) fail(Status::kAborted, "the communicator was aborted");
   }
@@ -287,8 +293,13 @@ std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, const CallOption
   mesh_->wake();  // a running batch sleeping in poll() picks the new transfer up
   if (call.async) return work;
   if (call.interrupt) {
-    while (!work->wait_for(50)) {
-      if (!call.interrupt.fired()) continue;
+    // Asked before the first wait too (a binding may give up its
+    // interpreter lock there), then every 50 ms.
+    while (!work->done()) {
+      if (!call.interrupt.fired()) {
+        work->wait_for(50);
+        continue;
+      }
       // The transfer runs on the worker and uses the caller's buffer: stop
       // the communicator so it ends before this call returns.
       set_failed(Status::kInterrupted, "a blocking send/recv was interrupted by the caller");
