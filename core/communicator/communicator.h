@@ -125,6 +125,22 @@ class Communicator {
                  [](void* f, Engine& e) { (*static_cast<const std::function<void(Engine&)>*>(f))(e); }};
   }
   void run_blocking_ref(OpRef fn);
+  /// Marks this thread as the one issuing on the communicator for its
+  /// lifetime; a second thread issuing meanwhile gets kInvalidArgument (the
+  /// ranks would pair the two threads' operations in different orders and
+  /// mix their data). Re-entrant on one thread (split issues internally).
+  class IssueGuard {
+   public:
+    explicit IssueGuard(Communicator& c);
+    ~IssueGuard();
+    IssueGuard(const IssueGuard&) = delete;
+    IssueGuard& operator=(const IssueGuard&) = delete;
+
+   private:
+    Communicator& c_;
+    bool owner_ = false;
+  };
+  std::atomic<std::thread::id> issuer_{};
   void run_one(OpRef fn);
   std::vector<std::string> internal_all_gather(const std::string& mine);
 

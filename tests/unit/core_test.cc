@@ -1,6 +1,7 @@
 // Unit tests of the pure parts of the core: settings, tuning, rank patterns.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -9,6 +10,7 @@
 #include "algorithm/patterns/patterns.h"
 #include "common/settings.h"
 #include "common/status.h"
+#include "common/time.h"
 #include "communicator/communicator.h"
 #include "tuning/tuning.h"
 
@@ -51,6 +53,40 @@ TEST(Settings, ParsesDurations) {
       EXPECT_NE(std::string(e.what()).find("OMNICCL_TIMEOUT"), std::string::npos) << e.what();
     }
   }
+}
+
+// nan and inf reached a float-to-integer conversion (undefined behaviour);
+// hexadecimal and out-of-range numbers were accepted as durations.
+TEST(Settings, DurationsRejectNanInfAndOverflow) {
+  for (const char* bad : {"nan", "NaN", "inf", "-inf", "infinity", "1e400", "0x10", "nans", "1e999ms", " 5"}) {
+    try {
+      parse_duration_ms(bad, "OMNICCL_TIMEOUT");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("OMNICCL_TIMEOUT"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Durations longer than the clock can count clamp to the longest one.
+TEST(Settings, HugeDurationsClamp) {
+  EXPECT_EQ(parse_duration_ms("1e10", "T"), 10'000'000'000'000LL);
+  EXPECT_EQ(parse_duration_ms("1e300", "T"), kMaxDurationMs);
+  EXPECT_EQ(parse_duration_ms("9223372036854775807ms", "T"), kMaxDurationMs);
+}
+
+// Clock::now() + milliseconds(INT64_MAX) overflows into the past.
+TEST(Deadline, SaturatesInsteadOfWrapping) {
+  for (int64_t ms : {INT64_MAX, INT64_MAX / 2, int64_t{10'000'000'000'000}}) {
+    Deadline d = Deadline::after_ms(ms);
+    EXPECT_FALSE(d.expired()) << ms;
+    EXPECT_EQ(d.remaining_ms(1000), 1000) << ms;
+  }
+  EXPECT_TRUE(Deadline::after_ms(0).expired());
+  EXPECT_TRUE(Deadline::after_ms(-5).expired());
+  EXPECT_TRUE(Deadline::after_ms(INT64_MIN).expired());
 }
 
 TEST(Tuning, BareNameAppliesWhereOffered) {
