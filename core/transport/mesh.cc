@@ -114,8 +114,11 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   SocketAddress unix_addr, tcp_addr;
   UniqueFd unix_listener = listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
   UniqueFd tcp_listener = listen_tcp(opts.tcp_ip, tcp_addr);
-  std::string shm_name = str_cat("/omniccl.", session, ".", opts.rank);
-  if (!force_tcp) m->own_segment_ = ShmSegment::create(shm_name, opts.size);
+  std::string shm_name = ShmSegment::name_for(session, opts.rank);
+  if (!force_tcp) {
+    ShmSegment::remove_leftovers();
+    m->own_segment_ = ShmSegment::create(shm_name, opts.size);
+  }
 
   const std::string my_host = host_identity();
   std::string blob = str_cat(::getpid(), kSep, my_host, kSep, hostname(), kSep, unix_addr.text, kSep,

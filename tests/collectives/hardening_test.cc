@@ -5,6 +5,11 @@
 //
 // Checks run in forked ranks (tests/harness); a rank prints each failed
 // check to stderr and exits non-zero, which fails the test.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -332,6 +337,52 @@ TEST(HardeningTest, SecondThreadOnOneCommunicatorIsRefused) {
     later.join();
     return ok ? 0 : 1;
   });
+}
+
+// ---------------------------------------------------------------------------
+// Leftover shared memory of a job killed during init
+// ---------------------------------------------------------------------------
+
+/// This process's pid namespace inode (as segment names carry it).
+std::string pid_namespace() {
+  char buf[64] = {};
+  ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+  std::string digits;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (buf[i] >= '0' && buf[i] <= '9') digits.push_back(buf[i]);
+  }
+  return digits;
+}
+
+bool shm_exists(const std::string& name) { return ::access(("/dev/shm/" + name).c_str(), F_OK) == 0; }
+
+void make_shm(const std::string& name) {
+  int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << name;
+  ::close(fd);
+}
+
+// Segments are unlinked at the setup barrier, so a job killed before it left
+// 2 MiB x n per rank in /dev/shm for good. Their names now carry the creator's
+// pid, and the next job on the host removes those whose process is gone
+// (never one of a live process).
+TEST(HardeningTest, LeftoverSegmentsOfDeadProcessesAreRemoved) {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // `child` is now a pid of no process
+  const std::string ns = pid_namespace();
+  const std::string dead = "omniccl." + ns + "-" + std::to_string(child) + ".dead5e55.0";
+  const std::string live = "omniccl." + ns + "-" + std::to_string(::getpid()) + ".11fe.0";
+  make_shm(dead);
+  make_shm(live);
+  JobOptions o = job(2);
+  o.transport = "shm";
+  expect_job_ok(o, [](occl_comm_t comm, int rank, int n) { return all_reduce_works(comm, rank, n) ? 0 : 1; });
+  EXPECT_FALSE(shm_exists(dead)) << dead << " (its process is gone) is still in /dev/shm";
+  EXPECT_TRUE(shm_exists(live)) << live << " (its process is alive) was removed";
+  ::shm_unlink(("/" + dead).c_str());
+  ::shm_unlink(("/" + live).c_str());
 }
 
 }  // namespace
