@@ -27,6 +27,7 @@
 #include "common/fd.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "common/sha256.h"
 #include "common/status.h"
 
 namespace omniccl::bootstrap {
@@ -81,6 +82,8 @@ struct TcpStoreServer::Impl {
     uint64_t stored = 0;     ///< bytes of keys and values this client last wrote
     bool served = false;     ///< has completed at least one request
     Clock::time_point idle_since = Clock::now();  ///< connected, or last complete request
+    bool authed = true;      ///< false until it proved the job token
+    Digest nonce{};          ///< the challenge sent to it
 
     /// Whether reply bytes are waiting to be sent.
     bool out_pending() const { return out_off < out.size(); }
@@ -98,6 +101,7 @@ struct TcpStoreServer::Impl {
   std::unordered_map<uint64_t, Conn> conns;
   uint64_t next_id = 1;
   StoreLimits limits;
+  std::string token;  ///< OMNICCL_JOB_TOKEN; empty = no authentication
   /// A stored value and the connection charged for it (its last writer).
   struct Entry {
     std::string value;
@@ -306,6 +310,13 @@ void TcpStoreServer::Impl::accept_all() {
     Conn c;
     c.fd = UniqueFd(fd);
     c.peer = peer_text(fd);
+    if (!token.empty()) {  // challenge first (see store_wire.h)
+      c.authed = false;
+      c.nonce = random_nonce();
+      c.out.assign(wire::kAuthMagic, sizeof wire::kAuthMagic);
+      c.out.append(reinterpret_cast<const char*>(c.nonce.data()), c.nonce.size());
+      if (!flush(c)) continue;
+    }
     OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " connected");
     conns.emplace(next_id++, std::move(c));
   }
@@ -363,6 +374,28 @@ bool TcpStoreServer::Impl::service(Conn& c, short revents) {
 }
 
 bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
+  if (!c.authed) {
+    constexpr size_t kAnswer = wire::kMacBytes + wire::kNonceBytes;
+    if (c.in.size() < kAnswer) return true;
+    Digest mac, theirs;
+    std::memcpy(mac.data(), c.in.data(), mac.size());
+    std::memcpy(theirs.data(), c.in.data() + mac.size(), theirs.size());
+    const std::string_view ns(reinterpret_cast<const char*>(c.nonce.data()), c.nonce.size());
+    const std::string_view nc(reinterpret_cast<const char*>(theirs.data()), theirs.size());
+    if (!digest_equal(mac, hmac_sha256(token, str_cat(wire::kClientLabel, ns, nc)))) {
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", c.peer,
+               ": it does not know the job token (OMNICCL_JOB_TOKEN)");
+      return false;
+    }
+    c.in.erase(0, kAnswer);
+    buffered_bytes -= kAnswer;
+    c.authed = true;
+    const Digest proof = hmac_sha256(token, str_cat(wire::kServerLabel, nc, ns));
+    c.out.assign(reinterpret_cast<const char*>(proof.data()), proof.size());
+    c.out_off = 0;
+    if (!flush(c)) return false;
+    if (c.out_pending()) return true;  // the rest goes out on POLLOUT, then requests
+  }
   size_t off = 0;
   bool ok = true;
   while (!c.parked && !c.out_pending() && c.in.size() - off >= wire::kHeaderBytes) {
@@ -540,6 +573,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimi
   Impl& s = *impl_;
   s.host = host;
   s.limits = limits;
+  s.token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
   int gai_err = 0;
   auto addrs = detail::resolve(host, port, /*passive=*/true, &gai_err);
   if (addrs.empty()) {
@@ -578,7 +612,13 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimi
   s.owner_pid = ::getpid();
   Impl* raw = impl_.get();
   s.thread = std::thread([raw] { raw->run(); });
-  OCCL_LOG(kInfo, kBootstrap, "rendezvous server listening on ", host_port(host, s.port));
+  OCCL_LOG(kInfo, kBootstrap, "rendezvous server listening on ", host_port(host, s.port),
+           s.token.empty() ? "" : " (job token required)");
+  if (s.token.empty() && !detail::is_loopback_name(host)) {
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server on ", host_port(host, s.port),
+             " runs without a job token: anyone who can reach it can join the job; set OMNICCL_JOB_TOKEN "
+             "(launchers set one for you), see SECURITY.md");
+  }
 }
 
 TcpStoreServer::~TcpStoreServer() {
@@ -730,13 +770,55 @@ UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline,
   return UniqueFd();
 }
 
+/// Proves knowledge of the job token to the server on a fresh connection and
+/// checks the server's proof (see store_wire.h). Bounded by deadline and by
+/// 10 s, whichever comes first.
+void authenticate(int fd, const std::string& token, const std::string& where, Deadline deadline) {
+  deadline = Deadline::min(deadline, Deadline::after_ms(10000));
+  int err = 0;
+  char challenge[sizeof wire::kAuthMagic + wire::kNonceBytes];
+  Io io = recv_all(fd, challenge, sizeof challenge, deadline, &err);
+  if (io == Io::kTimeout) {
+    fail(Status::kPeerFailure, "rendezvous server ", where,
+         " did not ask for the job token (OMNICCL_JOB_TOKEN is set here; is it unset on rank 0?)");
+  }
+  if (io != Io::kOk) {
+    fail(Status::kPeerFailure, "rendezvous server ", where, " closed the connection before authentication");
+  }
+  if (std::memcmp(challenge, wire::kAuthMagic, sizeof wire::kAuthMagic) != 0) {
+    fail(Status::kPeerFailure, "rendezvous server ", where,
+         " did not ask for the job token (OMNICCL_JOB_TOKEN is set here; is it unset on rank 0?)");
+  }
+  const std::string ns(challenge + sizeof wire::kAuthMagic, wire::kNonceBytes);
+  const Digest mine = random_nonce();
+  const std::string nc(reinterpret_cast<const char*>(mine.data()), mine.size());
+  const Digest mac = hmac_sha256(token, str_cat(wire::kClientLabel, ns, nc));
+  std::string answer(reinterpret_cast<const char*>(mac.data()), mac.size());
+  answer += nc;
+  io = send_all(fd, answer.data(), answer.size(), deadline, &err);
+  Digest proof{};
+  if (io == Io::kOk) io = recv_all(fd, reinterpret_cast<char*>(proof.data()), proof.size(), deadline, &err);
+  if (io != Io::kOk) {
+    fail(Status::kPeerFailure, "rendezvous server ", where,
+         " refused this process's job token (OMNICCL_JOB_TOKEN differs from rank 0's)");
+  }
+  if (!digest_equal(proof, hmac_sha256(token, str_cat(wire::kServerLabel, nc, ns)))) {
+    fail(Status::kPeerFailure, "rendezvous server ", where,
+         " could not prove it knows the job token: it is not this job's server");
+  }
+}
+
 /// Client side of the TCP store: one connection, one request at a time
 /// (a mutex serialises threads sharing the object).
 class TcpStore final : public Store {
  public:
   /// Wraps an established connection to host:port.
-  TcpStore(std::string host, uint16_t port, UniqueFd fd, int64_t op_timeout_ms)
-      : host_(std::move(host)), port_(port), fd_(std::move(fd)), op_timeout_ms_(op_timeout_ms) {}
+  TcpStore(std::string host, uint16_t port, UniqueFd fd, int64_t op_timeout_ms, std::string token)
+      : host_(std::move(host)),
+        port_(port),
+        fd_(std::move(fd)),
+        op_timeout_ms_(op_timeout_ms),
+        token_(std::move(token)) {}
 
   /// Sets key to value on the server.
   void set(const std::string& key, const std::string& value) override {
@@ -815,6 +897,14 @@ class TcpStore final : public Store {
       fail(Status::kPeerFailure, "rendezvous server ", where(), " is no longer reachable: ",
            resolve_error.empty() ? errno_text(err) : resolve_error);
     }
+    if (!token_.empty()) {
+      try {
+        authenticate(fd_.get(), token_, where(), deadline);
+      } catch (...) {
+        fd_.reset();
+        throw;
+      }
+    }
   }
 
   /// Turns a failed socket operation into the matching Error.
@@ -847,6 +937,10 @@ class TcpStore final : public Store {
     char header[wire::kHeaderBytes];
     io = recv_all(fd_.get(), header, sizeof header, deadline, &err);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
+    if (std::memcmp(header, wire::kAuthMagic, sizeof wire::kAuthMagic) == 0) {
+      fail(Status::kPeerFailure, "rendezvous server ", where(),
+           " requires the job token: set OMNICCL_JOB_TOKEN to the same value as on rank 0");
+    }
     wire::Header h;
     std::string why = wire::decode_header(header, &h);
     if (why.empty() && (!wire::is_reply(h.cmd) || h.key_len != 0)) why = "not a reply";
@@ -877,6 +971,7 @@ class TcpStore final : public Store {
   uint16_t port_;
   UniqueFd fd_;
   int64_t op_timeout_ms_;
+  std::string token_;  ///< OMNICCL_JOB_TOKEN; empty = no authentication
 };
 
 }  // namespace
@@ -886,6 +981,7 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
   check_arg(!host.empty(), "rendezvous host is empty");
   check_arg(port != 0, "rendezvous port 0 is not a valid port for ", host);
   const int64_t op_timeout_ms = detail::default_op_timeout_ms();
+  const std::string token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
   const auto start = Clock::now();
   auto backoff = std::chrono::milliseconds(10);
   int err = 0;
@@ -897,7 +993,8 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
     if (fd.valid()) {
       OCCL_LOG(kDebug, kBootstrap, "connected to rendezvous server ", host_port(host, port),
                " after ", attempt, " attempt(s)");
-      return std::make_unique<TcpStore>(host, port, std::move(fd), op_timeout_ms);
+      if (!token.empty()) authenticate(fd.get(), token, host_port(host, port), deadline);
+      return std::make_unique<TcpStore>(host, port, std::move(fd), op_timeout_ms, token);
     }
     if (deadline.expired()) break;
     // Refused (server not up yet), unreachable, resolving: all may heal

@@ -31,6 +31,10 @@ constexpr SettingInfo kSettings[] = {
     {"OMNICCL_SOCKET_ADDR", "(auto)",
      "IP address this rank listens on for TCP connections; default: the address "
      "that reaches the rendezvous host."},
+    {"OMNICCL_JOB_TOKEN", "(none)",
+     "Secret shared by the ranks of a job (launchers generate one). When set, every connection to the "
+     "rendezvous server proves it with an HMAC-SHA-256 challenge-response (the token never crosses the wire); "
+     "a process without it cannot read or write rendezvous keys or take a rank. Must be the same on every rank."},
     {"OMNICCL_STORE_MAX_CONNECTIONS", "(auto)",
      "Connections the rendezvous server (rank 0 of tcp:// and env://, or the unique-id creator) serves at once; "
      "more are closed at accept. Default: max(world size + 16, min(4096, half the open-file limit))."},

@@ -385,4 +385,19 @@ TEST(HardeningTest, LeftoverSegmentsOfDeadProcessesAreRemoved) {
   ::shm_unlink(("/" + live).c_str());
 }
 
+// ---------------------------------------------------------------------------
+// Job token
+// ---------------------------------------------------------------------------
+
+// With OMNICCL_JOB_TOKEN set on every rank, tcp:// and env:// rendezvous
+// authenticate every store connection and the job runs as before.
+TEST(HardeningTest, JobTokenRendezvous) {
+  for (const char* init : {"tcp", "env"}) {
+    JobOptions o = job(3);
+    o.init = init;
+    o.env = {{"OMNICCL_JOB_TOKEN", "0123456789abcdef-job"}};
+    expect_job_ok(o, [](occl_comm_t comm, int rank, int n) { return all_reduce_works(comm, rank, n) ? 0 : 1; });
+  }
+}
+
 }  // namespace

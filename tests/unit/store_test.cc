@@ -574,6 +574,64 @@ TEST(TcpStore, ConnectionCapAndIdleTimeout) {
   late.join();
 }
 
+/// Sets OMNICCL_JOB_TOKEN for one scope (empty text = unset).
+struct JobToken {
+  explicit JobToken(const char* token) {
+    if (*token != '\0') {
+      ::setenv("OMNICCL_JOB_TOKEN", token, 1);
+    } else {
+      ::unsetenv("OMNICCL_JOB_TOKEN");
+    }
+  }
+  ~JobToken() { ::unsetenv("OMNICCL_JOB_TOKEN"); }
+};
+
+// With a job token, a client proves it knows the token (challenge-response);
+// one with another token, or none, cannot read or write anything, and gets
+// an error that says so. Before: anyone reaching the port could.
+TEST(TcpStore, JobTokenRequired) {
+  std::unique_ptr<TcpStoreServer> server;
+  {
+    JobToken t("s3cret-job");
+    server = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+  }
+  const uint16_t port = server->port();
+  std::unique_ptr<Store> member;
+  {
+    JobToken t("s3cret-job");
+    member = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
+  }
+  member->set("addr/0", "secret address");
+  {
+    JobToken t("wrong");
+    expect_error([&] { connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000)); }, Status::kPeerFailure,
+                 {"job token"});
+  }
+  {
+    JobToken t("");
+    auto stranger = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
+    expect_error([&] { stranger->get("addr/0", Deadline::after_ms(3000)); }, Status::kPeerFailure,
+                 {"OMNICCL_JOB_TOKEN"});
+    expect_error([&] { stranger->set("addr/0", "evil"); }, Status::kPeerFailure, {});
+  }
+  // A raw client that sends a plain request instead of the answer is dropped.
+  UniqueFd raw = raw_connect(port);
+  raw_send(raw.get(), raw_header(1, 6, 4) + "addr/0" + "evil" + std::string(64, 'x'));
+  EXPECT_TRUE(closed_by_server(raw.get(), 3000));
+  EXPECT_EQ(member->get("addr/0", Deadline::after_ms(5000)), "secret address");
+}
+
+// A client with a token refuses a server that does not ask for it (it would
+// otherwise hand its data to anyone listening on the port).
+TEST(TcpStore, ClientWithTokenRefusesServerWithout) {
+  TcpStoreServer server("127.0.0.1", 0);
+  JobToken t("s3cret-job");
+  const auto t0 = Clock::now();
+  expect_error([&] { connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(3000)); },
+               Status::kPeerFailure, {"did not ask for the job token"});
+  EXPECT_LT(ms_since(t0), 5000);
+}
+
 /// Keys and values above the wire limits are refused before sending.
 TEST(TcpStore, OversizedValueRejected) {
   TcpStoreServer server("127.0.0.1", 0);

@@ -27,6 +27,7 @@ import errno
 import os
 import resource
 import select
+import secrets
 import signal
 import socket
 import sys
@@ -389,6 +390,9 @@ class Launcher:
         self.env = dict(os.environ)
         self.env.update(WORLD_SIZE=str(self.o.nproc), LOCAL_WORLD_SIZE=str(self.o.nproc),
                         MASTER_ADDR=self.o.master_addr, MASTER_PORT=str(port), OMNICCL_LAUNCHER=PROG)
+        # A fresh job token unless one was given: the rendezvous is authenticated (SECURITY.md).
+        if not self.env.get("OMNICCL_JOB_TOKEN"):
+            self.env["OMNICCL_JOB_TOKEN"] = secrets.token_hex(32)
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.stdin_for_rank0 = not os.isatty(0)
         self.sig_r, self.sig_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
