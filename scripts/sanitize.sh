@@ -4,14 +4,16 @@
 #   scripts/sanitize.sh [asan|tsan|fuzz|all] [BUILD_ROOT]   (default: all build-san)
 #
 #   asan  clang, AddressSanitizer + UndefinedBehaviorSanitizer (every finding
-#         fatal), libFuzzer coverage: the unit, abi, hardening, errors, api and
-#         examples suites.
+#         fatal), libFuzzer coverage: the unit, abi, examples and hardening
+#         suites.
 #   fuzz  the libFuzzer targets of tests/fuzz, from the asan build, each for
-#         OMNICCL_FUZZ_SECONDS (default 20) from its checked-in corpus in
+#         OMNICCL_FUZZ_SECONDS (default 15) from its checked-in corpus in
 #         tests/fuzz/corpus/<target>; a crash, leak or sanitizer report fails.
-#   tsan  gcc, ThreadSanitizer: the threaded and asynchronous tests (work
-#         handles, abort from another thread, two threads on one communicator,
-#         the store server, mesh setup under stray connections).
+#   tsan  gcc, ThreadSanitizer: the threaded tests (two threads on one
+#         communicator, work handles waited with long deadlines, the store
+#         server's thread with many clients, two meshes built by two threads).
+# The sets are kept small so the three builds fit CI's time; build more
+# targets in build-san/* and run ctest there for a wider sweep.
 #
 # Each build dir is configured once and built only for the targets it runs.
 set -euo pipefail
@@ -19,7 +21,7 @@ cd "$(dirname "$0")/.."
 what=${1:-all}
 root=${2:-build-san}
 jobs=${OMNICCL_BUILD_JOBS:-2}
-fuzz_seconds=${OMNICCL_FUZZ_SECONDS:-20}
+fuzz_seconds=${OMNICCL_FUZZ_SECONDS:-15}
 launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -36,8 +38,8 @@ configure() {  # configure DIR CC CXX SANITIZE [extra cmake args]
 run_asan() {
   local dir=$root/asan
   configure "$dir" clang clang++ address,undefined -DOMNICCL_FUZZ=ON
-  local t=(core_test kernels_test store_test rendezvous_test handshake_test hardening_test errors_test api_test
-           abi_runtime_check omniccl-run)
+  local t=(core_test kernels_test store_test rendezvous_test handshake_test hardening_test abi_runtime_check
+           omniccl-run)
   local e
   for e in broadcast scatter gather reduce all_reduce all_gather reduce_scatter all_to_all barrier send_recv; do
     t+=("example_c_$e")
@@ -46,12 +48,12 @@ run_asan() {
   [ "$what" = asan ] || t+=("${fuzz_targets[@]/#/fuzz_}")
   echo "== asan+ubsan: building ${#t[@]} targets"
   cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
-  echo "== asan+ubsan: unit, abi and examples suites, then the hardening, errors and api suites"
+  echo "== asan+ubsan: unit, abi and examples suites, then the hardening suite"
   # Leak checking stays on; ranks are forked processes, each checked at exit.
   export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   # (abi_symbols checks the release library's exports: the main build runs it.)
   ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 -L 'unit|abi|examples' -E '^abi_symbols$'
-  ctest --test-dir "$dir" --output-on-failure --timeout 600 -R '^(HardeningTest|ErrorsTest|Api)\.'
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 -R '^HardeningTest\.'
   unset ASAN_OPTIONS UBSAN_OPTIONS
 }
 
@@ -84,13 +86,13 @@ run_fuzz() {
 run_tsan() {
   local dir=$root/tsan
   configure "$dir" gcc g++ thread
-  local t=(store_test handshake_test hardening_test api_test faults_test)
+  local t=(store_test handshake_test hardening_test)
   echo "== tsan: building ${t[*]}"
   cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
   echo "== tsan: threaded and asynchronous tests"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 \
-    -R '^(TcpStore\.|Handshake\.|HardeningTest\.(SecondThread|LongestTimeout)|Api\.(Async|WorkHandles|DestroyCompletes|WorkWaitFor)|FaultsTest\.AbortFromAnotherThread|[A-Za-z]+/PendingWorkTest)'
+    -R '^(TcpStore\.|Handshake\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken))'
 }
 
 start=$(date +%s)

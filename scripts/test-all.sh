@@ -14,5 +14,12 @@ echo "== ctest (C/C++ suites: unit, abi, tools, collectives, examples)"
 # Multi-rank suites are RUN_SERIAL; the rest run two at a time.
 ctest --test-dir "$build" -j2 --output-on-failure --timeout 900
 
+if [ "${OMNICCL_SKIP_SANITIZERS:-0}" = 1 ]; then
+  echo "== sanitizers and fuzzers: SKIPPED (OMNICCL_SKIP_SANITIZERS=1)"
+else
+  echo "== sanitizers and fuzzers (ASan+UBSan, libFuzzer, TSan builds in ${build}-san)"
+  scripts/sanitize.sh all "${build}-san"
+fi
+
 echo "== Python package (fresh virtual environment, pip install, pytest)"
 bindings/python/ci.sh "$build/py-venv"

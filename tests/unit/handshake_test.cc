@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,9 @@ std::string field(const std::string& blob, int i) {
 /// either rank failed.
 double build_mesh_under(const std::function<void(const std::string&)>& attack) {
   Exchange ex;
+  // A fresh session: it names the abstract unix sockets, and these tests may
+  // run at the same time in separate processes.
+  const uint64_t session = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
   std::unique_ptr<Mesh> meshes[2];
   std::string errors[2];
   double seconds[2] = {0, 0};
@@ -64,7 +68,7 @@ double build_mesh_under(const std::function<void(const std::string&)>& attack) {
       MeshOptions o;
       o.rank = rank;
       o.size = 2;
-      o.session = 0x5eed;
+      o.session = session;
       o.transport = "tcp";
       o.tcp_ip = "127.0.0.1";
       o.deadline = Deadline::after_ms(30000);
