@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds OmniCCL once (warnings are errors) and runs every test suite on that
-# build: CTest (C/C++), the Rust crates, the Python package (fresh virtual
-# environment) and the Java bindings. Every suite runs even when an earlier one
+# build: CTest (C/C++), the Rust crates, the sanitizer builds and fuzzers
+# (scripts/sanitize.sh; OMNICCL_SKIP_SANITIZERS=1 skips them visibly), the
+# Python package (fresh virtual environment) and the Java bindings. Every suite runs even when an earlier one
 # failed; the run ends with one verdict line over all suites and their summary
 # lines, and a skipped CTest test is listed with the reason it gave. Exits
 # non-zero if any suite failed.
@@ -60,6 +61,13 @@ fi
 
 echo "== Rust crates (fmt, clippy, bindings drift, cargo test, rustdoc, examples, cargo package)"
 run_suite rust '^test result: ' bindings/rust/ci.sh "$build"
+
+if [ "${OMNICCL_SKIP_SANITIZERS:-0}" = 1 ]; then
+  echo "== sanitizers and fuzzers: SKIPPED (OMNICCL_SKIP_SANITIZERS=1)"
+else
+  echo "== sanitizers and fuzzers (ASan+UBSan, libFuzzer, TSan builds in ${build}-san)"
+  run_suite sanitizers '^== sanitizers \(all\): done' scripts/sanitize.sh all "${build}-san"
+fi
 
 echo "== Python package (fresh virtual environment, pip install, pytest)"
 run_suite pytest '^=*\s*[0-9]+ (passed|failed)|^[0-9]+ (passed|failed)' bindings/python/ci.sh "$build/py-venv"

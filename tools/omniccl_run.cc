@@ -68,6 +68,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -703,6 +704,32 @@ class Launcher {
         ::setenv("OMNICCL_RUN_FAILURE_PIPE", report_pipe.c_str(), 1) != 0) {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
+    }
+    // A fresh job token (unless the caller gave one), so the ranks' rendezvous
+    // is authenticated without the user doing anything (SECURITY.md).
+    const char* given = std::getenv("OMNICCL_JOB_TOKEN");
+    if (given == nullptr || *given == '\0') {
+      unsigned char raw[32];
+      size_t got = 0;
+      while (got < sizeof raw) {
+        ssize_t r = ::getrandom(raw + got, sizeof raw - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+          log_line(std::string("getrandom: ") + std::strerror(errno));
+          return kExitInternal;
+        }
+        got += static_cast<size_t>(r);
+      }
+      static const char kHex[] = "0123456789abcdef";
+      std::string token;
+      for (unsigned char b : raw) {
+        token.push_back(kHex[b >> 4]);
+        token.push_back(kHex[b & 15]);
+      }
+      if (::setenv("OMNICCL_JOB_TOKEN", token.c_str(), 1) != 0) {
+        log_line(std::string("setenv: ") + std::strerror(errno));
+        return kExitInternal;
+      }
     }
 
     devnull_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);

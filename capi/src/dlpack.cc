@@ -1,7 +1,9 @@
 #include "dlpack.h"
 
+#include <cstdint>
 #include <string>
 
+#include "common/checked.h"
 #include "common/status.h"
 #include "tensor/cuda_device.h"
 
@@ -114,10 +116,25 @@ TensorView to_view(const DLTensor* t, const char* name) {
     fail(Status::kUnsupported, name, " is on device ", device_name(t->device.device_type), ":", t->device.device_id,
          "; this build of OmniCCL supports CPU tensors only");
   }
-  size_t count = 1;
+  // Every extent is checked before the product, so a zero extent cannot hide
+  // an overflow in another one, and the product is checked step by step.
   for (int32_t i = 0; i < t->ndim; ++i) {
     check_arg(t->shape[i] >= 0, name, ": shape[", i, "] is negative (", t->shape[i], ")");
-    count *= static_cast<size_t>(t->shape[i]);
+  }
+  uint64_t count = 1;
+  for (int32_t i = 0; i < t->ndim; ++i) {
+    count = checked_mul(count, static_cast<uint64_t>(t->shape[i]), name, ": the shape product up to shape[", i, "]");
+  }
+  const uint64_t itemsize = dtype_size(v.dtype);
+  const uint64_t bytes = checked_mul(count, itemsize, name, ": ", count, " elements x ", itemsize, " bytes");
+  if (bytes > kMaxBufferBytes) {
+    fail(Status::kInvalidArgument, name, ": ", count, " elements x ", itemsize, " bytes = ", bytes,
+         " bytes is more than one buffer can hold (", kMaxBufferBytes, ")");
+  }
+  if (t->data != nullptr) {
+    const uint64_t base = reinterpret_cast<uintptr_t>(t->data);
+    const uint64_t start = checked_add(base, t->byte_offset, name, ": data + byte_offset");
+    checked_add(start, bytes, name, ": data + byte_offset (", t->byte_offset, ") + the tensor's ", bytes, " bytes");
   }
   if (t->strides != nullptr && count > 0) {
     int64_t expected = 1;

@@ -1,5 +1,7 @@
 #include "status.h"
 
+#include <cstring>
+
 #include "omniccl/omniccl.h"
 
 namespace omniccl::capi {
@@ -23,7 +25,12 @@ __attribute__((visibility("default"))) const char* occl_last_error(void) {
   return omniccl::capi::g_last_error.c_str();
 }
 
-__attribute__((visibility("default"))) const char* occl_status_string(occl_status_t status) {
+__attribute__((visibility("default"))) const char* occl_status_string(occl_status_t status_arg) {
+  // A C caller may pass any int; in C++ an enum value outside the enumerators'
+  // range is undefined behaviour (UBSan reports 999), so read it as an int.
+  int status = 0;
+  static_assert(sizeof status == sizeof status_arg);
+  std::memcpy(&status, &status_arg, sizeof status);
   switch (status) {
     case OCCL_SUCCESS: return "OCCL_SUCCESS: no error";
     case OCCL_ERR_INVALID_ARGUMENT: return "OCCL_ERR_INVALID_ARGUMENT: an argument is invalid";

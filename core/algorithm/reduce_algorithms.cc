@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "algorithm/algorithms.h"
+#include "common/checked.h"
 #include "algorithm/patterns/patterns.h"
 
 namespace omniccl::algo {
@@ -203,7 +204,7 @@ void reduce_direct(Engine& e, const char* send, char* recv, size_t count, int ro
     e.run({Transfer::send(root, send, bytes, 0)});
     return;
   }
-  char* tmp = e.scratch(bytes * n, 1);
+  char* tmp = e.scratch(checked_mul(bytes, n, "reduce: scratch for ", n, " inputs of ", bytes, " bytes"), 1);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) ts.push_back(Transfer::recv(p, tmp + p * bytes, bytes, 0));

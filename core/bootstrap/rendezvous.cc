@@ -369,7 +369,7 @@ std::string job_id() {
 
 std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& spec) {
   try {
-    return std::make_unique<TcpStoreServer>(spec.host, spec.port);
+    return std::make_unique<TcpStoreServer>(spec.host, spec.port, StoreLimits::from_environment(spec.world_size));
   } catch (const Error& e) {
     if (std::string(e.what()).find(std::strerror(EADDRINUSE)) == std::string::npos) throw;
     const std::string port = std::to_string(spec.port);

@@ -6,6 +6,7 @@
 // (magic, version, lengths) so a stray client cannot crash the server.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,12 +33,35 @@ class Store {
   virtual void erase(const std::string& key) = 0;
 };
 
+/// What one TCP store server lets its clients use. A client that goes over
+/// a limit is refused (kError reply to a set) or dropped (buffered input,
+/// silence), logged, and the job goes on.
+struct StoreLimits {
+  /// Connections served at once; further ones are closed at accept.
+  /// 0: max(world size + 16, min(4096, half the open-file limit)).
+  size_t max_connections = 0;
+  /// Bytes of stored keys and values, all clients together; unprocessed
+  /// input of all connections has the same limit of its own.
+  uint64_t max_total_bytes = uint64_t{256} << 20;
+  /// The same two limits for one connection (what it last wrote, and what
+  /// it has sent that is not processed yet).
+  uint64_t max_client_bytes = uint64_t{80} << 20;
+  /// A connection must complete its first request, and any message it has
+  /// started, within this time (a connection waiting for a key is exempt).
+  int64_t idle_timeout_ms = 10000;
+
+  /// Defaults overridden by OMNICCL_STORE_MAX_CONNECTIONS,
+  /// OMNICCL_STORE_MAX_BYTES and OMNICCL_STORE_IDLE_TIMEOUT, for a job of
+  /// `world_size` ranks (0 = unknown).
+  static StoreLimits from_environment(int world_size);
+};
+
 /// Serves a TCP store from a background thread until destroyed.
 class TcpStoreServer {
  public:
   /// Binds host:port (port 0 picks a free one). Throws Error(kSystem) with
   /// the address if binding fails.
-  TcpStoreServer(const std::string& host, uint16_t port);
+  TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits = StoreLimits::from_environment(0));
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

@@ -20,6 +20,14 @@
 // Both sides reject a header with the wrong magic or version, an unknown
 // command, or lengths above kMaxKeyBytes / kMaxValueBytes before allocating
 // anything for it.
+//
+// Authentication, when the job has a token (OMNICCL_JOB_TOKEN): right after
+// accepting, the server sends kAuthMagic and a 32-byte random nonce Ns; the
+// client answers HMAC-SHA-256(token, kClientLabel | Ns | Nc) and its own
+// 32-byte nonce Nc; the server checks the MAC (else it drops the connection
+// and logs it) and answers HMAC-SHA-256(token, kServerLabel | Nc | Ns), which
+// the client checks. Requests flow only after that. The token itself never
+// crosses the wire, and a recorded exchange cannot be replayed (fresh nonces).
 #pragma once
 
 #include <cstddef>
@@ -38,6 +46,13 @@ inline constexpr size_t kHeaderBytes = 20;
 inline constexpr uint64_t kMaxKeyBytes = uint64_t{1} << 20;
 /// Largest value accepted on the wire (64 MiB).
 inline constexpr uint64_t kMaxValueBytes = uint64_t{64} << 20;
+
+/// First bytes of the server's challenge (authenticated stores only).
+inline constexpr char kAuthMagic[4] = {'O', 'C', 'A', 'U'};
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr char kClientLabel[] = "omniccl store client";
+inline constexpr char kServerLabel[] = "omniccl store server";
 
 /// Request commands and reply codes (the header's command field).
 enum class Cmd : uint16_t {

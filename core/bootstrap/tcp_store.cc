@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@
 #include "bootstrap/util.h"
 #include "common/fd.h"
 #include "common/log.h"
+#include "common/settings.h"
+#include "common/sha256.h"
 #include "common/status.h"
 
 namespace omniccl::bootstrap {
@@ -76,6 +79,11 @@ struct TcpStoreServer::Impl {
     bool parked = false;     ///< waiting in a kGet for parked_key
     std::string parked_key;
     bool dead = false;       ///< to be closed at the end of this poll round
+    uint64_t stored = 0;     ///< bytes of keys and values this client last wrote
+    bool served = false;     ///< has completed at least one request
+    Clock::time_point idle_since = Clock::now();  ///< connected, or last complete request
+    bool authed = true;      ///< false until it proved the job token
+    Digest nonce{};          ///< the challenge sent to it
 
     /// Whether reply bytes are waiting to be sent.
     bool out_pending() const { return out_off < out.size(); }
@@ -92,7 +100,17 @@ struct TcpStoreServer::Impl {
   // State below is touched only by the server thread.
   std::unordered_map<uint64_t, Conn> conns;
   uint64_t next_id = 1;
-  std::unordered_map<std::string, std::string> data;
+  StoreLimits limits;
+  std::string token;  ///< OMNICCL_JOB_TOKEN; empty = no authentication
+  /// A stored value and the connection charged for it (its last writer).
+  struct Entry {
+    std::string value;
+    uint64_t owner = 0;
+  };
+  std::unordered_map<std::string, Entry> data;
+  uint64_t stored_bytes = 0;    ///< keys + values in `data`
+  uint64_t buffered_bytes = 0;  ///< unprocessed input of every connection
+  Clock::time_point refused_log{};  ///< last "connection refused" warning
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;
   Clock::time_point accept_resume{};  ///< accept paused until then (EMFILE)
 
@@ -115,7 +133,95 @@ struct TcpStoreServer::Impl {
   void wake_waiters(const std::string& key, const std::string& value);
   /// Closes connection id and forgets its parked get.
   void close_conn(uint64_t id);
+  /// Stores key = value charged to connection id; false (and a kError reply
+  /// naming the limit) when a quota would be exceeded.
+  bool put(uint64_t id, Conn& c, const std::string& key, std::string value);
+  /// Removes key, uncharging its owner.
+  void remove(const std::string& key);
+  /// Drops connections that stayed silent or stalled mid-message too long.
+  void expire_idle();
 };
+
+bool TcpStoreServer::Impl::put(uint64_t id, Conn& c, const std::string& key, std::string value) {
+  const uint64_t size = key.size() + value.size();
+  auto it = data.find(key);
+  const uint64_t old_size = it == data.end() ? 0 : key.size() + it->second.value.size();
+  const uint64_t mine_after = c.stored + size - (it != data.end() && it->second.owner == id ? old_size : 0);
+  const uint64_t total_after = stored_bytes - old_size + size;
+  if (mine_after > limits.max_client_bytes || total_after > limits.max_total_bytes) {
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server refused a set of ", size, " bytes from ", c.peer,
+             ": store quota exceeded");
+    reply(c, Cmd::kError,
+          str_cat("store quota exceeded: setting '", printable(key), "' (", size, " bytes) would bring this client to ",
+                  mine_after, " bytes (limit ", limits.max_client_bytes, ") and the store to ", total_after,
+                  " bytes (limit ", limits.max_total_bytes,
+                  ", OMNICCL_STORE_MAX_BYTES)"));
+    return false;
+  }
+  if (it != data.end()) {
+    auto oc = conns.find(it->second.owner);
+    if (oc != conns.end()) oc->second.stored -= old_size;
+    it->second.value = std::move(value);
+    it->second.owner = id;
+  } else {
+    data.emplace(key, Entry{std::move(value), id});
+  }
+  stored_bytes = total_after;
+  c.stored += size;
+  return true;
+}
+
+void TcpStoreServer::Impl::remove(const std::string& key) {
+  auto it = data.find(key);
+  if (it == data.end()) return;
+  const uint64_t size = key.size() + it->second.value.size();
+  auto oc = conns.find(it->second.owner);
+  if (oc != conns.end()) oc->second.stored -= size;
+  stored_bytes -= size;
+  data.erase(it);
+}
+
+void TcpStoreServer::Impl::expire_idle() {
+  const auto now = Clock::now();
+  const auto limit = std::chrono::milliseconds(limits.idle_timeout_ms);
+  for (auto& [id, c] : conns) {
+    if (c.dead || c.parked || c.out_pending()) continue;
+    const bool waiting_for_first = !c.served;
+    const bool mid_message = !c.in.empty();
+    if ((waiting_for_first || mid_message) && now - c.idle_since > limit) {
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", c.peer, ": ",
+               waiting_for_first ? "no request" : "an unfinished message", " within ", limits.idle_timeout_ms,
+               " ms (OMNICCL_STORE_IDLE_TIMEOUT)");
+      c.dead = true;
+    }
+  }
+}
+
+StoreLimits StoreLimits::from_environment(int world_size) {
+  StoreLimits l;
+  if (auto v = get_setting("OMNICCL_STORE_MAX_CONNECTIONS")) {
+    auto n = detail::parse_int64(*v);
+    check_arg(n && *n >= 1 && *n <= (int64_t{1} << 24), "OMNICCL_STORE_MAX_CONNECTIONS='", *v,
+              "' is not a number of connections (1..16777216)");
+    l.max_connections = static_cast<size_t>(*n);
+  } else {
+    rlimit rl{};
+    uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    l.max_connections = static_cast<size_t>(
+        std::max<uint64_t>(static_cast<uint64_t>(std::max(world_size, 0)) + 16, std::min<uint64_t>(4096, nofile / 2)));
+  }
+  if (auto v = get_setting("OMNICCL_STORE_MAX_BYTES")) {
+    auto n = detail::parse_int64(*v);
+    check_arg(n && *n >= (int64_t{1} << 20), "OMNICCL_STORE_MAX_BYTES='", *v,
+              "' is not a number of bytes of at least 1048576");
+    l.max_total_bytes = static_cast<uint64_t>(*n);
+    l.max_client_bytes = std::min(l.max_client_bytes, l.max_total_bytes);
+  }
+  if (auto v = get_setting("OMNICCL_STORE_IDLE_TIMEOUT")) {
+    l.idle_timeout_ms = parse_duration_ms(*v, "OMNICCL_STORE_IDLE_TIMEOUT");
+  }
+  return l;
+}
 
 void TcpStoreServer::Impl::run() {
   std::vector<pollfd> pfds;
@@ -132,7 +238,8 @@ void TcpStoreServer::Impl::run() {
       pfds.push_back({c.fd.get(), static_cast<short>(c.out_pending() ? POLLOUT : POLLIN), 0});
       ids.push_back(id);
     }
-    int n = ::poll(pfds.data(), pfds.size(), accepting ? -1 : 100);
+    // Wake at least once a second to drop silent or stalled connections.
+    int n = ::poll(pfds.data(), pfds.size(), accepting && conns.empty() ? -1 : accepting ? 1000 : 100);
     if (n < 0) {
       if (errno == EINTR) continue;
       OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port),
@@ -166,6 +273,7 @@ void TcpStoreServer::Impl::run() {
       }
       if (!ok) it->second.dead = true;
     }
+    expire_idle();
     std::vector<uint64_t> dead;
     for (auto& [id, c] : conns) {
       if (c.dead) dead.push_back(id);
@@ -188,10 +296,27 @@ void TcpStoreServer::Impl::accept_all() {
       accept_resume = Clock::now() + std::chrono::milliseconds(100);
       return;
     }
+    if (conns.size() >= limits.max_connections) {
+      UniqueFd refused(fd);
+      if (Clock::now() - refused_log > std::chrono::seconds(1)) {
+        refused_log = Clock::now();
+        OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": refused a connection from ",
+                 peer_text(fd), " (", limits.max_connections,
+                 " connections already open, OMNICCL_STORE_MAX_CONNECTIONS)");
+      }
+      continue;
+    }
     detail::set_nodelay(fd);
     Conn c;
     c.fd = UniqueFd(fd);
     c.peer = peer_text(fd);
+    if (!token.empty()) {  // challenge first (see store_wire.h)
+      c.authed = false;
+      c.nonce = random_nonce();
+      c.out.assign(wire::kAuthMagic, sizeof wire::kAuthMagic);
+      c.out.append(reinterpret_cast<const char*>(c.nonce.data()), c.nonce.size());
+      if (!flush(c)) continue;
+    }
     OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " connected");
     conns.emplace(next_id++, std::move(c));
   }
@@ -216,7 +341,17 @@ bool TcpStoreServer::Impl::service(Conn& c, short revents) {
                    ": sent data while waiting for a key");
           return false;
         }
+        // Unprocessed input has its own quotas (the same numbers as for
+        // stored data), so the server holds at most twice the total.
+        if (c.in.size() + static_cast<uint64_t>(r) > limits.max_client_bytes ||
+            buffered_bytes + static_cast<uint64_t>(r) > limits.max_total_bytes) {
+          OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", c.peer, ": over its input quota (",
+                   c.in.size() + static_cast<uint64_t>(r), " bytes buffered; limits ", limits.max_client_bytes,
+                   " per client, ", limits.max_total_bytes, " in all)");
+          return false;
+        }
         c.in.append(buf, static_cast<size_t>(r));
+        buffered_bytes += static_cast<uint64_t>(r);
         budget -= static_cast<size_t>(r);
         // Stop reading once a whole maximal message (plus slack) is buffered;
         // process() consumes it before the next round.
@@ -239,6 +374,28 @@ bool TcpStoreServer::Impl::service(Conn& c, short revents) {
 }
 
 bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
+  if (!c.authed) {
+    constexpr size_t kAnswer = wire::kMacBytes + wire::kNonceBytes;
+    if (c.in.size() < kAnswer) return true;
+    Digest mac, theirs;
+    std::memcpy(mac.data(), c.in.data(), mac.size());
+    std::memcpy(theirs.data(), c.in.data() + mac.size(), theirs.size());
+    const std::string_view ns(reinterpret_cast<const char*>(c.nonce.data()), c.nonce.size());
+    const std::string_view nc(reinterpret_cast<const char*>(theirs.data()), theirs.size());
+    if (!digest_equal(mac, hmac_sha256(token, str_cat(wire::kClientLabel, ns, nc)))) {
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", c.peer,
+               ": it does not know the job token (OMNICCL_JOB_TOKEN)");
+      return false;
+    }
+    c.in.erase(0, kAnswer);
+    buffered_bytes -= kAnswer;
+    c.authed = true;
+    const Digest proof = hmac_sha256(token, str_cat(wire::kServerLabel, nc, ns));
+    c.out.assign(reinterpret_cast<const char*>(proof.data()), proof.size());
+    c.out_off = 0;
+    if (!flush(c)) return false;
+    if (c.out_pending()) return true;  // the rest goes out on POLLOUT, then requests
+  }
   size_t off = 0;
   bool ok = true;
   while (!c.parked && !c.out_pending() && c.in.size() - off >= wire::kHeaderBytes) {
@@ -272,7 +429,12 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
       break;
     }
   }
-  if (off > 0) c.in.erase(0, off);
+  if (off > 0) {
+    c.in.erase(0, off);
+    buffered_bytes -= off;
+    c.served = true;
+    c.idle_since = Clock::now();
+  }
   if (c.in.empty() && c.in.capacity() > (1u << 20)) std::string().swap(c.in);
   if (ok && c.out_pending()) ok = flush(c);
   return ok;
@@ -282,16 +444,15 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
                                    std::string value) {
   switch (cmd) {
     case Cmd::kSet: {
+      if (!put(id, c, key, std::move(value))) return true;
       reply(c, Cmd::kOk, {});
-      auto& slot = data[key];
-      slot = std::move(value);
-      wake_waiters(key, slot);
+      wake_waiters(key, data.at(key).value);
       return true;
     }
     case Cmd::kGet: {
       auto it = data.find(key);
       if (it != data.end()) {
-        reply(c, Cmd::kValue, it->second);
+        reply(c, Cmd::kValue, it->second.value);
       } else {
         c.parked = true;
         waiters[key].push_back(id);
@@ -304,11 +465,11 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       int64_t current = 0;
       auto it = data.find(key);
       if (it != data.end()) {
-        auto parsed = detail::parse_int64(it->second);
+        auto parsed = detail::parse_int64(it->second.value);
         if (!parsed) {
           reply(c, Cmd::kError,
                 str_cat("add: the value of key '", printable(key), "' is not an integer ('",
-                        printable(it->second), "')"));
+                        printable(it->second.value), "')"));
           return true;
         }
         current = *parsed;
@@ -320,19 +481,18 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
                       printable(key), "'"));
         return true;
       }
+      if (!put(id, c, key, std::to_string(result))) return true;
       std::string encoded(8, '\0');
       wire::put_le(encoded.data(), static_cast<uint64_t>(result), 8);
       reply(c, Cmd::kValue, encoded);
-      auto& slot = data[key];
-      slot = std::to_string(result);
-      wake_waiters(key, slot);
+      wake_waiters(key, data.at(key).value);
       return true;
     }
     case Cmd::kCheck:
       reply(c, data.count(key) != 0 ? Cmd::kOk : Cmd::kNotFound, {});
       return true;
     case Cmd::kErase:
-      data.erase(key);
+      remove(key);
       reply(c, Cmd::kOk, {});
       return true;
     default:
@@ -402,13 +562,18 @@ void TcpStoreServer::Impl::close_conn(uint64_t id) {
     }
   }
   OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " disconnected");
+  buffered_bytes -= c.in.size();
+  // What it stored stays (other ranks still read it), charged to nobody
+  // live, but still counted in the store's total.
   conns.erase(it);
 }
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port)
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.host = host;
+  s.limits = limits;
+  s.token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
   int gai_err = 0;
   auto addrs = detail::resolve(host, port, /*passive=*/true, &gai_err);
   if (addrs.empty()) {
@@ -447,7 +612,13 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port)
   s.owner_pid = ::getpid();
   Impl* raw = impl_.get();
   s.thread = std::thread([raw] { raw->run(); });
-  OCCL_LOG(kInfo, kBootstrap, "rendezvous server listening on ", host_port(host, s.port));
+  OCCL_LOG(kInfo, kBootstrap, "rendezvous server listening on ", host_port(host, s.port),
+           s.token.empty() ? "" : " (job token required)");
+  if (s.token.empty() && !detail::is_loopback_name(host)) {
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server on ", host_port(host, s.port),
+             " runs without a job token: anyone who can reach it can join the job; set OMNICCL_JOB_TOKEN "
+             "(launchers set one for you), see SECURITY.md");
+  }
 }
 
 TcpStoreServer::~TcpStoreServer() {
@@ -599,13 +770,55 @@ UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline,
   return UniqueFd();
 }
 
+/// Proves knowledge of the job token to the server on a fresh connection and
+/// checks the server's proof (see store_wire.h). Bounded by deadline and by
+/// 10 s, whichever comes first.
+void authenticate(int fd, const std::string& token, const std::string& where, Deadline deadline) {
+  deadline = Deadline::min(deadline, Deadline::after_ms(10000));
+  int err = 0;
+  char challenge[sizeof wire::kAuthMagic + wire::kNonceBytes];
+  Io io = recv_all(fd, challenge, sizeof challenge, deadline, &err);
+  if (io == Io::kTimeout) {
+    fail(Status::kPeerFailure, "rendezvous server ", where,
+         " did not ask for the job token (OMNICCL_JOB_TOKEN is set here; is it unset on rank 0?)");
+  }
+  if (io != Io::kOk) {
+    fail(Status::kPeerFailure, "rendezvous server ", where, " closed the connection before authentication");
+  }
+  if (std::memcmp(challenge, wire::kAuthMagic, sizeof wire::kAuthMagic) != 0) {
+    fail(Status::kPeerFailure, "rendezvous server ", where,
+         " did not ask for the job token (OMNICCL_JOB_TOKEN is set here; is it unset on rank 0?)");
+  }
+  const std::string ns(challenge + sizeof wire::kAuthMagic, wire::kNonceBytes);
+  const Digest mine = random_nonce();
+  const std::string nc(reinterpret_cast<const char*>(mine.data()), mine.size());
+  const Digest mac = hmac_sha256(token, str_cat(wire::kClientLabel, ns, nc));
+  std::string answer(reinterpret_cast<const char*>(mac.data()), mac.size());
+  answer += nc;
+  io = send_all(fd, answer.data(), answer.size(), deadline, &err);
+  Digest proof{};
+  if (io == Io::kOk) io = recv_all(fd, reinterpret_cast<char*>(proof.data()), proof.size(), deadline, &err);
+  if (io != Io::kOk) {
+    fail(Status::kPeerFailure, "rendezvous server ", where,
+         " refused this process's job token (OMNICCL_JOB_TOKEN differs from rank 0's)");
+  }
+  if (!digest_equal(proof, hmac_sha256(token, str_cat(wire::kServerLabel, nc, ns)))) {
+    fail(Status::kPeerFailure, "rendezvous server ", where,
+         " could not prove it knows the job token: it is not this job's server");
+  }
+}
+
 /// Client side of the TCP store: one connection, one request at a time
 /// (a mutex serialises threads sharing the object).
 class TcpStore final : public Store {
  public:
   /// Wraps an established connection to host:port.
-  TcpStore(std::string host, uint16_t port, UniqueFd fd, int64_t op_timeout_ms)
-      : host_(std::move(host)), port_(port), fd_(std::move(fd)), op_timeout_ms_(op_timeout_ms) {}
+  TcpStore(std::string host, uint16_t port, UniqueFd fd, int64_t op_timeout_ms, std::string token)
+      : host_(std::move(host)),
+        port_(port),
+        fd_(std::move(fd)),
+        op_timeout_ms_(op_timeout_ms),
+        token_(std::move(token)) {}
 
   /// Sets key to value on the server.
   void set(const std::string& key, const std::string& value) override {
@@ -684,6 +897,14 @@ class TcpStore final : public Store {
       fail(Status::kPeerFailure, "rendezvous server ", where(), " is no longer reachable: ",
            resolve_error.empty() ? errno_text(err) : resolve_error);
     }
+    if (!token_.empty()) {
+      try {
+        authenticate(fd_.get(), token_, where(), deadline);
+      } catch (...) {
+        fd_.reset();
+        throw;
+      }
+    }
   }
 
   /// Turns a failed socket operation into the matching Error.
@@ -716,6 +937,10 @@ class TcpStore final : public Store {
     char header[wire::kHeaderBytes];
     io = recv_all(fd_.get(), header, sizeof header, deadline, &err);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
+    if (std::memcmp(header, wire::kAuthMagic, sizeof wire::kAuthMagic) == 0) {
+      fail(Status::kPeerFailure, "rendezvous server ", where(),
+           " requires the job token: set OMNICCL_JOB_TOKEN to the same value as on rank 0");
+    }
     wire::Header h;
     std::string why = wire::decode_header(header, &h);
     if (why.empty() && (!wire::is_reply(h.cmd) || h.key_len != 0)) why = "not a reply";
@@ -746,6 +971,7 @@ class TcpStore final : public Store {
   uint16_t port_;
   UniqueFd fd_;
   int64_t op_timeout_ms_;
+  std::string token_;  ///< OMNICCL_JOB_TOKEN; empty = no authentication
 };
 
 }  // namespace
@@ -755,6 +981,7 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
   check_arg(!host.empty(), "rendezvous host is empty");
   check_arg(port != 0, "rendezvous port 0 is not a valid port for ", host);
   const int64_t op_timeout_ms = detail::default_op_timeout_ms();
+  const std::string token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
   const auto start = Clock::now();
   auto backoff = std::chrono::milliseconds(10);
   int err = 0;
@@ -766,7 +993,8 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
     if (fd.valid()) {
       OCCL_LOG(kDebug, kBootstrap, "connected to rendezvous server ", host_port(host, port),
                " after ", attempt, " attempt(s)");
-      return std::make_unique<TcpStore>(host, port, std::move(fd), op_timeout_ms);
+      if (!token.empty()) authenticate(fd.get(), token, host_port(host, port), deadline);
+      return std::make_unique<TcpStore>(host, port, std::move(fd), op_timeout_ms, token);
     }
     if (deadline.expired()) break;
     // Refused (server not up yet), unreachable, resolving: all may heal

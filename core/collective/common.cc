@@ -16,6 +16,10 @@ void check_count(const TensorView& t, const char* name, size_t expected, const s
   check_arg(t.count == expected, name, " has ", t.count, " elements but ", expected, " are needed (", why, ")");
 }
 
+size_t times_ranks(const TensorView& t, const char* name, int nranks) {
+  return checked_mul(t.count, static_cast<uint64_t>(nranks), name, ": ", t.count, " elements x ", nranks, " ranks");
+}
+
 void check_overlap(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name,
                    long long allowed_offset_bytes) {
   if (a.bytes() == 0 || b.bytes() == 0) return;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "algorithm/algorithms.h"
+#include "common/checked.h"
 #include "collective/collectives.h"
 #include "executor/executor.h"
 #include "common/status.h"
@@ -19,6 +20,9 @@ void check_root(const Communicator& c, int root, const char* what = "root");
 void check_same_dtype(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name);
 /// Throws kInvalidArgument unless t has `expected` elements.
 void check_count(const TensorView& t, const char* name, size_t expected, const std::string& why);
+/// t.count x nranks (the size of a gathered buffer); throws kInvalidArgument
+/// naming `name` when it overflows.
+size_t times_ranks(const TensorView& t, const char* name, int nranks);
 /// Throws kInvalidArgument if a and b overlap other than at exactly the
 /// in-place position (b.data == a.data + allowed_offset_bytes).
 void check_overlap(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name,

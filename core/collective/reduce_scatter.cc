@@ -5,7 +5,7 @@ namespace omniccl::coll {
 WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call) {
   const int n = c.size();
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
-  check_count(send, "sendbuf", recv.count * n, "reduce_scatter: sendbuf holds size x recvbuf elements");
+  check_count(send, "sendbuf", times_ranks(recv, "recvbuf", n), "reduce_scatter: sendbuf holds size x recvbuf elements");
   check_overlap(send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * c.rank());
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   return launch(c, call_device({&send, &recv}), OpKind::kReduceScatter, send.dtype, spec.op, -1, recv.count, send.bytes(), call,

@@ -1,6 +1,9 @@
 // The v-variants: all_gatherv, all_to_allv, gatherv, scatterv. Counts and
 // displacements arrive in elements and are checked against the tensors here;
 // the algorithms work in bytes.
+#include <algorithm>
+#include <cstdint>
+
 #include "collective/common.h"
 
 namespace omniccl::coll {
@@ -9,26 +12,52 @@ namespace {
 
 /// Validates counts/displs (elements) for `n` ranks inside a tensor of
 /// `capacity` elements and converts them to bytes; empty displs = packed.
+/// `counts_name`/`displs_name` are the C argument names used in errors. When
+/// `disjoint`, no two ranks' non-empty parts may overlap (parts written by
+/// different ranks: a receive buffer).
 void to_bytes(const std::vector<int64_t>& counts, std::vector<int64_t> displs, int n, size_t capacity, size_t es,
-              const char* what, std::vector<uint64_t>& out_counts, std::vector<uint64_t>& out_displs) {
-  check_arg(static_cast<int>(counts.size()) == n, what, " counts: ", counts.size(), " given for ", n, " ranks");
-  if (displs.empty()) {
-    int64_t off = 0;
+              const char* counts_name, const char* displs_name, bool disjoint, std::vector<uint64_t>& out_counts,
+              std::vector<uint64_t>& out_displs) {
+  check_arg(static_cast<int>(counts.size()) == n, counts_name, ": ", counts.size(), " given for ", n, " ranks");
+  for (int i = 0; i < n; ++i) {
+    check_arg(counts[i] >= 0, counts_name, "[", i, "] is negative (", counts[i], ")");
+    check_arg(static_cast<uint64_t>(counts[i]) <= capacity, counts_name, "[", i, "] = ", counts[i],
+              " exceeds the tensor's ", capacity, " elements");
+  }
+  if (displs.empty()) {  // packed: each part starts where the previous one ends
+    uint64_t off = 0;
     for (int i = 0; i < n; ++i) {
-      displs.push_back(off);
-      off += counts[i] < 0 ? 0 : counts[i];
+      check_arg(off <= static_cast<uint64_t>(INT64_MAX), counts_name, ": the sum of counts before rank ", i,
+                " overflows");
+      displs.push_back(static_cast<int64_t>(off));
+      off = checked_add(off, static_cast<uint64_t>(counts[i]), counts_name, ": the sum of counts up to rank ", i);
     }
   }
-  check_arg(static_cast<int>(displs.size()) == n, what, " displacements: ", displs.size(), " given for ", n, " ranks");
+  check_arg(static_cast<int>(displs.size()) == n, displs_name, ": ", displs.size(), " given for ", n, " ranks");
   out_counts.resize(n);
   out_displs.resize(n);
   for (int i = 0; i < n; ++i) {
-    check_arg(counts[i] >= 0, what, " count for rank ", i, " is negative (", counts[i], ")");
-    check_arg(displs[i] >= 0, what, " displacement for rank ", i, " is negative (", displs[i], ")");
-    check_arg(static_cast<uint64_t>(displs[i]) + static_cast<uint64_t>(counts[i]) <= capacity, what, " for rank ", i,
-              ": displacement ", displs[i], " + count ", counts[i], " exceeds the tensor's ", capacity, " elements");
+    check_arg(displs[i] >= 0, displs_name, "[", i, "] is negative (", displs[i], ")");
+    // Both are at most INT64_MAX, so the sum fits in uint64_t.
+    check_arg(static_cast<uint64_t>(displs[i]) + static_cast<uint64_t>(counts[i]) <= capacity, displs_name, "[", i,
+              "] = ", displs[i], " + ", counts_name, "[", i, "] = ", counts[i], " exceeds the tensor's ", capacity,
+              " elements");
+    // Within capacity, whose size in bytes the DLPack check bounded.
     out_counts[i] = static_cast<uint64_t>(counts[i]) * es;
     out_displs[i] = static_cast<uint64_t>(displs[i]) * es;
+  }
+  if (disjoint) {
+    std::vector<int> order;
+    for (int i = 0; i < n; ++i) {
+      if (counts[i] > 0) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return displs[a] < displs[b]; });
+    for (size_t k = 1; k < order.size(); ++k) {
+      const int a = order[k - 1], b = order[k];
+      check_arg(displs[a] + counts[a] <= displs[b], displs_name, ": the parts of ranks ", a, " (", displs[a], "..",
+                displs[a] + counts[a], ") and ", b, " (", displs[b], "..", displs[b] + counts[b],
+                ") overlap; each rank's part must have its own elements");
+    }
   }
 }
 
@@ -39,9 +68,11 @@ WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& r
   const int n = c.size();
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
   std::vector<uint64_t> bc, bd;
-  to_bytes(counts, std::move(displs), n, recv.count, dtype_size(recv.dtype), "all_gatherv recv", bc, bd);
+  to_bytes(counts, std::move(displs), n, recv.count, dtype_size(recv.dtype), "recv_counts", "recv_displs", true, bc,
+           bd);
   check_arg(bc[c.rank()] == send.bytes(), "all_gatherv: sendbuf has ", send.count, " elements but recv_counts[",
             c.rank(), "] is ", counts[c.rank()]);
+  check_overlap(recv, "recvbuf", send, "sendbuf", static_cast<long long>(bd[c.rank()]));
   return launch(c, call_device({&send, &recv}), OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), call,
                 [=](Engine& e, const AlgoEntry& algo) {
                   algo.run(e, {.send = send.bytes_ptr(), .recv = recv.bytes_ptr(), .counts = bc.data(), .displs = bd.data()});
@@ -56,8 +87,8 @@ WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   std::vector<uint64_t> sc, sd, rc, rd;
-  to_bytes(send_counts, std::move(send_displs), n, send.count, es, "all_to_allv send", sc, sd);
-  to_bytes(recv_counts, std::move(recv_displs), n, recv.count, es, "all_to_allv recv", rc, rd);
+  to_bytes(send_counts, std::move(send_displs), n, send.count, es, "send_counts", "send_displs", false, sc, sd);
+  to_bytes(recv_counts, std::move(recv_displs), n, recv.count, es, "recv_counts", "recv_displs", true, rc, rd);
   check_arg(sc[c.rank()] == rc[c.rank()], "all_to_allv: send_counts[", c.rank(), "] (", send_counts[c.rank()],
             ") differs from recv_counts[", c.rank(), "] (", recv_counts[c.rank()], ") for this rank's own part");
   return launch(c, call_device({&send, &recv}), OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
@@ -85,9 +116,11 @@ WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, 
   if (c.rank() == root) {
     check_arg(recv.has_value(), "recvbuf is NULL on the root rank ", root, " of gatherv");
     check_same_dtype(send, "sendbuf", *recv, "recvbuf");
-    to_bytes(counts, std::move(displs), n, recv->count, dtype_size(recv->dtype), "gatherv recv", bc, bd);
+    to_bytes(counts, std::move(displs), n, recv->count, dtype_size(recv->dtype), "recv_counts", "recv_displs", true,
+             bc, bd);
     check_arg(bc[root] == send.bytes(), "gatherv: the root's sendbuf has ", send.count,
               " elements but recv_counts[", root, "] is ", counts[root]);
+    check_overlap(*recv, "recvbuf", send, "sendbuf", static_cast<long long>(bd[root]));
     out = recv->bytes_ptr();
   }
   return launch(c, call_device({&send, opt(recv)}), OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
@@ -105,9 +138,11 @@ WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> co
   if (c.rank() == root) {
     check_arg(send.has_value(), "sendbuf is NULL on the root rank ", root, " of scatterv");
     check_same_dtype(*send, "sendbuf", recv, "recvbuf");
-    to_bytes(counts, std::move(displs), n, send->count, dtype_size(send->dtype), "scatterv send", bc, bd);
+    to_bytes(counts, std::move(displs), n, send->count, dtype_size(send->dtype), "send_counts", "send_displs", false,
+             bc, bd);
     check_arg(bc[root] == recv.bytes(), "scatterv: the root's recvbuf has ", recv.count, " elements but send_counts[",
               root, "] is ", counts[root]);
+    check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(bd[root]));
     in = send->bytes_ptr();
   }
   return launch(c, call_device({opt(send), &recv}), OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {

@@ -1,5 +1,9 @@
 #include "common/settings.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,6 +34,20 @@ constexpr SettingInfo kSettings[] = {
     {"OMNICCL_JOB_ID", "(launcher's)",
      "Identity of the job, checked at rendezvous: a rank never joins another job's rendezvous. "
      "omniccl-run sets a fresh one; otherwise torchrun's, Slurm's or Open MPI's job id is used."},
+    {"OMNICCL_JOB_TOKEN", "(none)",
+     "Secret shared by the ranks of a job (launchers generate one). When set, every connection to the "
+     "rendezvous server proves it with an HMAC-SHA-256 challenge-response (the token never crosses the wire); "
+     "a process without it cannot read or write rendezvous keys or take a rank. Must be the same on every rank."},
+    {"OMNICCL_STORE_MAX_CONNECTIONS", "(auto)",
+     "Connections the rendezvous server (rank 0 of tcp:// and env://, or the unique-id creator) serves at once; "
+     "more are closed at accept. Default: max(world size + 16, min(4096, half the open-file limit))."},
+    {"OMNICCL_STORE_MAX_BYTES", "268435456",
+     "Bytes of keys and values the rendezvous server stores for all clients together (unprocessed input has "
+     "the same limit of its own); one client may store at most 80 MiB. A set over a quota is refused with an "
+     "error; a client sending more than it may have buffered is dropped."},
+    {"OMNICCL_STORE_IDLE_TIMEOUT", "10s",
+     "A connection to the rendezvous server must complete its first request, and finish any message it has "
+     "started, within this time, or it is dropped (one waiting for a key is exempt)."},
     {"MASTER_ADDR", "-", "env:// rendezvous host (torchrun)."},
     {"MASTER_PORT", "-", "env:// rendezvous port (torchrun)."},
     {"RANK", "-", "env:// rank (torchrun); also OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID."},
@@ -69,10 +87,16 @@ std::optional<std::string> get_setting(const char* name) {
 int64_t parse_duration_ms(const std::string& text, const std::string& what) {
   const char* s = text.c_str();
   char* end = nullptr;
+  errno = 0;
   double v = std::strtod(s, &end);
-  if (end == s || v < 0) {
+  // strtod also reads "nan", "inf" and hexadecimal; only plain decimals are durations.
+  const bool plain = end != s && std::all_of(s, static_cast<const char*>(end), [](char ch) {
+    return std::isdigit(static_cast<unsigned char>(ch)) || ch == '.' || ch == 'e' || ch == 'E' || ch == '+' ||
+           ch == '-';
+  });
+  if (!plain || !std::isfinite(v) || v < 0) {
     fail(Status::kInvalidArgument, what, "='", text,
-         "' is not a duration (examples: 600, 30s, 1500ms, 10m)");
+         "' is not a duration (a finite number, optionally with a unit: 600, 30s, 1500ms, 10m)");
   }
   std::string unit(end);
   double ms;
@@ -86,7 +110,12 @@ int64_t parse_duration_ms(const std::string& text, const std::string& what) {
     fail(Status::kInvalidArgument, what, "='", text, "' has unknown unit '", unit,
          "' (use ms, s or m)");
   }
+  if (errno == ERANGE && v != 0) {
+    fail(Status::kInvalidArgument, what, "='", text, "' is out of range");
+  }
   if (ms < 1) fail(Status::kInvalidArgument, what, "='", text, "' must be at least 1ms");
+  // Longer than the clock can count: the same as never (deadlines saturate).
+  if (ms >= static_cast<double>(kMaxDurationMs)) return kMaxDurationMs;
   return static_cast<int64_t>(ms);
 }
 

@@ -25,8 +25,13 @@ std::span<const SettingInfo> all_settings();
 /// Throws Error(kInternal) for a name missing from the table.
 std::optional<std::string> get_setting(const char* name);
 
+/// The longest duration parse_duration_ms returns (INT64_MAX ms); longer
+/// ones are clamped to it, and deadlines that far out never pass.
+inline constexpr int64_t kMaxDurationMs = INT64_MAX;
+
 /// Parses a duration: "600" or "600s" (seconds), "1500ms", "10m", "2.5".
-/// Throws Error(kInvalidArgument) naming `what` on malformed text.
+/// Throws Error(kInvalidArgument) naming `what` on malformed text, nan, inf,
+/// negative or out-of-range numbers.
 int64_t parse_duration_ms(const std::string& text, const std::string& what);
 
 }  // namespace omniccl

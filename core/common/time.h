@@ -18,8 +18,15 @@ using Clock = std::chrono::steady_clock;
 class Deadline {
  public:
   /// A deadline `ms` milliseconds from now (ms <= 0 means already expired).
+  /// Saturates: a timeout too long for the clock (INT64_MAX ms, or 1e10 s,
+  /// whose nanoseconds overflow) is a deadline that never passes, not one
+  /// that wrapped into the past.
   static Deadline after_ms(int64_t ms) {
-    return Deadline(Clock::now() + std::chrono::milliseconds(ms));
+    const auto now = Clock::now();
+    if (ms <= 0) return Deadline(now);
+    const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now).count();
+    if (ms >= room) return never();
+    return Deadline(now + std::chrono::milliseconds(ms));
   }
   static Deadline never() { return Deadline(Clock::time_point::max()); }
   explicit Deadline(Clock::time_point t) : t_(t) {}

@@ -237,7 +237,24 @@ void Communicator::ExecLock::backoff(unsigned i) {
   }
 }
 
+Communicator::IssueGuard::IssueGuard(Communicator& c) : c_(c) {
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id none{};
+  if (c_.issuer_.compare_exchange_strong(none, me, std::memory_order_acquire)) {
+    owner_ = true;
+  } else if (none != me) {
+    fail(Status::kInvalidArgument, "comm is in use by another thread: operations on one communicator must be issued "
+         "by one thread at a time (from two threads at once the ranks could pair different operations and mix "
+         "their data); serialise the calls, or give each thread its own communicator (occl_comm_split)");
+  }
+}
+
+Communicator::IssueGuard::~IssueGuard() {
+  if (owner_) c_.issuer_.store(std::thread::id{}, std::memory_order_release);
+}
+
 void Communicator::run_blocking_ref(OpRef fn, InterruptHook interrupt) {
+  IssueGuard issuing(*this);
   if (!idle_.load(std::memory_order_acquire)) {
     // Queued asynchronous operations run first; an interruptible caller
     // waits for them in slices.
@@ -265,6 +282,7 @@ std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool
     run_blocking_ref(ref_of(fn), {});
     return nullptr;
   }
+  IssueGuard issuing(*this);
   auto work = std::make_shared<Work>();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -281,6 +299,7 @@ std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool
 }
 
 std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, const CallOptions& call) {
+  IssueGuard issuing(*this);
   auto work = std::make_shared<Work>();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -447,6 +466,7 @@ std::vector<std::string> Communicator::internal_all_gather(const std::string& mi
 }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key, const CommConfig* config) {
+  IssueGuard issuing(*this);
   CommConfig cfg = config ? *config : config_;
   cfg.validate();
   std::shared_ptr<Communicator> result;

@@ -153,6 +153,22 @@ class Communicator {
   void run_blocking_ref(OpRef fn, InterruptHook interrupt);
   /// Records the first error that makes the communicator unusable.
   void set_failed(Status st, const std::string& message);
+  /// Marks this thread as the one issuing on the communicator for its
+  /// lifetime; a second thread issuing meanwhile gets kInvalidArgument (the
+  /// ranks would pair the two threads' operations in different orders and
+  /// mix their data). Re-entrant on one thread (split issues internally).
+  class IssueGuard {
+   public:
+    explicit IssueGuard(Communicator& c);
+    ~IssueGuard();
+    IssueGuard(const IssueGuard&) = delete;
+    IssueGuard& operator=(const IssueGuard&) = delete;
+
+   private:
+    Communicator& c_;
+    bool owner_ = false;
+  };
+  std::atomic<std::thread::id> issuer_{};
   void run_one(OpRef fn);
   std::vector<std::string> internal_all_gather(const std::string& mine, const Deadline& deadline);
 

@@ -1,5 +1,7 @@
 #include "communicator/work.h"
 
+#include "common/time.h"
+
 namespace omniccl {
 
 void Work::complete(Status status, std::string message) {
@@ -20,7 +22,14 @@ Status Work::wait() {
 
 bool Work::wait_for(int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done_; });
+  // Waits in bounded slices of a saturating deadline: wait_for(INT64_MAX ms)
+  // overflows the clock and returns at once.
+  const Deadline deadline = Deadline::after_ms(timeout_ms);
+  while (!done_) {
+    if (deadline.expired()) return false;
+    cv_.wait_for(lock, std::chrono::milliseconds(deadline.remaining_ms(3'600'000)));
+  }
+  return true;
 }
 
 bool Work::done() {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "transport/control_wire.h"
 #include "transport/shm/shm_link.h"
 #include "transport/socket.h"
 #include "transport/tcp/tcp_link.h"
@@ -19,16 +20,9 @@ namespace omniccl::transport {
 
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x4f434832;  // "OCH2"
 constexpr char kSep = '\x1f';
-
-struct Hello {
-  uint32_t magic;
-  uint32_t channel;  // 0 control, 1 data
-  uint64_t session;
-  int32_t rank;
-  int32_t pad;
-};
+using wire::Hello;
+using wire::kHelloMagic;
 
 // Control message types (one byte) followed by a 4-byte payload length.
 constexpr char kDoorbell = 'D';
@@ -37,7 +31,11 @@ constexpr char kBye = 'B';
 constexpr char kQuery = 'Q';
 constexpr char kAnswer = 'A';
 constexpr char kReady = 'R';
-constexpr uint32_t kMaxControlPayload = 1 << 20;
+/// A connection to a setup listener must deliver its hello within this time
+/// (peers send it right after connecting), whatever the operation deadline.
+constexpr int64_t kHandshakeTimeoutMs = 5000;
+/// At most this many accepted connections may be mid-hello at once.
+constexpr size_t kMaxPendingHandshakes = 64;
 
 std::string read_first_line(const char* path) {
   std::ifstream f(path);
@@ -116,8 +114,11 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   SocketAddress unix_addr, tcp_addr;
   UniqueFd unix_listener = listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
   UniqueFd tcp_listener = listen_tcp(opts.tcp_ip, tcp_addr);
-  std::string shm_name = str_cat("/omniccl.", session, ".", opts.rank);
-  if (!force_tcp) m->own_segment_ = ShmSegment::create(shm_name, opts.size);
+  std::string shm_name = ShmSegment::name_for(session, opts.rank);
+  if (!force_tcp) {
+    ShmSegment::remove_leftovers();
+    m->own_segment_ = ShmSegment::create(shm_name, opts.size);
+  }
 
   const std::string my_host = host_identity();
   std::string blob = str_cat(::getpid(), kSep, my_host, kSep, hostname(), kSep, unix_addr.text, kSep,
@@ -174,26 +175,64 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   }
   int expected = 0;
   for (int p = opts.rank + 1; p < opts.size; ++p) expected += is_tcp(p) ? 2 : 1;
+  // Accepted connections whose hello is still arriving. Each is read without
+  // blocking, next to the listeners, with its own short deadline: a stray
+  // client that connects and closes, sends garbage, or sends half a hello
+  // and goes silent is dropped (and logged) without holding up the peers.
+  struct Pending {
+    UniqueFd fd;
+    Deadline until;
+    Hello hello{};
+    size_t got = 0;
+  };
+  std::vector<Pending> pending;
+  auto drop = [&](size_t i, const char* why) {
+    OCCL_LOG(kWarn, kTransport, "rank ", opts.rank, ": dropped a setup connection (", why,
+             "; a stray client or another job)");
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+  };
   while (expected > 0) {
-    pollfd pfds[2] = {{unix_listener.get(), POLLIN, 0}, {tcp_listener.get(), POLLIN, 0}};
-    int r = ::poll(pfds, 2, opts.deadline.remaining_ms(100));
+    std::vector<pollfd> pfds = {{unix_listener.get(), POLLIN, 0}, {tcp_listener.get(), POLLIN, 0}};
+    for (const auto& c : pending) pfds.push_back({c.fd.get(), POLLIN, 0});
+    int r = ::poll(pfds.data(), pfds.size(), opts.deadline.remaining_ms(100));
     if (r < 0 && errno != EINTR) fail_errno("poll(listeners)", errno);
-    for (auto& pfd : pfds) {
-      if (!(pfd.revents & POLLIN)) continue;
-      UniqueFd c = accept_until(pfd.fd, Deadline::after_ms(0));
-      if (!c.valid()) continue;
-      Hello h{};
-      read_all(c.get(), &h, sizeof h, opts.deadline, "hello from a peer");
-      if (h.magic != kHelloMagic || h.session != opts.session || h.rank <= opts.rank || h.rank >= opts.size ||
-          h.channel > 1) {
-        OCCL_LOG(kWarn, kTransport, "ignoring a connection with a bad hello (stray client or another job)");
+    for (size_t i = pending.size(); i-- > 0;) {  // back to front: drop() erases
+      Pending& c = pending[i];
+      if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        ssize_t n = ::recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof c.hello - c.got,
+                           MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+          drop(i, "closed before its hello");
+          continue;
+        }
+        if (n > 0) c.got += static_cast<size_t>(n);
+      }
+      if (c.got < sizeof c.hello) {
+        if (c.until.expired()) drop(i, "no complete hello within the handshake timeout");
         continue;
       }
-      int p = h.rank;
-      UniqueFd& slot = h.channel == 0 ? m->peers_[p]->ctrl : data_fd[p];
-      if (slot.valid()) fail(Status::kMismatch, "two processes connected as rank ", p, " (duplicate rank)");
-      slot = std::move(c);
+      const Hello h = c.hello;
+      const std::string why = wire::check_hello(h, opts.session, opts.rank, opts.size);
+      if (!why.empty()) {
+        drop(i, ("bad hello: " + why).c_str());
+        continue;
+      }
+      UniqueFd& slot = h.channel == 0 ? m->peers_[h.rank]->ctrl : data_fd[h.rank];
+      if (slot.valid()) fail(Status::kMismatch, "two processes connected as rank ", h.rank, " (duplicate rank)");
+      slot = std::move(c.fd);
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
       --expected;
+    }
+    for (int l = 0; l < 2; ++l) {
+      if (!(pfds[l].revents & POLLIN)) continue;
+      UniqueFd c = accept_until(pfds[l].fd, Deadline::after_ms(0));
+      if (!c.valid()) continue;
+      if (pending.size() >= kMaxPendingHandshakes) {
+        OCCL_LOG(kWarn, kTransport, "rank ", opts.rank, ": dropped a setup connection (", kMaxPendingHandshakes,
+                 " handshakes already pending)");
+        continue;
+      }
+      pending.push_back(Pending{std::move(c), Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs))});
     }
     if (expected > 0 && opts.deadline.expired()) {
       std::string missing;
@@ -337,16 +376,17 @@ void Mesh::handle_control(int peer) {
     fail_errno(str_cat("recv(control) from ", describe(peer)), errno);
   }
   size_t pos = 0;
-  while (p.inbuf.size() - pos >= 5) {
-    char type = p.inbuf[pos];
-    uint32_t len;
-    std::memcpy(&len, &p.inbuf[pos + 1], 4);
-    if (len > kMaxControlPayload) {
-      fail(Status::kInternal, "corrupt control message from ", describe(peer), " (length ", len, ")");
+  for (;;) {
+    char type = 0;
+    std::string payload;
+    size_t used;
+    try {
+      used = wire::next_control_message(p.inbuf, pos, &type, &payload);
+    } catch (const Error& e) {
+      fail(Status::kInternal, e.what(), " from ", describe(peer));
     }
-    if (p.inbuf.size() - pos - 5 < len) break;
-    std::string payload = p.inbuf.substr(pos + 5, len);
-    pos += 5 + len;
+    if (used == 0) break;
+    pos += used;
     if (pos == p.inbuf.size()) {
       p.inbuf.clear();
       pos = 0;
@@ -375,7 +415,7 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
       return;
     case kError: {
       if (pending_status_ != Status::kSuccess) return;  // the first error is the one to report
-      pending_status_ = payload.empty() ? Status::kInternal : static_cast<Status>(payload[0]);
+      pending_status_ = wire::error_status_of(payload);
       pending_message_ = str_cat(payload.empty() ? std::string() : payload.substr(1), " [reported by ",
                                  describe(peer), "]");
       pending_remote_ = true;
@@ -390,7 +430,7 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
       auto f = split(payload, kSep);
       PeerAnswer& a = answers_[peer];
       a.answered = true;
-      a.seq = std::strtoull(f[0].c_str(), nullptr, 10);
+      a.seq = wire::answer_seq(f[0]);
       a.desc = f.size() > 1 ? f[1] : std::string();
       a.signature = f.size() > 2 ? f[2] : std::string();
       return;

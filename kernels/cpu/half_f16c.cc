@@ -11,6 +11,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OMNICCL_F16C_PATH 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define OMNICCL_F16C_PATH 0
@@ -23,7 +24,14 @@ std::atomic<bool> g_switched_off{false};
 
 bool cpu_has_f16c() {
 #if OMNICCL_F16C_PATH
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does
+  // not know "f16c". AVX2 through the builtin, which also checks that the OS
+  // saves the AVX registers (F16C needs that too).
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return __builtin_cpu_supports("avx2") && (ecx & (1u << 29)) != 0;
+  }();
   return has;
 #else
   return false;

@@ -29,9 +29,10 @@
 #include "kernels/cpu/ops.h"
 
 // x86-64: build each hot loop twice (AVX2 and baseline SSE2) and pick one at
-// load time through an ifunc.
+// load time through an ifunc. Not under ThreadSanitizer: the ifunc resolvers
+// run before its runtime is set up and crash the program at load.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    defined(__has_attribute)
+    !defined(__SANITIZE_THREAD__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define OMNICCL_HOT_LOOP __attribute__((target_clones("avx2", "default")))
 #endif

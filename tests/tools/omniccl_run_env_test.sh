@@ -34,6 +34,17 @@ run env2 -n 1 -- bash -c 'echo "$MASTER_PORT"'
 expect_rc env2 0
 [[ "$(cat "$TMP/env2.out")" =~ ^\[0\]\ [0-9]+$ ]] && ok "env2: port printed" || fail "env2: bad output $(cat "$TMP/env2.out")"
 
+# A job token: one per job, the same in every rank, 64 hex digits; a given one is kept.
+run token -n 3 -- bash -c 'echo "$OMNICCL_JOB_TOKEN"'
+expect_rc token 0
+tokens=$(sed 's/^\[[0-9]\] //' "$TMP/token.out" | sort -u)
+expect_eq "token: one OMNICCL_JOB_TOKEN for all ranks" 1 "$(printf '%s\n' "$tokens" | wc -l)"
+[[ "$tokens" =~ ^[0-9a-f]{64}$ ]] && ok "token: 64 hex digits" || fail "token: '$tokens'"
+run token2 -n 1 -- bash -c 'echo "$OMNICCL_JOB_TOKEN"'
+[ "$(sed 's/^\[0\] //' "$TMP/token2.out")" != "$tokens" ] && ok "token: a new one per job" || fail "token: reused"
+OMNICCL_JOB_TOKEN=given run token3 -n 2 -- bash -c 'echo "$OMNICCL_JOB_TOKEN"'
+expect_contains token3 "$TMP/token3.out" "[1] given"
+
 # Explicit address and port.
 run addr -n 2 --master-addr 10.9.8.7 --master-port 29555 -- bash -c 'echo "$MASTER_ADDR:$MASTER_PORT"'
 expect_rc addr 0

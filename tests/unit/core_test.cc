@@ -1,6 +1,7 @@
 // Unit tests of the pure parts of the core: settings, tuning, rank patterns.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -9,7 +10,9 @@
 #include "algorithm/patterns/patterns.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "common/sha256.h"
 #include "common/status.h"
+#include "common/time.h"
 #include "communicator/communicator.h"
 #include "tuning/tuning.h"
 
@@ -52,6 +55,59 @@ TEST(Settings, ParsesDurations) {
       EXPECT_NE(std::string(e.what()).find("OMNICCL_TIMEOUT"), std::string::npos) << e.what();
     }
   }
+}
+
+// nan and inf reached a float-to-integer conversion (undefined behaviour);
+// hexadecimal and out-of-range numbers were accepted as durations.
+TEST(Settings, DurationsRejectNanInfAndOverflow) {
+  for (const char* bad : {"nan", "NaN", "inf", "-inf", "infinity", "1e400", "0x10", "nans", "1e999ms", " 5"}) {
+    try {
+      parse_duration_ms(bad, "OMNICCL_TIMEOUT");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("OMNICCL_TIMEOUT"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Durations longer than the clock can count clamp to the longest one.
+TEST(Settings, HugeDurationsClamp) {
+  EXPECT_EQ(parse_duration_ms("1e10", "T"), 10'000'000'000'000LL);
+  EXPECT_EQ(parse_duration_ms("1e300", "T"), kMaxDurationMs);
+  EXPECT_EQ(parse_duration_ms("9223372036854775807ms", "T"), kMaxDurationMs);
+}
+
+// Clock::now() + milliseconds(INT64_MAX) overflows into the past.
+TEST(Deadline, SaturatesInsteadOfWrapping) {
+  for (int64_t ms : {INT64_MAX, INT64_MAX / 2, int64_t{10'000'000'000'000}}) {
+    Deadline d = Deadline::after_ms(ms);
+    EXPECT_FALSE(d.expired()) << ms;
+    EXPECT_EQ(d.remaining_ms(1000), 1000) << ms;
+  }
+  EXPECT_TRUE(Deadline::after_ms(0).expired());
+  EXPECT_TRUE(Deadline::after_ms(-5).expired());
+  EXPECT_TRUE(Deadline::after_ms(INT64_MIN).expired());
+}
+
+// FIPS 180-4 examples and RFC 4231 test cases 1, 2 and 6 (long key).
+TEST(Sha256, KnownAnswers) {
+  EXPECT_EQ(to_hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(to_hex(sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(to_hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(to_hex(sha256(std::string(1000000, 'a'))),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(to_hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(to_hex(hmac_sha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(to_hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  EXPECT_TRUE(digest_equal(sha256("x"), sha256("x")));
+  EXPECT_FALSE(digest_equal(sha256("x"), sha256("y")));
+  EXPECT_FALSE(digest_equal(random_nonce(), random_nonce()));
 }
 
 TEST(Tuning, BareNameAppliesWhereOffered) {

@@ -496,6 +496,142 @@ TEST(TcpStore, GarbageClientsAreDropped) {
   still_fine();
 }
 
+/// A server with small limits, for the quota tests.
+StoreLimits small_limits() {
+  StoreLimits l;
+  l.max_connections = 8;
+  l.max_total_bytes = 4u << 20;
+  l.max_client_bytes = 1u << 20;
+  l.idle_timeout_ms = 500;
+  return l;
+}
+
+// A client storing more than its quota gets an error naming the quota; the
+// store (and other clients) go on. Before: a stranger stored 512 MiB.
+TEST(TcpStore, PerClientAndTotalQuotas) {
+  TcpStoreServer server("127.0.0.1", 0, small_limits());
+  auto a = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  a->set("a0", std::string(600 << 10, 'a'));
+  expect_error([&] { a->set("a1", std::string(600 << 10, 'a')); }, Status::kInvalidArgument,
+               {"quota", "a1"});
+  a->set("a0", std::string(900 << 10, 'a'));  // overwriting its own key is charged once
+  std::vector<std::unique_ptr<Store>> others;
+  int refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    others.push_back(connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000)));
+    try {
+      others.back()->set("o" + std::to_string(i), std::string(900 << 10, 'o'));
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("OMNICCL_STORE_MAX_BYTES"), std::string::npos) << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 2);  // 4 MiB in all: at most 3 more of 0.9 MiB fit
+  a->erase("a0");
+  a->set("a2", "small");
+  EXPECT_EQ(others[0]->get("a2", Deadline::after_ms(5000)), "small");
+}
+
+// A client streaming a message larger than its quota is dropped before the
+// server buffers it all.
+TEST(TcpStore, BufferedInputCountsAgainstTheQuota) {
+  TcpStoreServer server("127.0.0.1", 0, small_limits());
+  UniqueFd g = raw_connect(server.port());
+  raw_send(g.get(), raw_header(1, 3, 8u << 20) + "big");
+  std::string chunk(64 << 10, 'x');
+  for (int i = 0; i < 40; ++i) raw_send(g.get(), chunk);
+  EXPECT_TRUE(closed_by_server(g.get(), 3000));
+  auto ok = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  ok->set("k", "v");
+  EXPECT_EQ(ok->get("k", Deadline::after_ms(5000)), "v");
+}
+
+// Connections over the cap are closed at accept; silent ones and ones that
+// stall mid-message are dropped after the idle timeout, freeing their slots.
+// Before: ~20k idle connections used up the process's descriptors.
+TEST(TcpStore, ConnectionCapAndIdleTimeout) {
+  TcpStoreServer server("127.0.0.1", 0, small_limits());
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(raw_connect(server.port()));
+  raw_send(idle[0].get(), raw_header(1, 3, 10).substr(0, 7));  // stalls mid-header
+  UniqueFd over = raw_connect(server.port());
+  EXPECT_TRUE(closed_by_server(over.get(), 2000)) << "a connection over the cap was served";
+  const auto t0 = Clock::now();
+  for (auto& c : idle) EXPECT_TRUE(closed_by_server(c.get(), 5000)) << "an idle connection was kept";
+  EXPECT_LT(ms_since(t0), 4000);
+  auto ok = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  ok->set("k", "v");
+  // A client that has been served may stay idle, and one waiting for a key
+  // is never dropped for being quiet.
+  std::this_thread::sleep_for(1200ms);
+  EXPECT_EQ(ok->get("k", Deadline::after_ms(5000)), "v");
+  auto waiter = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  std::thread late([&] {
+    std::this_thread::sleep_for(1500ms);
+    ok->set("late", "yes");
+  });
+  EXPECT_EQ(waiter->get("late", Deadline::after_ms(10000)), "yes");
+  late.join();
+}
+
+/// Sets OMNICCL_JOB_TOKEN for one scope (empty text = unset).
+struct JobToken {
+  explicit JobToken(const char* token) {
+    if (*token != '\0') {
+      ::setenv("OMNICCL_JOB_TOKEN", token, 1);
+    } else {
+      ::unsetenv("OMNICCL_JOB_TOKEN");
+    }
+  }
+  ~JobToken() { ::unsetenv("OMNICCL_JOB_TOKEN"); }
+};
+
+// With a job token, a client proves it knows the token (challenge-response);
+// one with another token, or none, cannot read or write anything, and gets
+// an error that says so. Before: anyone reaching the port could.
+TEST(TcpStore, JobTokenRequired) {
+  std::unique_ptr<TcpStoreServer> server;
+  {
+    JobToken t("s3cret-job");
+    server = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
+  }
+  const uint16_t port = server->port();
+  std::unique_ptr<Store> member;
+  {
+    JobToken t("s3cret-job");
+    member = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
+  }
+  member->set("addr/0", "secret address");
+  {
+    JobToken t("wrong");
+    expect_error([&] { connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000)); }, Status::kPeerFailure,
+                 {"job token"});
+  }
+  {
+    JobToken t("");
+    auto stranger = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
+    expect_error([&] { stranger->get("addr/0", Deadline::after_ms(3000)); }, Status::kPeerFailure,
+                 {"OMNICCL_JOB_TOKEN"});
+    expect_error([&] { stranger->set("addr/0", "evil"); }, Status::kPeerFailure, {});
+  }
+  // A raw client that sends a plain request instead of the answer is dropped.
+  UniqueFd raw = raw_connect(port);
+  raw_send(raw.get(), raw_header(1, 6, 4) + "addr/0" + "evil" + std::string(64, 'x'));
+  EXPECT_TRUE(closed_by_server(raw.get(), 3000));
+  EXPECT_EQ(member->get("addr/0", Deadline::after_ms(5000)), "secret address");
+}
+
+// A client with a token refuses a server that does not ask for it (it would
+// otherwise hand its data to anyone listening on the port).
+TEST(TcpStore, ClientWithTokenRefusesServerWithout) {
+  TcpStoreServer server("127.0.0.1", 0);
+  JobToken t("s3cret-job");
+  const auto t0 = Clock::now();
+  expect_error([&] { connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(3000)); },
+               Status::kPeerFailure, {"did not ask for the job token"});
+  EXPECT_LT(ms_since(t0), 5000);
+}
+
 /// Keys and values above the wire limits are refused before sending.
 TEST(TcpStore, OversizedValueRejected) {
   TcpStoreServer server("127.0.0.1", 0);

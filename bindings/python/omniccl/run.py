@@ -27,6 +27,7 @@ import errno
 import os
 import resource
 import select
+import secrets
 import signal
 import socket
 import sys
@@ -446,6 +447,9 @@ class Launcher:
         os.set_inheritable(self.report_w, True)
         self.env["OMNICCL_RUN_FAILURE_FD"] = str(self.report_w)
         self.env["OMNICCL_RUN_FAILURE_PIPE"] = f"pipe:[{os.fstat(self.report_w).st_ino}]"
+        # A fresh job token unless one was given: the rendezvous is authenticated (SECURITY.md).
+        if not self.env.get("OMNICCL_JOB_TOKEN"):
+            self.env["OMNICCL_JOB_TOKEN"] = secrets.token_hex(32)
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.stdin_for_rank0 = not os.isatty(0)
         self.sig_r, self.sig_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)

@@ -41,6 +41,25 @@ def test_environment_and_prefixes(script):
         assert f"[{r}] to stderr" in p.stderr.splitlines()
 
 
+def test_job_token_generated_per_job_and_kept_when_given(script):
+    prog = script("""
+        import os
+        print(os.environ["OMNICCL_JOB_TOKEN"])
+    """)
+    tokens = []
+    for _ in range(2):
+        p = run_launcher(["-n", "2", str(prog)], env={"OMNICCL_JOB_TOKEN": ""})  # empty: not given
+        assert p.returncode == 0, p.stderr
+        seen = {line.split()[-1] for line in p.stdout.splitlines()}
+        assert len(seen) == 1  # the same in every rank
+        token = seen.pop()
+        assert len(token) == 64 and all(c in "0123456789abcdef" for c in token)
+        tokens.append(token)
+    assert tokens[0] != tokens[1]  # a new one per job
+    p = run_launcher(["-n", "1", str(prog)], env={"OMNICCL_JOB_TOKEN": "given"})
+    assert p.stdout.split() == ["[0]", "given"], p.stdout
+
+
 def test_first_failure_decides_the_status_and_grace_ends_the_rest(script):
     prog = script("""
         import os, sys, time

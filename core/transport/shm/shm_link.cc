@@ -1,6 +1,8 @@
 #include "transport/shm/shm_link.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <new>
 #include <random>
 
@@ -36,6 +39,55 @@ const uint64_t& probe_word() {
 }  // namespace
 
 size_t ShmSegment::bytes_for(int nranks) { return kHeaderBytes + kPerRing * size_t(nranks); }
+
+namespace {
+/// The inode number of this process's pid namespace ("0" if unknown): pids
+/// mean something only inside it.
+const std::string& pid_namespace() {
+  static const std::string ns = [] {
+    char buf[64] = {};
+    ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+    std::string t(buf, n > 0 ? static_cast<size_t>(n) : 0);  // "pid:[4026531836]"
+    std::string digits;
+    for (char c : t) {
+      if (c >= '0' && c <= '9') digits.push_back(c);
+    }
+    return digits.empty() ? std::string("0") : digits;
+  }();
+  return ns;
+}
+}  // namespace
+
+std::string ShmSegment::name_for(const std::string& session, int rank) {
+  return str_cat("/omniccl.", pid_namespace(), "-", ::getpid(), ".", session, ".", rank);
+}
+
+int ShmSegment::remove_leftovers() {
+  const std::string prefix = str_cat("omniccl.", pid_namespace(), "-");
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  int removed = 0;
+  const uid_t me = ::geteuid();
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    if (dot == std::string::npos || dot == prefix.size()) continue;
+    const std::string pid_text = name.substr(prefix.size(), dot - prefix.size());
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != me) continue;
+    // Only a process that no longer exists: a live one (or a reused pid) keeps it.
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (::shm_unlink(("/" + name).c_str()) == 0) ++removed;
+  }
+  ::closedir(dir);
+  if (removed > 0) {
+    OCCL_LOG(kInfo, kTransport, "removed ", removed, " shared-memory segment(s) left in /dev/shm by dead processes");
+  }
+  return removed;
+}
 
 std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& name, int nranks) {
   UniqueFd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));

@@ -75,6 +75,14 @@ class ShmSegment {
   /// Removes the name (mapping stays valid). Idempotent.
   void unlink();
   static size_t bytes_for(int nranks);
+  /// The name of this process's segment for (session, rank):
+  /// "/omniccl.<pid namespace>-<pid>.<session>.<rank>", so that leftovers
+  /// can be traced to the process that made them.
+  static std::string name_for(const std::string& session, int rank);
+  /// Unlinks segments in /dev/shm that this user's processes of this pid
+  /// namespace left when they died before the setup barrier (a job killed
+  /// during init). Returns how many were removed.
+  static int remove_leftovers();
 
  private:
   ShmSegment(std::string name, void* base, size_t bytes, bool owner)

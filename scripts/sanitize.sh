@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Sanitizer and fuzzing suites (run by scripts/test-all.sh in CI).
+#
+#   scripts/sanitize.sh [asan|tsan|fuzz|all] [BUILD_ROOT]   (default: all build-san)
+#
+#   asan  clang, AddressSanitizer + UndefinedBehaviorSanitizer (every finding
+#         fatal), libFuzzer coverage: the unit, abi, examples and hardening
+#         suites.
+#   fuzz  the libFuzzer targets of tests/fuzz, from the asan build, each for
+#         OMNICCL_FUZZ_SECONDS (default 15) from its checked-in corpus in
+#         tests/fuzz/corpus/<target>; a crash, leak or sanitizer report fails.
+#   tsan  gcc, ThreadSanitizer: the threaded tests (two threads on one
+#         communicator, work handles waited with long deadlines, the store
+#         server's thread with many clients, two meshes built by two threads).
+# The sets are kept small so the three builds fit CI's time; build more
+# targets in build-san/* and run ctest there for a wider sweep.
+#
+# Each build dir is configured once and built only for the targets it runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+root=${2:-build-san}
+jobs=${OMNICCL_BUILD_JOBS:-2}
+fuzz_seconds=${OMNICCL_FUZZ_SECONDS:-15}
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+fuzz_targets=(store_server unique_id init_method settings capi_args hello)
+
+configure() {  # configure DIR CC CXX SANITIZE [extra cmake args]
+  local dir=$1 cc=$2 cxx=$3 san=$4
+  shift 4
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
+    -DOMNICCL_SANITIZE="$san" -DOMNICCL_BUILD_TESTS=ON -DOMNICCL_BUILD_EXAMPLES=ON "${launcher[@]}" "$@" >/dev/null
+}
+
+run_asan() {
+  local dir=$root/asan
+  configure "$dir" clang clang++ address,undefined -DOMNICCL_FUZZ=ON
+  local t=(core_test kernels_test store_test rendezvous_test handshake_test hardening_test abi_runtime_check
+           omniccl-run)
+  local e
+  for e in broadcast scatter gather reduce all_reduce all_gather reduce_scatter all_to_all barrier send_recv; do
+    t+=("example_c_$e")
+  done
+  for e in all_reduce broadcast all_gather reduce_scatter all_to_all split async; do t+=("example_cpp_$e"); done
+  [ "$what" = asan ] || t+=("${fuzz_targets[@]/#/fuzz_}")
+  echo "== asan+ubsan: building ${#t[@]} targets"
+  cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
+  echo "== asan+ubsan: unit, abi and examples suites, then the hardening suite"
+  # Leak checking stays on; ranks are forked processes, each checked at exit.
+  export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  # (abi_symbols checks the release library's exports: the main build runs it.)
+  ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 -L 'unit|abi|examples' -E '^abi_symbols$'
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 -R '^HardeningTest\.'
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+}
+
+run_fuzz() {
+  local dir=$root/asan
+  [ -x "$dir/tests/fuzz/fuzz_hello" ] || {
+    configure "$dir" clang clang++ address,undefined -DOMNICCL_FUZZ=ON
+    cmake --build "$dir" -j"$jobs" --target "${fuzz_targets[@]/#/fuzz_}" >/dev/null
+  }
+  local failed=0 t
+  for t in "${fuzz_targets[@]}"; do
+    local corpus=tests/fuzz/corpus/$t work
+    work=$(mktemp -d)
+    cp -r "$corpus"/. "$work"/ 2>/dev/null || true
+    # New inputs go to a scratch copy; the checked-in corpus only seeds.
+    if ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 OMNICCL_DEBUG=NONE \
+        "$dir/tests/fuzz/fuzz_$t" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+        -max_len=4096 -print_final_stats=1 "$work" >"$work.log" 2>&1; then
+      echo "fuzz_$t: ok, $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$work.log" | grep -o '[0-9]*$') runs in ${fuzz_seconds}s"
+    else
+      echo "fuzz_$t: FAILED"; tail -40 "$work.log"; failed=1
+      mkdir -p "$root/fuzz-crashes"; cp crash-* leak-* timeout-* "$root/fuzz-crashes/" 2>/dev/null || true
+    fi
+    rm -rf "$work" "$work.log"
+  done
+  rm -f crash-* leak-* timeout-* 2>/dev/null || true
+  return $failed
+}
+
+run_tsan() {
+  local dir=$root/tsan
+  configure "$dir" gcc g++ thread
+  local t=(store_test handshake_test hardening_test)
+  echo "== tsan: building ${t[*]}"
+  cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
+  echo "== tsan: threaded and asynchronous tests"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 \
+    -R '^(TcpStore\.|Handshake\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken))'
+}
+
+start=$(date +%s)
+case $what in
+  asan) run_asan ;;
+  fuzz) run_fuzz ;;
+  tsan) run_tsan ;;
+  all) run_asan; run_fuzz; run_tsan ;;
+  *) echo "usage: $0 [asan|tsan|fuzz|all] [BUILD_ROOT]" >&2; exit 2 ;;
+esac
+echo "== sanitizers ($what): done in $(( $(date +%s) - start )) s"

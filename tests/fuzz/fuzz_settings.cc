@@ -1,0 +1,36 @@
+// Fuzzes the setting parsers: durations (OMNICCL_TIMEOUT and friends),
+// algorithm overrides (OMNICCL_ALGO) and the store limits. Each must accept
+// or throw omniccl::Error; an accepted duration is at least 1 ms.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "bootstrap/store.h"
+#include "common/settings.h"
+#include "common/status.h"
+#include "tuning/tuning.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace omniccl;
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    if (parse_duration_ms(text, "OMNICCL_TIMEOUT") < 1) std::abort();
+  } catch (const Error&) {
+  }
+  try {
+    auto ov = AlgoOverride::parse(text, "OMNICCL_ALGO");
+    (void)ov;
+  } catch (const Error&) {
+  }
+  const std::string cstr = text.substr(0, text.find('\0'));
+  for (const char* var : {"OMNICCL_STORE_MAX_CONNECTIONS", "OMNICCL_STORE_MAX_BYTES", "OMNICCL_STORE_IDLE_TIMEOUT"}) {
+    ::setenv(var, cstr.c_str(), 1);
+    try {
+      auto l = bootstrap::StoreLimits::from_environment(4);
+      if (l.max_connections == 0 || l.idle_timeout_ms < 1) std::abort();
+    } catch (const Error&) {
+    }
+    ::unsetenv(var);
+  }
+  return 0;
+}

@@ -1,0 +1,137 @@
+// Setup listeners survive stray connections: two meshes are built in this
+// process (threads as ranks, an in-memory address exchange), and before the
+// higher rank connects, a stranger connects to the lower rank's listeners
+// and closes, sends garbage, or sends half a hello and goes silent. The mesh
+// must still come up, long before the operation deadline.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/status.h"
+#include "common/time.h"
+#include "transport/mesh.h"
+#include "transport/socket.h"
+
+namespace omniccl::transport {
+namespace {
+
+/// The two ranks' address blobs, handed out once both are posted.
+struct Exchange {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> blobs = std::vector<std::string>(2);
+  int posted = 0;
+
+  std::vector<std::string> all_gather(int rank, const std::string& mine) {
+    std::unique_lock<std::mutex> lock(mu);
+    blobs[rank] = mine;
+    ++posted;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return posted == 2; });
+    return blobs;
+  }
+};
+
+/// Field `i` of an address blob (fields separated by 0x1f).
+std::string field(const std::string& blob, int i) {
+  size_t start = 0;
+  for (int k = 0; k < i; ++k) start = blob.find('\x1f', start) + 1;
+  return blob.substr(start, blob.find('\x1f', start) - start);
+}
+
+/// Builds a 2-rank TCP mesh; `attack(rank0_blob)` runs in rank 1 before it
+/// connects. Returns the seconds the slower rank took; fails the test if
+/// either rank failed.
+double build_mesh_under(const std::function<void(const std::string&)>& attack) {
+  Exchange ex;
+  // A fresh session: it names the abstract unix sockets, and these tests may
+  // run at the same time in separate processes.
+  const uint64_t session = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  std::unique_ptr<Mesh> meshes[2];
+  std::string errors[2];
+  double seconds[2] = {0, 0};
+  auto run = [&](int rank) {
+    const auto t0 = Clock::now();
+    try {
+      MeshOptions o;
+      o.rank = rank;
+      o.size = 2;
+      o.session = session;
+      o.transport = "tcp";
+      o.tcp_ip = "127.0.0.1";
+      o.deadline = Deadline::after_ms(30000);
+      meshes[rank] = Mesh::create(o, [&](const std::string& mine) {
+        auto all = ex.all_gather(rank, mine);
+        if (rank == 1) attack(all[0]);
+        return all;
+      });
+    } catch (const std::exception& e) {
+      errors[rank] = e.what();
+    }
+    seconds[rank] = std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  std::thread r0(run, 0), r1(run, 1);
+  r0.join();
+  r1.join();
+  EXPECT_TRUE(meshes[0] && meshes[1]) << "rank 0: " << errors[0] << "\nrank 1: " << errors[1];
+  return std::max(seconds[0], seconds[1]);
+}
+
+/// Connects to both of rank 0's listeners (control on the unix socket, data
+/// on TCP) and does `what` on each connection; the connections stay open
+/// until `keep` is destroyed.
+void attack_both(const std::string& rank0_blob, const std::function<void(int)>& what,
+                 std::vector<UniqueFd>& keep) {
+  for (int f : {3, 4}) {
+    UniqueFd c = connect_to(SocketAddress{field(rank0_blob, f)}, Deadline::after_ms(5000));
+    what(c.get());
+    keep.push_back(std::move(c));
+  }
+}
+
+TEST(Handshake, ConnectAndCloseDoesNotKillSetup) {
+  std::vector<UniqueFd> keep;
+  double s = build_mesh_under([&](const std::string& blob) {
+    attack_both(blob, [](int fd) { ::shutdown(fd, SHUT_RDWR); }, keep);
+  });
+  EXPECT_LT(s, 10.0);
+}
+
+TEST(Handshake, GarbageHelloIsDropped) {
+  std::vector<UniqueFd> keep;
+  double s = build_mesh_under([&](const std::string& blob) {
+    attack_both(blob, [](int fd) {
+      const char junk[64] = "GET / HTTP/1.0\r\n\r\n";
+      (void)::send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+    }, keep);
+  });
+  EXPECT_LT(s, 10.0);
+}
+
+// Half a hello, then silence: dropped after the short handshake timeout
+// (5 s), not after the 30 s deadline; the real peer is not held up by it.
+TEST(Handshake, SilentHalfHelloDoesNotStallSetup) {
+  std::vector<UniqueFd> keep;
+  double s = build_mesh_under([&](const std::string& blob) {
+    attack_both(blob, [](int fd) {
+      const char half[10] = {'2', 'H', 'C', 'O'};
+      (void)::send(fd, half, sizeof half, MSG_NOSIGNAL);
+    }, keep);
+  });
+  EXPECT_LT(s, 10.0);
+}
+
+}  // namespace
+}  // namespace omniccl::transport
