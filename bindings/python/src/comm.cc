@@ -613,9 +613,9 @@ void bind_comm(py::module_& m) {
         const int n = c.state().size();
         const int64_t* cp = counts_of(counts, n, "recv_counts");
         const int64_t* dp = counts_of(displs, n, "recv_displs");
-        return c.start("all_gatherv", {send, recv}, [&](occl_comm_t h, occl_work_t* w) {
-          return occl_all_gatherv(dl_of(send), dl_of(recv), cp, dp, h, o, w);
-        });
+        return c.start("all_gatherv", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+          return occl_all_gatherv_ex(dl_of(send), dl_of(recv), cp, dp, h, o, w);
+        }, blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs") = py::none(), py::arg("blocking") = false);
   comm.def(
