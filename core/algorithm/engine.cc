@@ -413,6 +413,7 @@ void Engine::run_feed(TransferFeed& feed) {
   sig_.kind = OpKind::kSendRecv;
   probed_ = false;
   single_copy_ = false;
+  interrupt_ = {};  // runs on the worker: a blocking caller's check must not leak here
   run_guarded({}, &feed);
 }
 

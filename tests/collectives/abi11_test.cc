@@ -233,6 +233,55 @@ TEST(Options, AnInterruptCheckThatSaysNoChangesNothing) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
+struct HookOwner {
+  std::thread::id owner;
+  std::atomic<int> calls{0};
+  std::atomic<bool> foreign{false};
+};
+
+int record_thread(void* data) {
+  auto* h = static_cast<HookOwner*>(data);
+  h->calls.fetch_add(1);
+  if (std::this_thread::get_id() != h->owner) h->foreign.store(true);
+  return 0;
+}
+
+TEST(Options, AnInterruptCheckIsOnlyAskedOnTheCallingThreadDuringItsCall) {
+  // A blocking collective's check must not stay behind in the engine, where
+  // a later operation run by the communicator's worker would call it (with
+  // a caller's stack object long gone).
+  JobResult res = run_ranks(opts(2), [](occl_comm_t comm, int rank, int n) {
+    HookOwner hook;
+    hook.owner = std::this_thread::get_id();
+    occl_options_t o = OCCL_OPTIONS_INIT;
+    o.interrupt = record_thread;
+    o.interrupt_data = &hook;
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (check_sum(comm, rank, n, &o) != 0) return 1;
+    RANK_CHECK(rank != 0 || hook.calls.load() > 0, rank, "the check was never asked while rank 0 waited");
+    const int before = hook.calls.load();
+    // Asynchronous point-to-point work runs on the worker and waits there.
+    int64_t v = rank;
+    Tensor1D t(&v, 1, dl_int(64));
+    occl_work_t w = nullptr;
+    if (rank == 0) {
+      RANK_OK(occl_recv(&t, 1, comm, &w), rank);
+      RANK_OK(occl_work_wait(w), rank);
+      RANK_CHECK(v == 1, rank, cat("received ", v));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      RANK_OK(occl_send(&t, 0, comm, &w), rank);
+      RANK_OK(occl_work_wait(w), rank);
+    }
+    RANK_OK(occl_work_free(w), rank);
+    RANK_CHECK(!hook.foreign.load(), rank, "the check was called on another thread");
+    RANK_CHECK(hook.calls.load() == before, rank, cat("the check was asked ", hook.calls.load() - before,
+                                                      " times after its call returned"));
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
 // ---------------------------------------------------------------------------
 // Non-blocking creation
 

@@ -827,13 +827,13 @@ TEST(ErrorsTest, UnsupportedDtype) {
     Tensor1D c(buf, 4, complex64), v(buf, 4, float4x), i24(buf, 4, int24), op(buf, 4, opaque);
     Tensor1D ok(buf, 4, dl_float(32));
     const DLDataType complex128 = {kDLComplex, 128, 1};
-    const DLDataType e4m3fn = {kDLFloat8_e4m3fn, 8, 1};
-    Tensor1D c128(buf, 4, complex128), f8(buf, 4, e4m3fn);
+    const DLDataType e4m3fnuz = {kDLFloat8_e4m3fnuz, 8, 1};  // a float8 kind OmniCCL does not carry
+    Tensor1D c128(buf, 4, complex128), f8(buf, 4, e4m3fnuz);
     // The dtype is named as users know it, not as "code 5 with 128 bits".
     CK_ERR(ck, occl_all_reduce(&c, &c, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex64");
     CK_ERR(ck, occl_broadcast(&c, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex64");
     CK_ERR(ck, occl_broadcast(&c128, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex128");
-    CK_ERR(ck, occl_broadcast(&f8, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype float8_e4m3fn");
+    CK_ERR(ck, occl_broadcast(&f8, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype float8_e4m3fnuz");
     CK_ERR(ck, occl_all_reduce(&v, &v, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "lanes", "4");
     CK_ERR(ck, occl_all_gather(&ok, &v, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "lanes");
     CK_ERR(ck, occl_broadcast(&i24, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype int24");

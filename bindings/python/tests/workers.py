@@ -1022,6 +1022,7 @@ if __name__ == "__main__":
     main()
 
 
+@scenario
 def gil_free_while_waiting(rank, size):
     """Rank 0 waits ~1 s in a blocking barrier while a Python thread of its own counts."""
     import threading
