@@ -54,7 +54,7 @@ struct AlgoEntry {
   OpKind op;
   Algo algo;
   AlgoFn run;
-  const char* best_at;  ///< what it is good for (documentation and `omniccl-bench --list`)
+  const char* best_at;  ///< what it is good for (documentation for readers and tests)
 };
 
 /// Every row, grouped by collective.
