@@ -137,7 +137,8 @@ class Communicator:
         """
         if not isinstance(init_method, str):
             raise TypeError(f"init_method must be a str, not {type(init_method).__name__}")
-        if init_method == "env://" and (rank is None or world_size is None) and not _launched():
+        from_env = (None, -1)  # torch's default for "from the environment" is -1
+        if init_method == "env://" and (rank in from_env or world_size in from_env) and not _launched():
             raise InvalidArgumentError(_how_to_launch())
         native = _omniccl.Comm.init(init_method, _rank_arg(rank, "rank"), _rank_arg(world_size, "world_size"),
                                     _timeout_ms(timeout), transport, algorithm)

@@ -1004,24 +1004,6 @@ def mpi4py_messages(rank, size):
     return {"checks": checks}
 
 
-def main():
-    name = sys.argv[1]
-    args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    rank = int(os.environ.get("RANK", "0"))
-    size = int(os.environ.get("WORLD_SIZE", "1"))
-    try:
-        result = SCENARIOS[name](rank, size, **args)
-    except BaseException:
-        traceback.print_exc()
-        sys.stdout.flush()
-        raise
-    print("RESULT " + json.dumps(result, default=repr), flush=True)
-
-
-if __name__ == "__main__":
-    main()
-
-
 @scenario
 def gil_free_while_waiting(rank, size):
     """Rank 0 waits ~1 s in a blocking barrier while a Python thread of its own counts."""
@@ -1048,3 +1030,22 @@ def gil_free_while_waiting(rank, size):
     stop.set()
     t.join()
     return {"waited": waited, "counted": counted[0]}
+
+
+def main():
+    name = sys.argv[1]
+    args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    rank = int(os.environ.get("RANK", "0"))
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        result = SCENARIOS[name](rank, size, **args)
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        raise
+    print("RESULT " + json.dumps(result, default=repr), flush=True)
+
+
+if __name__ == "__main__":
+    main()
+
