@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <memory>
@@ -28,6 +30,7 @@
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
 #include "bootstrap/util.h"
+#include "common/net.h"
 #include "common/log.h"
 #include "common/settings.h"
 #include "common/status.h"
@@ -174,21 +177,13 @@ void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, ch
   std::memcpy(out + kUidHostOffset, host.data(), host.size());
 }
 
-/// A random non-zero 64-bit token.
-uint64_t random_token() {
-  std::random_device rd;
-  uint64_t t = 0;
-  while (t == 0) t = (uint64_t{rd()} << 32) ^ uint64_t{rd()};
-  return t;
-}
-
 /// The first non-loopback IPv4 address the host name resolves to, or "".
 std::string primary_address() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return {};
   int gai_err = 0;
-  for (const auto& a : detail::resolve(name, 1, /*passive=*/false, &gai_err)) {
-    std::string text = detail::address_text(a.sa());
+  for (const auto& a : net::resolve(name, 1, /*passive=*/false, &gai_err)) {
+    std::string text = net::address_text(a.sa());
     if (a.family == AF_INET && !detail::is_loopback_name(text)) return text;
   }
   return {};
@@ -298,7 +293,7 @@ void create_unique_id(char out[kUniqueIdBytes]) {
       server = std::make_unique<TcpStoreServer>(host, 0);
     }
   }
-  const uint64_t token = random_token();
+  const uint64_t token = random_u64();
   encode_unique_id(host, server->port(), token, out);
   OCCL_LOG(kInfo, kBootstrap, "unique id: store server on ",
            detail::host_port(host, server->port()));
@@ -521,5 +516,101 @@ std::string RendezvousWait::get(const std::string& key) {
 void RendezvousWait::mark_completed() {
   if (spec_.rank == 0 && spec_.kind == RendezvousSpec::Kind::kTcp) store_.set(prefix_ + "completed", "1");
 }
+
+uint64_t random_u64() {
+  std::random_device rd;
+  uint64_t t = 0;
+  while (t == 0) t = (uint64_t{rd()} << 32) ^ uint64_t{rd()};
+  return t;
+}
+
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+Rendezvous::Rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t timeout_ms) : spec_(spec) {
+  switch (spec.kind) {
+    case RendezvousSpec::Kind::kTcp:
+      if (spec.rank == 0) server_ = start_rendezvous_server(spec);
+      store_ = connect_rendezvous(spec, deadline, timeout_ms);
+      local_ip_ = local_address_towards(spec.host, spec.port);
+      break;
+    case RendezvousSpec::Kind::kUniqueId:
+      store_ = connect_rendezvous(spec, deadline, timeout_ms);
+      local_ip_ = local_address_towards(spec.host, spec.port);
+      prefix_ = str_cat("uid/", hex(spec.token), "/");
+      break;
+    case RendezvousSpec::Kind::kFile:
+      store_ = open_file_store(spec.path);
+      break;
+  }
+  if (auto v = get_setting("OMNICCL_SOCKET_ADDR")) local_ip_ = *v;
+
+  // Same job, not completed yet, and a rank number may be claimed once.
+  wait_ = std::make_unique<RendezvousWait>(*store_, prefix_, spec, deadline, timeout_ms);
+  wait_->join();
+  if (spec.rank == 0) {
+    session_ = random_u64();
+    store_->set(prefix_ + "session", hex(session_));
+  } else {
+    const std::string text = wait_->get("session");
+    char* end = nullptr;
+    session_ = std::strtoull(text.c_str(), &end, 16);
+    if (text.empty() || end != text.c_str() + text.size() || session_ == 0) {
+      fail(Status::kInternal, "the rendezvous at ", rendezvous_address(spec), " holds a malformed session number '",
+           detail::printable(text), "'");
+    }
+  }
+}
+
+Rendezvous::~Rendezvous() = default;
+
+std::vector<std::string> Rendezvous::exchange(const std::string& blob) {
+  const int n = spec_.world_size;
+  store_->set(str_cat(prefix_, "addr/", spec_.rank), str_cat(n, "|", blob));
+  std::vector<std::string> all(n);
+  for (int p = 0; p < n; ++p) {
+    std::string v = wait_->get(str_cat("addr/", p));
+    const auto bar = v.find('|');
+    const auto their_n = detail::parse_int64(v.substr(0, bar));
+    if (bar == std::string::npos || !their_n) {
+      fail(Status::kInternal, "the rendezvous at ", rendezvous_address(spec_),
+           " holds a malformed address record for rank ", p);
+    }
+    if (*their_n != n) {
+      fail(Status::kMismatch, "world size ", n, " on rank ", spec_.rank, " but rank ", p,
+           " was started with world size ", *their_n);
+    }
+    all[p] = v.substr(bar + 1);
+  }
+  return all;
+}
+
+void Rendezvous::finish() {
+  wait_->mark_completed();
+  // Everyone has read everything (the mesh ends with a barrier): tidy up, so
+  // a file:// directory can be reused.
+  try {
+    store_->erase(str_cat(prefix_, "addr/", spec_.rank));
+    store_->erase(str_cat(prefix_, "claim/", spec_.rank));
+    if (spec_.rank == 0) {
+      store_->erase(prefix_ + "session");
+      // A TCP server lives as long as this job: its job id stays, so that a
+      // rank of another job is told whose rendezvous it found.
+      if (spec_.kind == RendezvousSpec::Kind::kFile) store_->erase(prefix_ + "job");
+    }
+  } catch (const Error&) {
+  }
+  wait_.reset();
+  store_.reset();
+}
+
+std::unique_ptr<TcpStoreServer> Rendezvous::release_server() { return std::move(server_); }
 
 }  // namespace omniccl::bootstrap

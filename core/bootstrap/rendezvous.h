@@ -100,4 +100,49 @@ class RendezvousWait {
   Clock::time_point next_report_;
 };
 
+/// A whole rendezvous, from connecting to tidying up: what a communicator's
+/// creation needs from bootstrap. Rank 0 of tcp:// starts the store server;
+/// every rank connects (or opens the file store), claims its number, and all
+/// agree on a session number; exchange() then all-gathers one blob per rank
+/// (the mesh's addresses) and finish() marks the rendezvous completed and
+/// removes this rank's keys so that a file:// directory can be reused.
+class Rendezvous {
+ public:
+  /// Connects and joins; throws like RendezvousWait (missing ranks named).
+  Rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t timeout_ms);
+  ~Rendezvous();
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+
+  /// The number every rank of this job agreed on (rank 0 drew it).
+  uint64_t session() const { return session_; }
+  /// The address this rank's TCP links listen on: the local address that
+  /// reaches the rendezvous host (127.0.0.1 for file://), or
+  /// OMNICCL_SOCKET_ADDR when set.
+  const std::string& local_ip() const { return local_ip_; }
+  /// All-gathers `blob` through the store: every rank's, in rank order.
+  /// Throws Error(kMismatch) when a rank was started with another world size.
+  std::vector<std::string> exchange(const std::string& blob);
+  /// Marks the rendezvous completed, removes this rank's keys (best effort)
+  /// and closes the store connection. Call once everyone has read
+  /// everything (after the mesh's barrier).
+  void finish();
+  /// The TCP store server (rank 0 of tcp://, else null); it must live as
+  /// long as the job so that latecomers of another job are told whose
+  /// rendezvous they found.
+  std::unique_ptr<TcpStoreServer> release_server();
+
+ private:
+  const RendezvousSpec& spec_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<Store> store_;
+  std::string prefix_ = "omniccl/";
+  std::string local_ip_ = "127.0.0.1";
+  std::unique_ptr<RendezvousWait> wait_;
+  uint64_t session_ = 0;
+};
+
+/// A random 64-bit number, never 0 (sessions, tokens).
+uint64_t random_u64();
+
 }  // namespace omniccl::bootstrap

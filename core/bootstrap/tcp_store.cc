@@ -5,6 +5,7 @@
 // of that key answers it. Invalid input (bad header, absurd lengths, a
 // request while parked, EOF mid-message) drops only that connection.
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -24,6 +25,7 @@
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
 #include "bootstrap/util.h"
+#include "common/net.h"
 #include "common/fd.h"
 #include "common/log.h"
 #include "common/settings.h"
@@ -59,7 +61,7 @@ std::string peer_text(int fd) {
   uint16_t port = 0;
   if (sa->sa_family == AF_INET) port = ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
   if (sa->sa_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
-  return host_port(detail::address_text(sa), port);
+  return host_port(net::address_text(sa), port);
 }
 
 }  // namespace
@@ -306,7 +308,7 @@ void TcpStoreServer::Impl::accept_all() {
       }
       continue;
     }
-    detail::set_nodelay(fd);
+    net::set_nodelay(fd);
     Conn c;
     c.fd = UniqueFd(fd);
     c.peer = peer_text(fd);
@@ -575,7 +577,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimi
   s.limits = limits;
   s.token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
   int gai_err = 0;
-  auto addrs = detail::resolve(host, port, /*passive=*/true, &gai_err);
+  auto addrs = net::resolve(host, port, /*passive=*/true, &gai_err);
   if (addrs.empty()) {
     fail(Status::kSystem, "cannot bind rendezvous server to ", host_port(host, port),
          ": cannot resolve '", host, "': ", gai_strerror(gai_err));
@@ -723,7 +725,7 @@ bool self_connected(int fd) {
 UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline, int* err,
                       std::string* resolve_error) {
   int gai_err = 0;
-  auto addrs = detail::resolve(host, port, /*passive=*/false, &gai_err);
+  auto addrs = net::resolve(host, port, /*passive=*/false, &gai_err);
   if (addrs.empty()) {
     *resolve_error = gai_strerror(gai_err);
     *err = gai_err == EAI_AGAIN ? EAGAIN : EHOSTUNREACH;
@@ -764,7 +766,7 @@ UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline,
       *err = ECONNREFUSED;
       continue;
     }
-    detail::set_nodelay(fd.get());
+    net::set_nodelay(fd.get());
     return fd;
   }
   return UniqueFd();
@@ -1013,7 +1015,7 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
 std::string local_address_towards(const std::string& host, uint16_t port) {
   if (detail::is_loopback_name(host)) return "127.0.0.1";
   int gai_err = 0;
-  auto addrs = detail::resolve(host, port == 0 ? 1 : port, /*passive=*/false, &gai_err);
+  auto addrs = net::resolve(host, port == 0 ? 1 : port, /*passive=*/false, &gai_err);
   if (addrs.empty()) {
     fail(Status::kInvalidArgument, "cannot resolve rendezvous host '", host,
          "': ", gai_strerror(gai_err));
@@ -1033,7 +1035,7 @@ std::string local_address_towards(const std::string& host, uint16_t port) {
       last_err = errno;
       continue;
     }
-    std::string addr = detail::address_text(reinterpret_cast<const sockaddr*>(&ss));
+    std::string addr = net::address_text(reinterpret_cast<const sockaddr*>(&ss));
     return detail::is_loopback_name(addr) ? "127.0.0.1" : addr;
   }
   fail_errno(str_cat("cannot find a local address that reaches ", host_port(host, port)),

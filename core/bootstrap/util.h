@@ -1,15 +1,10 @@
 // Private helpers shared by the bootstrap sources (not part of store.h).
 #pragma once
 
-#include <netdb.h>
-#include <sys/socket.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "common/net.h"
 
 namespace omniccl::bootstrap::detail {
 
@@ -30,11 +25,5 @@ int64_t default_op_timeout_ms();
 
 /// Parses the whole of text as a decimal int64; nullopt if it is not one.
 std::optional<int64_t> parse_int64(const std::string& text);
-
-// Resolution and socket options come from the one socket layer.
-using net::Address;
-using net::address_text;
-using net::resolve;
-using net::set_nodelay;
 
 }  // namespace omniccl::bootstrap::detail

@@ -5,8 +5,6 @@
 #include <chrono>
 #include <cstring>
 #include <new>
-#include <random>
-#include <sstream>
 
 #include "algorithm/algorithms.h"
 #include "bootstrap/store.h"
@@ -17,26 +15,12 @@ namespace omniccl {
 
 namespace {
 
-uint64_t random_u64() {
-  std::random_device rd;
-  uint64_t v = (uint64_t(rd()) << 32) ^ rd();
-  v ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull;
-  v ^= uint64_t(::getpid()) << 17;
-  return v == 0 ? 1 : v;
-}
-
 uint64_t mix(uint64_t a, uint64_t b) {
   uint64_t x = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
   return x == 0 ? 1 : x;
-}
-
-std::string hex(uint64_t v) {
-  std::ostringstream os;
-  os << std::hex << v;
-  return os.str();
 }
 
 }  // namespace
@@ -77,7 +61,6 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
 
 std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSpec& spec, const CommConfig& config,
                                                    const std::atomic<bool>* cancel) {
-  using bootstrap::RendezvousSpec;
   config.validate();
   check_arg(spec.world_size >= 1, "world size must be at least 1, got ", spec.world_size);
   check_arg(spec.rank >= 0 && spec.rank < spec.world_size, "rank ", spec.rank, " is outside world size ",
@@ -85,54 +68,9 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   const Deadline deadline = Deadline::after_ms(config.timeout_ms).cancelled_by(cancel);
   const int rank = spec.rank, n = spec.world_size;
 
-  std::unique_ptr<bootstrap::TcpStoreServer> server;
-  std::unique_ptr<bootstrap::Store> store;
-  std::string prefix = "omniccl/";
-  std::string tcp_ip = "127.0.0.1";
-  switch (spec.kind) {
-    case RendezvousSpec::Kind::kTcp:
-      if (rank == 0) server = bootstrap::start_rendezvous_server(spec);
-      store = bootstrap::connect_rendezvous(spec, deadline, config.timeout_ms);
-      tcp_ip = bootstrap::local_address_towards(spec.host, spec.port);
-      break;
-    case RendezvousSpec::Kind::kUniqueId:
-      store = bootstrap::connect_rendezvous(spec, deadline, config.timeout_ms);
-      tcp_ip = bootstrap::local_address_towards(spec.host, spec.port);
-      prefix = str_cat("uid/", hex(spec.token), "/");
-      break;
-    case RendezvousSpec::Kind::kFile:
-      store = bootstrap::open_file_store(spec.path);
-      break;
-  }
-  if (auto v = get_setting("OMNICCL_SOCKET_ADDR")) tcp_ip = *v;
-
-  // Same job, not completed yet, and a rank number may be claimed once.
-  bootstrap::RendezvousWait wait(*store, prefix, spec, deadline, config.timeout_ms);
-  wait.join();
-  uint64_t session;
-  if (rank == 0) {
-    session = random_u64();
-    store->set(prefix + "session", hex(session));
-  } else {
-    session = std::stoull(wait.get("session"), nullptr, 16);
-  }
-
-  auto exchange = [&](const std::string& blob) {
-    store->set(str_cat(prefix, "addr/", rank), str_cat(n, "|", blob));
-    std::vector<std::string> all(n);
-    for (int p = 0; p < n; ++p) {
-      std::string v = wait.get(str_cat("addr/", p));
-      auto bar = v.find('|');
-      int their_n = std::atoi(v.substr(0, bar).c_str());
-      if (their_n != n) {
-        fail(Status::kMismatch, "world size ", n, " on rank ", rank, " but rank ", p, " was started with world size ",
-             their_n);
-      }
-      all[p] = v.substr(bar + 1);
-    }
-    return all;
-  };
-
+  bootstrap::Rendezvous rendezvous(spec, deadline, config.timeout_ms);
+  const uint64_t session = rendezvous.session();
+  const std::string tcp_ip = rendezvous.local_ip();
   transport::MeshOptions opts;
   opts.rank = rank;
   opts.size = n;
@@ -141,26 +79,12 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.tcp_ip = tcp_ip;
   opts.deadline = deadline;
   opts.single_copy = config.single_copy;
-  auto mesh = transport::Mesh::create(opts, exchange);
-  if (n == 1) exchange("");
-  wait.mark_completed();
-  // Everyone has read everything (the mesh ends with a barrier): tidy up,
-  // so a file:// directory can be reused.
-  try {
-    store->erase(str_cat(prefix, "addr/", rank));
-    store->erase(str_cat(prefix, "claim/", rank));
-    if (rank == 0) {
-      store->erase(prefix + "session");
-      // A TCP server lives as long as this job: its job id stays, so that a
-      // rank of another job is told whose rendezvous it found.
-      if (spec.kind == RendezvousSpec::Kind::kFile) store->erase(prefix + "job");
-    }
-  } catch (const Error&) {
-  }
-  store.reset();
+  auto mesh = transport::Mesh::create(opts, [&](const std::string& blob) { return rendezvous.exchange(blob); });
+  if (n == 1) rendezvous.exchange("");
+  rendezvous.finish();
   std::shared_ptr<Communicator> comm(new Communicator(rank, n, config, std::move(mesh), session));
   comm->tcp_ip_ = tcp_ip;
-  comm->store_server_ = std::move(server);
+  comm->store_server_ = rendezvous.release_server();
   OCCL_LOG(kInfo, kInit, "communicator ready: rank ", rank, " of ", n, " over ", comm->transport_name());
   return comm;
 }
