@@ -194,10 +194,16 @@ bool membarrier_ready() {
 }  // namespace
 
 ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data,
-                 std::function<void()> doorbell, const ShmSegment& peer_segment, bool single_copy)
-    : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)), peer_(peer) {
+                 std::function<void()> doorbell, std::unique_ptr<ShmSegment> peer_segment, bool single_copy)
+    : out_(out),
+      out_data_(out_data),
+      in_(in),
+      in_data_(in_data),
+      doorbell_(std::move(doorbell)),
+      peer_segment_(std::move(peer_segment)),
+      peer_(peer) {
   announce_membarrier();
-  const SegmentHeader& seg = peer_segment.header();
+  const SegmentHeader& seg = peer_segment_->header();
   peer_pid_ = static_cast<int>(seg.pid);
   if (!single_copy) {
     OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy off (OMNICCL_SHM_SINGLE_COPY=0)");

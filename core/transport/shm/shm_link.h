@@ -99,13 +99,14 @@ class ShmSegment {
 /// large payloads of collectives may go by reference: the receiver copies
 /// them straight from the sender's memory with process_vm_readv (one copy
 /// instead of two), when a probe of `peer_segment`'s header shows it can.
+/// The link keeps the peer's segment mapped (its rings live there).
 /// `peer` (the peer's rank) names it in log lines: at INFO (subsystem
 /// TRANSPORT) the link says whether single copy is on, and on destruction how
 /// many payloads went by reference each way.
 class ShmLink final : public Link {
  public:
   ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data, std::function<void()> doorbell,
-          const ShmSegment& peer_segment, bool single_copy);
+          std::unique_ptr<ShmSegment> peer_segment, bool single_copy);
   ~ShmLink() override;
   ShmLink(const ShmLink&) = delete;
   ShmLink& operator=(const ShmLink&) = delete;
@@ -134,6 +135,7 @@ class ShmLink final : public Link {
   RingHeader* in_;
   char* in_data_;
   std::function<void()> doorbell_;
+  std::unique_ptr<ShmSegment> peer_segment_;
   size_t write_records(const char* a, size_t na, const char* b, size_t nb);
   void announce_membarrier();
   /// Full barrier before re-checking after arming a wait.

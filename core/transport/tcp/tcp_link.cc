@@ -5,14 +5,14 @@
 
 #include <cerrno>
 
+#include "common/net.h"
 #include "common/status.h"
-#include "transport/socket.h"
 
 namespace omniccl::transport {
 
 TcpLink::TcpLink(UniqueFd fd, int peer) : fd_(std::move(fd)), peer_(peer) {
-  set_nonblocking(fd_.get());
-  tune_data_socket(fd_.get());
+  net::set_nonblocking(fd_.get());
+  net::tune_data_socket(fd_.get());
 }
 
 size_t TcpLink::try_sendv(const void* a, size_t na, const void* b, size_t nb) {
