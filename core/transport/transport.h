@@ -50,8 +50,9 @@ class PayloadSink {
 };
 
 /// One message in flight on a link. The caller fills the first part and
-/// keeps the object, unmoved, until `complete`; the link keeps its progress
-/// in the second part (zero it to reuse the object).
+/// keeps the object until `complete` (it may move it between calls: a link
+/// keeps no pointer to it); the link keeps its progress in the second part
+/// (reset it to reuse the object).
 struct Message {
   // --- filled by the caller ---
   /// Send: the header to send. Receive: where the header goes.
