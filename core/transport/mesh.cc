@@ -159,7 +159,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   }
   s.remote.resize(opts.size);
   s.transport.resize(opts.size);
-  const char* only = nullptr;  // the transport of every peer so far
+  const TransportEntry* only = nullptr;  // the transport of every peer so far
   bool mixed = false;
   for (int p = 0; p < opts.size; ++p) {
     if (p == opts.rank) {
@@ -178,10 +178,10 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
     TransportChoice c = choose_transport(transports(), me, e, opts.transport);
     OCCL_LOG(kInfo, kTransport, "rank ", opts.rank, " -> rank ", p, ": ", c.entry->name, " (", c.reason, ")");
     s.transport[p] = c.entry;
-    mixed |= only != nullptr && only != c.entry->name;
-    only = c.entry->name;
+    mixed |= only != nullptr && only != c.entry;
+    only = c.entry;
   }
-  transport_name_ = mixed ? "mixed" : only;
+  transport_name_ = mixed ? "mixed" : only->name;
 }
 
 // Lower ranks accept, higher ranks connect; connecting never waits for the
