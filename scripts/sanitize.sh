@@ -39,7 +39,7 @@ run_asan() {
   local dir=$root/asan
   configure "$dir" clang clang++ address,undefined -DOMNICCL_FUZZ=ON
   local t=(core_test kernels_test store_test rendezvous_test handshake_test hardening_test abi_runtime_check
-           omniccl-run)
+           omniccl-run shm_link_test transport_registry_test)
   local e
   for e in broadcast scatter gather reduce all_reduce all_gather reduce_scatter all_to_all barrier send_recv; do
     t+=("example_c_$e")

@@ -14,16 +14,7 @@ namespace omniccl {
 
 namespace {
 
-constexpr uint32_t kWireMagic = 0x4f434d48;     // "OCMH"
-constexpr uint32_t kWireMagicRef = 0x4f434d52;  // "OCMR": the payload goes by reference (a RefDesc follows)
-
-/// Follows a by-reference header instead of the payload.
-struct RefDesc {
-  uint64_t addr;    ///< the payload's address in the sender's memory
-  uint64_t ticket;  ///< the sender's number for it (see Link::next_ticket)
-};
-
-constexpr size_t kRefChunk = 4 << 20;  // by-reference copy per pass (other transfers interleave)
+constexpr uint32_t kWireMagic = 0x4f434d48;  // "OCMH"
 
 /// Precedes every message; see engine.h.
 struct WireHeader {
@@ -39,6 +30,7 @@ struct WireHeader {
   uint64_t bytes;
 };
 static_assert(sizeof(WireHeader) == 40, "wire header layout");
+static_assert(sizeof(WireHeader) <= transport::kMaxHeader, "the header fits every link");
 
 constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
 // After this long without progress, ask peers for their signatures: calls that
@@ -145,22 +137,21 @@ const char* op_kind_name(OpKind k) {
   return "?";
 }
 
-struct Engine::State {
+// One transfer in a step. It is the sink of its payload when it reduces
+// (the link hands the incoming operand over in pieces).
+struct Engine::State final : transport::PayloadSink {
+  Engine* engine = nullptr;
   Transfer t;
   OpSignature sig;          // this transfer's operation (p2p batches mix several)
   Deadline deadline = Deadline::never();
   size_t tag = 0;
   bool from_feed = false;
   WireHeader hdr{};
-  size_t hdr_done = 0;
-  size_t done = 0;      // payload bytes sent / received
-  size_t reduced = 0;   // recv-reduce: payload bytes already reduced into dst
-  char* stage = nullptr;
+  transport::Message msg;  // the link's view; header and sink re-pointed before each call (states move)
+  size_t reduced = 0;      // recv-reduce: payload bytes already reduced into dst
   bool complete = false;
-  bool armed = false;
-  bool by_ref = false;  // send: the payload goes by reference
-  RefDesc desc{};       // send: what goes; recv: what came
-  size_t desc_done = 0;
+
+  size_t take(const char* data, size_t n) override { return engine->reduce_next(*this, data, n); }
 };
 
 struct Engine::StateQueue : std::vector<State> {};
@@ -224,6 +215,7 @@ char* Engine::scratch(size_t bytes, int slot) { return exec_->scratch(bytes, slo
 void Engine::use_device(DeviceKind device) {
   if (device != DeviceKind::kCPU) fail(Status::kUnsupported, "no executor for CUDA memory in this build");
   exec_ = &cpu_;
+  device_ = device;
 }
 
 void Engine::run(std::initializer_list<Transfer> transfers) {
@@ -234,7 +226,7 @@ void Engine::check_header(const State& s) {
   const WireHeader& h = s.hdr;
   const int peer = s.t.peer;
   const OpSignature& mine = s.sig;
-  if (h.magic != kWireMagic && h.magic != kWireMagicRef) {
+  if (h.magic != kWireMagic) {
     std::string msg = str_cat(op_text(mine), ": corrupt message from ", mesh_.describe(peer),
                               " (bad magic); the byte streams are out of step");
     mesh_.broadcast_error(Status::kInternal, msg);
@@ -276,127 +268,23 @@ size_t Engine::reduce_next(State& s, const char* from, size_t n) {
 
 bool Engine::advance(State& s) {
   transport::Link& link = mesh_.link(s.t.peer);
-  bool progressed = false;
+  transport::Message& m = s.msg;
+  m.header = &s.hdr;
   if (s.t.kind == Transfer::Kind::kSend) {
-    // Header and payload (or its reference) go as one write (one publish on
-    // shared memory).
-    const char* payload = s.by_ref ? reinterpret_cast<const char*>(&s.desc) : s.t.src;
-    const size_t payload_bytes = s.by_ref ? sizeof(RefDesc) : s.t.bytes;
-    while (s.hdr_done < sizeof(WireHeader) || s.done < payload_bytes) {
-      size_t hdr_left = sizeof(WireHeader) - s.hdr_done;
-      size_t k = link.try_sendv(reinterpret_cast<const char*>(&s.hdr) + s.hdr_done, hdr_left, payload + s.done,
-                                payload_bytes - s.done);
-      if (k == 0) break;
-      size_t kh = std::min(k, hdr_left);
-      s.hdr_done += kh;
-      s.done += k - kh;
-      progressed = true;
-    }
-    s.complete = s.hdr_done == sizeof(WireHeader) && s.done == payload_bytes &&
-                 (!s.by_ref || link.ticket_done(s.desc.ticket));
+    bool progressed = link.send(m);
+    s.complete = m.complete;
     return progressed;
   }
-  if (s.hdr_done == 0 && link.zero_copy()) {
-    // Header and the payload behind it straight from the link's buffer, with
-    // one consume.
-    std::span<const char> avail = link.peek();
-    if (avail.size() >= sizeof(WireHeader)) {
-      std::memcpy(&s.hdr, avail.data(), sizeof(WireHeader));
-      s.hdr_done = sizeof(WireHeader);
-      check_header(s);
-      const char* payload = avail.data() + sizeof(WireHeader);
-      size_t n = avail.size() - sizeof(WireHeader);
-      if (s.hdr.magic == kWireMagicRef) {
-        n = std::min(n, sizeof(RefDesc));
-        std::memcpy(&s.desc, payload, n);
-        s.desc_done = n;
-      } else if (s.t.kind == Transfer::Kind::kRecv) {
-        n = std::min(n, s.t.bytes);
-        if (n > 0) exec_->copy(s.t.dst, payload, n);
-        s.done = n;
-      } else {
-        n = reduce_next(s, payload, n);
-        s.done = n;
-      }
-      link.consume(sizeof(WireHeader) + n);
-      progressed = true;
-    }
-  }
-  if (s.hdr_done < sizeof(WireHeader)) {
-    size_t k = link.try_recv(reinterpret_cast<char*>(&s.hdr) + s.hdr_done, sizeof(WireHeader) - s.hdr_done);
-    s.hdr_done += k;
-    progressed = k > 0;
-    if (s.hdr_done < sizeof(WireHeader)) return progressed;
+  bool progressed = false;
+  if (m.header_done < sizeof(WireHeader)) {
+    progressed = link.recv_header(m);
+    if (m.header_done < sizeof(WireHeader)) return progressed;
     check_header(s);
   }
-  if (s.hdr.magic == kWireMagicRef) return advance_by_reference(s, link) || progressed;
-  if (s.t.kind == Transfer::Kind::kRecv) {
-    while (s.done < s.t.bytes) {
-      size_t k = link.try_recv(s.t.dst + s.done, s.t.bytes - s.done);
-      if (k == 0) break;
-      s.done += k;
-      progressed = true;
-    }
-  } else {
-    const size_t esize = dtype_size(s.sig.dtype);
-    for (;;) {
-      size_t staged = s.done - s.reduced;  // bytes waiting in the stage buffer
-      if (staged == 0 && link.zero_copy()) {
-        // Zero-copy: reduce whole elements straight out of the link's buffer.
-        std::span<const char> avail = link.peek();
-        size_t n = reduce_next(s, avail.data(), avail.size());
-        if (n > 0) {
-          link.consume(n);
-          s.done += n;
-          progressed = true;
-          if (s.done == s.t.bytes) break;
-          continue;
-        }
-      }
-      size_t want = std::min(kStageBytes - staged, s.t.bytes - s.done);
-      if (link.zero_copy()) {
-        // Only an element split by the buffer's wrap is staged: up to its end.
-        want = std::min(want, esize - staged % esize);
-      }
-      size_t k = want > 0 ? link.try_recv(s.stage + staged, want) : 0;
-      s.done += k;
-      staged += k;
-      size_t whole = reduce_next(s, s.stage, staged);
-      if (whole > 0 && staged > whole) std::memmove(s.stage, s.stage + whole, staged - whole);
-      if (k > 0) progressed = true;
-      if (k == 0 || s.done == s.t.bytes) break;
-    }
-  }
-  s.complete = s.hdr_done == sizeof(WireHeader) &&
-               (s.t.kind == Transfer::Kind::kRecv ? s.done == s.t.bytes : s.reduced == s.t.bytes);
+  if (s.t.kind == Transfer::Kind::kRecvReduce) m.sink = &s;
+  progressed |= link.recv_payload(m);
+  s.complete = m.complete;
   return progressed;
-}
-
-bool Engine::advance_by_reference(State& s, transport::Link& link) {
-  while (s.desc_done < sizeof(RefDesc)) {
-    size_t k = link.try_recv(reinterpret_cast<char*>(&s.desc) + s.desc_done, sizeof(RefDesc) - s.desc_done);
-    if (k == 0) return false;
-    s.desc_done += k;
-  }
-  // One chunk per pass, so that the step's other transfers keep moving.
-  if (s.done < s.t.bytes) {
-    if (s.t.kind == Transfer::Kind::kRecv) {
-      size_t n = std::min(kRefChunk, s.t.bytes - s.done);
-      link.read_remote(s.t.dst + s.done, s.desc.addr + s.done, n);
-      s.done += n;
-    } else {
-      // Into a cache-sized stage, then reduced from there.
-      size_t n = std::min(kStageBytes, s.t.bytes - s.done);
-      link.read_remote(s.stage, s.desc.addr + s.done, n);
-      reduce_next(s, s.stage, n);
-      s.done += n;
-    }
-  }
-  if (s.done == s.t.bytes) {
-    link.finish_remote();
-    s.complete = true;
-  }
-  return true;
 }
 
 void Engine::flush_links() {
@@ -463,6 +351,7 @@ class Engine::WaitPolicy {
 Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline) {
   std::vector<State>& states = *states_;
   State& s = states.emplace_back();
+  s.engine = this;
   s.t = t;
   s.sig = sig;
   s.deadline = deadline;
@@ -474,17 +363,20 @@ Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, D
                        sig.algo,   sig.root,          s.t.step,           sig.seq,
                        sig.count,  s.t.bytes};
   }
-  if (s.t.kind == Transfer::Kind::kRecvReduce) s.stage = staging_.data() + kStageBytes * stage_used_++;
-  if (s.t.kind == Transfer::Kind::kSend && single_copy_ && sig.kind != OpKind::kSendRecv) {
+  transport::Message& m = s.msg;
+  m.header_bytes = sizeof(WireHeader);
+  if (s.t.kind == Transfer::Kind::kSend) {
+    m.payload = {const_cast<char*>(s.t.src), s.t.bytes, device_};
     // Collectives only: their steps post every receive a send waits for,
     // while point-to-point sends keep completing without the receiver
     // (buffered), as programs written for MPI's eager sends expect.
-    transport::Link& link = mesh_.link(s.t.peer);
-    if (link.by_reference(s.t.bytes)) {
-      s.by_ref = true;
-      s.hdr.magic = kWireMagicRef;
-      s.desc = RefDesc{reinterpret_cast<uint64_t>(s.t.src), link.next_ticket()};
-    }
+    m.may_reference = single_copy_ && sig.kind != OpKind::kSendRecv;
+  } else {
+    m.payload = {s.t.dst, s.t.bytes, device_};
+  }
+  if (s.t.kind == Transfer::Kind::kRecvReduce) {
+    m.stage = {staging_.data() + kStageBytes * stage_used_++, kStageBytes, DeviceKind::kCPU};
+    m.granule = static_cast<uint32_t>(dtype_size(sig.dtype));
   }
   return s;
 }
@@ -560,12 +452,11 @@ void Engine::sleep_step() {
     waiting.push_back(&s);
     mesh_.check_peer(s.t.peer);
     transport::Link& link = mesh_.link(s.t.peer);
-    if (link.poll_fd() >= 0) {
-      fds.push_back({link.poll_fd(), short(sending ? POLLOUT : POLLIN), 0});
-    } else if (sending && s.by_ref && s.done == sizeof(RefDesc)) {
-      if (!link.arm_ticket_wait(s.desc.ticket)) ready = true;
-    } else if (!(sending ? link.arm_send_wait() : link.arm_recv_wait())) {
-      ready = true;
+    const transport::WaitOn w = sending ? link.arm_send(s.msg) : link.arm_recv(s.msg);
+    switch (w.how) {
+      case transport::WaitOn::How::kReady: ready = true; break;
+      case transport::WaitOn::How::kPoll: fds.push_back({w.fd, w.events, 0}); break;
+      case transport::WaitOn::How::kDoorbell: break;  // Mesh::sleep polls the control sockets
     }
   }
   if (!ready) {

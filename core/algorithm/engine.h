@@ -126,8 +126,8 @@ class Engine {
   /// (call_device); throws kUnsupported for a device without one.
   void use_device(DeviceKind device);
 
-  /// Lets this operation's large sends go by reference where the link can
-  /// (see Link::by_reference); begin() turns it off.
+  /// Lets this operation's sends go by reference where the link can (see
+  /// transport::Message::may_reference); begin() turns it off.
   void set_single_copy(bool on) { single_copy_ = on; }
   /// The caller's interrupt check for this operation (a blocking call's
   /// occl_options_t.interrupt): asked before each sleep; when it fires the
@@ -156,7 +156,6 @@ class Engine {
   size_t reduce_next(State& s, const char* from, size_t n);
   void check_header(const State& s);
   void flush_links();
-  bool advance_by_reference(State& s, transport::Link& link);
   void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
   // One step: run_impl alternates progress passes with the wait policy.
   class WaitPolicy;
@@ -211,6 +210,7 @@ class Engine {
   bool oversubscribed_ = false;
   CpuExecutor cpu_;
   Executor* exec_ = &cpu_;
+  DeviceKind device_ = DeviceKind::kCPU;  ///< where the operation's tensors live (use_device)
   std::vector<char> staging_;
 };
 

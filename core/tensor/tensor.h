@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/device.h"
 #include "kernels/types.h"
 
 namespace omniccl {
@@ -13,8 +14,6 @@ using kernels::RedOp;
 using kernels::dtype_name;
 using kernels::dtype_size;
 using kernels::redop_name;
-
-enum class DeviceKind : uint8_t { kCPU, kCUDA };
 
 /// A contiguous run of `count` elements of `dtype` at `data`.
 struct TensorView {

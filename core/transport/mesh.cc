@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/net.h"
 #include "transport/control_wire.h"
+#include "transport/registry.h"
 #include "transport/shm/shm_link.h"
-#include "transport/socket.h"
-#include "transport/tcp/tcp_link.h"
 
 namespace omniccl::transport {
 
@@ -98,6 +98,16 @@ struct Mesh::Peer {
   bool ready = false;
 };
 
+// What the parts of Mesh::create hand on to the next.
+struct Mesh::Setup {
+  const MeshOptions& opts;
+  UniqueFd unix_listener, tcp_listener;
+  std::vector<Endpoint> remote;                       // by rank (this rank's own record too)
+  std::vector<const TransportEntry*> transport;       // by peer
+  std::vector<UniqueFd> data_fd;                      // by peer, for transports that need one
+  bool needs_data(int p) const { return transport[p]->needs_data_socket; }
+};
+
 std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& exchange) {
   std::unique_ptr<Mesh> m(new Mesh());
   m->rank_ = opts.rank;
@@ -109,76 +119,101 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->answers_.resize(opts.size);
   if (opts.size == 1) return m;
 
+  Setup s{opts, {}, {}, {}, {}, {}};
+  m->exchange_endpoints(s, exchange);
+  m->connect_peers(s);
+  m->accept_peers(s);
+  m->make_links(s);
+  m->ready_barrier(opts.deadline);
+  // Every peer has mapped our segment, so its name can go (nothing is left
+  // in /dev/shm even if a rank dies later).
+  if (m->own_segment_) m->own_segment_->unlink();
+  return m;
+}
+
+// Listens, makes this rank's shared-memory segment (unless TCP is forced),
+// swaps endpoints with every member and picks each peer's transport.
+void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
+  const MeshOptions& opts = s.opts;
   const std::string session = hex(opts.session);
-  const bool force_tcp = opts.transport == "tcp";
-  SocketAddress unix_addr, tcp_addr;
-  UniqueFd unix_listener = listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
-  UniqueFd tcp_listener = listen_tcp(opts.tcp_ip, tcp_addr);
-  std::string shm_name = ShmSegment::name_for(session, opts.rank);
-  if (!force_tcp) {
+  Endpoint me;
+  me.rank = opts.rank;
+  me.pid = ::getpid();
+  me.host_id = host_identity();
+  me.hostname = hostname();
+  me.single_copy = opts.single_copy;
+  net::SocketAddress unix_addr, tcp_addr;
+  s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
+  s.tcp_listener = net::listen_tcp(opts.tcp_ip, tcp_addr);
+  me.unix_addr = unix_addr.text;
+  me.tcp_addr = tcp_addr.text;
+  if (opts.transport != "tcp") {
+    me.shm_name = ShmSegment::name_for(session, opts.rank);
     ShmSegment::remove_leftovers();
-    m->own_segment_ = ShmSegment::create(shm_name, opts.size);
+    own_segment_ = ShmSegment::create(me.shm_name, opts.size);
   }
 
-  const std::string my_host = host_identity();
-  std::string blob = str_cat(::getpid(), kSep, my_host, kSep, hostname(), kSep, unix_addr.text, kSep,
-                             tcp_addr.text, kSep, (force_tcp ? std::string() : shm_name));
-  std::vector<std::string> all = exchange(blob);
+  std::vector<std::string> all = exchange(me.encode());
   if (static_cast<int>(all.size()) != opts.size) {
     fail(Status::kInternal, "address exchange returned ", all.size(), " entries for ", opts.size, " ranks");
   }
-
-  struct Remote {
-    std::string unix_addr, tcp_addr, shm_name;
-  };
-  std::vector<Remote> remote(opts.size);
-  int n_shm = 0, n_tcp = 0;
+  s.remote.resize(opts.size);
+  s.transport.resize(opts.size);
+  const TransportEntry* only = nullptr;  // the transport of every peer so far
+  bool mixed = false;
   for (int p = 0; p < opts.size; ++p) {
-    if (p == opts.rank) continue;
-    auto f = split(all[p], kSep);
-    if (f.size() != 6) fail(Status::kInternal, "malformed address record from rank ", p);
+    if (p == opts.rank) {
+      s.remote[p] = me;
+      continue;
+    }
+    s.remote[p] = Endpoint::decode(all[p], p);
+    const Endpoint& e = s.remote[p];
     auto peer = std::make_unique<Peer>();
     peer->rank = p;
-    peer->pid = std::atoi(f[0].c_str());
-    peer->same_host = f[1] == my_host;
-    m->local_size_ += peer->same_host;
-    peer->hostname = f[2];
-    remote[p] = {f[3], f[4], f[5]};
-    if (opts.transport == "shm" && !peer->same_host) {
-      fail(Status::kInvalidArgument, "OMNICCL_TRANSPORT=shm but rank ", p, " runs on another host (",
-           peer->hostname, ")");
-    }
-    bool use_shm = peer->same_host && !force_tcp && !remote[p].shm_name.empty();
-    (use_shm ? n_shm : n_tcp)++;
-    m->peers_[p] = std::move(peer);
+    peer->pid = e.pid;
+    peer->same_host = e.host_id == me.host_id;
+    peer->hostname = e.hostname;
+    local_size_ += peer->same_host;
+    peers_[p] = std::move(peer);
+    TransportChoice c = choose_transport(transports(), me, e, opts.transport);
+    OCCL_LOG(kInfo, kTransport, "rank ", opts.rank, " -> rank ", p, ": ", c.entry->name, " (", c.reason, ")");
+    s.transport[p] = c.entry;
+    mixed |= only != nullptr && only != c.entry;
+    only = c.entry;
   }
-  m->transport_name_ = n_tcp == 0 ? "shm" : (n_shm == 0 ? "tcp" : "mixed");
-  OCCL_LOG(kInfo, kTransport, "rank ", opts.rank, "/", opts.size, ": ", n_shm, " shm peers, ", n_tcp,
-           " tcp peers");
+  transport_name_ = mixed ? "mixed" : only->name;
+}
 
-  // Lower ranks accept, higher ranks connect; connecting never waits for the
-  // accept (listen backlog), so the order cannot deadlock.
-  std::vector<UniqueFd> data_fd(opts.size);
-  auto is_tcp = [&](int p) { return !(m->peers_[p]->same_host && !force_tcp && !remote[p].shm_name.empty()); };
+// Lower ranks accept, higher ranks connect; connecting never waits for the
+// accept (listen backlog), so the order cannot deadlock.
+void Mesh::connect_peers(Setup& s) {
+  const MeshOptions& opts = s.opts;
+  s.data_fd.resize(opts.size);
   for (int p = 0; p < opts.rank; ++p) {
-    SocketAddress ctrl_addr{m->peers_[p]->same_host ? remote[p].unix_addr : remote[p].tcp_addr};
-    UniqueFd c = connect_to(ctrl_addr, opts.deadline);
+    const Endpoint& e = s.remote[p];
+    net::SocketAddress ctrl_addr{peers_[p]->same_host ? e.unix_addr : e.tcp_addr};
+    UniqueFd c = net::connect_to(ctrl_addr, opts.deadline);
     Hello h{kHelloMagic, 0, opts.session, opts.rank, 0};
-    write_all(c.get(), &h, sizeof h, opts.deadline, str_cat("hello to rank ", p));
-    m->peers_[p]->ctrl = std::move(c);
-    if (is_tcp(p)) {
-      UniqueFd d = connect_to(SocketAddress{remote[p].tcp_addr}, opts.deadline);
+    net::write_all(c.get(), &h, sizeof h, opts.deadline, str_cat("hello to rank ", p));
+    peers_[p]->ctrl = std::move(c);
+    if (s.needs_data(p)) {
+      UniqueFd d = net::connect_to(net::SocketAddress{e.tcp_addr}, opts.deadline);
       Hello hd{kHelloMagic, 1, opts.session, opts.rank, 0};
-      write_all(d.get(), &hd, sizeof hd, opts.deadline, str_cat("hello to rank ", p));
-      data_fd[p] = std::move(d);
+      net::write_all(d.get(), &hd, sizeof hd, opts.deadline, str_cat("hello to rank ", p));
+      s.data_fd[p] = std::move(d);
     }
   }
+}
+
+// Takes the connections of the higher ranks. Accepted connections whose
+// hello is still arriving are read without blocking, next to the listeners,
+// each with its own short deadline: a stray client that connects and closes,
+// sends garbage, or sends half a hello and goes silent is dropped (and
+// logged) without holding up the peers.
+void Mesh::accept_peers(Setup& s) {
+  const MeshOptions& opts = s.opts;
   int expected = 0;
-  for (int p = opts.rank + 1; p < opts.size; ++p) expected += is_tcp(p) ? 2 : 1;
-  // Accepted connections whose hello is still arriving. Each is read without
-  // blocking, next to the listeners, with its own short deadline: a stray
-  // client that connects and closes, sends garbage, or sends half a hello
-  // and goes silent is dropped (and logged) without holding up the peers.
+  for (int p = opts.rank + 1; p < opts.size; ++p) expected += s.needs_data(p) ? 2 : 1;
   struct Pending {
     UniqueFd fd;
     Deadline until;
@@ -192,7 +227,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
     pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
   };
   while (expected > 0) {
-    std::vector<pollfd> pfds = {{unix_listener.get(), POLLIN, 0}, {tcp_listener.get(), POLLIN, 0}};
+    std::vector<pollfd> pfds = {{s.unix_listener.get(), POLLIN, 0}, {s.tcp_listener.get(), POLLIN, 0}};
     for (const auto& c : pending) pfds.push_back({c.fd.get(), POLLIN, 0});
     int r = ::poll(pfds.data(), pfds.size(), opts.deadline.remaining_ms(100));
     if (r < 0 && errno != EINTR) fail_errno("poll(listeners)", errno);
@@ -217,7 +252,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
         drop(i, ("bad hello: " + why).c_str());
         continue;
       }
-      UniqueFd& slot = h.channel == 0 ? m->peers_[h.rank]->ctrl : data_fd[h.rank];
+      UniqueFd& slot = h.channel == 0 ? peers_[h.rank]->ctrl : s.data_fd[h.rank];
       if (slot.valid()) fail(Status::kMismatch, "two processes connected as rank ", h.rank, " (duplicate rank)");
       slot = std::move(c.fd);
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
@@ -225,7 +260,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
     }
     for (int l = 0; l < 2; ++l) {
       if (!(pfds[l].revents & POLLIN)) continue;
-      UniqueFd c = accept_until(pfds[l].fd, Deadline::after_ms(0));
+      UniqueFd c = net::accept_until(pfds[l].fd, Deadline::after_ms(0));
       if (!c.valid()) continue;
       if (pending.size() >= kMaxPendingHandshakes) {
         OCCL_LOG(kWarn, kTransport, "rank ", opts.rank, ": dropped a setup connection (", kMaxPendingHandshakes,
@@ -237,45 +272,46 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
     if (expected > 0 && opts.deadline.expired()) {
       std::string missing;
       for (int p = opts.rank + 1; p < opts.size; ++p) {
-        if (!m->peers_[p]->ctrl.valid()) missing += str_cat(missing.empty() ? "" : ", ", p);
+        if (!peers_[p]->ctrl.valid()) missing += str_cat(missing.empty() ? "" : ", ", p);
       }
       fail(Status::kTimeout, "rank ", opts.rank, " timed out waiting for connections from rank(s) ", missing);
     }
   }
+}
 
-  for (int p = 0; p < opts.size; ++p) {
-    if (p == opts.rank) continue;
-    set_nonblocking(m->peers_[p]->ctrl.get());
-    if (is_tcp(p)) {
-      m->links_[p] = std::make_unique<TcpLink>(std::move(data_fd[p]), p);
-    } else {
-      auto seg = ShmSegment::open(remote[p].shm_name, opts.size);
-      Mesh* self = m.get();
-      m->links_[p] = std::make_unique<ShmLink>(p, seg->ring(opts.rank), seg->ring_data(opts.rank),
-                                               m->own_segment_->ring(p), m->own_segment_->ring_data(p),
-                                               [self, p] { self->doorbell(p); }, *seg, opts.single_copy);
-      m->peer_segments_.push_back(std::move(seg));
-    }
+// Each peer's link from its transport's factory.
+void Mesh::make_links(Setup& s) {
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    net::set_nonblocking(peers_[p]->ctrl.get());
+    LinkSetup ls;
+    ls.rank = rank_;
+    ls.nranks = size_;
+    ls.peer = &s.remote[p];
+    ls.data_fd = std::move(s.data_fd[p]);
+    ls.own_segment = own_segment_.get();
+    ls.doorbell = [this, p] { doorbell(p); };
+    ls.single_copy = s.opts.single_copy;
+    links_[p] = s.transport[p]->make_link(ls);
   }
+}
 
-  // Ready barrier: after it every peer has mapped our segment, so its name
-  // can go (nothing is left in /dev/shm even if a rank dies later).
-  for (int p = 0; p < opts.size; ++p) {
-    if (p != opts.rank) m->send_control(p, kReady, "", false);
+// Every peer has made its links (and so mapped this rank's segment).
+void Mesh::ready_barrier(const Deadline& deadline) {
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) send_control(p, kReady, "", false);
   }
   for (;;) {
     bool all = true;
-    for (int p = 0; p < opts.size; ++p) {
-      if (p != opts.rank && !m->peers_[p]->ready) all = false;
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_ && !peers_[p]->ready) all = false;
     }
     if (all) break;
-    if (opts.deadline.expired()) fail(Status::kTimeout, "rank ", opts.rank, " timed out in the setup barrier");
+    if (deadline.expired()) fail(Status::kTimeout, "rank ", rank_, " timed out in the setup barrier");
     std::vector<pollfd> none;
-    m->sleep(none, opts.deadline.remaining_ms(100));
-    m->throw_if_failed();
+    sleep(none, deadline.remaining_ms(100));
+    throw_if_failed();
   }
-  if (m->own_segment_) m->own_segment_->unlink();
-  return m;
 }
 
 Mesh::~Mesh() {
@@ -336,7 +372,7 @@ void Mesh::send_control(int peer, char type, const std::string& payload, bool be
     return;
   }
   try {
-    write_all(p.ctrl.get(), msg.data(), msg.size(), Deadline::after_ms(1000), "control message");
+    net::write_all(p.ctrl.get(), msg.data(), msg.size(), Deadline::after_ms(1000), "control message");
   } catch (const Error&) {
     // The peer is gone or stuck; its own failure is reported elsewhere.
   }

@@ -28,6 +28,7 @@
 namespace omniccl::transport {
 
 class ShmSegment;
+struct Endpoint;
 
 /// An error another rank reported over its control socket (not re-broadcast).
 class PeerReportedError : public Error {
@@ -58,8 +59,11 @@ struct MeshOptions {
 
 class Mesh {
  public:
-  /// Builds the mesh: listens, exchanges addresses through `exchange`,
-  /// connects, maps shared memory. Collective over all members.
+  /// Builds the mesh, collective over all members, in four parts: exchange
+  /// (listen, then swap endpoints through `exchange` and choose a transport
+  /// per peer from the registry, logged at INFO), connect (control sockets,
+  /// and data sockets for transports that need them), make links (each
+  /// transport's factory), barrier (every peer is ready).
   static std::unique_ptr<Mesh> create(const MeshOptions& opts, const AllGatherFn& exchange);
   ~Mesh();
   Mesh(const Mesh&) = delete;
@@ -119,6 +123,12 @@ class Mesh {
 
  private:
   Mesh() = default;
+  struct Setup;  // what the parts of create() hand on (mesh.cc)
+  void exchange_endpoints(Setup& s, const AllGatherFn& exchange);
+  void connect_peers(Setup& s);
+  void accept_peers(Setup& s);
+  void make_links(Setup& s);
+  void ready_barrier(const Deadline& deadline);
   void send_control(int peer, char type, const std::string& payload, bool best_effort);
   void doorbell(int peer);
   void handle_control(int peer);
@@ -131,7 +141,6 @@ class Mesh {
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<std::unique_ptr<Link>> links_;
   std::unique_ptr<ShmSegment> own_segment_;
-  std::vector<std::unique_ptr<ShmSegment>> peer_segments_;
   UniqueFd wake_fd_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> no_goodbye_{false};

@@ -1,94 +1,135 @@
-// Transport vocabulary: a Link is the data path to one peer.
+// Transport vocabulary: a Link carries messages to and from one peer.
 //
 // Words used below:
-//   link     an ordered, reliable, full-duplex byte stream to one peer.
+//   link     an ordered, reliable, full-duplex message channel to one peer
+//            (the shape of Gloo's Pair::send(buffer, offset, nbytes)).
+//   message  a small header then a payload. The caller (the engine) owns the
+//            header's contents and checks them; the link moves them. A link
+//            delivers messages in the order they were sent.
+//   payload  memory named by a MemRef (pointer, bytes, device). How it
+//            crosses is the link's business: copies through a shared ring,
+//            zero-copy out of that ring, a read straight from the sender's
+//            memory (single copy), socket writes and reads.
+//   sink     where a received payload goes when it is not copied to memory:
+//            a reduction takes it in pieces (PayloadSink).
 //   doorbell a wake-up sent over the peer's control socket when the other side
 //            said (by "arming") that it is about to sleep.
-// Transports know nothing of algorithms; algorithms see only Links through
-// the Engine (engine.h).
+// Every call is non-blocking: it moves what it can and returns. The caller
+// keeps the waiting policy (spin, yield, sleep) and asks the link only how to
+// wait (arm_send/arm_recv). Transports know nothing of algorithms.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
+#include "common/device.h"
 #include "common/status.h"
 
 namespace omniccl::transport {
 
+/// A run of bytes on a device. The transports of this build (shm, tcp) move
+/// host memory; a device transport (CUDA IPC) reads `device` to know what it
+/// was handed.
+struct MemRef {
+  char* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceKind device = DeviceKind::kCPU;
+};
+
+/// Takes a received payload in pieces, in order (a reduction of it).
+class PayloadSink {
+ public:
+  /// Takes a prefix of the n bytes at `data` (the payload's next bytes,
+  /// readable only during the call): returns how many, a whole number of
+  /// the message's granules. What it leaves is offered again, with more.
+  virtual size_t take(const char* data, size_t n) = 0;
+
+ protected:
+  ~PayloadSink() = default;
+};
+
+/// One message in flight on a link. The caller fills the first part and
+/// keeps the object until `complete` (it may move it between calls: a link
+/// keeps no pointer to it); the link keeps its progress in the second part
+/// (reset it to reuse the object).
+struct Message {
+  // --- filled by the caller ---
+  /// Send: the header to send. Receive: where the header goes.
+  void* header = nullptr;
+  /// Header size: at most kMaxHeader bytes, the same on both sides.
+  uint32_t header_bytes = 0;
+  /// Send: the payload. Receive: where it goes (unless `sink`); `bytes` is
+  /// what is expected (the caller checks the header before the payload).
+  MemRef payload;
+  /// Receive: a sink that takes the payload instead of payload.ptr.
+  PayloadSink* sink = nullptr;
+  /// Receive with a sink: scratch where the link may gather pieces for it.
+  MemRef stage;
+  /// Receive with a sink: the sink takes whole granules of this many bytes.
+  uint32_t granule = 1;
+  /// Send: the receiver is known to be waiting for this message (a
+  /// collective's step), so the payload may go by reference and the send
+  /// then completes only when the receiver has copied it.
+  bool may_reference = false;
+
+  // --- kept by the link ---
+  size_t header_done = 0;  ///< header bytes moved
+  size_t done = 0;         ///< payload bytes moved (receive with a sink: taken or staged)
+  size_t staged = 0;       ///< receive with a sink: bytes in `stage` not yet taken
+  uint64_t ticket = 0;     ///< by reference: the sender's number for the payload
+  uint64_t remote = 0;     ///< by reference, receive: the payload's address at the sender
+  bool by_reference = false;
+  bool complete = false;   ///< all moved (by reference: and read by the receiver)
+};
+
+inline constexpr uint32_t kMaxHeader = 64;
+
+/// How to wait for a link to be able to move a message again.
+struct WaitOn {
+  enum class How : uint8_t {
+    kReady,     ///< it can move now: do not sleep
+    kDoorbell,  ///< armed: the peer rings over its control socket
+    kPoll,      ///< poll `fd` for `events`
+  };
+  How how = How::kReady;
+  int fd = -1;
+  short events = 0;
+};
+
 class Link {
  public:
   virtual ~Link() = default;
-  /// Copies up to n bytes into the stream without blocking; returns how many
-  /// were taken (0 when there is no room). Throws Error(kPeerFailure).
-  virtual size_t try_send(const void* data, size_t n) = 0;
-  /// Like try_send of a followed by b, as one write where the transport
-  /// allows it (one publish on shared memory, one syscall on TCP). Returns the
-  /// bytes taken from the concatenation (b only after all of a).
-  virtual size_t try_sendv(const void* a, size_t na, const void* b, size_t nb) {
-    size_t k = try_send(a, na);
-    if (k < na || nb == 0) return k;
-    return k + try_send(b, nb);
-  }
-  /// Copies up to n available bytes out of the stream without blocking;
-  /// returns how many (0 when nothing is there). Throws Error(kPeerFailure).
-  virtual size_t try_recv(void* data, size_t n) = 0;
-  /// About to sleep until there is room to send: asks the peer for a
-  /// doorbell. Returns false when there already is room (do not sleep).
-  virtual bool arm_send_wait() = 0;
-  /// About to sleep until data arrives. Returns false when data is there.
-  virtual bool arm_recv_wait() = 0;
+  /// Moves as much of message `m` (header, then payload) as it can; true if
+  /// anything moved. Sets m.complete when the send is done. Throws
+  /// Error(kPeerFailure) when the peer is gone.
+  virtual bool send(Message& m) = 0;
+  /// Receives the next message's header into m.header; true if anything
+  /// moved. The header is all there when m.header_done == m.header_bytes;
+  /// nothing of the payload has moved then.
+  virtual bool recv_header(Message& m) = 0;
+  /// Moves the payload of the message whose header was received into
+  /// m.payload.ptr or through m.sink; true if anything moved. Sets
+  /// m.complete when all of it has. Throws Error(kPeerFailure).
+  virtual bool recv_payload(Message& m) = 0;
+  /// About to sleep until `m` (the first incomplete send to this peer) can
+  /// move: arms a wait and says how to wait (kReady: it can move now).
+  virtual WaitOn arm_send(const Message& m) = 0;
+  /// About to sleep until the next message (or more of it) arrives.
+  virtual WaitOn arm_recv(const Message& m) = 0;
+  /// Drops any armed wait (called after waking).
+  virtual void disarm() = 0;
   /// Delivers the wake-ups owed for data sent or room made since the last
   /// flush (a peer that armed a wait gets its doorbell). Sends and receives
   /// may defer them to here so that the fence this takes is paid once per
   /// step, while waiting, rather than once per message. Callers flush before
   /// they wait and before an operation returns.
   virtual void flush() {}
-  /// Drops any armed wait (called after waking).
-  virtual void disarm() = 0;
-  /// A descriptor to poll for readiness (TCP), or -1 when wake-ups arrive as
-  /// doorbells on the control socket (shared memory).
+  /// A descriptor whose EOF tells that the peer left (TCP), or -1 when the
+  /// control socket tells (shared memory).
   virtual int poll_fd() const = 0;
   /// "shm" or "tcp".
   virtual const char* kind() const = 0;
-  /// Zero-copy receive: the bytes that can be read now, contiguous, still in
-  /// the transport's buffer (empty when none, or when the link cannot offer
-  /// them, like TCP). Valid until consume().
-  virtual std::span<const char> peek() { return {}; }
-  /// Marks the first n bytes of peek() as read.
-  virtual void consume(size_t n) { (void)n; }
-  /// Whether peek()/consume() are supported.
-  virtual bool zero_copy() const { return false; }
-
-  // Single copy (payloads by reference): the sender sends only the address of
-  // its payload; the receiver copies it straight from the sender's memory and
-  // then says so, and only then is the send complete.
-  /// Whether a payload of `bytes` may go by reference on this link.
-  virtual bool by_reference(size_t bytes) const {
-    (void)bytes;
-    return false;
-  }
-  /// Sender: the number of a new payload sent by reference.
-  virtual uint64_t next_ticket() { return 0; }
-  /// Sender: whether the receiver has finished copying payload `ticket`.
-  virtual bool ticket_done(uint64_t ticket) {
-    (void)ticket;
-    return true;
-  }
-  /// Sender: about to sleep until ticket_done(ticket); false when it is.
-  virtual bool arm_ticket_wait(uint64_t ticket) {
-    (void)ticket;
-    return false;
-  }
-  /// Receiver: copies n bytes at address `remote` of the sender into dst.
-  /// Throws Error(kPeerFailure) when the sender is gone.
-  virtual void read_remote(void* dst, uint64_t remote, size_t n) {
-    (void)dst;
-    (void)remote;
-    (void)n;
-    fail(Status::kInternal, "a payload by reference arrived on a ", kind(), " link, which cannot read it");
-  }
-  /// Receiver: the payload by reference being read is complete (in order).
-  virtual void finish_remote() {}
 };
 
 }  // namespace omniccl::transport

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "bootstrap/store.h"
+#include "common/net.h"
 #include "common/status.h"
-#include "transport/socket.h"
 
 namespace {
 
@@ -41,8 +41,8 @@ void check_still_serves(uint64_t round) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static uint64_t round = 0;
-  transport::SocketAddress addr{"tcp:127.0.0.1:" + std::to_string(server().port())};
-  UniqueFd fd = transport::connect_to(addr, Deadline::after_ms(5000));
+  net::SocketAddress addr{"tcp:127.0.0.1:" + std::to_string(server().port())};
+  UniqueFd fd = net::connect_to(addr, Deadline::after_ms(5000));
   // Send what the server takes (it may drop us early), then read replies
   // until it closes or goes quiet for a moment.
   size_t off = 0;

@@ -19,10 +19,10 @@
 
 #include <gtest/gtest.h>
 
+#include "common/net.h"
 #include "common/status.h"
 #include "common/time.h"
 #include "transport/mesh.h"
-#include "transport/socket.h"
 
 namespace omniccl::transport {
 namespace {
@@ -95,7 +95,7 @@ double build_mesh_under(const std::function<void(const std::string&)>& attack) {
 void attack_both(const std::string& rank0_blob, const std::function<void(int)>& what,
                  std::vector<UniqueFd>& keep) {
   for (int f : {3, 4}) {
-    UniqueFd c = connect_to(SocketAddress{field(rank0_blob, f)}, Deadline::after_ms(5000));
+    UniqueFd c = net::connect_to(net::SocketAddress{field(rank0_blob, f)}, Deadline::after_ms(5000));
     what(c.get());
     keep.push_back(std::move(c));
   }

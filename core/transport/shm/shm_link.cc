@@ -160,6 +160,9 @@ namespace {
 
 constexpr size_t kLine = 64;
 constexpr uint64_t kSkipWord = ~uint64_t(0);
+// Set in a record's ready word when the record is a message sent by
+// reference: its header, then a RefDesc.
+constexpr uint64_t kRefFlag = uint64_t(1) << 62;
 // Large writes are cut into records of this size, so that the consumer copies
 // one out while the next goes in.
 constexpr size_t kMaxRecord = 64 * 1024;
@@ -194,10 +197,16 @@ bool membarrier_ready() {
 }  // namespace
 
 ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data,
-                 std::function<void()> doorbell, const ShmSegment& peer_segment, bool single_copy)
-    : out_(out), out_data_(out_data), in_(in), in_data_(in_data), doorbell_(std::move(doorbell)), peer_(peer) {
+                 std::function<void()> doorbell, std::unique_ptr<ShmSegment> peer_segment, bool single_copy)
+    : out_(out),
+      out_data_(out_data),
+      in_(in),
+      in_data_(in_data),
+      doorbell_(std::move(doorbell)),
+      peer_segment_(std::move(peer_segment)),
+      peer_(peer) {
   announce_membarrier();
-  const SegmentHeader& seg = peer_segment.header();
+  const SegmentHeader& seg = peer_segment_->header();
   peer_pid_ = static_cast<int>(seg.pid);
   if (!single_copy) {
     OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy off (OMNICCL_SHM_SINGLE_COPY=0)");
@@ -237,7 +246,14 @@ bool ShmLink::by_reference(size_t bytes) const {
   return bytes >= kByReferenceMin && out_->consumer_reads_refs.load(std::memory_order_acquire) != 0;
 }
 
-bool ShmLink::ticket_done(uint64_t ticket) {
+/// Follows the header in a by-reference record.
+struct RefDesc {
+  uint64_t addr;  ///< the payload's address in the sender's memory
+};
+
+constexpr size_t kRefChunk = 4 << 20;  // by-reference copy per call (other transfers interleave)
+
+bool ShmLink::ticket_done(uint64_t ticket) const {
   return out_->refs_done.load(std::memory_order_acquire) >= ticket;
 }
 
@@ -270,10 +286,48 @@ void ShmLink::read_remote(void* dst, uint64_t remote, size_t n) {
   }
 }
 
-void ShmLink::finish_remote() {
-  ++refs_read_;
-  in_->refs_done.fetch_add(1, std::memory_order_release);
-  owe_producer_ = true;
+bool ShmLink::send_by_reference(Message& m) {
+  if (m.header_done == 0) {
+    // Header and address as one record (the ring always has room for a
+    // record of this size when it has room for anything).
+    RefDesc d{reinterpret_cast<uint64_t>(m.payload.ptr)};
+    size_t k = write_records(static_cast<const char*>(m.header), m.header_bytes, reinterpret_cast<const char*>(&d),
+                             sizeof d, kRefFlag);
+    if (k == 0) return false;
+    if (k != m.header_bytes + sizeof d) fail(Status::kInternal, "a by-reference record was cut (", k, " bytes)");
+    owe_consumer_ = true;
+    m.header_done = m.header_bytes;
+    m.ticket = ++tickets_;
+    return true;
+  }
+  m.complete = ticket_done(m.ticket);
+  return false;
+}
+
+bool ShmLink::recv_by_reference(Message& m) {
+  // One chunk per call, so that the step's other transfers keep moving.
+  const size_t bytes = m.payload.bytes;
+  if (m.done < bytes) {
+    if (m.sink == nullptr) {
+      size_t n = std::min(kRefChunk, bytes - m.done);
+      read_remote(m.payload.ptr + m.done, m.remote + m.done, n);
+      m.done += n;
+    } else {
+      // Into the cache-sized stage, then to the sink from there.
+      size_t n = std::min(m.stage.bytes, bytes - m.done);
+      read_remote(m.stage.ptr, m.remote + m.done, n);
+      size_t taken = m.sink->take(m.stage.ptr, n);
+      if (taken != n) fail(Status::kInternal, "a by-reference payload of ", bytes, " bytes is not whole granules");
+      m.done += n;
+    }
+  }
+  if (m.done == bytes) {
+    ++refs_read_;
+    in_->refs_done.fetch_add(1, std::memory_order_release);
+    owe_producer_ = true;
+    m.complete = true;
+  }
+  return true;
 }
 
 void ShmLink::announce_membarrier() {
@@ -289,7 +343,7 @@ void ShmLink::sleeper_fence() const {
   }
 }
 
-size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb) {
+size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb, uint64_t flags) {
   const size_t total = na + nb;
   size_t done = 0;
   while (done < total) {
@@ -325,20 +379,113 @@ size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb
     }
     const size_t rec = round_up(8 + len);
     word_at(out_data_, head_ + rec).store(0, std::memory_order_relaxed);
-    word_at(out_data_, head_).store(len + 1, std::memory_order_release);
+    word_at(out_data_, head_).store((len + 1) | flags, std::memory_order_release);
+    flags = 0;
     head_ += rec;
     done += len;
   }
   return done;
 }
 
-size_t ShmLink::try_sendv(const void* a, size_t na, const void* b, size_t nb) {
-  size_t k = write_records(static_cast<const char*>(a), na, static_cast<const char*>(b), nb);
-  if (k > 0) owe_consumer_ = true;
-  return k;
+bool ShmLink::send(Message& m) {
+  if (m.header_done == 0 && !m.by_reference && m.may_reference && by_reference(m.payload.bytes)) {
+    m.by_reference = true;
+  }
+  if (m.by_reference) return send_by_reference(m);
+  // Header and payload as one write (one publish for a small message).
+  bool progressed = false;
+  const char* header = static_cast<const char*>(m.header);
+  while (m.header_done < m.header_bytes || m.done < m.payload.bytes) {
+    const size_t hdr_left = m.header_bytes - m.header_done;
+    size_t k = write_records(header + m.header_done, hdr_left, m.payload.ptr + m.done, m.payload.bytes - m.done);
+    if (k == 0) break;
+    const size_t kh = std::min(k, hdr_left);
+    m.header_done += kh;
+    m.done += k - kh;
+    progressed = true;
+  }
+  if (progressed) owe_consumer_ = true;
+  m.complete = m.header_done == m.header_bytes && m.done == m.payload.bytes;
+  return progressed;
 }
 
-std::span<const char> ShmLink::peek() {
+bool ShmLink::recv_header(Message& m) {
+  bool progressed = false;
+  char* header = static_cast<char*>(m.header);
+  while (m.header_done < m.header_bytes) {
+    bool by_ref = false;
+    std::span<const char> avail = peek(&by_ref);
+    if (avail.empty()) break;
+    if (by_ref) {
+      // A message by reference: one record, header and address.
+      RefDesc d;
+      if (m.header_done != 0 || avail.size() != m.header_bytes + sizeof d) {
+        fail(Status::kInternal, "malformed by-reference record from rank ", peer_, " (", avail.size(), " bytes)");
+      }
+      std::memcpy(header, avail.data(), m.header_bytes);
+      std::memcpy(&d, avail.data() + m.header_bytes, sizeof d);
+      consume(avail.size());
+      m.header_done = m.header_bytes;
+      m.by_reference = true;
+      m.remote = d.addr;
+      return true;
+    }
+    size_t k = std::min(avail.size(), m.header_bytes - m.header_done);
+    std::memcpy(header + m.header_done, avail.data(), k);
+    consume(k);
+    m.header_done += k;
+    progressed = true;
+  }
+  return progressed;
+}
+
+bool ShmLink::recv_payload(Message& m) {
+  if (m.by_reference) return recv_by_reference(m);
+  bool progressed = false;
+  const size_t bytes = m.payload.bytes;
+  if (m.sink == nullptr) {
+    // Straight out of the ring into the destination.
+    while (m.done < bytes) {
+      std::span<const char> avail = peek();
+      if (avail.empty()) break;
+      size_t k = std::min(avail.size(), bytes - m.done);
+      std::memcpy(m.payload.ptr + m.done, avail.data(), k);
+      consume(k);
+      m.done += k;
+      progressed = true;
+    }
+    m.complete = m.done == bytes;
+    return progressed;
+  }
+  while (m.done < bytes) {
+    if (m.staged == 0) {
+      // Zero-copy: the sink takes whole granules straight out of the ring.
+      std::span<const char> avail = peek();
+      size_t n = std::min(avail.size(), bytes - m.done);
+      size_t taken = n > 0 ? m.sink->take(avail.data(), n) : 0;
+      if (taken > 0) {
+        consume(taken);
+        m.done += taken;
+        progressed = true;
+        continue;
+      }
+    }
+    // Only a granule split by the ring's wrap is staged: up to its end.
+    size_t want = std::min({m.stage.bytes - m.staged, bytes - m.done, m.granule - m.staged % m.granule});
+    size_t k = want > 0 ? try_recv(m.stage.ptr + m.staged, want) : 0;
+    m.done += k;
+    m.staged += k;
+    size_t whole = m.staged > 0 ? m.sink->take(m.stage.ptr, m.staged) : 0;
+    if (whole > 0 && m.staged > whole) std::memmove(m.stage.ptr, m.stage.ptr + whole, m.staged - whole);
+    m.staged -= whole;
+    if (k > 0) progressed = true;
+    if (k == 0) break;
+  }
+  m.complete = m.done == bytes && m.staged == 0;
+  return progressed;
+}
+
+std::span<const char> ShmLink::peek(bool* by_ref) {
   for (;;) {
     uint64_t w = word_at(in_data_, read_pos_).load(std::memory_order_acquire);
     if (w == 0) return {};
@@ -348,7 +495,8 @@ std::span<const char> ShmLink::peek() {
       owe_producer_ = true;
       continue;
     }
-    size_t len = static_cast<size_t>(w - 1);
+    if (by_ref != nullptr) *by_ref = (w & kRefFlag) != 0;
+    size_t len = static_cast<size_t>((w & ~kRefFlag) - 1);
     return {in_data_ + read_pos_ % kShmRingBytes + 8 + read_off_, len - read_off_};
   }
 }
@@ -356,7 +504,7 @@ std::span<const char> ShmLink::peek() {
 void ShmLink::consume(size_t n) {
   if (n == 0) return;
   uint64_t w = word_at(in_data_, read_pos_).load(std::memory_order_relaxed);
-  size_t len = static_cast<size_t>(w - 1);
+  size_t len = static_cast<size_t>((w & ~kRefFlag) - 1);
   read_off_ += n;
   if (read_off_ < len) return;
   read_pos_ += round_up(8 + len);
@@ -409,22 +557,27 @@ void ShmLink::flush() {
   owe_consumer_ = owe_producer_ = false;
 }
 
-bool ShmLink::arm_send_wait() {
+WaitOn ShmLink::arm_send(const Message& m) {
+  const bool armed = m.by_reference && m.header_done == m.header_bytes ? arm_ticket_wait(m.ticket) : arm_room_wait();
+  return {armed ? WaitOn::How::kDoorbell : WaitOn::How::kReady, -1, 0};
+}
+
+WaitOn ShmLink::arm_recv(const Message&) {
+  in_->consumer_sleeping.store(1);
+  sleeper_fence();
+  if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0) {
+    in_->consumer_sleeping.store(0);
+    return {WaitOn::How::kReady, -1, 0};
+  }
+  return {WaitOn::How::kDoorbell, -1, 0};
+}
+
+bool ShmLink::arm_room_wait() {
   out_->producer_sleeping.store(1);
   sleeper_fence();
   tail_seen_ = out_->tail.load(std::memory_order_acquire);
   if (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) >= min_room(head_)) {
     out_->producer_sleeping.store(0);
-    return false;
-  }
-  return true;
-}
-
-bool ShmLink::arm_recv_wait() {
-  in_->consumer_sleeping.store(1);
-  sleeper_fence();
-  if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0) {
-    in_->consumer_sleeping.store(0);
     return false;
   }
   return true;

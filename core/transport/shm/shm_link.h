@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "transport/transport.h"
@@ -95,38 +96,34 @@ class ShmSegment {
 };
 
 /// A Link over two rings: `out` (in the peer's segment) and `in` (in ours).
+/// A message is its header then its payload as records; one sent by
+/// reference is a single record, marked so in its ready word, holding the
+/// header and the payload's address (the receiver reads the payload from the
+/// sender's memory and counts it in `refs_done`, which completes the send).
 /// `doorbell` rings the peer over its control socket. With `single_copy`,
 /// large payloads of collectives may go by reference: the receiver copies
 /// them straight from the sender's memory with process_vm_readv (one copy
 /// instead of two), when a probe of `peer_segment`'s header shows it can.
+/// The link keeps the peer's segment mapped (its rings live there).
 /// `peer` (the peer's rank) names it in log lines: at INFO (subsystem
 /// TRANSPORT) the link says whether single copy is on, and on destruction how
 /// many payloads went by reference each way.
 class ShmLink final : public Link {
  public:
   ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data, std::function<void()> doorbell,
-          const ShmSegment& peer_segment, bool single_copy);
+          std::unique_ptr<ShmSegment> peer_segment, bool single_copy);
   ~ShmLink() override;
   ShmLink(const ShmLink&) = delete;
   ShmLink& operator=(const ShmLink&) = delete;
-  size_t try_send(const void* data, size_t n) override { return try_sendv(data, n, nullptr, 0); }
-  size_t try_sendv(const void* a, size_t na, const void* b, size_t nb) override;
-  size_t try_recv(void* data, size_t n) override;
-  bool arm_send_wait() override;
-  bool arm_recv_wait() override;
+  bool send(Message& m) override;
+  bool recv_header(Message& m) override;
+  bool recv_payload(Message& m) override;
+  WaitOn arm_send(const Message& m) override;
+  WaitOn arm_recv(const Message& m) override;
   void disarm() override;
   void flush() override;
   int poll_fd() const override { return -1; }
   const char* kind() const override { return "shm"; }
-  std::span<const char> peek() override;
-  void consume(size_t n) override;
-  bool zero_copy() const override { return true; }
-  bool by_reference(size_t bytes) const override;
-  uint64_t next_ticket() override { return ++tickets_; }
-  bool ticket_done(uint64_t ticket) override;
-  bool arm_ticket_wait(uint64_t ticket) override;
-  void read_remote(void* dst, uint64_t remote, size_t n) override;
-  void finish_remote() override;
 
  private:
   RingHeader* out_;
@@ -134,7 +131,26 @@ class ShmLink final : public Link {
   RingHeader* in_;
   char* in_data_;
   std::function<void()> doorbell_;
-  size_t write_records(const char* a, size_t na, const char* b, size_t nb);
+  std::unique_ptr<ShmSegment> peer_segment_;
+  /// Writes a then b as records (the first marked with `flags`); returns
+  /// the bytes written (fewer when the ring is full).
+  size_t write_records(const char* a, size_t na, const char* b, size_t nb, uint64_t flags = 0);
+  /// Zero-copy receive: the bytes of the current record not yet taken, in
+  /// the ring (empty when none); `*by_ref` tells a by-reference record.
+  std::span<const char> peek(bool* by_ref = nullptr);
+  /// Marks the first n bytes of peek() as read.
+  void consume(size_t n);
+  /// Copies up to n available bytes out of the ring; returns how many.
+  size_t try_recv(void* data, size_t n);
+  bool send_by_reference(Message& m);
+  bool recv_by_reference(Message& m);
+  /// Whether a payload of `bytes` may go by reference on this link.
+  bool by_reference(size_t bytes) const;
+  bool ticket_done(uint64_t ticket) const;
+  /// Copies n bytes at address `remote` of the sender into dst.
+  void read_remote(void* dst, uint64_t remote, size_t n);
+  bool arm_room_wait();
+  bool arm_ticket_wait(uint64_t ticket);
   void announce_membarrier();
   /// Full barrier before re-checking after arming a wait.
   void sleeper_fence() const;

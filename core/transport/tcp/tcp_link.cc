@@ -3,16 +3,18 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
+#include "common/net.h"
 #include "common/status.h"
-#include "transport/socket.h"
 
 namespace omniccl::transport {
 
 TcpLink::TcpLink(UniqueFd fd, int peer) : fd_(std::move(fd)), peer_(peer) {
-  set_nonblocking(fd_.get());
-  tune_data_socket(fd_.get());
+  net::set_nonblocking(fd_.get());
+  net::tune_data_socket(fd_.get());
 }
 
 size_t TcpLink::try_sendv(const void* a, size_t na, const void* b, size_t nb) {
@@ -40,6 +42,57 @@ size_t TcpLink::try_recv(void* data, size_t n) {
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
   if (errno == ECONNRESET) fail(Status::kPeerFailure, "rank ", peer_, " reset its TCP data connection");
   fail_errno(str_cat("recv from rank ", peer_), errno);
+}
+
+bool TcpLink::send(Message& m) {
+  bool progressed = false;
+  const char* header = static_cast<const char*>(m.header);
+  while (m.header_done < m.header_bytes || m.done < m.payload.bytes) {
+    const size_t hdr_left = m.header_bytes - m.header_done;
+    size_t k = try_sendv(header + m.header_done, hdr_left, m.payload.ptr + m.done, m.payload.bytes - m.done);
+    if (k == 0) break;
+    const size_t kh = std::min(k, hdr_left);
+    m.header_done += kh;
+    m.done += k - kh;
+    progressed = true;
+  }
+  m.complete = m.header_done == m.header_bytes && m.done == m.payload.bytes;
+  return progressed;
+}
+
+bool TcpLink::recv_header(Message& m) {
+  size_t k = try_recv(static_cast<char*>(m.header) + m.header_done, m.header_bytes - m.header_done);
+  m.header_done += k;
+  return k > 0;
+}
+
+bool TcpLink::recv_payload(Message& m) {
+  bool progressed = false;
+  const size_t bytes = m.payload.bytes;
+  if (m.sink == nullptr) {
+    while (m.done < bytes) {
+      size_t k = try_recv(m.payload.ptr + m.done, bytes - m.done);
+      if (k == 0) break;
+      m.done += k;
+      progressed = true;
+    }
+    m.complete = m.done == bytes;
+    return progressed;
+  }
+  // Through the stage: the sink takes whole granules, the rest waits there.
+  while (m.done < bytes) {
+    size_t want = std::min(m.stage.bytes - m.staged, bytes - m.done);
+    size_t k = want > 0 ? try_recv(m.stage.ptr + m.staged, want) : 0;
+    m.done += k;
+    m.staged += k;
+    size_t whole = m.staged > 0 ? m.sink->take(m.stage.ptr, m.staged) : 0;
+    if (whole > 0 && m.staged > whole) std::memmove(m.stage.ptr, m.stage.ptr + whole, m.staged - whole);
+    m.staged -= whole;
+    if (k > 0) progressed = true;
+    if (k == 0) break;
+  }
+  m.complete = m.done == bytes && m.staged == 0;
+  return progressed;
 }
 
 }  // namespace omniccl::transport
