@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -976,6 +977,113 @@ TEST(SingleCopy, FallsBackToTwoCopiesWhenThePeerCannotBeRead) {
   JobResult res = run_ranks(single_copy_job("1"), [](occl_comm_t, int rank, int) {
     RANK_CHECK(forbid_memory_reads(), rank, cat("prctl/capset: ", std::strerror(errno)));
     return run_and_check_log(rank, "single copy unavailable, two copies (process_vm_readv", kNoRefs);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// ---------------------------------------------------------------------------
+// Calibration (OMNICCL_SHM_SINGLE_COPY=auto): the first job on a host
+// measures and writes the cache, the next job reads it; a planted cache
+// decides each outcome, and results are right in every case.
+
+/// A fresh directory for a cache file; removed by the destructor.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char d[] = "/tmp/omniccl-calib-XXXXXX";
+    path = ::mkdtemp(d) != nullptr ? d : "";
+  }
+  ~TempDir() {
+    if (!path.empty()) std::system(("rm -rf '" + path + "'").c_str());
+  }
+};
+
+JobOptions calibrated_job(const std::string& cache) {
+  JobOptions o = single_copy_job("auto");
+  o.env["OMNICCL_SHM_CALIBRATION_FILE"] = cache;
+  return o;
+}
+
+/// The cache text for this machine (uname), with the given rates.
+std::string planted_cache(const std::string& readv, const std::string& ring) {
+  utsname u{};
+  ::uname(&u);
+  std::string key = cat(u.nodename, " ", u.release, " ", u.version);
+  for (char& c : key) {
+    if (c == '\n') c = ' ';
+  }
+  return cat("omniccl-shm-calibration 1\nmachine ", key, "\nreadv_gbps ", readv, "\nring_gbps ", ring, "\n");
+}
+
+bool ranks_may_read_each_other() {
+  std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
+  int scope = 0;
+  return !(yama >> scope && scope >= 1 && ::geteuid() != 0);
+}
+
+TEST(SingleCopyCalibration, FirstJobMeasuresAndTheNextReadsTheCache) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string cache = dir.path + "/cache";
+  JobResult first = run_ranks(calibrated_job(cache), [&](occl_comm_t, int rank, int) {
+    int rc = 0;
+    std::string log = capture_stderr(rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
+    if (rc != 0) return rc;
+    // One rank measures (under the lock); the other finds its result.
+    RANK_CHECK(log.find("cached in " + cache) != std::string::npos ||
+                   log.find("(from the cache " + cache + ")") != std::string::npos,
+               rank, "no calibration line in:\n" + log);
+    return 0;
+  });
+  ASSERT_TRUE(first.ok()) << first.summary();
+  std::ifstream in(cache);
+  std::string magic;
+  ASSERT_TRUE(std::getline(in, magic)) << "no cache file at " << cache;
+  EXPECT_EQ(magic, "omniccl-shm-calibration 1");
+  JobResult second = run_ranks(calibrated_job(cache), [&](occl_comm_t, int rank, int) {
+    int rc = 0;
+    std::string log = capture_stderr(rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
+    if (rc != 0) return rc;
+    RANK_CHECK(log.find("(from the cache " + cache + ")") != std::string::npos, rank,
+               "the second job did not reuse the cache:\n" + log);
+    RANK_CHECK(log.find("calibrated:") == std::string::npos, rank, "the second job measured again:\n" + log);
+    return 0;
+  });
+  EXPECT_TRUE(second.ok()) << second.summary();
+}
+
+TEST(SingleCopyCalibration, SlowReadvMeansTwoCopies) {
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  std::ofstream(cache) << planted_cache("0.5", "10");
+  JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
+    return run_and_check_log(rank, "single copy off: process_vm_readv 0.5 GB/s < ring 10 GB/s", kNoRefs);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+TEST(SingleCopyCalibration, FastReadvMeansSingleCopy) {
+  if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  std::ofstream(cache) << planted_cache("20", "10");
+  JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
+    return run_and_check_log(rank, "single copy on: process_vm_readv 20 GB/s >= ring 10 GB/s",
+                             cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4,
+                                 " bytes) read by reference"));
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+TEST(SingleCopyCalibration, SomewhatSlowerReadvKeepsSingleCopyForAllGather) {
+  if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  std::ofstream(cache) << planted_cache("5", "10");
+  JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
+    return run_and_check_log(rank, "on for all_gather and all_to_all only",
+                             cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4,
+                                 " bytes) read by reference"));
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }

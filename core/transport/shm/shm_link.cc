@@ -200,7 +200,8 @@ ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char
   const SegmentHeader& seg = peer_segment.header();
   peer_pid_ = static_cast<int>(seg.pid);
   if (!single_copy) {
-    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy off (OMNICCL_SHM_SINGLE_COPY=0)");
+    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_,
+             ": single copy off (OMNICCL_SHM_SINGLE_COPY=0 or calibrated slower)");
     return;
   }
   // Can this process read the peer's memory (same user, ptrace rules allow
