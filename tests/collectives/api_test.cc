@@ -14,6 +14,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -1020,6 +1021,67 @@ bool ranks_may_read_each_other() {
   std::ifstream yama("/proc/sys/kernel/yama/ptrace_scope");
   int scope = 0;
   return !(yama >> scope && scope >= 1 && ::geteuid() != 0);
+}
+
+/// broadcast (root 0), gather (root 0) and scatter (root 1) of `per_rank`
+/// floats per rank, results checked; then the link's closing log line must
+/// show payloads sent and read by reference (refs = true) or none (false).
+int rooted_ops(int rank, size_t per_rank, bool refs) {
+  int rc = 0;
+  std::string log = capture_stderr(rank, [rank, per_rank] {
+    const char* init = std::getenv("OCCL_TEST_INIT");
+    RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
+    occl_config_t cfg = OCCL_CONFIG_INIT;
+    cfg.timeout_ms = 120000;
+    cfg.transport = "shm";
+    occl_comm_t comm = nullptr;
+    RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
+    Buf one(DT::kF32, per_rank), all(DT::kF32, 2 * per_rank);
+    Tensor1D t1(one.data(), int64_t(per_rank), dl_float(32)), t2(all.data(), int64_t(2 * per_rank), dl_float(32));
+    fill_pattern(DT::kF32, one.data(), per_rank, 0, rank == 0 ? 0 : 99, 1);
+    RANK_OK(occl_broadcast(&t1, 0, comm, nullptr), rank);
+    std::string err = check_pattern(DT::kF32, one.data(), per_rank, 0, 0, 1);
+    RANK_CHECK(err.empty(), rank, "broadcast: " + err);
+    fill_pattern(DT::kF32, one.data(), per_rank, 0, rank, 2);
+    RANK_OK(occl_gather(&t1, &t2, 0, comm, nullptr), rank);
+    for (int p = 0; rank == 0 && p < 2; ++p) {
+      err = check_pattern(DT::kF32, all.data() + p * per_rank * 4, per_rank, 0, p, 2);
+      RANK_CHECK(err.empty(), rank, cat("gather, block of rank ", p, ": ", err));
+    }
+    if (rank == 1) {
+      for (int p = 0; p < 2; ++p) fill_pattern(DT::kF32, all.data() + p * per_rank * 4, per_rank, 0, p, 3);
+    }
+    RANK_OK(occl_scatter(&t2, &t1, 1, comm, nullptr), rank);
+    err = check_pattern(DT::kF32, one.data(), per_rank, 0, rank, 3);
+    RANK_CHECK(err.empty(), rank, "scatter: " + err);
+    RANK_OK(occl_comm_destroy(comm), rank);
+    return 0;
+  }, &rc);
+  if (rc != 0) return rc;
+  const size_t at = log.find("payload(s) sent by reference, ");
+  RANK_CHECK(at != std::string::npos, rank, "no closing link line in:\n" + log);
+  const size_t line = log.rfind(": ", at);
+  unsigned long sent = 0, read = 0;
+  RANK_CHECK(std::sscanf(log.c_str() + line, ": %lu payload(s) sent by reference, %lu", &sent, &read) == 2, rank,
+             "unreadable closing line in:\n" + log);
+  RANK_CHECK(refs ? (sent > 0 && read > 0) : (sent == 0 && read == 0), rank,
+             cat(sent, " sent and ", read, " read by reference, expected ", refs ? "some" : "none", ":\n", log));
+  return 0;
+}
+
+TEST(SingleCopy, RootedCollectivesForcedOnGoByReference) {
+  if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
+  JobResult res = run_ranks(single_copy_job("1"), [](occl_comm_t, int rank, int) {
+    return rooted_ops(rank, kSingleCopyFloats, true);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+TEST(SingleCopy, RootedCollectivesForcedOffCopyTwice) {
+  JobResult res = run_ranks(single_copy_job("0"), [](occl_comm_t, int rank, int) {
+    return rooted_ops(rank, kSingleCopyFloats, false);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
 }
 
 /// Resident KiB of this process's mappings of OmniCCL's shared-memory
