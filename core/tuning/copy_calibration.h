@@ -10,12 +10,13 @@
 // skips all of it; OMNICCL_SHM_CALIBRATION=force measures again.
 //
 // Words used here:
-//   readv rate  bytes per second of one process_vm_readv of the payload
-//               (what a receiver does per by-reference payload);
+//   readv rate  bytes per second of process_vm_readv (what a receiver does
+//               per by-reference payload), timed per 256 KiB, fastest of 32;
 //   ring rate   bytes per second through the ring: the sender copies a chunk
 //               into shared memory while the receiver copies the previous
 //               one out, on two cores at once, so the ring moves a chunk in
-//               the time of one of its two copies;
+//               the time of one of its two copies (timed as both copies of
+//               256 KiB through a shared staging area, fastest of 32, halved);
 //   one-way     broadcast, gather, scatter (and v-variants): one side sends,
 //               the other receives, so the ring's two copies run on two cores
 //               and single copy must beat the ring rate;
@@ -41,8 +42,8 @@ struct CopyRates {
 /// Single copy pays off for exchanges once process_vm_readv reaches this
 /// share of the ring rate. The simple model says 0.5 (the ring costs each core
 /// two copies per byte); the ring's record hand-offs cost more than that: on
-/// the development VM (readv 4.2 GB/s, ring 9.6 GB/s, share 0.44) single copy
-/// was still 10-25 % faster for all_gather and all_to_all at 1-16 MiB.
+/// the development VM (calibrated share 0.44-0.61) single copy was about 2x
+/// faster for all_to_all at 1 MiB, and all_gather at 16 MiB went either way.
 inline constexpr double kExchangeShare = 0.35;
 
 /// The decision for this host, and why (one line for the log).
