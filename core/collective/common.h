@@ -58,7 +58,8 @@ WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, Red
     e.begin(sig, combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
     e.set_interrupt(interrupt);
     e.use_device(device);
-    e.set_single_copy(comm->config().single_copy && single_copy_for(kind, tune_bytes, e.oversubscribed()));
+    const auto& copy = comm->config().copy_choice;
+    e.set_single_copy(copy && copy->allows(kind) && single_copy_for(kind, tune_bytes, e.oversubscribed()));
     body(e, find_algorithm(kind, a));
   };
   if (!call.async) {

@@ -24,10 +24,18 @@ constexpr SettingInfo kSettings[] = {
     {"OMNICCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO, DEBUG or TRACE (to stderr)."},
     {"OMNICCL_DEBUG_SUBSYS", "ALL",
      "Comma list of log subsystems: INIT, BOOTSTRAP, TRANSPORT, COLL, TUNING, ALL."},
-    {"OMNICCL_SHM_SINGLE_COPY", "1",
-     "1: collectives on shared memory move payloads of 256 KiB and more with one copy "
-     "(the receiver reads the sender's buffer with process_vm_readv, where the OS allows it); 0: always "
-     "two copies through the shared rings."},
+    {"OMNICCL_SHM_SINGLE_COPY", "auto",
+     "auto: the first communicator on a host measures process_vm_readv against the two-copy ring (a few ms, "
+     "cached per host and kernel, see OMNICCL_SHM_CALIBRATION_FILE) and uses single copy only where it is "
+     "faster; 1: collectives on shared memory move payloads of 256 KiB and more with one copy (the receiver "
+     "reads the sender's buffer with process_vm_readv, where the OS allows it); 0: always two copies through "
+     "the shared rings."},
+    {"OMNICCL_SHM_CALIBRATION", "cached",
+     "cached: reuse a valid calibration file for this host and kernel; force: measure again and rewrite it."},
+    {"OMNICCL_SHM_CALIBRATION_FILE", "(runtime dir)",
+     "Calibration cache file; default $XDG_RUNTIME_DIR/omniccl-shm-calibration, else "
+     "/tmp/omniccl-shm-calibration-<uid>. Written atomically; ignored (and rewritten) unless it is a valid "
+     "calibration owned by this user for this host and kernel."},
     {"OMNICCL_SOCKET_ADDR", "(auto)",
      "IP address this rank listens on for TCP connections; default: the address "
      "that reaches the rendezvous host."},

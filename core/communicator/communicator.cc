@@ -31,8 +31,8 @@ CommConfig CommConfig::from_environment() {
   if (auto v = get_setting("OMNICCL_TRANSPORT")) c.transport = *v;
   if (auto v = get_setting("OMNICCL_ALGO")) c.algorithm = *v;
   if (auto v = get_setting("OMNICCL_SHM_SINGLE_COPY")) {
-    check_arg(*v == "0" || *v == "1", "OMNICCL_SHM_SINGLE_COPY is '", *v, "'; use 0 or 1");
-    c.single_copy = *v == "1";
+    check_arg(*v == "0" || *v == "1" || *v == "auto", "OMNICCL_SHM_SINGLE_COPY is '", *v, "'; use 0, 1 or auto");
+    if (*v != "auto") c.single_copy = *v == "1";
   }
   return c;
 }
@@ -78,11 +78,17 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.transport = config.transport;
   opts.tcp_ip = tcp_ip;
   opts.deadline = deadline;
-  opts.single_copy = config.single_copy;
+  CommConfig resolved = config;
+  // Only links between ranks of one host use it: calibrate (or read the
+  // cache) only where there can be such links.
+  if (!resolved.copy_choice && n > 1 && resolved.transport != "tcp") {
+    resolved.copy_choice = decide_single_copy(resolved.single_copy);
+  }
+  opts.single_copy = resolved.copy_choice && resolved.copy_choice->any();
   auto mesh = transport::Mesh::create(opts, [&](const std::string& blob) { return rendezvous.exchange(blob); });
   if (n == 1) rendezvous.exchange("");
   rendezvous.finish();
-  std::shared_ptr<Communicator> comm(new Communicator(rank, n, config, std::move(mesh), session));
+  std::shared_ptr<Communicator> comm(new Communicator(rank, n, resolved, std::move(mesh), session));
   comm->tcp_ip_ = tcp_ip;
   comm->store_server_ = rendezvous.release_server();
   OCCL_LOG(kInfo, kInit, "communicator ready: rank ", rank, " of ", n, " over ", comm->transport_name());
@@ -439,10 +445,14 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   opts.transport = cfg.transport;
   opts.tcp_ip = tcp_ip_;
   opts.deadline = deadline;
-  opts.single_copy = cfg.single_copy;
+  CommConfig resolved = cfg;
+  if (!resolved.copy_choice && opts.size > 1 && resolved.transport != "tcp") {
+    resolved.copy_choice = decide_single_copy(resolved.single_copy);
+  }
+  opts.single_copy = resolved.copy_choice && resolved.copy_choice->any();
   auto mesh = transport::Mesh::create(opts, exchange);
   if (!exchanged) internal_all_gather("", deadline);
-  std::shared_ptr<Communicator> result(new Communicator(new_rank, opts.size, cfg, std::move(mesh), session));
+  std::shared_ptr<Communicator> result(new Communicator(new_rank, opts.size, resolved, std::move(mesh), session));
   result->tcp_ip_ = tcp_ip_;
   log::set_rank(rank_);
   return result;

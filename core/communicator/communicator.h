@@ -27,6 +27,7 @@
 #include "communicator/work.h"
 #include "tensor/tensor.h"
 #include "transport/mesh.h"
+#include "tuning/copy_calibration.h"
 #include "tuning/tuning.h"
 
 namespace omniccl {
@@ -41,7 +42,12 @@ struct CommConfig {
   std::string transport = "auto";
   std::string algorithm;  ///< empty: tuned
   std::string algorithm_source = "OMNICCL_ALGO";
-  bool single_copy = true;  ///< OMNICCL_SHM_SINGLE_COPY
+  /// OMNICCL_SHM_SINGLE_COPY=0/1; nullopt (auto): decided by calibration
+  /// (tuning/copy_calibration.h) when a communicator with shared memory is created.
+  std::optional<bool> single_copy;
+  /// What this communicator's shared-memory links may move by reference;
+  /// set when it is created (nullopt: none, no shared memory possible).
+  std::optional<SingleCopyChoice> copy_choice;
   bool blocking = true;     ///< occl_config_t.blocking: creation waits until ready
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO.

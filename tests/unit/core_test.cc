@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -217,11 +218,13 @@ TEST(Patterns, BinomialSubtreesTileTheRanks) {
 }  // namespace
 }  // namespace omniccl
 
-TEST(Settings, ShmSingleCopyTakesZeroOrOne) {
+TEST(Settings, ShmSingleCopyTakesZeroOneOrAuto) {
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
-  EXPECT_FALSE(omniccl::CommConfig::from_environment().single_copy);
+  EXPECT_EQ(omniccl::CommConfig::from_environment().single_copy, std::optional<bool>(false));
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "1", 1);
-  EXPECT_TRUE(omniccl::CommConfig::from_environment().single_copy);
+  EXPECT_EQ(omniccl::CommConfig::from_environment().single_copy, std::optional<bool>(true));
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "auto", 1);
+  EXPECT_EQ(omniccl::CommConfig::from_environment().single_copy, std::nullopt);
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "yes", 1);
   try {
     omniccl::CommConfig::from_environment();
@@ -231,7 +234,8 @@ TEST(Settings, ShmSingleCopyTakesZeroOrOne) {
     EXPECT_NE(std::string(e.what()).find("OMNICCL_SHM_SINGLE_COPY"), std::string::npos) << e.what();
   }
   ::unsetenv("OMNICCL_SHM_SINGLE_COPY");
-  EXPECT_TRUE(omniccl::CommConfig::from_environment().single_copy);
+  // Unset: decided by calibration when a communicator is created.
+  EXPECT_EQ(omniccl::CommConfig::from_environment().single_copy, std::nullopt);
 }
 
 // A log line written before any communicator exists names no rank (it used

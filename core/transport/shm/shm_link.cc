@@ -194,6 +194,22 @@ bool membarrier_ready() {
   return ok;
 }
 
+/// Maps every page of [p, p + n) into this process now, writable
+/// (MADV_POPULATE_WRITE, Linux 5.14+; the contents do not change, so it is
+/// safe while the peer uses them). Without it the first pass over a ring takes
+/// a page fault per 4 KiB on each side: 0.3-0.7 us more per small operation
+/// for the first ~16,000 operations (64 B all_reduce, 2 ranks: 1.4-1.8 us,
+/// then 1.05 us), which showed as size cliffs in benchmarks that start small.
+/// Where the kernel lacks it the first pass is just slower.
+void prefault(void* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
+  if (::madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_WRITE) != 0) {
+    OCCL_LOG(kDebug, kTransport, "ring pages not prefaulted (madvise: ", std::strerror(errno), ")");
+  }
+}
+
 }  // namespace
 
 ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data,
@@ -206,10 +222,13 @@ ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char
       peer_segment_(std::move(peer_segment)),
       peer_(peer) {
   announce_membarrier();
+  prefault(out_data_, kShmRingBytes);
+  prefault(in_data_, kShmRingBytes);
   const SegmentHeader& seg = peer_segment_->header();
   peer_pid_ = static_cast<int>(seg.pid);
   if (!single_copy) {
-    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy off (OMNICCL_SHM_SINGLE_COPY=0)");
+    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_,
+             ": single copy off (OMNICCL_SHM_SINGLE_COPY=0 or calibrated slower)");
     return;
   }
   // Can this process read the peer's memory (same user, ptrace rules allow

@@ -1,0 +1,93 @@
+// Copy-mechanism calibration: does shared memory move large payloads by
+// reference (single copy, process_vm_readv) or through the two-copy ring?
+//
+// Which is faster depends on the machine (page pinning under some
+// hypervisors and kernels makes process_vm_readv several times slower than
+// memcpy), so the first communicator on a host measures both for a few
+// milliseconds and caches the result per host and kernel in a small file
+// (OMNICCL_SHM_CALIBRATION_FILE; default under XDG_RUNTIME_DIR, else /tmp).
+// Later communicators and jobs read the file. OMNICCL_SHM_SINGLE_COPY=0/1
+// skips all of it; OMNICCL_SHM_CALIBRATION=force measures again.
+//
+// Words used here:
+//   readv rate  bytes per second of process_vm_readv (what a receiver does
+//               per by-reference payload), timed per 256 KiB, fastest of 32;
+//   ring rate   bytes per second through the ring: the sender copies a chunk
+//               into shared memory while the receiver copies the previous
+//               one out, on two cores at once, so the ring moves a chunk in
+//               the time of one of its two copies (timed as both copies of
+//               256 KiB through a shared staging area, fastest of 32, halved);
+//   one-way     broadcast, gather, scatter (and v-variants): one side sends,
+//               the other receives, so the ring's two copies run on two cores
+//               and single copy must beat the ring rate;
+//   exchange    all_gather, all_to_all (and v-variants): every rank sends and
+//               receives at once, both cores already busy, so the ring's
+//               second copy costs time the exchange needs and single copy
+//               pays off from a lower rate (kExchangeShare of the ring's).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "algorithm/engine.h"
+
+namespace omniccl {
+
+/// Measured rates, in GB/s (10^9 B/s).
+struct CopyRates {
+  double readv_gbps = 0;
+  double ring_gbps = 0;
+};
+
+/// Single copy pays off for exchanges once process_vm_readv reaches this
+/// share of the ring rate. The simple model says 0.5 (the ring costs each core
+/// two copies per byte); the ring's record hand-offs cost more than that: on
+/// the development VM (calibrated share 0.44-0.61) single copy was about 2x
+/// faster for all_to_all at 1 MiB, and all_gather at 16 MiB went either way.
+inline constexpr double kExchangeShare = 0.35;
+
+/// The decision for this host, and why (one line for the log).
+struct SingleCopyChoice {
+  bool one_way = false;   ///< broadcast, gather, scatter (+ v) may go by reference
+  bool exchange = false;  ///< all_gather, all_to_all (+ v) may go by reference
+  std::string reason;     ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
+  /// Whether shared-memory links should offer to read by reference at all.
+  bool any() const { return one_way || exchange; }
+  /// Whether operation `kind` may move payloads by reference (reductions and
+  /// point-to-point never do; see single_copy_for for sizes).
+  bool allows(OpKind kind) const;
+};
+
+/// The decision that follows from measured rates (`how` ends the reason).
+SingleCopyChoice choice_from_rates(const CopyRates& rates, const std::string& how);
+
+/// Decides whether shared-memory links of communicators created by this
+/// process may move large payloads by reference. Order: `forced` (the value of
+/// OMNICCL_SHM_SINGLE_COPY=0/1, or occl_config_t's) wins; else the result remembered by this process; else a valid cache
+/// file for this host and kernel (unless OMNICCL_SHM_CALIBRATION=force); else
+/// a measurement (a few ms), written to the cache atomically. Ranks of one
+/// host serialize on a lock file next to the cache, so one measures and the
+/// others read its result. Never throws for cache or lock trouble (logged,
+/// then measured without caching); throws Error(kInvalidArgument) for a bad
+/// setting value. Logs the choice at INFO (subsystem TRANSPORT).
+SingleCopyChoice decide_single_copy(std::optional<bool> forced);
+
+/// The cache file used: OMNICCL_SHM_CALIBRATION_FILE, else
+/// $XDG_RUNTIME_DIR/omniccl-shm-calibration, else /tmp/omniccl-shm-calibration-<uid>.
+std::string calibration_cache_path();
+
+/// Measures both rates now (a few ms). nullopt, with *error set, when
+/// process_vm_readv does not work in this process.
+std::optional<CopyRates> measure_copy_rates(std::string* error);
+
+/// Parses a cache file's text; nullopt unless it has the expected format,
+/// names this host and kernel, and holds finite positive rates.
+std::optional<CopyRates> parse_calibration(const std::string& text);
+
+/// The cache text for `rates` on this host and kernel.
+std::string format_calibration(const CopyRates& rates);
+
+/// Forgets the decision remembered by this process (for tests).
+void reset_single_copy_memo();
+
+}  // namespace omniccl

@@ -1,0 +1,243 @@
+// Copy-mechanism calibration (tuning/copy_calibration.h): every outcome forced
+// through its setting or a planted cache file, a corrupted or foreign cache
+// ignored and rewritten, a forced recalibration.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/status.h"
+#include "communicator/communicator.h"
+#include "tuning/copy_calibration.h"
+
+namespace omniccl {
+namespace {
+
+/// The first two lines a cache for this machine must have, built here from
+/// uname() independently of the code under test.
+std::string header_for_this_machine() {
+  utsname u{};
+  EXPECT_EQ(::uname(&u), 0);
+  std::string key = std::string(u.nodename) + " " + u.release + " " + u.version;
+  for (char& c : key) {
+    if (c == '\n') c = ' ';
+  }
+  return "omniccl-shm-calibration 1\nmachine " + key + "\n";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& text, mode_t mode = 0600) {
+  ::unlink(path.c_str());
+  {
+    std::ofstream out(path);
+    out << text;
+  }
+  ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+}
+
+/// The decision as a communicator makes it: OMNICCL_SHM_SINGLE_COPY read
+/// into the config, then the calibration.
+SingleCopyChoice decide() { return decide_single_copy(CommConfig::from_environment().single_copy); }
+
+/// Each test gets its own cache file and a clean environment.
+class Calibration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/omniccl-calib-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/cache";
+    ::setenv("OMNICCL_SHM_CALIBRATION_FILE", path_.c_str(), 1);
+    ::unsetenv("OMNICCL_SHM_SINGLE_COPY");
+    ::unsetenv("OMNICCL_SHM_CALIBRATION");
+    reset_single_copy_memo();
+  }
+  void TearDown() override {
+    ::unsetenv("OMNICCL_SHM_CALIBRATION_FILE");
+    ::unsetenv("OMNICCL_SHM_SINGLE_COPY");
+    ::unsetenv("OMNICCL_SHM_CALIBRATION");
+    reset_single_copy_memo();
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(Calibration, MeasuresBothRatesInAFewMilliseconds) {
+  std::string error;
+  auto t0 = std::chrono::steady_clock::now();
+  auto rates = measure_copy_rates(&error);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(rates.has_value()) << error;
+  EXPECT_TRUE(std::isfinite(rates->readv_gbps) && rates->readv_gbps > 0.01) << rates->readv_gbps;
+  EXPECT_TRUE(std::isfinite(rates->ring_gbps) && rates->ring_gbps > 0.01) << rates->ring_gbps;
+  // A few ms on a quiet machine; generous for a loaded one.
+  EXPECT_LT(ms, 500.0);
+}
+
+TEST_F(Calibration, ParsesOnlyItsOwnFormatForThisMachine) {
+  const std::string h = header_for_this_machine();
+  auto ok = parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_DOUBLE_EQ(ok->readv_gbps, 2.5);
+  EXPECT_DOUBLE_EQ(ok->ring_gbps, 6.0);
+  EXPECT_FALSE(parse_calibration(""));
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 2\n" + h.substr(h.find('\n') + 1) +
+                                 "readv_gbps 2.5\nring_gbps 6\n"));
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 1\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps -1\nring_gbps 6\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps nan\nring_gbps 6\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5x\nring_gbps 6\n"));
+  EXPECT_FALSE(parse_calibration(h + "ring_gbps 6\nreadv_gbps 2.5\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\nextra 1\n"));
+  // What format_calibration writes is read back.
+  auto back = parse_calibration(format_calibration(CopyRates{1.25, 7.5}));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_DOUBLE_EQ(back->readv_gbps, 1.25);
+  EXPECT_DOUBLE_EQ(back->ring_gbps, 7.5);
+}
+
+TEST_F(Calibration, CachedSlowerReadvTurnsSingleCopyOff) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 2.1\nring_gbps 6.3\n");
+  SingleCopyChoice c = decide();
+  EXPECT_FALSE(c.one_way) << c.reason;
+  EXPECT_FALSE(c.exchange) << c.reason;  // 2.1 < 0.35 x 6.3
+  EXPECT_FALSE(c.any());
+  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s"), std::string::npos)
+      << c.reason;
+  EXPECT_NE(c.reason.find("from the cache " + path_), std::string::npos) << c.reason;
+}
+
+TEST_F(Calibration, SomewhatSlowerReadvKeepsSingleCopyForExchangesOnly) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\n");
+  SingleCopyChoice c = decide();
+  EXPECT_FALSE(c.one_way) << c.reason;
+  EXPECT_TRUE(c.exchange) << c.reason;  // 4.2 >= 0.35 x 9.6
+  EXPECT_TRUE(c.any());
+  EXPECT_FALSE(c.allows(OpKind::kBroadcast));
+  EXPECT_FALSE(c.allows(OpKind::kGather));
+  EXPECT_FALSE(c.allows(OpKind::kScatterV));
+  EXPECT_TRUE(c.allows(OpKind::kAllGather));
+  EXPECT_TRUE(c.allows(OpKind::kAllToAllV));
+  EXPECT_FALSE(c.allows(OpKind::kAllReduce));
+  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 4.2 GB/s < ring 9.6 GB/s; on for all_gather and "
+                          "all_to_all only"),
+            std::string::npos)
+      << c.reason;
+}
+
+TEST_F(Calibration, CachedFasterReadvTurnsSingleCopyOn) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\n");
+  SingleCopyChoice c = decide();
+  EXPECT_TRUE(c.one_way) << c.reason;
+  EXPECT_TRUE(c.exchange) << c.reason;
+  EXPECT_TRUE(c.allows(OpKind::kBroadcast));
+  EXPECT_FALSE(c.allows(OpKind::kReduceScatter));
+  EXPECT_FALSE(c.allows(OpKind::kSendRecv));
+  EXPECT_NE(c.reason.find("single copy on: process_vm_readv 9 GB/s >= ring 4.5 GB/s"), std::string::npos)
+      << c.reason;
+}
+
+TEST_F(Calibration, SettingWinsOverTheCache) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\n");
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
+  SingleCopyChoice off = decide();
+  EXPECT_FALSE(off.any());
+  EXPECT_NE(off.reason.find("OMNICCL_SHM_SINGLE_COPY=0"), std::string::npos) << off.reason;
+  write_file(path_, header_for_this_machine() + "readv_gbps 1\nring_gbps 4.5\n");
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "1", 1);
+  SingleCopyChoice on = decide();
+  EXPECT_TRUE(on.one_way && on.exchange);
+  EXPECT_NE(on.reason.find("OMNICCL_SHM_SINGLE_COPY=1"), std::string::npos) << on.reason;
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "maybe", 1);
+  try {
+    decide();
+    ADD_FAILURE() << "OMNICCL_SHM_SINGLE_COPY=maybe was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+  }
+}
+
+TEST_F(Calibration, CorruptedCacheIsIgnoredAndRewritten) {
+  write_file(path_, "omniccl-shm-calibration 1\ngarbage\x01\x02\n");
+  SingleCopyChoice c = decide();
+  EXPECT_NE(c.reason.find("calibrated: " + path_ + " is not a valid calibration"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("cached in " + path_), std::string::npos) << c.reason;
+  auto rates = parse_calibration(read_file(path_));
+  ASSERT_TRUE(rates.has_value()) << read_file(path_);
+  EXPECT_EQ(c.one_way, rates->readv_gbps >= rates->ring_gbps);
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A second decision in another process (memo forgotten) reads it.
+  reset_single_copy_memo();
+  SingleCopyChoice again = decide();
+  EXPECT_EQ(again.one_way, c.one_way);
+  EXPECT_EQ(again.exchange, c.exchange);
+  EXPECT_NE(again.reason.find("from the cache " + path_), std::string::npos) << again.reason;
+}
+
+TEST_F(Calibration, CacheWritableByOthersIsNotTrusted) {
+  // Valid content, but group-writable: someone else could have planted it.
+  write_file(path_, header_for_this_machine() + "readv_gbps 1e-3\nring_gbps 1e3\n", 0620);
+  SingleCopyChoice c = decide();
+  EXPECT_EQ(c.reason.find("from the cache"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("calibrated"), std::string::npos) << c.reason;
+  auto rates = parse_calibration(read_file(path_));
+  ASSERT_TRUE(rates.has_value());
+  EXPECT_NE(rates->readv_gbps, 1e-3);  // replaced by a measurement
+}
+
+TEST_F(Calibration, ForceMeasuresAgainAndRewrites) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 0.001\nring_gbps 1000\n");
+  ::setenv("OMNICCL_SHM_CALIBRATION", "force", 1);
+  SingleCopyChoice c = decide();
+  EXPECT_NE(c.reason.find("calibrated: OMNICCL_SHM_CALIBRATION=force"), std::string::npos) << c.reason;
+  auto rates = parse_calibration(read_file(path_));
+  ASSERT_TRUE(rates.has_value());
+  EXPECT_NE(rates->readv_gbps, 0.001);
+  EXPECT_NE(rates->ring_gbps, 1000.0);
+  ::setenv("OMNICCL_SHM_CALIBRATION", "sometimes", 1);
+  reset_single_copy_memo();
+  try {
+    decide();
+    ADD_FAILURE() << "OMNICCL_SHM_CALIBRATION=sometimes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("OMNICCL_SHM_CALIBRATION"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Calibration, UnwritableCacheStillDecides) {
+  ::setenv("OMNICCL_SHM_CALIBRATION_FILE", (dir_ + "/missing-dir/cache").c_str(), 1);
+  SingleCopyChoice c = decide();
+  EXPECT_NE(c.reason.find("not cached: cannot create"), std::string::npos) << c.reason;
+}
+
+TEST_F(Calibration, DefaultPathIsInTheRuntimeDirectory) {
+  ::unsetenv("OMNICCL_SHM_CALIBRATION_FILE");
+  const char* saved = std::getenv("XDG_RUNTIME_DIR");
+  std::string keep = saved ? saved : "";
+  ::setenv("XDG_RUNTIME_DIR", dir_.c_str(), 1);
+  EXPECT_EQ(calibration_cache_path(), dir_ + "/omniccl-shm-calibration");
+  ::unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(calibration_cache_path(), "/tmp/omniccl-shm-calibration-" + std::to_string(::geteuid()));
+  if (saved) ::setenv("XDG_RUNTIME_DIR", keep.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace omniccl
