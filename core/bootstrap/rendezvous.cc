@@ -417,6 +417,59 @@ RendezvousWait::RendezvousWait(Store& store, std::string prefix, const Rendezvou
       start_(Clock::now()),
       next_report_(start_ + kFirstReport) {}
 
+RendezvousWait::~RendezvousWait() = default;
+
+void RendezvousWait::watch_members() {
+  if (spec_.kind == RendezvousSpec::Kind::kFile) return;
+  char host[256] = {};
+  (void)gethostname(host, sizeof host - 1);
+  watch_ = connect_tcp_store(spec_.host, spec_.port, deadline_);
+  watch_->set_on_close(prefix_ + "left",
+                       str_cat("rank ", spec_.rank, " (pid ", ::getpid(), " on ", host, ") left during the setup of ",
+                               "the communicator at ", rendezvous_address(spec_),
+                               ": its connection to the rendezvous server closed (the process exited, was killed, ",
+                               "or gave up)"));
+}
+
+void RendezvousWait::finish_watch() {
+  if (!watch_) return;
+  try {
+    watch_->set_on_close(prefix_ + "left", "");
+  } catch (const Error&) {
+  }
+  watch_.reset();
+}
+
+void RendezvousWait::check_members() {
+  if (spec_.kind == RendezvousSpec::Kind::kFile || Clock::now() < next_check_) return;
+  next_check_ = Clock::now() + std::chrono::milliseconds(250);
+  check_failure_notice();
+  if (!store_.check(prefix_ + "left")) return;
+  const std::string why = store_.get(prefix_ + "left", Deadline::after_ms(5000));  // it is there
+  OCCL_LOG(kWarn, kBootstrap, "rank ", spec_.rank, " of ", spec_.world_size, ": ", why);
+  // This rank fails too: its own departure is no news to the others.
+  finish_watch();
+  if (spec_.rank == 0 && spec_.kind == RendezvousSpec::Kind::kTcp) {
+    // The ranks still waiting read the notice from this server: keep it up
+    // until they have (each looks at least every 250 ms), or briefly.
+    try {
+      int waiting = -2;  // neither rank 0 nor the one that left
+      for (int q = 0; q < spec_.world_size; ++q) waiting += store_.check(str_cat(prefix_, "claim/", q)) ? 1 : 0;
+      const auto until = Clock::now() + kNoticeLinger;
+      while (Clock::now() < until && store_.add(prefix_ + "left_seen", 0) < waiting) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const Error&) {
+    }
+  } else {
+    try {
+      (void)store_.add(prefix_ + "left_seen", 1);
+    } catch (const Error&) {
+    }
+  }
+  fail(Status::kPeerFailure, why);
+}
+
 void RendezvousWait::join() {
   // A unique id's token already identifies its job.
   const std::string mine = spec_.kind == RendezvousSpec::Kind::kUniqueId ? std::string() : job_id();
@@ -473,6 +526,9 @@ void RendezvousWait::check_failure_notice() {
 }
 
 void RendezvousWait::fail_timeout(const std::string& key) {
+  // Every member waits for the same deadline: this rank's giving up is not
+  // news to report as a departure.
+  finish_watch();
   std::vector<int> missing = missing_ranks();
   std::string why =
       missing.empty()
@@ -513,6 +569,7 @@ std::string RendezvousWait::get(const std::string& key) {
     // Only a wait that lasts looks for rank 0's notice and reports progress:
     // the usual rendezvous costs one request per key.
     check_failure_notice();
+    check_members();
     if (deadline_.expired()) fail_timeout(key);
     if (Clock::now() >= next_report_) report_progress();
   }

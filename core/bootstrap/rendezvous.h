@@ -76,6 +76,9 @@ class RendezvousWait {
  public:
   RendezvousWait(Store& store, std::string prefix, const RendezvousSpec& spec, Deadline deadline,
                  int64_t timeout_ms);
+  /// Closes the watch connection: if finish_watch() was not called, the
+  /// other members are told that this rank left.
+  ~RendezvousWait();
   /// Checks the job identity (rank 0 sets it) and that the rendezvous has not
   /// already completed, then claims this rank's number.
   void join();
@@ -84,6 +87,19 @@ class RendezvousWait {
   /// Rank 0, TCP: marks the rendezvous as completed so that a latecomer (a
   /// rank of another job on the same port) is told at once.
   void mark_completed();
+
+  /// TCP stores (tcp://, env://, unique id): opens a second connection to
+  /// the server, kept open while this rank sets up, on which the server is
+  /// asked to publish "rank R (pid P on H) left" when it closes (the process
+  /// exited, was killed, or gave up). No-op for file://.
+  void watch_members();
+  /// Throws Error(kPeerFailure) naming a member that left (its watch
+  /// connection closed) or rank 0's failure notice. Asks the server at most
+  /// every 250 ms; called while waiting for keys and during link setup.
+  void check_members();
+  /// Setup succeeded: cancels this rank's departure notice and closes the
+  /// watch connection (so an orderly exit is not reported as a failure).
+  void finish_watch();
 
  private:
   [[noreturn]] void fail_timeout(const std::string& key);
@@ -98,6 +114,8 @@ class RendezvousWait {
   int64_t timeout_ms_;
   Clock::time_point start_;
   Clock::time_point next_report_;
+  std::unique_ptr<Store> watch_;  ///< the connection whose closing tells the others
+  Clock::time_point next_check_{};
 };
 
 }  // namespace omniccl::bootstrap

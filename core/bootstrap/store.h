@@ -31,6 +31,10 @@ class Store {
   virtual bool check(const std::string& key) = 0;
   /// Removes key if present.
   virtual void erase(const std::string& key) = 0;
+  /// Asks the store to set key = value when this client's connection closes
+  /// (the process exited or was killed); value "" cancels. Stores without
+  /// connections (file://) do not support it: kInvalidArgument.
+  virtual void set_on_close(const std::string& key, const std::string& value);
 };
 
 /// What one TCP store server lets its clients use. A client that goes over

@@ -84,6 +84,9 @@ struct TcpStoreServer::Impl {
     Clock::time_point idle_since = Clock::now();  ///< connected, or last complete request
     bool authed = true;      ///< false until it proved the job token
     Digest nonce{};          ///< the challenge sent to it
+    /// kSetOnClose registrations: set when this connection closes.
+    std::unordered_map<std::string, std::string> on_close;
+    uint64_t on_close_bytes = 0;
 
     /// Whether reply bytes are waiting to be sent.
     bool out_pending() const { return out_off < out.size(); }
@@ -403,7 +406,7 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
     std::string why = wire::decode_header(c.in.data() + off, &h);
     if (why.empty() && !wire::is_request(h.cmd)) why = "sent a reply code as a request";
     if (why.empty()) {
-      bool lengths_ok = h.cmd == Cmd::kSet   ? true
+      bool lengths_ok = h.cmd == Cmd::kSet || h.cmd == Cmd::kSetOnClose ? true
                         : h.cmd == Cmd::kAdd ? h.value_len == 8
                                              : h.value_len == 0;
       if (!lengths_ok) why = str_cat("bad value length ", h.value_len, " for its command");
@@ -495,6 +498,23 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       remove(key);
       reply(c, Cmd::kOk, {});
       return true;
+    case Cmd::kSetOnClose: {
+      auto it = c.on_close.find(key);
+      uint64_t after = c.on_close_bytes;
+      if (it != c.on_close.end()) after -= key.size() + it->second.size();
+      if (!value.empty()) after += key.size() + value.size();
+      if (after > wire::kMaxOnCloseBytes) {
+        reply(c, Cmd::kError,
+              str_cat("set-on-close of key '", printable(key), "' refused: a connection may register at most ",
+                      wire::kMaxOnCloseBytes, " bytes"));
+        return true;
+      }
+      if (it != c.on_close.end()) c.on_close.erase(it);
+      if (!value.empty()) c.on_close.emplace(std::move(key), std::move(value));
+      c.on_close_bytes = after;
+      reply(c, Cmd::kOk, {});
+      return true;
+    }
     default:
       return false;
   }
@@ -563,6 +583,17 @@ void TcpStoreServer::Impl::close_conn(uint64_t id) {
   }
   OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " disconnected");
   buffered_bytes -= c.in.size();
+  // Its kSetOnClose registrations take effect now (bounded by
+  // kMaxOnCloseBytes per connection, charged to nobody).
+  auto notices = std::move(c.on_close);
+  for (auto& [key, value] : notices) {
+    remove(key);
+    stored_bytes += key.size() + value.size();
+    auto& entry = data[key];
+    entry.value = std::move(value);
+    entry.owner = 0;
+    wake_waiters(key, entry.value);
+  }
   // What it stored stays (other ranks still read it), charged to nobody
   // live, but still counted in the store's total.
   conns.erase(it);
@@ -851,6 +882,12 @@ class TcpStore final : public Store {
     request(Cmd::kErase, "erase", key, {}, op_deadline());
   }
 
+  /// Registers key = value to be set by the server when this connection
+  /// closes ("" cancels).
+  void set_on_close(const std::string& key, const std::string& value) override {
+    request(Cmd::kSetOnClose, "set-on-close", key, value, op_deadline());
+  }
+
  private:
   /// A decoded reply.
   struct Reply {
@@ -975,6 +1012,10 @@ class TcpStore final : public Store {
 };
 
 }  // namespace
+
+void Store::set_on_close(const std::string& key, const std::string&) {
+  fail(Status::kInvalidArgument, "this store cannot set key '", printable(key), "' when a client leaves");
+}
 
 std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
                                          Deadline deadline) {

@@ -109,6 +109,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   // Same job, not completed yet, and a rank number may be claimed once.
   bootstrap::RendezvousWait wait(*store, prefix, spec, deadline, config.timeout_ms);
   wait.join();
+  wait.watch_members();  // a member that dies during setup is named within a second
   uint64_t session;
   if (rank == 0) {
     session = random_u64();
@@ -141,8 +142,10 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.tcp_ip = tcp_ip;
   opts.deadline = deadline;
   opts.single_copy = config.single_copy;
+  opts.check_peers = [&wait] { wait.check_members(); };
   auto mesh = transport::Mesh::create(opts, exchange);
   if (n == 1) exchange("");
+  wait.finish_watch();
   wait.mark_completed();
   // Everyone has read everything (the mesh ends with a barrier): tidy up,
   // so a file:// directory can be reused.
@@ -516,6 +519,21 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   opts.tcp_ip = tcp_ip_;
   opts.deadline = deadline;
   opts.single_copy = cfg.single_copy;
+  // A member that dies while the new mesh connects closes its control
+  // socket of this communicator: end the split then, naming it.
+  // Tell the other members too (they may be waiting on another rank).
+  opts.check_peers = [this] {
+    std::vector<pollfd> none;
+    mesh_->sleep(none, 0);
+    try {
+      mesh_->throw_if_failed();
+    } catch (const transport::PeerReportedError&) {
+      throw;
+    } catch (const Error& e) {
+      if (e.status() != Status::kAborted) mesh_->broadcast_error(e.status(), e.what());
+      throw;
+    }
+  };
   auto mesh = transport::Mesh::create(opts, exchange);
   if (!exchanged) internal_all_gather("", deadline);
   std::shared_ptr<Communicator> result(new Communicator(new_rank, opts.size, cfg, std::move(mesh), session));

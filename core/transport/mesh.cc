@@ -84,6 +84,21 @@ std::string hex(uint64_t v) {
   return os.str();
 }
 
+/// connect_to in slices of at most 100 ms, calling opts.check_peers between
+/// them: a peer that died before it accepted is reported by the check rather
+/// than by the deadline.
+UniqueFd connect_checked(const SocketAddress& addr, const MeshOptions& opts) {
+  if (!opts.check_peers) return connect_to(addr, opts.deadline);
+  for (;;) {
+    try {
+      return connect_to(addr, Deadline::min(opts.deadline, Deadline::after_ms(100)));
+    } catch (const Error& e) {
+      if (e.status() != Status::kTimeout || opts.deadline.expired()) throw;
+    }
+    opts.check_peers();
+  }
+}
+
 }  // namespace
 
 struct Mesh::Peer {
@@ -162,12 +177,12 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   auto is_tcp = [&](int p) { return !(m->peers_[p]->same_host && !force_tcp && !remote[p].shm_name.empty()); };
   for (int p = 0; p < opts.rank; ++p) {
     SocketAddress ctrl_addr{m->peers_[p]->same_host ? remote[p].unix_addr : remote[p].tcp_addr};
-    UniqueFd c = connect_to(ctrl_addr, opts.deadline);
+    UniqueFd c = connect_checked(ctrl_addr, opts);
     Hello h{kHelloMagic, 0, opts.session, opts.rank, 0};
     write_all(c.get(), &h, sizeof h, opts.deadline, str_cat("hello to rank ", p));
     m->peers_[p]->ctrl = std::move(c);
     if (is_tcp(p)) {
-      UniqueFd d = connect_to(SocketAddress{remote[p].tcp_addr}, opts.deadline);
+      UniqueFd d = connect_checked(SocketAddress{remote[p].tcp_addr}, opts);
       Hello hd{kHelloMagic, 1, opts.session, opts.rank, 0};
       write_all(d.get(), &hd, sizeof hd, opts.deadline, str_cat("hello to rank ", p));
       data_fd[p] = std::move(d);
@@ -234,6 +249,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
       }
       pending.push_back(Pending{std::move(c), Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs))});
     }
+    if (expected > 0 && opts.check_peers) opts.check_peers();
     if (expected > 0 && opts.deadline.expired()) {
       std::string missing;
       for (int p = opts.rank + 1; p < opts.size; ++p) {

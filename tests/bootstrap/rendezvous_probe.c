@@ -5,6 +5,9 @@
  * milliseconds (default 0) with the communicator alive, then destroys it.
  * On any failure it prints the status and occl_last_error() to stderr and
  * exits 1.
+ * PROBE_SPLIT=1: then splits the communicator (one color, same order) and
+ * all_reduces on the child too. PROBE_REPEAT=N: does all of it N times in a
+ * row (create, all_reduce, destroy), on the same rendezvous address.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
@@ -18,10 +21,8 @@ static int fail(const char* what, occl_status_t st) {
   return 1;
 }
 
-int main(void) {
-  occl_comm_t comm = NULL;
-  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, NULL);
-  if (st != OCCL_SUCCESS) return fail("occl_comm_init", st);
+/* all_reduces rank+1 on comm and checks the sum; 0 on success. */
+static int check_all_reduce(occl_comm_t comm) {
   int rank = 0, size = 0;
   occl_comm_rank(comm, &rank);
   occl_comm_size(comm, &size);
@@ -34,12 +35,33 @@ int main(void) {
   t.dtype.bits = 64;
   t.dtype.lanes = 1;
   t.shape = &count;
-  st = occl_all_reduce(&t, &t, OCCL_SUM, comm, NULL);
+  occl_status_t st = occl_all_reduce(&t, &t, OCCL_SUM, comm, NULL);
   if (st != OCCL_SUCCESS) return fail("occl_all_reduce", st);
   if (value != (int64_t)size * (size + 1) / 2) {
     fprintf(stderr, "probe: rank %d: sum %lld, expected %lld\n", rank, (long long)value,
             (long long)size * (size + 1) / 2);
     return 1;
+  }
+  return 0;
+}
+
+/* One round: create, all_reduce (and split), hold, destroy. */
+static int one_round(void) {
+  occl_comm_t comm = NULL;
+  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, NULL);
+  if (st != OCCL_SUCCESS) return fail("occl_comm_init", st);
+  if (check_all_reduce(comm) != 0) return 1;
+  int rank = 0, size = 0;
+  occl_comm_rank(comm, &rank);
+  occl_comm_size(comm, &size);
+  const char* split = getenv("PROBE_SPLIT");
+  if (split != NULL && split[0] == '1') {
+    occl_comm_t child = NULL;
+    st = occl_comm_split(comm, 0, rank, NULL, &child);
+    if (st != OCCL_SUCCESS) return fail("occl_comm_split", st);
+    if (check_all_reduce(child) != 0) return 1;
+    printf("probe rank %d of %d split ok\n", rank, size);
+    occl_comm_destroy(child);
   }
   printf("probe rank %d of %d ok\n", rank, size);
   fflush(stdout);
@@ -50,5 +72,17 @@ int main(void) {
     nanosleep(&ts, NULL);
   }
   occl_comm_destroy(comm);
+  return 0;
+}
+
+int main(void) {
+  const char* repeat = getenv("PROBE_REPEAT");
+  long rounds = repeat != NULL ? strtol(repeat, NULL, 10) : 1;
+  for (long i = 0; i < rounds; ++i) {
+    if (one_round() != 0) {
+      fprintf(stderr, "probe: round %ld of %ld failed\n", i + 1, rounds);
+      return 1;
+    }
+  }
   return 0;
 }
