@@ -4,12 +4,15 @@
 //
 //   offset size  field
 //        0    8  magic "OCCLUID1"
-//        8    2  version (1)
+//        8    2  version (2)
 //       10    2  TCP port of the store server (non-zero)
 //       12    8  random session token (non-zero)
-//       20    1  host length n (1..107)
+//       20    1  host length n (1..75)
 //       21    n  host (printable ASCII, no spaces)
-//     21+n  ...  zero padding (checked: garbage rarely has it)
+//     21+n  ...  zero padding up to offset 96 (checked: garbage rarely has it)
+//       96   32  the job secret: random bytes; the store server and every
+//                mesh connection of this id's ranks require proof of it
+//                (HMAC challenge-response, never sent itself)
 #include "bootstrap/rendezvous.h"
 
 #include <netdb.h>
@@ -30,6 +33,7 @@
 #include "bootstrap/util.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "common/sha256.h"
 #include "common/status.h"
 
 namespace omniccl::bootstrap {
@@ -37,9 +41,11 @@ namespace omniccl::bootstrap {
 namespace {
 
 constexpr char kUidMagic[8] = {'O', 'C', 'C', 'L', 'U', 'I', 'D', '1'};
-constexpr uint16_t kUidVersion = 1;
+constexpr uint16_t kUidVersion = 2;
 constexpr size_t kUidHostOffset = 21;
-constexpr size_t kUidMaxHost = kUniqueIdBytes - kUidHostOffset;
+constexpr size_t kUidSecretOffset = 96;
+constexpr size_t kUidSecretBytes = kUniqueIdBytes - kUidSecretOffset;
+constexpr size_t kUidMaxHost = kUidSecretOffset - kUidHostOffset;
 
 /// A launcher's pair of rank and size variables.
 struct EnvPair {
@@ -162,7 +168,8 @@ void parse_host_port(const std::string& init_method, const std::string& rest,
 }
 
 /// Writes the unique id of (host, port, token) into out.
-void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, char* out) {
+void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, const std::string& secret,
+                      char* out) {
   check_arg(!host.empty() && host.size() <= kUidMaxHost, "address '", host,
             "' does not fit in a unique id (at most ", kUidMaxHost, " bytes)");
   std::memset(out, 0, kUniqueIdBytes);
@@ -172,6 +179,7 @@ void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, ch
   wire::put_le(out + 12, token, 8);
   out[20] = static_cast<char>(host.size());
   std::memcpy(out + kUidHostOffset, host.data(), host.size());
+  std::memcpy(out + kUidSecretOffset, secret.data(), kUidSecretBytes);
 }
 
 /// A random non-zero 64-bit token.
@@ -275,31 +283,35 @@ RendezvousSpec parse_init_method(const std::string& init_method, int rank, int w
          "'; use env://, tcp://host:port or file:///path");
   }
   resolve_rank(rank, world_size, &spec);
+  spec.secret = get_setting("OMNICCL_JOB_TOKEN").value_or("");
   return spec;
 }
 
 void create_unique_id(char out[kUniqueIdBytes]) {
   std::unique_ptr<TcpStoreServer> server;
   std::string host;
+  const Digest random = random_nonce();
+  const std::string secret(reinterpret_cast<const char*>(random.data()), kUidSecretBytes);
+  const StoreLimits limits = StoreLimits::from_environment(0);
   if (auto configured = get_setting("OMNICCL_SOCKET_ADDR")) {
     host = *configured;  // an explicit choice: failing to bind it is an error
-    server = std::make_unique<TcpStoreServer>(host, 0);
+    server = std::make_unique<TcpStoreServer>(host, 0, limits, &secret);
   } else {
     host = primary_address();
     if (!host.empty()) {
       try {
-        server = std::make_unique<TcpStoreServer>(host, 0);
+        server = std::make_unique<TcpStoreServer>(host, 0, limits, &secret);
       } catch (const Error& e) {
         OCCL_LOG(kInfo, kBootstrap, "unique id: ", e.what(), "; using 127.0.0.1");
       }
     }
     if (!server) {
       host = "127.0.0.1";
-      server = std::make_unique<TcpStoreServer>(host, 0);
+      server = std::make_unique<TcpStoreServer>(host, 0, limits, &secret);
     }
   }
   const uint64_t token = random_token();
-  encode_unique_id(host, server->port(), token, out);
+  encode_unique_id(host, server->port(), token, secret, out);
   OCCL_LOG(kInfo, kBootstrap, "unique id: store server on ",
            detail::host_port(host, server->port()));
   UidServers& s = uid_servers();
@@ -334,7 +346,7 @@ RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int wor
       fail(Status::kInvalidArgument, garbage, "host contains a non-printable byte");
     }
   }
-  for (size_t i = kUidHostOffset + host_len; i < kUniqueIdBytes; ++i) {
+  for (size_t i = kUidHostOffset + host_len; i < kUidSecretOffset; ++i) {
     if (in[i] != 0) fail(Status::kInvalidArgument, garbage, "padding is not zero");
   }
   RendezvousSpec spec;
@@ -342,6 +354,7 @@ RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int wor
   spec.host.assign(in + kUidHostOffset, host_len);
   spec.port = port;
   spec.token = token;
+  spec.secret.assign(in + kUidSecretOffset, kUidSecretBytes);
   resolve_rank(rank, world_size, &spec);
   return spec;
 }
@@ -369,7 +382,8 @@ std::string job_id() {
 
 std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& spec) {
   try {
-    return std::make_unique<TcpStoreServer>(spec.host, spec.port, StoreLimits::from_environment(spec.world_size));
+    return std::make_unique<TcpStoreServer>(spec.host, spec.port, StoreLimits::from_environment(spec.world_size),
+                                            &spec.secret);
   } catch (const Error& e) {
     if (std::string(e.what()).find(std::strerror(EADDRINUSE)) == std::string::npos) throw;
     const std::string port = std::to_string(spec.port);
@@ -390,7 +404,7 @@ std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline d
   for (;;) {
     Deadline slice = Deadline::min(deadline, Deadline(next_report));
     try {
-      return connect_tcp_store(spec.host, spec.port, slice);
+      return connect_tcp_store(spec.host, spec.port, slice, &spec.secret);
     } catch (const Error& e) {
       if (e.status() != Status::kTimeout) throw;
       if (deadline.expired()) {
@@ -423,7 +437,7 @@ void RendezvousWait::watch_members() {
   if (spec_.kind == RendezvousSpec::Kind::kFile) return;
   char host[256] = {};
   (void)gethostname(host, sizeof host - 1);
-  watch_ = connect_tcp_store(spec_.host, spec_.port, deadline_);
+  watch_ = connect_tcp_store(spec_.host, spec_.port, deadline_, &spec_.secret);
   watch_->set_on_close(prefix_ + "left",
                        str_cat("rank ", spec_.rank, " (pid ", ::getpid(), " on ", host, ") left during the setup of ",
                                "the communicator at ", rendezvous_address(spec_),
@@ -471,6 +485,19 @@ void RendezvousWait::check_members() {
 }
 
 void RendezvousWait::join() {
+  try {
+    join_once();
+  } catch (const StaleRendezvous&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.status() == Status::kPeerFailure && spec_.rank != 0 && spec_.kind == RendezvousSpec::Kind::kTcp) {
+      throw StaleRendezvous(e.status(), e.what());
+    }
+    throw;
+  }
+}
+
+void RendezvousWait::join_once() {
   // A unique id's token already identifies its job.
   const std::string mine = spec_.kind == RendezvousSpec::Kind::kUniqueId ? std::string() : job_id();
   auto another_job = [&](const std::string& theirs) {
@@ -487,10 +514,10 @@ void RendezvousWait::join() {
       std::string theirs = store_.get(prefix_ + "job", Deadline::after_ms(5000));
       if (theirs != mine) another_job(theirs);
     }
-    fail(Status::kInvalidArgument, "the rendezvous at ", rendezvous_address(spec_),
+    throw StaleRendezvous(Status::kInvalidArgument, str_cat("the rendezvous at ", rendezvous_address(spec_),
          " has already completed without rank ", spec_.rank,
          ": another job is using this address (two jobs on one MASTER_PORT?), or this rank was started late; "
-         "give each job its own port, or start it with omniccl-run, which picks a free port");
+         "give each job its own port, or start it with omniccl-run, which picks a free port"));
   } else {
     std::string theirs = get("job");
     if (theirs != mine) another_job(theirs);

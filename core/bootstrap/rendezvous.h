@@ -18,6 +18,9 @@ struct RendezvousSpec {
   uint16_t port = 0;  ///< kTcp, kUniqueId
   std::string path;   ///< kFile: directory
   uint64_t token = 0; ///< kUniqueId: random session token (key prefix)
+  /// The job token every store and mesh connection proves: kUniqueId: the
+  /// 32 random bytes carried in the id; else OMNICCL_JOB_TOKEN ("" = none).
+  std::string secret;
   int rank = -1;
   int world_size = -1;
   /// kTcp: why port differs from MASTER_PORT ("" when it does not).
@@ -66,6 +69,15 @@ std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& sp
 std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline deadline,
                                           int64_t timeout_ms);
 
+/// join() found the rendezvous server of an earlier communicator on this
+/// address (same job, already completed, or closing): right after a destroy,
+/// rank 0 may not have closed its previous server yet. The caller
+/// reconnects and joins again for a short while before reporting it.
+class StaleRendezvous : public Error {
+ public:
+  using Error::Error;
+};
+
 /// The waiting part of a rendezvous, shared by the ranks through `store`
 /// under `prefix`. Ranks join by claiming their number (key "claim/R").
 /// Every wait reports the ranks still missing after a few seconds and then
@@ -80,7 +92,9 @@ class RendezvousWait {
   /// other members are told that this rank left.
   ~RendezvousWait();
   /// Checks the job identity (rank 0 sets it) and that the rendezvous has not
-  /// already completed, then claims this rank's number.
+  /// already completed, then claims this rank's number. Throws
+  /// StaleRendezvous (ranks other than 0, TCP) for a completed rendezvous of
+  /// this job or a server that closed the connection.
   void join();
   /// Waits for `key` (under the prefix) and returns its value.
   std::string get(const std::string& key);
@@ -102,6 +116,7 @@ class RendezvousWait {
   void finish_watch();
 
  private:
+  void join_once();
   [[noreturn]] void fail_timeout(const std::string& key);
   std::vector<int> missing_ranks();
   void report_progress();

@@ -65,7 +65,10 @@ class TcpStoreServer {
  public:
   /// Binds host:port (port 0 picks a free one). Throws Error(kSystem) with
   /// the address if binding fails.
-  TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits = StoreLimits::from_environment(0));
+  /// `token`: the job token clients must prove; nullptr = OMNICCL_JOB_TOKEN
+  /// (unset: no authentication).
+  TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits = StoreLimits::from_environment(0),
+                 const std::string* token = nullptr);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -79,8 +82,10 @@ class TcpStoreServer {
 };
 
 /// Connects to a TCP store, retrying until the deadline (the server may
-/// start later). Throws Error(kTimeout) naming host:port.
-std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port, Deadline deadline);
+/// start later). Throws Error(kTimeout) naming host:port. `token`: the job
+/// token to prove; nullptr = OMNICCL_JOB_TOKEN (unset: none).
+std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port, Deadline deadline,
+                                         const std::string* token = nullptr);
 
 /// A store in directory `dir` (created if missing): one file per key,
 /// written atomically (temp file + rename).

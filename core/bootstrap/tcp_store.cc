@@ -599,12 +599,13 @@ void TcpStoreServer::Impl::close_conn(uint64_t id) {
   conns.erase(it);
 }
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits)
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits,
+                               const std::string* token)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.host = host;
   s.limits = limits;
-  s.token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
+  s.token = token != nullptr ? *token : get_setting("OMNICCL_JOB_TOKEN").value_or("");
   int gai_err = 0;
   auto addrs = detail::resolve(host, port, /*passive=*/true, &gai_err);
   if (addrs.empty()) {
@@ -1018,11 +1019,12 @@ void Store::set_on_close(const std::string& key, const std::string&) {
 }
 
 std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
-                                         Deadline deadline) {
+                                         Deadline deadline, const std::string* token_override) {
   check_arg(!host.empty(), "rendezvous host is empty");
   check_arg(port != 0, "rendezvous port 0 is not a valid port for ", host);
   const int64_t op_timeout_ms = detail::default_op_timeout_ms();
-  const std::string token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
+  const std::string token =
+      token_override != nullptr ? *token_override : get_setting("OMNICCL_JOB_TOKEN").value_or("");
   const auto start = Clock::now();
   auto backoff = std::chrono::milliseconds(10);
   int err = 0;

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <new>
 #include <random>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "algorithm/algorithms.h"
 #include "bootstrap/store.h"
@@ -107,8 +109,23 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   if (auto v = get_setting("OMNICCL_SOCKET_ADDR")) tcp_ip = *v;
 
   // Same job, not completed yet, and a rank number may be claimed once.
-  bootstrap::RendezvousWait wait(*store, prefix, spec, deadline, config.timeout_ms);
-  wait.join();
+  // Right after a destroy, a rank may find rank 0's previous server still
+  // up (completed, or closing): it reconnects for a moment before failing.
+  std::optional<bootstrap::RendezvousWait> waiting;
+  for (const auto first = Clock::now();;) {
+    waiting.emplace(*store, prefix, spec, deadline, config.timeout_ms);
+    try {
+      waiting->join();
+      break;
+    } catch (const bootstrap::StaleRendezvous&) {
+      if (Clock::now() - first > std::chrono::seconds(3) || deadline.expired()) throw;
+    }
+    waiting.reset();
+    store.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    store = bootstrap::connect_rendezvous(spec, deadline, config.timeout_ms);
+  }
+  bootstrap::RendezvousWait& wait = *waiting;
   wait.watch_members();  // a member that dies during setup is named within a second
   uint64_t session;
   if (rank == 0) {
@@ -131,6 +148,9 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
       }
       all[p] = v.substr(bar + 1);
     }
+    // Every rank has joined and published; none can finish (and come back
+    // on this address) before rank 0 sends its ready, after this.
+    wait.mark_completed();
     return all;
   };
 
@@ -143,10 +163,10 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.deadline = deadline;
   opts.single_copy = config.single_copy;
   opts.check_peers = [&wait] { wait.check_members(); };
+  opts.token = spec.secret;
   auto mesh = transport::Mesh::create(opts, exchange);
   if (n == 1) exchange("");
   wait.finish_watch();
-  wait.mark_completed();
   // Everyone has read everything (the mesh ends with a barrier): tidy up,
   // so a file:// directory can be reused.
   try {
@@ -163,6 +183,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   store.reset();
   std::shared_ptr<Communicator> comm(new Communicator(rank, n, config, std::move(mesh), session));
   comm->tcp_ip_ = tcp_ip;
+  comm->token_ = spec.secret;
   comm->store_server_ = std::move(server);
   OCCL_LOG(kInfo, kInit, "communicator ready: rank ", rank, " of ", n, " over ", comm->transport_name());
   return comm;
@@ -519,6 +540,7 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   opts.tcp_ip = tcp_ip_;
   opts.deadline = deadline;
   opts.single_copy = cfg.single_copy;
+  opts.token = token_;
   // A member that dies while the new mesh connects closes its control
   // socket of this communicator: end the split then, naming it.
   // Tell the other members too (they may be waiting on another rank).
@@ -538,6 +560,7 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   if (!exchanged) internal_all_gather("", deadline);
   std::shared_ptr<Communicator> result(new Communicator(new_rank, opts.size, cfg, std::move(mesh), session));
   result->tcp_ip_ = tcp_ip_;
+  result->token_ = token_;
   log::set_rank(rank_);
   return result;
 }

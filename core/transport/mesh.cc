@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "transport/auth.h"
 #include "transport/control_wire.h"
 #include "transport/shm/shm_link.h"
 #include "transport/socket.h"
@@ -179,12 +180,12 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
     SocketAddress ctrl_addr{m->peers_[p]->same_host ? remote[p].unix_addr : remote[p].tcp_addr};
     UniqueFd c = connect_checked(ctrl_addr, opts);
     Hello h{kHelloMagic, 0, opts.session, opts.rank, 0};
-    write_all(c.get(), &h, sizeof h, opts.deadline, str_cat("hello to rank ", p));
+    auth::send_hello(c.get(), h, opts.token, opts.deadline, str_cat("hello to rank ", p));
     m->peers_[p]->ctrl = std::move(c);
     if (is_tcp(p)) {
       UniqueFd d = connect_checked(SocketAddress{remote[p].tcp_addr}, opts);
       Hello hd{kHelloMagic, 1, opts.session, opts.rank, 0};
-      write_all(d.get(), &hd, sizeof hd, opts.deadline, str_cat("hello to rank ", p));
+      auth::send_hello(d.get(), hd, opts.token, opts.deadline, str_cat("hello to rank ", p));
       data_fd[p] = std::move(d);
     }
   }
@@ -197,8 +198,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   struct Pending {
     UniqueFd fd;
     Deadline until;
-    Hello hello{};
-    size_t got = 0;
+    auth::Responder auth;  ///< the hello (and the token proof, with a token)
   };
   std::vector<Pending> pending;
   auto drop = [&](size_t i, const char* why) {
@@ -213,20 +213,17 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
     if (r < 0 && errno != EINTR) fail_errno("poll(listeners)", errno);
     for (size_t i = pending.size(); i-- > 0;) {  // back to front: drop() erases
       Pending& c = pending[i];
-      if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) {
-        ssize_t n = ::recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof c.hello - c.got,
-                           MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          drop(i, "closed before its hello");
-          continue;
-        }
-        if (n > 0) c.got += static_cast<size_t>(n);
+      auth::Responder::State st = auth::Responder::State::kMore;
+      if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) st = c.auth.on_readable();
+      if (st == auth::Responder::State::kFailed) {
+        drop(i, c.auth.why().c_str());
+        continue;
       }
-      if (c.got < sizeof c.hello) {
+      if (st != auth::Responder::State::kDone) {
         if (c.until.expired()) drop(i, "no complete hello within the handshake timeout");
         continue;
       }
-      const Hello h = c.hello;
+      const Hello h = c.auth.hello();
       const std::string why = wire::check_hello(h, opts.session, opts.rank, opts.size);
       if (!why.empty()) {
         drop(i, ("bad hello: " + why).c_str());
@@ -247,7 +244,9 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
                  " handshakes already pending)");
         continue;
       }
-      pending.push_back(Pending{std::move(c), Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs))});
+      const int fd = c.get();
+      pending.push_back(Pending{std::move(c), Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs)),
+                                auth::Responder(fd, opts.token)});
     }
     if (expected > 0 && opts.check_peers) opts.check_peers();
     if (expected > 0 && opts.deadline.expired()) {

@@ -59,6 +59,9 @@ struct MeshOptions {
   /// known to be gone (its rendezvous connection or its parent
   /// communicator's control socket closed). Empty: no check.
   std::function<void()> check_peers;
+  /// The job token: every setup connection proves it (transport/auth.h).
+  /// Empty: no authentication (hello only).
+  std::string token;
 };
 
 class Mesh {
