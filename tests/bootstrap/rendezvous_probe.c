@@ -8,6 +8,8 @@
  * PROBE_SPLIT=1: then splits the communicator (one color, same order) and
  * all_reduces on the child too. PROBE_REPEAT=N: does all of it N times in a
  * row (create, all_reduce, destroy), on the same rendezvous address.
+ * PROBE_LOOP_OPS=M: after the first all_reduce, M more (each sum checked),
+ * then prints "probe rank R of N loop ok".
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
@@ -65,6 +67,16 @@ static int one_round(void) {
   }
   printf("probe rank %d of %d ok\n", rank, size);
   fflush(stdout);
+  const char* loop = getenv("PROBE_LOOP_OPS");
+  if (loop != NULL) {
+    /* A job in progress: that many more all_reduces, each sum checked. */
+    long ops = strtol(loop, NULL, 10);
+    for (long i = 0; i < ops; ++i) {
+      if (check_all_reduce(comm) != 0) return 1;
+    }
+    printf("probe rank %d of %d loop ok (%ld all_reduces)\n", rank, size, ops);
+    fflush(stdout);
+  }
   const char* hold = getenv("PROBE_HOLD_MS");
   if (hold != NULL) {
     long ms = strtol(hold, NULL, 10);
