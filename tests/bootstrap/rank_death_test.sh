@@ -5,11 +5,23 @@
 #   (a) while the others wait in the rendezvous (a 4th rank never comes);
 #   (b) during link setup: it stops at its first connect to a peer (the
 #       stall_connect shim) and is killed there;
-#   (c) during a split: the same, at its first connect of the split.
+#   (c) during a split: the same, at its first connect of the split;
+#   (d) and occl_comm_abort of a non-blocking init in link setup returns
+#       within 500 ms.
 # Usage: rank_death_test.sh PATH/TO/rendezvous_probe PATH/TO/libstall_connect.so
 PROBE=${1:?usage: $0 rendezvous_probe libstall_connect.so}
 SHIM=${2:?usage: $0 rendezvous_probe libstall_connect.so}
 source "$(dirname "$0")/lib.sh"
+# start_rank runs each probe under timeout; a stopped probe outlives a
+# killed timeout, so kill the probes themselves too.
+kill_probes() {
+  local p c
+  for p in "${PIDS[@]}"; do
+    for c in $(cat "/proc/$p/task/$p/children" 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
+  done
+  cleanup
+}
+trap kill_probes EXIT
 
 # probe_pid NAME: the pid of the probe itself (start_rank runs it under timeout).
 probe_pid() {
@@ -74,6 +86,18 @@ if wait_for_text "$TMP/c2.err" "stall_connect: stalled" 20; then
   expect_named split "$victim" c0 c1
 else
   fail "split: rank 2 never reached its first connect of the split"; show "$TMP/c2.err"
+fi
+# (d) occl_comm_abort during link setup: rank 0's non-blocking init waits
+# for rank 1, stopped at its first connect; the abort returns at once.
+port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
+start_rank d0 0 2 "$port" OMNICCL_TIMEOUT=60s PROBE_ABORT_AFTER_MS=1500
+start_rank d1 1 2 "$port" OMNICCL_TIMEOUT=60s LD_PRELOAD="$SHIM"
+wait "$PID_d0"; rc=$?
+if ((rc == 0)) && grep -q "stall_connect: stalled" "$TMP/d1.err" &&
+   ms=$(grep -oE "abort took [0-9]+ ms" "$TMP/d0.out" | grep -oE "[0-9]+") && ((ms < 500)); then
+  ok "abort in link setup: occl_comm_abort returned after $ms ms"
+else
+  fail "abort in link setup: exit $rc ($(cat "$TMP/d0.out")), expected an abort within 500 ms"; show "$TMP/d0.err"; show "$TMP/d1.err"
 fi
 [[ -n "${SHOW_ALL:-}" ]] && for f in "$TMP"/*.err; do show "$f"; done
 finish rank_death_test

@@ -10,6 +10,8 @@
  * row (create, all_reduce, destroy), on the same rendezvous address.
  * PROBE_LOOP_OPS=M: after the first all_reduce, M more (each sum checked),
  * then prints "probe rank R of N loop ok".
+ * PROBE_ABORT_AFTER_MS=M: only a non-blocking init, aborted after M ms while
+ * still in progress; prints "probe abort took T ms".
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
@@ -87,7 +89,31 @@ static int one_round(void) {
   return 0;
 }
 
+/* PROBE_ABORT_AFTER_MS: a non-blocking init, aborted after that long while
+ * still in progress; prints how long occl_comm_abort took. */
+static int init_then_abort(long after_ms) {
+  occl_config_t cfg = OCCL_CONFIG_INIT;
+  cfg.blocking = 0;
+  occl_comm_t comm = NULL;
+  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg);
+  if (st != OCCL_ERR_IN_PROGRESS) return fail("non-blocking occl_comm_init", st);
+  struct timespec ts = {after_ms / 1000, (after_ms % 1000) * 1000000L}, t0, t1;
+  nanosleep(&ts, NULL);
+  occl_status_t state = OCCL_SUCCESS;
+  occl_comm_get_async_error(comm, &state);
+  if (state != OCCL_ERR_IN_PROGRESS) return fail("the init (expected still in progress)", state);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  st = occl_comm_abort(comm);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (st != OCCL_SUCCESS) return fail("occl_comm_abort", st);
+  printf("probe abort took %ld ms\n", (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+  fflush(stdout);
+  return 0;
+}
+
 int main(void) {
+  const char* abort_after = getenv("PROBE_ABORT_AFTER_MS");
+  if (abort_after != NULL) return init_then_abort(strtol(abort_after, NULL, 10));
   const char* repeat = getenv("PROBE_REPEAT");
   long rounds = repeat != NULL ? strtol(repeat, NULL, 10) : 1;
   for (long i = 0; i < rounds; ++i) {
