@@ -42,7 +42,9 @@ class Store {
 /// silence), logged, and the job goes on.
 struct StoreLimits {
   /// Connections served at once; further ones are closed at accept.
-  /// 0: max(world size + 16, min(4096, half the open-file limit)).
+  /// 0: max(2 x world size + 16, min(4096, half the open-file limit)):
+  /// each rank holds two while it sets up (requests, and the watch whose
+  /// closing tells the others it left).
   size_t max_connections = 0;
   /// Bytes of stored keys and values, all clients together; unprocessed
   /// input of all connections has the same limit of its own.

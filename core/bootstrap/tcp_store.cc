@@ -211,7 +211,7 @@ StoreLimits StoreLimits::from_environment(int world_size) {
     rlimit rl{};
     uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
     l.max_connections = static_cast<size_t>(
-        std::max<uint64_t>(static_cast<uint64_t>(std::max(world_size, 0)) + 16, std::min<uint64_t>(4096, nofile / 2)));
+        std::max<uint64_t>(2 * static_cast<uint64_t>(std::max(world_size, 0)) + 16, std::min<uint64_t>(4096, nofile / 2)));
   }
   if (auto v = get_setting("OMNICCL_STORE_MAX_BYTES")) {
     auto n = detail::parse_int64(*v);
