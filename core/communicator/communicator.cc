@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <random>
+#include <exception>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -111,19 +112,28 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   // Same job, not completed yet, and a rank number may be claimed once.
   // Right after a destroy, a rank may find rank 0's previous server still
   // up (completed, or closing): it reconnects for a moment before failing.
+  // (A server that went away for good is reported as it was, after 3 s.)
   std::optional<bootstrap::RendezvousWait> waiting;
-  for (const auto first = Clock::now();;) {
+  const auto grace_end = Clock::now() + std::chrono::seconds(3);
+  for (;;) {
     waiting.emplace(*store, prefix, spec, deadline, config.timeout_ms);
+    std::exception_ptr stale;
     try {
       waiting->join();
       break;
     } catch (const bootstrap::StaleRendezvous&) {
-      if (Clock::now() - first > std::chrono::seconds(3) || deadline.expired()) throw;
+      if (Clock::now() >= grace_end || deadline.expired()) throw;
+      stale = std::current_exception();
     }
     waiting.reset();
     store.reset();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    store = bootstrap::connect_rendezvous(spec, deadline, config.timeout_ms);
+    try {
+      store = bootstrap::connect_rendezvous(spec, Deadline::min(deadline, Deadline(grace_end)), config.timeout_ms);
+    } catch (const Error& e) {
+      if (e.status() == Status::kTimeout && !deadline.expired()) std::rethrow_exception(stale);
+      throw;
+    }
   }
   bootstrap::RendezvousWait& wait = *waiting;
   wait.watch_members();  // a member that dies during setup is named within a second
