@@ -41,7 +41,7 @@ void send_hello(int fd, const wire::Hello& hello, const std::string& token, Dead
   } catch (const Error& e) {
     if (e.status() == Status::kTimeout) throw;
     fail(Status::kPeerFailure, what, ": the peer closed the connection before asking for the job token (",
-         e.what(), "); is OMNICCL_JOB_TOKEN unset on that rank?");
+         e.what(), "): it exited, or OMNICCL_JOB_TOKEN is unset there");
   }
   if (std::memcmp(challenge, kChallengeMagic, sizeof kChallengeMagic) != 0) {
     fail(Status::kPeerFailure, what, ": the peer did not ask for the job token (is OMNICCL_JOB_TOKEN unset there?)");
