@@ -87,9 +87,10 @@ wait_rank() {  # wait_rank NAME -> sets rc, took_ms (since $t0)
   took_ms=$(( $(now_ms) - t0 ))
 }
 
-# (1) A job across three hosts: mixed transport, sums right, split too.
+# (1) A job across three hosts with a job token (every store and mesh
+# connection proves it): mixed transport, sums right, split too.
 t0=$(now_ms)
-start_job ok OMNICCL_TIMEOUT=30s PROBE_SPLIT=1
+start_job ok OMNICCL_TIMEOUT=30s PROBE_SPLIT=1 OMNICCL_JOB_TOKEN=multihost-test-token
 for r in 0 1 2 3 4; do
   wait_rank "ok$r"
   if ((rc == 0)) && grep -q "probe rank $r of 5 split ok" "$TMP/ok$r.out" &&
