@@ -5,7 +5,7 @@
 #
 #   asan  clang, AddressSanitizer + UndefinedBehaviorSanitizer (every finding
 #         fatal), libFuzzer coverage: the unit, abi, examples and hardening
-#         suites.
+#         suites, then the errors, api and faults suites.
 #   fuzz  the libFuzzer targets of tests/fuzz, from the asan build, each for
 #         OMNICCL_FUZZ_SECONDS (default 15) from its checked-in corpus in
 #         tests/fuzz/corpus/<target>; a crash, leak or sanitizer report fails.
@@ -39,7 +39,7 @@ run_asan() {
   local dir=$root/asan
   configure "$dir" clang clang++ address,undefined -DOMNICCL_FUZZ=ON
   local t=(core_test kernels_test store_test rendezvous_test handshake_test hardening_test abi_runtime_check
-           omniccl-run shm_link_test transport_registry_test)
+           omniccl-run shm_link_test transport_registry_test errors_test api_test faults_test)
   local e
   for e in broadcast scatter gather reduce all_reduce all_gather reduce_scatter all_to_all barrier send_recv; do
     t+=("example_c_$e")
@@ -54,6 +54,13 @@ run_asan() {
   # (abi_symbols checks the release library's exports: the main build runs it.)
   ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 -L 'unit|abi|examples' -E '^abi_symbols$'
   ctest --test-dir "$dir" --output-on-failure --timeout 600 -R '^HardeningTest\.'
+  # Bad input, the API's edges and faults (killed peers, aborts), each suite
+  # one process (its ranks forked): about 1 minute, and 2 more to build.
+  echo "== asan+ubsan: errors, api and faults suites"
+  local s
+  for s in errors_test api_test faults_test; do
+    timeout 600 "$dir/tests/collectives/$s"
+  done
   unset ASAN_OPTIONS UBSAN_OPTIONS
 }
 

@@ -4,12 +4,15 @@
 //
 //   offset size  field
 //        0    8  magic "OCCLUID1"
-//        8    2  version (1)
+//        8    2  version (2)
 //       10    2  TCP port of the store server (non-zero)
 //       12    8  random session token (non-zero)
-//       20    1  host length n (1..107)
+//       20    1  host length n (1..75)
 //       21    n  host (printable ASCII, no spaces)
-//     21+n  ...  zero padding (checked: garbage rarely has it)
+//     21+n  ...  zero padding up to offset 96 (checked: garbage rarely has it)
+//       96   32  the job secret: random bytes; the store server and every
+//                mesh connection of this id's ranks require proof of it
+//                (HMAC challenge-response, never sent itself)
 #include "bootstrap/rendezvous.h"
 
 #include <netdb.h>
@@ -21,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <thread>
 #include <memory>
 #include <mutex>
@@ -33,6 +37,7 @@
 #include "common/net.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "common/sha256.h"
 #include "common/status.h"
 
 namespace omniccl::bootstrap {
@@ -40,9 +45,11 @@ namespace omniccl::bootstrap {
 namespace {
 
 constexpr char kUidMagic[8] = {'O', 'C', 'C', 'L', 'U', 'I', 'D', '1'};
-constexpr uint16_t kUidVersion = 1;
+constexpr uint16_t kUidVersion = 2;
 constexpr size_t kUidHostOffset = 21;
-constexpr size_t kUidMaxHost = kUniqueIdBytes - kUidHostOffset;
+constexpr size_t kUidSecretOffset = 96;
+constexpr size_t kUidSecretBytes = kUniqueIdBytes - kUidSecretOffset;
+constexpr size_t kUidMaxHost = kUidSecretOffset - kUidHostOffset;
 
 /// A launcher's pair of rank and size variables.
 struct EnvPair {
@@ -165,7 +172,8 @@ void parse_host_port(const std::string& init_method, const std::string& rest,
 }
 
 /// Writes the unique id of (host, port, token) into out.
-void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, char* out) {
+void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, const std::string& secret,
+                      char* out) {
   check_arg(!host.empty() && host.size() <= kUidMaxHost, "address '", host,
             "' does not fit in a unique id (at most ", kUidMaxHost, " bytes)");
   std::memset(out, 0, kUniqueIdBytes);
@@ -175,6 +183,7 @@ void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, ch
   wire::put_le(out + 12, token, 8);
   out[20] = static_cast<char>(host.size());
   std::memcpy(out + kUidHostOffset, host.data(), host.size());
+  std::memcpy(out + kUidSecretOffset, secret.data(), kUidSecretBytes);
 }
 
 /// The first non-loopback IPv4 address the host name resolves to, or "".
@@ -270,31 +279,35 @@ RendezvousSpec parse_init_method(const std::string& init_method, int rank, int w
          "'; use env://, tcp://host:port or file:///path");
   }
   resolve_rank(rank, world_size, &spec);
+  spec.secret = get_setting("OMNICCL_JOB_TOKEN").value_or("");
   return spec;
 }
 
 void create_unique_id(char out[kUniqueIdBytes]) {
   std::unique_ptr<TcpStoreServer> server;
   std::string host;
+  const Digest random = random_nonce();
+  const std::string secret(reinterpret_cast<const char*>(random.data()), kUidSecretBytes);
+  const StoreLimits limits = StoreLimits::from_environment(0);
   if (auto configured = get_setting("OMNICCL_SOCKET_ADDR")) {
     host = *configured;  // an explicit choice: failing to bind it is an error
-    server = std::make_unique<TcpStoreServer>(host, 0);
+    server = std::make_unique<TcpStoreServer>(host, 0, limits, &secret);
   } else {
     host = primary_address();
     if (!host.empty()) {
       try {
-        server = std::make_unique<TcpStoreServer>(host, 0);
+        server = std::make_unique<TcpStoreServer>(host, 0, limits, &secret);
       } catch (const Error& e) {
         OCCL_LOG(kInfo, kBootstrap, "unique id: ", e.what(), "; using 127.0.0.1");
       }
     }
     if (!server) {
       host = "127.0.0.1";
-      server = std::make_unique<TcpStoreServer>(host, 0);
+      server = std::make_unique<TcpStoreServer>(host, 0, limits, &secret);
     }
   }
   const uint64_t token = random_u64();
-  encode_unique_id(host, server->port(), token, out);
+  encode_unique_id(host, server->port(), token, secret, out);
   OCCL_LOG(kInfo, kBootstrap, "unique id: store server on ",
            detail::host_port(host, server->port()));
   UidServers& s = uid_servers();
@@ -329,7 +342,7 @@ RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int wor
       fail(Status::kInvalidArgument, garbage, "host contains a non-printable byte");
     }
   }
-  for (size_t i = kUidHostOffset + host_len; i < kUniqueIdBytes; ++i) {
+  for (size_t i = kUidHostOffset + host_len; i < kUidSecretOffset; ++i) {
     if (in[i] != 0) fail(Status::kInvalidArgument, garbage, "padding is not zero");
   }
   RendezvousSpec spec;
@@ -337,6 +350,7 @@ RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int wor
   spec.host.assign(in + kUidHostOffset, host_len);
   spec.port = port;
   spec.token = token;
+  spec.secret.assign(in + kUidSecretOffset, kUidSecretBytes);
   resolve_rank(rank, world_size, &spec);
   return spec;
 }
@@ -364,7 +378,8 @@ std::string job_id() {
 
 std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& spec) {
   try {
-    return std::make_unique<TcpStoreServer>(spec.host, spec.port, StoreLimits::from_environment(spec.world_size));
+    return std::make_unique<TcpStoreServer>(spec.host, spec.port, StoreLimits::from_environment(spec.world_size),
+                                            &spec.secret);
   } catch (const Error& e) {
     if (std::string(e.what()).find(std::strerror(EADDRINUSE)) == std::string::npos) throw;
     const std::string port = std::to_string(spec.port);
@@ -385,7 +400,7 @@ std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline d
   for (;;) {
     Deadline slice = Deadline::min(deadline, Deadline(next_report));
     try {
-      return connect_tcp_store(spec.host, spec.port, slice);
+      return connect_tcp_store(spec.host, spec.port, slice, &spec.secret);
     } catch (const Error& e) {
       if (e.status() != Status::kTimeout) throw;
       if (deadline.expired()) {
@@ -412,7 +427,73 @@ RendezvousWait::RendezvousWait(Store& store, std::string prefix, const Rendezvou
       start_(Clock::now()),
       next_report_(start_ + kFirstReport) {}
 
+RendezvousWait::~RendezvousWait() = default;
+
+void RendezvousWait::watch_members() {
+  if (spec_.kind == RendezvousSpec::Kind::kFile) return;
+  char host[256] = {};
+  (void)gethostname(host, sizeof host - 1);
+  watch_ = connect_tcp_store(spec_.host, spec_.port, deadline_, &spec_.secret);
+  watch_->set_on_close(prefix_ + "left",
+                       str_cat("rank ", spec_.rank, " (pid ", ::getpid(), " on ", host, ") left during the setup of ",
+                               "the communicator at ", rendezvous_address(spec_),
+                               ": its connection to the rendezvous server closed (the process exited, was killed, ",
+                               "or gave up)"));
+}
+
+void RendezvousWait::finish_watch() {
+  if (!watch_) return;
+  try {
+    watch_->set_on_close(prefix_ + "left", "");
+  } catch (const Error&) {
+  }
+  watch_.reset();
+}
+
+void RendezvousWait::check_members() {
+  if (spec_.kind == RendezvousSpec::Kind::kFile || Clock::now() < next_check_) return;
+  next_check_ = Clock::now() + std::chrono::milliseconds(250);
+  check_failure_notice();
+  if (!store_.check(prefix_ + "left")) return;
+  const std::string why = store_.get(prefix_ + "left", Deadline::after_ms(5000));  // it is there
+  OCCL_LOG(kWarn, kBootstrap, "rank ", spec_.rank, " of ", spec_.world_size, ": ", why);
+  // This rank fails too: its own departure is no news to the others.
+  finish_watch();
+  if (spec_.rank == 0 && spec_.kind == RendezvousSpec::Kind::kTcp) {
+    // The ranks still waiting read the notice from this server: keep it up
+    // until they have (each looks at least every 250 ms), or briefly.
+    try {
+      int waiting = -2;  // neither rank 0 nor the one that left
+      for (int q = 0; q < spec_.world_size; ++q) waiting += store_.check(str_cat(prefix_, "claim/", q)) ? 1 : 0;
+      const auto until = Clock::now() + kNoticeLinger;
+      while (Clock::now() < until && store_.add(prefix_ + "left_seen", 0) < waiting) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    } catch (const Error&) {
+    }
+  } else {
+    try {
+      (void)store_.add(prefix_ + "left_seen", 1);
+    } catch (const Error&) {
+    }
+  }
+  fail(Status::kPeerFailure, why);
+}
+
 void RendezvousWait::join() {
+  try {
+    join_once();
+  } catch (const StaleRendezvous&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.status() == Status::kPeerFailure && spec_.rank != 0 && spec_.kind == RendezvousSpec::Kind::kTcp) {
+      throw StaleRendezvous(e.status(), e.what());
+    }
+    throw;
+  }
+}
+
+void RendezvousWait::join_once() {
   // A unique id's token already identifies its job.
   const std::string mine = spec_.kind == RendezvousSpec::Kind::kUniqueId ? std::string() : job_id();
   auto another_job = [&](const std::string& theirs) {
@@ -429,10 +510,10 @@ void RendezvousWait::join() {
       std::string theirs = store_.get(prefix_ + "job", Deadline::after_ms(5000));
       if (theirs != mine) another_job(theirs);
     }
-    fail(Status::kInvalidArgument, "the rendezvous at ", rendezvous_address(spec_),
+    throw StaleRendezvous(Status::kInvalidArgument, str_cat("the rendezvous at ", rendezvous_address(spec_),
          " has already completed without rank ", spec_.rank,
          ": another job is using this address (two jobs on one MASTER_PORT?), or this rank was started late; "
-         "give each job its own port, or start it with omniccl-run, which picks a free port");
+         "give each job its own port, or start it with omniccl-run, which picks a free port"));
   } else {
     std::string theirs = get("job");
     if (theirs != mine) another_job(theirs);
@@ -468,6 +549,9 @@ void RendezvousWait::check_failure_notice() {
 }
 
 void RendezvousWait::fail_timeout(const std::string& key) {
+  // Every member waits for the same deadline: this rank's giving up is not
+  // news to report as a departure.
+  finish_watch();
   std::vector<int> missing = missing_ranks();
   std::string why =
       missing.empty()
@@ -508,6 +592,7 @@ std::string RendezvousWait::get(const std::string& key) {
     // Only a wait that lasts looks for rank 0's notice and reports progress:
     // the usual rendezvous costs one request per key.
     check_failure_notice();
+    check_members();
     if (deadline_.expired()) fail_timeout(key);
     if (Clock::now() >= next_report_) report_progress();
   }
@@ -553,8 +638,31 @@ Rendezvous::Rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t ti
   if (auto v = get_setting("OMNICCL_SOCKET_ADDR")) local_ip_ = *v;
 
   // Same job, not completed yet, and a rank number may be claimed once.
-  wait_ = std::make_unique<RendezvousWait>(*store_, prefix_, spec, deadline, timeout_ms);
-  wait_->join();
+  // Right after a destroy, a rank may find rank 0's previous server still
+  // up (completed, or closing): it reconnects for a moment before failing.
+  // (A server that went away for good is reported as it was, after 3 s.)
+  const auto grace_end = Clock::now() + std::chrono::seconds(3);
+  for (;;) {
+    wait_ = std::make_unique<RendezvousWait>(*store_, prefix_, spec, deadline, timeout_ms);
+    std::exception_ptr stale;
+    try {
+      wait_->join();
+      break;
+    } catch (const StaleRendezvous&) {
+      if (Clock::now() >= grace_end || deadline.expired()) throw;
+      stale = std::current_exception();
+    }
+    wait_.reset();
+    store_.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    try {
+      store_ = connect_rendezvous(spec, Deadline::min(deadline, Deadline(grace_end)), timeout_ms);
+    } catch (const Error& e) {
+      if (e.status() == Status::kTimeout && !deadline.expired()) std::rethrow_exception(stale);
+      throw;
+    }
+  }
+  wait_->watch_members();  // a member that dies during setup is named within a second
   if (spec.rank == 0) {
     session_ = random_u64();
     store_->set(prefix_ + "session", hex(session_));
@@ -589,11 +697,16 @@ std::vector<std::string> Rendezvous::exchange(const std::string& blob) {
     }
     all[p] = v.substr(bar + 1);
   }
+  // Every rank has joined and published; none can finish (and come back on
+  // this address) before rank 0 sends its ready, after this.
+  wait_->mark_completed();
   return all;
 }
 
+void Rendezvous::check_members() { wait_->check_members(); }
+
 void Rendezvous::finish() {
-  wait_->mark_completed();
+  wait_->finish_watch();
   // Everyone has read everything (the mesh ends with a barrier): tidy up, so
   // a file:// directory can be reused.
   try {

@@ -18,6 +18,9 @@ struct RendezvousSpec {
   uint16_t port = 0;  ///< kTcp, kUniqueId
   std::string path;   ///< kFile: directory
   uint64_t token = 0; ///< kUniqueId: random session token (key prefix)
+  /// The job token every store and mesh connection proves: kUniqueId: the
+  /// 32 random bytes carried in the id; else OMNICCL_JOB_TOKEN ("" = none).
+  std::string secret;
   int rank = -1;
   int world_size = -1;
   /// kTcp: why port differs from MASTER_PORT ("" when it does not).
@@ -66,6 +69,15 @@ std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& sp
 std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline deadline,
                                           int64_t timeout_ms);
 
+/// join() found the rendezvous server of an earlier communicator on this
+/// address (same job, already completed, or closing): right after a destroy,
+/// rank 0 may not have closed its previous server yet. The caller
+/// reconnects and joins again for a short while before reporting it.
+class StaleRendezvous : public Error {
+ public:
+  using Error::Error;
+};
+
 /// The waiting part of a rendezvous, shared by the ranks through `store`
 /// under `prefix`. Ranks join by claiming their number (key "claim/R").
 /// Every wait reports the ranks still missing after a few seconds and then
@@ -76,8 +88,13 @@ class RendezvousWait {
  public:
   RendezvousWait(Store& store, std::string prefix, const RendezvousSpec& spec, Deadline deadline,
                  int64_t timeout_ms);
+  /// Closes the watch connection: if finish_watch() was not called, the
+  /// other members are told that this rank left.
+  ~RendezvousWait();
   /// Checks the job identity (rank 0 sets it) and that the rendezvous has not
-  /// already completed, then claims this rank's number.
+  /// already completed, then claims this rank's number. Throws
+  /// StaleRendezvous (ranks other than 0, TCP) for a completed rendezvous of
+  /// this job or a server that closed the connection.
   void join();
   /// Waits for `key` (under the prefix) and returns its value.
   std::string get(const std::string& key);
@@ -85,7 +102,21 @@ class RendezvousWait {
   /// rank of another job on the same port) is told at once.
   void mark_completed();
 
+  /// TCP stores (tcp://, env://, unique id): opens a second connection to
+  /// the server, kept open while this rank sets up, on which the server is
+  /// asked to publish "rank R (pid P on H) left" when it closes (the process
+  /// exited, was killed, or gave up). No-op for file://.
+  void watch_members();
+  /// Throws Error(kPeerFailure) naming a member that left (its watch
+  /// connection closed) or rank 0's failure notice. Asks the server at most
+  /// every 250 ms; called while waiting for keys and during link setup.
+  void check_members();
+  /// Setup succeeded: cancels this rank's departure notice and closes the
+  /// watch connection (so an orderly exit is not reported as a failure).
+  void finish_watch();
+
  private:
+  void join_once();
   [[noreturn]] void fail_timeout(const std::string& key);
   std::vector<int> missing_ranks();
   void report_progress();
@@ -98,6 +129,8 @@ class RendezvousWait {
   int64_t timeout_ms_;
   Clock::time_point start_;
   Clock::time_point next_report_;
+  std::unique_ptr<Store> watch_;  ///< the connection whose closing tells the others
+  Clock::time_point next_check_{};
 };
 
 /// A whole rendezvous, from connecting to tidying up: what a communicator's
@@ -123,6 +156,9 @@ class Rendezvous {
   /// All-gathers `blob` through the store: every rank's, in rank order.
   /// Throws Error(kMismatch) when a rank was started with another world size.
   std::vector<std::string> exchange(const std::string& blob);
+  /// Throws Error(kPeerFailure) naming a member that died since it joined
+  /// (RendezvousWait::check_members); for the mesh's waits during setup.
+  void check_members();
   /// Marks the rendezvous completed, removes this rank's keys (best effort)
   /// and closes the store connection. Call once everyone has read
   /// everything (after the mesh's barrier).

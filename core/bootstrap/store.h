@@ -31,6 +31,10 @@ class Store {
   virtual bool check(const std::string& key) = 0;
   /// Removes key if present.
   virtual void erase(const std::string& key) = 0;
+  /// Asks the store to set key = value when this client's connection closes
+  /// (the process exited or was killed); value "" cancels. Stores without
+  /// connections (file://) do not support it: kInvalidArgument.
+  virtual void set_on_close(const std::string& key, const std::string& value);
 };
 
 /// What one TCP store server lets its clients use. A client that goes over
@@ -38,7 +42,9 @@ class Store {
 /// silence), logged, and the job goes on.
 struct StoreLimits {
   /// Connections served at once; further ones are closed at accept.
-  /// 0: max(world size + 16, min(4096, half the open-file limit)).
+  /// 0: max(2 x world size + 16, min(4096, half the open-file limit)):
+  /// each rank holds two while it sets up (requests, and the watch whose
+  /// closing tells the others it left).
   size_t max_connections = 0;
   /// Bytes of stored keys and values, all clients together; unprocessed
   /// input of all connections has the same limit of its own.
@@ -61,7 +67,10 @@ class TcpStoreServer {
  public:
   /// Binds host:port (port 0 picks a free one). Throws Error(kSystem) with
   /// the address if binding fails.
-  TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits = StoreLimits::from_environment(0));
+  /// `token`: the job token clients must prove; nullptr = OMNICCL_JOB_TOKEN
+  /// (unset: no authentication).
+  TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits = StoreLimits::from_environment(0),
+                 const std::string* token = nullptr);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -75,8 +84,10 @@ class TcpStoreServer {
 };
 
 /// Connects to a TCP store, retrying until the deadline (the server may
-/// start later). Throws Error(kTimeout) naming host:port.
-std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port, Deadline deadline);
+/// start later). Throws Error(kTimeout) naming host:port. `token`: the job
+/// token to prove; nullptr = OMNICCL_JOB_TOKEN (unset: none).
+std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port, Deadline deadline,
+                                         const std::string* token = nullptr);
 
 /// A store in directory `dir` (created if missing): one file per key,
 /// written atomically (temp file + rename).

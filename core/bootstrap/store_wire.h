@@ -11,7 +11,9 @@
 //       12    8  value length in bytes, little endian
 //
 // Requests: kSet (key, value), kGet (key), kAdd (key, 8-byte little-endian
-// signed delta), kCheck (key), kErase (key). Replies carry no key: kOk (set,
+// signed delta), kCheck (key), kErase (key), kSetOnClose (key, value: the
+// server sets key = value when this connection closes, for whatever reason;
+// an empty value cancels; at most kMaxOnCloseBytes per connection). Replies carry no key: kOk (set,
 // erase, check when the key exists), kNotFound (check), kValue (get: the
 // value; add: the new integer as 8 bytes little endian) and kError (value =
 // message). The server answers a kGet of an absent key only once the key is
@@ -47,6 +49,9 @@ inline constexpr uint64_t kMaxKeyBytes = uint64_t{1} << 20;
 /// Largest value accepted on the wire (64 MiB).
 inline constexpr uint64_t kMaxValueBytes = uint64_t{64} << 20;
 
+/// Keys and values one connection may register with kSetOnClose (bytes).
+inline constexpr uint64_t kMaxOnCloseBytes = 4096;
+
 /// First bytes of the server's challenge (authenticated stores only).
 inline constexpr char kAuthMagic[4] = {'O', 'C', 'A', 'U'};
 inline constexpr size_t kNonceBytes = 32;
@@ -61,6 +66,7 @@ enum class Cmd : uint16_t {
   kAdd = 3,
   kCheck = 4,
   kErase = 5,
+  kSetOnClose = 6,
   kOk = 0x81,
   kValue = 0x82,
   kNotFound = 0x83,
@@ -75,7 +81,7 @@ struct Header {
 };
 
 /// Whether c is a command a client may send.
-inline bool is_request(Cmd c) { return c >= Cmd::kSet && c <= Cmd::kErase; }
+inline bool is_request(Cmd c) { return c >= Cmd::kSet && c <= Cmd::kSetOnClose; }
 /// Whether c is a reply code the server may send.
 inline bool is_reply(Cmd c) { return c >= Cmd::kOk && c <= Cmd::kError; }
 

@@ -86,6 +86,9 @@ struct TcpStoreServer::Impl {
     Clock::time_point idle_since = Clock::now();  ///< connected, or last complete request
     bool authed = true;      ///< false until it proved the job token
     Digest nonce{};          ///< the challenge sent to it
+    /// kSetOnClose registrations: set when this connection closes.
+    std::unordered_map<std::string, std::string> on_close;
+    uint64_t on_close_bytes = 0;
 
     /// Whether reply bytes are waiting to be sent.
     bool out_pending() const { return out_off < out.size(); }
@@ -210,7 +213,7 @@ StoreLimits StoreLimits::from_environment(int world_size) {
     rlimit rl{};
     uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
     l.max_connections = static_cast<size_t>(
-        std::max<uint64_t>(static_cast<uint64_t>(std::max(world_size, 0)) + 16, std::min<uint64_t>(4096, nofile / 2)));
+        std::max<uint64_t>(2 * static_cast<uint64_t>(std::max(world_size, 0)) + 16, std::min<uint64_t>(4096, nofile / 2)));
   }
   if (auto v = get_setting("OMNICCL_STORE_MAX_BYTES")) {
     auto n = detail::parse_int64(*v);
@@ -405,7 +408,7 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
     std::string why = wire::decode_header(c.in.data() + off, &h);
     if (why.empty() && !wire::is_request(h.cmd)) why = "sent a reply code as a request";
     if (why.empty()) {
-      bool lengths_ok = h.cmd == Cmd::kSet   ? true
+      bool lengths_ok = h.cmd == Cmd::kSet || h.cmd == Cmd::kSetOnClose ? true
                         : h.cmd == Cmd::kAdd ? h.value_len == 8
                                              : h.value_len == 0;
       if (!lengths_ok) why = str_cat("bad value length ", h.value_len, " for its command");
@@ -497,6 +500,23 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       remove(key);
       reply(c, Cmd::kOk, {});
       return true;
+    case Cmd::kSetOnClose: {
+      auto it = c.on_close.find(key);
+      uint64_t after = c.on_close_bytes;
+      if (it != c.on_close.end()) after -= key.size() + it->second.size();
+      if (!value.empty()) after += key.size() + value.size();
+      if (after > wire::kMaxOnCloseBytes) {
+        reply(c, Cmd::kError,
+              str_cat("set-on-close of key '", printable(key), "' refused: a connection may register at most ",
+                      wire::kMaxOnCloseBytes, " bytes"));
+        return true;
+      }
+      if (it != c.on_close.end()) c.on_close.erase(it);
+      if (!value.empty()) c.on_close.emplace(std::move(key), std::move(value));
+      c.on_close_bytes = after;
+      reply(c, Cmd::kOk, {});
+      return true;
+    }
     default:
       return false;
   }
@@ -565,17 +585,29 @@ void TcpStoreServer::Impl::close_conn(uint64_t id) {
   }
   OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " disconnected");
   buffered_bytes -= c.in.size();
+  // Its kSetOnClose registrations take effect now (bounded by
+  // kMaxOnCloseBytes per connection, charged to nobody).
+  auto notices = std::move(c.on_close);
+  for (auto& [key, value] : notices) {
+    remove(key);
+    stored_bytes += key.size() + value.size();
+    auto& entry = data[key];
+    entry.value = std::move(value);
+    entry.owner = 0;
+    wake_waiters(key, entry.value);
+  }
   // What it stored stays (other ranks still read it), charged to nobody
   // live, but still counted in the store's total.
   conns.erase(it);
 }
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits)
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits,
+                               const std::string* token)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.host = host;
   s.limits = limits;
-  s.token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
+  s.token = token != nullptr ? *token : get_setting("OMNICCL_JOB_TOKEN").value_or("");
   int gai_err = 0;
   auto addrs = net::resolve(host, port, /*passive=*/true, &gai_err);
   if (addrs.empty()) {
@@ -853,6 +885,12 @@ class TcpStore final : public Store {
     request(Cmd::kErase, "erase", key, {}, op_deadline());
   }
 
+  /// Registers key = value to be set by the server when this connection
+  /// closes ("" cancels).
+  void set_on_close(const std::string& key, const std::string& value) override {
+    request(Cmd::kSetOnClose, "set-on-close", key, value, op_deadline());
+  }
+
  private:
   /// A decoded reply.
   struct Reply {
@@ -978,12 +1016,17 @@ class TcpStore final : public Store {
 
 }  // namespace
 
+void Store::set_on_close(const std::string& key, const std::string&) {
+  fail(Status::kInvalidArgument, "this store cannot set key '", printable(key), "' when a client leaves");
+}
+
 std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
-                                         Deadline deadline) {
+                                         Deadline deadline, const std::string* token_override) {
   check_arg(!host.empty(), "rendezvous host is empty");
   check_arg(port != 0, "rendezvous port 0 is not a valid port for ", host);
   const int64_t op_timeout_ms = detail::default_op_timeout_ms();
-  const std::string token = get_setting("OMNICCL_JOB_TOKEN").value_or("");
+  const std::string token =
+      token_override != nullptr ? *token_override : get_setting("OMNICCL_JOB_TOKEN").value_or("");
   const auto start = Clock::now();
   auto backoff = std::chrono::milliseconds(10);
   int err = 0;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include "algorithm/algorithms.h"
 #include "bootstrap/store.h"
@@ -85,11 +86,14 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
     resolved.copy_choice = decide_single_copy(resolved.single_copy);
   }
   opts.single_copy = resolved.copy_choice && resolved.copy_choice->any();
+  opts.check_peers = [&rendezvous] { rendezvous.check_members(); };
+  opts.token = spec.secret;
   auto mesh = transport::Mesh::create(opts, [&](const std::string& blob) { return rendezvous.exchange(blob); });
   if (n == 1) rendezvous.exchange("");
   rendezvous.finish();
   std::shared_ptr<Communicator> comm(new Communicator(rank, n, resolved, std::move(mesh), session));
   comm->tcp_ip_ = tcp_ip;
+  comm->token_ = spec.secret;
   comm->store_server_ = rendezvous.release_server();
   OCCL_LOG(kInfo, kInit, "communicator ready: rank ", rank, " of ", n, " over ", comm->transport_name());
   return comm;
@@ -450,10 +454,27 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
     resolved.copy_choice = decide_single_copy(resolved.single_copy);
   }
   opts.single_copy = resolved.copy_choice && resolved.copy_choice->any();
+  opts.token = token_;
+  // A member that dies while the new mesh connects closes its control
+  // socket of this communicator: end the split then, naming it.
+  // Tell the other members too (they may be waiting on another rank).
+  opts.check_peers = [this] {
+    std::vector<pollfd> none;
+    mesh_->sleep(none, 0);
+    try {
+      mesh_->throw_if_failed();
+    } catch (const transport::PeerReportedError&) {
+      throw;
+    } catch (const Error& e) {
+      if (e.status() != Status::kAborted) mesh_->broadcast_error(e.status(), e.what());
+      throw;
+    }
+  };
   auto mesh = transport::Mesh::create(opts, exchange);
   if (!exchanged) internal_all_gather("", deadline);
   std::shared_ptr<Communicator> result(new Communicator(new_rank, opts.size, resolved, std::move(mesh), session));
   result->tcp_ip_ = tcp_ip_;
+  result->token_ = token_;
   log::set_rank(rank_);
   return result;
 }

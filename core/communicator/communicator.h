@@ -185,6 +185,7 @@ class Communicator {
   std::atomic<int64_t> timeout_ms_;
   uint64_t session_;
   std::string tcp_ip_;  ///< address this rank listens on for TCP peers
+  std::string token_;   ///< the job token setup connections prove (splits too)
   std::unique_ptr<bootstrap::TcpStoreServer> store_server_;
   std::unique_ptr<transport::Mesh> mesh_;
   Engine engine_;

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/net.h"
+#include "transport/auth.h"
 #include "transport/control_wire.h"
 #include "transport/registry.h"
 #include "transport/shm/shm_link.h"
@@ -82,6 +83,21 @@ std::string hex(uint64_t v) {
   std::ostringstream os;
   os << std::hex << v;
   return os.str();
+}
+
+/// connect_to in slices of at most 100 ms, calling opts.check_peers between
+/// them: a peer that died before it accepted is reported by the check rather
+/// than by the deadline.
+UniqueFd connect_checked(const net::SocketAddress& addr, const MeshOptions& opts) {
+  if (!opts.check_peers) return net::connect_to(addr, opts.deadline);
+  for (;;) {
+    try {
+      return net::connect_to(addr, Deadline::min(opts.deadline, Deadline::after_ms(100)));
+    } catch (const Error& e) {
+      if (e.status() != Status::kTimeout || opts.deadline.expired()) throw;
+    }
+    opts.check_peers();
+  }
 }
 
 }  // namespace
@@ -192,14 +208,14 @@ void Mesh::connect_peers(Setup& s) {
   for (int p = 0; p < opts.rank; ++p) {
     const Endpoint& e = s.remote[p];
     net::SocketAddress ctrl_addr{peers_[p]->same_host ? e.unix_addr : e.tcp_addr};
-    UniqueFd c = net::connect_to(ctrl_addr, opts.deadline);
+    UniqueFd c = connect_checked(ctrl_addr, opts);
     Hello h{kHelloMagic, 0, opts.session, opts.rank, 0};
-    net::write_all(c.get(), &h, sizeof h, opts.deadline, str_cat("hello to rank ", p));
+    auth::send_hello(c.get(), h, opts.token, opts.deadline, str_cat("hello to rank ", p));
     peers_[p]->ctrl = std::move(c);
     if (s.needs_data(p)) {
-      UniqueFd d = net::connect_to(net::SocketAddress{e.tcp_addr}, opts.deadline);
+      UniqueFd d = connect_checked(net::SocketAddress{e.tcp_addr}, opts);
       Hello hd{kHelloMagic, 1, opts.session, opts.rank, 0};
-      net::write_all(d.get(), &hd, sizeof hd, opts.deadline, str_cat("hello to rank ", p));
+      auth::send_hello(d.get(), hd, opts.token, opts.deadline, str_cat("hello to rank ", p));
       s.data_fd[p] = std::move(d);
     }
   }
@@ -217,8 +233,7 @@ void Mesh::accept_peers(Setup& s) {
   struct Pending {
     UniqueFd fd;
     Deadline until;
-    Hello hello{};
-    size_t got = 0;
+    auth::Responder auth;  ///< the hello (and the token proof, with a token)
   };
   std::vector<Pending> pending;
   auto drop = [&](size_t i, const char* why) {
@@ -233,20 +248,17 @@ void Mesh::accept_peers(Setup& s) {
     if (r < 0 && errno != EINTR) fail_errno("poll(listeners)", errno);
     for (size_t i = pending.size(); i-- > 0;) {  // back to front: drop() erases
       Pending& c = pending[i];
-      if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) {
-        ssize_t n = ::recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof c.hello - c.got,
-                           MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-          drop(i, "closed before its hello");
-          continue;
-        }
-        if (n > 0) c.got += static_cast<size_t>(n);
+      auth::Responder::State st = auth::Responder::State::kMore;
+      if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) st = c.auth.on_readable();
+      if (st == auth::Responder::State::kFailed) {
+        drop(i, c.auth.why().c_str());
+        continue;
       }
-      if (c.got < sizeof c.hello) {
+      if (st != auth::Responder::State::kDone) {
         if (c.until.expired()) drop(i, "no complete hello within the handshake timeout");
         continue;
       }
-      const Hello h = c.hello;
+      const Hello h = c.auth.hello();
       const std::string why = wire::check_hello(h, opts.session, opts.rank, opts.size);
       if (!why.empty()) {
         drop(i, ("bad hello: " + why).c_str());
@@ -267,8 +279,11 @@ void Mesh::accept_peers(Setup& s) {
                  " handshakes already pending)");
         continue;
       }
-      pending.push_back(Pending{std::move(c), Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs))});
+      const int fd = c.get();
+      pending.push_back(Pending{std::move(c), Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs)),
+                                auth::Responder(fd, opts.token)});
     }
+    if (expected > 0 && opts.check_peers) opts.check_peers();
     if (expected > 0 && opts.deadline.expired()) {
       std::string missing;
       for (int p = opts.rank + 1; p < opts.size; ++p) {

@@ -55,6 +55,14 @@ struct MeshOptions {
   std::string tcp_ip;       ///< IP to listen on for TCP
   bool single_copy = true;  ///< shared memory may move large payloads by reference
   Deadline deadline = Deadline::never();
+  /// Called often (every <= 100 ms) while create() waits for peers to
+  /// connect or to accept; throws to end the setup at once when a member is
+  /// known to be gone (its rendezvous connection or its parent
+  /// communicator's control socket closed). Empty: no check.
+  std::function<void()> check_peers;
+  /// The job token: every setup connection proves it (transport/auth.h).
+  /// Empty: no authentication (hello only).
+  std::string token;
 };
 
 class Mesh {

@@ -5,6 +5,13 @@
  * milliseconds (default 0) with the communicator alive, then destroys it.
  * On any failure it prints the status and occl_last_error() to stderr and
  * exits 1.
+ * PROBE_SPLIT=1: then splits the communicator (one color, same order) and
+ * all_reduces on the child too. PROBE_REPEAT=N: does all of it N times in a
+ * row (create, all_reduce, destroy), on the same rendezvous address.
+ * PROBE_LOOP_OPS=M: after the first all_reduce, M more (each sum checked),
+ * then prints "probe rank R of N loop ok".
+ * PROBE_ABORT_AFTER_MS=M: only a non-blocking init, aborted after M ms while
+ * still in progress; prints "probe abort took T ms".
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
@@ -18,10 +25,8 @@ static int fail(const char* what, occl_status_t st) {
   return 1;
 }
 
-int main(void) {
-  occl_comm_t comm = NULL;
-  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, NULL);
-  if (st != OCCL_SUCCESS) return fail("occl_comm_init", st);
+/* all_reduces rank+1 on comm and checks the sum; 0 on success. */
+static int check_all_reduce(occl_comm_t comm) {
   int rank = 0, size = 0;
   occl_comm_rank(comm, &rank);
   occl_comm_size(comm, &size);
@@ -34,15 +39,46 @@ int main(void) {
   t.dtype.bits = 64;
   t.dtype.lanes = 1;
   t.shape = &count;
-  st = occl_all_reduce(&t, &t, OCCL_SUM, comm, NULL);
+  occl_status_t st = occl_all_reduce(&t, &t, OCCL_SUM, comm, NULL);
   if (st != OCCL_SUCCESS) return fail("occl_all_reduce", st);
   if (value != (int64_t)size * (size + 1) / 2) {
     fprintf(stderr, "probe: rank %d: sum %lld, expected %lld\n", rank, (long long)value,
             (long long)size * (size + 1) / 2);
     return 1;
   }
+  return 0;
+}
+
+/* One round: create, all_reduce (and split), hold, destroy. */
+static int one_round(void) {
+  occl_comm_t comm = NULL;
+  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, NULL);
+  if (st != OCCL_SUCCESS) return fail("occl_comm_init", st);
+  if (check_all_reduce(comm) != 0) return 1;
+  int rank = 0, size = 0;
+  occl_comm_rank(comm, &rank);
+  occl_comm_size(comm, &size);
+  const char* split = getenv("PROBE_SPLIT");
+  if (split != NULL && split[0] == '1') {
+    occl_comm_t child = NULL;
+    st = occl_comm_split(comm, 0, rank, NULL, &child);
+    if (st != OCCL_SUCCESS) return fail("occl_comm_split", st);
+    if (check_all_reduce(child) != 0) return 1;
+    printf("probe rank %d of %d split ok\n", rank, size);
+    occl_comm_destroy(child);
+  }
   printf("probe rank %d of %d ok\n", rank, size);
   fflush(stdout);
+  const char* loop = getenv("PROBE_LOOP_OPS");
+  if (loop != NULL) {
+    /* A job in progress: that many more all_reduces, each sum checked. */
+    long ops = strtol(loop, NULL, 10);
+    for (long i = 0; i < ops; ++i) {
+      if (check_all_reduce(comm) != 0) return 1;
+    }
+    printf("probe rank %d of %d loop ok (%ld all_reduces)\n", rank, size, ops);
+    fflush(stdout);
+  }
   const char* hold = getenv("PROBE_HOLD_MS");
   if (hold != NULL) {
     long ms = strtol(hold, NULL, 10);
@@ -50,5 +86,41 @@ int main(void) {
     nanosleep(&ts, NULL);
   }
   occl_comm_destroy(comm);
+  return 0;
+}
+
+/* PROBE_ABORT_AFTER_MS: a non-blocking init, aborted after that long while
+ * still in progress; prints how long occl_comm_abort took. */
+static int init_then_abort(long after_ms) {
+  occl_config_t cfg = OCCL_CONFIG_INIT;
+  cfg.blocking = 0;
+  occl_comm_t comm = NULL;
+  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg);
+  if (st != OCCL_ERR_IN_PROGRESS) return fail("non-blocking occl_comm_init", st);
+  struct timespec ts = {after_ms / 1000, (after_ms % 1000) * 1000000L}, t0, t1;
+  nanosleep(&ts, NULL);
+  occl_status_t state = OCCL_SUCCESS;
+  occl_comm_get_async_error(comm, &state);
+  if (state != OCCL_ERR_IN_PROGRESS) return fail("the init (expected still in progress)", state);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  st = occl_comm_abort(comm);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (st != OCCL_SUCCESS) return fail("occl_comm_abort", st);
+  printf("probe abort took %ld ms\n", (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+  fflush(stdout);
+  return 0;
+}
+
+int main(void) {
+  const char* abort_after = getenv("PROBE_ABORT_AFTER_MS");
+  if (abort_after != NULL) return init_then_abort(strtol(abort_after, NULL, 10));
+  const char* repeat = getenv("PROBE_REPEAT");
+  long rounds = repeat != NULL ? strtol(repeat, NULL, 10) : 1;
+  for (long i = 0; i < rounds; ++i) {
+    if (one_round() != 0) {
+      fprintf(stderr, "probe: round %ld of %ld failed\n", i + 1, rounds);
+      return 1;
+    }
+  }
   return 0;
 }

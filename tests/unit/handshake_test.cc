@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -20,8 +21,10 @@
 #include <gtest/gtest.h>
 
 #include "common/net.h"
+#include "common/sha256.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "transport/control_wire.h"
 #include "transport/mesh.h"
 
 namespace omniccl::transport {
@@ -54,11 +57,13 @@ std::string field(const std::string& blob, int i) {
 /// Builds a 2-rank TCP mesh; `attack(rank0_blob)` runs in rank 1 before it
 /// connects. Returns the seconds the slower rank took; fails the test if
 /// either rank failed.
-double build_mesh_under(const std::function<void(const std::string&)>& attack) {
+double build_mesh_under(const std::function<void(const std::string&)>& attack, const std::string& token = "",
+                        uint64_t* session_out = nullptr) {
   Exchange ex;
   // A fresh session: it names the abstract unix sockets, and these tests may
   // run at the same time in separate processes.
   const uint64_t session = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  if (session_out != nullptr) *session_out = session;
   std::unique_ptr<Mesh> meshes[2];
   std::string errors[2];
   double seconds[2] = {0, 0};
@@ -72,6 +77,7 @@ double build_mesh_under(const std::function<void(const std::string&)>& attack) {
       o.transport = "tcp";
       o.tcp_ip = "127.0.0.1";
       o.deadline = Deadline::after_ms(30000);
+      o.token = token;
       meshes[rank] = Mesh::create(o, [&](const std::string& mine) {
         auto all = ex.all_gather(rank, mine);
         if (rank == 1) attack(all[0]);
@@ -130,6 +136,36 @@ TEST(Handshake, SilentHalfHelloDoesNotStallSetup) {
       (void)::send(fd, half, sizeof half, MSG_NOSIGNAL);
     }, keep);
   });
+  EXPECT_LT(s, 10.0);
+}
+
+// With a job token, a stranger who knows the session (an observer of the
+// network can see it) but not the token sends a perfect hello claiming rank
+// 1 with a proof made from a wrong token: it is dropped before it can take
+// rank 1's place, and the real rank 1 completes the mesh.
+TEST(Handshake, WrongTokenCannotTakeARank) {
+  std::vector<UniqueFd> keep;
+  uint64_t session = 0;
+  double s = build_mesh_under([&](const std::string& blob) {
+    attack_both(blob, [&](int fd) {
+      const uint32_t channel = keep.empty() ? 0 : 1;  // unix listener: control; TCP: data
+      const wire::Hello h{wire::kHelloMagic, channel, session, 1, 0};
+      char challenge[36] = {};
+      try {
+        net::read_all(fd, challenge, sizeof challenge, Deadline::after_ms(2000), "challenge");
+      } catch (const Error&) {
+        // No challenge (no authentication): send the hello alone.
+      }
+      std::string msg(reinterpret_cast<const char*>(&h), sizeof h);
+      const std::string na(challenge + 4, 32), nc(32, 'n');
+      const Digest mac = hmac_sha256("wrong token", std::string("omniccl mesh connector") + na + nc + msg);
+      if (std::memcmp(challenge, "OCMA", 4) == 0) {
+        msg.append(reinterpret_cast<const char*>(mac.data()), mac.size());
+        msg += nc;
+      }
+      (void)::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+    }, keep);
+  }, "the right token", &session);
   EXPECT_LT(s, 10.0);
 }
 

@@ -322,7 +322,9 @@ TEST_F(RendezvousTest, UniqueIdRoundTrip) {
   EXPECT_NE(s.token, 0u);
   EXPECT_EQ(s.rank, 0);
   EXPECT_EQ(s.world_size, 2);
-  auto store = connect_tcp_store(s.host, s.port, Deadline::after_ms(5000));
+  // The id carries a 32-byte secret, and its server requires proof of it.
+  ASSERT_EQ(s.secret.size(), 32u);
+  auto store = connect_tcp_store(s.host, s.port, Deadline::after_ms(5000), &s.secret);
   const std::string key = std::to_string(s.token) + "/k";
   store->set(key, "v");
   EXPECT_EQ(store->get(key, Deadline::after_ms(5000)), "v");
@@ -332,6 +334,25 @@ TEST_F(RendezvousTest, UniqueIdRoundTrip) {
   auto s2 = decode_unique_id(id2, 1, 2);
   EXPECT_NE(s2.token, s.token);
   EXPECT_NE(s2.port, s.port);  // each id has its own server
+  EXPECT_NE(s2.secret, s.secret);
+}
+
+/// A unique id's store refuses clients without its secret (no token, or
+/// another id's), even with OMNICCL_JOB_TOKEN unset everywhere.
+TEST_F(RendezvousTest, UniqueIdStoreRequiresItsSecret) {
+  set("OMNICCL_SOCKET_ADDR", "127.0.0.1");
+  char id[kUniqueIdBytes], other[kUniqueIdBytes];
+  create_unique_id(id);
+  create_unique_id(other);
+  auto s = decode_unique_id(id, 0, 1);
+  auto o = decode_unique_id(other, 0, 1);
+  const std::string none;
+  expect_error([&] {
+    auto store = connect_tcp_store(s.host, s.port, Deadline::after_ms(5000), &none);
+    store->set("k", "v");
+  }, Status::kPeerFailure, {"requires the job token"});
+  expect_error([&] { connect_tcp_store(s.host, s.port, Deadline::after_ms(5000), &o.secret); },
+               Status::kPeerFailure, {"refused this process's job token"});
 }
 
 /// Without OMNICCL_SOCKET_ADDR an id is still produced and decodes.
@@ -387,13 +408,13 @@ TEST_F(RendezvousTest, UniqueIdGarbage) {
   };
   const Mutation mutations[] = {
       {"magic", [](char* p) { p[3] ^= 1; }, "magic"},
-      {"version", [](char* p) { p[8] = 2; }, "version 2"},
+      {"version", [](char* p) { p[8] = 3; }, "version 3"},
       {"port", [](char* p) { p[10] = p[11] = 0; }, "port is 0"},
       {"token", [](char* p) { std::memset(p + 12, 0, 8); }, "token is 0"},
       {"host length 0", [](char* p) { p[20] = 0; }, "host length 0"},
       {"host length 200", [](char* p) { p[20] = static_cast<char>(200); }, "host length 200"},
       {"NUL in host", [](char* p) { p[22] = 0; }, "non-printable"},
-      {"padding", [](char* p) { p[127] = 1; }, "padding"},
+      {"padding", [](char* p) { p[95] = 1; }, "padding"},
   };
   for (const auto& m : mutations) {
     char copy[kUniqueIdBytes];

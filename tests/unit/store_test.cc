@@ -356,6 +356,31 @@ TEST(TcpStore, BindFailureNamesAddress) {
                {"127.0.0.1:" + std::to_string(first.port())});
 }
 
+/// set_on_close: the server sets the key when the registering client's
+/// connection closes (waking a waiting get); an empty value cancels; more
+/// than 4 KiB of registrations per connection is refused.
+TEST(TcpStore, SetOnCloseWhenAClientLeaves) {
+  TcpStoreServer server("127.0.0.1", 0);
+  auto watcher = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  auto leaver = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  leaver->set_on_close("left", "rank 3 left");
+  leaver->set_on_close("cancelled", "never seen");
+  leaver->set_on_close("cancelled", "");
+  expect_error([&] { leaver->set_on_close("big", std::string(5000, 'x')); }, Status::kInvalidArgument,
+               {"set-on-close", "4096"});
+  EXPECT_FALSE(watcher->check("left"));
+  std::thread closer([&] {
+    std::this_thread::sleep_for(100ms);
+    leaver.reset();
+  });
+  const auto start = Clock::now();
+  EXPECT_EQ(watcher->get("left", Deadline::after_ms(5000)), "rank 3 left");
+  EXPECT_LT(ms_since(start), 3000);
+  closer.join();
+  EXPECT_FALSE(watcher->check("cancelled"));
+  EXPECT_FALSE(watcher->check("big"));
+}
+
 /// The server disappearing during a get gives kPeerFailure quickly; later
 /// calls fail the same way instead of hanging.
 TEST(TcpStore, ServerGoneMidGet) {
