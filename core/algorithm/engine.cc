@@ -161,6 +161,7 @@ struct Engine::State {
   bool by_ref = false;  // send: the payload goes by reference
   RefDesc desc{};       // send: what goes; recv: what came
   size_t desc_done = 0;
+  size_t land_token = 0;  // listen: the feed's token for the message being read
 };
 
 struct Engine::StateQueue : std::vector<State> {};
@@ -296,6 +297,7 @@ bool Engine::advance(State& s) {
                  (!s.by_ref || link.ticket_done(s.desc.ticket));
     return progressed;
   }
+  if (s.hdr_done == 0 && take_held(s.t.peer, s)) check_header(s);
   if (s.hdr_done == 0 && link.zero_copy()) {
     // Header and the payload behind it straight from the link's buffer, with
     // one consume.
@@ -397,6 +399,80 @@ bool Engine::advance_by_reference(State& s, transport::Link& link) {
     s.complete = true;
   }
   return true;
+}
+
+bool Engine::take_held(int peer, State& s) {
+  if (held_.empty() || held_[size_t(peer)].empty()) return false;
+  std::memcpy(&s.hdr, held_[size_t(peer)].data(), sizeof(WireHeader));
+  s.hdr_done = sizeof(WireHeader);
+  held_[size_t(peer)].clear();
+  return true;
+}
+
+// A listen reads whole point-to-point messages from one peer, one after the
+// other, for as long as the feed has a receive they could match: the header
+// first, then the payload wherever the feed lands it. A collective's header
+// (the peer has moved on to its next operation) is kept for that operation.
+bool Engine::advance_listen(State& s, TransferFeed& feed) {
+  const int peer = s.t.peer;
+  transport::Link& link = mesh_.link(peer);
+  bool progressed = false;
+  for (;;) {
+    if (s.hdr_done == 0) {
+      if (held_.size() < size_t(mesh_.size())) held_.resize(size_t(mesh_.size()));
+      if (!feed.listening(peer)) {
+        s.complete = true;
+        feed.listen_ended(peer, false);
+        return progressed;
+      }
+      if (!held_[size_t(peer)].empty()) {
+        s.complete = true;
+        feed.listen_ended(peer, true);
+        return progressed;
+      }
+    }
+    if (s.hdr_done < sizeof(WireHeader)) {
+      size_t k = link.try_recv(reinterpret_cast<char*>(&s.hdr) + s.hdr_done, sizeof(WireHeader) - s.hdr_done);
+      s.hdr_done += k;
+      progressed |= k > 0;
+      if (s.hdr_done < sizeof(WireHeader)) return progressed;
+      const WireHeader& h = s.hdr;
+      if (h.magic != kWireMagic && h.magic != kWireMagicRef) {
+        std::string msg = str_cat("recv: corrupt message from ", mesh_.describe(peer),
+                                  " (bad magic); the byte streams are out of step");
+        mesh_.broadcast_error(Status::kInternal, msg);
+        throw transport::PeerReportedError(Status::kInternal, msg);
+      }
+      if (h.kind != uint8_t(OpKind::kSendRecv) || h.magic == kWireMagicRef) {
+        held_[size_t(peer)].assign(reinterpret_cast<const char*>(&h), sizeof(WireHeader));
+        s.complete = true;
+        feed.listen_ended(peer, true);
+        return true;
+      }
+      TransferFeed::Arrival a;
+      a.peer = peer;
+      a.tag = h.root;
+      a.dtype = static_cast<DType>(h.dtype);
+      a.count = h.count;
+      a.bytes = h.bytes;
+      a.seq = h.seq;
+      s.t.dst = feed.land(a, s.land_token);
+      s.t.bytes = h.bytes;
+      s.done = 0;
+    }
+    while (s.done < s.t.bytes) {
+      size_t k = link.try_recv(s.t.dst + s.done, s.t.bytes - s.done);
+      if (k == 0) return progressed;
+      s.done += k;
+      progressed = true;
+    }
+    feed.landed(s.land_token);
+    s.hdr_done = 0;  // and listen for the next one
+    s.done = 0;
+    s.t.dst = nullptr;
+    s.t.bytes = 0;
+    progressed = true;
+  }
 }
 
 void Engine::flush_links() {
@@ -517,10 +593,11 @@ Engine::Pass Engine::progress_pass(TransferFeed* feed) {
     size_t key = size_t(s.t.peer) * 2 + (s.t.kind == Transfer::Kind::kSend);
     if (busy[key]) continue;
     busy[key] = 1;
-    pass.progressed |= advance(s);
+    const bool listen = s.t.kind == Transfer::Kind::kListen;
+    pass.progressed |= listen ? advance_listen(s, *feed) : advance(s);
     if (s.complete) {
       busy[key] = 0;  // the next transfer of this pair may start in this pass
-      if (s.from_feed) {
+      if (s.from_feed && !listen) {
         mesh_.link(s.t.peer).flush();
         feed->done(s.tag);
       }
