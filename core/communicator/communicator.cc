@@ -400,13 +400,26 @@ class Communicator::QueueFeed final : public TransferFeed {
       r.dtype = op.tensor.dtype;
       r.work = task.work;
       r.status = op.status;
+      r.blocking = op.status != nullptr;
+      r.deadline = deadline;
       if (c_.matcher_.post(std::move(r))) continue;  // an unexpected message matched
-      for (int p = 0; p < c_.size(); ++p) {
-        if (p == c_.rank() || (op.peer != kAnySource && op.peer != p)) continue;
-        if (listening_[size_t(p)] || parked_[size_t(p)]) continue;
-        listening_[size_t(p)] = 1;
-        to_listen_.emplace_back(p, deadline);
-      }
+      listen_for(op.peer, deadline);
+    }
+  }
+
+  /// Receives posted in an earlier step that are still waiting (a
+  /// non-blocking receive from this rank itself or from ANY_SOURCE) get
+  /// their listens again.
+  void resume_posted() {
+    for (const P2PMatcher::Posted& p : c_.matcher_.posted()) listen_for(p.source, p.deadline);
+  }
+
+  void listen_for(int source, const Deadline& deadline) {
+    for (int p = 0; p < c_.size(); ++p) {
+      if (p == c_.rank() || (source != kAnySource && source != p)) continue;
+      if (listening_[size_t(p)] || parked_[size_t(p)]) continue;
+      listening_[size_t(p)] = 1;
+      to_listen_.emplace_back(p, deadline);
     }
   }
 
@@ -425,11 +438,18 @@ class Communicator::QueueFeed final : public TransferFeed {
     if (parked) parked_[size_t(peer)] = 1;
   }
 
-  /// The step ended: receives still posted cannot be matched any more (no
-  /// rank they could hear from has a point-to-point message next).
+  /// The step ended with receives still posted: no other rank they could
+  /// hear from has a point-to-point message next. A non-blocking one that a
+  /// later send to this rank itself can match stays posted (MPI's irecv
+  /// before its send); the others fail (a blocking one's caller can issue
+  /// nothing that would match it).
   void finish() {
     if (!c_.matcher_.any_posted()) return;
-    c_.matcher_.fail_posted(Status::kMismatch, [&](const P2PMatcher::Posted& p) {
+    const int me = c_.rank();
+    auto doomed = [&](const P2PMatcher::Posted& p) {
+      return p.blocking || (p.source != me && p.source != kAnySource);
+    };
+    c_.matcher_.fail_posted(Status::kMismatch, doomed, [&](const P2PMatcher::Posted& p) {
       std::string from = p.source == kAnySource ? std::string("ANY_SOURCE") : str_cat("rank ", p.source);
       std::string tag = p.tag == kAnyTag ? std::string("ANY_TAG") : std::to_string(p.tag);
       std::string why;
@@ -490,6 +510,7 @@ void Communicator::worker_loop() {
     std::string msg;
     if (task.p2p) {
       QueueFeed feed(*this, std::move(task));
+      feed.resume_posted();
       Status st = run_captured([&](Engine& e) { e.run_feed(feed); }, msg);
       if (st != Status::kSuccess) {
         feed.fail_rest(st, msg);
@@ -520,6 +541,7 @@ void Communicator::abort(bool as_failure) {
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
   // Wait for a blocking operation on another thread to notice the abort.
   std::lock_guard<ExecLock> exec(exec_mu_);
+  matcher_.fail_all(Status::kAborted, "the communicator was aborted before a matching message arrived");
 }
 
 std::vector<std::string> Communicator::internal_all_gather(const std::string& mine, const Deadline& deadline) {

@@ -47,6 +47,8 @@ class P2PMatcher {
     DType dtype = DType::kUInt8;
     std::shared_ptr<Work> work;
     RecvStatus* status = nullptr;  ///< also filled when it completes (blocking calls)
+    bool blocking = false;         ///< its caller waits for it (nothing else can be issued meanwhile)
+    Deadline deadline = Deadline::never();  ///< for the listens it needs
   };
 
   /// `rank` is this rank; the unexpected-message budget is read from
@@ -73,12 +75,21 @@ class P2PMatcher {
   bool wants(int peer) const;
   /// Whether any receive is posted.
   bool any_posted() const { return !posted_.empty(); }
-  /// Fails every posted receive with `st`; `why(p)` explains each.
-  template <typename Why>
-  void fail_posted(Status st, Why&& why) {
-    for (Posted& p : posted_) finish(p, st, why(p), RecvStatus{});
-    posted_.clear();
+  /// Fails the posted receives for which `doomed(p)` is true with `st`;
+  /// `why(p)` explains each. The others stay posted.
+  template <typename Doomed, typename Why>
+  void fail_posted(Status st, Doomed&& doomed, Why&& why) {
+    for (auto it = posted_.begin(); it != posted_.end();) {
+      if (doomed(*it)) {
+        finish(*it, st, why(*it), RecvStatus{});
+        it = posted_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
+  /// The posted receives (oldest first).
+  const std::deque<Posted>& posted() const { return posted_; }
   /// Fails every posted receive and every one being delivered (the
   /// operation running them failed).
   void fail_all(Status st, const std::string& message);

@@ -6,8 +6,10 @@
 // from any source while other ranks run a collective.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
@@ -202,6 +204,17 @@ TEST_P(P2P, SendToSelfInEitherOrder) {
     RANK_OK(occl_work_recv_status(w, &st), rank);
     RANK_OK(occl_work_free(w), rank);
     RANK_CHECK(rb == 20 + rank && st.source == rank && st.tag == 4 && st.count == 1, rank, "irecv then send to self");
+    // A non-blocking receive from self stays posted while other operations
+    // (a collective) run, until its send comes.
+    RANK_OK(occl_recv_tagged(&trb, rank, 5, comm, nullptr, nullptr, &w), rank);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    RANK_CHECK(occl_work_test(w) == OCCL_ERR_IN_PROGRESS, rank, "irecv from self completed without a send");
+    if (sum_works(comm, rank, n) != 0) return 1;
+    b = 30 + rank;
+    RANK_OK(occl_send_tagged(&tb, rank, 5, comm, nullptr, nullptr), rank);
+    RANK_OK(occl_work_wait(w), rank);
+    RANK_OK(occl_work_free(w), rank);
+    RANK_CHECK(rb == 30 + rank, rank, cat("irecv from self across a collective got ", rb));
     // A blocking receive from self with no send posted is an error, not a hang.
     occl_status_t s = occl_recv_tagged(&tra, rank, 99, comm, nullptr, nullptr, nullptr);
     RANK_CHECK(s == OCCL_ERR_MISMATCH && contains_ci(occl_last_error(), "itself"), rank,
