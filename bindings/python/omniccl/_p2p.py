@@ -228,13 +228,13 @@ class Request(Work):
     def Waitall(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None) -> bool:  # noqa: N802
         """Waits for every request (statuses, if given, filled in order); returns True."""
         for i, r in enumerate(requests):
-            r.Wait(statuses[i] if statuses is not None and i < len(statuses) else None)
+            r.Wait(_status_at(statuses, i))
         return True
 
     @classmethod
     def waitall(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None) -> List[Any]:
         """Waits for every request; returns their objects (None for sends)."""
-        return [r.wait(statuses[i] if statuses is not None and i < len(statuses) else None)
+        return [r.wait(_status_at(statuses, i))
                 for i, r in enumerate(requests)]
 
     @classmethod
@@ -298,7 +298,7 @@ class Request(Work):
             return None
         done = cls._poll(requests, bool)
         for k, i in enumerate(done):
-            requests[i].Wait(statuses[k] if statuses is not None and k < len(statuses) else None)
+            requests[i].Wait(_status_at(statuses, k))
         return done
 
     @classmethod
@@ -308,7 +308,7 @@ class Request(Work):
         if not any(requests):
             return None, None
         done = cls._poll(requests, bool)
-        return done, [requests[i].wait() for i in done]
+        return done, [requests[i].wait(_status_at(statuses, k)) for k, i in enumerate(done)]
 
     @classmethod
     def Testsome(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None
@@ -318,7 +318,7 @@ class Request(Work):
             return None
         done = cls._poll(requests, lambda d: True)
         for k, i in enumerate(done):
-            requests[i].Wait(statuses[k] if statuses is not None and k < len(statuses) else None)
+            requests[i].Wait(_status_at(statuses, k))
         return done
 
     @classmethod
@@ -328,7 +328,7 @@ class Request(Work):
         if not any(requests):
             return None, None
         done = cls._poll(requests, lambda d: True)
-        return done, [requests[i].wait() for i in done]
+        return done, [requests[i].wait(_status_at(statuses, k)) for k, i in enumerate(done)]
 
     def __repr__(self) -> str:
         if self._native is None:
@@ -338,6 +338,15 @@ class Request(Work):
 
 #: A request that is already complete and inactive (mpi4py's MPI.REQUEST_NULL).
 REQUEST_NULL = Request(None)
+
+
+def _status_at(statuses: Optional[List[RecvStatus]], k: int) -> Optional[RecvStatus]:
+    """statuses[k], appending new RecvStatus objects to a shorter list (as mpi4py fills a list given)."""
+    if statuses is None:
+        return None
+    while len(statuses) <= k:
+        statuses.append(RecvStatus())
+    return statuses[k]
 
 
 # ---------------------------------------------------------------- objects

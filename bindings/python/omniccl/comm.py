@@ -552,7 +552,7 @@ class Communicator:
     # (status says how much came), dest/source may be this rank or PROC_NULL.
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Sends ``buf`` to rank ``dest`` with ``tag``; returns once ``buf`` may be reused."""
-        self._live("Send").send(message(buf, "buf", False), dest, blocking=True, tag=tag)
+        self._live("Send").send(_p2p_message(buf, "buf", False, dest), dest, blocking=True, tag=tag)
 
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Optional[RecvStatus] = None) -> None:
@@ -561,28 +561,28 @@ class Communicator:
         ``buf`` is an upper bound: a smaller message fills its start (``status.Get_count()``
         says how much came); a larger one raises :class:`~omniccl.TruncatedError`.
         """
-        st = self._live("Recv").recv(message(buf, "buf", True), source, blocking=True, tag=tag)
+        st = self._live("Recv").recv(_p2p_message(buf, "buf", True, source), source, blocking=True, tag=tag)
         if status is not None:
             status._fill(st)
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         """Starts a send; returns a :class:`Request` (Wait/Test, falsy once complete)."""
-        return Request(self._live("Isend").send(message(buf, "buf", False), dest, tag=tag))
+        return Request(self._live("Isend").send(_p2p_message(buf, "buf", False, dest), dest, tag=tag))
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Starts a receive into ``buf``; returns a :class:`Request` (its Wait fills a status)."""
-        native = self._live("Irecv").recv(message(buf, "buf", True), source, tag=tag)
+        native = self._live("Irecv").recv(_p2p_message(buf, "buf", True, source), source, tag=tag)
         return Request(native, outputs=[buf], recv=True)
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Optional[RecvStatus] = None) -> None:
         """Sends ``sendbuf`` to ``dest`` and receives into ``recvbuf`` from ``source``, both at once."""
-        if recvbuf is None:
+        if recvbuf is None and source != PROC_NULL:
             raise InvalidArgumentError("Sendrecv: recvbuf is required (use Sendrecv_replace to reuse sendbuf)")
         native = self._live("Sendrecv")
-        r = Request(native.recv(message(recvbuf, "recvbuf", True), source, tag=recvtag), recv=True)
+        r = Request(native.recv(_p2p_message(recvbuf, "recvbuf", True, source), source, tag=recvtag), recv=True)
         try:
-            native.send(message(sendbuf, "sendbuf", False), dest, blocking=True, tag=sendtag)
+            native.send(_p2p_message(sendbuf, "sendbuf", False, dest), dest, blocking=True, tag=sendtag)
         finally:
             r.Wait(status)
 
@@ -590,7 +590,7 @@ class Communicator:
                          recvtag: int = ANY_TAG, status: Optional[RecvStatus] = None) -> None:
         """Sends ``buf`` to ``dest``, then replaces it with the message from ``source``."""
         native = self._live("Sendrecv_replace")
-        recv = message(buf, "buf", True)
+        recv = _p2p_message(buf, "buf", True, source)
         copy = Tensor.empty_like(recv, recv.count)
         copy.copy_from(recv)
         r = Request(native.recv(recv, source, tag=recvtag), recv=True)
@@ -684,6 +684,13 @@ class Communicator:
         finally:
             value = r.wait(status)
         return value
+
+
+def _p2p_message(buf: Any, name: str, writable: bool, peer: int) -> Tensor:
+    """message(buf), where None is an empty buffer for a PROC_NULL peer (as mpi4py allows)."""
+    if buf is None and peer == PROC_NULL:
+        buf = bytearray(0)
+    return message(buf, name, writable)
 
 
 # mpi4py Comm methods that OmniCCL does not offer: each raises

@@ -1068,8 +1068,10 @@ def p2p_semantics(rank, size):
     except dist.TruncatedError as e:
         chk.true("truncat" in str(e).lower(), f"TruncatedError message: {e}")
         chk.equal(big, np.arange(5, dtype=np.int64), "a truncated receive holds the first part")
-    dist.Request.Waitall(reqs)
+    statuses = []
+    dist.Request.Waitall(reqs, statuses)
     chk.true(not any(reqs), "requests are falsy once complete")
+    chk.true(len(statuses) == 2, "Waitall fills the list of statuses it is given")
     # Sends to self, in either order; PROC_NULL.
     a = np.zeros(2, np.int32)
     world.Send(np.array([rank, 5], np.int32), dest=rank, tag=3)
@@ -1082,6 +1084,8 @@ def p2p_semantics(rank, size):
     chk.equal(a, np.array([6, rank], np.int32), "irecv then send to self")
     chk.true(st.source == rank and st.tag == 4 and not r, f"status of the self receive: {st!r}")
     world.Send(a, dest=dist.PROC_NULL)
+    world.Send(None, dest=dist.PROC_NULL)  # None is an empty buffer for PROC_NULL, as in mpi4py
+    world.Irecv(None, source=dist.PROC_NULL).Wait()
     world.Recv(a, source=dist.PROC_NULL, status=st)
     chk.true(st.source == dist.PROC_NULL and st.tag == dist.ANY_TAG and st.Get_count() == 0,
              f"PROC_NULL status: {st!r}")
