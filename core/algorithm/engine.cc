@@ -432,7 +432,17 @@ bool Engine::advance_listen(State& s, TransferFeed& feed) {
       }
     }
     if (s.hdr_done < sizeof(WireHeader)) {
-      size_t k = link.try_recv(reinterpret_cast<char*>(&s.hdr) + s.hdr_done, sizeof(WireHeader) - s.hdr_done);
+      size_t k = 0;
+      try {
+        k = link.try_recv(reinterpret_cast<char*>(&s.hdr) + s.hdr_done, sizeof(WireHeader) - s.hdr_done);
+      } catch (const Error& e) {
+        // A peer that has left ends a listen that only ANY_SOURCE receives
+        // need (between messages); the others may still send.
+        if (e.status() != Status::kPeerFailure || s.hdr_done != 0 || feed.named(peer)) throw;
+        s.complete = true;
+        feed.listen_ended(peer, true);
+        return true;
+      }
       s.hdr_done += k;
       progressed |= k > 0;
       if (s.hdr_done < sizeof(WireHeader)) return progressed;
@@ -634,6 +644,18 @@ void Engine::sleep_step() {
     size_t key = size_t(s.t.peer) * 2 + sending;
     if (busy[key]) continue;
     busy[key] = 1;
+    if (s.t.kind == Transfer::Kind::kListen && s.hdr_done == 0 && feed_ != nullptr && !feed_->named(s.t.peer)) {
+      // Only ANY_SOURCE receives listen here: a peer that has left ends
+      // this listen, not the step (the others may still send).
+      try {
+        mesh_.check_peer(s.t.peer);
+      } catch (const Error&) {
+        s.complete = true;
+        feed_->listen_ended(s.t.peer, true);
+        ready = true;
+        continue;
+      }
+    }
     waiting.push_back(&s);
     mesh_.check_peer(s.t.peer);
     transport::Link& link = mesh_.link(s.t.peer);
@@ -688,6 +710,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
   busy_.assign(size_t(mesh_.size()) * 2, 0);
   for (const auto& t : transfers) add_transfer(t, sig_, Deadline::never());  // op_deadline() applies
   pull_feed(feed);
+  feed_ = feed;
 
   WaitPolicy wait(spin_for_);
   stalled_since_ = Clock::time_point{};

@@ -126,6 +126,12 @@ class TransferFeed {
     (void)peer;
     (void)parked;
   }
+  /// Whether a receive is waiting for `peer` by name (not only through
+  /// ANY_SOURCE): if not, a listen on a peer that has left just ends.
+  virtual bool named(int peer) {
+    (void)peer;
+    return true;
+  }
 };
 
 class Engine {
@@ -198,7 +204,8 @@ class Engine {
   /// A collective's header read by a point-to-point listen, given to the
   /// next receive from that peer (take_held).
   bool take_held(int peer, State& s);
-  std::vector<std::string> held_;  ///< per peer; empty: none
+  std::vector<std::string> held_;
+  TransferFeed* feed_ = nullptr;  ///< the running step's feed (point-to-point steps)  ///< per peer; empty: none
   void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
   // One step: run_impl alternates progress passes with the wait policy.
   class WaitPolicy;

@@ -433,6 +433,7 @@ class Communicator::QueueFeed final : public TransferFeed {
   }
   void landed(size_t token) override { c_.matcher_.landed(token); }
   bool listening(int peer) override { return c_.matcher_.wants(peer); }
+  bool named(int peer) override { return c_.matcher_.names(peer); }
   void listen_ended(int peer, bool parked) override {
     listening_[size_t(peer)] = 0;
     if (parked) parked_[size_t(peer)] = 1;
@@ -458,7 +459,8 @@ class Communicator::QueueFeed final : public TransferFeed {
       } else if (c_.size() == 1) {
         why = "no send to this rank itself was posted before it";
       } else {
-        why = "every rank it could hear from has a collective operation next, not a matching send";
+        why = "every rank it could hear from has moved on (to a collective operation, or it has left) without a "
+              "matching send";
       }
       return str_cat("recv from ", from, " (tag ", tag, ") cannot be matched: ", why);
     });

@@ -155,6 +155,10 @@ void P2PMatcher::fail_all(Status st, const std::string& message) {
   posted_.clear();
 }
 
+bool P2PMatcher::names(int peer) const {
+  return std::any_of(posted_.begin(), posted_.end(), [&](const Posted& p) { return p.source == peer; });
+}
+
 bool P2PMatcher::wants(int peer) const {
   return std::any_of(posted_.begin(), posted_.end(),
                      [&](const Posted& p) { return p.source == kAnySource || p.source == peer; });

@@ -73,6 +73,8 @@ class P2PMatcher {
 
   /// Whether a posted receive could match a message from `peer`.
   bool wants(int peer) const;
+  /// Whether a posted receive names `peer` as its source.
+  bool names(int peer) const;
   /// Whether any receive is posted.
   bool any_posted() const { return !posted_.empty(); }
   /// Fails the posted receives for which `doomed(p)` is true with `st`;

@@ -293,6 +293,27 @@ TEST_P(P2P, AnySourceReceiveWhileOthersRunACollective) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
+// A receive from ANY_SOURCE still gets its message when another rank has
+// already destroyed its communicator (that rank is no longer listened to).
+TEST_P(P2P, AnySourceReceiveWhenAnotherRankHasLeft) {
+  JobResult res = run_ranks(opts(3, GetParam()), [](occl_comm_t comm, int rank, int) {
+    if (rank == 2) return 0;  // the harness destroys its communicator now
+    int32_t v = 0;
+    Tensor1D t(&v, 1, dl_int(32));
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      v = 55;
+      RANK_OK(occl_send_tagged(&t, 0, 3, comm, nullptr, nullptr), rank);
+    } else {
+      occl_recv_status_t st{};
+      RANK_OK(occl_recv_tagged(&t, OCCL_ANY_SOURCE, 3, comm, nullptr, &st, nullptr), rank);
+      RANK_CHECK(v == 55 && st.source == 1, rank, cat("got ", v, " from ", st.source));
+    }
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, P2P, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
