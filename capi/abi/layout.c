@@ -108,6 +108,18 @@ ABI_ASSERT(offsetof(occl_options_t, interrupt) == 32, "occl_options_t.interrupt"
 ABI_ASSERT(offsetof(occl_options_t, interrupt_data) == 40, "occl_options_t.interrupt_data");
 ABI_ASSERT(sizeof(occl_options_t) == 48, "sizeof(occl_options_t) (version 1)");
 
+/* ---- point-to-point matching (0.3) -------------------------------------- */
+ABI_ASSERT(OCCL_ERR_TRUNCATED == 14, "OCCL_ERR_TRUNCATED");
+ABI_ASSERT(OCCL_ANY_SOURCE == -1, "OCCL_ANY_SOURCE");
+ABI_ASSERT(OCCL_ANY_TAG == -1, "OCCL_ANY_TAG");
+ABI_ASSERT(OCCL_PROC_NULL == -2, "OCCL_PROC_NULL");
+ABI_ASSERT(OCCL_TAG_UB == 2147483647, "OCCL_TAG_UB");
+ABI_ASSERT(offsetof(occl_recv_status_t, source) == 0, "occl_recv_status_t.source");
+ABI_ASSERT(offsetof(occl_recv_status_t, tag) == 4, "occl_recv_status_t.tag");
+ABI_ASSERT(offsetof(occl_recv_status_t, bytes) == 8, "occl_recv_status_t.bytes");
+ABI_ASSERT(offsetof(occl_recv_status_t, count) == 16, "occl_recv_status_t.count");
+ABI_ASSERT(sizeof(occl_recv_status_t) == 24, "sizeof(occl_recv_status_t)");
+
 /* ---- DLPack 1.x (omniccl/dlpack.h) -------------------------------------- */
 ABI_ASSERT(DLPACK_MAJOR_VERSION == 1, "DLPACK_MAJOR_VERSION");
 

@@ -340,6 +340,71 @@ OCCL_API occl_status_t occl_recv_ex(const DLTensor* tensor, int peer, occl_comm_
   return recv_impl("occl_recv_ex", tensor, peer, comm, options, work);
 }
 
+namespace {
+void fill_status(occl_recv_status_t* out, const RecvStatus& rs) {
+  if (out == nullptr) return;
+  out->source = rs.source;
+  out->tag = rs.tag;
+  out->bytes = static_cast<int64_t>(rs.bytes);
+  out->count = static_cast<int64_t>(rs.bytes / std::max<uint64_t>(rs.elem_bytes, 1));
+}
+}  // namespace
+
+OCCL_API occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return op("occl_send_tagged", options, work, [&](const CallOptions& call) {
+    return coll::send_tagged(*comm_of(comm), to_view(tensor, "tensor"), peer, tag, call);
+  });
+}
+
+OCCL_API occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag, occl_comm_t comm, const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work) {
+  RecvStatus rs;
+  const bool blocking = work == nullptr;
+  occl_status_t st = op("occl_recv_tagged", options, work, [&](const CallOptions& call) {
+    return coll::recv_tagged(*comm_of(comm), to_view(tensor, "tensor"), source, tag, call, &rs);
+  });
+  if (blocking) {
+    fill_status(status, rs);
+  }
+  return st;
+}
+
+OCCL_API occl_status_t occl_work_recv_status(occl_work_t work, occl_recv_status_t* status) {
+  return guard("occl_work_recv_status", [&] {
+    check_arg(work != nullptr && work->impl != nullptr, "work is NULL");
+    check_arg(status != nullptr, "status is NULL");
+    if (!work->impl->done()) fail(Status::kInProgress, "the operation has not completed yet");
+    fill_status(status, work->impl->recv_status());
+  });
+}
+
+OCCL_API occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int sendtag, const DLTensor* recvbuf, int source, int recvtag, occl_comm_t comm, const occl_options_t* options, occl_recv_status_t* status) {
+  RecvStatus rs;
+  occl_status_t st = guard("occl_sendrecv", [&] {
+    std::shared_ptr<Communicator> c = comm_of(comm);
+    TensorView send = to_view(sendbuf, "sendbuf");
+    TensorView recv = to_view(recvbuf, "recvbuf");
+    CallOptions call = call_options(options, true);
+    call.interrupt = {};
+    coll::check_p2p_args(*c, dest, sendtag, true);
+    coll::check_p2p_args(*c, source, recvtag, false);
+    std::shared_ptr<Work> rw = coll::recv_tagged(*c, recv, source, recvtag, call, nullptr);
+    std::shared_ptr<Work> sw;
+    try {
+      sw = coll::send_tagged(*c, send, dest, sendtag, call);
+    } catch (...) {
+      rw->wait();  // it writes into recvbuf: never return before it ends
+      throw;
+    }
+    Status sst = sw->wait();
+    Status rst = rw->wait();
+    rs = rw->recv_status();
+    if (rst != Status::kSuccess) throw Error(rst, str_cat("recv: ", rw->message()));
+    if (sst != Status::kSuccess) throw Error(sst, str_cat("send: ", sw->message()));
+  });
+  fill_status(status, rs);
+  return st;
+}
+
 static occl_status_t broadcast_impl(const char* fn, const DLTensor* tensor, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     return coll::broadcast(*comm_of(comm), to_view(tensor, "tensor"), root, call);

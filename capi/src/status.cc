@@ -46,6 +46,7 @@ __attribute__((visibility("default"))) const char* occl_status_string(occl_statu
     case OCCL_ERR_OUT_OF_MEMORY: return "OCCL_ERR_OUT_OF_MEMORY: out of memory";
     case OCCL_ERR_COMM_FAILED: return "OCCL_ERR_COMM_FAILED: the communicator failed earlier";
     case OCCL_ERR_INTERRUPTED: return "OCCL_ERR_INTERRUPTED: the caller interrupted a blocking call";
+    case OCCL_ERR_TRUNCATED: return "OCCL_ERR_TRUNCATED: a message was larger than its receive buffer";
   }
   return "unknown status";
 }

@@ -150,11 +150,18 @@ struct Engine::State final : transport::PayloadSink {
   transport::Message msg;  // the link's view; header and sink re-pointed before each call (states move)
   size_t reduced = 0;      // recv-reduce: payload bytes already reduced into dst
   bool complete = false;
+  size_t land_token = 0;  // listen: the feed's token for the message being read
 
   size_t take(const char* data, size_t n) override { return engine->reduce_next(*this, data, n); }
 };
 
 struct Engine::StateQueue : std::vector<State> {};
+
+struct Engine::Held {
+  bool has = false;
+  WireHeader hdr{};
+  transport::Message msg;  // the link's progress on that message (its header is all there)
+};
 
 Engine::~Engine() = default;
 
@@ -277,14 +284,117 @@ bool Engine::advance(State& s) {
   }
   bool progressed = false;
   if (m.header_done < sizeof(WireHeader)) {
-    progressed = link.recv_header(m);
-    if (m.header_done < sizeof(WireHeader)) return progressed;
+    if (m.header_done == 0 && take_held(s.t.peer, s)) {
+      progressed = true;
+    } else {
+      progressed = link.recv_header(m);
+      if (m.header_done < sizeof(WireHeader)) return progressed;
+    }
     check_header(s);
   }
   if (s.t.kind == Transfer::Kind::kRecvReduce) m.sink = &s;
   progressed |= link.recv_payload(m);
   s.complete = m.complete;
   return progressed;
+}
+
+bool Engine::take_held(int peer, State& s) {
+  if (held_.empty() || !held_[size_t(peer)].has) return false;
+  Held& h = held_[size_t(peer)];
+  s.hdr = h.hdr;
+  // The link's own part of the message; the caller's part (payload, sink,
+  // stage) stays this transfer's.
+  transport::Message& m = s.msg;
+  m.header_done = h.msg.header_done;
+  m.done = h.msg.done;
+  m.staged = h.msg.staged;
+  m.ticket = h.msg.ticket;
+  m.remote = h.msg.remote;
+  m.by_reference = h.msg.by_reference;
+  m.complete = h.msg.complete;
+  h.has = false;
+  return true;
+}
+
+// A listen reads whole point-to-point messages from one peer, one after the
+// other, for as long as the feed has a receive they could match: the header
+// first, then the payload wherever the feed lands it. A collective's header
+// (the peer has moved on to its next operation) is kept for that operation.
+bool Engine::advance_listen(State& s, TransferFeed& feed) {
+  const int peer = s.t.peer;
+  transport::Link& link = mesh_.link(peer);
+  transport::Message& m = s.msg;
+  m.header = &s.hdr;
+  bool progressed = false;
+  for (;;) {
+    if (m.header_done == 0) {
+      if (held_.size() < size_t(mesh_.size())) held_.resize(size_t(mesh_.size()));
+      if (!feed.listening(peer)) {
+        s.complete = true;
+        feed.listen_ended(peer, false);
+        return progressed;
+      }
+      if (held_[size_t(peer)].has) {
+        s.complete = true;
+        feed.listen_ended(peer, true);
+        return progressed;
+      }
+    }
+    if (m.header_done < sizeof(WireHeader)) {
+      const size_t before = m.header_done;
+      try {
+        progressed |= link.recv_header(m);
+      } catch (const Error& e) {
+        // A peer that has left ends a listen that only ANY_SOURCE receives
+        // need (between messages); the others may still send.
+        if (e.status() != Status::kPeerFailure || before != 0 || feed.named(peer)) throw;
+        s.complete = true;
+        feed.listen_ended(peer, true);
+        return true;
+      }
+      if (m.header_done < sizeof(WireHeader)) return progressed;
+      const WireHeader& h = s.hdr;
+      if (h.magic != kWireMagic) {
+        std::string msg = str_cat("recv: corrupt message from ", mesh_.describe(peer),
+                                  " (bad magic); the byte streams are out of step");
+        mesh_.broadcast_error(Status::kInternal, msg);
+        throw transport::PeerReportedError(Status::kInternal, msg);
+      }
+      if (h.kind != uint8_t(OpKind::kSendRecv)) {
+        Held& held = held_[size_t(peer)];
+        held.has = true;
+        held.hdr = h;
+        held.msg = m;
+        held.msg.header = nullptr;
+        m = transport::Message{};
+        m.header_bytes = sizeof(WireHeader);
+        s.complete = true;
+        feed.listen_ended(peer, true);
+        return true;
+      }
+      TransferFeed::Arrival a;
+      a.peer = peer;
+      a.tag = h.root;
+      a.dtype = static_cast<DType>(h.dtype);
+      a.count = h.count;
+      a.bytes = h.bytes;
+      a.seq = h.seq;
+      s.t.dst = feed.land(a, s.land_token);
+      s.t.bytes = h.bytes;
+      m.payload = {s.t.dst, s.t.bytes, device_};
+      m.sink = nullptr;
+    }
+    progressed |= link.recv_payload(m);
+    if (!m.complete) return progressed;
+    feed.landed(s.land_token);
+    // And listen for the next one.
+    m = transport::Message{};
+    m.header_bytes = sizeof(WireHeader);
+    m.header = &s.hdr;
+    s.t.dst = nullptr;
+    s.t.bytes = 0;
+    progressed = true;
+  }
 }
 
 void Engine::flush_links() {
@@ -409,10 +519,11 @@ Engine::Pass Engine::progress_pass(TransferFeed* feed) {
     size_t key = size_t(s.t.peer) * 2 + (s.t.kind == Transfer::Kind::kSend);
     if (busy[key]) continue;
     busy[key] = 1;
-    pass.progressed |= advance(s);
+    const bool listen = s.t.kind == Transfer::Kind::kListen;
+    pass.progressed |= listen ? advance_listen(s, *feed) : advance(s);
     if (s.complete) {
       busy[key] = 0;  // the next transfer of this pair may start in this pass
-      if (s.from_feed) {
+      if (s.from_feed && !listen) {
         mesh_.link(s.t.peer).flush();
         feed->done(s.tag);
       }
@@ -449,6 +560,18 @@ void Engine::sleep_step() {
     size_t key = size_t(s.t.peer) * 2 + sending;
     if (busy[key]) continue;
     busy[key] = 1;
+    if (s.t.kind == Transfer::Kind::kListen && s.msg.header_done == 0 && feed_ != nullptr && !feed_->named(s.t.peer)) {
+      // Only ANY_SOURCE receives listen here: a peer that has left ends
+      // this listen, not the step (the others may still send).
+      try {
+        mesh_.check_peer(s.t.peer);
+      } catch (const Error&) {
+        s.complete = true;
+        feed_->listen_ended(s.t.peer, true);
+        ready = true;
+        continue;
+      }
+    }
     waiting.push_back(&s);
     mesh_.check_peer(s.t.peer);
     transport::Link& link = mesh_.link(s.t.peer);
@@ -502,6 +625,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
   busy_.assign(size_t(mesh_.size()) * 2, 0);
   for (const auto& t : transfers) add_transfer(t, sig_, Deadline::never());  // op_deadline() applies
   pull_feed(feed);
+  feed_ = feed;
 
   WaitPolicy wait(spin_for_);
   stalled_since_ = Clock::time_point{};

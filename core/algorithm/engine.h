@@ -59,7 +59,10 @@ struct OpSignature {
 };
 
 struct Transfer {
-  enum class Kind : uint8_t { kSend, kRecv, kRecvReduce };
+  /// kListen (point-to-point batches only): receive the next message from
+  /// `peer`, whatever its tag and size; the feed decides where its payload
+  /// goes once its header has arrived (TransferFeed::land).
+  enum class Kind : uint8_t { kSend, kRecv, kRecvReduce, kListen };
   Kind kind = Kind::kSend;
   int peer = -1;
   const char* src = nullptr;  ///< send payload, or local operand of recv-reduce
@@ -73,6 +76,7 @@ struct Transfer {
   static Transfer recv(int peer, void* dst, size_t bytes, uint32_t step) {
     return {Kind::kRecv, peer, nullptr, static_cast<char*>(dst), bytes, step};
   }
+  static Transfer listen(int peer) { return {Kind::kListen, peer, nullptr, nullptr, 0, 0}; }
   static Transfer recv_reduce(int peer, const void* local, void* dst, size_t bytes, uint32_t step) {
     return {Kind::kRecvReduce, peer, static_cast<const char*>(local), static_cast<char*>(dst), bytes, step};
   }
@@ -89,6 +93,45 @@ class TransferFeed {
   virtual bool next(Transfer& t, OpSignature& sig, Deadline& deadline, size_t& tag) = 0;
   /// The transfer with this tag has completed.
   virtual void done(size_t tag) = 0;
+
+  /// A point-to-point message as its header announces it (kListen).
+  struct Arrival {
+    int peer = -1;
+    int32_t tag = 0;      ///< the sender's tag
+    DType dtype = DType::kUInt8;
+    uint64_t count = 0;   ///< elements of dtype
+    uint64_t bytes = 0;   ///< payload bytes
+    uint64_t seq = 0;     ///< the sender's per-pair message number
+  };
+  /// A listen on arrival.peer has read a message header: returns where its
+  /// arrival.bytes payload goes (room for all of it) and a token for landed().
+  /// Throws to fail the step (e.g. no room for an unexpected message).
+  virtual char* land(const Arrival& arrival, size_t& token) {
+    (void)arrival;
+    (void)token;
+    return nullptr;
+  }
+  /// The payload announced by land() (with this token) is complete.
+  virtual void landed(size_t token) { (void)token; }
+  /// Whether a receive is waiting that a message from `peer` could match; a
+  /// listen that has not started reading a header ends when none is.
+  virtual bool listening(int peer) {
+    (void)peer;
+    return false;
+  }
+  /// The listen on `peer` has ended: no receive wanted it any more, or
+  /// (`parked`) the peer's next message is a collective's (it has moved on;
+  /// the header is kept for that operation).
+  virtual void listen_ended(int peer, bool parked) {
+    (void)peer;
+    (void)parked;
+  }
+  /// Whether a receive is waiting for `peer` by name (not only through
+  /// ANY_SOURCE): if not, a listen on a peer that has left just ends.
+  virtual bool named(int peer) {
+    (void)peer;
+    return true;
+  }
 };
 
 class Engine {
@@ -156,6 +199,13 @@ class Engine {
   size_t reduce_next(State& s, const char* from, size_t n);
   void check_header(const State& s);
   void flush_links();
+  bool advance_listen(State& s, TransferFeed& feed);
+  /// A collective's message whose header a point-to-point listen read, given
+  /// to the next receive from that peer (take_held).
+  struct Held;
+  bool take_held(int peer, State& s);
+  std::vector<Held> held_;        ///< per peer
+  TransferFeed* feed_ = nullptr;  ///< the running step's feed (point-to-point steps)
   void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
   // One step: run_impl alternates progress passes with the wait policy.
   class WaitPolicy;

@@ -18,6 +18,14 @@ using OptTensor = std::optional<TensorView>;
 
 WorkPtr send(Communicator& c, const TensorView& t, int peer, const CallOptions& call);
 WorkPtr recv(Communicator& c, const TensorView& t, int peer, const CallOptions& call);
+/// Tagged forms (send/recv use tag 0). source may be kAnySource, tag kAnyTag
+/// (recv only), either peer kProcNull. A blocking recv fills *status (if
+/// given) when it ends, also when it fails with kTruncated.
+/// Throws kInvalidArgument for a peer or tag a send (is_send) or recv refuses.
+void check_p2p_args(const Communicator& c, int peer, int tag, bool is_send);
+WorkPtr send_tagged(Communicator& c, const TensorView& t, int peer, int tag, const CallOptions& call);
+WorkPtr recv_tagged(Communicator& c, const TensorView& t, int source, int tag, const CallOptions& call,
+                    RecvStatus* status);
 WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOptions& call);
 WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, int root, const CallOptions& call);
 WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, int root, const CallOptions& call);

@@ -53,6 +53,10 @@ constexpr SettingInfo kSettings[] = {
      "Bytes of keys and values the rendezvous server stores for all clients together (unprocessed input has "
      "the same limit of its own); one client may store at most 80 MiB. A set over a quota is refused with an "
      "error; a client sending more than it may have buffered is dropped."},
+    {"OMNICCL_P2P_UNEXPECTED_BYTES", "268435456",
+     "Bytes of point-to-point messages a rank keeps that arrived (or were sent to itself) before a receive "
+     "matching their source and tag was posted. A message that would exceed it fails with "
+     "OCCL_ERR_OUT_OF_MEMORY naming the setting."},
     {"OMNICCL_STORE_IDLE_TIMEOUT", "10s",
      "A connection to the rendezvous server must complete its first request, and finish any message it has "
      "started, within this time, or it is dropped (one waiting for a key is exempt)."},

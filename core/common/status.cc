@@ -20,6 +20,7 @@ const char* status_name(Status s) {
     case Status::kOutOfMemory: return "OCCL_ERR_OUT_OF_MEMORY";
     case Status::kCommFailed: return "OCCL_ERR_COMM_FAILED";
     case Status::kInterrupted: return "OCCL_ERR_INTERRUPTED";
+    case Status::kTruncated: return "OCCL_ERR_TRUNCATED";
   }
   return "unknown status";
 }

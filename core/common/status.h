@@ -27,6 +27,7 @@ enum class Status : int {
   kOutOfMemory = 11,
   kCommFailed = 12,
   kInterrupted = 13,
+  kTruncated = 14,
 };
 
 /// Short stable name of a status ("OCCL_ERR_TIMEOUT").

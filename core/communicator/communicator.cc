@@ -54,6 +54,7 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
       session_(session),
       mesh_(std::move(mesh)),
       engine_(*mesh_),
+      matcher_(rank, size),
       send_seq_(size, 0),
       recv_seq_(size, 0) {
   if (!config_.algorithm.empty()) override_ = AlgoOverride::parse(config_.algorithm, config_.algorithm_source);
@@ -263,44 +264,140 @@ std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, const CallOption
     }
   }
   Status st = work->wait();
+  if (op.status != nullptr) *op.status = work->recv_status();
   if (st != Status::kSuccess) throw Error(st, work->message());
   return nullptr;
 }
 
 /// Feeds queued send/recv tasks into a running engine step, in queue order,
-/// for as long as the head of the queue is one.
+/// for as long as the head of the queue is one. Sends go to the engine as
+/// they are (to this rank itself: straight to the matcher); receives are
+/// posted to the matcher (p2p_match.h), and each peer a posted receive could
+/// hear from gets one listen, which reads that peer's messages and lands them
+/// where the matcher says.
 class Communicator::QueueFeed final : public TransferFeed {
  public:
-  QueueFeed(Communicator& c, Task first) : c_(c) { pending_.push_back(std::move(first)); }
+  QueueFeed(Communicator& c, Task first)
+      : c_(c), listening_(size_t(c.size()), 0), parked_(size_t(c.size()), 0) {
+    pending_.push_back(std::move(first));
+  }
 
   bool next(Transfer& t, OpSignature& sig, Deadline& deadline, size_t& tag) override {
-    Task task;
-    if (!pending_.empty()) {
-      task = std::move(pending_.back());
-      pending_.clear();
-    } else {
-      std::lock_guard<std::mutex> lock(c_.mu_);
-      if (c_.queue_.empty() || !c_.queue_.front().p2p) return false;
-      task = std::move(c_.queue_.front());
-      c_.queue_.pop_front();
+    for (;;) {
+      sig = OpSignature{};
+      sig.kind = OpKind::kSendRecv;
+      if (!to_listen_.empty()) {
+        const int peer = to_listen_.front().first;
+        deadline = to_listen_.front().second;
+        to_listen_.pop_front();
+        t = Transfer::listen(peer);
+        tag = SIZE_MAX;
+        return true;
+      }
+      Task task;
+      if (!pending_.empty()) {
+        task = std::move(pending_.back());
+        pending_.clear();
+      } else {
+        std::lock_guard<std::mutex> lock(c_.mu_);
+        if (c_.queue_.empty() || !c_.queue_.front().p2p) return false;
+        task = std::move(c_.queue_.front());
+        c_.queue_.pop_front();
+      }
+      const P2POp& op = *task.p2p;
+      deadline = op.timeout_ms > 0 ? Deadline::after_ms(op.timeout_ms) : c_.op_deadline();
+      if (op.is_send && op.peer == c_.rank()) {
+        try {
+          c_.matcher_.send_to_self(op.tag, op.tensor.bytes_ptr(), op.tensor.bytes(), op.tensor.dtype,
+                                   op.tensor.count);
+          task.work->complete(Status::kSuccess, "");
+        } catch (const Error& e) {
+          task.work->complete(e.status(), str_cat("send to self: ", e.what()));  // over the budget
+        }
+        continue;
+      }
+      if (op.is_send) {
+        sig.dtype = op.tensor.dtype;
+        sig.count = op.tensor.count;
+        sig.root = op.tag;  // a point-to-point header carries the tag here
+        sig.seq = c_.next_send_seq(op.peer);
+        t = Transfer::send(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0);
+        tag = taken_.size();
+        taken_.push_back(std::move(task));
+        return true;
+      }
+      P2PMatcher::Posted r;
+      r.source = op.peer;
+      r.tag = op.tag;
+      r.dst = op.tensor.bytes_ptr();
+      r.capacity = op.tensor.bytes();
+      r.dtype = op.tensor.dtype;
+      r.work = task.work;
+      r.status = op.status;
+      r.blocking = op.status != nullptr;
+      r.deadline = deadline;
+      if (c_.matcher_.post(std::move(r))) continue;  // an unexpected message matched
+      listen_for(op.peer, deadline);
     }
-    const P2POp& op = *task.p2p;
-    sig = OpSignature{};
-    sig.kind = OpKind::kSendRecv;
-    sig.dtype = op.tensor.dtype;
-    sig.count = op.tensor.count;
-    sig.seq = op.is_send ? c_.next_send_seq(op.peer) : c_.next_recv_seq(op.peer);
-    deadline = op.timeout_ms > 0 ? Deadline::after_ms(op.timeout_ms) : c_.op_deadline();
-    t = op.is_send ? Transfer::send(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0)
-                   : Transfer::recv(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0);
-    tag = taken_.size();
-    taken_.push_back(std::move(task));
-    return true;
+  }
+
+  /// Receives posted in an earlier step that are still waiting (a
+  /// non-blocking receive from this rank itself or from ANY_SOURCE) get
+  /// their listens again.
+  void resume_posted() {
+    for (const P2PMatcher::Posted& p : c_.matcher_.posted()) listen_for(p.source, p.deadline);
+  }
+
+  void listen_for(int source, const Deadline& deadline) {
+    for (int p = 0; p < c_.size(); ++p) {
+      if (p == c_.rank() || (source != kAnySource && source != p)) continue;
+      if (listening_[size_t(p)] || parked_[size_t(p)]) continue;
+      listening_[size_t(p)] = 1;
+      to_listen_.emplace_back(p, deadline);
+    }
   }
 
   void done(size_t tag) override {
     taken_[tag].work->complete(Status::kSuccess, "");
     taken_[tag].work.reset();
+  }
+
+  char* land(const Arrival& a, size_t& token) override {
+    return c_.matcher_.land(a, c_.next_recv_seq(a.peer), token);
+  }
+  void landed(size_t token) override { c_.matcher_.landed(token); }
+  bool listening(int peer) override { return c_.matcher_.wants(peer); }
+  bool named(int peer) override { return c_.matcher_.names(peer); }
+  void listen_ended(int peer, bool parked) override {
+    listening_[size_t(peer)] = 0;
+    if (parked) parked_[size_t(peer)] = 1;
+  }
+
+  /// The step ended with receives still posted: no other rank they could
+  /// hear from has a point-to-point message next. A non-blocking one that a
+  /// later send to this rank itself can match stays posted (MPI's irecv
+  /// before its send); the others fail (a blocking one's caller can issue
+  /// nothing that would match it).
+  void finish() {
+    if (!c_.matcher_.any_posted()) return;
+    const int me = c_.rank();
+    auto doomed = [&](const P2PMatcher::Posted& p) {
+      return p.blocking || (p.source != me && p.source != kAnySource);
+    };
+    c_.matcher_.fail_posted(Status::kMismatch, doomed, [&](const P2PMatcher::Posted& p) {
+      std::string from = p.source == kAnySource ? std::string("ANY_SOURCE") : str_cat("rank ", p.source);
+      std::string tag = p.tag == kAnyTag ? std::string("ANY_TAG") : std::to_string(p.tag);
+      std::string why;
+      if (p.source == c_.rank()) {
+        why = "no send to this rank itself was posted before it (a blocking receive from itself can never match)";
+      } else if (c_.size() == 1) {
+        why = "no send to this rank itself was posted before it";
+      } else {
+        why = "every rank it could hear from has moved on (to a collective operation, or it has left) without a "
+              "matching send";
+      }
+      return str_cat("recv from ", from, " (tag ", tag, ") cannot be matched: ", why);
+    });
   }
 
   /// Fails every task taken but not completed, and any not yet taken.
@@ -309,12 +406,16 @@ class Communicator::QueueFeed final : public TransferFeed {
       if (t.work) t.work->complete(st, msg);
     }
     for (auto& t : pending_) t.work->complete(st, msg);
+    c_.matcher_.fail_all(st, msg);
   }
 
  private:
   Communicator& c_;
   std::vector<Task> pending_;  // the task the worker popped to start the batch
   std::vector<Task> taken_;
+  std::deque<std::pair<int, Deadline>> to_listen_;  // listens to hand to the engine
+  std::vector<uint8_t> listening_;  // per peer: a listen runs
+  std::vector<uint8_t> parked_;     // per peer: its next message is a collective's
 };
 
 Status Communicator::run_captured(const std::function<void(Engine&)>& fn, std::string& message) {
@@ -345,8 +446,13 @@ void Communicator::worker_loop() {
     std::string msg;
     if (task.p2p) {
       QueueFeed feed(*this, std::move(task));
+      feed.resume_posted();
       Status st = run_captured([&](Engine& e) { e.run_feed(feed); }, msg);
-      if (st != Status::kSuccess) feed.fail_rest(st, msg);
+      if (st != Status::kSuccess) {
+        feed.fail_rest(st, msg);
+      } else {
+        feed.finish();
+      }
     } else {
       Status st = run_captured(task.fn, msg);
       task.work->complete(st, msg);
@@ -371,6 +477,7 @@ void Communicator::abort(bool as_failure) {
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
   // Wait for a blocking operation on another thread to notice the abort.
   std::lock_guard<ExecLock> exec(exec_mu_);
+  matcher_.fail_all(Status::kAborted, "the communicator was aborted before a matching message arrived");
 }
 
 std::vector<std::string> Communicator::internal_all_gather(const std::string& mine, const Deadline& deadline) {

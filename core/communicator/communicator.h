@@ -24,6 +24,7 @@
 
 #include "algorithm/engine.h"
 #include "bootstrap/rendezvous.h"
+#include "communicator/p2p_match.h"
 #include "communicator/work.h"
 #include "tensor/tensor.h"
 #include "transport/mesh.h"
@@ -68,9 +69,11 @@ struct CallOptions {
 /// A point-to-point operation as queued (see Communicator::submit_p2p).
 struct P2POp {
   bool is_send = true;
-  int peer = -1;
+  int peer = -1;           ///< a recv's source may be kAnySource (p2p_match.h)
   TensorView tensor;
   int64_t timeout_ms = 0;  ///< > 0: this operation's deadline; else the communicator's
+  int tag = 0;             ///< >= 0; a recv's may be kAnyTag
+  RecvStatus* status = nullptr;  ///< blocking recv: filled when it ends (also on error)
 };
 
 class Communicator {
@@ -189,6 +192,10 @@ class Communicator {
   std::unique_ptr<bootstrap::TcpStoreServer> store_server_;
   std::unique_ptr<transport::Mesh> mesh_;
   Engine engine_;
+
+  /// Point-to-point matching (posted receives, unexpected messages); used
+  /// only by the operation running, under exec_mu_.
+  P2PMatcher matcher_;
 
   uint64_t collective_seq_ = 0;
   uint64_t split_count_ = 0;

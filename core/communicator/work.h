@@ -11,10 +11,33 @@
 
 namespace omniccl {
 
+/// What a point-to-point receive got (MPI_Status): the sender's rank and tag
+/// and the bytes that arrived. A receive from PROC_NULL (-2) gets source -2,
+/// tag -1 (any tag) and 0 bytes.
+struct RecvStatus {
+  int source = -2;
+  int tag = -1;
+  uint64_t bytes = 0;
+  uint64_t elem_bytes = 1;  ///< element size of the receive buffer (count = bytes / it)
+};
+
 class Work {
  public:
   /// Marks the operation finished with status (kSuccess or an error).
   void complete(Status status, std::string message);
+  /// A receive finished: records what it got, then completes.
+  void complete(Status status, std::string message, const RecvStatus& received) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      recv_ = received;
+    }
+    complete(status, std::move(message));
+  }
+  /// What a finished receive got (defaults for other operations).
+  RecvStatus recv_status() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return recv_;
+  }
   /// Blocks until finished; returns the status (message via message()).
   Status wait();
   /// Blocks at most timeout_ms; true if finished.
@@ -30,6 +53,7 @@ class Work {
   bool done_ = false;
   Status status_ = Status::kSuccess;
   std::string message_;
+  RecvStatus recv_;
 };
 
 }  // namespace omniccl

@@ -344,10 +344,12 @@ TEST(ErrorsTest, PeerOutOfRange) {
     Checks ck(rank);
     int32_t v[4] = {0, 0, 0, 0};
     Tensor1D t(v, 4, dl_int(32));
-    for (int peer : {n, -1, n + 100, rank}) {
+    // -1 is OCCL_ANY_SOURCE for a receive, -2 OCCL_PROC_NULL; this rank
+    // itself is a valid peer (p2p_test.cc).
+    for (int peer : {n, -1, -3, n + 100}) {
       const std::string p = std::to_string(peer);
       CK_ERR(ck, occl_send(&t, peer, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "peer", p);
-      CK_ERR(ck, occl_recv(&t, peer, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "peer", p);
+      if (peer != -1) CK_ERR(ck, occl_recv(&t, peer, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "peer", p);
     }
     all_reduce_works(ck, comm, rank, n);
     return ck.rc();
@@ -562,87 +564,9 @@ TEST(ErrorsTest, VectorCountsInvalid) {
   });
 }
 
-// ---------------------------------------------------------------------------
-// send/recv that do not fit each other
-// ---------------------------------------------------------------------------
-
-struct P2PShared {
-  std::atomic<int> sender_done{0};
-  std::atomic<int> receiver_done{0};
-};
-
-/// Rank 0 sends `send_count` elements of send_dt, rank 1 receives
-/// `recv_count` of recv_dt. The receiver must get MISMATCH naming
-/// `needles`, leave its buffer untouched, and notify the sender, whose send
-/// (if it completed before the notice) or next operation fails.
-void p2p_mismatch(int64_t send_count, DLDataType send_dt, int64_t recv_count, DLDataType recv_dt,
-                  std::vector<std::vector<std::string>> receiver_any_of) {
-  auto* sh = shared_block<P2PShared>();
-  ASSERT_NE(sh, nullptr);
-  JobOptions o = job(2);
-  o.timeout_ms = 60000;
-  JobResult res = run_ranks(o, [&](occl_comm_t comm, int rank, int) {
-    Checks ck(rank);
-    alignas(8) unsigned char buf[256];
-    std::memset(buf, 0x5a, sizeof buf);
-    const auto t0 = Clock::now();
-    if (rank == 0) {
-      Tensor1D t(buf, send_count, send_dt);
-      occl_status_t st = occl_send(&t, 1, comm, nullptr);
-      std::string msg = occl_last_error();
-      std::fprintf(stderr, "rank 0: send -> %s (%.3f s) %s\n", occl_status_string(st), seconds_since(t0),
-                   st == OCCL_SUCCESS ? "" : msg.c_str());
-      if (st == OCCL_SUCCESS) {
-        // The send completed before the receiver's notice: the next
-        // operation must fail, promptly.
-        const auto t1 = Clock::now();
-        st = occl_barrier(comm, nullptr);
-        msg = occl_last_error();
-        std::fprintf(stderr, "rank 0: next op (barrier) -> %s after %.3f s: %s\n", occl_status_string(st),
-                     seconds_since(t1), msg.c_str());
-        CK_TRUE(ck, st == OCCL_ERR_MISMATCH || st == OCCL_ERR_COMM_FAILED,
-                std::string("sender's next op returned ") + occl_status_string(st));
-        CK_TRUE(ck, seconds_since(t1) < 5.0, "sender's next op took too long");
-      } else {
-        CK_TRUE(ck, st == OCCL_ERR_MISMATCH, std::string("send returned ") + occl_status_string(st));
-      }
-      sh->sender_done.store(1);
-    } else {
-      Tensor1D t(buf, recv_count, recv_dt);
-      occl_status_t st = occl_recv(&t, 0, comm, nullptr);
-      std::string msg = occl_last_error();
-      std::fprintf(stderr, "rank 1: recv -> %s after %.3f s: %s\n", occl_status_string(st), seconds_since(t0),
-                   msg.c_str());
-      CK_TRUE(ck, st == OCCL_ERR_MISMATCH, std::string("recv returned ") + occl_status_string(st));
-      for (const auto& alternatives : receiver_any_of) {
-        bool any = false;
-        for (const auto& a : alternatives) any = any || contains_ci(msg, a);
-        std::string alts;
-        for (const auto& a : alternatives) alts += " '" + a + "'";
-        CK_TRUE(ck, any, "receiver's message names none of" + alts);
-      }
-      CK_TRUE(ck, seconds_since(t0) < 5.0, "receiver took too long to detect the mismatch");
-      CK_TRUE(ck, std::all_of(std::begin(buf), std::end(buf), [](unsigned char c) { return c == 0x5a; }),
-              "recv wrote into the buffer of a mismatched message");
-      // Stay until the sender has seen the error, so that it is not our exit
-      // that it reports.
-      for (int i = 0; i < 1000 && sh->sender_done.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return ck.rc();
-  });
-  EXPECT_TRUE(res.ok()) << res.summary();
-  free_shared_block(sh);
-}
-
-TEST(ErrorsTest, SendRecvSizeMismatch) {
-  // rank 0 sends 8 int32, rank 1 receives 4 int32.
-  p2p_mismatch(8, dl_int(32), 4, dl_int(32), {{"size", "bytes", "count"}, {"8", "32"}, {"4", "16"}, {"rank 0"}});
-}
-
-TEST(ErrorsTest, SendRecvDtypeMismatch) {
-  // Same byte size, different dtype.
-  p2p_mismatch(4, dl_float(32), 4, dl_int(32), {{"dtype"}, {"float32"}, {"int32"}});
-}
+// send/recv that do not fit each other (a larger message than the receive
+// buffer, another dtype): p2p_test.cc. Such a receive fails alone and the
+// communicator stays usable, as MPI's MPI_ERR_TRUNCATE.
 
 // ---------------------------------------------------------------------------
 // Tensor layout: contiguity, extent-1 strides, byte_offset, malformed tensors
@@ -1184,7 +1108,7 @@ TEST(ErrorsTest, CommUsableAfterBadArguments) {
         CK_ERR(ck, occl_broadcast(&transposed, 0, comm, wp), OCCL_ERR_INVALID_ARGUMENT, "contiguous");
         CK_ERR(ck, occl_all_reduce(&cuda, &tb, OCCL_SUM, comm, wp), OCCL_ERR_UNSUPPORTED, "cuda");
         CK_ERR(ck, occl_broadcast(&tc, 0, comm, wp), OCCL_ERR_INVALID_ARGUMENT, "dtype");
-        CK_ERR(ck, occl_send(&ta, 0, comm, wp), OCCL_ERR_INVALID_ARGUMENT, "peer");
+        CK_ERR(ck, occl_send(&ta, n, comm, wp), OCCL_ERR_INVALID_ARGUMENT, "peer");
         CK_ERR(ck, occl_all_to_all(&t5, &t5, comm, wp), OCCL_ERR_INVALID_ARGUMENT, "multiple");
         CK_TRUE(ck, w == nullptr, "a failed async call returned a work handle");
       }

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _failure, _omniccl
+from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, REQUEST_NULL, TAG_UB, RecvStatus, Request
 from .comm import COMM_NULL, IN_PLACE, UNDEFINED, Communicator, get_unique_id
 from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
                           all_to_all, all_to_all_single, barrier, broadcast, broadcast_object_list,
@@ -27,7 +28,7 @@ from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_t
                           init_process_group, irecv, is_available, is_initialized, isend, new_group, recv, reduce,
                           reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send)
 from .errors import (InvalidArgumentError, MismatchError, OmniCCLError, PeerFailureError, Status, TimeoutError,
-                     UnsupportedError)
+                     TruncatedError, UnsupportedError)
 from .ops import MPIOp, PremulSum, ReduceOp, make_premul_sum
 from .work import Work
 
@@ -60,8 +61,8 @@ __all__ = [
     # mpi4py style
     "Communicator", "COMM_WORLD", "COMM_NULL", "IN_PLACE", "UNDEFINED", "get_unique_id", "MPIOp",
     "SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE",
-    "NO_OP",
+    "NO_OP", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL",
     # errors
     "OmniCCLError", "InvalidArgumentError", "UnsupportedError", "TimeoutError", "PeerFailureError",
-    "MismatchError", "Status",
+    "MismatchError", "TruncatedError", "Status",
 ]

@@ -15,7 +15,8 @@ import sys
 from array import array
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from . import _failure, _logical, _objects, _omniccl
+from . import _failure, _logical, _objects, _omniccl, _p2p
+from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
 from .errors import InvalidArgumentError
 from ._messages import in_place, message, vmessage
@@ -546,22 +547,57 @@ class Communicator:
             s, scounts, sdispls = vmessage(sendbuf, "sendbuf", False, native.size)
         native.all_to_allv(s, scounts, sdispls, r, rcounts, rdispls, blocking=True)
 
+    # Point-to-point (omniccl._p2p): tags are matched, ANY_SOURCE / ANY_TAG
+    # receive from any rank / with any tag, a receive buffer is an upper bound
+    # (status says how much came), dest/source may be this rank or PROC_NULL.
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
-        """Sends ``buf`` to rank ``dest`` (matched in order by its Recv; ``tag`` is not used for matching)."""
-        self._live("Send").send(message(buf, "buf", False), dest, blocking=True)
+        """Sends ``buf`` to rank ``dest`` with ``tag``; returns once ``buf`` may be reused."""
+        self._live("Send").send(_p2p_message(buf, "buf", False, dest), dest, blocking=True, tag=tag)
 
-    def Recv(self, buf: Any, source: int, tag: int = 0, status: Any = None) -> None:
-        """Receives into ``buf`` from rank ``source`` (sizes must match the send; no ANY_SOURCE or status)."""
-        _no_status(status, "Recv")
-        self._live("Recv").recv(message(buf, "buf", True), source, blocking=True)
+    def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+             status: Optional[RecvStatus] = None) -> None:
+        """Receives into ``buf`` the first message from ``source`` with ``tag``; fills ``status``.
 
-    def Isend(self, buf: Any, dest: int, tag: int = 0) -> Work:
-        """Starts a send; returns a :class:`Work` (mpi4py Request: Wait/Test)."""
-        return Work(self._live("Isend").send(message(buf, "buf", False), dest))
+        ``buf`` is an upper bound: a smaller message fills its start (``status.Get_count()``
+        says how much came); a larger one raises :class:`~omniccl.TruncatedError`.
+        """
+        st = self._live("Recv").recv(_p2p_message(buf, "buf", True, source), source, blocking=True, tag=tag)
+        if status is not None:
+            status._fill(st)
 
-    def Irecv(self, buf: Any, source: int, tag: int = 0) -> Work:
-        """Starts a receive into ``buf``; returns a :class:`Work` (mpi4py Request: Wait/Test)."""
-        return Work(self._live("Irecv").recv(message(buf, "buf", True), source), outputs=[buf])
+    def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """Starts a send; returns a :class:`Request` (Wait/Test, falsy once complete)."""
+        return Request(self._live("Isend").send(_p2p_message(buf, "buf", False, dest), dest, tag=tag))
+
+    def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
+        """Starts a receive into ``buf``; returns a :class:`Request` (its Wait fills a status)."""
+        native = self._live("Irecv").recv(_p2p_message(buf, "buf", True, source), source, tag=tag)
+        return Request(native, outputs=[buf], recv=True)
+
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
+                 recvtag: int = ANY_TAG, status: Optional[RecvStatus] = None) -> None:
+        """Sends ``sendbuf`` to ``dest`` and receives into ``recvbuf`` from ``source``, both at once."""
+        if recvbuf is None and source != PROC_NULL:
+            raise InvalidArgumentError("Sendrecv: recvbuf is required (use Sendrecv_replace to reuse sendbuf)")
+        native = self._live("Sendrecv")
+        r = Request(native.recv(_p2p_message(recvbuf, "recvbuf", True, source), source, tag=recvtag), recv=True)
+        try:
+            native.send(_p2p_message(sendbuf, "sendbuf", False, dest), dest, blocking=True, tag=sendtag)
+        finally:
+            r.Wait(status)
+
+    def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = ANY_SOURCE,
+                         recvtag: int = ANY_TAG, status: Optional[RecvStatus] = None) -> None:
+        """Sends ``buf`` to ``dest``, then replaces it with the message from ``source``."""
+        native = self._live("Sendrecv_replace")
+        recv = _p2p_message(buf, "buf", True, source)
+        copy = Tensor.empty_like(recv, recv.count)
+        copy.copy_from(recv)
+        r = Request(native.recv(recv, source, tag=recvtag), recv=True)
+        try:
+            native.send(copy, dest, blocking=True, tag=sendtag)
+        finally:
+            r.Wait(status)
 
     def Dup(self) -> "Communicator":
         """A new communicator with the same ranks in the same order (collective; free it with Free)."""
@@ -615,31 +651,56 @@ class Communicator:
         return _objects.scan(self, sendobj, op, exclusive=True)
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
-        """Sends a picklable object to rank ``dest`` (any size; matched in order by its recv)."""
-        _objects.send(self, obj, dest)
+        """Sends a picklable object (any size) to rank ``dest`` with ``tag``."""
+        _p2p.send(self, obj, dest, tag, "send")
 
-    def recv(self, buf: Any = None, source: int = 0, tag: int = 0, status: Any = None) -> Any:
-        """Receives an object sent by rank ``source`` with :meth:`send` (``buf`` is ignored, as in mpi4py)."""
-        _no_status(status, "recv")
-        return _objects.recv(self, source)
+    def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        """Same as :meth:`send`. Not synchronous: it may return before the receive is posted."""
+        _p2p.send(self, obj, dest, tag, "ssend")
+
+    def isend(self, obj: Any, dest: int, tag: int = 0) -> Request:
+        """Starts sending an object; returns a :class:`Request`."""
+        return _p2p.isend(self, obj, dest, tag, "isend")
+
+    def issend(self, obj: Any, dest: int, tag: int = 0) -> Request:
+        """Same as :meth:`isend`. Not synchronous: the request may complete before the receive is posted."""
+        return _p2p.isend(self, obj, dest, tag, "issend")
+
+    def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+             status: Optional[RecvStatus] = None) -> Any:
+        """Receives an object sent with :meth:`send`/:meth:`isend` (``buf`` is ignored, as mpi4py may)."""
+        return _p2p.recv(self, source, tag, status, "recv")
+
+    def irecv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
+        """Starts receiving an object; the request's ``wait()`` returns it."""
+        return _p2p.irecv(self, source, tag, "irecv")
+
+    def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
+                 recvtag: int = ANY_TAG, status: Optional[RecvStatus] = None) -> Any:
+        """Sends ``sendobj`` to ``dest`` and returns the object received from ``source``."""
+        r = _p2p.irecv(self, source, recvtag, "sendrecv")
+        try:
+            _p2p.send(self, sendobj, dest, sendtag, "sendrecv")
+        finally:
+            value = r.wait(status)
+        return value
 
 
-def _no_status(status: Any, what: str) -> None:
-    if status is not None:
-        raise NotImplementedError(f"{what}(status=...): MPI.Status objects are not supported by OmniCCL yet")
+def _p2p_message(buf: Any, name: str, writable: bool, peer: int) -> Tensor:
+    """message(buf), where None is an empty buffer for a PROC_NULL peer (as mpi4py allows)."""
+    if buf is None and peer == PROC_NULL:
+        buf = bytearray(0)
+    return message(buf, name, writable)
 
 
 # mpi4py Comm methods that OmniCCL does not offer: each raises
 # NotImplementedError naming the mpi4py feature (not AttributeError, so that
 # code ported from mpi4py learns why).
 _NOT_OFFERED = {
-    "Sendrecv": "Sendrecv (point-to-point with tags and status is not in the C library yet)",
-    "Sendrecv_replace": "Sendrecv_replace", "Isendrecv": "Isendrecv", "Isendrecv_replace": "Isendrecv_replace",
-    "sendrecv": "sendrecv", "Bsend": "buffered sends (Bsend)", "Ssend": "synchronous sends (Ssend)",
+    "Isendrecv": "Isendrecv", "Isendrecv_replace": "Isendrecv_replace",
+    "Bsend": "buffered sends (Bsend)", "Ssend": "synchronous sends (Ssend)",
     "Rsend": "ready sends (Rsend)", "Ibsend": "buffered sends (Ibsend)", "Issend": "synchronous sends (Issend)",
-    "Irsend": "ready sends (Irsend)", "bsend": "buffered sends (bsend)", "ssend": "synchronous sends (ssend)",
-    "isend": "non-blocking object sends (isend)", "irecv": "non-blocking object receives (irecv)",
-    "issend": "non-blocking object sends (issend)", "ibsend": "buffered object sends (ibsend)",
+    "Irsend": "ready sends (Irsend)", "bsend": "buffered sends (bsend)", "ibsend": "buffered object sends (ibsend)",
     "Send_init": "persistent requests (Send_init)", "Recv_init": "persistent requests (Recv_init)",
     "Bsend_init": "persistent requests (Bsend_init)", "Ssend_init": "persistent requests (Ssend_init)",
     "Rsend_init": "persistent requests (Rsend_init)", "Probe": "Probe", "Iprobe": "Iprobe", "probe": "probe",

@@ -11,6 +11,7 @@ C status                                    exception
 ``OCCL_ERR_TIMEOUT``                        :class:`TimeoutError` (also ``builtins.TimeoutError``)
 ``OCCL_ERR_PEER_FAILURE``                   :class:`PeerFailureError`
 ``OCCL_ERR_MISMATCH``                       :class:`MismatchError`
+``OCCL_ERR_TRUNCATED``                      :class:`TruncatedError`
 ``OCCL_ERR_INVALID_ARGUMENT``               :class:`InvalidArgumentError` (also ``ValueError``)
 ``OCCL_ERR_UNSUPPORTED``                    :class:`UnsupportedError` (also ``NotImplementedError``)
 anything else                               :class:`OmniCCLError`
@@ -27,6 +28,7 @@ __all__ = [
     "Status",
     "OmniCCLError",
     "InvalidArgumentError",
+    "TruncatedError",
     "UnsupportedError",
     "TimeoutError",
     "PeerFailureError",
@@ -51,6 +53,7 @@ class Status(enum.IntEnum):
     OUT_OF_MEMORY = 11
     COMM_FAILED = 12
     INTERRUPTED = 13
+    TRUNCATED = 14
 
 
 class OmniCCLError(RuntimeError):
@@ -107,6 +110,11 @@ class PeerFailureError(OmniCCLError):
     _default_status = Status.PEER_FAILURE
 
 
+class TruncatedError(OmniCCLError):
+    """A message was larger than its receive buffer (MPI's ERR_TRUNCATE): the buffer holds its first
+    part, the status says how much; the communicator stays usable."""
+
+
 class MismatchError(OmniCCLError):
     """Ranks called different operations (op, dtype, count, root or reduce op)."""
 
@@ -119,6 +127,7 @@ _BY_STATUS: Dict[int, Type[OmniCCLError]] = {
     Status.TIMEOUT: TimeoutError,
     Status.PEER_FAILURE: PeerFailureError,
     Status.MISMATCH: MismatchError,
+    Status.TRUNCATED: TruncatedError,
 }
 
 

@@ -244,6 +244,7 @@ void Work::finish(occl_status_t status, std::string message) {
   status_ = status;
   if (status != OCCL_SUCCESS && message.empty()) message = what_ + ": " + occl_status_string(status);
   message_ = std::move(message);
+  (void)occl_work_recv_status(handle_, &recv_status_);
   (void)occl_work_free(handle_);
   handle_ = nullptr;
   std::vector<py::object> keep = std::move(keep_);
@@ -442,7 +443,14 @@ void bind_comm(py::module_& m) {
       .def_property_readonly(
           "status", [](const Work& w) { return static_cast<int>(w.status()); }, "The C status once done.")
       .def_property_readonly("message", &Work::message, "The error message once done (empty on success).")
-      .def_property_readonly("what", &Work::what, "The operation's name.");
+      .def_property_readonly("what", &Work::what, "The operation's name.")
+      .def_property_readonly(
+          "recv_status",
+          [](const Work& w) {
+            const occl_recv_status_t& s = w.recv_status();
+            return py::make_tuple(s.source, s.tag, s.bytes, s.count);
+          },
+          "A receive's (source, tag, bytes, count) once done.");
 
   py::class_<Comm> comm(m, "Comm", "A communicator handle (internal; omniccl.Communicator wraps it).");
   comm.def_static(
@@ -522,16 +530,22 @@ void bind_comm(py::module_& m) {
   // or with blocking=True runs to completion on this thread and returns None.
   comm.def(
       "send",
-      [](Comm& c, py::object t, int peer, bool blocking) {
-        return c.start("send", {t}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_send_ex(dl_of(t), peer, h, o, w); }, blocking);
+      [](Comm& c, py::object t, int peer, bool blocking, int tag) {
+        return c.start("send", {t}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_send_tagged(dl_of(t), peer, tag, h, o, w); }, blocking);
       },
-      py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false);
+      py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false, py::arg("tag") = 0,
+      "occl_send_tagged: peer may be this rank or PROC_NULL.");
   comm.def(
       "recv",
-      [](Comm& c, py::object t, int peer, bool blocking) {
-        return c.start("recv", {t}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_recv_ex(dl_of(t), peer, h, o, w); }, blocking);
+      [](Comm& c, py::object t, int peer, bool blocking, int tag) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        py::object r = c.start("recv", {t}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_recv_tagged(dl_of(t), peer, tag, h, o, w == nullptr ? &st : nullptr, w); }, blocking);
+        if (!blocking) return r;
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
       },
-      py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false);
+      py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false, py::arg("tag") = 0,
+      "occl_recv_tagged: peer may be ANY_SOURCE or PROC_NULL, tag ANY_TAG. Blocking: returns "
+      "(source, tag, bytes, count); else a Work (its recv_status once done).");
   comm.def(
       "broadcast",
       [](Comm& c, py::object t, int root, bool blocking) {

@@ -109,6 +109,9 @@ class Work {
   occl_status_t status() const { return status_; }
   const std::string& message() const { return message_; }
   const std::string& what() const { return what_; }
+  /// A receive's status once done (source, tag, bytes, count); a receive
+  /// from PROC_NULL's for other operations.
+  const occl_recv_status_t& recv_status() const { return recv_status_; }
 
  private:
   void finish(occl_status_t status, std::string message);
@@ -121,6 +124,7 @@ class Work {
   bool done_ = false;
   occl_status_t status_ = OCCL_ERR_IN_PROGRESS;
   std::string message_;
+  occl_recv_status_t recv_status_{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
 };
 
 /// Communicator options passed to creation.

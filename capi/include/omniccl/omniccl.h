@@ -81,7 +81,13 @@ typedef enum occl_status {
    * (ABI 1.1) A blocking call was ended by its occl_options_t.interrupt
    * callback. The communicator is unusable afterwards (its peers are told).
    */
-  OCCL_ERR_INTERRUPTED = 13
+  OCCL_ERR_INTERRUPTED = 13,
+  /**
+   * (0.3) A point-to-point message was larger than its receive buffer (MPI's
+   * MPI_ERR_TRUNCATE): the buffer holds its first part, the receive failed,
+   * and the communicator stays usable.
+   */
+  OCCL_ERR_TRUNCATED = 14
 } occl_status_t;
 
 /**
@@ -585,6 +591,84 @@ occl_status_t occl_scatterv_ex(const DLTensor* sendbuf,
                                const DLTensor* recvbuf, int root,
                                occl_comm_t comm, const occl_options_t* options,
                                occl_work_t* work);
+
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.3: point-to-point matching (tags, wildcards, status)        */
+/* ------------------------------------------------------------------------ */
+/*                                                                          */
+/* As MPI: a message goes to the first posted receive whose source and tag  */
+/* match it; messages from one rank are received in the order it sent them */
+/* (non-overtaking). Messages that arrive before a matching receive is      */
+/* posted are kept (OMNICCL_P2P_UNEXPECTED_BYTES in all, 256 MiB by          */
+/* default; beyond it OCCL_ERR_OUT_OF_MEMORY). A receive's tensor is an     */
+/* upper bound: a smaller message succeeds and the status says how much     */
+/* came; a larger one is OCCL_ERR_TRUNCATED (the tensor holds its first     */
+/* part, the communicator stays usable). A message of another dtype than   */
+/* the receive tensor's fails that receive with OCCL_ERR_MISMATCH. Sends to */
+/* this rank itself are matched by receives from it, in either order (a     */
+/* blocking receive from itself needs the send posted first). occl_send and */
+/* occl_recv are these with tag 0. A receive only completes while            */
+/* operations are issued in the same order on its peers: a receive posted   */
+/* before a collective must be matched before that collective runs.          */
+
+/** Receive source: any rank. */
+#define OCCL_ANY_SOURCE (-1)
+/** Receive tag: any tag. */
+#define OCCL_ANY_TAG (-1)
+/** Peer of a send or receive that completes at once and moves nothing. */
+#define OCCL_PROC_NULL (-2)
+/** The largest tag (tags are 0..OCCL_TAG_UB). */
+#define OCCL_TAG_UB 2147483647
+
+/** What a receive got (MPI_Status). */
+typedef struct occl_recv_status {
+  /** The sender's rank; OCCL_PROC_NULL for a receive from OCCL_PROC_NULL. */
+  int source;
+  /** The message's tag; OCCL_ANY_TAG for a receive from OCCL_PROC_NULL. */
+  int tag;
+  /** Bytes stored in the receive tensor. */
+  int64_t bytes;
+  /** Elements of the receive tensor's dtype stored (bytes / its size). */
+  int64_t count;
+} occl_recv_status_t;
+
+/**
+ * Sends tensor to rank peer (this rank itself allowed, OCCL_PROC_NULL: no-op)
+ * with tag (0..OCCL_TAG_UB). Blocking when work is NULL (it returns once the
+ * tensor may be reused), else stores a handle. options may be NULL.
+ */
+occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag,
+                               occl_comm_t comm, const occl_options_t* options,
+                               occl_work_t* work);
+/**
+ * Receives into tensor the first message from source (a rank,
+ * OCCL_ANY_SOURCE or OCCL_PROC_NULL) with tag (or OCCL_ANY_TAG). Blocking
+ * when work is NULL: then *status (if not NULL) is filled when it ends,
+ * also on OCCL_ERR_TRUNCATED. With a handle, read the status with
+ * occl_work_recv_status once it has completed; status is not written.
+ */
+occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag,
+                               occl_comm_t comm, const occl_options_t* options,
+                               occl_recv_status_t* status, occl_work_t* work);
+/**
+ * The status of a completed receive's handle (also when it failed). Returns
+ * OCCL_ERR_IN_PROGRESS while it runs, OCCL_ERR_INVALID_ARGUMENT for NULL
+ * arguments, else OCCL_SUCCESS. For other operations' handles the status is
+ * that of a receive from OCCL_PROC_NULL.
+ */
+occl_status_t occl_work_recv_status(occl_work_t work,
+                                    occl_recv_status_t* status);
+/**
+ * MPI_Sendrecv: sends sendbuf to dest with sendtag and receives into recvbuf
+ * from source with recvtag, both in progress at once (so pairs of ranks
+ * exchanging never deadlock), and returns when both are done; *status (if
+ * not NULL) is the receive's. Blocking only; options.interrupt is not
+ * consulted (use the tagged calls with handles and occl_work_wait_for).
+ */
+occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int sendtag,
+                            const DLTensor* recvbuf, int source, int recvtag,
+                            occl_comm_t comm, const occl_options_t* options,
+                            occl_recv_status_t* status);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -19,6 +19,10 @@ pub const OCCL_SPLIT_NOCOLOR: i32 = -1;
 pub const OCCL_ABI_VERSION_MINOR: u32 = 1;
 pub const OCCL_OPTIONS_MAGIC: u32 = 1329808207;
 pub const OCCL_OPTIONS_VERSION: u32 = 1;
+pub const OCCL_ANY_SOURCE: i32 = -1;
+pub const OCCL_ANY_TAG: i32 = -1;
+pub const OCCL_PROC_NULL: i32 = -2;
+pub const OCCL_TAG_UB: u32 = 2147483647;
 #[doc = " A DLPack version (major changes break the ABI, minor ones append)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -242,6 +246,8 @@ pub const OCCL_ERR_OUT_OF_MEMORY: occl_status = 11;
 pub const OCCL_ERR_COMM_FAILED: occl_status = 12;
 #[doc = " (ABI 1.1) A blocking call was ended by its occl_options_t.interrupt\n callback. The communicator is unusable afterwards (its peers are told)."]
 pub const OCCL_ERR_INTERRUPTED: occl_status = 13;
+#[doc = " (0.3) A point-to-point message was larger than its receive buffer (MPI's\n MPI_ERR_TRUNCATE): the buffer holds its first part, the receive failed,\n and the communicator stays usable."]
+pub const OCCL_ERR_TRUNCATED: occl_status = 14;
 pub type occl_status = ::core::ffi::c_uint;
 pub use self::occl_status as occl_status_t;
 unsafe extern "C" {
@@ -783,5 +789,70 @@ unsafe extern "C" {
         comm: occl_comm_t,
         options: *const occl_options_t,
         work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+#[doc = " What a receive got (MPI_Status)."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct occl_recv_status {
+    #[doc = " The sender's rank; OCCL_PROC_NULL for a receive from OCCL_PROC_NULL."]
+    pub source: ::core::ffi::c_int,
+    #[doc = " The message's tag; OCCL_ANY_TAG for a receive from OCCL_PROC_NULL."]
+    pub tag: ::core::ffi::c_int,
+    #[doc = " Bytes stored in the receive tensor."]
+    pub bytes: i64,
+    #[doc = " Elements of the receive tensor's dtype stored (bytes / its size)."]
+    pub count: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of occl_recv_status"][::core::mem::size_of::<occl_recv_status>() - 24usize];
+    ["Alignment of occl_recv_status"][::core::mem::align_of::<occl_recv_status>() - 8usize];
+    ["Offset of field: occl_recv_status::source"][::core::mem::offset_of!(occl_recv_status, source) - 0usize];
+    ["Offset of field: occl_recv_status::tag"][::core::mem::offset_of!(occl_recv_status, tag) - 4usize];
+    ["Offset of field: occl_recv_status::bytes"][::core::mem::offset_of!(occl_recv_status, bytes) - 8usize];
+    ["Offset of field: occl_recv_status::count"][::core::mem::offset_of!(occl_recv_status, count) - 16usize];
+};
+#[doc = " What a receive got (MPI_Status)."]
+pub type occl_recv_status_t = occl_recv_status;
+unsafe extern "C" {
+    #[doc = " Sends tensor to rank peer (this rank itself allowed, OCCL_PROC_NULL: no-op)\n with tag (0..OCCL_TAG_UB). Blocking when work is NULL (it returns once the\n tensor may be reused), else stores a handle. options may be NULL."]
+    pub fn occl_send_tagged(
+        tensor: *const DLTensor,
+        peer: ::core::ffi::c_int,
+        tag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " Receives into tensor the first message from source (a rank,\n OCCL_ANY_SOURCE or OCCL_PROC_NULL) with tag (or OCCL_ANY_TAG). Blocking\n when work is NULL: then *status (if not NULL) is filled when it ends,\n also on OCCL_ERR_TRUNCATED. With a handle, read the status with\n occl_work_recv_status once it has completed; status is not written."]
+    pub fn occl_recv_tagged(
+        tensor: *const DLTensor,
+        source: ::core::ffi::c_int,
+        tag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        status: *mut occl_recv_status_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " The status of a completed receive's handle (also when it failed). Returns\n OCCL_ERR_IN_PROGRESS while it runs, OCCL_ERR_INVALID_ARGUMENT for NULL\n arguments, else OCCL_SUCCESS. For other operations' handles the status is\n that of a receive from OCCL_PROC_NULL."]
+    pub fn occl_work_recv_status(work: occl_work_t, status: *mut occl_recv_status_t) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " MPI_Sendrecv: sends sendbuf to dest with sendtag and receives into recvbuf\n from source with recvtag, both in progress at once (so pairs of ranks\n exchanging never deadlock), and returns when both are done; *status (if\n not NULL) is the receive's. Blocking only; options.interrupt is not\n consulted (use the tagged calls with handles and occl_work_wait_for)."]
+    pub fn occl_sendrecv(
+        sendbuf: *const DLTensor,
+        dest: ::core::ffi::c_int,
+        sendtag: ::core::ffi::c_int,
+        recvbuf: *const DLTensor,
+        source: ::core::ffi::c_int,
+        recvtag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        status: *mut occl_recv_status_t,
     ) -> occl_status_t;
 }

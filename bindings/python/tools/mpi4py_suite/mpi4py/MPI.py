@@ -1,6 +1,6 @@
 """mpi4py.MPI's names, mapped one to one onto omniccl (a name map, no behaviour of its own).
 
-Names OmniCCL has no counterpart for (PROC_NULL, Status, Request, BOTTOM,
+Names OmniCCL has no counterpart for (Prequest, BOTTOM, Attach_buffer,
 ...) are placeholders that raise NotImplementedError when called or asked
 for an attribute, so the tests that use them fail (counted as OmniCCL
 failures) while the rest of their file still runs. The few environment
@@ -51,6 +51,12 @@ C_BOOL = "?"
 C_FLOAT_COMPLEX, C_DOUBLE_COMPLEX, C_LONG_DOUBLE_COMPLEX = "F", "D", None
 INT8_T, INT16_T, INT32_T, INT64_T = "b", "h", "i", "q"
 UINT8_T, UINT16_T, UINT32_T, UINT64_T = "B", "H", "I", "Q"
+
+# point to point
+ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB = omniccl.ANY_SOURCE, omniccl.ANY_TAG, omniccl.PROC_NULL, omniccl.TAG_UB
+Status = omniccl.RecvStatus
+Request = omniccl.Request
+REQUEST_NULL = omniccl.REQUEST_NULL
 
 # errors
 Exception = omniccl.OmniCCLError  # noqa: A001 - mpi4py's name

@@ -1,0 +1,416 @@
+"""Point-to-point in mpi4py's terms: tags, wildcards, statuses, requests, and objects.
+
+Matching is the C library's (``occl_send_tagged`` / ``occl_recv_tagged``): a
+message goes to the first posted receive whose source and tag match it
+(``ANY_SOURCE`` / ``ANY_TAG`` match any), messages from one rank arrive in the
+order it sent them, a receive buffer is an upper bound (a larger message raises
+:class:`~omniccl.TruncatedError` and the communicator stays usable), sends to
+the own rank are matched by receives from it, and ``PROC_NULL`` completes at
+once.
+
+Objects travel pickled as one message of at most ``_FIRST`` bytes (an 8-byte
+length, then the start of the pickle) and, for larger ones, a second message
+with the rest, sent with the same tag as int8 data. A receive posts the first
+part's buffer, then receives the rest from the rank and tag the status names.
+Limitation: with several object receives posted at once (``irecv``) that can
+match the same sender and tag, an object over 64 KiB from it can reach the
+wrong receive; that receive then fails with a MismatchError (dtype) rather than
+unpickling garbage.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import time
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
+
+from . import _omniccl
+from ._tensors import as_tensor
+from .errors import InvalidArgumentError, Status
+from .work import Work
+
+if TYPE_CHECKING:
+    from .comm import Communicator
+
+__all__ = ["ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL"]
+
+#: Receive from any rank (mpi4py's MPI.ANY_SOURCE; OCCL_ANY_SOURCE).
+ANY_SOURCE = -1
+#: Receive any tag (MPI.ANY_TAG; OCCL_ANY_TAG).
+ANY_TAG = -1
+#: A peer that makes sends and receives complete at once and move nothing (MPI.PROC_NULL).
+PROC_NULL = -2
+#: The largest tag (tags are 0..TAG_UB).
+TAG_UB = 2147483647
+
+_FIRST = 64 << 10  # object bytes carried by the first message
+_UNDEFINED = _omniccl.SPLIT_NOCOLOR  # omniccl.UNDEFINED (mpi4py's MPI.UNDEFINED)
+
+_ITEMSIZE = {"F": 8, "D": 16}
+
+
+def _itemsize(datatype: Any) -> int:
+    """Bytes per element of an mpi4py datatype spelling: None (bytes), a typecode, or a numpy dtype."""
+    if datatype is None:
+        return 1
+    if isinstance(datatype, str):
+        if datatype in _ITEMSIZE:
+            return _ITEMSIZE[datatype]
+        return struct.calcsize(datatype)
+    size = getattr(datatype, "itemsize", None)
+    if isinstance(size, int) and size > 0:
+        return size
+    raise InvalidArgumentError(f"Get_count: {datatype!r} is not a datatype (a typecode such as 'i', or a dtype)")
+
+
+class RecvStatus:
+    """What a receive got (mpi4py's ``MPI.Status``): the sender's rank, the tag and the size.
+
+    Pass one as ``status=`` to ``Recv``/``recv``/``Sendrecv``/``Wait``...; it is
+    filled when the receive ends (also when it ends with TruncatedError). A
+    receive from PROC_NULL gives source PROC_NULL, tag ANY_TAG and 0 bytes.
+    """
+
+    __slots__ = ("source", "tag", "error", "_bytes", "cancelled")
+
+    def __init__(self, status: Optional["RecvStatus"] = None) -> None:
+        self.source = ANY_SOURCE if status is None else status.source
+        self.tag = ANY_TAG if status is None else status.tag
+        self.error = 0 if status is None else status.error
+        self._bytes = 0 if status is None else status._bytes
+        self.cancelled = False if status is None else status.cancelled
+
+    def _fill(self, native: Tuple[int, int, int, int], error: int = 0) -> None:
+        self.source, self.tag, self._bytes = int(native[0]), int(native[1]), int(native[2])
+        self.error = error
+
+    def Get_source(self) -> int:  # noqa: N802 - mpi4py's names
+        """The sender's rank."""
+        return self.source
+
+    def Set_source(self, source: int) -> None:  # noqa: N802
+        """Sets the source (as mpi4py allows)."""
+        self.source = int(source)
+
+    def Get_tag(self) -> int:  # noqa: N802
+        """The message's tag."""
+        return self.tag
+
+    def Set_tag(self, tag: int) -> None:  # noqa: N802
+        """Sets the tag."""
+        self.tag = int(tag)
+
+    def Get_error(self) -> int:  # noqa: N802
+        """0, or the C status code the receive failed with (e.g. Status.TRUNCATED)."""
+        return self.error
+
+    def Set_error(self, error: int) -> None:  # noqa: N802
+        """Sets the error code."""
+        self.error = int(error)
+
+    def Get_count(self, datatype: Any = None) -> int:  # noqa: N802
+        """Elements of ``datatype`` received (bytes for None); UNDEFINED if not whole."""
+        size = _itemsize(datatype)
+        return self._bytes // size if self._bytes % size == 0 else _UNDEFINED
+
+    def Get_elements(self, datatype: Any = None) -> int:  # noqa: N802
+        """Same as :meth:`Get_count` (OmniCCL has no derived datatypes)."""
+        return self.Get_count(datatype)
+
+    def Set_elements(self, datatype: Any, count: int) -> None:  # noqa: N802
+        """Sets the size to ``count`` elements of ``datatype``."""
+        self._bytes = int(count) * _itemsize(datatype)
+
+    def Is_cancelled(self) -> bool:  # noqa: N802
+        """False: OmniCCL cannot cancel requests."""
+        return self.cancelled
+
+    def Set_cancelled(self, flag: bool) -> None:  # noqa: N802
+        """Sets the cancelled flag."""
+        self.cancelled = bool(flag)
+
+    @property
+    def count(self) -> int:
+        """Bytes received (``Get_count()``)."""
+        return self.Get_count()
+
+    def __repr__(self) -> str:
+        return f"<omniccl.RecvStatus source={self.source} tag={self.tag} bytes={self._bytes} error={self.error}>"
+
+
+class Request(Work):
+    """A started send or receive (mpi4py's ``MPI.Request``); falsy once it has completed.
+
+    ``Wait``/``Test`` take an optional :class:`RecvStatus`; ``wait``/``test``
+    return a received object (object receives) or None. The class methods
+    ``Waitall``, ``Waitany``, ``Waitsome``, ``Testall``, ``Testany``, ``Testsome``
+    (and their lower-case object forms) work over lists of requests.
+    """
+
+    __slots__ = ("_recv", "_then", "_value", "_status")
+
+    def __init__(self, native: Any = None, outputs: Optional[List[Any]] = None, recv: bool = False,
+                 then: Optional[Callable[[Tuple[int, int, int, int]], Any]] = None) -> None:
+        super().__init__(native, None, outputs)
+        self._recv = recv
+        self._then = then  # object receives: turns the first part into the object
+        self._value: Any = None
+        self._status: Optional[Tuple[int, int, int, int]] = None
+
+    def _settle(self, status: Optional[RecvStatus]) -> None:
+        """After the native work ended (either way): finishes an object receive, fills status, raises."""
+        native = self._native
+        if self._status is None:
+            self._status = tuple(native.recv_status) if self._recv else None
+            if native.status == Status.SUCCESS and self._then is not None:
+                then, self._then = self._then, None
+                self._value = then(self._status)
+        if status is not None and self._status is not None:
+            status._fill(self._status, 0 if native.status == Status.SUCCESS else int(native.status))
+        self._finished = True
+        Work.wait(self)  # raises the operation's error, if any
+
+    def __bool__(self) -> bool:
+        """True while active: until a Wait/Test (or a list form) has seen it complete."""
+        return self._native is not None and not self._finished
+
+    def Wait(self, status: Optional[RecvStatus] = None) -> bool:  # noqa: N802
+        """Waits for completion (raising its error); fills ``status``; returns True."""
+        if self._native is not None:
+            self._native.wait(None)
+            self._settle(status)
+        elif status is not None:
+            status._fill((PROC_NULL, ANY_TAG, 0, 0))
+        return True
+
+    def Test(self, status: Optional[RecvStatus] = None) -> bool:  # noqa: N802
+        """True (filling ``status``) once complete; raises its error if it failed."""
+        if self._native is not None and not self._native.test():
+            return False
+        return self.Wait(status)
+
+    def Get_status(self, status: Optional[RecvStatus] = None) -> bool:  # noqa: N802
+        """Like Test, but the request stays active (here: the same as Test)."""
+        return self.Test(status)
+
+    def wait(self, status: Optional[RecvStatus] = None) -> Any:  # type: ignore[override]
+        """Waits; returns the received object (object receives) or None."""
+        self.Wait(status)
+        return self._value
+
+    def test(self, status: Optional[RecvStatus] = None) -> Tuple[bool, Any]:
+        """(True, object) once complete, else (False, None)."""
+        if not self.Test(status):
+            return False, None
+        return True, self._value
+
+    def Free(self) -> None:  # noqa: N802
+        """Lets the operation finish on its own (its arrays are kept until it does)."""
+
+    def Cancel(self) -> None:  # noqa: N802
+        """Not offered: OmniCCL cannot cancel a send or receive."""
+        raise NotImplementedError("Request.Cancel: mpi4py's request cancellation is not offered by OmniCCL")
+
+    # ---------------------------------------------------------- over lists
+    @staticmethod
+    def _poll(requests: Sequence["Request"], pick: Callable[[List[int]], bool]) -> List[int]:
+        """Tests the active requests until pick(done indices) is true; returns the done indices."""
+        delay = 0.0
+        while True:
+            done = [i for i, r in enumerate(requests) if r and r._native.test()]
+            if pick(done):
+                return done
+            time.sleep(delay)
+            delay = min(0.001, delay + 0.00005)
+
+    @classmethod
+    def Waitall(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None) -> bool:  # noqa: N802
+        """Waits for every request (statuses, if given, filled in order); returns True."""
+        for i, r in enumerate(requests):
+            r.Wait(_status_at(statuses, i))
+        return True
+
+    @classmethod
+    def waitall(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None) -> List[Any]:
+        """Waits for every request; returns their objects (None for sends)."""
+        return [r.wait(_status_at(statuses, i))
+                for i, r in enumerate(requests)]
+
+    @classmethod
+    def Testall(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None) -> bool:  # noqa: N802
+        """True (completing every request) if all have completed, else False (none is completed)."""
+        if any(r and not r._native.test() for r in requests):
+            return False
+        return cls.Waitall(requests, statuses)
+
+    @classmethod
+    def testall(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None
+                ) -> Tuple[bool, Optional[List[Any]]]:
+        """(True, objects) if all have completed, else (False, None)."""
+        if any(r and not r._native.test() for r in requests):
+            return False, None
+        return True, cls.waitall(requests, statuses)
+
+    @classmethod
+    def Waitany(cls, requests: Sequence["Request"], status: Optional[RecvStatus] = None) -> int:  # noqa: N802
+        """Waits for one active request; returns its index (UNDEFINED if none is active)."""
+        if not any(requests):
+            return _UNDEFINED
+        i = cls._poll(requests, bool)[0]
+        requests[i].Wait(status)
+        return i
+
+    @classmethod
+    def waitany(cls, requests: Sequence["Request"], status: Optional[RecvStatus] = None) -> Tuple[int, Any]:
+        """(index, object) of one completed request ((UNDEFINED, None) if none is active)."""
+        if not any(requests):
+            return _UNDEFINED, None
+        i = cls._poll(requests, bool)[0]
+        return i, requests[i].wait(status)
+
+    @classmethod
+    def Testany(cls, requests: Sequence["Request"], status: Optional[RecvStatus] = None) -> Tuple[int, bool]:  # noqa: N802
+        """(index, True) for a completed request, (UNDEFINED, True) if none is active, else (UNDEFINED, False)."""
+        if not any(requests):
+            return _UNDEFINED, True
+        done = cls._poll(requests, lambda d: True)
+        if not done:
+            return _UNDEFINED, False
+        requests[done[0]].Wait(status)
+        return done[0], True
+
+    @classmethod
+    def testany(cls, requests: Sequence["Request"], status: Optional[RecvStatus] = None) -> Tuple[int, bool, Any]:
+        """(index, True, object), or (UNDEFINED, flag, None) as Testany."""
+        if not any(requests):
+            return _UNDEFINED, True, None
+        done = cls._poll(requests, lambda d: True)
+        if not done:
+            return _UNDEFINED, False, None
+        return done[0], True, requests[done[0]].wait(status)
+
+    @classmethod
+    def Waitsome(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None
+                 ) -> Optional[List[int]]:  # noqa: N802
+        """Waits until at least one active request completes; returns the completed indices (None if none active)."""
+        if not any(requests):
+            return None
+        done = cls._poll(requests, bool)
+        for k, i in enumerate(done):
+            requests[i].Wait(_status_at(statuses, k))
+        return done
+
+    @classmethod
+    def waitsome(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None
+                 ) -> Tuple[Optional[List[int]], Optional[List[Any]]]:
+        """(indices, objects) as Waitsome."""
+        if not any(requests):
+            return None, None
+        done = cls._poll(requests, bool)
+        return done, [requests[i].wait(_status_at(statuses, k)) for k, i in enumerate(done)]
+
+    @classmethod
+    def Testsome(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None
+                 ) -> Optional[List[int]]:  # noqa: N802
+        """The indices of the requests completed now (None if none is active)."""
+        if not any(requests):
+            return None
+        done = cls._poll(requests, lambda d: True)
+        for k, i in enumerate(done):
+            requests[i].Wait(_status_at(statuses, k))
+        return done
+
+    @classmethod
+    def testsome(cls, requests: Sequence["Request"], statuses: Optional[List[RecvStatus]] = None
+                 ) -> Tuple[Optional[List[int]], Optional[List[Any]]]:
+        """(indices, objects) as Testsome."""
+        if not any(requests):
+            return None, None
+        done = cls._poll(requests, lambda d: True)
+        return done, [requests[i].wait(_status_at(statuses, k)) for k, i in enumerate(done)]
+
+    def __repr__(self) -> str:
+        if self._native is None:
+            return "<omniccl.Request null>"
+        return "<omniccl.Request " + Work.__repr__(self)[len("<omniccl.Work "):]
+
+
+#: A request that is already complete and inactive (mpi4py's MPI.REQUEST_NULL).
+REQUEST_NULL = Request(None)
+
+
+def _status_at(statuses: Optional[List[RecvStatus]], k: int) -> Optional[RecvStatus]:
+    """statuses[k], appending new RecvStatus objects to a shorter list (as mpi4py fills a list given)."""
+    if statuses is None:
+        return None
+    while len(statuses) <= k:
+        statuses.append(RecvStatus())
+    return statuses[k]
+
+
+# ---------------------------------------------------------------- objects
+def _pack(obj: Any) -> Tuple[bytearray, Optional[Any]]:
+    """The first message (length + start of the pickle) and the rest (int8 view) or None."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    first = bytearray(struct.pack("<Q", len(data)))
+    first += data[:_FIRST]
+    rest = memoryview(data)[_FIRST:].cast("b") if len(data) > _FIRST else None
+    return first, rest
+
+
+def isend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Request:
+    """Starts sending an object; the request completes when both parts are sent."""
+    native = comm._live(what)
+    first, rest = _pack(obj)
+    w1 = native.send(as_tensor(first, False, "obj"), dest, tag=tag)
+    if rest is None:
+        return Request(w1)
+    # The first part's work may be dropped: the library finishes it (it was
+    # queued first, so it completes before the second) and keeps its buffer.
+    del w1
+    return Request(native.send(as_tensor(rest, False, "obj"), dest, tag=tag))
+
+
+def send(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> None:
+    """Sends an object (blocking)."""
+    native = comm._live(what)
+    first, rest = _pack(obj)
+    native.send(as_tensor(first, False, "obj"), dest, blocking=True, tag=tag)
+    if rest is not None:
+        native.send(as_tensor(rest, False, "obj"), dest, blocking=True, tag=tag)
+
+
+def _unpack(comm: "Communicator", buf: bytearray, status: Tuple[int, int, int, int], what: str) -> Any:
+    """The object whose first part is in buf (status: its receive's), receiving the rest if any."""
+    source, tag, nbytes = status[0], status[1], status[2]
+    if source == PROC_NULL:
+        return None
+    if nbytes < 8:
+        raise InvalidArgumentError(f"{what}: a {nbytes}-byte message from rank {source} (tag {tag}) is not an "
+                                   "object sent with send/isend")
+    (size,) = struct.unpack_from("<Q", buf)
+    data = bytearray(size)
+    head = min(size, _FIRST)
+    data[:head] = buf[8:8 + head]
+    if size > _FIRST:
+        rest = memoryview(data)[_FIRST:].cast("b")
+        comm._live(what).recv(as_tensor(rest, True, "obj"), source, blocking=True, tag=tag)
+    return pickle.loads(data)
+
+
+def recv(comm: "Communicator", source: int, tag: int, status: Optional[RecvStatus], what: str) -> Any:
+    """Receives an object (blocking)."""
+    buf = bytearray(8 + _FIRST)
+    st = comm._live(what).recv(as_tensor(buf, True, "buf"), source, blocking=True, tag=tag)
+    if status is not None:
+        status._fill(st)
+    return _unpack(comm, buf, st, what)
+
+
+def irecv(comm: "Communicator", source: int, tag: int, what: str) -> Request:
+    """Starts receiving an object; its request's wait() returns it."""
+    buf = bytearray(8 + _FIRST)
+    native = comm._live(what).recv(as_tensor(buf, True, "buf"), source, tag=tag)
+    return Request(native, recv=True, then=lambda st: _unpack(comm, buf, st, what))
+

@@ -1,0 +1,31 @@
+"""Point-to-point in mpi4py's terms: tags, ANY_SOURCE/ANY_TAG, RecvStatus, receive counts as upper
+bounds, TruncatedError, sends to self, PROC_NULL, Sendrecv, requests over lists, object requests."""
+
+import pytest
+
+import omniccl
+from conftest import run_ranks
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_buffer_point_to_point_semantics(size):
+    results = run_ranks(size, "p2p_semantics")
+    assert all(r.result["checks"] >= 15 for r in results), [r.result for r in results]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_object_point_to_point_semantics(size):
+    results = run_ranks(size, "p2p_objects")
+    assert all(r.result["checks"] >= 6 for r in results), [r.result for r in results]
+
+
+def test_constants_and_status_match_the_c_library():
+    assert (omniccl.ANY_SOURCE, omniccl.ANY_TAG, omniccl.PROC_NULL, omniccl.TAG_UB) == (-1, -1, -2, 2**31 - 1)
+    assert omniccl.Status.TRUNCATED == 14
+    st = omniccl.RecvStatus()
+    assert (st.Get_source(), st.Get_tag(), st.Get_count()) == (omniccl.ANY_SOURCE, omniccl.ANY_TAG, 0)
+    st.Set_elements("i", 3)
+    assert st.Get_count("i") == 3 and st.Get_count() == 12 and st.Get_count("q") == omniccl.UNDEFINED
+    assert not omniccl.REQUEST_NULL
+    assert omniccl.Request.Waitany([omniccl.REQUEST_NULL]) == omniccl.UNDEFINED
+    assert omniccl.Request.Testall([omniccl.REQUEST_NULL])

@@ -1,0 +1,167 @@
+#include "communicator/p2p_match.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+#include "common/settings.h"
+
+namespace omniccl {
+
+namespace {
+
+constexpr uint64_t kDefaultUnexpectedBytes = uint64_t{256} << 20;
+
+uint64_t unexpected_budget() {
+  auto v = get_setting("OMNICCL_P2P_UNEXPECTED_BYTES");
+  if (!v) return kDefaultUnexpectedBytes;
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  check_arg(ec == std::errc() && end == v->data() + v->size(), "OMNICCL_P2P_UNEXPECTED_BYTES='", *v,
+            "' is not a number of bytes");
+  return n;
+}
+
+std::string tag_text(int tag) { return tag == kAnyTag ? std::string("ANY_TAG") : std::to_string(tag); }
+std::string source_text(int source) {
+  return source == kAnySource ? std::string("ANY_SOURCE") : str_cat("rank ", source);
+}
+
+}  // namespace
+
+P2PMatcher::P2PMatcher(int rank, int size) : rank_(rank), budget_(unexpected_budget()), landing_(size_t(size)) {}
+
+void P2PMatcher::finish(Posted& r, Status st, std::string message, RecvStatus rs) {
+  rs.elem_bytes = dtype_size(r.dtype);
+  if (r.status != nullptr) *r.status = rs;
+  r.work->complete(st, std::move(message), rs);
+  r.work.reset();
+}
+
+void P2PMatcher::deliver(Posted& r, const Message& m) {
+  const uint64_t bytes = m.data.size();
+  RecvStatus rs{m.source, m.tag, bytes};
+  if (m.dtype != r.dtype) {
+    rs.bytes = 0;
+    finish(r, Status::kMismatch,
+           str_cat("recv from ", source_text(r.source), " (tag ", tag_text(r.tag), "): the message from rank ",
+                   m.source, " (tag ", m.tag, ") has dtype ", dtype_name(m.dtype), ", the receive buffer ",
+                   dtype_name(r.dtype), "; the message was dropped"),
+           rs);
+    return;
+  }
+  const uint64_t n = std::min(bytes, r.capacity);
+  if (n > 0) std::memcpy(r.dst, m.data.data(), n);
+  if (bytes > r.capacity) {
+    rs.bytes = n;
+    const size_t es = dtype_size(r.dtype);
+    finish(r, Status::kTruncated,
+           str_cat("recv from ", source_text(r.source), " (tag ", tag_text(r.tag), "): message truncated: rank ",
+                   m.source, " sent ", bytes / es, " elements (tag ", m.tag, "), the receive buffer holds ",
+                   r.capacity / es, "; the first ", n / es, " were stored"),
+           rs);
+    return;
+  }
+  finish(r, Status::kSuccess, "", rs);
+}
+
+bool P2PMatcher::post(Posted r) {
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (!matches(r, it->source, it->tag)) continue;
+    Message m = std::move(*it);
+    unexpected_.erase(it);
+    unexpected_bytes_ -= m.data.size();
+    deliver(r, m);
+    return true;
+  }
+  posted_.push_back(std::move(r));
+  return false;
+}
+
+void P2PMatcher::reserve_unexpected(uint64_t bytes, int source, int tag) {
+  if (bytes > budget_ || unexpected_bytes_ > budget_ - bytes) {
+    fail(Status::kOutOfMemory, "a message from rank ", source, " (tag ", tag, ", ", bytes,
+         " bytes) arrived before a receive matching it, and keeping it would exceed the ", budget_,
+         " bytes allowed for such messages (", unexpected_bytes_,
+         " held now; OMNICCL_P2P_UNEXPECTED_BYTES); post receives in the order messages are sent, or raise the "
+         "limit");
+  }
+  unexpected_bytes_ += bytes;
+}
+
+void P2PMatcher::send_to_self(int tag, const char* src, uint64_t bytes, DType dtype, uint64_t count) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (!matches(*it, rank_, tag)) continue;
+    Posted r = std::move(*it);
+    posted_.erase(it);
+    Message m{rank_, tag, dtype, count, std::vector<char>(src, src + bytes)};
+    deliver(r, m);
+    return;
+  }
+  reserve_unexpected(bytes, rank_, tag);
+  unexpected_.push_back(Message{rank_, tag, dtype, count, std::vector<char>(src, src + bytes)});
+}
+
+char* P2PMatcher::land(const TransferFeed::Arrival& a, uint64_t expected_seq, size_t& token) {
+  if (a.seq != expected_seq) {
+    fail(Status::kInternal, "recv: message #", a.seq, " from rank ", a.peer, " arrived where #", expected_seq,
+         " was due; the byte streams are out of step");
+  }
+  Landing& l = landing_[size_t(a.peer)];
+  l = Landing{};
+  l.active = true;
+  l.msg.source = a.peer;
+  l.msg.tag = a.tag;
+  l.msg.dtype = a.dtype;
+  l.msg.count = a.count;
+  l.bytes = a.bytes;
+  token = size_t(a.peer);
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (!matches(*it, a.peer, a.tag)) continue;
+    l.posted = std::move(*it);
+    posted_.erase(it);
+    if (a.dtype == l.posted.dtype && a.bytes <= l.posted.capacity) {
+      l.direct = true;
+      return l.posted.dst;
+    }
+    l.msg.data.resize(a.bytes);  // staged: truncated or of another dtype
+    return l.msg.data.data();
+  }
+  reserve_unexpected(a.bytes, a.peer, a.tag);
+  l.msg.data.resize(a.bytes);
+  return l.msg.data.data();
+}
+
+void P2PMatcher::landed(size_t token) {
+  Landing& l = landing_[token];
+  if (!l.active) return;
+  l.active = false;
+  if (l.direct) {
+    finish(l.posted, Status::kSuccess, "", RecvStatus{l.msg.source, l.msg.tag, l.bytes});
+  } else if (l.posted.work) {
+    deliver(l.posted, l.msg);
+  } else {
+    unexpected_.push_back(std::move(l.msg));
+  }
+  l = Landing{};
+}
+
+void P2PMatcher::fail_all(Status st, const std::string& message) {
+  for (Landing& l : landing_) {
+    if (l.active && l.posted.work) finish(l.posted, st, message, RecvStatus{});
+    l = Landing{};
+  }
+  for (Posted& p : posted_) finish(p, st, message, RecvStatus{});
+  posted_.clear();
+}
+
+bool P2PMatcher::names(int peer) const {
+  return std::any_of(posted_.begin(), posted_.end(), [&](const Posted& p) { return p.source == peer; });
+}
+
+bool P2PMatcher::wants(int peer) const {
+  return std::any_of(posted_.begin(), posted_.end(),
+                     [&](const Posted& p) { return p.source == kAnySource || p.source == peer; });
+}
+
+}  // namespace omniccl

@@ -1,0 +1,134 @@
+// Point-to-point matching, as MPI defines it.
+//
+// Words:
+//   posted      a receive waiting for a message: (source, tag), a buffer of
+//               `capacity` bytes, its Work. source may be kAnySource, tag
+//               kAnyTag.
+//   unexpected  a message that arrived (or was sent to this rank itself)
+//               before a receive matching it was posted; kept, in arrival
+//               order, up to OMNICCL_P2P_UNEXPECTED_BYTES in all.
+//   match       a message (source s, tag t) matches a receive whose source is
+//               s or kAnySource and whose tag is t or kAnyTag.
+// Order (MPI's non-overtaking rule): a new receive takes the first matching
+// unexpected message in arrival order; an arriving message goes to the first
+// matching posted receive in posting order. Messages from one rank arrive in
+// the order it sent them, so two messages from one source that both match a
+// receive are received in send order.
+// A receive's capacity is an upper bound: a smaller message succeeds and the
+// status says how many bytes came; a larger one fills the buffer and fails
+// that receive with kTruncated (the message is consumed whole, so the
+// communicator stays usable).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithm/engine.h"
+#include "common/time.h"
+#include "communicator/work.h"
+#include "tensor/tensor.h"
+
+namespace omniccl {
+
+constexpr int kAnySource = -1;  ///< OCCL_ANY_SOURCE
+constexpr int kProcNull = -2;   ///< OCCL_PROC_NULL
+constexpr int kAnyTag = -1;     ///< OCCL_ANY_TAG
+
+class P2PMatcher {
+ public:
+  struct Posted {
+    int source = kAnySource;
+    int tag = kAnyTag;
+    char* dst = nullptr;
+    uint64_t capacity = 0;  ///< bytes
+    DType dtype = DType::kUInt8;
+    std::shared_ptr<Work> work;
+    RecvStatus* status = nullptr;  ///< also filled when it completes (blocking calls)
+    bool blocking = false;         ///< its caller waits for it (nothing else can be issued meanwhile)
+    Deadline deadline = Deadline::never();  ///< for the listens it needs
+  };
+
+  /// `rank` is this rank; the unexpected-message budget is read from
+  /// OMNICCL_P2P_UNEXPECTED_BYTES (default 256 MiB).
+  P2PMatcher(int rank, int size);
+
+  /// Posts a receive. If an unexpected message matches, it is delivered and
+  /// the receive completed now (returns true); else it waits (false).
+  bool post(Posted r);
+  /// A send to this rank itself: delivered to the first matching posted
+  /// receive, else kept as unexpected (throws kOutOfMemory over budget).
+  void send_to_self(int tag, const char* src, uint64_t bytes, DType dtype, uint64_t count);
+
+  /// A message from another rank has announced itself: returns where its
+  /// payload goes and a token for landed() (see TransferFeed::land). Checks
+  /// the per-pair number `expected_seq`. Throws kOutOfMemory when an
+  /// unexpected message would exceed the budget.
+  char* land(const TransferFeed::Arrival& a, uint64_t expected_seq, size_t& token);
+  /// The payload announced with `token` is complete: completes its receive
+  /// or keeps it as unexpected.
+  void landed(size_t token);
+
+  /// Whether a posted receive could match a message from `peer`.
+  bool wants(int peer) const;
+  /// Whether a posted receive names `peer` as its source.
+  bool names(int peer) const;
+  /// Whether any receive is posted.
+  bool any_posted() const { return !posted_.empty(); }
+  /// Fails the posted receives for which `doomed(p)` is true with `st`;
+  /// `why(p)` explains each. The others stay posted.
+  template <typename Doomed, typename Why>
+  void fail_posted(Status st, Doomed&& doomed, Why&& why) {
+    for (auto it = posted_.begin(); it != posted_.end();) {
+      if (doomed(*it)) {
+        finish(*it, st, why(*it), RecvStatus{});
+        it = posted_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  /// The posted receives (oldest first).
+  const std::deque<Posted>& posted() const { return posted_; }
+  /// Fails every posted receive and every one being delivered (the
+  /// operation running them failed).
+  void fail_all(Status st, const std::string& message);
+  /// Bytes held by unexpected messages now.
+  uint64_t unexpected_bytes() const { return unexpected_bytes_; }
+
+ private:
+  struct Message {
+    int source = -1;
+    int tag = 0;
+    DType dtype = DType::kUInt8;
+    uint64_t count = 0;
+    std::vector<char> data;
+  };
+  /// A message whose payload is being read (one per peer at a time).
+  struct Landing {
+    bool active = false;
+    bool direct = false;  ///< straight into posted.dst
+    uint64_t bytes = 0;
+    Posted posted;        ///< the receive it matched, if any (work set)
+    Message msg;          ///< unexpected, or the staging of a truncated one
+  };
+  static bool matches(const Posted& p, int source, int tag) {
+    return (p.source == kAnySource || p.source == source) && (p.tag == kAnyTag || p.tag == tag);
+  }
+  /// Copies what fits of `m` into r's buffer and completes r (kTruncated
+  /// when it does not all fit, kMismatch when the dtypes differ).
+  void deliver(Posted& r, const Message& m);
+  void finish(Posted& r, Status st, std::string message, RecvStatus rs);
+  void reserve_unexpected(uint64_t bytes, int source, int tag);
+
+  int rank_;
+  uint64_t budget_;
+  uint64_t unexpected_bytes_ = 0;
+  std::deque<Posted> posted_;
+  std::deque<Message> unexpected_;
+  std::vector<Landing> landing_;  ///< per peer
+};
+
+}  // namespace omniccl
