@@ -9,21 +9,17 @@ size_t dtype_size(DType t) {
     case DType::kUInt8:
     case DType::kBool:
     case DType::kFloat8E4M3FN:
-    case DType::kFloat8E5M2:
-      return 1;
+    case DType::kFloat8E5M2: return 1;
     case DType::kInt16:
     case DType::kUInt16:
     case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
+    case DType::kBFloat16: return 2;
     case DType::kInt32:
     case DType::kUInt32:
-    case DType::kFloat32:
-      return 4;
+    case DType::kFloat32: return 4;
     case DType::kInt64:
     case DType::kUInt64:
-    case DType::kFloat64:
-      return 8;
+    case DType::kFloat64: return 8;
   }
   return 0;  // Not a DType value: callers validate before sizing buffers.
 }
@@ -65,8 +61,8 @@ const char* redop_name(RedOp op) {
 }
 
 bool is_floating(DType t) {
-  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
-         t == DType::kFloat64 || t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
+  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64 ||
+         t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
 }
 
 bool is_defined(RedOp op, DType t) {
@@ -75,8 +71,7 @@ bool is_defined(RedOp op, DType t) {
     case RedOp::kSum:
     case RedOp::kProd:
     case RedOp::kMin:
-    case RedOp::kMax:
-      return true;
+    case RedOp::kMax: return true;
     case RedOp::kAvg:
     case RedOp::kPreMulSum:
       // Averaging or scaling truth values has no meaning.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds OmniCCL once (warnings are errors) and runs every test suite on that
-# build: CTest (C/C++), the Rust crates, the sanitizer builds and fuzzers
+# build: the format check (scripts/check-format.sh), CTest (C/C++), the Rust crates, the sanitizer builds and fuzzers
 # (scripts/sanitize.sh; OMNICCL_SKIP_SANITIZERS=1 skips them visibly), the
 # Python package (fresh virtual environment) and the Java bindings. Every suite runs even when an earlier one
 # failed; the run ends with one verdict line over all suites and their summary
@@ -41,6 +41,9 @@ run_suite() {
   ((rc == 0)) || failed=1
   summary+=("$name: ${line:-no summary} (exit $rc)")
 }
+
+echo "== format (clang-format over every C/C++ source: scripts/check-format.sh)"
+run_suite format '^format: ' scripts/check-format.sh
 
 echo "== ctest (C/C++ suites: unit, abi, tools, bootstrap, install, collectives, examples, gpu)"
 # Multi-rank suites are RUN_SERIAL; the rest run two at a time.

@@ -62,13 +62,20 @@ Options parse(int argc, char** argv) {
       if (*end != '\0' || v < 0) usage((a + ": not a non-negative integer: " + argv[i]).c_str());
       return v;
     };
-    if (a == "--min-bytes") o.min_bytes = static_cast<size_t>(value());
-    else if (a == "--max-bytes") o.max_bytes = static_cast<size_t>(value());
-    else if (a == "--iters") o.iters = static_cast<int>(value());
-    else if (a == "--warmup") o.warmup = static_cast<int>(value());
-    else if (a == "--device") o.device = static_cast<int>(value());
-    else if (a == "--csv") o.csv = true;
-    else usage(("unknown argument " + a).c_str());
+    if (a == "--min-bytes")
+      o.min_bytes = static_cast<size_t>(value());
+    else if (a == "--max-bytes")
+      o.max_bytes = static_cast<size_t>(value());
+    else if (a == "--iters")
+      o.iters = static_cast<int>(value());
+    else if (a == "--warmup")
+      o.warmup = static_cast<int>(value());
+    else if (a == "--device")
+      o.device = static_cast<int>(value());
+    else if (a == "--csv")
+      o.csv = true;
+    else
+      usage(("unknown argument " + a).c_str());
   }
   if (o.min_bytes == 0 || o.min_bytes > o.max_bytes) usage("need 0 < --min-bytes <= --max-bytes");
   if (o.iters <= 0) usage("--iters must be > 0");
@@ -105,8 +112,7 @@ int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   const auto& rt = cuda::runtime_status();
   if (!rt.available) {
-    std::fprintf(stderr, "omniccl-cuda-kernel-bench: no CUDA driver/GPU found: %s\n",
-                 rt.reason.c_str());
+    std::fprintf(stderr, "omniccl-cuda-kernel-bench: no CUDA driver/GPU found: %s\n", rt.reason.c_str());
     return 2;
   }
   check(cudaSetDevice(opt.device), "cudaSetDevice");
@@ -115,9 +121,9 @@ int main(int argc, char** argv) {
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  std::printf("# GPU %d: %s (sm_%d%d, %d SMs), driver %d.%d, runtime %d.%d, %d iterations\n",
-              opt.device, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-              driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, opt.iters);
+  std::printf("# GPU %d: %s (sm_%d%d, %d SMs), driver %d.%d, runtime %d.%d, %d iterations\n", opt.device, prop.name,
+              prop.major, prop.minor, prop.multiProcessorCount, driver / 1000, driver % 1000 / 10, runtime / 1000,
+              runtime % 1000 / 10, opt.iters);
   if (opt.csv) {
     std::printf("bytes,kernel,time_us,GBps,vs_memcpy\n");
   } else {
@@ -143,14 +149,10 @@ int main(int argc, char** argv) {
       {"memcpy_d2d", 2,
        [&](size_t n) { check(cudaMemcpyAsync(out, a, n, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync"); }},
       {"copy", 2, [&](size_t n) { cuda::copy(out, a, n, stream); }},
-      {"sum_float32", 3,
-       [&](size_t n) { cuda::reduce(out, a, b, n / 4, DType::kFloat32, RedOp::kSum, stream); }},
-      {"sum_bfloat16", 3,
-       [&](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kBFloat16, RedOp::kSum, stream); }},
-      {"sum_float16", 3,
-       [&](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kFloat16, RedOp::kSum, stream); }},
-      {"sum_fp8e4m3", 3,
-       [&](size_t n) { cuda::reduce(out, a, b, n, DType::kFloat8E4M3FN, RedOp::kSum, stream); }},
+      {"sum_float32", 3, [&](size_t n) { cuda::reduce(out, a, b, n / 4, DType::kFloat32, RedOp::kSum, stream); }},
+      {"sum_bfloat16", 3, [&](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kBFloat16, RedOp::kSum, stream); }},
+      {"sum_float16", 3, [&](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kFloat16, RedOp::kSum, stream); }},
+      {"sum_fp8e4m3", 3, [&](size_t n) { cuda::reduce(out, a, b, n, DType::kFloat8E4M3FN, RedOp::kSum, stream); }},
   };
   for (size_t n = opt.min_bytes; n <= opt.max_bytes; n *= 4) {
     double memcpy_rate = 0;
@@ -161,8 +163,7 @@ int main(int argc, char** argv) {
       if (opt.csv) {
         std::printf("%zu,%s,%.2f,%.1f,%.3f\n", n, r.name, s * 1e6, rate * 1e-9, rate / memcpy_rate);
       } else {
-        std::printf("%14zu  %-14s %12.2f %10.1f %10.3f\n", n, r.name, s * 1e6, rate * 1e-9,
-                    rate / memcpy_rate);
+        std::printf("%14zu  %-14s %12.2f %10.1f %10.3f\n", n, r.name, s * 1e6, rate * 1e-9, rate / memcpy_rate);
       }
     }
     if (n > opt.max_bytes / 4) break;  // no overflow of n *= 4

@@ -126,17 +126,7 @@ wrong elements, 2 for bad usage.
 // ---------------------------------------------------------------------------
 
 /// The collectives the benchmark knows.
-enum class Coll {
-  kAllReduce,
-  kAllGather,
-  kBroadcast,
-  kReduce,
-  kReduceScatter,
-  kAllToAll,
-  kGather,
-  kScatter,
-  kBarrier
-};
+enum class Coll { kAllReduce, kAllGather, kBroadcast, kReduce, kReduceScatter, kAllToAll, kGather, kScatter, kBarrier };
 
 /// Names and properties of one collective.
 struct CollInfo {
@@ -198,8 +188,7 @@ struct OpInfo {
 };
 
 constexpr OpInfo kOps[] = {
-    {OCCL_SUM, "sum"}, {OCCL_PROD, "prod"}, {OCCL_MIN, "min"},
-    {OCCL_MAX, "max"}, {OCCL_AVG, "avg"},
+    {OCCL_SUM, "sum"}, {OCCL_PROD, "prod"}, {OCCL_MIN, "min"}, {OCCL_MAX, "max"}, {OCCL_AVG, "avg"},
 };
 
 // ---------------------------------------------------------------------------
@@ -217,8 +206,8 @@ struct Options {
   const DTypeInfo* dtype = &kDTypes[6];  // float
   const OpInfo* op = &kOps[0];           // sum
   int root = 0;
-  int iters = 20;    // 0: auto
-  int warmup = 5;    // -1: auto
+  int iters = 20;  // 0: auto
+  int warmup = 5;  // -1: auto
   bool check = false;
   bool csv = false;
   std::string peer = "omniccl";
@@ -412,8 +401,7 @@ int parse_args(int argc, char** argv, Options& opt) {
       // The value is optional: "-c", "-c 1", "-c0", "--check=1".
       if (inline_value) {
         v = inline_value;
-      } else if (i + 1 < argc && (std::strcmp(argv[i + 1], "0") == 0 ||
-                                  std::strcmp(argv[i + 1], "1") == 0)) {
+      } else if (i + 1 < argc && (std::strcmp(argv[i + 1], "0") == 0 || std::strcmp(argv[i + 1], "1") == 0)) {
         v = argv[++i];
       } else {
         v = "1";
@@ -481,27 +469,15 @@ Layout layout(Coll c, std::uint64_t size_bytes, int n, std::size_t elt) {
   std::uint64_t count = std::max<std::uint64_t>(1, size_bytes / elt);
   std::uint64_t part = std::max<std::uint64_t>(1, count / un);
   switch (c) {
-    case Coll::kAllReduce:
-      l = {count, count, count, count * elt, 2.0 * (dn - 1) / dn};
-      break;
+    case Coll::kAllReduce: l = {count, count, count, count * elt, 2.0 * (dn - 1) / dn}; break;
     case Coll::kBroadcast:
-    case Coll::kReduce:
-      l = {count, count, count, count * elt, 1.0};
-      break;
+    case Coll::kReduce: l = {count, count, count, count * elt, 1.0}; break;
     case Coll::kAllGather:
-    case Coll::kGather:
-      l = {part, part, part * un, part * un * elt, (dn - 1) / dn};
-      break;
+    case Coll::kGather: l = {part, part, part * un, part * un * elt, (dn - 1) / dn}; break;
     case Coll::kReduceScatter:
-    case Coll::kScatter:
-      l = {part, part * un, part, part * un * elt, (dn - 1) / dn};
-      break;
-    case Coll::kAllToAll:
-      l = {part, part * un, part * un, part * un * elt, (dn - 1) / dn};
-      break;
-    case Coll::kBarrier:
-      l = {0, 0, 0, 0, 0.0};
-      break;
+    case Coll::kScatter: l = {part, part * un, part, part * un * elt, (dn - 1) / dn}; break;
+    case Coll::kAllToAll: l = {part, part * un, part * un, part * un * elt, (dn - 1) / dn}; break;
+    case Coll::kBarrier: l = {0, 0, 0, 0, 0.0}; break;
   }
   return l;
 }
@@ -600,25 +576,18 @@ T combine(occl_red_op_t op, T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     switch (op) {
-      case OCCL_PROD:
-        return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case OCCL_MIN:
-        return std::min(a, b);
-      case OCCL_MAX:
-        return std::max(a, b);
+      case OCCL_PROD: return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      case OCCL_MIN: return std::min(a, b);
+      case OCCL_MAX: return std::max(a, b);
       default:  // SUM, AVG
         return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
     }
   } else {
     switch (op) {
-      case OCCL_PROD:
-        return a * b;
-      case OCCL_MIN:
-        return std::min(a, b);
-      case OCCL_MAX:
-        return std::max(a, b);
-      default:
-        return a + b;
+      case OCCL_PROD: return a * b;
+      case OCCL_MIN: return std::min(a, b);
+      case OCCL_MAX: return std::max(a, b);
+      default: return a + b;
     }
   }
 }
@@ -665,23 +634,18 @@ bool has_send(Coll c, int rank, int root) {
     case Coll::kBarrier:
     case Coll::kBroadcast:  // in place: only the receive buffer
       return false;
-    case Coll::kScatter:
-      return rank == root;
-    default:
-      return true;
+    case Coll::kScatter: return rank == root;
+    default: return true;
   }
 }
 
 /// Whether this rank holds a receive buffer for collective `c`.
 bool has_recv(Coll c, int rank, int root) {
   switch (c) {
-    case Coll::kBarrier:
-      return false;
+    case Coll::kBarrier: return false;
     case Coll::kReduce:
-    case Coll::kGather:
-      return rank == root;
-    default:
-      return true;
+    case Coll::kGather: return rank == root;
+    default: return true;
   }
 }
 
@@ -709,8 +673,7 @@ void fill_for_check(Coll c, int rank, int root, const Layout& l, PointBuffers& b
 /// Counts the elements of this rank's output that differ from the
 /// reference for collective `c` (n ranks, reduce op `op`).
 template <typename T>
-std::uint64_t count_wrong(Coll c, int rank, int n, int root, occl_red_op_t op,
-                          const Layout& l, const PointBuffers& b) {
+std::uint64_t count_wrong(Coll c, int rank, int n, int root, occl_red_op_t op, const Layout& l, const PointBuffers& b) {
   if (!b.recv.data()) return 0;
   const T* d = static_cast<const T*>(b.recv.data());
   const std::uint64_t p = l.param;
@@ -718,21 +681,14 @@ std::uint64_t count_wrong(Coll c, int rank, int n, int root, occl_red_op_t op,
   auto expect = [&](std::uint64_t i) -> T {
     switch (c) {
       case Coll::kAllReduce:
-      case Coll::kReduce:
-        return reduced<T>(op, n, i);
-      case Coll::kReduceScatter:
-        return reduced<T>(op, n, static_cast<std::uint64_t>(rank) * p + i);
-      case Coll::kBroadcast:
-        return pattern<T>(root, i);
+      case Coll::kReduce: return reduced<T>(op, n, i);
+      case Coll::kReduceScatter: return reduced<T>(op, n, static_cast<std::uint64_t>(rank) * p + i);
+      case Coll::kBroadcast: return pattern<T>(root, i);
       case Coll::kAllGather:
-      case Coll::kGather:
-        return pattern<T>(static_cast<int>(i / p), i % p);
-      case Coll::kScatter:
-        return pattern<T>(root, static_cast<std::uint64_t>(rank) * p + i);
-      case Coll::kAllToAll:
-        return pattern<T>(static_cast<int>(i / p), static_cast<std::uint64_t>(rank) * p + i % p);
-      case Coll::kBarrier:
-        break;
+      case Coll::kGather: return pattern<T>(static_cast<int>(i / p), i % p);
+      case Coll::kScatter: return pattern<T>(root, static_cast<std::uint64_t>(rank) * p + i);
+      case Coll::kAllToAll: return pattern<T>(static_cast<int>(i / p), static_cast<std::uint64_t>(rank) * p + i % p);
+      case Coll::kBarrier: break;
     }
     return T{};
   };
@@ -775,8 +731,8 @@ void check_status(occl_status_t s, const char* what) {
 }
 
 /// Runs one blocking collective `c` on this rank's buffers.
-occl_status_t run_op(Coll c, occl_comm_t comm, int rank, int root,
-                     occl_red_op_t op, const DLDataType& dt, const PointBuffers& b) {
+occl_status_t run_op(Coll c, occl_comm_t comm, int rank, int root, occl_red_op_t op, const DLDataType& dt,
+                     const PointBuffers& b) {
   Tensor send(b.send.data(), b.send_count, dt);
   Tensor recv(b.recv.data(), b.recv_count, dt);
   const DLTensor* s = b.send.data() ? send.get() : nullptr;
@@ -802,9 +758,7 @@ void reduce_doubles(occl_comm_t comm, std::vector<double>& values, occl_red_op_t
 }
 
 /// Seconds on a monotonic clock.
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 /// CPU seconds used by this whole process (all threads) so far.
 double process_cpu_s() {
@@ -826,8 +780,7 @@ struct PointResult {
 
 /// Measures collective `c` at `size_bytes` on every rank; all ranks return
 /// the same result.
-PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes,
-                      occl_comm_t comm, int rank, int n) {
+PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl_comm_t comm, int rank, int n) {
   const DTypeInfo& dt = *opt.dtype;
   PointResult res;
   res.layout = layout(c, size_bytes, n, dt.size);
@@ -864,9 +817,8 @@ PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes,
     dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
     check_status(occl_barrier(comm, nullptr), "barrier (before check)");
     check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b), info(c).name);
-    wrong = static_cast<double>(dispatch(dt.kind, [&]<typename T>() {
-      return count_wrong<T>(c, rank, n, opt.root, op, l, b);
-    }));
+    wrong = static_cast<double>(
+        dispatch(dt.kind, [&]<typename T>() { return count_wrong<T>(c, rank, n, opt.root, op, l, b); }));
   }
 
   std::vector<double> sums{per_op, wrong};
@@ -907,33 +859,30 @@ std::string format_time(double us) {
 
 /// Prints the nccl-tests style header of one collective's table.
 void print_table_header(const Options& opt, Coll c, int n, const std::string& transport) {
-  std::printf("#\n# Collective: %s  ranks: %d  transport: %s  peer: %s\n#\n", info(c).name, n,
-              transport.c_str(), opt.peer.c_str());
+  std::printf("#\n# Collective: %s  ranks: %d  transport: %s  peer: %s\n#\n", info(c).name, n, transport.c_str(),
+              opt.peer.c_str());
   std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place\n", "", "", "", "", "");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
-              "redop", "root", "time", "algbw", "busbw", "#wrong");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
-              "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop", "root", "time",
+              "algbw", "busbw", "#wrong");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+              "(GB/s)", "");
 }
 
 /// Prints one table row.
 void print_table_row(const Options& opt, Coll c, const PointResult& r) {
   const CollInfo& ci = info(c);
   std::string wrong = r.wrong < 0 ? "N/A" : std::to_string(r.wrong);
-  std::printf("%12" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6s\n", r.layout.bytes,
-              r.layout.param, c == Coll::kBarrier ? "none" : opt.dtype->name,
-              ci.reduction ? opt.op->name : "none", ci.rooted ? opt.root : -1,
-              format_time(r.time_us).c_str(), r.algbw, r.busbw, wrong.c_str());
+  std::printf("%12" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6s\n", r.layout.bytes, r.layout.param,
+              c == Coll::kBarrier ? "none" : opt.dtype->name, ci.reduction ? opt.op->name : "none",
+              ci.rooted ? opt.root : -1, format_time(r.time_us).c_str(), r.algbw, r.busbw, wrong.c_str());
 }
 
 /// Prints one CSV row.
-void print_csv_row(const Options& opt, Coll c, int n, const std::string& transport,
-                   const PointResult& r) {
+void print_csv_row(const Options& opt, Coll c, int n, const std::string& transport, const PointResult& r) {
   std::string wrong = r.wrong < 0 ? "N/A" : std::to_string(r.wrong);
-  std::printf("%s,%s,%s,%d,%" PRIu64 ",%" PRIu64 ",%s,%d,%.3f,%.3f,%.4f,%.4f,%s\n", opt.peer.c_str(),
-              transport.c_str(), info(c).name, n, r.layout.bytes, r.layout.param,
-              c == Coll::kBarrier ? "none" : opt.dtype->csv_name, r.iters, r.time_us,
-              r.time_max_us, r.algbw, r.busbw, wrong.c_str());
+  std::printf("%s,%s,%s,%d,%" PRIu64 ",%" PRIu64 ",%s,%d,%.3f,%.3f,%.4f,%.4f,%s\n", opt.peer.c_str(), transport.c_str(),
+              info(c).name, n, r.layout.bytes, r.layout.param, c == Coll::kBarrier ? "none" : opt.dtype->csv_name,
+              r.iters, r.time_us, r.time_max_us, r.algbw, r.busbw, wrong.c_str());
 }
 
 // ---------------------------------------------------------------------------
@@ -943,8 +892,7 @@ void print_csv_row(const Options& opt, Coll c, int n, const std::string& transpo
 /// Rank 0 sleeps 1 s, then enters a barrier; every rank measures wall and
 /// process CPU time across the barrier. Rank 0 prints every rank's share of
 /// a core. Returns the exit status.
-int measure_blocked_cpu(const Options& opt, occl_comm_t comm, int rank, int n,
-                        const std::string& transport) {
+int measure_blocked_cpu(const Options& opt, occl_comm_t comm, int rank, int n, const std::string& transport) {
   for (int i = 0; i < 10; ++i) check_status(occl_barrier(comm, nullptr), "barrier (warm-up)");
   if (rank == 0) std::this_thread::sleep_for(std::chrono::seconds(1));
   double w0 = now_s();
@@ -1000,8 +948,8 @@ Rss read_rss() {
 /// size and has rank 0 print every rank's resident memory at the stages
 /// (base: before the communicator; init: after it; steady: after buffers
 /// and warm-up; end: after the operations). Returns the exit status.
-int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n,
-                      const std::string& transport, const Rss& base, const Rss& init) {
+int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n, const std::string& transport,
+                      const Rss& base, const Rss& init) {
   const Coll c = opt.colls.front();
   const DTypeInfo& dt = *opt.dtype;
   Layout l = layout(c, opt.sizes.front(), n, dt.size);
@@ -1042,22 +990,23 @@ int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n,
   check_status(occl_all_gather(send.get(), recv.get(), comm, nullptr), "all_gather (results)");
   if (rank != 0) return 0;
   if (opt.csv) {
-    std::printf("peer,transport,ranks,rank,collective,bytes,ops,rss_base_kib,rss_init_kib,"
-                "rss_steady_kib,rss_end_kib,shared_end_kib,buffers_kib,comm_kib,growth_kib\n");
+    std::printf(
+        "peer,transport,ranks,rank,collective,bytes,ops,rss_base_kib,rss_init_kib,"
+        "rss_steady_kib,rss_end_kib,shared_end_kib,buffers_kib,comm_kib,growth_kib\n");
   }
   for (int r = 0; r < n; ++r) {
     const double* v = &all[static_cast<std::size_t>(kFields * r)];
     double growth = v[3] - v[2];
     if (opt.csv) {
-      std::printf("%s,%s,%d,%d,%s,%" PRIu64 ",%ld,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f\n",
-                  opt.peer.c_str(), transport.c_str(), n, r, info(c).name, l.bytes,
-                  opt.footprint_ops, v[0], v[1], v[2], v[3], v[4], v[5], v[6], growth);
+      std::printf("%s,%s,%d,%d,%s,%" PRIu64 ",%ld,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f\n", opt.peer.c_str(),
+                  transport.c_str(), n, r, info(c).name, l.bytes, opt.footprint_ops, v[0], v[1], v[2], v[3], v[4], v[5],
+                  v[6], growth);
     } else {
-      std::printf("# footprint: rank %d: RSS %.0f KiB before the communicator, %.0f after init, "
-                  "%.0f steady (incl. %.0f KiB of benchmark buffers), %.0f after %ld x %s of %"
-                  PRIu64 " B (shared %.0f KiB): communicator %.0f KiB, growth %+.0f KiB\n",
-                  r, v[0], v[1], v[2], v[5], v[3], opt.footprint_ops, info(c).name, l.bytes,
-                  v[4], v[6], growth);
+      std::printf(
+          "# footprint: rank %d: RSS %.0f KiB before the communicator, %.0f after init, "
+          "%.0f steady (incl. %.0f KiB of benchmark buffers), %.0f after %ld x %s of %" PRIu64
+          " B (shared %.0f KiB): communicator %.0f KiB, growth %+.0f KiB\n",
+          r, v[0], v[1], v[2], v[5], v[3], opt.footprint_ops, info(c).name, l.bytes, v[4], v[6], growth);
     }
   }
   return 0;
@@ -1071,8 +1020,7 @@ int run(const Options& opt) {
   occl_config_t cfg = OCCL_CONFIG_INIT;
   if (opt.timeout_s > 0) cfg.timeout_ms = static_cast<int64_t>(opt.timeout_s * 1000.0);
   occl_comm_t comm = nullptr;
-  check_status(occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg),
-               "occl_comm_init(env://)");
+  check_status(occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), "occl_comm_init(env://)");
   Rss init = read_rss();
   int status = 0;
   try {
@@ -1083,7 +1031,8 @@ int run(const Options& opt) {
     check_status(occl_comm_transport(comm, &tname), "occl_comm_transport");
     std::string transport = opt.transport.empty() ? tname : opt.transport;
     if (opt.root >= n) {
-      if (rank == 0) usage_error("--root " + std::to_string(opt.root) + " is not below " + std::to_string(n) + " ranks");
+      if (rank == 0)
+        usage_error("--root " + std::to_string(opt.root) + " is not below " + std::to_string(n) + " ranks");
       occl_comm_destroy(comm);
       return kExitUsage;
     }
@@ -1096,8 +1045,8 @@ int run(const Options& opt) {
         if (opt.csv) {
           std::printf("%s\n", kCsvHeader);
         } else {
-          std::printf("# omniccl-bench: %d ranks, transport %s, dtype %s, op %s, iters %s, warmup %s, check %d\n",
-                      n, transport.c_str(), opt.dtype->name, opt.op->name,
+          std::printf("# omniccl-bench: %d ranks, transport %s, dtype %s, op %s, iters %s, warmup %s, check %d\n", n,
+                      transport.c_str(), opt.dtype->name, opt.op->name,
                       opt.iters > 0 ? std::to_string(opt.iters).c_str() : "auto",
                       opt.warmup >= 0 ? std::to_string(opt.warmup).c_str() : "auto", opt.check ? 1 : 0);
         }
@@ -1156,8 +1105,8 @@ int main(int argc, char** argv) {
     return run(opt);
   } catch (const Failure& f) {
     std::fprintf(stderr, "omniccl-bench: %s failed: %s%s%s\n", f.what.c_str(),
-                 f.status == OCCL_SUCCESS ? "" : occl_status_string(f.status),
-                 f.message.empty() ? "" : ": ", f.message.c_str());
+                 f.status == OCCL_SUCCESS ? "" : occl_status_string(f.status), f.message.empty() ? "" : ": ",
+                 f.message.c_str());
     return kExitFailure;
   }
 }

@@ -97,10 +97,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxRanks = 1024;
 constexpr int kExitUsage = 2;
-constexpr int kExitTimeout = 124;       // as coreutils `timeout`
-constexpr int kExitInternal = 125;      // the launcher itself failed
-constexpr int kExitCannotExecute = 126; // as a shell: found but not runnable
-constexpr int kExitNotFound = 127;      // as a shell: command not found
+constexpr int kExitTimeout = 124;                      // as coreutils `timeout`
+constexpr int kExitInternal = 125;                     // the launcher itself failed
+constexpr int kExitCannotExecute = 126;                // as a shell: found but not runnable
+constexpr int kExitNotFound = 127;                     // as a shell: command not found
 constexpr auto kKillDelay = std::chrono::seconds(5);   // SIGTERM -> SIGKILL
 constexpr auto kDrainDelay = std::chrono::seconds(2);  // output after exit
 constexpr std::size_t kMaxLine = std::size_t{1} << 20;
@@ -162,16 +162,14 @@ executed or is not found; 2 for bad usage.
 /// builds with any libc.
 std::string signal_name(int sig) {
   static constexpr std::pair<int, const char*> kNames[] = {
-      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},     {SIGQUIT, "SIGQUIT"},
-      {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"},   {SIGABRT, "SIGABRT"},
-      {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},     {SIGKILL, "SIGKILL"},
-      {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"},   {SIGUSR2, "SIGUSR2"},
-      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"},   {SIGTERM, "SIGTERM"},
-      {SIGCHLD, "SIGCHLD"}, {SIGCONT, "SIGCONT"},   {SIGSTOP, "SIGSTOP"},
-      {SIGTSTP, "SIGTSTP"}, {SIGTTIN, "SIGTTIN"},   {SIGTTOU, "SIGTTOU"},
-      {SIGURG, "SIGURG"},   {SIGXCPU, "SIGXCPU"},   {SIGXFSZ, "SIGXFSZ"},
-      {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"},
-      {SIGIO, "SIGIO"},     {SIGSYS, "SIGSYS"},
+      {SIGHUP, "SIGHUP"},       {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},   {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"},     {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},     {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"},     {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"},   {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"},     {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},   {SIGCHLD, "SIGCHLD"},
+      {SIGCONT, "SIGCONT"},     {SIGSTOP, "SIGSTOP"}, {SIGTSTP, "SIGTSTP"},   {SIGTTIN, "SIGTTIN"},
+      {SIGTTOU, "SIGTTOU"},     {SIGURG, "SIGURG"},   {SIGXCPU, "SIGXCPU"},   {SIGXFSZ, "SIGXFSZ"},
+      {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGWINCH, "SIGWINCH"}, {SIGIO, "SIGIO"},
+      {SIGSYS, "SIGSYS"},
   };
   for (const auto& [number, name] : kNames) {
     if (number == sig) return name;
@@ -217,9 +215,7 @@ bool write_all(int fd, std::string_view data) {
 
 /// Prints "omniccl-run: <message>" as one line on stderr (one write, so it
 /// never splits a rank's line or is split by one).
-void log_line(const std::string& message) {
-  (void)write_all(STDERR_FILENO, "omniccl-run: " + message + "\n");
-}
+void log_line(const std::string& message) { (void)write_all(STDERR_FILENO, "omniccl-run: " + message + "\n"); }
 
 /// Prints a usage error and the hint to use --help; returns the exit status
 /// for bad usage.
@@ -306,20 +302,16 @@ struct ParseOutcome {
 
 /// Parses a whole-number option value into [lo, hi]; on failure returns
 /// nullopt and sets `error` to a message naming the option.
-std::optional<int> parse_int(std::string_view option, std::string_view text,
-                             int lo, int hi, std::string& error) {
+std::optional<int> parse_int(std::string_view option, std::string_view text, int lo, int hi, std::string& error) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec == std::errc::invalid_argument ||
-      end != text.data() + text.size()) {
-    error = std::string(option) + ": '" + std::string(text) +
-            "' is not a whole number";
+  if (text.empty() || ec == std::errc::invalid_argument || end != text.data() + text.size()) {
+    error = std::string(option) + ": '" + std::string(text) + "' is not a whole number";
     return std::nullopt;
   }
   if (ec == std::errc::result_out_of_range || value < lo || value > hi) {
-    error = std::string(option) + ": " + std::string(text) +
-            " is out of range; it must be between " + std::to_string(lo) +
-            " and " + std::to_string(hi);
+    error = std::string(option) + ": " + std::string(text) + " is out of range; it must be between " +
+            std::to_string(lo) + " and " + std::to_string(hi);
     return std::nullopt;
   }
   return value;
@@ -327,23 +319,20 @@ std::optional<int> parse_int(std::string_view option, std::string_view text,
 
 /// Parses a number of seconds (decimals allowed) that must be >= 0, or > 0
 /// when `positive`; on failure returns nullopt and sets `error`.
-std::optional<double> parse_seconds(std::string_view option,
-                                    const std::string& text, bool positive,
+std::optional<double> parse_seconds(std::string_view option, const std::string& text, bool positive,
                                     std::string& error) {
   char* end = nullptr;
   errno = 0;
   double value = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
-  bool bad = text.empty() || end != text.c_str() + text.size() ||
-             errno == ERANGE || !std::isfinite(value) || std::isspace(
-                 static_cast<unsigned char>(text.front()));
+  bool bad = text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value) ||
+             std::isspace(static_cast<unsigned char>(text.front()));
   if (bad) {
     error = std::string(option) + ": '" + text + "' is not a number of seconds";
     return std::nullopt;
   }
   if (value < 0 || (positive && value == 0) || value > kMaxSeconds) {
     error = std::string(option) + ": " + text + " is out of range; it must be " +
-            (positive ? "more than 0" : "0 or more") + " and at most " +
-            format_seconds(kMaxSeconds) + " seconds";
+            (positive ? "more than 0" : "0 or more") + " and at most " + format_seconds(kMaxSeconds) + " seconds";
     return std::nullopt;
   }
   return value;
@@ -457,9 +446,8 @@ ParseOutcome parse_args(int argc, char** argv) {
       }
       o.timeout_s = *s;
     } else {
-      out.exit_status = usage_error(
-          "unknown option '" + std::string(arg) +
-          "' (write '--' before PROGRAM if its name starts with '-')");
+      out.exit_status = usage_error("unknown option '" + std::string(arg) +
+                                    "' (write '--' before PROGRAM if its name starts with '-')");
       return out;
     }
   }
@@ -510,11 +498,11 @@ struct Rank {
   int index = 0;
   pid_t pid = -1;
   bool running = false;
-  bool ended_by_launcher = false;  // got SIGTERM/SIGKILL from our teardown
+  bool ended_by_launcher = false;              // got SIGTERM/SIGKILL from our teardown
   std::optional<Clock::time_point> failed_at;  // reported or exit time
   std::optional<int> failure_status;           // exit code, once exited
   std::string failure_what;                    // "exited with status 1"
-  std::string prefix;              // "[i] "
+  std::string prefix;                          // "[i] "
   Stream out, err;
 };
 
@@ -553,8 +541,7 @@ class Launcher {
     if (timed_out_) return kExitTimeout;
     if (const Rank* first = first_failed(); first != nullptr && first->failure_status) {
       if (failed_count() > 1) {
-        log_line("rank " + std::to_string(first->index) + " failed first (" +
-                 first->failure_what + ")");
+        log_line("rank " + std::to_string(first->index) + " failed first (" + first->failure_what + ")");
       }
       return *first->failure_status;
     }
@@ -565,8 +552,7 @@ class Launcher {
  private:
   /// Converts seconds to a clock duration.
   static Clock::duration to_duration(double seconds) {
-    return std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(seconds));
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
 
   /// A job id no other job on this host has now: pid, time and randomness.
@@ -639,19 +625,16 @@ class Launcher {
     // original limit back.
     ::getrlimit(RLIMIT_NOFILE, &original_nofile_);
     rlim_t needed = static_cast<rlim_t>(opts_.prefix ? 2 * opts_.nproc : 0) + 64;
-    if (original_nofile_.rlim_cur != RLIM_INFINITY &&
-        original_nofile_.rlim_cur < needed) {
+    if (original_nofile_.rlim_cur != RLIM_INFINITY && original_nofile_.rlim_cur < needed) {
       rlimit raised = original_nofile_;
-      raised.rlim_cur = original_nofile_.rlim_max == RLIM_INFINITY
-                            ? needed
-                            : std::min(needed, original_nofile_.rlim_max);
+      raised.rlim_cur =
+          original_nofile_.rlim_max == RLIM_INFINITY ? needed : std::min(needed, original_nofile_.rlim_max);
       ::setrlimit(RLIMIT_NOFILE, &raised);
       rlimit now{};
       ::getrlimit(RLIMIT_NOFILE, &now);
       if (now.rlim_cur < needed) {
         log_line("cannot open enough files for " + std::to_string(opts_.nproc) +
-                 " ranks: the open-file limit (ulimit -n) is " +
-                 std::to_string(now.rlim_cur) + ", about " +
+                 " ranks: the open-file limit (ulimit -n) is " + std::to_string(now.rlim_cur) + ", about " +
                  std::to_string(needed) + " are needed");
         return kExitInternal;
       }
@@ -662,8 +645,7 @@ class Launcher {
       std::string error;
       auto free_port = pick_free_port(error);
       if (!free_port) {
-        log_line("cannot find a free port for MASTER_PORT (" + error +
-                 "); pass --master-port");
+        log_line("cannot find a free port for MASTER_PORT (" + error + "); pass --master-port");
         return kExitInternal;
       }
       port = *free_port;
@@ -673,12 +655,9 @@ class Launcher {
     // rank just before its fork, so the child does no allocation.
     const std::string n = std::to_string(opts_.nproc);
     const std::string p = std::to_string(port);
-    if (::setenv("WORLD_SIZE", n.c_str(), 1) != 0 ||
-        ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1) != 0 ||
-        ::setenv("MASTER_ADDR", opts_.master_addr.c_str(), 1) != 0 ||
-        ::setenv("MASTER_PORT", p.c_str(), 1) != 0 ||
-        ::setenv("OMNICCL_LAUNCHER", "omniccl-run", 1) != 0 ||
-        ::setenv("PYTHONUNBUFFERED", "1", 0) != 0 ||
+    if (::setenv("WORLD_SIZE", n.c_str(), 1) != 0 || ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1) != 0 ||
+        ::setenv("MASTER_ADDR", opts_.master_addr.c_str(), 1) != 0 || ::setenv("MASTER_PORT", p.c_str(), 1) != 0 ||
+        ::setenv("OMNICCL_LAUNCHER", "omniccl-run", 1) != 0 || ::setenv("PYTHONUNBUFFERED", "1", 0) != 0 ||
         ::setenv("OMNICCL_JOB_ID", fresh_job_id().c_str(), 0) != 0) {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
@@ -686,8 +665,7 @@ class Launcher {
 
     // The failure-report pipe: the ranks inherit the write end.
     int report[2];
-    if (::pipe2(report, O_NONBLOCK) != 0 ||
-        ::fcntl(report[0], F_SETFD, FD_CLOEXEC) != 0) {
+    if (::pipe2(report, O_NONBLOCK) != 0 || ::fcntl(report[0], F_SETFD, FD_CLOEXEC) != 0) {
       log_line(std::string("pipe: ") + std::strerror(errno));
       return kExitInternal;
     }
@@ -697,7 +675,7 @@ class Launcher {
     // lets a rank check that descriptor N is still this pipe: a process the
     // rank started may have the variable but a reused descriptor number.
     const std::string report_fd = std::to_string(report_write_);
-    struct stat st{};
+    struct stat st {};
     const std::string report_pipe =
         ::fstat(report_write_, &st) == 0 ? "pipe:[" + std::to_string(st.st_ino) + "]" : std::string();
     if (::setenv("OMNICCL_RUN_FAILURE_FD", report_fd.c_str(), 1) != 0 ||
@@ -756,7 +734,7 @@ class Launcher {
     ::sigprocmask(SIG_SETMASK, nullptr, &original_mask_);
     sigemptyset(&handled_);
 
-    struct sigaction action{};
+    struct sigaction action {};
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = 0;  // no SA_RESTART: every blocking call handles EINTR
@@ -764,7 +742,7 @@ class Launcher {
     /// Installs `act` for `sig` unless it was ignored at start and
     /// `keep_ignored`; records the original disposition.
     auto install = [&](int sig, const struct sigaction& act, bool keep_ignored) {
-      struct sigaction old{};
+      struct sigaction old {};
       if (::sigaction(sig, nullptr, &old) != 0) return false;
       if (keep_ignored && old.sa_handler == SIG_IGN) return true;
       if (::sigaction(sig, &act, nullptr) != 0) return false;
@@ -783,7 +761,7 @@ class Launcher {
     // Installed even if SIGCHLD was ignored: with SIG_IGN the kernel would
     // reap the ranks itself and their exit statuses would be lost.
     ok = ok && install(SIGCHLD, child_action, /*keep_ignored=*/false);
-    struct sigaction ignore{};
+    struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
     ok = ok && install(SIGPIPE, ignore, /*keep_ignored=*/false);
@@ -845,8 +823,7 @@ class Launcher {
   /// (the failed child, if any, has been reaped).
   int start_rank(Rank& r) {
     const std::string rank = std::to_string(r.index);
-    if (::setenv("RANK", rank.c_str(), 1) != 0 ||
-        ::setenv("LOCAL_RANK", rank.c_str(), 1) != 0) {
+    if (::setenv("RANK", rank.c_str(), 1) != 0 || ::setenv("LOCAL_RANK", rank.c_str(), 1) != 0) {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }
@@ -864,8 +841,7 @@ class Launcher {
       piped = ::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0;
     }
     if (!piped) {
-      log_line(std::string("cannot create pipes for rank ") + rank + ": " +
-               std::strerror(errno));
+      log_line(std::string("cannot create pipes for rank ") + rank + ": " + std::strerror(errno));
       close_pipes();
       return kExitInternal;
     }
@@ -905,12 +881,10 @@ class Launcher {
     if (n == static_cast<ssize_t>(sizeof child_errno)) {
       // exec failed; the child has _exit()ed already or is about to.
       int status = 0;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
       r.running = false;
       close_pipes();
-      log_line("cannot execute '" + std::string(opts_.program[0]) + "': " +
-               std::strerror(child_errno));
+      log_line("cannot execute '" + std::string(opts_.program[0]) + "': " + std::strerror(child_errno));
       return child_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
     }
 
@@ -930,8 +904,7 @@ class Launcher {
   /// In the forked child: own process group, parent-death signal, original
   /// signal dispositions and mask and file limit, stdio redirection, then
   /// execvp. Only async-signal-safe calls. Never returns.
-  [[noreturn]] void exec_rank(int index, pid_t launcher_pid, int out_fd,
-                              int err_fd, int exec_status_fd) {
+  [[noreturn]] void exec_rank(int index, pid_t launcher_pid, int out_fd, int err_fd, int exec_status_fd) {
     (void)::setpgid(0, 0);
     (void)::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != launcher_pid) ::_exit(kExitInternal);  // already orphaned
@@ -957,8 +930,7 @@ class Launcher {
       if (!r.running) continue;
       signal_rank(r, SIGKILL);
       int status = 0;
-      while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {}
       r.running = false;
     }
   }
@@ -1035,8 +1007,7 @@ class Launcher {
       }
       int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(now));
       if (rc < 0 && errno != EINTR) {
-        log_line(std::string("poll: ") + std::strerror(errno) +
-                 "; killing all ranks");
+        log_line(std::string("poll: ") + std::strerror(errno) + "; killing all ranks");
         terminate_running(SIGKILL);
         reap_blocking();
         if (!first_failure_status_) first_failure_status_ = kExitInternal;
@@ -1074,10 +1045,8 @@ class Launcher {
       if (!running.empty()) {
         timed_out_ = true;
         grace_at_.reset();
-        log_line("timeout: the job ran longer than " +
-                 format_seconds(*opts_.timeout_s) +
-                 " s; still running: " + join_ranks(running) +
-                 "; sending SIGTERM");
+        log_line("timeout: the job ran longer than " + format_seconds(*opts_.timeout_s) +
+                 " s; still running: " + join_ranks(running) + "; sending SIGTERM");
         terminate_running(SIGTERM);
       }
     }
@@ -1086,8 +1055,7 @@ class Launcher {
       std::vector<int> running = running_ranks();
       if (!running.empty()) {
         const Rank* first = first_failed();
-        log_line("still running " + format_seconds(opts_.grace_s) +
-                 " s (--grace) after rank " +
+        log_line("still running " + format_seconds(opts_.grace_s) + " s (--grace) after rank " +
                  std::to_string(first != nullptr ? first->index : first_failed_rank_) +
                  " failed: " + join_ranks(running) + "; sending SIGTERM");
         terminate_running(SIGTERM);
@@ -1098,10 +1066,8 @@ class Launcher {
       std::vector<int> running = running_ranks();
       if (!running.empty()) {
         log_line("still running " +
-                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                    kKillDelay).count()) +
-                 " s after SIGTERM: " + join_ranks(running) +
-                 "; sending SIGKILL");
+                 std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kKillDelay).count()) +
+                 " s after SIGTERM: " + join_ranks(running) + "; sending SIGKILL");
         terminate_running(SIGKILL);
       }
     }
@@ -1122,8 +1088,7 @@ class Launcher {
   /// Handles one signal the launcher received.
   void on_launcher_signal(int sig) {
     switch (sig) {
-      case SIGCHLD:
-        return;  // reap() runs after every poll anyway
+      case SIGCHLD: return;  // reap() runs after every poll anyway
       case SIGCONT:
         for (const Rank& r : ranks_) signal_rank(r, SIGCONT);
         return;
@@ -1133,22 +1098,19 @@ class Launcher {
         for (const Rank& r : ranks_) signal_rank(r, SIGTSTP);
         (void)::kill(::getpid(), SIGSTOP);
         return;
-      default:
-        break;
+      default: break;
     }
     std::vector<int> running = running_ranks();
     if (sig == SIGINT && got_sigint_) {
       if (!running.empty()) {
-        log_line("second SIGINT: killing " + join_ranks(running) +
-                 " with SIGKILL");
+        log_line("second SIGINT: killing " + join_ranks(running) + " with SIGKILL");
       }
       terminate_running(SIGKILL);
       return;
     }
     if (sig == SIGINT) got_sigint_ = true;
     if (running.empty()) return;
-    log_line("received " + signal_name(sig) + "; forwarding it to " +
-             join_ranks(running) +
+    log_line("received " + signal_name(sig) + "; forwarding it to " + join_ranks(running) +
              (sig == SIGINT ? " (press Ctrl-C again to kill them)" : ""));
     for (const Rank& r : ranks_) signal_rank(r, sig);
   }
@@ -1227,8 +1189,7 @@ class Launcher {
   /// is printed before the message about its exit.
   void drain(Rank& r) {
     for (Stream* s : {&r.out, &r.err}) {
-      for (int round = 0; round < 64 && pump(*s, r.prefix) > 0; ++round) {
-      }
+      for (int round = 0; round < 64 && pump(*s, r.prefix) > 0; ++round) {}
     }
   }
 
@@ -1246,8 +1207,7 @@ class Launcher {
         for (Rank& r : ranks_) {
           if (!r.running) continue;
           r.running = false;
-          log_line("rank " + std::to_string(r.index) + " vanished: waitpid: " +
-                   std::strerror(ECHILD));
+          log_line("rank " + std::to_string(r.index) + " vanished: waitpid: " + std::strerror(ECHILD));
           on_rank_failed(r, kExitInternal);
         }
         break;
@@ -1269,8 +1229,7 @@ class Launcher {
     for (Rank& r : ranks_) {
       if (!r.running) continue;
       int status = 0;
-      while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {}
       r.running = false;
       on_rank_exit(r, status);
     }
@@ -1311,14 +1270,12 @@ class Launcher {
     std::vector<int> running = running_ranks();
     if (running.empty()) return;
     if (opts_.grace_s <= 0) {
-      log_line("--grace 0: sending SIGTERM to the other ranks still running, " +
-               join_ranks(running));
+      log_line("--grace 0: sending SIGTERM to the other ranks still running, " + join_ranks(running));
       terminate_running(SIGTERM);
       return;
     }
     grace_at_ = Clock::now() + to_duration(opts_.grace_s);
-    log_line("waiting up to " + format_seconds(opts_.grace_s) +
-             " s (--grace) for " + join_ranks(running) +
+    log_line("waiting up to " + format_seconds(opts_.grace_s) + " s (--grace) for " + join_ranks(running) +
              " to exit before sending SIGTERM");
   }
 
@@ -1334,8 +1291,7 @@ class Launcher {
       // The rank (the group leader) is reaped, so the group id cannot have
       // been reused while members remain; kill(-pgid, 0) tests for them.
       if (::kill(-r.pid, 0) == 0) {
-        log_line("rank " + std::to_string(r.index) +
-                 " left processes running after it exited; sending them SIGTERM");
+        log_line("rank " + std::to_string(r.index) + " left processes running after it exited; sending them SIGTERM");
         (void)::kill(-r.pid, SIGTERM);
       }
     }

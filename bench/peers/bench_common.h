@@ -34,13 +34,12 @@ enum bc_coll {
   BC_NCOLLS
 };
 
-static const char* const bc_coll_names[BC_NCOLLS] = {
-    "allreduce", "allgather", "bcast",   "reduce", "reduce_scatter",
-    "alltoall",  "gather",    "scatter", "barrier"};
+static const char* const bc_coll_names[BC_NCOLLS] = {"allreduce", "allgather", "bcast",   "reduce", "reduce_scatter",
+                                                     "alltoall",  "gather",    "scatter", "barrier"};
 
 #define BC_MAX_SIZES 64
-#define BC_CSV_HEADER                                                   \
-  "peer,transport,collective,ranks,bytes,count,dtype,iters,time_us,"    \
+#define BC_CSV_HEADER                                                \
+  "peer,transport,collective,ranks,bytes,count,dtype,iters,time_us," \
   "time_max_us,algbw_GBps,busbw_GBps,check"
 
 /* Everything the command line decides. */
@@ -75,9 +74,18 @@ static int bc_parse_size(const char* text, uint64_t* out) {
   size_t i;
   if (len == 0 || len > 16) return -1;
   switch (toupper((unsigned char)text[len - 1])) {
-    case 'K': mult = 1ull << 10; len--; break;
-    case 'M': mult = 1ull << 20; len--; break;
-    case 'G': mult = 1ull << 30; len--; break;
+    case 'K':
+      mult = 1ull << 10;
+      len--;
+      break;
+    case 'M':
+      mult = 1ull << 20;
+      len--;
+      break;
+    case 'G':
+      mult = 1ull << 30;
+      len--;
+      break;
     default: break;
   }
   if (len == 0) return -1;
@@ -101,7 +109,8 @@ static void bc_usage(FILE* f, const char* prog) {
           "  -w N|auto        warm-up iterations (auto: iters/10, at least 1)\n"
           "  -r ROOT          root of rooted collectives (default 0)\n"
           "  -c               check results (float32 SUM pattern), count wrong elements\n"
-          "  --csv            CSV output (" BC_CSV_HEADER ")\n"
+          "  --csv            CSV output (" BC_CSV_HEADER
+          ")\n"
           "  --peer-name S    CSV peer column;  --transport S  CSV transport column\n"
           "  --blocked-cpu    CPU share of ranks blocked ~1 s in a barrier\n"
           "  --algo S         program specific (gloo_bench: allreduce ring|hd|best)\n"
@@ -111,8 +120,7 @@ static void bc_usage(FILE* f, const char* prog) {
 
 /** Parses argv into `o` (defaults for `peer`/`transport` given). Returns
  *  -1 to go on, 0 after --help, 2 on bad usage. */
-static int bc_parse(int argc, char** argv, struct bc_options* o, const char* peer,
-                    const char* transport) {
+static int bc_parse(int argc, char** argv, struct bc_options* o, const char* peer, const char* transport) {
   int i, k;
   uint64_t bmin = 0, bmax = 0, factor = 2;
   int have_range = 0;
@@ -128,13 +136,13 @@ static int bc_parse(int argc, char** argv, struct bc_options* o, const char* pee
   for (i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char* v = (i + 1 < argc) ? argv[i + 1] : NULL;
-#define BC_NEED()                                                     \
-  do {                                                                \
-    if (!v) {                                                         \
-      fprintf(stderr, "%s: %s needs a value\n", argv[0], a);          \
-      return 2;                                                       \
-    }                                                                 \
-    ++i;                                                              \
+#define BC_NEED()                                            \
+  do {                                                       \
+    if (!v) {                                                \
+      fprintf(stderr, "%s: %s needs a value\n", argv[0], a); \
+      return 2;                                              \
+    }                                                        \
+    ++i;                                                     \
   } while (0)
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       bc_usage(stdout, argv[0]);
@@ -190,7 +198,10 @@ static int bc_parse(int argc, char** argv, struct bc_options* o, const char* pee
       int value;
       BC_NEED();
       value = !strcmp(v, "auto") ? (a[1] == 'n' ? 0 : -1) : atoi(v);
-      if (a[1] == 'n') o->iters = value; else o->warmup = value;
+      if (a[1] == 'n')
+        o->iters = value;
+      else
+        o->warmup = value;
     } else if (!strcmp(a, "-r")) {
       BC_NEED();
       o->root = atoi(v);
@@ -253,30 +264,37 @@ static struct bc_layout bc_layout_of(int c, uint64_t size, int n) {
   memset(&l, 0, sizeof l);
   switch (c) {
     case BC_ALLREDUCE:
-      l.param = l.send = l.recv = count; l.bytes = count * elt;
+      l.param = l.send = l.recv = count;
+      l.bytes = count * elt;
       l.bus_factor = 2.0 * (dn - 1) / dn;
       break;
     case BC_BCAST:
     case BC_REDUCE:
-      l.param = l.send = l.recv = count; l.bytes = count * elt;
+      l.param = l.send = l.recv = count;
+      l.bytes = count * elt;
       l.bus_factor = 1.0;
       break;
     case BC_ALLGATHER:
     case BC_GATHER:
-      l.param = l.send = part; l.recv = part * un; l.bytes = part * un * elt;
+      l.param = l.send = part;
+      l.recv = part * un;
+      l.bytes = part * un * elt;
       l.bus_factor = (dn - 1) / dn;
       break;
     case BC_REDUCE_SCATTER:
     case BC_SCATTER:
-      l.param = l.recv = part; l.send = part * un; l.bytes = part * un * elt;
+      l.param = l.recv = part;
+      l.send = part * un;
+      l.bytes = part * un * elt;
       l.bus_factor = (dn - 1) / dn;
       break;
     case BC_ALLTOALL:
-      l.param = part; l.send = l.recv = part * un; l.bytes = part * un * elt;
+      l.param = part;
+      l.send = l.recv = part * un;
+      l.bytes = part * un * elt;
       l.bus_factor = (dn - 1) / dn;
       break;
-    default: /* barrier */
-      break;
+    default: /* barrier */ break;
   }
   return l;
 }
@@ -301,9 +319,7 @@ static int bc_warmup(const struct bc_options* o, int iters) {
 }
 
 /** The -c value that rank `r` holds at global index `g` (as omniccl-bench). */
-static float bc_pattern(int r, uint64_t g) {
-  return (float)((g * 7 + (uint64_t)r * 13) % 11);
-}
+static float bc_pattern(int r, uint64_t g) { return (float)((g * 7 + (uint64_t)r * 13) % 11); }
 
 /** Fills `n` floats with rank `r`'s pattern from global index 0. */
 static void bc_fill(float* p, uint64_t n, int r) {
@@ -321,17 +337,19 @@ static float bc_sum(int n, uint64_t g) {
 
 /** Counts elements of rank `rank`'s output `d` (`len` floats) that differ
  *  from the reference for collective `c`. `d` NULL (no output) counts 0. */
-static uint64_t bc_count_wrong(int c, int rank, int n, int root, const struct bc_layout* l,
-                               const float* d, uint64_t len) {
+static uint64_t bc_count_wrong(int c, int rank, int n, int root, const struct bc_layout* l, const float* d,
+                               uint64_t len) {
   uint64_t i, wrong = 0, p = l->param;
   if (!d) return 0;
   for (i = 0; i < len; ++i) {
     float want = 0;
     switch (c) {
-      case BC_ALLREDUCE: case BC_REDUCE: want = bc_sum(n, i); break;
+      case BC_ALLREDUCE:
+      case BC_REDUCE: want = bc_sum(n, i); break;
       case BC_REDUCE_SCATTER: want = bc_sum(n, (uint64_t)rank * p + i); break;
       case BC_BCAST: want = bc_pattern(root, i); break;
-      case BC_ALLGATHER: case BC_GATHER: want = bc_pattern((int)(i / p), i % p); break;
+      case BC_ALLGATHER:
+      case BC_GATHER: want = bc_pattern((int)(i / p), i % p); break;
       case BC_SCATTER: want = bc_pattern(root, (uint64_t)rank * p + i); break;
       case BC_ALLTOALL: want = bc_pattern((int)(i / p), (uint64_t)rank * p + i % p); break;
       default: break;
@@ -360,29 +378,28 @@ static void bc_sleep(double seconds) {
   struct timespec ts;
   ts.tv_sec = (time_t)seconds;
   ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
-  while (nanosleep(&ts, &ts) != 0) {
-  }
+  while (nanosleep(&ts, &ts) != 0) {}
 }
 
 /** Prints the result of one point: a CSV row, or an nccl-tests style row.
  *  `sum_time`/`max_time` are over ranks in seconds; `wrong` < 0: unchecked. */
-static void bc_print_point(const struct bc_options* o, int c, int n, const struct bc_layout* l,
-                           int iters, double sum_time, double max_time, long long wrong) {
+static void bc_print_point(const struct bc_options* o, int c, int n, const struct bc_layout* l, int iters,
+                           double sum_time, double max_time, long long wrong) {
   double mean = sum_time / n;
   double algbw = (c == BC_BARRIER || mean <= 0) ? 0 : (double)l->bytes / 1e9 / mean;
   double busbw = algbw * l->bus_factor;
   char check[32];
-  if (wrong < 0) snprintf(check, sizeof check, "N/A");
-  else snprintf(check, sizeof check, "%lld", wrong);
+  if (wrong < 0)
+    snprintf(check, sizeof check, "N/A");
+  else
+    snprintf(check, sizeof check, "%lld", wrong);
   if (o->csv) {
-    printf("%s,%s,%s,%d,%llu,%llu,%s,%d,%.3f,%.3f,%.4f,%.4f,%s\n", o->peer, o->transport,
-           bc_coll_names[c], n, (unsigned long long)l->bytes, (unsigned long long)l->param,
-           c == BC_BARRIER ? "none" : "float32", iters, mean * 1e6, max_time * 1e6, algbw, busbw,
-           check);
+    printf("%s,%s,%s,%d,%llu,%llu,%s,%d,%.3f,%.3f,%.4f,%.4f,%s\n", o->peer, o->transport, bc_coll_names[c], n,
+           (unsigned long long)l->bytes, (unsigned long long)l->param, c == BC_BARRIER ? "none" : "float32", iters,
+           mean * 1e6, max_time * 1e6, algbw, busbw, check);
   } else {
-    printf("%-15s %12llu %12llu %6d %10.2f %10.2f %8.3f %8.3f %6s\n", bc_coll_names[c],
-           (unsigned long long)l->bytes, (unsigned long long)l->param, iters, mean * 1e6,
-           max_time * 1e6, algbw, busbw, check);
+    printf("%-15s %12llu %12llu %6d %10.2f %10.2f %8.3f %8.3f %6s\n", bc_coll_names[c], (unsigned long long)l->bytes,
+           (unsigned long long)l->param, iters, mean * 1e6, max_time * 1e6, algbw, busbw, check);
   }
   fflush(stdout);
 }
@@ -393,8 +410,8 @@ static void bc_print_header(const struct bc_options* o, int n) {
     printf("%s\n", BC_CSV_HEADER);
   } else {
     printf("# %s, %d ranks, transport %s, float32 sum, out of place\n", o->peer, n, o->transport);
-    printf("# %-13s %12s %12s %6s %10s %10s %8s %8s %6s\n", "collective", "size(B)", "count",
-           "iters", "time(us)", "max(us)", "algbw", "busbw", "#wrong");
+    printf("# %-13s %12s %12s %6s %10s %10s %8s %8s %6s\n", "collective", "size(B)", "count", "iters", "time(us)",
+           "max(us)", "algbw", "busbw", "#wrong");
   }
   fflush(stdout);
 }
@@ -405,11 +422,10 @@ static void bc_print_blocked(const struct bc_options* o, int n, const double* al
   if (o->csv) printf("peer,transport,ranks,rank,wall_s,cpu_s,cpu_pct\n");
   for (r = 0; r < n; ++r) {
     if (o->csv) {
-      printf("%s,%s,%d,%d,%.4f,%.4f,%.2f\n", o->peer, o->transport, n, r, all[3 * r],
-             all[3 * r + 1], all[3 * r + 2]);
+      printf("%s,%s,%d,%d,%.4f,%.4f,%.2f\n", o->peer, o->transport, n, r, all[3 * r], all[3 * r + 1], all[3 * r + 2]);
     } else {
-      printf("# blocked-cpu: rank %d: %.3f s in barrier, process CPU %.4f s = %.2f%% of a core\n",
-             r, all[3 * r], all[3 * r + 1], all[3 * r + 2]);
+      printf("# blocked-cpu: rank %d: %.3f s in barrier, process CPU %.4f s = %.2f%% of a core\n", r, all[3 * r],
+             all[3 * r + 1], all[3 * r + 2]);
     }
   }
   fflush(stdout);

@@ -54,9 +54,7 @@ namespace {
 using Ctx = std::shared_ptr<gloo::Context>;
 
 /// The element-wise float sum Gloo's options-style calls take.
-void sum_floats(void* c, const void* a, const void* b, size_t n) {
-  gloo::sum<float>(c, a, b, n);
-}
+void sum_floats(void* c, const void* a, const void* b, size_t n) { gloo::sum<float>(c, a, b, n); }
 
 /// A 64-byte aligned, zeroed float buffer (owning); empty for count 0.
 struct Floats {
@@ -79,8 +77,8 @@ struct Floats {
 /// Builds a runner that performs collective `c` once per call on the given
 /// buffers. Gloo's options objects (and the classic algorithms) register the
 /// buffers once, so the runner is built once per point.
-std::function<void()> make_runner(const Ctx& ctx, int c, const bc_layout& l, int root,
-                                  float* send, float* recv, const std::string& algo) {
+std::function<void()> make_runner(const Ctx& ctx, int c, const bc_layout& l, int root, float* send, float* recv,
+                                  const std::string& algo) {
   const int rank = ctx->rank, n = ctx->size;
   const size_t p = static_cast<size_t>(l.param);
   switch (c) {
@@ -88,8 +86,8 @@ std::function<void()> make_runner(const Ctx& ctx, int c, const bc_layout& l, int
       if (algo == "hd") {
         // Classic algorithm: in place on recv (input copied in first would
         // add a memcpy; Gloo users run it in place).
-        auto a = std::make_shared<gloo::AllreduceHalvingDoubling<float>>(
-            ctx, std::vector<float*>{recv}, static_cast<int>(p));
+        auto a = std::make_shared<gloo::AllreduceHalvingDoubling<float>>(ctx, std::vector<float*>{recv},
+                                                                         static_cast<int>(p));
         std::memcpy(recv, send, p * 4);
         return [a] { a->run(); };
       }
@@ -124,8 +122,8 @@ std::function<void()> make_runner(const Ctx& ctx, int c, const bc_layout& l, int
       // In place on send (p * n elements); rank r's part ends up at the
       // start of the buffer.
       std::vector<int> counts(static_cast<size_t>(n), static_cast<int>(p));
-      auto a = std::make_shared<gloo::ReduceScatterHalvingDoubling<float>>(
-          ctx, std::vector<float*>{send}, static_cast<int>(p * n), counts);
+      auto a = std::make_shared<gloo::ReduceScatterHalvingDoubling<float>>(ctx, std::vector<float*>{send},
+                                                                           static_cast<int>(p * n), counts);
       return [a] { a->run(); };
     }
     case BC_ALLTOALL: {
@@ -166,18 +164,13 @@ void barrier(const Ctx& ctx) {
 }
 
 /// Element-wise max of doubles for the results reduction.
-void max_doubles(void* c, const void* a, const void* b, size_t n) {
-  gloo::max<double>(c, a, b, n);
-}
+void max_doubles(void* c, const void* a, const void* b, size_t n) { gloo::max<double>(c, a, b, n); }
 
 /// Element-wise sum of doubles for the results reduction.
-void sum_doubles(void* c, const void* a, const void* b, size_t n) {
-  gloo::sum<double>(c, a, b, n);
-}
+void sum_doubles(void* c, const void* a, const void* b, size_t n) { gloo::sum<double>(c, a, b, n); }
 
 /// All-reduces `v` in place with `fn` (results: times, wrong counts).
-void allreduce_doubles(const Ctx& ctx, std::vector<double>& v,
-                       void (*fn)(void*, const void*, const void*, size_t)) {
+void allreduce_doubles(const Ctx& ctx, std::vector<double>& v, void (*fn)(void*, const void*, const void*, size_t)) {
   gloo::AllreduceOptions opts(ctx);
   opts.setOutput(v.data(), v.size());
   opts.setReduceFunction(fn);
@@ -187,8 +180,8 @@ void allreduce_doubles(const Ctx& ctx, std::vector<double>& v,
 /// Times `iters` calls of collective `c` with allreduce algorithm `algo`
 /// after `warm` warm-up calls; returns seconds per call on this rank and,
 /// with -c, the wrong elements of a checked call in `*wrong`.
-double time_point(const Ctx& ctx, const bc_options& o, int c, const bc_layout& l, int iters,
-                  int warm, const std::string& algo, double* wrong) {
+double time_point(const Ctx& ctx, const bc_options& o, int c, const bc_layout& l, int iters, int warm,
+                  const std::string& algo, double* wrong) {
   const int rank = ctx->rank, n = ctx->size, root = o.root;
   bool has_send = c != BC_BARRIER && c != BC_BCAST && (c != BC_SCATTER || rank == root);
   bool has_recv = c != BC_BARRIER && (c != BC_GATHER || rank == root);
@@ -251,8 +244,7 @@ void run_point(const Ctx& ctx, const bc_options& o, int c, uint64_t size) {
   std::vector<double> maxes{per_op};
   allreduce_doubles(ctx, maxes, &max_doubles);
   if (ctx->rank == 0) {
-    bc_print_point(&o, c, n, &l, iters, sums[0], maxes[0],
-                   o.check ? static_cast<long long>(sums[1]) : -1);
+    bc_print_point(&o, c, n, &l, iters, sums[0], maxes[0], o.check ? static_cast<long long>(sums[1]) : -1);
   }
 }
 

@@ -24,47 +24,31 @@ static void die(const char* what, int err) {
 }
 
 /** Aborts with a message if an MPI call did not succeed. */
-#define MPI_OK(call)                        \
-  do {                                      \
-    int err_ = (call);                      \
+#define MPI_OK(call)                           \
+  do {                                         \
+    int err_ = (call);                         \
     if (err_ != MPI_SUCCESS) die(#call, err_); \
   } while (0)
 
 /** Runs collective `c` once on the given buffers. */
-static void run_op(int c, float* send, float* recv, const struct bc_layout* l, int root,
-                   int rank) {
+static void run_op(int c, float* send, float* recv, const struct bc_layout* l, int root, int rank) {
   const int p = (int)l->param;
   switch (c) {
-    case BC_ALLREDUCE:
-      MPI_OK(MPI_Allreduce(send, recv, p, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-      break;
-    case BC_ALLGATHER:
-      MPI_OK(MPI_Allgather(send, p, MPI_FLOAT, recv, p, MPI_FLOAT, MPI_COMM_WORLD));
-      break;
-    case BC_BCAST:
-      MPI_OK(MPI_Bcast(recv, p, MPI_FLOAT, root, MPI_COMM_WORLD));
-      break;
+    case BC_ALLREDUCE: MPI_OK(MPI_Allreduce(send, recv, p, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD)); break;
+    case BC_ALLGATHER: MPI_OK(MPI_Allgather(send, p, MPI_FLOAT, recv, p, MPI_FLOAT, MPI_COMM_WORLD)); break;
+    case BC_BCAST: MPI_OK(MPI_Bcast(recv, p, MPI_FLOAT, root, MPI_COMM_WORLD)); break;
     case BC_REDUCE:
-      MPI_OK(MPI_Reduce(send, rank == root ? recv : NULL, p, MPI_FLOAT, MPI_SUM, root,
-                        MPI_COMM_WORLD));
+      MPI_OK(MPI_Reduce(send, rank == root ? recv : NULL, p, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD));
       break;
-    case BC_REDUCE_SCATTER:
-      MPI_OK(MPI_Reduce_scatter_block(send, recv, p, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-      break;
-    case BC_ALLTOALL:
-      MPI_OK(MPI_Alltoall(send, p, MPI_FLOAT, recv, p, MPI_FLOAT, MPI_COMM_WORLD));
-      break;
+    case BC_REDUCE_SCATTER: MPI_OK(MPI_Reduce_scatter_block(send, recv, p, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD)); break;
+    case BC_ALLTOALL: MPI_OK(MPI_Alltoall(send, p, MPI_FLOAT, recv, p, MPI_FLOAT, MPI_COMM_WORLD)); break;
     case BC_GATHER:
-      MPI_OK(MPI_Gather(send, p, MPI_FLOAT, rank == root ? recv : NULL, p, MPI_FLOAT, root,
-                        MPI_COMM_WORLD));
+      MPI_OK(MPI_Gather(send, p, MPI_FLOAT, rank == root ? recv : NULL, p, MPI_FLOAT, root, MPI_COMM_WORLD));
       break;
     case BC_SCATTER:
-      MPI_OK(MPI_Scatter(rank == root ? send : NULL, p, MPI_FLOAT, recv, p, MPI_FLOAT, root,
-                         MPI_COMM_WORLD));
+      MPI_OK(MPI_Scatter(rank == root ? send : NULL, p, MPI_FLOAT, recv, p, MPI_FLOAT, root, MPI_COMM_WORLD));
       break;
-    default:
-      MPI_OK(MPI_Barrier(MPI_COMM_WORLD));
-      break;
+    default: MPI_OK(MPI_Barrier(MPI_COMM_WORLD)); break;
   }
 }
 

@@ -35,13 +35,12 @@
 
 /* ---- Versions and macros whose values callers compile in ---------------- */
 ABI_ASSERT(OCCL_ABI_VERSION == 1, "OCCL_ABI_VERSION (the SONAME) changed");
-ABI_ASSERT(OCCL_VERSION_CODE == OCCL_VERSION_MAJOR * 10000 + OCCL_VERSION_MINOR * 100 +
-                                    OCCL_VERSION_PATCH,
+ABI_ASSERT(OCCL_VERSION_CODE == OCCL_VERSION_MAJOR * 10000 + OCCL_VERSION_MINOR * 100 + OCCL_VERSION_PATCH,
            "OCCL_VERSION_CODE formula");
 ABI_ASSERT(OCCL_UNIQUE_ID_BYTES == 128, "OCCL_UNIQUE_ID_BYTES");
 ABI_ASSERT(OCCL_CONFIG_MAGIC == 0x4f43434cu, "OCCL_CONFIG_MAGIC");
 ABI_ASSERT(OCCL_CONFIG_VERSION == 2u, "OCCL_CONFIG_VERSION (raise it only when appending)");
-ABI_ASSERT(OCCL_ABI_VERSION_MINOR == 1, "OCCL_ABI_VERSION_MINOR");
+ABI_ASSERT(OCCL_ABI_VERSION_MINOR == 2, "OCCL_ABI_VERSION_MINOR");
 ABI_ASSERT(OCCL_OPTIONS_MAGIC == 0x4f43434fu, "OCCL_OPTIONS_MAGIC");
 ABI_ASSERT(OCCL_OPTIONS_VERSION == 1u, "OCCL_OPTIONS_VERSION (raise it only when appending)");
 ABI_ASSERT(OCCL_CONFIG_UNDEF_INT64 == INT64_MIN, "OCCL_CONFIG_UNDEF_INT64");
@@ -188,15 +187,11 @@ ABI_ASSERT(offsetof(DLManagedTensor, deleter) == 56, "DLManagedTensor.deleter");
 
 ABI_ASSERT(DLPACK_FLAG_BITMASK_READ_ONLY == 1, "DLPACK_FLAG_BITMASK_READ_ONLY");
 ABI_ASSERT(DLPACK_FLAG_BITMASK_IS_COPIED == 2, "DLPACK_FLAG_BITMASK_IS_COPIED");
-ABI_ASSERT(DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED == 4,
-           "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED");
+ABI_ASSERT(DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED == 4, "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED");
 
 ABI_ASSERT(sizeof(DLManagedTensorVersioned) == 80, "sizeof(DLManagedTensorVersioned)");
 ABI_ASSERT(offsetof(DLManagedTensorVersioned, version) == 0, "DLManagedTensorVersioned.version");
-ABI_ASSERT(offsetof(DLManagedTensorVersioned, manager_ctx) == 8,
-           "DLManagedTensorVersioned.manager_ctx");
-ABI_ASSERT(offsetof(DLManagedTensorVersioned, deleter) == 16,
-           "DLManagedTensorVersioned.deleter");
+ABI_ASSERT(offsetof(DLManagedTensorVersioned, manager_ctx) == 8, "DLManagedTensorVersioned.manager_ctx");
+ABI_ASSERT(offsetof(DLManagedTensorVersioned, deleter) == 16, "DLManagedTensorVersioned.deleter");
 ABI_ASSERT(offsetof(DLManagedTensorVersioned, flags) == 24, "DLManagedTensorVersioned.flags");
-ABI_ASSERT(offsetof(DLManagedTensorVersioned, dl_tensor) == 32,
-           "DLManagedTensorVersioned.dl_tensor");
+ABI_ASSERT(offsetof(DLManagedTensorVersioned, dl_tensor) == 32, "DLManagedTensorVersioned.dl_tensor");

@@ -24,7 +24,7 @@ struct occl_comm {
 
   std::shared_ptr<omniccl::Communicator> impl;  ///< read without mu once ready
   std::atomic<bool> ready{false};
-  std::mutex mu;                                ///< guards pending and the failure below
+  std::mutex mu;  ///< guards pending and the failure below
   std::unique_ptr<omniccl::PendingComm> pending;
   omniccl::Status failed = omniccl::Status::kSuccess;  ///< creation failed with this
   std::string failed_message;
@@ -49,8 +49,9 @@ std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
     std::string msg;
     Status st = comm->pending->poll(made, msg);
     if (st == Status::kInProgress) {
-      fail(Status::kInProgress, "the communicator is still being created (poll occl_comm_get_async_error until it "
-                                "reports OCCL_SUCCESS)");
+      fail(Status::kInProgress,
+           "the communicator is still being created (poll occl_comm_get_async_error until it "
+           "reports OCCL_SUCCESS)");
     }
     comm->pending.reset();
     if (st == Status::kSuccess) {
@@ -93,8 +94,7 @@ CallOptions call_options(const occl_options_t* o, bool async) {
   occl_options_t c = OCCL_OPTIONS_INIT;
   std::memcpy(&c, o, std::min(o->size, sizeof c));
   if (c.timeout_ms != OCCL_CONFIG_UNDEF_INT64) {
-    check_arg(c.timeout_ms > 0, "options.timeout_ms must be positive (or OCCL_CONFIG_UNDEF_INT64), got ",
-              c.timeout_ms);
+    check_arg(c.timeout_ms > 0, "options.timeout_ms must be positive (or OCCL_CONFIG_UNDEF_INT64), got ", c.timeout_ms);
     call.timeout_ms = c.timeout_ms;
   }
   call.stream = c.stream;
@@ -202,8 +202,8 @@ OCCL_API occl_status_t occl_comm_init(occl_comm_t* comm, const char* init_method
   return started(st, in_progress);
 }
 
-OCCL_API occl_status_t occl_comm_init_unique_id(occl_comm_t* comm, int world_size, const occl_unique_id_t* id,
-                                                int rank, const occl_config_t* config) {
+OCCL_API occl_status_t occl_comm_init_unique_id(occl_comm_t* comm, int world_size, const occl_unique_id_t* id, int rank,
+                                                const occl_config_t* config) {
   bool in_progress = false;
   occl_status_t st = guard("occl_comm_init_unique_id", [&] {
     check_arg(comm != nullptr, "comm is NULL");
@@ -316,27 +316,29 @@ OCCL_API occl_status_t occl_red_op_destroy(occl_comm_t comm, occl_red_op_t op) {
   return guard("occl_red_op_destroy", [&] { comm_of(comm)->destroy_reduce_op(op); });
 }
 
-static occl_status_t send_impl(const char* fn, const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
-  return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::send(*comm_of(comm), to_view(tensor, "tensor"), peer, call);
-  });
+static occl_status_t send_impl(const char* fn, const DLTensor* tensor, int peer, occl_comm_t comm,
+                               const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work,
+            [&](const CallOptions& call) { return coll::send(*comm_of(comm), to_view(tensor, "tensor"), peer, call); });
 }
 OCCL_API occl_status_t occl_send(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work) {
   return send_impl("occl_send", tensor, peer, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_send_ex(const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_send_ex(const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options,
+                                    occl_work_t* work) {
   return send_impl("occl_send_ex", tensor, peer, comm, options, work);
 }
 
-static occl_status_t recv_impl(const char* fn, const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
-  return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::recv(*comm_of(comm), to_view(tensor, "tensor"), peer, call);
-  });
+static occl_status_t recv_impl(const char* fn, const DLTensor* tensor, int peer, occl_comm_t comm,
+                               const occl_options_t* options, occl_work_t* work) {
+  return op(fn, options, work,
+            [&](const CallOptions& call) { return coll::recv(*comm_of(comm), to_view(tensor, "tensor"), peer, call); });
 }
 OCCL_API occl_status_t occl_recv(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work) {
   return recv_impl("occl_recv", tensor, peer, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_recv_ex(const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_recv_ex(const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options,
+                                    occl_work_t* work) {
   return recv_impl("occl_recv_ex", tensor, peer, comm, options, work);
 }
 
@@ -350,13 +352,15 @@ void fill_status(occl_recv_status_t* out, const RecvStatus& rs) {
 }
 }  // namespace
 
-OCCL_API occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
+                                        const occl_options_t* options, occl_work_t* work) {
   return op("occl_send_tagged", options, work, [&](const CallOptions& call) {
     return coll::send_tagged(*comm_of(comm), to_view(tensor, "tensor"), peer, tag, call);
   });
 }
 
-OCCL_API occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag, occl_comm_t comm, const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work) {
+OCCL_API occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag, occl_comm_t comm,
+                                        const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work) {
   RecvStatus rs;
   const bool blocking = work == nullptr;
   occl_status_t st = op("occl_recv_tagged", options, work, [&](const CallOptions& call) {
@@ -377,7 +381,9 @@ OCCL_API occl_status_t occl_work_recv_status(occl_work_t work, occl_recv_status_
   });
 }
 
-OCCL_API occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int sendtag, const DLTensor* recvbuf, int source, int recvtag, occl_comm_t comm, const occl_options_t* options, occl_recv_status_t* status) {
+OCCL_API occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int sendtag, const DLTensor* recvbuf,
+                                     int source, int recvtag, occl_comm_t comm, const occl_options_t* options,
+                                     occl_recv_status_t* status) {
   RecvStatus rs;
   occl_status_t st = guard("occl_sendrecv", [&] {
     std::shared_ptr<Communicator> c = comm_of(comm);
@@ -405,7 +411,8 @@ OCCL_API occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int send
   return st;
 }
 
-static occl_status_t broadcast_impl(const char* fn, const DLTensor* tensor, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t broadcast_impl(const char* fn, const DLTensor* tensor, int root, occl_comm_t comm,
+                                    const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     return coll::broadcast(*comm_of(comm), to_view(tensor, "tensor"), root, call);
   });
@@ -413,11 +420,13 @@ static occl_status_t broadcast_impl(const char* fn, const DLTensor* tensor, int 
 OCCL_API occl_status_t occl_broadcast(const DLTensor* tensor, int root, occl_comm_t comm, occl_work_t* work) {
   return broadcast_impl("occl_broadcast", tensor, root, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root, occl_comm_t comm,
+                                         const occl_options_t* options, occl_work_t* work) {
   return broadcast_impl("occl_broadcast_ex", tensor, root, comm, options, work);
 }
 
-static occl_status_t scatter_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t scatter_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root,
+                                  occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
@@ -425,14 +434,17 @@ static occl_status_t scatter_impl(const char* fn, const DLTensor* sendbuf, const
     return coll::scatter(c, send, to_view(recvbuf, "recvbuf"), root, call);
   });
 }
-OCCL_API occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
+                                    occl_work_t* work) {
   return scatter_impl("occl_scatter", sendbuf, recvbuf, root, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
+                                       const occl_options_t* options, occl_work_t* work) {
   return scatter_impl("occl_scatter_ex", sendbuf, recvbuf, root, comm, options, work);
 }
 
-static occl_status_t gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root,
+                                 occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
@@ -440,14 +452,17 @@ static occl_status_t gather_impl(const char* fn, const DLTensor* sendbuf, const 
     return coll::gather(c, to_view(sendbuf, "sendbuf"), recv, root, call);
   });
 }
-OCCL_API occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
+                                   occl_work_t* work) {
   return gather_impl("occl_gather", sendbuf, recvbuf, root, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
+                                      const occl_options_t* options, occl_work_t* work) {
   return gather_impl("occl_gather_ex", sendbuf, recvbuf, root, comm, options, work);
 }
 
-static occl_status_t reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                 int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
@@ -455,66 +470,79 @@ static occl_status_t reduce_impl(const char* fn, const DLTensor* sendbuf, const 
     return coll::reduce(c, to_view(sendbuf, "sendbuf"), recv, redop, root, call);
   });
 }
-OCCL_API occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root,
+                                   occl_comm_t comm, occl_work_t* work) {
   return reduce_impl("occl_reduce", sendbuf, recvbuf, redop, root, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root,
+                                      occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return reduce_impl("occl_reduce_ex", sendbuf, recvbuf, redop, root, comm, options, work);
 }
 
-static occl_status_t all_reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t all_reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                     occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options,
+                                     occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     return coll::all_reduce(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
   });
 }
-OCCL_API occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                       occl_comm_t comm, occl_work_t* work) {
   return all_reduce_impl("occl_all_reduce", sendbuf, recvbuf, redop, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                          occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return all_reduce_impl("occl_all_reduce_ex", sendbuf, recvbuf, redop, comm, options, work);
 }
 
-static occl_status_t all_gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t all_gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
+                                     const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     return coll::all_gather(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
   });
 }
-OCCL_API occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
+                                       occl_work_t* work) {
   return all_gather_impl("occl_all_gather", sendbuf, recvbuf, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_all_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_all_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
+                                          const occl_options_t* options, occl_work_t* work) {
   return all_gather_impl("occl_all_gather_ex", sendbuf, recvbuf, comm, options, work);
 }
 
-static occl_status_t reduce_scatter_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t reduce_scatter_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                         occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options,
+                                         occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::reduce_scatter(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop,
-                                call);
+    return coll::reduce_scatter(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
   });
 }
-OCCL_API occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                           occl_comm_t comm, occl_work_t* work) {
   return reduce_scatter_impl("occl_reduce_scatter", sendbuf, recvbuf, redop, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                              occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return reduce_scatter_impl("occl_reduce_scatter_ex", sendbuf, recvbuf, redop, comm, options, work);
 }
 
-static occl_status_t all_to_all_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t all_to_all_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
+                                     const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     return coll::all_to_all(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
   });
 }
-OCCL_API occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
+                                       occl_work_t* work) {
   return all_to_all_impl("occl_all_to_all", sendbuf, recvbuf, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
+                                          const occl_options_t* options, occl_work_t* work) {
   return all_to_all_impl("occl_all_to_all_ex", sendbuf, recvbuf, comm, options, work);
 }
 
 static occl_status_t barrier_impl(const char* fn, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
-  return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::barrier(*comm_of(comm), call);
-  });
+  return op(fn, options, work, [&](const CallOptions& call) { return coll::barrier(*comm_of(comm), call); });
 }
 OCCL_API occl_status_t occl_barrier(occl_comm_t comm, occl_work_t* work) {
   return barrier_impl("occl_barrier", comm, nullptr, work);
@@ -523,7 +551,9 @@ OCCL_API occl_status_t occl_barrier_ex(occl_comm_t comm, const occl_options_t* o
   return barrier_impl("occl_barrier_ex", comm, options, work);
 }
 
-static occl_status_t all_gatherv_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t all_gatherv_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                      const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm,
+                                      const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
@@ -532,14 +562,20 @@ static occl_status_t all_gatherv_impl(const char* fn, const DLTensor* sendbuf, c
                              vec(recv_displs, c.size()), call);
   });
 }
-OCCL_API occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
+                                        const int64_t* recv_displs, occl_comm_t comm, occl_work_t* work) {
   return all_gatherv_impl("occl_all_gatherv", sendbuf, recvbuf, recv_counts, recv_displs, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_all_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_all_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
+                                           const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options,
+                                           occl_work_t* work) {
   return all_gatherv_impl("occl_all_gatherv_ex", sendbuf, recvbuf, recv_counts, recv_displs, comm, options, work);
 }
 
-static occl_status_t all_to_allv_impl(const char* fn, const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t all_to_allv_impl(const char* fn, const DLTensor* sendbuf, const int64_t* send_counts,
+                                      const int64_t* send_displs, const DLTensor* recvbuf, const int64_t* recv_counts,
+                                      const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options,
+                                      occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
@@ -550,14 +586,23 @@ static occl_status_t all_to_allv_impl(const char* fn, const DLTensor* sendbuf, c
                              to_view(recvbuf, "recvbuf"), vec(recv_counts, n), vec(recv_displs, n), call);
   });
 }
-OCCL_API occl_status_t occl_all_to_allv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, occl_work_t* work) {
-  return all_to_allv_impl("occl_all_to_allv", sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs, comm, nullptr, work);
+OCCL_API occl_status_t occl_all_to_allv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
+                                        const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs,
+                                        occl_comm_t comm, occl_work_t* work) {
+  return all_to_allv_impl("occl_all_to_allv", sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs,
+                          comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_all_to_allv_ex(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
-  return all_to_allv_impl("occl_all_to_allv_ex", sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs, comm, options, work);
+OCCL_API occl_status_t occl_all_to_allv_ex(const DLTensor* sendbuf, const int64_t* send_counts,
+                                           const int64_t* send_displs, const DLTensor* recvbuf,
+                                           const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm,
+                                           const occl_options_t* options, occl_work_t* work) {
+  return all_to_allv_impl("occl_all_to_allv_ex", sendbuf, send_counts, send_displs, recvbuf, recv_counts, recv_displs,
+                          comm, options, work);
 }
 
-static occl_status_t gatherv_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t gatherv_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                  const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm,
+                                  const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
@@ -568,14 +613,19 @@ static occl_status_t gatherv_impl(const char* fn, const DLTensor* sendbuf, const
                          is_root ? vec(recv_displs, c.size()) : std::vector<int64_t>(), root, call);
   });
 }
-OCCL_API occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
+                                    const int64_t* recv_displs, int root, occl_comm_t comm, occl_work_t* work) {
   return gatherv_impl("occl_gatherv", sendbuf, recvbuf, recv_counts, recv_displs, root, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
+                                       const int64_t* recv_displs, int root, occl_comm_t comm,
+                                       const occl_options_t* options, occl_work_t* work) {
   return gatherv_impl("occl_gatherv_ex", sendbuf, recvbuf, recv_counts, recv_displs, root, comm, options, work);
 }
 
-static occl_status_t scatterv_impl(const char* fn, const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+static occl_status_t scatterv_impl(const char* fn, const DLTensor* sendbuf, const int64_t* send_counts,
+                                   const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm,
+                                   const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
     auto keep = comm_of(comm);
     Communicator& c = *keep;
@@ -587,10 +637,13 @@ static occl_status_t scatterv_impl(const char* fn, const DLTensor* sendbuf, cons
                           root, call);
   });
 }
-OCCL_API occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
+OCCL_API occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
+                                     const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work) {
   return scatterv_impl("occl_scatterv", sendbuf, send_counts, send_displs, recvbuf, root, comm, nullptr, work);
 }
-OCCL_API occl_status_t occl_scatterv_ex(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+OCCL_API occl_status_t occl_scatterv_ex(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
+                                        const DLTensor* recvbuf, int root, occl_comm_t comm,
+                                        const occl_options_t* options, occl_work_t* work) {
   return scatterv_impl("occl_scatterv_ex", sendbuf, send_counts, send_displs, recvbuf, root, comm, options, work);
 }
 

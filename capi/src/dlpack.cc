@@ -39,17 +39,50 @@ static std::string dtype_name(DLDataType d) {
     case kDLBfloat: family = "bfloat"; break;
     case kDLComplex: family = "complex"; break;
     case kDLBool: family = "bool"; break;
-    case kDLFloat8_e3m4: family = "float8_e3m4"; sized = false; break;
-    case kDLFloat8_e4m3: family = "float8_e4m3"; sized = false; break;
-    case kDLFloat8_e4m3b11fnuz: family = "float8_e4m3b11fnuz"; sized = false; break;
-    case kDLFloat8_e4m3fn: family = "float8_e4m3fn"; sized = false; break;
-    case kDLFloat8_e4m3fnuz: family = "float8_e4m3fnuz"; sized = false; break;
-    case kDLFloat8_e5m2: family = "float8_e5m2"; sized = false; break;
-    case kDLFloat8_e5m2fnuz: family = "float8_e5m2fnuz"; sized = false; break;
-    case kDLFloat8_e8m0fnu: family = "float8_e8m0fnu"; sized = false; break;
-    case kDLFloat6_e2m3fn: family = "float6_e2m3fn"; sized = false; break;
-    case kDLFloat6_e3m2fn: family = "float6_e3m2fn"; sized = false; break;
-    case kDLFloat4_e2m1fn: family = "float4_e2m1fn"; sized = false; break;
+    case kDLFloat8_e3m4:
+      family = "float8_e3m4";
+      sized = false;
+      break;
+    case kDLFloat8_e4m3:
+      family = "float8_e4m3";
+      sized = false;
+      break;
+    case kDLFloat8_e4m3b11fnuz:
+      family = "float8_e4m3b11fnuz";
+      sized = false;
+      break;
+    case kDLFloat8_e4m3fn:
+      family = "float8_e4m3fn";
+      sized = false;
+      break;
+    case kDLFloat8_e4m3fnuz:
+      family = "float8_e4m3fnuz";
+      sized = false;
+      break;
+    case kDLFloat8_e5m2:
+      family = "float8_e5m2";
+      sized = false;
+      break;
+    case kDLFloat8_e5m2fnuz:
+      family = "float8_e5m2fnuz";
+      sized = false;
+      break;
+    case kDLFloat8_e8m0fnu:
+      family = "float8_e8m0fnu";
+      sized = false;
+      break;
+    case kDLFloat6_e2m3fn:
+      family = "float6_e2m3fn";
+      sized = false;
+      break;
+    case kDLFloat6_e3m2fn:
+      family = "float6_e3m2fn";
+      sized = false;
+      break;
+    case kDLFloat4_e2m1fn:
+      family = "float4_e2m1fn";
+      sized = false;
+      break;
     default: break;
   }
   if (family == nullptr) return str_cat("code ", int(d.code), ", ", int(d.bits), " bits");

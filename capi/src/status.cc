@@ -21,9 +21,7 @@ void clear_error() { g_last_error.clear(); }
 
 extern "C" {
 
-__attribute__((visibility("default"))) const char* occl_last_error(void) {
-  return omniccl::capi::g_last_error.c_str();
-}
+__attribute__((visibility("default"))) const char* occl_last_error(void) { return omniccl::capi::g_last_error.c_str(); }
 
 __attribute__((visibility("default"))) const char* occl_status_string(occl_status_t status_arg) {
   // A C caller may pass any int; in C++ an enum value outside the enumerators'

@@ -142,7 +142,7 @@ const char* op_kind_name(OpKind k) {
 struct Engine::State final : transport::PayloadSink {
   Engine* engine = nullptr;
   Transfer t;
-  OpSignature sig;          // this transfer's operation (p2p batches mix several)
+  OpSignature sig;  // this transfer's operation (p2p batches mix several)
   Deadline deadline = Deadline::never();
   size_t tag = 0;
   bool from_feed = false;
@@ -469,9 +469,8 @@ Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, D
     fail(Status::kInternal, op_text(sig), ": transfer to invalid peer ", s.t.peer);
   }
   if (s.t.kind == Transfer::Kind::kSend) {
-    s.hdr = WireHeader{kWireMagic, uint8_t(sig.kind), uint8_t(sig.dtype), uint8_t(sig.redop),
-                       sig.algo,   sig.root,          s.t.step,           sig.seq,
-                       sig.count,  s.t.bytes};
+    s.hdr = WireHeader{kWireMagic, uint8_t(sig.kind), uint8_t(sig.dtype), uint8_t(sig.redop), sig.algo, sig.root,
+                       s.t.step,   sig.seq,           sig.count,          s.t.bytes};
   }
   transport::Message& m = s.msg;
   m.header_bytes = sizeof(WireHeader);

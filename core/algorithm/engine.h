@@ -52,9 +52,9 @@ struct OpSignature {
   DType dtype = DType::kUInt8;
   RedOp redop = RedOp::kSum;
   int32_t root = -1;
-  uint64_t count = 0;   ///< per-op meaning, equal on all ranks (0 for v-ops)
-  uint64_t seq = 0;     ///< collective sequence number, or per-pair p2p number
-  uint8_t algo = 0;     ///< algorithm id (all ranks must pick the same)
+  uint64_t count = 0;  ///< per-op meaning, equal on all ranks (0 for v-ops)
+  uint64_t seq = 0;    ///< collective sequence number, or per-pair p2p number
+  uint8_t algo = 0;    ///< algorithm id (all ranks must pick the same)
   const char* algo_name = "";
 };
 
@@ -68,7 +68,7 @@ struct Transfer {
   const char* src = nullptr;  ///< send payload, or local operand of recv-reduce
   char* dst = nullptr;        ///< recv / recv-reduce destination
   size_t bytes = 0;
-  uint32_t step = 0;          ///< algorithm step; both sides must use the same
+  uint32_t step = 0;  ///< algorithm step; both sides must use the same
 
   static Transfer send(int peer, const void* src, size_t bytes, uint32_t step) {
     return {Kind::kSend, peer, static_cast<const char*>(src), nullptr, bytes, step};
@@ -97,11 +97,11 @@ class TransferFeed {
   /// A point-to-point message as its header announces it (kListen).
   struct Arrival {
     int peer = -1;
-    int32_t tag = 0;      ///< the sender's tag
+    int32_t tag = 0;  ///< the sender's tag
     DType dtype = DType::kUInt8;
-    uint64_t count = 0;   ///< elements of dtype
-    uint64_t bytes = 0;   ///< payload bytes
-    uint64_t seq = 0;     ///< the sender's per-pair message number
+    uint64_t count = 0;  ///< elements of dtype
+    uint64_t bytes = 0;  ///< payload bytes
+    uint64_t seq = 0;    ///< the sender's per-pair message number
   };
   /// A listen on arrival.peer has read a message header: returns where its
   /// arrival.bytes payload goes (room for all of it) and a token for landed().
@@ -210,8 +210,8 @@ class Engine {
   // One step: run_impl alternates progress passes with the wait policy.
   class WaitPolicy;
   struct Pass {
-    bool all_done = true;    ///< every transfer is complete
-    bool progressed = false; ///< something moved in this pass
+    bool all_done = true;     ///< every transfer is complete
+    bool progressed = false;  ///< something moved in this pass
   };
   void run_impl(std::span<const Transfer> transfers, TransferFeed* feed);
   State& add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline);
@@ -236,7 +236,7 @@ class Engine {
   OpSignature sig_;
   RedOp combine_ = RedOp::kSum;
   Deadline deadline_ = Deadline::never();
-  bool probed_ = false;      ///< peers were asked for their signatures in this op
+  bool probed_ = false;  ///< peers were asked for their signatures in this op
   bool single_copy_ = false;
   InterruptHook interrupt_;
   int64_t lazy_timeout_ms_ = -1;  ///< >= 0: deadline_ not computed yet
@@ -248,14 +248,14 @@ class Engine {
     return deadline_;
   }
   // Reused across steps so that steady state allocates nothing.
-  struct StateQueue;                     // a std::deque<State>, defined in engine.cc
+  struct StateQueue;  // a std::deque<State>, defined in engine.cc
   std::unique_ptr<StateQueue> states_;
   std::vector<uint8_t> busy_;
   std::vector<pollfd> fds_;
   std::vector<State*> waiting_;
   std::vector<Transfer> step_list_;
-  size_t stage_used_ = 0;                 ///< recv-reduce staging slots taken this step
-  Clock::time_point stalled_since_{};     ///< first sleep without progress (mismatch probing)
+  size_t stage_used_ = 0;              ///< recv-reduce staging slots taken this step
+  Clock::time_point stalled_since_{};  ///< first sleep without progress (mismatch probing)
   std::chrono::nanoseconds spin_for_{0};
   bool oversubscribed_ = false;
   CpuExecutor cpu_;

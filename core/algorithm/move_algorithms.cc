@@ -225,7 +225,8 @@ void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes) {
 void barrier_dissemination(Engine& e) {
   const int n = e.size(), r = e.rank();
   for (int k = 1; k < n; k <<= 1) {
-    e.run({Transfer::send((r + k) % n, nullptr, 0, uint32_t(k)), Transfer::recv((r - k + n) % n, nullptr, 0, uint32_t(k))});
+    e.run({Transfer::send((r + k) % n, nullptr, 0, uint32_t(k)),
+           Transfer::recv((r - k + n) % n, nullptr, 0, uint32_t(k))});
   }
 }
 

@@ -56,8 +56,10 @@ void all_reduce_recursive_doubling(Engine& e, char* buf, size_t count) {
   patterns::Fold fold(n);
   const int v = fold.new_rank(r);
   if (r < 2 * fold.extra) {
-    if (v < 0) e.run({Transfer::send(r + 1, buf, bytes, 0)});
-    else e.run({Transfer::recv_reduce(r - 1, buf, buf, bytes, 0)});
+    if (v < 0)
+      e.run({Transfer::send(r + 1, buf, bytes, 0)});
+    else
+      e.run({Transfer::recv_reduce(r - 1, buf, buf, bytes, 0)});
   }
   if (v >= 0) {
     char* tmp = e.scratch(bytes, 1);
@@ -68,8 +70,10 @@ void all_reduce_recursive_doubling(Engine& e, char* buf, size_t count) {
     }
   }
   if (r < 2 * fold.extra) {
-    if (v < 0) e.run({Transfer::recv(r + 1, buf, bytes, 1u << 30)});
-    else e.run({Transfer::send(r - 1, buf, bytes, 1u << 30)});
+    if (v < 0)
+      e.run({Transfer::recv(r + 1, buf, bytes, 1u << 30)});
+    else
+      e.run({Transfer::send(r - 1, buf, bytes, 1u << 30)});
   }
 }
 
@@ -137,8 +141,10 @@ void reduce_scatter_recursive_halving(Engine& e, const char* send, char* recv, s
   patterns::Fold fold(n);
   const int v = fold.new_rank(r);
   if (r < 2 * fold.extra) {
-    if (v < 0) e.run({Transfer::send(r + 1, w, bytes * n, 0)});
-    else e.run({Transfer::recv_reduce(r - 1, w, w, bytes * n, 0)});
+    if (v < 0)
+      e.run({Transfer::send(r + 1, w, bytes * n, 0)});
+    else
+      e.run({Transfer::recv_reduce(r - 1, w, w, bytes * n, 0)});
   }
   if (v < 0) {
     e.run({Transfer::recv(r + 1, recv, bytes, 1u << 30)});
@@ -150,8 +156,10 @@ void reduce_scatter_recursive_halving(Engine& e, const char* send, char* recv, s
     int mid = lo + mask;
     int keep_lo = v < mid ? lo : mid, keep_hi = v < mid ? mid : hi;
     int give_lo = v < mid ? mid : lo, give_hi = v < mid ? hi : mid;
-    size_t keep_off = fold.first_block(keep_lo) * bytes, keep_len = (fold.first_block(keep_hi) - fold.first_block(keep_lo)) * bytes;
-    size_t give_off = fold.first_block(give_lo) * bytes, give_len = (fold.first_block(give_hi) - fold.first_block(give_lo)) * bytes;
+    size_t keep_off = fold.first_block(keep_lo) * bytes,
+           keep_len = (fold.first_block(keep_hi) - fold.first_block(keep_lo)) * bytes;
+    size_t give_off = fold.first_block(give_lo) * bytes,
+           give_len = (fold.first_block(give_hi) - fold.first_block(give_lo)) * bytes;
     e.run({Transfer::send(partner, w + give_off, give_len, uint32_t(mask)),
            Transfer::recv_reduce(partner, w + keep_off, w + keep_off, keep_len, uint32_t(mask))});
     lo = keep_lo;

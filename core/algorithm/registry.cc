@@ -19,13 +19,22 @@ constexpr AlgoEntry kTable[] = {
      [](Engine& e, const AlgoArgs& a) { algo::all_reduce_ring(e, a.send, a.recv, a.count); },
      "large: reduce-scatter then all-gather around a ring, bandwidth-optimal"},
     {OpKind::kAllReduce, Algo::kRecursiveDoubling,
-     [](Engine& e, const AlgoArgs& a) { in_place(e, a); algo::all_reduce_recursive_doubling(e, a.recv, a.count); },
+     [](Engine& e, const AlgoArgs& a) {
+       in_place(e, a);
+       algo::all_reduce_recursive_doubling(e, a.recv, a.count);
+     },
      "small: log2(n) exchanges of the whole vector"},
     {OpKind::kAllReduce, Algo::kTree,
-     [](Engine& e, const AlgoArgs& a) { in_place(e, a); algo::all_reduce_tree(e, a.recv, a.count); },
+     [](Engine& e, const AlgoArgs& a) {
+       in_place(e, a);
+       algo::all_reduce_tree(e, a.recv, a.count);
+     },
      "small, many ranks: binomial reduce then broadcast"},
     {OpKind::kAllReduce, Algo::kDirect,
-     [](Engine& e, const AlgoArgs& a) { in_place(e, a); algo::all_reduce_direct(e, a.recv, a.count); },
+     [](Engine& e, const AlgoArgs& a) {
+       in_place(e, a);
+       algo::all_reduce_direct(e, a.recv, a.count);
+     },
      "tiny, few ranks: every rank sends to every rank once"},
     {OpKind::kReduceScatter, Algo::kRing,
      [](Engine& e, const AlgoArgs& a) { algo::reduce_scatter_ring(e, a.send, a.recv, a.count); },
@@ -94,12 +103,14 @@ constexpr AlgoEntry kTable[] = {
      [](Engine& e, const AlgoArgs& a) { algo::gatherv_direct(e, a.send, a.bytes, a.recv, a.counts, a.displs, a.root); },
      "per-rank counts: each rank sends to the root"},
     {OpKind::kScatterV, Algo::kDirect,
-     [](Engine& e, const AlgoArgs& a) { algo::scatterv_direct(e, a.send, a.counts, a.displs, a.recv, a.bytes, a.root); },
+     [](Engine& e, const AlgoArgs& a) {
+       algo::scatterv_direct(e, a.send, a.counts, a.displs, a.recv, a.bytes, a.root);
+     },
      "per-rank counts: the root sends each part"},
 };
 
-constexpr const char* kAlgoNames[kNumAlgos] = {"none",   "ring",     "recursive_doubling", "recursive_halving", "tree",
-                                               "direct", "pairwise", "bruck",              "dissemination"};
+constexpr const char* kAlgoNames[kNumAlgos] = {
+    "none", "ring", "recursive_doubling", "recursive_halving", "tree", "direct", "pairwise", "bruck", "dissemination"};
 
 }  // namespace
 

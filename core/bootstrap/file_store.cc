@@ -47,8 +47,8 @@ std::string key_file_name(const std::string& key) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string name = "k_";
   for (unsigned char c : key) {
-    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 c == '.' || c == '_' || c == '-';
+    bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (plain) {
       name += static_cast<char>(c);
     } else {
@@ -88,13 +88,10 @@ void backoff_sleep(std::chrono::milliseconds* step, Deadline deadline) {
 class FileStore final : public Store {
  public:
   /// Uses directory dir (already created).
-  FileStore(std::string dir, int64_t op_timeout_ms)
-      : dir_(std::move(dir)), op_timeout_ms_(op_timeout_ms) {}
+  FileStore(std::string dir, int64_t op_timeout_ms) : dir_(std::move(dir)), op_timeout_ms_(op_timeout_ms) {}
 
   /// Atomically replaces the key's file.
-  void set(const std::string& key, const std::string& value) override {
-    write_atomically(key, value);
-  }
+  void set(const std::string& key, const std::string& value) override { write_atomically(key, value); }
 
   /// Polls for the key's file until the deadline.
   std::string get(const std::string& key, Deadline deadline) override {
@@ -103,10 +100,9 @@ class FileStore final : public Store {
     for (;;) {
       if (auto v = read_key(key)) return *v;
       if (deadline.expired()) {
-        auto ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-        fail(Status::kTimeout, "timed out after ", ms, " ms waiting for key '", printable(key),
-             "' in file store ", dir_);
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+        fail(Status::kTimeout, "timed out after ", ms, " ms waiting for key '", printable(key), "' in file store ",
+             dir_);
       }
       backoff_sleep(&step, deadline);
     }
@@ -119,15 +115,14 @@ class FileStore final : public Store {
     if (auto v = read_key(key)) {
       auto parsed = detail::parse_int64(*v);
       if (!parsed) {
-        fail(Status::kInvalidArgument, "add: the value of key '", printable(key),
-             "' in file store ", dir_, " is not an integer ('", printable(*v), "')");
+        fail(Status::kInvalidArgument, "add: the value of key '", printable(key), "' in file store ", dir_,
+             " is not an integer ('", printable(*v), "')");
       }
       current = *parsed;
     }
     int64_t result = 0;
     if (__builtin_add_overflow(current, delta, &result)) {
-      fail(Status::kInvalidArgument, "add: ", current, " + ", delta,
-           " overflows int64 for key '", printable(key), "'");
+      fail(Status::kInvalidArgument, "add: ", current, " + ", delta, " overflows int64 for key '", printable(key), "'");
     }
     write_atomically(key, std::to_string(result));
     return result;  // `lock` closes here, releasing the flock
@@ -212,8 +207,8 @@ class FileStore final : public Store {
         fail_errno(str_cat("file store: locking ", path), errno);
       }
       if (deadline.expired()) {
-        fail(Status::kTimeout, "file store: timed out after ", op_timeout_ms_,
-             " ms waiting for the lock ", path, " (held by a stuck process?)");
+        fail(Status::kTimeout, "file store: timed out after ", op_timeout_ms_, " ms waiting for the lock ", path,
+             " (held by a stuck process?)");
       }
       backoff_sleep(&step, deadline);
     }

@@ -81,8 +81,7 @@ int env_int(const char* name, const std::string& text) {
 uint16_t parse_port(const std::string& text, const std::string& what) {
   auto v = detail::parse_int64(text);
   if (!v || *v < 1 || *v > 65535) {
-    fail(Status::kInvalidArgument, what, " '", detail::printable(text),
-         "' is not a port number (1..65535)");
+    fail(Status::kInvalidArgument, what, " '", detail::printable(text), "' is not a port number (1..65535)");
   }
   return static_cast<uint16_t>(*v);
 }
@@ -127,28 +126,25 @@ void resolve_rank(int rank, int world_size, RendezvousSpec* spec) {
     }
   }
   if (world_size < 1) {
-    fail(Status::kInvalidArgument, "world size ", world_size, " (", size_src,
-         ") must be at least 1");
+    fail(Status::kInvalidArgument, "world size ", world_size, " (", size_src, ") must be at least 1");
   }
   if (rank < 0 || rank >= world_size) {
-    fail(Status::kInvalidArgument, "rank ", rank, " (", rank_src, ") is outside world size ",
-         world_size, " (", size_src, "); valid ranks are 0..", world_size - 1);
+    fail(Status::kInvalidArgument, "rank ", rank, " (", rank_src, ") is outside world size ", world_size, " (",
+         size_src, "); valid ranks are 0..", world_size - 1);
   }
   spec->rank = rank;
   spec->world_size = world_size;
 }
 
 /// Splits "host:port" / "[v6]:port" of a tcp:// init method.
-void parse_host_port(const std::string& init_method, const std::string& rest,
-                     RendezvousSpec* spec) {
+void parse_host_port(const std::string& init_method, const std::string& rest, RendezvousSpec* spec) {
   std::string host;
   std::string port_text;
   const std::string usage = "; expected tcp://host:port (IPv6: tcp://[::1]:29500)";
   if (!rest.empty() && rest.front() == '[') {
     size_t close = rest.find(']');
     if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') {
-      fail(Status::kInvalidArgument, "init method '", init_method,
-           "' has no port after the bracketed address", usage);
+      fail(Status::kInvalidArgument, "init method '", init_method, "' has no port after the bracketed address", usage);
     }
     host = rest.substr(1, close - 1);
     port_text = rest.substr(close + 2);
@@ -160,8 +156,7 @@ void parse_host_port(const std::string& init_method, const std::string& rest,
     host = rest.substr(0, colon);
     port_text = rest.substr(colon + 1);
     if (host.find(':') != std::string::npos) {
-      fail(Status::kInvalidArgument, "init method '", init_method,
-           "': an IPv6 address needs brackets", usage);
+      fail(Status::kInvalidArgument, "init method '", init_method, "': an IPv6 address needs brackets", usage);
     }
   }
   if (host.empty()) {
@@ -172,10 +167,9 @@ void parse_host_port(const std::string& init_method, const std::string& rest,
 }
 
 /// Writes the unique id of (host, port, token) into out.
-void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, const std::string& secret,
-                      char* out) {
-  check_arg(!host.empty() && host.size() <= kUidMaxHost, "address '", host,
-            "' does not fit in a unique id (at most ", kUidMaxHost, " bytes)");
+void encode_unique_id(const std::string& host, uint16_t port, uint64_t token, const std::string& secret, char* out) {
+  check_arg(!host.empty() && host.size() <= kUidMaxHost, "address '", host, "' does not fit in a unique id (at most ",
+            kUidMaxHost, " bytes)");
   std::memset(out, 0, kUniqueIdBytes);
   std::memcpy(out, kUidMagic, sizeof kUidMagic);
   wire::put_le(out + 8, kUidVersion, 2);
@@ -261,8 +255,9 @@ RendezvousSpec parse_init_method(const std::string& init_method, int rank, int w
     if (agent_store && (*agent_store == "True" || *agent_store == "true" || *agent_store == "1")) {
       const uint16_t master = spec.port;
       spec.port = master < 65535 ? static_cast<uint16_t>(master + 1) : static_cast<uint16_t>(master - 1);
-      spec.port_note = str_cat("MASTER_PORT ", master, " is torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=",
-                               *agent_store, "), so the rendezvous uses port ", spec.port);
+      spec.port_note =
+          str_cat("MASTER_PORT ", master, " is torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=", *agent_store,
+                  "), so the rendezvous uses port ", spec.port);
     }
   } else if (init_method.rfind("tcp://", 0) == 0) {
     spec.kind = RendezvousSpec::Kind::kTcp;
@@ -308,8 +303,7 @@ void create_unique_id(char out[kUniqueIdBytes]) {
   }
   const uint64_t token = random_u64();
   encode_unique_id(host, server->port(), token, secret, out);
-  OCCL_LOG(kInfo, kBootstrap, "unique id: store server on ",
-           detail::host_port(host, server->port()));
+  OCCL_LOG(kInfo, kBootstrap, "unique id: store server on ", detail::host_port(host, server->port()));
   UidServers& s = uid_servers();
   std::lock_guard<std::mutex> lock(s.mu);
   s.servers.push_back(std::move(server));
@@ -319,13 +313,12 @@ RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int wor
   check_arg(in != nullptr, "unique id is NULL");
   const std::string garbage = "unique id is invalid: ";
   if (std::memcmp(in, kUidMagic, sizeof kUidMagic) != 0) {
-    fail(Status::kInvalidArgument, garbage,
-         "bad magic (not produced by occl_get_unique_id, or corrupted in transit)");
+    fail(Status::kInvalidArgument, garbage, "bad magic (not produced by occl_get_unique_id, or corrupted in transit)");
   }
   const uint64_t version = wire::get_le(in + 8, 2);
   if (version != kUidVersion) {
-    fail(Status::kInvalidArgument, garbage, "version ", version, " is not supported (expected ",
-         kUidVersion, "; are all ranks using the same OmniCCL version?)");
+    fail(Status::kInvalidArgument, garbage, "version ", version, " is not supported (expected ", kUidVersion,
+         "; are all ranks using the same OmniCCL version?)");
   }
   const auto port = static_cast<uint16_t>(wire::get_le(in + 10, 2));
   const uint64_t token = wire::get_le(in + 12, 8);
@@ -333,8 +326,7 @@ RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int wor
   if (port == 0) fail(Status::kInvalidArgument, garbage, "port is 0");
   if (token == 0) fail(Status::kInvalidArgument, garbage, "token is 0");
   if (host_len == 0 || host_len > kUidMaxHost) {
-    fail(Status::kInvalidArgument, garbage, "host length ", host_len, " is outside 1..",
-         kUidMaxHost);
+    fail(Status::kInvalidArgument, garbage, "host length ", host_len, " is outside 1..", kUidMaxHost);
   }
   for (size_t i = 0; i < host_len; ++i) {
     auto c = static_cast<unsigned char>(in[kUidHostOffset + i]);
@@ -359,8 +351,7 @@ std::string rendezvous_address(const RendezvousSpec& spec) {
   switch (spec.kind) {
     case RendezvousSpec::Kind::kTcp: return "tcp://" + detail::host_port(spec.host, spec.port);
     case RendezvousSpec::Kind::kFile: return "file://" + spec.path;
-    case RendezvousSpec::Kind::kUniqueId:
-      return "unique id (tcp://" + detail::host_port(spec.host, spec.port) + ")";
+    case RendezvousSpec::Kind::kUniqueId: return "unique id (tcp://" + detail::host_port(spec.host, spec.port) + ")";
   }
   return "?";
 }
@@ -386,15 +377,14 @@ std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& sp
     fail(e.status(), "rank 0 cannot start the rendezvous server: port ", port, " on ", spec.host,
          " is already in use (another job, or another program, listens there",
          spec.port_note.empty() ? "" : str_cat("; ", spec.port_note), "). Give this job a free port: ",
-         spec.port_note.empty() ? str_cat("MASTER_PORT=<another port> for env://, tcp://", spec.host,
-                                          ":<another port>, ")
-                                : "torchrun --master-port <another port>, ",
+         spec.port_note.empty()
+             ? str_cat("MASTER_PORT=<another port> for env://, tcp://", spec.host, ":<another port>, ")
+             : "torchrun --master-port <another port>, ",
          "or start it with omniccl-run, which picks a free port. [", e.what(), "]");
   }
 }
 
-std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline deadline,
-                                          int64_t timeout_ms) {
+std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t timeout_ms) {
   const auto start = Clock::now();
   auto next_report = start + kFirstReport;
   for (;;) {
@@ -409,8 +399,8 @@ std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline d
              " (served by rank 0", spec.kind == RendezvousSpec::Kind::kUniqueId ? ", the unique id's creator" : "",
              "): it did not start, or MASTER_ADDR/MASTER_PORT differ between ranks. [", e.what(), "]");
       }
-      OCCL_LOG(kWarn, kBootstrap, "rank ", spec.rank, " of ", spec.world_size, ": waiting ",
-               seconds_since(start), " s for the rendezvous server at ", rendezvous_address(spec),
+      OCCL_LOG(kWarn, kBootstrap, "rank ", spec.rank, " of ", spec.world_size, ": waiting ", seconds_since(start),
+               " s for the rendezvous server at ", rendezvous_address(spec),
                " (rank 0 has not started it yet); giving up after ", timeout_ms / 1000, " s (OMNICCL_TIMEOUT)");
       next_report = Clock::now() + kReportEvery;
     }
@@ -434,19 +424,18 @@ void RendezvousWait::watch_members() {
   char host[256] = {};
   (void)gethostname(host, sizeof host - 1);
   watch_ = connect_tcp_store(spec_.host, spec_.port, deadline_, &spec_.secret);
-  watch_->set_on_close(prefix_ + "left",
-                       str_cat("rank ", spec_.rank, " (pid ", ::getpid(), " on ", host, ") left during the setup of ",
-                               "the communicator at ", rendezvous_address(spec_),
-                               ": its connection to the rendezvous server closed (the process exited, was killed, ",
-                               "or gave up)"));
+  watch_->set_on_close(
+      prefix_ + "left",
+      str_cat("rank ", spec_.rank, " (pid ", ::getpid(), " on ", host, ") left during the setup of ",
+              "the communicator at ", rendezvous_address(spec_),
+              ": its connection to the rendezvous server closed (the process exited, was killed, ", "or gave up)"));
 }
 
 void RendezvousWait::finish_watch() {
   if (!watch_) return;
   try {
     watch_->set_on_close(prefix_ + "left", "");
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   watch_.reset();
 }
 
@@ -469,13 +458,11 @@ void RendezvousWait::check_members() {
       while (Clock::now() < until && store_.add(prefix_ + "left_seen", 0) < waiting) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   } else {
     try {
       (void)store_.add(prefix_ + "left_seen", 1);
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
   fail(Status::kPeerFailure, why);
 }
@@ -497,9 +484,9 @@ void RendezvousWait::join_once() {
   // A unique id's token already identifies its job.
   const std::string mine = spec_.kind == RendezvousSpec::Kind::kUniqueId ? std::string() : job_id();
   auto another_job = [&](const std::string& theirs) {
-    fail(Status::kInvalidArgument, "the rendezvous at ", rendezvous_address(spec_),
-         " belongs to another job (job id '", detail::printable(theirs), "', this rank's is '",
-         detail::printable(mine), "'): two jobs share one rendezvous address; give each job its own port ",
+    fail(Status::kInvalidArgument, "the rendezvous at ", rendezvous_address(spec_), " belongs to another job (job id '",
+         detail::printable(theirs), "', this rank's is '", detail::printable(mine),
+         "'): two jobs share one rendezvous address; give each job its own port ",
          "(MASTER_PORT), or start them with omniccl-run, which picks a free port");
   };
   if (spec_.rank == 0) {
@@ -510,10 +497,11 @@ void RendezvousWait::join_once() {
       std::string theirs = store_.get(prefix_ + "job", Deadline::after_ms(5000));
       if (theirs != mine) another_job(theirs);
     }
-    throw StaleRendezvous(Status::kInvalidArgument, str_cat("the rendezvous at ", rendezvous_address(spec_),
-         " has already completed without rank ", spec_.rank,
-         ": another job is using this address (two jobs on one MASTER_PORT?), or this rank was started late; "
-         "give each job its own port, or start it with omniccl-run, which picks a free port"));
+    throw StaleRendezvous(
+        Status::kInvalidArgument,
+        str_cat("the rendezvous at ", rendezvous_address(spec_), " has already completed without rank ", spec_.rank,
+                ": another job is using this address (two jobs on one MASTER_PORT?), or this rank was started late; "
+                "give each job its own port, or start it with omniccl-run, which picks a free port"));
   } else {
     std::string theirs = get("job");
     if (theirs != mine) another_job(theirs);
@@ -553,12 +541,11 @@ void RendezvousWait::fail_timeout(const std::string& key) {
   // news to report as a departure.
   finish_watch();
   std::vector<int> missing = missing_ranks();
-  std::string why =
-      missing.empty()
-          ? str_cat("rendezvous at ", rendezvous_address(spec_), " timed out after ", timeout_ms_,
-                    " ms waiting for '", key, "'")
-          : str_cat("rendezvous at ", rendezvous_address(spec_), " timed out after ", timeout_ms_, " ms: rank(s) ",
-                    join_ranks(missing), " of world size ", spec_.world_size, " did not join");
+  std::string why = missing.empty() ? str_cat("rendezvous at ", rendezvous_address(spec_), " timed out after ",
+                                              timeout_ms_, " ms waiting for '", key, "'")
+                                    : str_cat("rendezvous at ", rendezvous_address(spec_), " timed out after ",
+                                              timeout_ms_, " ms: rank(s) ", join_ranks(missing), " of world size ",
+                                              spec_.world_size, " did not join");
   if (spec_.rank == 0 && spec_.kind == RendezvousSpec::Kind::kTcp) {
     // Tell the ranks waiting on this server why it is about to go away, and
     // give them a moment to read it (each looks once per kSlice).
@@ -569,8 +556,7 @@ void RendezvousWait::fail_timeout(const std::string& key) {
       while (Clock::now() < until && store_.add(prefix_ + "failed_seen", 0) < waiting) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
   fail(Status::kTimeout, why);
 }
@@ -605,7 +591,7 @@ void RendezvousWait::mark_completed() {
 uint64_t random_u64() {
   std::random_device rd;
   uint64_t t = 0;
-  while (t == 0) t = (uint64_t{rd()} << 32) ^ uint64_t{rd()};
+  while (t == 0) t = (uint64_t{rd()} << 32) ^ uint64_t { rd() };
   return t;
 }
 
@@ -631,9 +617,7 @@ Rendezvous::Rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t ti
       local_ip_ = local_address_towards(spec.host, spec.port);
       prefix_ = str_cat("uid/", hex(spec.token), "/");
       break;
-    case RendezvousSpec::Kind::kFile:
-      store_ = open_file_store(spec.path);
-      break;
+    case RendezvousSpec::Kind::kFile: store_ = open_file_store(spec.path); break;
   }
   if (auto v = get_setting("OMNICCL_SOCKET_ADDR")) local_ip_ = *v;
 
@@ -718,8 +702,7 @@ void Rendezvous::finish() {
       // rank of another job is told whose rendezvous it found.
       if (spec_.kind == RendezvousSpec::Kind::kFile) store_->erase(prefix_ + "job");
     }
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   wait_.reset();
   store_.reset();
 }

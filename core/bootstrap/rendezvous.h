@@ -14,10 +14,10 @@ namespace omniccl::bootstrap {
 struct RendezvousSpec {
   enum class Kind { kTcp, kFile, kUniqueId };
   Kind kind = Kind::kTcp;
-  std::string host;   ///< kTcp, kUniqueId
-  uint16_t port = 0;  ///< kTcp, kUniqueId
-  std::string path;   ///< kFile: directory
-  uint64_t token = 0; ///< kUniqueId: random session token (key prefix)
+  std::string host;    ///< kTcp, kUniqueId
+  uint16_t port = 0;   ///< kTcp, kUniqueId
+  std::string path;    ///< kFile: directory
+  uint64_t token = 0;  ///< kUniqueId: random session token (key prefix)
   /// The job token every store and mesh connection proves: kUniqueId: the
   /// 32 random bytes carried in the id; else OMNICCL_JOB_TOKEN ("" = none).
   std::string secret;
@@ -66,8 +66,7 @@ std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& sp
 /// Connects to the TCP store of spec, reporting (WARN) after a few seconds and
 /// then periodically that rank 0's server has not answered yet; the deadline
 /// is unchanged.
-std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline deadline,
-                                          int64_t timeout_ms);
+std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t timeout_ms);
 
 /// join() found the rendezvous server of an earlier communicator on this
 /// address (same job, already completed, or closing): right after a destroy,
@@ -86,8 +85,7 @@ class StaleRendezvous : public Error {
 /// server report the real cause, not a closed connection.
 class RendezvousWait {
  public:
-  RendezvousWait(Store& store, std::string prefix, const RendezvousSpec& spec, Deadline deadline,
-                 int64_t timeout_ms);
+  RendezvousWait(Store& store, std::string prefix, const RendezvousSpec& spec, Deadline deadline, int64_t timeout_ms);
   /// Closes the watch connection: if finish_watch() was not called, the
   /// other members are told that this rank left.
   ~RendezvousWait();

@@ -74,18 +74,18 @@ struct TcpStoreServer::Impl {
   /// One accepted client connection, owned by the server thread.
   struct Conn {
     UniqueFd fd;
-    std::string peer;        ///< for logs
-    std::string in;          ///< received bytes not yet consumed
-    std::string out;         ///< reply bytes not yet sent
-    size_t out_off = 0;      ///< bytes of `out` already sent
-    bool parked = false;     ///< waiting in a kGet for parked_key
+    std::string peer;     ///< for logs
+    std::string in;       ///< received bytes not yet consumed
+    std::string out;      ///< reply bytes not yet sent
+    size_t out_off = 0;   ///< bytes of `out` already sent
+    bool parked = false;  ///< waiting in a kGet for parked_key
     std::string parked_key;
-    bool dead = false;       ///< to be closed at the end of this poll round
-    uint64_t stored = 0;     ///< bytes of keys and values this client last wrote
-    bool served = false;     ///< has completed at least one request
+    bool dead = false;                            ///< to be closed at the end of this poll round
+    uint64_t stored = 0;                          ///< bytes of keys and values this client last wrote
+    bool served = false;                          ///< has completed at least one request
     Clock::time_point idle_since = Clock::now();  ///< connected, or last complete request
-    bool authed = true;      ///< false until it proved the job token
-    Digest nonce{};          ///< the challenge sent to it
+    bool authed = true;                           ///< false until it proved the job token
+    Digest nonce{};                               ///< the challenge sent to it
     /// kSetOnClose registrations: set when this connection closes.
     std::unordered_map<std::string, std::string> on_close;
     uint64_t on_close_bytes = 0;
@@ -113,8 +113,8 @@ struct TcpStoreServer::Impl {
     uint64_t owner = 0;
   };
   std::unordered_map<std::string, Entry> data;
-  uint64_t stored_bytes = 0;    ///< keys + values in `data`
-  uint64_t buffered_bytes = 0;  ///< unprocessed input of every connection
+  uint64_t stored_bytes = 0;        ///< keys + values in `data`
+  uint64_t buffered_bytes = 0;      ///< unprocessed input of every connection
   Clock::time_point refused_log{};  ///< last "connection refused" warning
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;
   Clock::time_point accept_resume{};  ///< accept paused until then (EMFILE)
@@ -159,8 +159,7 @@ bool TcpStoreServer::Impl::put(uint64_t id, Conn& c, const std::string& key, std
     reply(c, Cmd::kError,
           str_cat("store quota exceeded: setting '", printable(key), "' (", size, " bytes) would bring this client to ",
                   mine_after, " bytes (limit ", limits.max_client_bytes, ") and the store to ", total_after,
-                  " bytes (limit ", limits.max_total_bytes,
-                  ", OMNICCL_STORE_MAX_BYTES)"));
+                  " bytes (limit ", limits.max_total_bytes, ", OMNICCL_STORE_MAX_BYTES)"));
     return false;
   }
   if (it != data.end()) {
@@ -212,8 +211,8 @@ StoreLimits StoreLimits::from_environment(int world_size) {
   } else {
     rlimit rl{};
     uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    l.max_connections = static_cast<size_t>(
-        std::max<uint64_t>(2 * static_cast<uint64_t>(std::max(world_size, 0)) + 16, std::min<uint64_t>(4096, nofile / 2)));
+    l.max_connections = static_cast<size_t>(std::max<uint64_t>(2 * static_cast<uint64_t>(std::max(world_size, 0)) + 16,
+                                                               std::min<uint64_t>(4096, nofile / 2)));
   }
   if (auto v = get_setting("OMNICCL_STORE_MAX_BYTES")) {
     auto n = detail::parse_int64(*v);
@@ -247,8 +246,7 @@ void TcpStoreServer::Impl::run() {
     int n = ::poll(pfds.data(), pfds.size(), accepting && conns.empty() ? -1 : accepting ? 1000 : 100);
     if (n < 0) {
       if (errno == EINTR) continue;
-      OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port),
-               ": poll failed: ", errno_text(errno));
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": poll failed: ", errno_text(errno));
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
@@ -296,8 +294,8 @@ void TcpStoreServer::Impl::accept_all() {
       if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
       // Out of descriptors or memory: stop accepting for a moment rather
       // than spinning on a listening socket that stays readable.
-      OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port),
-               ": accept failed: ", errno_text(err), "; retrying in 100 ms");
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": accept failed: ", errno_text(err),
+               "; retrying in 100 ms");
       accept_resume = Clock::now() + std::chrono::milliseconds(100);
       return;
     }
@@ -342,8 +340,7 @@ bool TcpStoreServer::Impl::service(Conn& c, short revents) {
       ssize_t r = ::recv(c.fd.get(), buf, std::min(sizeof buf, budget), 0);
       if (r > 0) {
         if (c.parked) {
-          OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer,
-                   ": sent data while waiting for a key");
+          OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer, ": sent data while waiting for a key");
           return false;
         }
         // Unprocessed input has its own quotas (the same numbers as for
@@ -409,8 +406,8 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
     if (why.empty() && !wire::is_request(h.cmd)) why = "sent a reply code as a request";
     if (why.empty()) {
       bool lengths_ok = h.cmd == Cmd::kSet || h.cmd == Cmd::kSetOnClose ? true
-                        : h.cmd == Cmd::kAdd ? h.value_len == 8
-                                             : h.value_len == 0;
+                        : h.cmd == Cmd::kAdd                            ? h.value_len == 8
+                                                                        : h.value_len == 0;
       if (!lengths_ok) why = str_cat("bad value length ", h.value_len, " for its command");
     }
     if (!why.empty()) {
@@ -428,8 +425,7 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
       break;
     }
     if (c.parked && off < c.in.size()) {
-      OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer,
-               ": sent more requests behind a waiting get");
+      OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer, ": sent more requests behind a waiting get");
       ok = false;
       break;
     }
@@ -445,8 +441,7 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
   return ok;
 }
 
-bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string key,
-                                   std::string value) {
+bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string key, std::string value) {
   switch (cmd) {
     case Cmd::kSet: {
       if (!put(id, c, key, std::move(value))) return true;
@@ -482,8 +477,7 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       int64_t result = 0;
       if (__builtin_add_overflow(current, delta, &result)) {
         reply(c, Cmd::kError,
-              str_cat("add: ", current, " + ", delta, " overflows int64 for key '",
-                      printable(key), "'"));
+              str_cat("add: ", current, " + ", delta, " overflows int64 for key '", printable(key), "'"));
         return true;
       }
       if (!put(id, c, key, std::to_string(result))) return true;
@@ -493,9 +487,7 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       wake_waiters(key, data.at(key).value);
       return true;
     }
-    case Cmd::kCheck:
-      reply(c, data.count(key) != 0 ? Cmd::kOk : Cmd::kNotFound, {});
-      return true;
+    case Cmd::kCheck: reply(c, data.count(key) != 0 ? Cmd::kOk : Cmd::kNotFound, {}); return true;
     case Cmd::kErase:
       remove(key);
       reply(c, Cmd::kOk, {});
@@ -517,8 +509,7 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       reply(c, Cmd::kOk, {});
       return true;
     }
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -535,8 +526,7 @@ void TcpStoreServer::Impl::reply(Conn& c, Cmd code, const std::string& value) {
 
 bool TcpStoreServer::Impl::flush(Conn& c) {
   while (c.out_pending()) {
-    ssize_t r = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off,
-                       MSG_NOSIGNAL);
+    ssize_t r = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
     if (r > 0) {
       c.out_off += static_cast<size_t>(r);
       continue;
@@ -601,8 +591,7 @@ void TcpStoreServer::Impl::close_conn(uint64_t id) {
   conns.erase(it);
 }
 
-TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits,
-                               const std::string* token)
+TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimits limits, const std::string* token)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.host = host;
@@ -611,8 +600,8 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimi
   int gai_err = 0;
   auto addrs = net::resolve(host, port, /*passive=*/true, &gai_err);
   if (addrs.empty()) {
-    fail(Status::kSystem, "cannot bind rendezvous server to ", host_port(host, port),
-         ": cannot resolve '", host, "': ", gai_strerror(gai_err));
+    fail(Status::kSystem, "cannot bind rendezvous server to ", host_port(host, port), ": cannot resolve '", host,
+         "': ", gai_strerror(gai_err));
   }
   int last_err = 0;
   for (const auto& a : addrs) {
@@ -754,8 +743,7 @@ bool self_connected(int fd) {
 /// One non-blocking connect attempt to every address of host:port, bounded
 /// by deadline. Returns a connected socket, or an invalid one with *err set
 /// (ETIMEDOUT when the deadline passed).
-UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline, int* err,
-                      std::string* resolve_error) {
+UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline, int* err, std::string* resolve_error) {
   int gai_err = 0;
   auto addrs = net::resolve(host, port, /*passive=*/false, &gai_err);
   if (addrs.empty()) {
@@ -881,9 +869,7 @@ class TcpStore final : public Store {
   }
 
   /// Erases key on the server.
-  void erase(const std::string& key) override {
-    request(Cmd::kErase, "erase", key, {}, op_deadline());
-  }
+  void erase(const std::string& key) override { request(Cmd::kErase, "erase", key, {}, op_deadline()); }
 
   /// Registers key = value to be set by the server when this connection
   /// closes ("" cancels).
@@ -906,12 +892,10 @@ class TcpStore final : public Store {
 
   /// Sends one request and reads its reply. Any failure drops the
   /// connection (its state is unknown); the next call reconnects once.
-  Reply request(Cmd cmd, const char* op, const std::string& key, const std::string& value,
-                Deadline deadline) {
-    check_arg(key.size() <= wire::kMaxKeyBytes, "store key of ", key.size(),
-              " bytes is too long (limit 1 MiB)");
-    check_arg(value.size() <= wire::kMaxValueBytes, "store value of ", value.size(),
-              " bytes for key '", printable(key), "' is too large (limit 64 MiB)");
+  Reply request(Cmd cmd, const char* op, const std::string& key, const std::string& value, Deadline deadline) {
+    check_arg(key.size() <= wire::kMaxKeyBytes, "store key of ", key.size(), " bytes is too long (limit 1 MiB)");
+    check_arg(value.size() <= wire::kMaxValueBytes, "store value of ", value.size(), " bytes for key '", printable(key),
+              "' is too large (limit 64 MiB)");
     std::lock_guard<std::mutex> lock(mu_);
     const auto start = Clock::now();
     if (!fd_.valid()) reconnect(deadline);
@@ -934,8 +918,8 @@ class TcpStore final : public Store {
     std::string resolve_error;
     fd_ = connect_once(host_, port_, deadline, &err, &resolve_error);
     if (!fd_.valid()) {
-      fail(Status::kPeerFailure, "rendezvous server ", where(), " is no longer reachable: ",
-           resolve_error.empty() ? errno_text(err) : resolve_error);
+      fail(Status::kPeerFailure, "rendezvous server ", where(),
+           " is no longer reachable: ", resolve_error.empty() ? errno_text(err) : resolve_error);
     }
     if (!token_.empty()) {
       try {
@@ -948,28 +932,26 @@ class TcpStore final : public Store {
   }
 
   /// Turns a failed socket operation into the matching Error.
-  [[noreturn]] void io_failed(Io io, int err, const char* op, const std::string& key,
-                              Clock::time_point start) const {
+  [[noreturn]] void io_failed(Io io, int err, const char* op, const std::string& key, Clock::time_point start) const {
     if (io == Io::kTimeout) {
       if (std::strcmp(op, "get") == 0) {
-        fail(Status::kTimeout, "timed out after ", elapsed_ms(start), " ms waiting for key '",
-             printable(key), "' from rendezvous server ", where());
+        fail(Status::kTimeout, "timed out after ", elapsed_ms(start), " ms waiting for key '", printable(key),
+             "' from rendezvous server ", where());
       }
-      fail(Status::kTimeout, "timed out after ", elapsed_ms(start), " ms in ", op, " of key '",
-           printable(key), "' on rendezvous server ", where());
+      fail(Status::kTimeout, "timed out after ", elapsed_ms(start), " ms in ", op, " of key '", printable(key),
+           "' on rendezvous server ", where());
     }
     if (io == Io::kClosed) {
-      fail(Status::kPeerFailure, "rendezvous server ", where(),
-           " closed the connection during ", op, " of key '", printable(key),
-           "' (did the server process exit?)");
+      fail(Status::kPeerFailure, "rendezvous server ", where(), " closed the connection during ", op, " of key '",
+           printable(key), "' (did the server process exit?)");
     }
-    fail(Status::kPeerFailure, "connection to rendezvous server ", where(), " failed during ",
-         op, " of key '", printable(key), "': ", errno_text(err));
+    fail(Status::kPeerFailure, "connection to rendezvous server ", where(), " failed during ", op, " of key '",
+         printable(key), "': ", errno_text(err));
   }
 
   /// The request/reply exchange on the current connection.
-  Reply exchange(Cmd cmd, const char* op, const std::string& key, const std::string& value,
-                 Deadline deadline, Clock::time_point start) {
+  Reply exchange(Cmd cmd, const char* op, const std::string& key, const std::string& value, Deadline deadline,
+                 Clock::time_point start) {
     std::string msg = wire::encode_message(cmd, key, value);
     int err = 0;
     Io io = send_all(fd_.get(), msg.data(), msg.size(), deadline, &err);
@@ -985,23 +967,21 @@ class TcpStore final : public Store {
     std::string why = wire::decode_header(header, &h);
     if (why.empty() && (!wire::is_reply(h.cmd) || h.key_len != 0)) why = "not a reply";
     if (!why.empty()) {
-      fail(Status::kPeerFailure, "rendezvous server ", where(), " sent an invalid reply to ", op,
-           " of key '", printable(key), "' (", why,
-           "); is another program listening on that port?");
+      fail(Status::kPeerFailure, "rendezvous server ", where(), " sent an invalid reply to ", op, " of key '",
+           printable(key), "' (", why, "); is another program listening on that port?");
     }
     Reply r;
     r.code = h.cmd;
     r.value.resize(h.value_len);
     io = recv_all(fd_.get(), r.value.data(), r.value.size(), deadline, &err);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
-    const bool expected = r.code == Cmd::kError ||
-                          (cmd == Cmd::kGet || cmd == Cmd::kAdd ? r.code == Cmd::kValue
-                           : cmd == Cmd::kCheck
-                               ? r.code == Cmd::kOk || r.code == Cmd::kNotFound
-                               : r.code == Cmd::kOk);
+    const bool expected =
+        r.code == Cmd::kError || (cmd == Cmd::kGet || cmd == Cmd::kAdd ? r.code == Cmd::kValue
+                                  : cmd == Cmd::kCheck                 ? r.code == Cmd::kOk || r.code == Cmd::kNotFound
+                                                                       : r.code == Cmd::kOk);
     if (!expected) {
-      fail(Status::kPeerFailure, "rendezvous server ", where(), " sent an unexpected reply to ",
-           op, " of key '", printable(key), "'");
+      fail(Status::kPeerFailure, "rendezvous server ", where(), " sent an unexpected reply to ", op, " of key '",
+           printable(key), "'");
     }
     return r;
   }
@@ -1020,13 +1000,12 @@ void Store::set_on_close(const std::string& key, const std::string&) {
   fail(Status::kInvalidArgument, "this store cannot set key '", printable(key), "' when a client leaves");
 }
 
-std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
-                                         Deadline deadline, const std::string* token_override) {
+std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port, Deadline deadline,
+                                         const std::string* token_override) {
   check_arg(!host.empty(), "rendezvous host is empty");
   check_arg(port != 0, "rendezvous port 0 is not a valid port for ", host);
   const int64_t op_timeout_ms = detail::default_op_timeout_ms();
-  const std::string token =
-      token_override != nullptr ? *token_override : get_setting("OMNICCL_JOB_TOKEN").value_or("");
+  const std::string token = token_override != nullptr ? *token_override : get_setting("OMNICCL_JOB_TOKEN").value_or("");
   const auto start = Clock::now();
   auto backoff = std::chrono::milliseconds(10);
   int err = 0;
@@ -1036,8 +1015,8 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
     UniqueFd fd = connect_once(host, port, deadline, &err, &resolve_error);
     if (err != ETIMEDOUT || last_err == 0) last_err = err;
     if (fd.valid()) {
-      OCCL_LOG(kDebug, kBootstrap, "connected to rendezvous server ", host_port(host, port),
-               " after ", attempt, " attempt(s)");
+      OCCL_LOG(kDebug, kBootstrap, "connected to rendezvous server ", host_port(host, port), " after ", attempt,
+               " attempt(s)");
       if (!token.empty()) authenticate(fd.get(), token, host_port(host, port), deadline);
       return std::make_unique<TcpStore>(host, port, std::move(fd), op_timeout_ms, token);
     }
@@ -1049,9 +1028,9 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
     if (deadline.expired()) break;
   }
-  fail(Status::kTimeout, "timed out after ", elapsed_ms(start),
-       " ms connecting to rendezvous server ", host_port(host, port), " (last error: ",
-       resolve_error.empty() ? errno_text(last_err) : "cannot resolve host: " + resolve_error,
+  fail(Status::kTimeout, "timed out after ", elapsed_ms(start), " ms connecting to rendezvous server ",
+       host_port(host, port),
+       " (last error: ", resolve_error.empty() ? errno_text(last_err) : "cannot resolve host: " + resolve_error,
        "); is the server (rank 0 / MASTER_ADDR) running and reachable?");
 }
 
@@ -1060,8 +1039,7 @@ std::string local_address_towards(const std::string& host, uint16_t port) {
   int gai_err = 0;
   auto addrs = net::resolve(host, port == 0 ? 1 : port, /*passive=*/false, &gai_err);
   if (addrs.empty()) {
-    fail(Status::kInvalidArgument, "cannot resolve rendezvous host '", host,
-         "': ", gai_strerror(gai_err));
+    fail(Status::kInvalidArgument, "cannot resolve rendezvous host '", host, "': ", gai_strerror(gai_err));
   }
   int last_err = 0;
   for (const auto& a : addrs) {
@@ -1081,8 +1059,7 @@ std::string local_address_towards(const std::string& host, uint16_t port) {
     std::string addr = net::address_text(reinterpret_cast<const sockaddr*>(&ss));
     return detail::is_loopback_name(addr) ? "127.0.0.1" : addr;
   }
-  fail_errno(str_cat("cannot find a local address that reaches ", host_port(host, port)),
-             last_err);
+  fail_errno(str_cat("cannot find a local address that reaches ", host_port(host, port)), last_err);
 }
 
 }  // namespace omniccl::bootstrap

@@ -37,9 +37,8 @@ std::string printable(const std::string& key) {
 }
 
 bool is_loopback_name(const std::string& host) {
-  return host == "localhost" || host == "ip6-localhost" || host == "ip6-loopback" ||
-         host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0 ||
-         host.rfind("localhost.", 0) == 0;
+  return host == "localhost" || host == "ip6-localhost" || host == "ip6-loopback" || host == "::1" || host == "[::1]" ||
+         host.rfind("127.", 0) == 0 || host.rfind("localhost.", 0) == 0;
 }
 
 int64_t default_op_timeout_ms() {

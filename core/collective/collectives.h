@@ -29,10 +29,12 @@ WorkPtr recv_tagged(Communicator& c, const TensorView& t, int source, int tag, c
 WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOptions& call);
 WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, int root, const CallOptions& call);
 WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, int root, const CallOptions& call);
-WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root, const CallOptions& call);
+WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root,
+               const CallOptions& call);
 WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call);
 WorkPtr all_gather(Communicator& c, const TensorView& send, const TensorView& recv, const CallOptions& call);
-WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call);
+WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView& recv, int op,
+                       const CallOptions& call);
 WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& recv, const CallOptions& call);
 WorkPtr barrier(Communicator& c, const CallOptions& call);
 

@@ -41,14 +41,13 @@ ReduceSpec resolve_op(const Communicator& c, int op, DType t) {
     fail(Status::kInvalidArgument, "reduce op ", redop_name(spec.op), " is not defined for dtype ", dtype_name(t));
   }
   if (spec.op == RedOp::kPreMulSum && !kernels::is_floating(t)) {
-    check_arg(spec.premul_scalar == static_cast<double>(static_cast<int64_t>(spec.premul_scalar)),
-              "PREMUL_SUM scalar ", spec.premul_scalar, " is not an integer, as dtype ", dtype_name(t), " requires");
+    check_arg(spec.premul_scalar == static_cast<double>(static_cast<int64_t>(spec.premul_scalar)), "PREMUL_SUM scalar ",
+              spec.premul_scalar, " is not an integer, as dtype ", dtype_name(t), " requires");
   }
   return spec;
 }
 
 RedOp combine_op(RedOp op) { return op == RedOp::kAvg || op == RedOp::kPreMulSum ? RedOp::kSum : op; }
-
 
 const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t) {
   if (op.op != RedOp::kPreMulSum || count == 0) return src;

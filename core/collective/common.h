@@ -69,7 +69,6 @@ WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, Red
   return c.submit(op, true);
 }
 
-
 /// Pre-multiplies (PREMUL_SUM) into engine scratch slot 3, else returns src.
 const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t);
 

@@ -10,12 +10,13 @@ WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, i
   if (c.rank() == root) {
     check_arg(recv.has_value(), "recvbuf is NULL on the root rank ", root, " of gather");
     check_same_dtype(send, "sendbuf", *recv, "recvbuf");
-    check_count(*recv, "recvbuf", times_ranks(send, "sendbuf", n), "gather: the root's recvbuf holds size x sendbuf elements");
+    check_count(*recv, "recvbuf", times_ranks(send, "sendbuf", n),
+                "gather: the root's recvbuf holds size x sendbuf elements");
     check_overlap(*recv, "recvbuf", send, "sendbuf", static_cast<long long>(send.bytes()) * root);
     out = recv->bytes_ptr();
   }
-  return launch(c, call_device({&send, opt(recv)}), OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, send.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
+  return launch(c, call_device({&send, opt(recv)}), OpKind::kGather, send.dtype, RedOp::kSum, root, send.count,
+                send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
                   algo.run(e, {.send = send.bytes_ptr(), .recv = out, .bytes = send.bytes(), .root = root});
                 });
 }
@@ -27,12 +28,13 @@ WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, 
   if (c.rank() == root) {
     check_arg(send.has_value(), "sendbuf is NULL on the root rank ", root, " of scatter");
     check_same_dtype(*send, "sendbuf", recv, "recvbuf");
-    check_count(*send, "sendbuf", times_ranks(recv, "recvbuf", n), "scatter: the root's sendbuf holds size x recvbuf elements");
+    check_count(*send, "sendbuf", times_ranks(recv, "recvbuf", n),
+                "scatter: the root's sendbuf holds size x recvbuf elements");
     check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * root);
     in = send->bytes_ptr();
   }
-  return launch(c, call_device({opt(send), &recv}), OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, recv.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
+  return launch(c, call_device({opt(send), &recv}), OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count,
+                recv.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
                   algo.run(e, {.send = in, .recv = recv.bytes_ptr(), .bytes = recv.bytes(), .root = root});
                 });
 }

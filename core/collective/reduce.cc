@@ -2,7 +2,8 @@
 
 namespace omniccl::coll {
 
-WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root, const CallOptions& call) {
+WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root,
+               const CallOptions& call) {
   check_root(c, root);
   const bool is_root = c.rank() == root;
   char* out = nullptr;
@@ -15,8 +16,8 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   }
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
-  return launch(c, call_device({&send, opt(recv)}), OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
+  return launch(c, call_device({&send, opt(recv)}), OpKind::kReduce, send.dtype, spec.op, root, send.count,
+                send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
                   algo.run(e, {.send = src, .recv = out, .count = send.count, .root = root});
                   if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, send.count, send.dtype, n);

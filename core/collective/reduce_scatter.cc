@@ -2,14 +2,16 @@
 
 namespace omniccl::coll {
 
-WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call) {
+WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView& recv, int op,
+                       const CallOptions& call) {
   const int n = c.size();
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
-  check_count(send, "sendbuf", times_ranks(recv, "recvbuf", n), "reduce_scatter: sendbuf holds size x recvbuf elements");
+  check_count(send, "sendbuf", times_ranks(recv, "recvbuf", n),
+              "reduce_scatter: sendbuf holds size x recvbuf elements");
   check_overlap(send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * c.rank());
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
-  return launch(c, call_device({&send, &recv}), OpKind::kReduceScatter, send.dtype, spec.op, -1, recv.count, send.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
+  return launch(c, call_device({&send, &recv}), OpKind::kReduceScatter, send.dtype, spec.op, -1, recv.count,
+                send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
                   const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
                   char* out = recv.bytes_ptr();
                   algo.run(e, {.send = src, .recv = out, .count = recv.count});

@@ -27,24 +27,36 @@ Filter load_filter() {
   Filter f;
   if (auto v = get_setting("OMNICCL_DEBUG")) {
     std::string s = upper(*v);
-    if (s == "NONE") f.level = Level::kNone;
-    else if (s == "WARN") f.level = Level::kWarn;
-    else if (s == "INFO") f.level = Level::kInfo;
-    else if (s == "DEBUG") f.level = Level::kDebug;
-    else if (s == "TRACE") f.level = Level::kTrace;
-    else std::fprintf(stderr, "[omniccl] OMNICCL_DEBUG='%s' unknown; using WARN\n", v->c_str());
+    if (s == "NONE")
+      f.level = Level::kNone;
+    else if (s == "WARN")
+      f.level = Level::kWarn;
+    else if (s == "INFO")
+      f.level = Level::kInfo;
+    else if (s == "DEBUG")
+      f.level = Level::kDebug;
+    else if (s == "TRACE")
+      f.level = Level::kTrace;
+    else
+      std::fprintf(stderr, "[omniccl] OMNICCL_DEBUG='%s' unknown; using WARN\n", v->c_str());
   }
   if (auto v = get_setting("OMNICCL_DEBUG_SUBSYS")) {
     f.subsys = 0;
     std::stringstream ss(upper(*v));
     std::string item;
     while (std::getline(ss, item, ',')) {
-      if (item == "ALL") f.subsys = ~0u;
-      else if (item == "INIT") f.subsys |= unsigned(Subsys::kInit);
-      else if (item == "BOOTSTRAP") f.subsys |= unsigned(Subsys::kBootstrap);
-      else if (item == "TRANSPORT") f.subsys |= unsigned(Subsys::kTransport);
-      else if (item == "COLL") f.subsys |= unsigned(Subsys::kColl);
-      else if (item == "TUNING") f.subsys |= unsigned(Subsys::kTuning);
+      if (item == "ALL")
+        f.subsys = ~0u;
+      else if (item == "INIT")
+        f.subsys |= unsigned(Subsys::kInit);
+      else if (item == "BOOTSTRAP")
+        f.subsys |= unsigned(Subsys::kBootstrap);
+      else if (item == "TRANSPORT")
+        f.subsys |= unsigned(Subsys::kTransport);
+      else if (item == "COLL")
+        f.subsys |= unsigned(Subsys::kColl);
+      else if (item == "TUNING")
+        f.subsys |= unsigned(Subsys::kTuning);
     }
   }
   return f;
@@ -94,11 +106,11 @@ void write(Level level, Subsys subsys, const std::string& text) {
   // rather than a made-up "rank -1".
   const int rank = g_rank.load();
   if (rank < 0) {
-    std::fprintf(stderr, "[omniccl %s:%d] %s %s %s\n", host, int(getpid()), subsys_name(subsys),
-                 level_name(level), text.c_str());
+    std::fprintf(stderr, "[omniccl %s:%d] %s %s %s\n", host, int(getpid()), subsys_name(subsys), level_name(level),
+                 text.c_str());
   } else {
-    std::fprintf(stderr, "[omniccl %s:%d rank %d] %s %s %s\n", host, int(getpid()), rank,
-                 subsys_name(subsys), level_name(level), text.c_str());
+    std::fprintf(stderr, "[omniccl %s:%d rank %d] %s %s %s\n", host, int(getpid()), rank, subsys_name(subsys),
+                 level_name(level), text.c_str());
   }
 }
 

@@ -29,12 +29,10 @@ void set_rank(int rank);
 
 }  // namespace omniccl::log
 
-#define OCCL_LOG(level, subsys, ...)                                              \
-  do {                                                                            \
-    if (::omniccl::log::enabled(::omniccl::log::Level::level,                     \
-                                ::omniccl::log::Subsys::subsys)) {                \
-      ::omniccl::log::write(::omniccl::log::Level::level,                         \
-                            ::omniccl::log::Subsys::subsys,                       \
-                            ::omniccl::str_cat(__VA_ARGS__));                     \
-    }                                                                             \
+#define OCCL_LOG(level, subsys, ...)                                                             \
+  do {                                                                                           \
+    if (::omniccl::log::enabled(::omniccl::log::Level::level, ::omniccl::log::Subsys::subsys)) { \
+      ::omniccl::log::write(::omniccl::log::Level::level, ::omniccl::log::Subsys::subsys,        \
+                            ::omniccl::str_cat(__VA_ARGS__));                                    \
+    }                                                                                            \
   } while (0)

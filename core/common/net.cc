@@ -105,7 +105,7 @@ UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr) {
   socklen_t got = sizeof ss;
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &got);
   const uint16_t port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                                        : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+                                                       : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   addr.text = ss.ss_family == AF_INET6 ? str_cat("tcp:[", bare, "]:", port) : str_cat("tcp:", bare, ":", port);
   return fd;
 }
@@ -133,12 +133,12 @@ UniqueFd connect_to(const SocketAddress& addr, Deadline deadline) {
       return fd;
     }
     int err = errno;
-    bool retry = err == ECONNREFUSED || err == EAGAIN || err == ETIMEDOUT || err == ENOENT ||
-                 err == EINTR || err == ECONNRESET;
+    bool retry =
+        err == ECONNREFUSED || err == EAGAIN || err == ETIMEDOUT || err == ENOENT || err == EINTR || err == ECONNRESET;
     if (!retry) fail_errno(str_cat("connect(", addr.text, ")"), err);
     if (deadline.expired()) {
-      fail(Status::kTimeout, "could not connect to ", addr.text, " before the deadline (last error: ",
-           std::strerror(err), ")");
+      fail(Status::kTimeout, "could not connect to ", addr.text,
+           " before the deadline (last error: ", std::strerror(err), ")");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     delay_ms = std::min(delay_ms * 2, 50);
@@ -198,8 +198,7 @@ void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string
   }
 }
 
-std::vector<Address> resolve(const std::string& host, uint16_t port, bool passive,
-                             int* gai_err) {
+std::vector<Address> resolve(const std::string& host, uint16_t port, bool passive, int* gai_err) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

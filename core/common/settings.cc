@@ -14,16 +14,13 @@ namespace omniccl {
 namespace {
 
 constexpr SettingInfo kSettings[] = {
-    {"OMNICCL_TIMEOUT", "600s",
-     "Deadline of every blocking call (seconds, or with a unit: 500ms, 30s, 10m)."},
-    {"OMNICCL_TRANSPORT", "auto",
-     "auto (shared memory between ranks on one host, TCP otherwise), shm, or tcp."},
+    {"OMNICCL_TIMEOUT", "600s", "Deadline of every blocking call (seconds, or with a unit: 500ms, 30s, 10m)."},
+    {"OMNICCL_TRANSPORT", "auto", "auto (shared memory between ranks on one host, TCP otherwise), shm, or tcp."},
     {"OMNICCL_ALGO", "(tuned)",
      "Algorithm override: one name for every collective that has it (ring), or "
      "a list such as all_reduce=ring,broadcast=tree. Unknown or unusable names are an error."},
     {"OMNICCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO, DEBUG or TRACE (to stderr)."},
-    {"OMNICCL_DEBUG_SUBSYS", "ALL",
-     "Comma list of log subsystems: INIT, BOOTSTRAP, TRANSPORT, COLL, TUNING, ALL."},
+    {"OMNICCL_DEBUG_SUBSYS", "ALL", "Comma list of log subsystems: INIT, BOOTSTRAP, TRANSPORT, COLL, TUNING, ALL."},
     {"OMNICCL_SHM_SINGLE_COPY", "auto",
      "auto: the first communicator on a host measures process_vm_readv against the two-copy ring (a few ms, "
      "cached per host and kernel, see OMNICCL_SHM_CALIBRATION_FILE) and uses single copy only where it is "
@@ -63,8 +60,7 @@ constexpr SettingInfo kSettings[] = {
     {"MASTER_ADDR", "-", "env:// rendezvous host (torchrun)."},
     {"MASTER_PORT", "-", "env:// rendezvous port (torchrun)."},
     {"RANK", "-", "env:// rank (torchrun); also OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID."},
-    {"WORLD_SIZE", "-",
-     "env:// number of ranks (torchrun); also OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS."},
+    {"WORLD_SIZE", "-", "env:// number of ranks (torchrun); also OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS."},
     {"TORCHELASTIC_USE_AGENT_STORE", "-",
      "Set by torchrun: True means its agent's store listens on MASTER_PORT, so the rendezvous uses "
      "MASTER_PORT+1."},
@@ -103,9 +99,9 @@ int64_t parse_duration_ms(const std::string& text, const std::string& what) {
   double v = std::strtod(s, &end);
   // strtod also reads "nan", "inf" and hexadecimal; only plain decimals are durations.
   const bool plain = end != s && std::all_of(s, static_cast<const char*>(end), [](char ch) {
-    return std::isdigit(static_cast<unsigned char>(ch)) || ch == '.' || ch == 'e' || ch == 'E' || ch == '+' ||
-           ch == '-';
-  });
+                       return std::isdigit(static_cast<unsigned char>(ch)) || ch == '.' || ch == 'e' || ch == 'E' ||
+                              ch == '+' || ch == '-';
+                     });
   if (!plain || !std::isfinite(v) || v < 0) {
     fail(Status::kInvalidArgument, what, "='", text,
          "' is not a duration (a finite number, optionally with a unit: 600, 30s, 1500ms, 10m)");
@@ -119,8 +115,7 @@ int64_t parse_duration_ms(const std::string& text, const std::string& what) {
   } else if (unit == "m" || unit == "min") {
     ms = v * 60000.0;
   } else {
-    fail(Status::kInvalidArgument, what, "='", text, "' has unknown unit '", unit,
-         "' (use ms, s or m)");
+    fail(Status::kInvalidArgument, what, "='", text, "' has unknown unit '", unit, "' (use ms, s or m)");
   }
   if (errno == ERANGE && v != 0) {
     fail(Status::kInvalidArgument, what, "='", text, "' is out of range");

@@ -13,7 +13,7 @@
 namespace omniccl {
 
 struct SettingInfo {
-  const char* name;        ///< environment variable, e.g. "OMNICCL_TIMEOUT"
+  const char* name;  ///< environment variable, e.g. "OMNICCL_TIMEOUT"
   const char* default_value;
   const char* meaning;
 };

@@ -44,8 +44,7 @@ std::string str_cat(Args&&... args) {
 /// The exception every core failure is reported with.
 class Error : public std::runtime_error {
  public:
-  Error(Status status, const std::string& message)
-      : std::runtime_error(message), status_(status) {}
+  Error(Status status, const std::string& message) : std::runtime_error(message), status_(status) {}
   Status status() const noexcept { return status_; }
 
  private:

@@ -178,7 +178,8 @@ Communicator::IssueGuard::IssueGuard(Communicator& c) : c_(c) {
   if (c_.issuer_.compare_exchange_strong(none, me, std::memory_order_acquire)) {
     owner_ = true;
   } else if (none != me) {
-    fail(Status::kInvalidArgument, "comm is in use by another thread: operations on one communicator must be issued "
+    fail(Status::kInvalidArgument,
+         "comm is in use by another thread: operations on one communicator must be issued "
          "by one thread at a time (from two threads at once the ranks could pair different operations and mix "
          "their data); serialise the calls, or give each thread its own communicator (occl_comm_split)");
   }
@@ -277,8 +278,7 @@ std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, const CallOption
 /// where the matcher says.
 class Communicator::QueueFeed final : public TransferFeed {
  public:
-  QueueFeed(Communicator& c, Task first)
-      : c_(c), listening_(size_t(c.size()), 0), parked_(size_t(c.size()), 0) {
+  QueueFeed(Communicator& c, Task first) : c_(c), listening_(size_t(c.size()), 0), parked_(size_t(c.size()), 0) {
     pending_.push_back(std::move(first));
   }
 
@@ -308,8 +308,7 @@ class Communicator::QueueFeed final : public TransferFeed {
       deadline = op.timeout_ms > 0 ? Deadline::after_ms(op.timeout_ms) : c_.op_deadline();
       if (op.is_send && op.peer == c_.rank()) {
         try {
-          c_.matcher_.send_to_self(op.tag, op.tensor.bytes_ptr(), op.tensor.bytes(), op.tensor.dtype,
-                                   op.tensor.count);
+          c_.matcher_.send_to_self(op.tag, op.tensor.bytes_ptr(), op.tensor.bytes(), op.tensor.dtype, op.tensor.count);
           task.work->complete(Status::kSuccess, "");
         } catch (const Error& e) {
           task.work->complete(e.status(), str_cat("send to self: ", e.what()));  // over the budget
@@ -362,9 +361,7 @@ class Communicator::QueueFeed final : public TransferFeed {
     taken_[tag].work.reset();
   }
 
-  char* land(const Arrival& a, size_t& token) override {
-    return c_.matcher_.land(a, c_.next_recv_seq(a.peer), token);
-  }
+  char* land(const Arrival& a, size_t& token) override { return c_.matcher_.land(a, c_.next_recv_seq(a.peer), token); }
   void landed(size_t token) override { c_.matcher_.landed(token); }
   bool listening(int peer) override { return c_.matcher_.wants(peer); }
   bool named(int peer) override { return c_.matcher_.names(peer); }
@@ -381,9 +378,7 @@ class Communicator::QueueFeed final : public TransferFeed {
   void finish() {
     if (!c_.matcher_.any_posted()) return;
     const int me = c_.rank();
-    auto doomed = [&](const P2PMatcher::Posted& p) {
-      return p.blocking || (p.source != me && p.source != kAnySource);
-    };
+    auto doomed = [&](const P2PMatcher::Posted& p) { return p.blocking || (p.source != me && p.source != kAnySource); };
     c_.matcher_.fail_posted(Status::kMismatch, doomed, [&](const P2PMatcher::Posted& p) {
       std::string from = p.source == kAnySource ? std::string("ANY_SOURCE") : str_cat("rank ", p.source);
       std::string tag = p.tag == kAnyTag ? std::string("ANY_TAG") : std::to_string(p.tag);
@@ -393,8 +388,9 @@ class Communicator::QueueFeed final : public TransferFeed {
       } else if (c_.size() == 1) {
         why = "no send to this rank itself was posted before it";
       } else {
-        why = "every rank it could hear from has moved on (to a collective operation, or it has left) without a "
-              "matching send";
+        why =
+            "every rank it could hear from has moved on (to a collective operation, or it has left) without a "
+            "matching send";
       }
       return str_cat("recv from ", from, " (tag ", tag, ") cannot be matched: ", why);
     });
@@ -414,8 +410,8 @@ class Communicator::QueueFeed final : public TransferFeed {
   std::vector<Task> pending_;  // the task the worker popped to start the batch
   std::vector<Task> taken_;
   std::deque<std::pair<int, Deadline>> to_listen_;  // listens to hand to the engine
-  std::vector<uint8_t> listening_;  // per peer: a listen runs
-  std::vector<uint8_t> parked_;     // per peer: its next message is a collective's
+  std::vector<uint8_t> listening_;                  // per peer: a listen runs
+  std::vector<uint8_t> parked_;                     // per peer: its next message is a collective's
 };
 
 Status Communicator::run_captured(const std::function<void(Engine&)>& fn, std::string& message) {

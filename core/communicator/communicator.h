@@ -49,7 +49,7 @@ struct CommConfig {
   /// What this communicator's shared-memory links may move by reference;
   /// set when it is created (nullopt: none, no shared memory possible).
   std::optional<SingleCopyChoice> copy_choice;
-  bool blocking = true;     ///< occl_config_t.blocking: creation waits until ready
+  bool blocking = true;  ///< occl_config_t.blocking: creation waits until ready
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO.
   static CommConfig from_environment();
@@ -69,10 +69,10 @@ struct CallOptions {
 /// A point-to-point operation as queued (see Communicator::submit_p2p).
 struct P2POp {
   bool is_send = true;
-  int peer = -1;           ///< a recv's source may be kAnySource (p2p_match.h)
+  int peer = -1;  ///< a recv's source may be kAnySource (p2p_match.h)
   TensorView tensor;
-  int64_t timeout_ms = 0;  ///< > 0: this operation's deadline; else the communicator's
-  int tag = 0;             ///< >= 0; a recv's may be kAnyTag
+  int64_t timeout_ms = 0;        ///< > 0: this operation's deadline; else the communicator's
+  int tag = 0;                   ///< >= 0; a recv's may be kAnyTag
   RecvStatus* status = nullptr;  ///< blocking recv: filled when it ends (also on error)
 };
 

@@ -46,8 +46,8 @@ class P2PMatcher {
     uint64_t capacity = 0;  ///< bytes
     DType dtype = DType::kUInt8;
     std::shared_ptr<Work> work;
-    RecvStatus* status = nullptr;  ///< also filled when it completes (blocking calls)
-    bool blocking = false;         ///< its caller waits for it (nothing else can be issued meanwhile)
+    RecvStatus* status = nullptr;           ///< also filled when it completes (blocking calls)
+    bool blocking = false;                  ///< its caller waits for it (nothing else can be issued meanwhile)
     Deadline deadline = Deadline::never();  ///< for the listens it needs
   };
 
@@ -111,8 +111,8 @@ class P2PMatcher {
     bool active = false;
     bool direct = false;  ///< straight into posted.dst
     uint64_t bytes = 0;
-    Posted posted;        ///< the receive it matched, if any (work set)
-    Message msg;          ///< unexpected, or the staging of a truncated one
+    Posted posted;  ///< the receive it matched, if any (work set)
+    Message msg;    ///< unexpected, or the staging of a truncated one
   };
   static bool matches(const Posted& p, int source, int tag) {
     return (p.source == kAnySource || p.source == source) && (p.tag == kAnyTag || p.tag == tag);

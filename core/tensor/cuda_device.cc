@@ -34,8 +34,7 @@ void reject_cuda_tensor(const std::string& name, const char* kind, int device_id
 #ifdef OMNICCL_HAVE_CUDA
   const int n = kernels::cuda::runtime_status().device_count;
   if (device_id < 0 || device_id >= n) {
-    fail(Status::kUnsupported, where, ", which does not exist (this machine has ", n,
-         n == 1 ? " GPU)" : " GPUs)");
+    fail(Status::kUnsupported, where, ", which does not exist (this machine has ", n, n == 1 ? " GPU)" : " GPUs)");
   }
 #endif
   fail(Status::kUnsupported, where,

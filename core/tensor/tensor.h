@@ -10,9 +10,9 @@
 namespace omniccl {
 
 using kernels::DType;
-using kernels::RedOp;
 using kernels::dtype_name;
 using kernels::dtype_size;
+using kernels::RedOp;
 using kernels::redop_name;
 
 /// A contiguous run of `count` elements of `dtype` at `data`.

@@ -40,8 +40,8 @@ void send_hello(int fd, const wire::Hello& hello, const std::string& token, Dead
     net::read_all(fd, challenge, sizeof challenge, deadline, what);
   } catch (const Error& e) {
     if (e.status() == Status::kTimeout) throw;
-    fail(Status::kPeerFailure, what, ": the peer closed the connection before asking for the job token (",
-         e.what(), "): it exited, or OMNICCL_JOB_TOKEN is unset there");
+    fail(Status::kPeerFailure, what, ": the peer closed the connection before asking for the job token (", e.what(),
+         "): it exited, or OMNICCL_JOB_TOKEN is unset there");
   }
   if (std::memcmp(challenge, kChallengeMagic, sizeof kChallengeMagic) != 0) {
     fail(Status::kPeerFailure, what, ": the peer did not ask for the job token (is OMNICCL_JOB_TOKEN unset there?)");
@@ -58,8 +58,8 @@ void send_hello(int fd, const wire::Hello& hello, const std::string& token, Dead
     net::read_all(fd, proof.data(), proof.size(), deadline, what);
   } catch (const Error& e) {
     if (e.status() == Status::kTimeout) throw;
-    fail(Status::kPeerFailure, what, ": the peer refused this rank's job token (OMNICCL_JOB_TOKEN differs): ",
-         e.what());
+    fail(Status::kPeerFailure, what,
+         ": the peer refused this rank's job token (OMNICCL_JOB_TOKEN differs): ", e.what());
   }
   if (!digest_equal(proof, acceptor_mac(token, na, bytes(mine), hello))) {
     fail(Status::kPeerFailure, what, ": the peer could not prove it knows the job token: it is not a rank of this job");

@@ -36,8 +36,7 @@ inline constexpr char kAcceptorLabel[] = "omniccl mesh acceptor";
 /// the token when `token` is not empty, and checking the acceptor's proof).
 /// Throws Error(kPeerFailure) naming `what` when the acceptor does not
 /// follow the protocol or cannot prove the token; bounded by deadline.
-void send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline,
-                const std::string& what);
+void send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline, const std::string& what);
 
 /// Acceptor side of one accepted connection, driven without blocking next
 /// to the listeners: the constructor sends the challenge (token set), then

@@ -118,9 +118,9 @@ struct Mesh::Peer {
 struct Mesh::Setup {
   const MeshOptions& opts;
   UniqueFd unix_listener, tcp_listener;
-  std::vector<Endpoint> remote;                       // by rank (this rank's own record too)
-  std::vector<const TransportEntry*> transport;       // by peer
-  std::vector<UniqueFd> data_fd;                      // by peer, for transports that need one
+  std::vector<Endpoint> remote;                  // by rank (this rank's own record too)
+  std::vector<const TransportEntry*> transport;  // by peer
+  std::vector<UniqueFd> data_fd;                 // by peer, for transports that need one
   bool needs_data(int p) const { return transport[p]->needs_data_socket; }
 };
 
@@ -338,8 +338,7 @@ Mesh::~Mesh() {
     if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) {
       try {
         send_control(p, kBye, "", true);
-      } catch (...) {
-      }
+      } catch (...) {}
     }
   }
 }
@@ -456,19 +455,14 @@ void Mesh::handle_control(int peer) {
 
 void Mesh::process_message(int peer, char type, const std::string& payload) {
   switch (type) {
-    case kDoorbell:
-      return;
-    case kReady:
-      peers_[peer]->ready = true;
-      return;
-    case kBye:
-      peers_[peer]->departed = true;
-      return;
+    case kDoorbell: return;
+    case kReady: peers_[peer]->ready = true; return;
+    case kBye: peers_[peer]->departed = true; return;
     case kError: {
       if (pending_status_ != Status::kSuccess) return;  // the first error is the one to report
       pending_status_ = wire::error_status_of(payload);
-      pending_message_ = str_cat(payload.empty() ? std::string() : payload.substr(1), " [reported by ",
-                                 describe(peer), "]");
+      pending_message_ =
+          str_cat(payload.empty() ? std::string() : payload.substr(1), " [reported by ", describe(peer), "]");
       pending_remote_ = true;
       return;
     }
@@ -486,8 +480,7 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
       a.signature = f.size() > 2 ? f[2] : std::string();
       return;
     }
-    default:
-      fail(Status::kInternal, "unknown control message type ", int(type), " from ", describe(peer));
+    default: fail(Status::kInternal, "unknown control message type ", int(type), " from ", describe(peer));
   }
 }
 

@@ -121,7 +121,10 @@ class Mesh {
   /// Interrupts a sleep() on another thread (abort).
   void wake();
   /// Set by abort: sleeping and progressing operations throw kAborted.
-  void set_aborted() { aborted_.store(true); wake(); }
+  void set_aborted() {
+    aborted_.store(true);
+    wake();
+  }
   bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
   /// When destroyed, close the connections without BYE: the peers then
   /// report that this rank failed (occl_comm_abort), not that it left.

@@ -56,7 +56,9 @@ Verdict tcp_can_connect(const Endpoint& local, const Endpoint& peer) {
   return {true, "fallback"};  // choose_transport says why the others were refused
 }
 
-std::unique_ptr<Link> tcp_make_link(LinkSetup& s) { return std::make_unique<TcpLink>(std::move(s.data_fd), s.peer->rank); }
+std::unique_ptr<Link> tcp_make_link(LinkSetup& s) {
+  return std::make_unique<TcpLink>(std::move(s.data_fd), s.peer->rank);
+}
 
 constexpr TransportEntry kTransports[] = {
     {"shm", 20, false, shm_can_connect, shm_make_link},

@@ -28,11 +28,11 @@ class ShmSegment;
 struct Endpoint {
   int rank = -1;
   int pid = 0;
-  std::string host_id;    ///< processes that share it can share memory (host, boot id, namespaces)
-  std::string hostname;   ///< for messages
-  std::string unix_addr;  ///< control listener on this host
-  std::string tcp_addr;   ///< control and data listener across hosts
-  std::string shm_name;   ///< this rank's segment; "" = it offers no shared memory
+  std::string host_id;       ///< processes that share it can share memory (host, boot id, namespaces)
+  std::string hostname;      ///< for messages
+  std::string unix_addr;     ///< control listener on this host
+  std::string tcp_addr;      ///< control and data listener across hosts
+  std::string shm_name;      ///< this rank's segment; "" = it offers no shared memory
   bool single_copy = false;  ///< it asks for large payloads by reference
 
   /// The record as sent in the exchange (fields in a fixed order).
@@ -48,13 +48,13 @@ struct Verdict {
 
 /// What a transport's factory gets to build the link to one peer.
 struct LinkSetup {
-  int rank = -1;    ///< this rank
+  int rank = -1;  ///< this rank
   int nranks = 0;
   const Endpoint* peer = nullptr;
-  UniqueFd data_fd;                 ///< connected data socket (transports with needs_data_socket)
+  UniqueFd data_fd;                   ///< connected data socket (transports with needs_data_socket)
   ShmSegment* own_segment = nullptr;  ///< this rank's segment (shm)
-  std::function<void()> doorbell;   ///< rings the peer over its control socket
-  bool single_copy = false;         ///< this rank's setting
+  std::function<void()> doorbell;     ///< rings the peer over its control socket
+  bool single_copy = false;           ///< this rank's setting
 };
 
 struct TransportEntry {

@@ -80,7 +80,7 @@ struct Message {
   uint64_t ticket = 0;     ///< by reference: the sender's number for the payload
   uint64_t remote = 0;     ///< by reference, receive: the payload's address at the sender
   bool by_reference = false;
-  bool complete = false;   ///< all moved (by reference: and read by the receiver)
+  bool complete = false;  ///< all moved (by reference: and read by the receiver)
 };
 
 inline constexpr uint32_t kMaxHeader = 64;

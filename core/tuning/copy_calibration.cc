@@ -169,8 +169,8 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
   SingleCopyChoice c;
   c.one_way = r.readv_gbps >= r.ring_gbps;
   c.exchange = r.readv_gbps >= kExchangeShare * r.ring_gbps;
-  const std::string rates = str_cat("process_vm_readv ", gbps(r.readv_gbps), " GB/s ", c.one_way ? ">=" : "<",
-                                    " ring ", gbps(r.ring_gbps), " GB/s");
+  const std::string rates = str_cat("process_vm_readv ", gbps(r.readv_gbps), " GB/s ", c.one_way ? ">=" : "<", " ring ",
+                                    gbps(r.ring_gbps), " GB/s");
   if (c.one_way) {
     c.reason = str_cat("single copy on: ", rates, " (", how, ")");
   } else if (c.exchange) {
@@ -214,8 +214,7 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
         ssize_t k = ::process_vm_readv(self, &l, 1, &r, 1, 0);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
-          *error =
-              str_cat("process_vm_readv does not work here (", k < 0 ? std::strerror(errno) : "read nothing", ")");
+          *error = str_cat("process_vm_readv does not work here (", k < 0 ? std::strerror(errno) : "read nothing", ")");
           ::munmap(stage, kChunk);
           return std::nullopt;
         }
@@ -237,8 +236,7 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
 }
 
 std::string format_calibration(const CopyRates& r) {
-  return str_cat(kMagic, "\nmachine ", machine_key(), "\nreadv_gbps ", r.readv_gbps, "\nring_gbps ", r.ring_gbps,
-                 "\n");
+  return str_cat(kMagic, "\nmachine ", machine_key(), "\nreadv_gbps ", r.readv_gbps, "\nring_gbps ", r.ring_gbps, "\n");
 }
 
 std::optional<CopyRates> parse_calibration(const std::string& text) {
@@ -262,9 +260,9 @@ std::optional<CopyRates> parse_calibration(const std::string& text) {
 
 SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
   if (forced) {
-    SingleCopyChoice c{*forced, *forced,
-                       str_cat("single copy ", *forced ? "on" : "off", " (OMNICCL_SHM_SINGLE_COPY=", *forced ? 1 : 0,
-                               ")")};
+    SingleCopyChoice c{
+        *forced, *forced,
+        str_cat("single copy ", *forced ? "on" : "off", " (OMNICCL_SHM_SINGLE_COPY=", *forced ? 1 : 0, ")")};
     OCCL_LOG(kInfo, kTransport, c.reason);
     return c;
   }

@@ -63,10 +63,9 @@ SingleCopyChoice choice_from_rates(const CopyRates& rates, const std::string& ho
 
 /// Decides whether shared-memory links of communicators created by this
 /// process may move large payloads by reference. Order: `forced` (the value of
-/// OMNICCL_SHM_SINGLE_COPY=0/1, or occl_config_t's) wins; else the result remembered by this process; else a valid cache
-/// file for this host and kernel (unless OMNICCL_SHM_CALIBRATION=force); else
-/// a measurement (a few ms), written to the cache atomically. Ranks of one
-/// host serialize on a lock file next to the cache, so one measures and the
+/// OMNICCL_SHM_SINGLE_COPY=0/1, or occl_config_t's) wins; else the result remembered by this process; else a valid
+/// cache file for this host and kernel (unless OMNICCL_SHM_CALIBRATION=force); else a measurement (a few ms), written
+/// to the cache atomically. Ranks of one host serialize on a lock file next to the cache, so one measures and the
 /// others read its result. Never throws for cache or lock trouble (logged,
 /// then measured without caching); throws Error(kInvalidArgument) for a bad
 /// setting value. Logs the choice at INFO (subsystem TRANSPORT).

@@ -51,13 +51,20 @@ struct Named {
   OpKind kind;
 };
 constexpr Named kOpNames[] = {
-    {"all_reduce", OpKind::kAllReduce},       {"allreduce", OpKind::kAllReduce},
-    {"reduce_scatter", OpKind::kReduceScatter}, {"reducescatter", OpKind::kReduceScatter},
-    {"all_gather", OpKind::kAllGather},       {"allgather", OpKind::kAllGather},
-    {"broadcast", OpKind::kBroadcast},        {"bcast", OpKind::kBroadcast},
-    {"reduce", OpKind::kReduce},              {"gather", OpKind::kGather},
-    {"scatter", OpKind::kScatter},            {"all_to_all", OpKind::kAllToAll},
-    {"alltoall", OpKind::kAllToAll},          {"barrier", OpKind::kBarrier},
+    {"all_reduce", OpKind::kAllReduce},
+    {"allreduce", OpKind::kAllReduce},
+    {"reduce_scatter", OpKind::kReduceScatter},
+    {"reducescatter", OpKind::kReduceScatter},
+    {"all_gather", OpKind::kAllGather},
+    {"allgather", OpKind::kAllGather},
+    {"broadcast", OpKind::kBroadcast},
+    {"bcast", OpKind::kBroadcast},
+    {"reduce", OpKind::kReduce},
+    {"gather", OpKind::kGather},
+    {"scatter", OpKind::kScatter},
+    {"all_to_all", OpKind::kAllToAll},
+    {"alltoall", OpKind::kAllToAll},
+    {"barrier", OpKind::kBarrier},
 };
 constexpr OpKind kTunable[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
                                OpKind::kBroadcast, OpKind::kReduce,        OpKind::kGather,
@@ -154,8 +161,8 @@ Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov
   }
   for (const Row& r : kDefaultTable) {
     if (r.kind == kind && bytes <= r.max_bytes) {
-      OCCL_LOG(kInfo, kTuning, op_kind_name(kind), " ", bytes, " B x ", nranks, " ranks -> ", algo_name(r.algo),
-               " (", r.why, ")");
+      OCCL_LOG(kInfo, kTuning, op_kind_name(kind), " ", bytes, " B x ", nranks, " ranks -> ", algo_name(r.algo), " (",
+               r.why, ")");
       return r.algo;
     }
   }

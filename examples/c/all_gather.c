@@ -24,7 +24,7 @@ int main(void) {
   int64_t data[2] = {2 * rank + 1, 2 * rank + 2};
   DLTensor send = tensor_i64(data, &count);
 
-  int64_t total = count * size;          /* the receive buffer holds them all */
+  int64_t total = count * size; /* the receive buffer holds them all */
   int64_t* all = alloc_i64(total);
   DLTensor recv = tensor_i64(all, &total);
 

@@ -25,7 +25,7 @@ int main(void) {
   CHECK(occl_comm_rank(comm, &rank));
   CHECK(occl_comm_size(comm, &size));
 
-  int64_t count = size;                  /* one element per peer */
+  int64_t count = size; /* one element per peer */
   int64_t* input = alloc_i64(count);
   int64_t* result = alloc_i64(count);
   for (int j = 0; j < size; ++j) input[j] = (int64_t)rank * size + j;

@@ -53,8 +53,8 @@ int main(void) {
   int failed = 0;
   for (int r = 0; r < size; ++r) {
     if (arrivals[r] > left) {
-      fprintf(stderr, "rank %d: WRONG, left the barrier %.3f ms before rank %d arrived\n",
-              rank, (arrivals[r] - left) / 1e6, r);
+      fprintf(stderr, "rank %d: WRONG, left the barrier %.3f ms before rank %d arrived\n", rank,
+              (arrivals[r] - left) / 1e6, r);
       failed = 1;
     }
   }

@@ -41,14 +41,14 @@
  * occl_last_error() says what was wrong (argument, rank, peer, hint); print it
  * before anything else calls into the library.
  */
-#define CHECK(call)                                                      \
-  do {                                                                   \
-    occl_status_t check_status_ = (call);                                \
-    if (check_status_ != OCCL_SUCCESS) {                                 \
-      fprintf(stderr, "%s:%d: %s failed: %s\n  %s\n", __FILE__, __LINE__, \
-              #call, occl_status_string(check_status_), occl_last_error()); \
-      exit(EXIT_FAILURE);                                                \
-    }                                                                    \
+#define CHECK(call)                                                                                                 \
+  do {                                                                                                              \
+    occl_status_t check_status_ = (call);                                                                           \
+    if (check_status_ != OCCL_SUCCESS) {                                                                            \
+      fprintf(stderr, "%s:%d: %s failed: %s\n  %s\n", __FILE__, __LINE__, #call, occl_status_string(check_status_), \
+              occl_last_error());                                                                                   \
+      exit(EXIT_FAILURE);                                                                                           \
+    }                                                                                                               \
   } while (0)
 
 /*

@@ -30,7 +30,7 @@ int main(void) {
   int64_t total = count * size;
   int64_t* all = NULL;
   DLTensor recv;
-  const DLTensor* recvbuf = NULL;        /* ignored on non-roots */
+  const DLTensor* recvbuf = NULL; /* ignored on non-roots */
   if (rank == root) {
     all = alloc_i64(total);
     recv = tensor_i64(all, &total);

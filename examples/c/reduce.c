@@ -32,7 +32,7 @@ int main(void) {
   CHECK(occl_reduce(&tensor, &tensor, OCCL_SUM, root, comm, NULL));
   CHECK(occl_comm_destroy(comm));
 
-  int64_t want[2] = {2 * rank + 1, 2 * rank + 2};   /* non-roots: unchanged */
+  int64_t want[2] = {2 * rank + 1, 2 * rank + 2}; /* non-roots: unchanged */
   if (rank == root) {
     want[0] = want[1] = 0;
     for (int r = 0; r < size; ++r) {

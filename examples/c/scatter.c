@@ -23,14 +23,14 @@ int main(void) {
   CHECK(occl_comm_size(comm, &size));
 
   const int root = 0;
-  int64_t part = 2;                      /* elements each rank receives */
-  int64_t total = part * size;           /* elements the root sends */
+  int64_t part = 2;            /* elements each rank receives */
+  int64_t total = part * size; /* elements the root sends */
   int64_t* all = NULL;
   DLTensor send;
-  const DLTensor* sendbuf = NULL;        /* ignored on non-roots */
+  const DLTensor* sendbuf = NULL; /* ignored on non-roots */
   if (rank == root) {
     all = alloc_i64(total);
-    for (int64_t i = 0; i < total; ++i) all[i] = i / part;  /* 0,0,1,1,... */
+    for (int64_t i = 0; i < total; ++i) all[i] = i / part; /* 0,0,1,1,... */
     send = tensor_i64(all, &total);
     sendbuf = &send;
   }

@@ -39,11 +39,10 @@ int main() try {
   }
   const std::vector<int64_t> want_maxes = {size - 1, 10 * (size - 1)};
 
-  std::cout << "rank " << rank << ": sum " << example::format(sums) << ", max "
-            << example::format(maxes) << std::endl;
+  std::cout << "rank " << rank << ": sum " << example::format(sums) << ", max " << example::format(maxes) << std::endl;
   if (sums != want_sums || maxes != want_maxes) {
-    std::cerr << "rank " << rank << ": WRONG RESULT, expected sum " << example::format(want_sums)
-              << ", max " << example::format(want_maxes) << std::endl;
+    std::cerr << "rank " << rank << ": WRONG RESULT, expected sum " << example::format(want_sums) << ", max "
+              << example::format(want_maxes) << std::endl;
     return 1;
   }
   return 0;

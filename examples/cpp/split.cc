@@ -35,12 +35,10 @@ int main() try {
     want[0] += 2 * r + 1;
     want[1] += 2 * r + 2;
   }
-  std::cout << "rank " << rank << ": " << example::format(data) << " (rank " << half.rank()
-            << " of " << half.size() << " in the " << (color == 0 ? "even" : "odd") << " half)"
-            << std::endl;
+  std::cout << "rank " << rank << ": " << example::format(data) << " (rank " << half.rank() << " of " << half.size()
+            << " in the " << (color == 0 ? "even" : "odd") << " half)" << std::endl;
   if (data != want) {
-    std::cerr << "rank " << rank << ": WRONG RESULT, expected " << example::format(want)
-              << std::endl;
+    std::cerr << "rank " << rank << ": WRONG RESULT, expected " << example::format(want) << std::endl;
     return 1;
   }
   return 0;

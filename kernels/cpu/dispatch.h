@@ -18,13 +18,12 @@
 namespace omniccl::kernels::cpu::detail {
 
 [[noreturn]] inline void throw_undefined(const char* what, DType t, RedOp op) {
-  throw std::invalid_argument(std::string(what) + ": reduce op " + redop_name(op) +
-                              " is not defined for dtype " + dtype_name(t));
+  throw std::invalid_argument(std::string(what) + ": reduce op " + redop_name(op) + " is not defined for dtype " +
+                              dtype_name(t));
 }
 
 [[noreturn]] inline void throw_bad_dtype(const char* what, DType t) {
-  throw std::invalid_argument(std::string(what) + ": dtype " + dtype_name(t) +
-                              " is not supported here");
+  throw std::invalid_argument(std::string(what) + ": dtype " + dtype_name(t) + " is not supported here");
 }
 
 template <class T, class F>
@@ -127,8 +126,7 @@ template <class F>
 void visit_divide(const char* what, DType t, int64_t divisor, F&& f) {
   if (!is_defined(RedOp::kAvg, t)) throw_undefined(what, t, RedOp::kAvg);
   if (divisor <= 0) {
-    throw std::invalid_argument(std::string(what) + ": divisor must be > 0, got " +
-                                std::to_string(divisor));
+    throw std::invalid_argument(std::string(what) + ": divisor must be > 0, got " + std::to_string(divisor));
   }
   const auto d = static_cast<double>(divisor);
   const auto fd = static_cast<float>(divisor);

@@ -27,22 +27,17 @@ namespace omniccl::kernels::cpu::detail {
 /// bit is worth one subnormal step (the FPU then rounds to nearest even).
 template <int M, int B>
 OMNICCL_HD uint32_t round_small_float(uint32_t u) {
-  constexpr int kDrop = 23 - M;                                      // mantissa bits dropped
+  constexpr int kDrop = 23 - M;                                              // mantissa bits dropped
   constexpr uint32_t kMinNormal = static_cast<uint32_t>(127 - B + 1) << 23;  // 2^(1-B)
   constexpr uint32_t kMagic = static_cast<uint32_t>(127 + (1 - B - M) + 23) << 23;
-  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(u) +
-                                               std::bit_cast<float>(kMagic)) -
-                       kMagic;
-  const uint32_t norm = (u - (static_cast<uint32_t>(127 - B) << 23) +
-                         ((1u << (kDrop - 1)) - 1u) + ((u >> kDrop) & 1u)) >>
-                        kDrop;
+  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(u) + std::bit_cast<float>(kMagic)) - kMagic;
+  const uint32_t norm =
+      (u - (static_cast<uint32_t>(127 - B) << 23) + ((1u << (kDrop - 1)) - 1u) + ((u >> kDrop) & 1u)) >> kDrop;
   return blend(u < kMinNormal, sub, norm);
 }
 
 /// float8_e5m2 bits -> float32 (exact).
-OMNICCL_HD float fp8e5m2_to_fp32(uint8_t b) {
-  return fp16_to_fp32(static_cast<uint16_t>(uint32_t{b} << 8));
-}
+OMNICCL_HD float fp8e5m2_to_fp32(uint8_t b) { return fp16_to_fp32(static_cast<uint16_t>(uint32_t{b} << 8)); }
 
 /// float32 -> float8_e5m2 bits, round to nearest even; overflow gives Inf.
 OMNICCL_HD uint8_t fp32_to_fp8e5m2(float f) {

@@ -34,8 +34,7 @@ OMNICCL_HD float fp16_to_fp32(uint16_t h) {
   const uint32_t inf_nan = o + ((128 - 16) << 23);
   // Zero / subnormal: make it a normal float 2^-14 * (1 + m) and subtract the
   // implicit 2^-14 again; exact in float32.
-  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(o + (1u << 23)) -
-                                               std::bit_cast<float>(113u << 23));
+  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(o + (1u << 23)) - std::bit_cast<float>(113u << 23));
   o = blend(exp == kExpMask, inf_nan, blend(exp == 0u, sub, o));
   return std::bit_cast<float>(o | (uint32_t{h} & 0x8000u) << 16);
 }
@@ -50,9 +49,7 @@ OMNICCL_HD uint16_t fp32_to_fp16(float f) {
   // |f| < 2^-14 (half subnormal or zero): adding 0.5f aligns the float so its
   // last mantissa bit is half's 2^-24 step; the FPU rounds to nearest even.
   constexpr uint32_t kMagic = 126u << 23;  // 0.5f
-  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(u) +
-                                               std::bit_cast<float>(kMagic)) -
-                       kMagic;
+  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(u) + std::bit_cast<float>(kMagic)) - kMagic;
   // Normal: rebias, then round the 13 dropped bits to nearest even; a carry
   // out of the mantissa correctly bumps the exponent (up to Inf).
   const uint32_t norm = (u + ((15u - 127u) << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;

@@ -47,21 +47,20 @@ uint16_t load_half(const unsigned char* p) {
 void store_half(unsigned char* p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
 
 /// Elements [begin, count) with the portable kernels.
-void combine_tail(unsigned char* out, const unsigned char* a, const unsigned char* b,
-                  size_t begin, size_t count, Arith op) {
+void combine_tail(unsigned char* out, const unsigned char* a, const unsigned char* b, size_t begin, size_t count,
+                  Arith op) {
   for (size_t i = begin; i < count; ++i) {
     const uint16_t x = load_half(a + 2 * i), y = load_half(b + 2 * i);
-    store_half(out + 2 * i, op == Arith::kAdd ? detail::HalfSum<detail::Fp16>{}(x, y)
-                                              : detail::HalfProd<detail::Fp16>{}(x, y));
+    store_half(out + 2 * i,
+               op == Arith::kAdd ? detail::HalfSum<detail::Fp16>{}(x, y) : detail::HalfProd<detail::Fp16>{}(x, y));
   }
 }
 
-void map_tail(unsigned char* out, const unsigned char* in, size_t begin, size_t count, Arith op,
-              float s) {
+void map_tail(unsigned char* out, const unsigned char* in, size_t begin, size_t count, Arith op, float s) {
   for (size_t i = begin; i < count; ++i) {
     const uint16_t x = load_half(in + 2 * i);
-    store_half(out + 2 * i, op == Arith::kMul ? detail::HalfMultiply<detail::Fp16>{s}(x)
-                                              : detail::HalfDivide<detail::Fp16>{s}(x));
+    store_half(out + 2 * i,
+               op == Arith::kMul ? detail::HalfMultiply<detail::Fp16>{s}(x) : detail::HalfDivide<detail::Fp16>{s}(x));
   }
 }
 
@@ -101,8 +100,8 @@ OMNICCL_TARGET_F16C inline __m256 arith8(__m256 x, __m256 y) {
 
 /// Whole blocks of 8; returns how many elements were done.
 template <Arith kOp>
-OMNICCL_TARGET_F16C size_t combine_blocks(unsigned char* out, const unsigned char* a,
-                                          const unsigned char* b, size_t count) {
+OMNICCL_TARGET_F16C size_t combine_blocks(unsigned char* out, const unsigned char* a, const unsigned char* b,
+                                          size_t count) {
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     store8(out + 2 * i, canonical8(round8(arith8<kOp>(load8(a + 2 * i), load8(b + 2 * i)))));
@@ -111,8 +110,7 @@ OMNICCL_TARGET_F16C size_t combine_blocks(unsigned char* out, const unsigned cha
 }
 
 template <Arith kOp>
-OMNICCL_TARGET_F16C size_t map_blocks(unsigned char* out, const unsigned char* in, size_t count,
-                                      float s) {
+OMNICCL_TARGET_F16C size_t map_blocks(unsigned char* out, const unsigned char* in, size_t count, float s) {
   const __m256 scalar = _mm256_set1_ps(s);
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
@@ -135,8 +133,8 @@ void combine(void* out, const void* a, const void* b, size_t count, Arith op) {
   size_t done = 0;
 #if OMNICCL_F16C_PATH
   if (enabled()) {
-    done = op == Arith::kAdd ? combine_blocks<Arith::kAdd>(o, x, y, count)
-                             : combine_blocks<Arith::kMul>(o, x, y, count);
+    done =
+        op == Arith::kAdd ? combine_blocks<Arith::kAdd>(o, x, y, count) : combine_blocks<Arith::kMul>(o, x, y, count);
   }
 #endif
   combine_tail(o, x, y, done, count, op);
@@ -148,8 +146,7 @@ void map(void* out, const void* in, size_t count, Arith op, float s) {
   size_t done = 0;
 #if OMNICCL_F16C_PATH
   if (enabled()) {
-    done = op == Arith::kMul ? map_blocks<Arith::kMul>(o, x, count, s)
-                             : map_blocks<Arith::kDiv>(o, x, count, s);
+    done = op == Arith::kMul ? map_blocks<Arith::kMul>(o, x, count, s) : map_blocks<Arith::kDiv>(o, x, count, s);
   }
 #endif
   map_tail(o, x, done, count, op, s);

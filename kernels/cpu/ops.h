@@ -29,8 +29,7 @@ namespace omniccl::kernels::cpu::detail {
 
 /// Unsigned type wide enough that U * U does not promote to (signed) int.
 template <class T>
-using WideUnsigned =
-    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+using WideUnsigned = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
 /// Wrapping a + b (signed overflow is UB, unsigned arithmetic is not).
 template <class T>
@@ -302,8 +301,7 @@ struct IntMultiply {
   OMNICCL_HD T operator()(T x) const {
     using U = std::make_unsigned_t<T>;
     using W = WideUnsigned<T>;
-    return static_cast<T>(
-        static_cast<U>(W{static_cast<U>(x)} * static_cast<W>(scalar)));
+    return static_cast<T>(static_cast<U>(W{static_cast<U>(x)} * static_cast<W>(scalar)));
   }
 };
 

@@ -31,8 +31,8 @@
 // x86-64: build each hot loop twice (AVX2 and baseline SSE2) and pick one at
 // load time through an ifunc. Not under ThreadSanitizer: the ifunc resolvers
 // run before its runtime is set up and crash the program at load.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_THREAD__) && defined(__has_attribute)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define OMNICCL_HOT_LOOP __attribute__((target_clones("avx2", "default")))
 #endif
@@ -50,10 +50,10 @@ using namespace detail;
 
 template <class T>
 struct Unaligned;
-#define OMNICCL_UNALIGNED(T)                                           \
-  template <>                                                          \
-  struct Unaligned<T> {                                                \
-    typedef T type __attribute__((aligned(1), may_alias));             \
+#define OMNICCL_UNALIGNED(T)                               \
+  template <>                                              \
+  struct Unaligned<T> {                                    \
+    typedef T type __attribute__((aligned(1), may_alias)); \
   }
 OMNICCL_UNALIGNED(int8_t);
 OMNICCL_UNALIGNED(int16_t);
@@ -84,8 +84,7 @@ OMNICCL_HOT_LOOP void combine_into(Ptr<K> __restrict io, ConstPtr<K> __restrict 
 }
 
 template <class K>
-OMNICCL_HOT_LOOP void combine_to(Ptr<K> __restrict out, ConstPtr<K> __restrict a,
-                                 ConstPtr<K> __restrict b, size_t n) {
+OMNICCL_HOT_LOOP void combine_to(Ptr<K> __restrict out, ConstPtr<K> __restrict a, ConstPtr<K> __restrict b, size_t n) {
   const K k{};
   for (size_t i = 0; i < n; ++i) out[i] = k(a[i], b[i]);
 }
@@ -98,8 +97,7 @@ void combine_self(Ptr<K> io, size_t n) {
 }
 
 template <class K>
-OMNICCL_HOT_LOOP void map_to(Ptr<K> __restrict out, ConstPtr<K> __restrict in, size_t n,
-                             const K k) {
+OMNICCL_HOT_LOOP void map_to(Ptr<K> __restrict out, ConstPtr<K> __restrict in, size_t n, const K k) {
   for (size_t i = 0; i < n; ++i) out[i] = k(in[i]);
 }
 
@@ -164,8 +162,7 @@ void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedO
     } else if (out == b) {
       combine_into<K>(static_cast<Ptr<K>>(out), static_cast<ConstPtr<K>>(a), count);
     } else {
-      combine_to<K>(static_cast<Ptr<K>>(out), static_cast<ConstPtr<K>>(a),
-                    static_cast<ConstPtr<K>>(b), count);
+      combine_to<K>(static_cast<Ptr<K>>(out), static_cast<ConstPtr<K>>(a), static_cast<ConstPtr<K>>(b), count);
     }
   });
 }

@@ -41,9 +41,8 @@ struct VecOf {
 };
 
 template <class K>
-__global__ void __launch_bounds__(kThreads)
-    binary_kernel(typename K::Elem* out, const typename K::Elem* a,
-                  const typename K::Elem* b, size_t count, size_t nvec, K k) {
+__global__ void __launch_bounds__(kThreads) binary_kernel(typename K::Elem* out, const typename K::Elem* a,
+                                                          const typename K::Elem* b, size_t count, size_t nvec, K k) {
   using Elem = typename K::Elem;
   using V = VecOf<Elem>;
   const size_t stride = size_t{gridDim.x} * blockDim.x;
@@ -76,8 +75,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class K>
 __global__ void __launch_bounds__(kThreads)
-    unary_kernel(typename K::Elem* out, const typename K::Elem* in, size_t count,
-                 size_t nvec, K k) {
+    unary_kernel(typename K::Elem* out, const typename K::Elem* in, size_t count, size_t nvec, K k) {
   using Elem = typename K::Elem;
   using V = VecOf<Elem>;
   const size_t stride = size_t{gridDim.x} * blockDim.x;
@@ -112,8 +110,7 @@ struct CopyBytes {
 };
 
 [[noreturn]] void throw_cuda(const char* what, cudaError_t e) {
-  throw Error(static_cast<int>(e), std::string(what) + ": " + cudaGetErrorString(e) + " (" +
-                                       cudaGetErrorName(e) + ")");
+  throw Error(static_cast<int>(e), std::string(what) + ": " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
 }
 
 /// Multiprocessors of the current device, asked once per device.
@@ -144,9 +141,8 @@ bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % 
 void check_aligned(const char* what, const char* name, const void* p, DType t) {
   if (!aligned(p, dtype_size(t))) {
     throw std::invalid_argument(std::string(what) + ": " + name + " (" +
-                                std::to_string(reinterpret_cast<uintptr_t>(p)) +
-                                ") is not aligned to the " + std::to_string(dtype_size(t)) +
-                                "-byte size of dtype " + dtype_name(t));
+                                std::to_string(reinterpret_cast<uintptr_t>(p)) + ") is not aligned to the " +
+                                std::to_string(dtype_size(t)) + "-byte size of dtype " + dtype_name(t));
   }
 }
 
@@ -162,9 +158,8 @@ void launch_binary(void* out, const void* a, const void* b, size_t count, cudaSt
   const bool vec = aligned(out, 16) && aligned(a, 16) && aligned(b, 16);
   const size_t nvec = vec ? count / kVec : 0;
   const size_t work = std::max((nvec + kUnroll - 1) / kUnroll, count - nvec * kVec);
-  binary_kernel<K><<<grid_for(work), kThreads, 0, s>>>(
-      static_cast<Elem*>(out), static_cast<const Elem*>(a), static_cast<const Elem*>(b),
-      count, nvec, K{});
+  binary_kernel<K><<<grid_for(work), kThreads, 0, s>>>(static_cast<Elem*>(out), static_cast<const Elem*>(a),
+                                                       static_cast<const Elem*>(b), count, nvec, K{});
 }
 
 template <class K>
@@ -174,14 +169,13 @@ void launch_unary(void* out, const void* in, size_t count, const K& k, cudaStrea
   const bool vec = aligned(out, 16) && aligned(in, 16);
   const size_t nvec = vec ? count / kVec : 0;
   const size_t work = std::max((nvec + kUnroll - 1) / kUnroll, count - nvec * kVec);
-  unary_kernel<K><<<grid_for(work), kThreads, 0, s>>>(
-      static_cast<Elem*>(out), static_cast<const Elem*>(in), count, nvec, k);
+  unary_kernel<K>
+      <<<grid_for(work), kThreads, 0, s>>>(static_cast<Elem*>(out), static_cast<const Elem*>(in), count, nvec, k);
 }
 
 }  // namespace
 
-void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op,
-            Stream stream) {
+void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op, Stream stream) {
   constexpr const char* kWhat = "cuda::reduce";
   visit_binary(kWhat, t, op, [&]<class K>(K) {
     if (count == 0) return;
@@ -205,8 +199,7 @@ void scale_divide(void* data, size_t count, DType t, int64_t divisor, Stream str
   });
 }
 
-void scale_multiply(void* out, const void* in, size_t count, DType t, double scalar,
-                    Stream stream) {
+void scale_multiply(void* out, const void* in, size_t count, DType t, double scalar, Stream stream) {
   constexpr const char* kWhat = "cuda::scale_multiply";
   visit_multiply(kWhat, t, scalar, [&]<class K>(const K& k) {
     if (count == 0) return;

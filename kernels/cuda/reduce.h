@@ -31,8 +31,7 @@ namespace omniccl::kernels::cuda {
 using Stream = void*;
 
 /// out[i] = op(a[i], b[i]) for i < count. out may equal a or b.
-void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op,
-            Stream stream);
+void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op, Stream stream);
 
 /// data[i] = data[i] / divisor (AVG finalisation); divisor > 0. Integer
 /// types truncate toward zero; half and fp8 types divide in float32.
@@ -40,8 +39,7 @@ void scale_divide(void* data, size_t count, DType t, int64_t divisor, Stream str
 
 /// out[i] = in[i] * scalar (PREMUL_SUM pre-multiplication). Integer types
 /// multiply by (int64)scalar modulo 2^bits. out may equal in.
-void scale_multiply(void* out, const void* in, size_t count, DType t, double scalar,
-                    Stream stream);
+void scale_multiply(void* out, const void* in, size_t count, DType t, double scalar, Stream stream);
 
 /// dst[0, bytes) = src[0, bytes) by a kernel (16-byte accesses where both
 /// are 16-byte aligned); the buffers must not overlap unless equal. For

@@ -14,8 +14,7 @@ RuntimeStatus probe() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    s.reason = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e) + " (" +
-               cudaGetErrorName(e) + ")";
+    s.reason = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")";
     cudaGetLastError();  // the runtime keeps the error sticky for this thread; clear it
     return s;
   }

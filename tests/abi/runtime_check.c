@@ -54,8 +54,7 @@ static int free_port(void) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  if (bind(fd, (struct sockaddr*)&addr, sizeof addr) == 0 &&
-      getsockname(fd, (struct sockaddr*)&addr, &len) == 0) {
+  if (bind(fd, (struct sockaddr*)&addr, sizeof addr) == 0 && getsockname(fd, (struct sockaddr*)&addr, &len) == 0) {
     port = ntohs(addr.sin_port);
   }
   close(fd);
@@ -92,8 +91,7 @@ struct newer_options {
  */
 static void* at_page_end(size_t bytes) {
   long page = sysconf(_SC_PAGESIZE);
-  char* base = (char*)mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char* base = (char*)mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   require(base != MAP_FAILED, "mmap two pages", NULL);
   require(mprotect(base + page, (size_t)page, PROT_NONE) == 0, "mprotect the guard page", NULL);
   return base + page - bytes;
@@ -113,11 +111,10 @@ static void check_options(occl_comm_t comm) {
   struct newer_options newer;
   occl_status_t s;
 
-  expect(occl_all_reduce_ex(&t, &t, OCCL_SUM, comm, NULL, NULL) == OCCL_SUCCESS,
-         "occl_all_reduce_ex with NULL options", occl_last_error());
+  expect(occl_all_reduce_ex(&t, &t, OCCL_SUM, comm, NULL, NULL) == OCCL_SUCCESS, "occl_all_reduce_ex with NULL options",
+         occl_last_error());
   opt.timeout_ms = 5000;
-  expect(occl_all_reduce_ex(&t, &t, OCCL_SUM, comm, &opt, NULL) == OCCL_SUCCESS &&
-             data[0] == 5 && data[1] == 7,
+  expect(occl_all_reduce_ex(&t, &t, OCCL_SUM, comm, &opt, NULL) == OCCL_SUCCESS && data[0] == 5 && data[1] == 7,
          "occl_all_reduce_ex with OCCL_OPTIONS_INIT and a per-call timeout", occl_last_error());
 
   old->size = sizeof *old;
@@ -138,14 +135,12 @@ static void check_options(occl_comm_t comm) {
   opt.magic = 0;
   s = occl_barrier_ex(comm, &opt, NULL);
   expect(s == OCCL_ERR_INVALID_ARGUMENT && strstr(occl_last_error(), "magic") != NULL,
-         "occl_options_t without OCCL_OPTIONS_MAGIC is an invalid argument naming the magic",
-         occl_last_error());
+         "occl_options_t without OCCL_OPTIONS_MAGIC is an invalid argument naming the magic", occl_last_error());
   opt.magic = OCCL_OPTIONS_MAGIC;
   opt.size = 8;
   s = occl_barrier_ex(comm, &opt, NULL);
   expect(s == OCCL_ERR_VERSION && strstr(occl_last_error(), "size") != NULL,
-         "an occl_options_t shorter than its header is OCCL_ERR_VERSION naming the size",
-         occl_last_error());
+         "an occl_options_t shorter than its header is OCCL_ERR_VERSION naming the size", occl_last_error());
   opt.size = sizeof opt;
   opt.timeout_ms = -5;
   s = occl_barrier_ex(comm, &opt, NULL);
@@ -159,19 +154,16 @@ int main(void) {
   /* Versions. */
   occl_status_t s = OCCL_INIT_CHECK();
   expect(s == OCCL_SUCCESS, "OCCL_INIT_CHECK() == OCCL_SUCCESS", occl_last_error());
-  expect(occl_init_check(OCCL_ABI_VERSION + 1, OCCL_VERSION_CODE) == OCCL_ERR_VERSION &&
-             occl_last_error()[0] != '\0',
+  expect(occl_init_check(OCCL_ABI_VERSION + 1, OCCL_VERSION_CODE) == OCCL_ERR_VERSION && occl_last_error()[0] != '\0',
          "occl_init_check: another ABI major gives OCCL_ERR_VERSION with a message", NULL);
   expect(occl_init_check(OCCL_ABI_VERSION, OCCL_VERSION_CODE + 1) == OCCL_ERR_VERSION,
          "occl_init_check: a header newer than the library gives OCCL_ERR_VERSION", NULL);
   int version = -1;
   s = occl_get_version(&version);
-  snprintf(detail, sizeof detail, "status %d, version %d, OCCL_VERSION_CODE %d", (int)s, version,
-           OCCL_VERSION_CODE);
-  expect(s == OCCL_SUCCESS && version == OCCL_VERSION_CODE,
-         "occl_get_version() == OCCL_VERSION_CODE", detail);
-  expect(occl_get_version(NULL) == OCCL_ERR_INVALID_ARGUMENT,
-         "occl_get_version(NULL) == OCCL_ERR_INVALID_ARGUMENT", NULL);
+  snprintf(detail, sizeof detail, "status %d, version %d, OCCL_VERSION_CODE %d", (int)s, version, OCCL_VERSION_CODE);
+  expect(s == OCCL_SUCCESS && version == OCCL_VERSION_CODE, "occl_get_version() == OCCL_VERSION_CODE", detail);
+  expect(occl_get_version(NULL) == OCCL_ERR_INVALID_ARGUMENT, "occl_get_version(NULL) == OCCL_ERR_INVALID_ARGUMENT",
+         NULL);
 
   /* Status strings and NULL handles. */
   expect(strncmp(occl_status_string(OCCL_ERR_TIMEOUT), "OCCL_ERR_TIMEOUT", 16) == 0,
@@ -200,8 +192,8 @@ int main(void) {
   old->version = 1;
   old->timeout_ms = 60000;
   s = occl_comm_init(&comm, init, 0, 1, (const occl_config_t*)(const void*)old);
-  require(s == OCCL_SUCCESS && comm != NULL,
-          "occl_comm_init accepts a 4-field config (size 24) on 1 rank", occl_last_error());
+  require(s == OCCL_SUCCESS && comm != NULL, "occl_comm_init accepts a 4-field config (size 24) on 1 rank",
+          occl_last_error());
 
   /* The 1-rank communicator works without peers. */
   int rank = -1, size = -1;
@@ -211,8 +203,7 @@ int main(void) {
   int64_t shape[1] = {2};
   DLTensor t = {data, {kDLCPU, 0}, 1, {(uint8_t)kDLInt, 64, 1}, shape, NULL, 0};
   s = occl_all_reduce(&t, &t, OCCL_SUM, comm, NULL);
-  expect(s == OCCL_SUCCESS && data[0] == 5 && data[1] == 7,
-         "all_reduce on 1 rank leaves [5, 7]", occl_last_error());
+  expect(s == OCCL_SUCCESS && data[0] == 5 && data[1] == 7, "all_reduce on 1 rank leaves [5, 7]", occl_last_error());
   /* Any int is an occl_red_op_t; values that name no op are rejected. */
   s = occl_all_reduce(&t, &t, (occl_red_op_t)-1, comm, NULL);
   expect(s == OCCL_ERR_INVALID_ARGUMENT && strstr(occl_last_error(), "-1") != NULL,

@@ -275,8 +275,8 @@ TEST(Options, AnInterruptCheckIsOnlyAskedOnTheCallingThreadDuringItsCall) {
     }
     RANK_OK(occl_work_free(w), rank);
     RANK_CHECK(!hook.foreign.load(), rank, "the check was called on another thread");
-    RANK_CHECK(hook.calls.load() == before, rank, cat("the check was asked ", hook.calls.load() - before,
-                                                      " times after its call returned"));
+    RANK_CHECK(hook.calls.load() == before, rank,
+               cat("the check was asked ", hook.calls.load() - before, " times after its call returned"));
     return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
@@ -430,8 +430,8 @@ TEST(NonBlocking, BadBlockingValueIsRejected) {
     occl_config_t cfg = config(7);
     occl_comm_t comm = nullptr;
     occl_status_t st = occl_comm_init(&comm, init, rank, n, &cfg);
-    RANK_CHECK(st == OCCL_ERR_INVALID_ARGUMENT && comm == nullptr && contains_ci(occl_last_error(), "blocking"),
-               rank, cat("blocking = 7: ", occl_status_string(st), ": ", occl_last_error()));
+    RANK_CHECK(st == OCCL_ERR_INVALID_ARGUMENT && comm == nullptr && contains_ci(occl_last_error(), "blocking"), rank,
+               cat("blocking = 7: ", occl_status_string(st), ": ", occl_last_error()));
     return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();

@@ -348,7 +348,8 @@ TEST(Api, AsyncOpsBackToBack) {
         for (int r = 0; r < nr; ++r) {
           for (int64_t i = 0; i < k; ++i) {
             RANK_CHECK(ag_out[r * k + i] == r * 10 + int32_t(i), rank, cat("all_gather block ", r));
-            RANK_CHECK(a2a_out[r * k + i] == r * 1000 + rank * int32_t(k) + int32_t(i), rank, cat("all_to_all part ", r));
+            RANK_CHECK(a2a_out[r * k + i] == r * 1000 + rank * int32_t(k) + int32_t(i), rank,
+                       cat("all_to_all part ", r));
           }
         }
         // A blocking call after async ones runs after them, in order.
@@ -451,7 +452,8 @@ TEST(Api, DestroyCompletesPendingWorkWithAborted) {
       return 0;
     }
     // Rank 1 stays until rank 0 has checked its handles.
-    for (int i = 0; i < 60000 && flag->value.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 60000 && flag->value.load() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     RANK_CHECK(flag->value.load() == 1, rank, "rank 0 never finished");
     RANK_OK(occl_comm_destroy(comm), rank);
     return 0;
@@ -468,7 +470,8 @@ TEST(Api, WorkWaitForWaitsInSlices) {
     Tensor1D t(&v, 1, dl_int(32));
     if (rank == 1) {
       // Send only after rank 0 has seen its wait time out once.
-      for (int i = 0; i < 20000 && flag->value.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      for (int i = 0; i < 20000 && flag->value.load() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       RANK_CHECK(flag->value.load() == 1, rank, "rank 0 never reported its first slice");
       RANK_OK(occl_send(&t, 0, comm, nullptr), rank);
       return 0;
@@ -622,7 +625,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, P2PConcurrency, ::testing::Values("shm", "t
 TEST(Api, SendRecvLarge) {
   for (const std::string transport : {"shm", "tcp"}) {
     JobResult res = run_ranks(opts(2, transport), [](occl_comm_t comm, int rank, int) {
-      const size_t bytes = (size_t(8) << 20) + 3;  // 8 MiB + 3, uint8
+      const size_t bytes = (size_t(8) << 20) + 3;    // 8 MiB + 3, uint8
       const size_t doubles = (size_t(1) << 20) + 1;  // 8 MiB + 8, float64
       Buf a(DT::kU8, bytes), b(DT::kF64, doubles);
       Tensor1D ta(a.data(), int64_t(bytes), dl_uint(8)), tb(b.data(), int64_t(doubles), dl_float(64));
@@ -827,8 +830,10 @@ TEST(Api, DlpackShapesStridesByteOffset) {
       int64_t len = 4;
       t.shape = &len;
       RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
-      for (int i = 0; i < 4; ++i) RANK_CHECK(raw[2 + i] == n * (n - 1) / 2 + n * i, rank, cat("byte_offset element ", i));
-      for (int i : {0, 1, 6, 7}) RANK_CHECK(raw[i] == -7, rank, cat("byte_offset: element ", i, " outside was written"));
+      for (int i = 0; i < 4; ++i)
+        RANK_CHECK(raw[2 + i] == n * (n - 1) / 2 + n * i, rank, cat("byte_offset element ", i));
+      for (int i : {0, 1, 6, 7})
+        RANK_CHECK(raw[i] == -7, rank, cat("byte_offset: element ", i, " outside was written"));
     }
     // 0-d tensor: one element.
     {
@@ -933,7 +938,8 @@ JobOptions single_copy_job(const std::string& on) {
 /// the log has a line containing `mode` and one containing `counts`.
 int run_and_check_log(int rank, const std::string& mode, const std::string& counts) {
   int rc = 0;
-  std::string log = capture_stderr(rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
+  std::string log = capture_stderr(
+      rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
   if (rc != 0) return rc;
   RANK_CHECK(log.find(mode) != std::string::npos, rank, "no '" + mode + "' line in:\n" + log);
   RANK_CHECK(log.find(counts) != std::string::npos, rank, "expected '" + counts + "' in:\n" + log);
@@ -953,9 +959,9 @@ TEST(SingleCopy, LargeAllGatherGoesByReference) {
   JobResult res = run_ranks(single_copy_job("1"), [](occl_comm_t, int rank, int) {
     // Each rank reads the other's 1 MiB block once per all_gather; the
     // all_reduce moves nothing by reference.
-    return run_and_check_log(rank, "single copy on",
-                             cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4,
-                                 " bytes) read by reference"));
+    return run_and_check_log(
+        rank, "single copy on",
+        cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4, " bytes) read by reference"));
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -1031,35 +1037,38 @@ bool ranks_may_read_each_other() {
 /// show payloads sent and read by reference (refs = true) or none (false).
 int rooted_ops(int rank, size_t per_rank, bool refs) {
   int rc = 0;
-  std::string log = capture_stderr(rank, [rank, per_rank] {
-    const char* init = std::getenv("OCCL_TEST_INIT");
-    RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
-    occl_config_t cfg = OCCL_CONFIG_INIT;
-    cfg.timeout_ms = 120000;
-    cfg.transport = "shm";
-    occl_comm_t comm = nullptr;
-    RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
-    Buf one(DT::kF32, per_rank), all(DT::kF32, 2 * per_rank);
-    Tensor1D t1(one.data(), int64_t(per_rank), dl_float(32)), t2(all.data(), int64_t(2 * per_rank), dl_float(32));
-    fill_pattern(DT::kF32, one.data(), per_rank, 0, rank == 0 ? 0 : 99, 1);
-    RANK_OK(occl_broadcast(&t1, 0, comm, nullptr), rank);
-    std::string err = check_pattern(DT::kF32, one.data(), per_rank, 0, 0, 1);
-    RANK_CHECK(err.empty(), rank, "broadcast: " + err);
-    fill_pattern(DT::kF32, one.data(), per_rank, 0, rank, 2);
-    RANK_OK(occl_gather(&t1, &t2, 0, comm, nullptr), rank);
-    for (int p = 0; rank == 0 && p < 2; ++p) {
-      err = check_pattern(DT::kF32, all.data() + p * per_rank * 4, per_rank, 0, p, 2);
-      RANK_CHECK(err.empty(), rank, cat("gather, block of rank ", p, ": ", err));
-    }
-    if (rank == 1) {
-      for (int p = 0; p < 2; ++p) fill_pattern(DT::kF32, all.data() + p * per_rank * 4, per_rank, 0, p, 3);
-    }
-    RANK_OK(occl_scatter(&t2, &t1, 1, comm, nullptr), rank);
-    err = check_pattern(DT::kF32, one.data(), per_rank, 0, rank, 3);
-    RANK_CHECK(err.empty(), rank, "scatter: " + err);
-    RANK_OK(occl_comm_destroy(comm), rank);
-    return 0;
-  }, &rc);
+  std::string log = capture_stderr(
+      rank,
+      [rank, per_rank] {
+        const char* init = std::getenv("OCCL_TEST_INIT");
+        RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
+        occl_config_t cfg = OCCL_CONFIG_INIT;
+        cfg.timeout_ms = 120000;
+        cfg.transport = "shm";
+        occl_comm_t comm = nullptr;
+        RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
+        Buf one(DT::kF32, per_rank), all(DT::kF32, 2 * per_rank);
+        Tensor1D t1(one.data(), int64_t(per_rank), dl_float(32)), t2(all.data(), int64_t(2 * per_rank), dl_float(32));
+        fill_pattern(DT::kF32, one.data(), per_rank, 0, rank == 0 ? 0 : 99, 1);
+        RANK_OK(occl_broadcast(&t1, 0, comm, nullptr), rank);
+        std::string err = check_pattern(DT::kF32, one.data(), per_rank, 0, 0, 1);
+        RANK_CHECK(err.empty(), rank, "broadcast: " + err);
+        fill_pattern(DT::kF32, one.data(), per_rank, 0, rank, 2);
+        RANK_OK(occl_gather(&t1, &t2, 0, comm, nullptr), rank);
+        for (int p = 0; rank == 0 && p < 2; ++p) {
+          err = check_pattern(DT::kF32, all.data() + p * per_rank * 4, per_rank, 0, p, 2);
+          RANK_CHECK(err.empty(), rank, cat("gather, block of rank ", p, ": ", err));
+        }
+        if (rank == 1) {
+          for (int p = 0; p < 2; ++p) fill_pattern(DT::kF32, all.data() + p * per_rank * 4, per_rank, 0, p, 3);
+        }
+        RANK_OK(occl_scatter(&t2, &t1, 1, comm, nullptr), rank);
+        err = check_pattern(DT::kF32, one.data(), per_rank, 0, rank, 3);
+        RANK_CHECK(err.empty(), rank, "scatter: " + err);
+        RANK_OK(occl_comm_destroy(comm), rank);
+        return 0;
+      },
+      &rc);
   if (rc != 0) return rc;
   const size_t at = log.find("payload(s) sent by reference, ");
   RANK_CHECK(at != std::string::npos, rank, "no closing link line in:\n" + log);
@@ -1074,16 +1083,14 @@ int rooted_ops(int rank, size_t per_rank, bool refs) {
 
 TEST(SingleCopy, RootedCollectivesForcedOnGoByReference) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
-  JobResult res = run_ranks(single_copy_job("1"), [](occl_comm_t, int rank, int) {
-    return rooted_ops(rank, kSingleCopyFloats, true);
-  });
+  JobResult res = run_ranks(single_copy_job("1"),
+                            [](occl_comm_t, int rank, int) { return rooted_ops(rank, kSingleCopyFloats, true); });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
 TEST(SingleCopy, RootedCollectivesForcedOffCopyTwice) {
-  JobResult res = run_ranks(single_copy_job("0"), [](occl_comm_t, int rank, int) {
-    return rooted_ops(rank, kSingleCopyFloats, false);
-  });
+  JobResult res = run_ranks(single_copy_job("0"),
+                            [](occl_comm_t, int rank, int) { return rooted_ops(rank, kSingleCopyFloats, false); });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
@@ -1132,7 +1139,8 @@ TEST(SingleCopyCalibration, FirstJobMeasuresAndTheNextReadsTheCache) {
   const std::string cache = dir.path + "/cache";
   JobResult first = run_ranks(calibrated_job(cache), [&](occl_comm_t, int rank, int) {
     int rc = 0;
-    std::string log = capture_stderr(rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
+    std::string log = capture_stderr(
+        rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
     if (rc != 0) return rc;
     // One rank measures (under the lock); the other finds its result.
     RANK_CHECK(log.find("cached in " + cache) != std::string::npos ||
@@ -1147,7 +1155,8 @@ TEST(SingleCopyCalibration, FirstJobMeasuresAndTheNextReadsTheCache) {
   EXPECT_EQ(magic, "omniccl-shm-calibration 1");
   JobResult second = run_ranks(calibrated_job(cache), [&](occl_comm_t, int rank, int) {
     int rc = 0;
-    std::string log = capture_stderr(rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
+    std::string log = capture_stderr(
+        rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
     if (rc != 0) return rc;
     RANK_CHECK(log.find("(from the cache " + cache + ")") != std::string::npos, rank,
                "the second job did not reuse the cache:\n" + log);
@@ -1173,9 +1182,9 @@ TEST(SingleCopyCalibration, FastReadvMeansSingleCopy) {
   const std::string cache = dir.path + "/cache";
   std::ofstream(cache) << planted_cache("20", "10");
   JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
-    return run_and_check_log(rank, "single copy on: process_vm_readv 20 GB/s >= ring 10 GB/s",
-                             cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4,
-                                 " bytes) read by reference"));
+    return run_and_check_log(
+        rank, "single copy on: process_vm_readv 20 GB/s >= ring 10 GB/s",
+        cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4, " bytes) read by reference"));
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -1186,9 +1195,9 @@ TEST(SingleCopyCalibration, SomewhatSlowerReadvKeepsSingleCopyForAllGather) {
   const std::string cache = dir.path + "/cache";
   std::ofstream(cache) << planted_cache("5", "10");
   JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
-    return run_and_check_log(rank, "on for all_gather and all_to_all only",
-                             cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4,
-                                 " bytes) read by reference"));
+    return run_and_check_log(
+        rank, "on for all_gather and all_to_all only",
+        cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4, " bytes) read by reference"));
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }

@@ -39,6 +39,7 @@
 
 namespace {
 
+using omniccl::testing::contains_ci;
 using omniccl::testing::dl_bfloat16;
 using omniccl::testing::dl_bool;
 using omniccl::testing::dl_float;
@@ -46,9 +47,8 @@ using omniccl::testing::dl_int;
 using omniccl::testing::JobOptions;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
-using omniccl::testing::Tensor1D;
-using omniccl::testing::contains_ci;
 using omniccl::testing::seconds_since;
+using omniccl::testing::Tensor1D;
 using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------------------
@@ -269,19 +269,18 @@ TEST(ErrorsTest, NullPointers) {
     CK_ERR(ck, occl_gather(nullptr, &tb, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "sendbuf", "NULL");
     CK_ERR(ck, occl_scatter(&tb, nullptr, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "recvbuf", "NULL");
     // A rank that is the root must pass the root-only buffer.
-    CK_ERR(ck, occl_reduce(&ta, nullptr, OCCL_SUM, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "recvbuf",
-           "NULL", "root");
-    CK_ERR(ck, occl_gather(&ta, nullptr, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "recvbuf", "NULL", "root");
-    CK_ERR(ck, occl_scatter(nullptr, &ta, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "sendbuf", "NULL",
+    CK_ERR(ck, occl_reduce(&ta, nullptr, OCCL_SUM, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "recvbuf", "NULL",
            "root");
+    CK_ERR(ck, occl_gather(&ta, nullptr, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "recvbuf", "NULL", "root");
+    CK_ERR(ck, occl_scatter(nullptr, &ta, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "sendbuf", "NULL", "root");
     // v-variants: NULL counts.
-    CK_ERR(ck, occl_all_gatherv(&ta, &tb, nullptr, nullptr, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT,
-           "recv_counts", "NULL");
+    CK_ERR(ck, occl_all_gatherv(&ta, &tb, nullptr, nullptr, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "recv_counts",
+           "NULL");
     int64_t counts[2] = {8, 8};
-    CK_ERR(ck, occl_all_to_allv(&tb, nullptr, nullptr, &tb, counts, nullptr, comm, nullptr),
-           OCCL_ERR_INVALID_ARGUMENT, "send_counts", "NULL");
-    CK_ERR(ck, occl_gatherv(&ta, &tb, nullptr, nullptr, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT,
-           "recv_counts", "NULL");
+    CK_ERR(ck, occl_all_to_allv(&tb, nullptr, nullptr, &tb, counts, nullptr, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT,
+           "send_counts", "NULL");
+    CK_ERR(ck, occl_gatherv(&ta, &tb, nullptr, nullptr, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "recv_counts",
+           "NULL");
     // The async form of a failing call returns no handle.
     occl_work_t w = reinterpret_cast<occl_work_t>(static_cast<uintptr_t>(0x10));
     CK_ERR(ck, occl_all_reduce(nullptr, &ta, OCCL_SUM, comm, &w), OCCL_ERR_INVALID_ARGUMENT, "sendbuf", "NULL");
@@ -369,8 +368,8 @@ TEST(ErrorsTest, ReduceOpUndefinedForDtype) {
       DLDataType dt;
       const char* name;
     };
-    const Bad floats[] = {{dl_float(16), "float16"}, {dl_bfloat16(), "bfloat16"}, {dl_float(32), "float32"},
-                          {dl_float(64), "float64"}};
+    const Bad floats[] = {
+        {dl_float(16), "float16"}, {dl_bfloat16(), "bfloat16"}, {dl_float(32), "float32"}, {dl_float(64), "float64"}};
     const struct {
       occl_red_op_t op;
       const char* name;
@@ -479,7 +478,8 @@ TEST(ErrorsTest, SizeRelations) {
              std::to_string(5 * n));
       CK_ERR(ck, occl_reduce(&a, &wrong, OCCL_SUM, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "recvbuf", "5");
     }
-    CK_TRUE(ck, std::all_of(r.begin(), r.end(), [](float v) { return v == 0.0f; }), "recvbuf written by a failing call");
+    CK_TRUE(ck, std::all_of(r.begin(), r.end(), [](float v) { return v == 0.0f; }),
+            "recvbuf written by a failing call");
     all_reduce_works(ck, comm, rank, n);
     return ck.rc();
   });
@@ -496,18 +496,16 @@ TEST(ErrorsTest, DtypeDiffersBetweenSendbufAndRecvbuf) {
     CK_ERR(ck, occl_all_reduce(&f6, &i6, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32", "int32");
     CK_ERR(ck, occl_all_reduce(&f6, &u6, OCCL_MAX, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32", "uint32");
     // Same element size, different type.
-    CK_ERR(ck, occl_all_reduce(&h12, &bf12, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float16",
-           "bfloat16");
+    CK_ERR(ck, occl_all_reduce(&h12, &bf12, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float16", "bfloat16");
     CK_ERR(ck, occl_all_gather(&f6, &i6n, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32", "int32");
-    CK_ERR(ck, occl_reduce_scatter(&f6n, &i6, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32",
-           "int32");
+    CK_ERR(ck, occl_reduce_scatter(&f6n, &i6, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32", "int32");
     CK_ERR(ck, occl_all_to_all(&f6, &i6, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32", "int32");
     CK_ERR(ck, occl_reduce(&f6, &i6, OCCL_SUM, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32", "int32");
     CK_ERR(ck, occl_gather(&f6, &i6n, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32", "int32");
     CK_ERR(ck, occl_scatter(&f6n, &i6, rank, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32", "int32");
     std::vector<int64_t> counts(n, 6);
-    CK_ERR(ck, occl_all_gatherv(&f6, &i6n, counts.data(), nullptr, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT,
-           "float32", "int32");
+    CK_ERR(ck, occl_all_gatherv(&f6, &i6n, counts.data(), nullptr, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "float32",
+           "int32");
     std::vector<int64_t> two(n, 2);
     CK_ERR(ck, occl_all_to_allv(&f6, two.data(), nullptr, &i6, two.data(), nullptr, comm, nullptr),
            OCCL_ERR_INVALID_ARGUMENT, "float32", "int32");
@@ -720,19 +718,18 @@ TEST(ErrorsTest, CudaTensorSaysWhy) {
     Tensor1D dev(a, 4, dl_float(32));
     dev.get()->device = {kDLCUDA, 0};
     if (!built) {
-      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf",
-             "cuda:0", "no CUDA support");
+      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf", "cuda:0",
+             "no CUDA support");
     } else if (!driver) {
-      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf",
-             "cuda:0", "no CUDA driver/GPU found", "cudaGetDeviceCount");
+      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf", "cuda:0",
+             "no CUDA driver/GPU found", "cudaGetDeviceCount");
       // The probe's answer is kept: the second call says the same.
       CK_ERR(ck, occl_broadcast(&dev, 0, comm, nullptr), OCCL_ERR_UNSUPPORTED, "no CUDA driver/GPU found");
       dev.get()->device = {kDLCUDAManaged, 2};
       CK_ERR(ck, occl_broadcast(&dev, 0, comm, nullptr), OCCL_ERR_UNSUPPORTED, "cuda_managed:2",
              "no CUDA driver/GPU found");
     } else {
-      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf",
-             "cuda:0");
+      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf", "cuda:0");
     }
     // CPU collectives are unaffected, before and after CUDA was probed.
     all_reduce_works(ck, comm, rank, n);
@@ -779,15 +776,16 @@ JobOptions init_job(int nranks) {
 
 /// occl_comm_init that must fail at once (before any rendezvous) with
 /// `want` naming every needle, leaving *comm NULL.
-#define CK_INIT_FAILS(ck, method, rank, size, cfg, want, ...)                                              \
-  do {                                                                                                     \
-    occl_comm_t c_ = bogus_comm_value();                                                                   \
-    const auto t_ = Clock::now();                                                                          \
-    CK_ERR(ck, occl_comm_init(&c_, (method), (rank), (size), (cfg)), (want), __VA_ARGS__);                 \
-    CK_TRUE(ck, c_ == nullptr, "*comm is not NULL after a failed init");                                   \
-    CK_TRUE(ck, seconds_since(t_) < 1.0, "a bad-argument init took " + std::to_string(seconds_since(t_)) + \
-                                             " s (validation must come before the rendezvous)");           \
-    if (c_ != nullptr && c_ != bogus_comm_value()) occl_comm_destroy(c_);                                  \
+#define CK_INIT_FAILS(ck, method, rank, size, cfg, want, ...)                              \
+  do {                                                                                     \
+    occl_comm_t c_ = bogus_comm_value();                                                   \
+    const auto t_ = Clock::now();                                                          \
+    CK_ERR(ck, occl_comm_init(&c_, (method), (rank), (size), (cfg)), (want), __VA_ARGS__); \
+    CK_TRUE(ck, c_ == nullptr, "*comm is not NULL after a failed init");                   \
+    CK_TRUE(ck, seconds_since(t_) < 1.0,                                                   \
+            "a bad-argument init took " + std::to_string(seconds_since(t_)) +              \
+                " s (validation must come before the rendezvous)");                        \
+    if (c_ != nullptr && c_ != bogus_comm_value()) occl_comm_destroy(c_);                  \
   } while (0)
 
 TEST(ErrorsTest, InitBadRankOrWorldSize) {
@@ -866,13 +864,13 @@ void expect_env_setting_rejected(const std::map<std::string, std::string>& env,
     const std::string init = test_init();
     occl_config_t cfg = OCCL_CONFIG_INIT;  // fields left NULL/undefined: the environment applies
     if (env.count("OMNICCL_TIMEOUT") == 0) cfg.timeout_ms = 5000;
-    for (const occl_config_t* c : {static_cast<const occl_config_t*>(nullptr), static_cast<const occl_config_t*>(&cfg)}) {
+    for (const occl_config_t* c :
+         {static_cast<const occl_config_t*>(nullptr), static_cast<const occl_config_t*>(&cfg)}) {
       occl_comm_t comm = bogus_comm_value();
       const auto t0 = Clock::now();
       occl_status_t st = occl_comm_init(&comm, init.c_str(), rank, n, c);
       std::string msg = occl_last_error();
-      CK_TRUE(ck, st == OCCL_ERR_INVALID_ARGUMENT,
-              std::string("init returned ") + occl_status_string(st) + ": " + msg);
+      CK_TRUE(ck, st == OCCL_ERR_INVALID_ARGUMENT, std::string("init returned ") + occl_status_string(st) + ": " + msg);
       for (const auto& needle : nd) CK_TRUE(ck, contains_ci(msg, needle), "message '" + msg + "' lacks " + needle);
       CK_TRUE(ck, comm == nullptr, "*comm not NULL");
       CK_TRUE(ck, seconds_since(t0) < 1.0, "init took " + std::to_string(seconds_since(t0)) + " s");
@@ -1026,8 +1024,8 @@ TEST(ErrorsTest, InitWorldSizeInconsistent) {
     occl_status_t st = occl_comm_init(&comm, init.c_str(), rank, world, &cfg);
     std::string msg = occl_last_error();
     sh->status[rank].store(st);
-    std::fprintf(stderr, "rank %d (world size %d): init -> %s after %.3f s: %s\n", rank, world,
-                 occl_status_string(st), seconds_since(t0), st == OCCL_SUCCESS ? "" : msg.c_str());
+    std::fprintf(stderr, "rank %d (world size %d): init -> %s after %.3f s: %s\n", rank, world, occl_status_string(st),
+                 seconds_since(t0), st == OCCL_SUCCESS ? "" : msg.c_str());
     if (rank == 2) {
       CK_TRUE(ck, st == OCCL_ERR_MISMATCH, std::string("rank 2 got ") + occl_status_string(st));
       CK_TRUE(ck, contains_ci(msg, "world size"), "message lacks 'world size': " + msg);
@@ -1064,8 +1062,8 @@ TEST(ErrorsTest, InitWorldSizeInconsistentEveryRankReports) {
     const auto t0 = Clock::now();
     occl_status_t st = occl_comm_init(&comm, init.c_str(), rank, world, &cfg);
     std::string msg = occl_last_error();
-    std::fprintf(stderr, "rank %d (world size %d): init -> %s after %.3f s: %s\n", rank, world,
-                 occl_status_string(st), seconds_since(t0), msg.c_str());
+    std::fprintf(stderr, "rank %d (world size %d): init -> %s after %.3f s: %s\n", rank, world, occl_status_string(st),
+                 seconds_since(t0), msg.c_str());
     CK_TRUE(ck, st == OCCL_ERR_MISMATCH, std::string("got ") + occl_status_string(st));
     CK_TRUE(ck, contains_ci(msg, "world size"), "message lacks 'world size': " + msg);
     CK_TRUE(ck, seconds_since(t0) < 5.0, "detection took too long");
@@ -1151,9 +1149,9 @@ TEST_P(ReduceInputsTest, NonRootInputsUnchanged) {
     struct Case {
       const char* name;
       occl_red_op_t fop, iop;
-      double fmul;     // float result = fmul * k
-      int64_t imul;    // int result = imul * k (before integer division)
-      int64_t idiv;    // int result divided (truncating) by this
+      double fmul;   // float result = fmul * k
+      int64_t imul;  // int result = imul * k (before integer division)
+      int64_t idiv;  // int result divided (truncating) by this
     };
     const Case cases[] = {
         {"SUM", OCCL_SUM, OCCL_SUM, static_cast<double>(tri), tri, 1},

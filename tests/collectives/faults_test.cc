@@ -43,14 +43,14 @@
 
 namespace {
 
+using omniccl::testing::contains_ci;
 using omniccl::testing::dl_float;
 using omniccl::testing::dl_int;
 using omniccl::testing::JobOptions;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
-using omniccl::testing::Tensor1D;
-using omniccl::testing::contains_ci;
 using omniccl::testing::seconds_since;
+using omniccl::testing::Tensor1D;
 using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------------------
@@ -63,13 +63,12 @@ long long now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
-
 /// What one rank saw; written by the rank, printed by the test process.
 struct Report {
   std::atomic<int> filled{0};
   int status = -1;
-  double seconds = -1;       ///< time to the failure (from the event or the call)
-  int next_status = -1;      ///< the call after the failure
+  double seconds = -1;   ///< time to the failure (from the event or the call)
+  int next_status = -1;  ///< the call after the failure
   double next_seconds = -1;
   int iterations = 0;
   char message[1024] = {};
@@ -96,7 +95,7 @@ struct Shared {
   /// What a timed call returned.
   struct Outcome {
     occl_status_t st;
-    double elapsed;  ///< seconds the call took
+    double elapsed;   ///< seconds the call took
     std::string msg;  ///< occl_last_error() after it
   };
   /// Runs call() (returning an occl_status_t), times it, and records the
@@ -214,9 +213,12 @@ void print_reports(const std::string& title, const Shared* sh, const JobResult& 
       std::printf("\n      message: %s\n", rep.message);
     } else {
       std::printf("  rank %zu: no report;", r);
-      if (rr.timed_out) std::printf(" killed at the job time limit\n");
-      else if (rr.signal) std::printf(" killed by signal %d\n", rr.signal);
-      else std::printf(" exit %d\n", rr.exit_code);
+      if (rr.timed_out)
+        std::printf(" killed at the job time limit\n");
+      else if (rr.signal)
+        std::printf(" killed by signal %d\n", rr.signal);
+      else
+        std::printf(" exit %d\n", rr.exit_code);
     }
   }
   std::fflush(stdout);
@@ -353,9 +355,9 @@ TEST_P(KillTest, SurvivorsGetPeerFailure) {
     wait_done(s, n - 1);
     return ck.rc();
   });
-  print_reports(std::string("kill -9 rank 1 of ") + std::to_string(kc.nranks) + " during all_reduce over " +
-                    kc.transport,
-                s, res);
+  print_reports(
+      std::string("kill -9 rank 1 of ") + std::to_string(kc.nranks) + " during all_reduce over " + kc.transport, s,
+      res);
   ASSERT_EQ(res.ranks.size(), static_cast<size_t>(kc.nranks));
   EXPECT_EQ(res.ranks[kVictim].signal, SIGKILL) << res.summary();
   for (int r = 0; r < kc.nranks; ++r) {
@@ -396,8 +398,7 @@ TEST(FaultsTest, StalledRankTimesOutAndIsNamed) {
     CK_TRUE(ck, elapsed >= 1.9 && elapsed < 5.0, "TIMEOUT after " + std::to_string(elapsed) + " s (deadline 2 s)");
     CK_TRUE(ck, contains_ci(msg, "did not arrive"), "message does not say who did not arrive: " + msg);
     const std::set<int> absent = ranks_not_arrived(msg);
-    CK_TRUE(ck, absent == std::set<int>{kStalled},
-            "message must name rank 3, and only rank 3, as not arrived: " + msg);
+    CK_TRUE(ck, absent == std::set<int>{kStalled}, "message must name rank 3, and only rank 3, as not arrived: " + msg);
     check_next_call_fails_fast(ck, s, rank, comm);
     s->done.fetch_add(1);
     wait_done(s, n - 1);
@@ -505,7 +506,8 @@ TEST(FaultsTest, SetTimeoutThenEveryCallFailsFast) {
     s->done.fetch_add(1);
     return ck.rc();
   });
-  print_reports("occl_comm_set_timeout(1000 ms); rank 1 never calls (next call: slowest of 14 follow-up calls)", s, res);
+  print_reports("occl_comm_set_timeout(1000 ms); rank 1 never calls (next call: slowest of 14 follow-up calls)", s,
+                res);
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
@@ -567,51 +569,48 @@ void expect_mismatch_everywhere(const std::string& title, int nranks, long long 
 
 TEST(FaultsTest, MismatchedDtype) {
   // Rank 1 passes int32 where the others pass float32: same byte size.
-  expect_mismatch_everywhere(
-      "all_reduce: rank 1 int32, others float32 (deadline 60 s)", 4, 60000, 5.0,
-      [](occl_comm_t comm, int rank, int) {
-        alignas(8) unsigned char a[256] = {}, b[256] = {};
-        const DLDataType dt = rank == 1 ? dl_int(32) : dl_float(32);
-        Tensor1D ta(a, 64, dt), tb(b, 64, dt);
-        return occl_all_reduce(&ta, &tb, OCCL_SUM, comm, nullptr);
-      },
-      {"dtype", "int32", "float32"});
+  expect_mismatch_everywhere("all_reduce: rank 1 int32, others float32 (deadline 60 s)", 4, 60000, 5.0,
+                             [](occl_comm_t comm, int rank, int) {
+                               alignas(8) unsigned char a[256] = {}, b[256] = {};
+                               const DLDataType dt = rank == 1 ? dl_int(32) : dl_float(32);
+                               Tensor1D ta(a, 64, dt), tb(b, 64, dt);
+                               return occl_all_reduce(&ta, &tb, OCCL_SUM, comm, nullptr);
+                             },
+                             {"dtype", "int32", "float32"});
 }
 
 TEST(FaultsTest, MismatchedCount) {
-  expect_mismatch_everywhere(
-      "all_reduce: rank 1 32 elements, others 64 (deadline 60 s)", 4, 60000, 5.0,
-      [](occl_comm_t comm, int rank, int) {
-        float a[64] = {}, b[64] = {};
-        const int64_t count = rank == 1 ? 32 : 64;
-        Tensor1D ta(a, count, dl_float(32)), tb(b, count, dl_float(32));
-        return occl_all_reduce(&ta, &tb, OCCL_SUM, comm, nullptr);
-      },
-      {"count", "32", "64"});
+  expect_mismatch_everywhere("all_reduce: rank 1 32 elements, others 64 (deadline 60 s)", 4, 60000, 5.0,
+                             [](occl_comm_t comm, int rank, int) {
+                               float a[64] = {}, b[64] = {};
+                               const int64_t count = rank == 1 ? 32 : 64;
+                               Tensor1D ta(a, count, dl_float(32)), tb(b, count, dl_float(32));
+                               return occl_all_reduce(&ta, &tb, OCCL_SUM, comm, nullptr);
+                             },
+                             {"count", "32", "64"});
 }
 
 TEST(FaultsTest, MismatchedOperation) {
   // Rank 0 calls all_gather while the others call all_reduce.
-  expect_mismatch_everywhere(
-      "rank 0 all_gather, others all_reduce (deadline 60 s)", 4, 60000, 5.0,
-      [](occl_comm_t comm, int rank, int n) {
-        std::vector<float> a(64, 1.0f), b(64 * n, 0.0f);
-        Tensor1D ta(a.data(), 64, dl_float(32)), tb(b.data(), 64, dl_float(32)), tg(b.data(), 64 * n, dl_float(32));
-        if (rank == 0) return occl_all_gather(&ta, &tg, comm, nullptr);
-        return occl_all_reduce(&ta, &tb, OCCL_SUM, comm, nullptr);
-      },
-      {"all_gather", "all_reduce"});
+  expect_mismatch_everywhere("rank 0 all_gather, others all_reduce (deadline 60 s)", 4, 60000, 5.0,
+                             [](occl_comm_t comm, int rank, int n) {
+                               std::vector<float> a(64, 1.0f), b(64 * n, 0.0f);
+                               Tensor1D ta(a.data(), 64, dl_float(32)), tb(b.data(), 64, dl_float(32)),
+                                   tg(b.data(), 64 * n, dl_float(32));
+                               if (rank == 0) return occl_all_gather(&ta, &tg, comm, nullptr);
+                               return occl_all_reduce(&ta, &tb, OCCL_SUM, comm, nullptr);
+                             },
+                             {"all_gather", "all_reduce"});
 }
 
 TEST(FaultsTest, MismatchedReduceOp) {
-  expect_mismatch_everywhere(
-      "all_reduce: rank 2 MAX, others SUM (deadline 60 s)", 4, 60000, 5.0,
-      [](occl_comm_t comm, int rank, int) {
-        float a[64] = {}, b[64] = {};
-        Tensor1D ta(a, 64, dl_float(32)), tb(b, 64, dl_float(32));
-        return occl_all_reduce(&ta, &tb, rank == 2 ? OCCL_MAX : OCCL_SUM, comm, nullptr);
-      },
-      {"reduce op", "MAX", "SUM"});
+  expect_mismatch_everywhere("all_reduce: rank 2 MAX, others SUM (deadline 60 s)", 4, 60000, 5.0,
+                             [](occl_comm_t comm, int rank, int) {
+                               float a[64] = {}, b[64] = {};
+                               Tensor1D ta(a, 64, dl_float(32)), tb(b, 64, dl_float(32));
+                               return occl_all_reduce(&ta, &tb, rank == 2 ? OCCL_MAX : OCCL_SUM, comm, nullptr);
+                             },
+                             {"reduce op", "MAX", "SUM"});
 }
 
 TEST(FaultsTest, MismatchedVectorCounts) {
@@ -636,26 +635,24 @@ TEST(FaultsTest, MismatchedVectorCounts) {
 // answer is still required well before it.
 TEST(FaultsTest, MismatchedRootBroadcast) {
   // Rank 0 passes root 1, ranks 1-3 pass root 0.
-  expect_mismatch_everywhere(
-      "broadcast: rank 0 root 1, others root 0 (deadline 5 s)", 4, 5000, 2.5,
-      [](occl_comm_t comm, int rank, int) {
-        float a[64] = {};
-        Tensor1D ta(a, 64, dl_float(32));
-        return occl_broadcast(&ta, rank == 0 ? 1 : 0, comm, nullptr);
-      },
-      {"root"});
+  expect_mismatch_everywhere("broadcast: rank 0 root 1, others root 0 (deadline 5 s)", 4, 5000, 2.5,
+                             [](occl_comm_t comm, int rank, int) {
+                               float a[64] = {};
+                               Tensor1D ta(a, 64, dl_float(32));
+                               return occl_broadcast(&ta, rank == 0 ? 1 : 0, comm, nullptr);
+                             },
+                             {"root"});
 }
 
 TEST(FaultsTest, MismatchedRootReduce) {
   // Two ranks, each naming itself the root.
-  expect_mismatch_everywhere(
-      "reduce: each of 2 ranks passes itself as root (deadline 5 s)", 2, 5000, 2.5,
-      [](occl_comm_t comm, int rank, int) {
-        float a[64] = {}, b[64] = {};
-        Tensor1D ta(a, 64, dl_float(32)), tb(b, 64, dl_float(32));
-        return occl_reduce(&ta, &tb, OCCL_SUM, rank, comm, nullptr);
-      },
-      {"root"});
+  expect_mismatch_everywhere("reduce: each of 2 ranks passes itself as root (deadline 5 s)", 2, 5000, 2.5,
+                             [](occl_comm_t comm, int rank, int) {
+                               float a[64] = {}, b[64] = {};
+                               Tensor1D ta(a, 64, dl_float(32)), tb(b, 64, dl_float(32));
+                               return occl_reduce(&ta, &tb, OCCL_SUM, rank, comm, nullptr);
+                             },
+                             {"root"});
 }
 
 // ---------------------------------------------------------------------------
@@ -694,7 +691,8 @@ TEST_P(InitTimeoutTest, MissingRankIsNamed) {
       CK_TRUE(ck, elapsed >= 1.5 && elapsed < 5.0, "init failed after " + std::to_string(elapsed) + " s");
     } else {
       CK_TRUE(ck, st == OCCL_ERR_TIMEOUT, "init returned " + status_text(st) + ": " + msg);
-      CK_TRUE(ck, elapsed >= 1.9 && elapsed < 5.0, "init failed after " + std::to_string(elapsed) + " s (deadline 2 s)");
+      CK_TRUE(ck, elapsed >= 1.9 && elapsed < 5.0,
+              "init failed after " + std::to_string(elapsed) + " s (deadline 2 s)");
       CK_TRUE(ck, contains_ci(msg, "2") && contains_ci(msg, "did not join"), "message does not name rank 2: " + msg);
     }
     if (comm != nullptr) occl_comm_destroy(comm);
@@ -1035,8 +1033,8 @@ INSTANTIATE_TEST_SUITE_P(AbortAndDestroy, PendingWorkTest, ::testing::Values(fal
 /// `leaver` destroys its communicator after a barrier (after `delay_ms`);
 /// the others call an all_reduce (before or after the destroy) and must get
 /// PEER_FAILURE naming the leaver within max_seconds of the destroy.
-void expect_departure_reported(const std::string& title, int nranks, int leaver, bool call_before_destroy,
-                               int delay_ms, double max_seconds, long long timeout_ms) {
+void expect_departure_reported(const std::string& title, int nranks, int leaver, bool call_before_destroy, int delay_ms,
+                               double max_seconds, long long timeout_ms) {
   SharedBlock sh;
   ASSERT_NE(sh.get(), nullptr);
   Shared* s = sh.get();
@@ -1082,20 +1080,20 @@ void expect_departure_reported(const std::string& title, int nranks, int leaver,
 }
 
 TEST(FaultsTest, PeerDestroyedBeforeTheCall) {
-  expect_departure_reported("rank 1 of 2 destroys its communicator, then rank 0 calls all_reduce", 2, 1, false, 0,
-                            2.0, 60000);
+  expect_departure_reported("rank 1 of 2 destroys its communicator, then rank 0 calls all_reduce", 2, 1, false, 0, 2.0,
+                            60000);
 }
 
 TEST(FaultsTest, PeerDestroyedDuringTheCall) {
-  expect_departure_reported("rank 0 blocked in all_reduce; rank 1 of 2 destroys its communicator", 2, 1, true, 300,
-                            1.0, 60000);
+  expect_departure_reported("rank 0 blocked in all_reduce; rank 1 of 2 destroys its communicator", 2, 1, true, 300, 1.0,
+                            60000);
 }
 
 TEST(FaultsTest, PeerDestroyedEverySurvivorReports) {
   // Three ranks: every survivor, not only those exchanging data with the
   // leaver at that moment, must get PEER_FAILURE naming it, within seconds.
-  expect_departure_reported("rank 2 of 3 destroys its communicator; ranks 0 and 1 call all_reduce", 3, 2, false, 0,
-                            3.0, 8000);
+  expect_departure_reported("rank 2 of 3 destroys its communicator; ranks 0 and 1 call all_reduce", 3, 2, false, 0, 3.0,
+                            8000);
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ bool expect_err(int rank, occl_status_t got, occl_status_t want, std::vector<std
   if (!good) {
     std::string want_text;
     for (const auto& n : needles) want_text += " '" + n + "'";
-    std::fprintf(stderr, "rank %d: CHECK FAILED at line %d: %s\n    returned %s, expected %s\n    message: \"%s\"\n"
+    std::fprintf(stderr,
+                 "rank %d: CHECK FAILED at line %d: %s\n    returned %s, expected %s\n    message: \"%s\"\n"
                  "    expected it to contain:%s\n",
                  rank, line, expr, occl_status_string(got), occl_status_string(want), msg.c_str(), want_text.c_str());
   }
@@ -213,8 +214,8 @@ TEST(HardeningTest, VectorOverlap) {
     Tensor1D wrong_slot(buf.data() + 4 * (1 - rank), 4, dl_int(32));
     Tensor1D straddles(buf.data() + 2, 4, dl_int(32));
     int64_t counts[2] = {4, 4};
-    ok &= BAD_ARG(occl_all_gatherv(&wrong_slot, &recv, counts, nullptr, comm, nullptr), "sendbuf", "recvbuf",
-                  "overlap");
+    ok &=
+        BAD_ARG(occl_all_gatherv(&wrong_slot, &recv, counts, nullptr, comm, nullptr), "sendbuf", "recvbuf", "overlap");
     ok &= BAD_ARG(occl_all_gatherv(&straddles, &recv, counts, nullptr, comm, nullptr), "overlap");
     ok &= BAD_ARG(occl_gatherv(&wrong_slot, &recv, counts, nullptr, rank, comm, nullptr), "overlap");
     ok &= BAD_ARG(occl_scatterv(&recv, counts, nullptr, &wrong_slot, rank, comm, nullptr), "overlap");

@@ -116,9 +116,9 @@ struct Ctx {
   int n = 1;
   int set = kTuned;
   Shared* shared = nullptr;
-  uint64_t cs = 0;       // case number: same sequence on every rank
+  uint64_t cs = 0;  // case number: same sequence on every rank
   int failures = 0;
-  bool broken = false;   // a call failed: stop issuing
+  bool broken = false;  // a call failed: stop issuing
   long barriers = 0;
 
   uint64_t next() { return ++cs; }
@@ -204,8 +204,8 @@ void t_scatter(Ctx& c, DT d, size_t cnt, int root, bool inplace) {
   unsigned char* out = is_root && inplace ? send.at(root * cnt) : recv.data();
   Tensor1D rt(out, cnt, dt_dl(d));
   const DLTensor* sp = is_root || !null_send ? &st : nullptr;
-  const std::string what =
-      cat("scatter ", dt_name(d), " count=", cnt, " root=", root, inplace ? " in-place" : "", sp ? "" : " (NULL sendbuf)");
+  const std::string what = cat("scatter ", dt_name(d), " count=", cnt, " root=", root, inplace ? " in-place" : "",
+                               sp ? "" : " (NULL sendbuf)");
   if (!issue(c, what, [&](occl_work_t* w) { return occl_scatter(sp, &rt, root, c.comm, w); })) return;
   c.expect(check_pattern(d, out, cnt, c.rank * cnt, root, cs), what + ": recvbuf");
   if (is_root) c.expect(check_pattern(d, send.data(), c.n * cnt, 0, root, cs), what + ": root sendbuf changed");
@@ -224,8 +224,8 @@ void t_gather(Ctx& c, DT d, size_t cnt, int root, bool inplace) {
   Tensor1D st(in, cnt, dt_dl(d));
   Tensor1D rt(recv.data(), c.n * cnt, dt_dl(d));
   const DLTensor* rp = is_root || !null_recv ? &rt : nullptr;
-  const std::string what =
-      cat("gather ", dt_name(d), " count=", cnt, " root=", root, inplace ? " in-place" : "", rp ? "" : " (NULL recvbuf)");
+  const std::string what = cat("gather ", dt_name(d), " count=", cnt, " root=", root, inplace ? " in-place" : "",
+                               rp ? "" : " (NULL recvbuf)");
   if (!issue(c, what, [&](occl_work_t* w) { return occl_gather(&st, rp, root, c.comm, w); })) return;
   if (is_root) {
     for (int r = 0; r < c.n; ++r) {
@@ -338,7 +338,8 @@ void t_all_gatherv(Ctx& c, DT d, size_t count) {
   fill_pattern(d, send.data(), send.count, 0, c.rank, cs);
   Tensor1D st(send.data(), send.count, dt_dl(d));
   Tensor1D rt(recv.data(), total, dt_dl(d));
-  const std::string what = cat("all_gatherv ", dt_name(d), " base count=", count, gaps ? " (displs with gaps)" : " (packed)");
+  const std::string what =
+      cat("all_gatherv ", dt_name(d), " base count=", count, gaps ? " (displs with gaps)" : " (packed)");
   if (!issue(c, what, [&](occl_work_t* w) {
         return occl_all_gatherv(&st, &rt, counts.data(), displs.empty() ? nullptr : displs.data(), c.comm, w);
       }))
@@ -372,8 +373,8 @@ void t_all_to_allv(Ctx& c, DT d, size_t count, bool inplace) {
   unsigned char* out = inplace ? send.data() : recv.data();
   Tensor1D st(send.data(), int64_t(send.count), dt_dl(d));
   Tensor1D rt(out, int64_t(inplace ? send.count : rtotal), dt_dl(d));
-  const std::string what = cat("all_to_allv ", dt_name(d), " base count=", count, gaps ? " (send gaps)" : " (recv gaps)",
-                               inplace ? " in-place" : "");
+  const std::string what = cat("all_to_allv ", dt_name(d), " base count=", count,
+                               gaps ? " (send gaps)" : " (recv gaps)", inplace ? " in-place" : "");
   if (!issue(c, what, [&](occl_work_t* w) {
         return occl_all_to_allv(&st, sc.data(), sd.empty() ? nullptr : sd.data(), &rt, rc.data(),
                                 rd.empty() ? nullptr : rd.data(), c.comm, w);
@@ -390,9 +391,8 @@ void t_all_to_allv(Ctx& c, DT d, size_t count, bool inplace) {
     }
     return;
   }
-  check_v_layout(c, d, recv.data(), rtotal, rc, rd, what, [&](int i, const void* p, size_t n) {
-    return check_pattern(d, p, n, size_t(c.rank) << 20, i, cs);
-  });
+  check_v_layout(c, d, recv.data(), rtotal, rc, rd, what,
+                 [&](int i, const void* p, size_t n) { return check_pattern(d, p, n, size_t(c.rank) << 20, i, cs); });
   if (send.bytes != send_copy) c.fail(what + ": sendbuf changed");
 }
 
@@ -409,8 +409,8 @@ void t_gatherv(Ctx& c, DT d, size_t count, int root) {
   Tensor1D rt(recv.data(), total, dt_dl(d));
   // Non-roots pass NULL recvbuf/counts/displs in every other case.
   const bool nulls = !is_root && (cs & 2) != 0;
-  const std::string what = cat("gatherv ", dt_name(d), " base count=", count, " root=", root, gaps ? " (gaps)" : " (packed)",
-                               nulls ? " (NULL root-only args)" : "");
+  const std::string what = cat("gatherv ", dt_name(d), " base count=", count, " root=", root,
+                               gaps ? " (gaps)" : " (packed)", nulls ? " (NULL root-only args)" : "");
   if (!issue(c, what, [&](occl_work_t* w) {
         return occl_gatherv(&st, nulls ? nullptr : &rt, nulls ? nullptr : counts.data(),
                             nulls || displs.empty() ? nullptr : displs.data(), root, c.comm, w);
@@ -445,8 +445,8 @@ void t_scatterv(Ctx& c, DT d, size_t count, int root) {
   Tensor1D st(send.data(), total, dt_dl(d));
   Tensor1D rt(recv.data(), recv.count, dt_dl(d));
   const bool nulls = !is_root && (cs & 2) != 0;
-  const std::string what = cat("scatterv ", dt_name(d), " base count=", count, " root=", root, gaps ? " (gaps)" : " (packed)",
-                               nulls ? " (NULL root-only args)" : "");
+  const std::string what = cat("scatterv ", dt_name(d), " base count=", count, " root=", root,
+                               gaps ? " (gaps)" : " (packed)", nulls ? " (NULL root-only args)" : "");
   if (!issue(c, what, [&](occl_work_t* w) {
         return occl_scatterv(nulls ? nullptr : &st, nulls ? nullptr : counts.data(),
                              nulls || displs.empty() ? nullptr : displs.data(), &rt, root, c.comm, w);
@@ -467,8 +467,12 @@ void t_send_recv(Ctx& c, DT d, size_t count) {
   Tensor1D st(send.data(), count, dt_dl(d));
   Tensor1D rt(recv.data(), count, dt_dl(d));
   const std::string what = cat("send/recv ring ", dt_name(d), " count=", count);
-  auto do_send = [&] { return issue(c, what + " (send)", [&](occl_work_t* w) { return occl_send(&st, right, c.comm, w); }); };
-  auto do_recv = [&] { return issue(c, what + " (recv)", [&](occl_work_t* w) { return occl_recv(&rt, left, c.comm, w); }); };
+  auto do_send = [&] {
+    return issue(c, what + " (send)", [&](occl_work_t* w) { return occl_send(&st, right, c.comm, w); });
+  };
+  auto do_recv = [&] {
+    return issue(c, what + " (recv)", [&](occl_work_t* w) { return occl_recv(&rt, left, c.comm, w); });
+  };
   if (c.rank % 2 == 0) {
     if (!do_send() || !do_recv()) return;
   } else {
@@ -533,7 +537,8 @@ void t_reduce_scatter(Ctx& c, DT d, const Op& op, size_t cnt, bool inplace) {
   unsigned char* out = inplace ? send.at(c.rank * cnt) : recv.data();
   Tensor1D st(send.data(), c.n * cnt, dt_dl(d));
   Tensor1D rt(out, cnt, dt_dl(d));
-  const std::string what = cat("reduce_scatter ", dt_name(d), " ", op.name(), " count=", cnt, inplace ? " in-place" : "");
+  const std::string what =
+      cat("reduce_scatter ", dt_name(d), " ", op.name(), " count=", cnt, inplace ? " in-place" : "");
   if (!issue(c, what, [&](occl_work_t* w) { return occl_reduce_scatter(&st, &rt, op.handle, c.comm, w); })) return;
   c.expect(check_reduce_output(d, op, out, cnt, c.rank * cnt, c.n, cs), what);
   if (!inplace && !same_input(d, op, send, c.n * cnt, 0, c.rank, cs)) c.fail(what + ": sendbuf changed");
@@ -542,8 +547,8 @@ void t_reduce_scatter(Ctx& c, DT d, const Op& op, size_t cnt, bool inplace) {
 /// The reduce ops a dtype supports, with the created PREMUL_SUM ops.
 std::vector<Op> ops_for(DT d, const Op& premul_int, const Op& premul_float, const Op& neg_int, const Op& neg_float) {
   std::vector<Op> out;
-  for (occl_red_op_t k : {OCCL_SUM, OCCL_PROD, OCCL_MIN, OCCL_MAX, OCCL_AVG, OCCL_BAND, OCCL_BOR, OCCL_BXOR,
-                          OCCL_PREMUL_SUM}) {
+  for (occl_red_op_t k :
+       {OCCL_SUM, OCCL_PROD, OCCL_MIN, OCCL_MAX, OCCL_AVG, OCCL_BAND, OCCL_BOR, OCCL_BXOR, OCCL_PREMUL_SUM}) {
     if (!op_defined(k, d)) continue;
     out.push_back(Op{k, k, 1.0});  // plain OCCL_PREMUL_SUM means scalar 1
   }
@@ -615,8 +620,8 @@ void t_bit_identical(Ctx& c, DT d, const Op& op, size_t count, bool inplace) {
   unsigned char* out = inplace ? send.data() : recv.data();
   Tensor1D st(send.data(), count, dt_dl(d));
   Tensor1D rt(out, count, dt_dl(d));
-  const std::string what = cat("all_reduce bit-identity ", dt_name(d), " ", op.name(), " count=", count,
-                               inplace ? " in-place" : "");
+  const std::string what =
+      cat("all_reduce bit-identity ", dt_name(d), " ", op.name(), " count=", count, inplace ? " in-place" : "");
   if (!issue(c, what, [&](occl_work_t* w) { return occl_all_reduce(&st, &rt, op.handle, c.comm, w); })) return;
   // Everyone's raw result bytes, compared with rank 0's.
   Buf all(DT::kU8, c.n * count * es);
@@ -789,8 +794,8 @@ int large_rank(occl_comm_t comm, int rank, int n, int set) {
   c.n = n;
   c.set = set;
   const DLDataType f32 = omniccl::testing::dl_float(32);
-  const size_t L = kLarge + 3;        // whole-buffer collectives: odd, not divisible by n
-  const size_t B = kLarge / n + 1;    // per-rank part: n * B >= 4 Mi elements
+  const size_t L = kLarge + 3;      // whole-buffer collectives: odd, not divisible by n
+  const size_t B = kLarge / n + 1;  // per-rank part: n * B >= 4 Mi elements
   const int root = n - 1;
   if (owns(set, kAllReduce) && !c.broken) {
     const uint64_t cs = c.next();
@@ -882,7 +887,8 @@ int large_rank(occl_comm_t comm, int rank, int n, int set) {
     if (rank == root) fill_bits(in, 0, n * B, root, 0, cs);
     Tensor1D st(in.data(), n * B, f32), rt(out.data(), B, f32);
     const std::string what = cat("scatter count=", B, " root=", root);
-    if (issue(c, what, [&](occl_work_t* w) { return occl_scatter(rank == root ? &st : nullptr, &rt, root, comm, w); })) {
+    if (issue(c, what,
+              [&](occl_work_t* w) { return occl_scatter(rank == root ? &st : nullptr, &rt, root, comm, w); })) {
       c.expect(check_bits(out.data(), B, root, rank * B, cs), what);
     }
   }
@@ -941,7 +947,8 @@ TEST_P(CollectiveMatrix, EveryOpDtypeRedopSize) {
   });
   unmap_shared(shared);
   EXPECT_TRUE(res.ok()) << describe(p) << res.summary();
-  RecordProperty("seconds", std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+  RecordProperty("seconds",
+                 std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveMatrix,
@@ -975,7 +982,8 @@ class CollectiveLarge : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CollectiveLarge, SixteenMiBEveryCollectiveAndAlgorithm) {
   const Param p = GetParam();
-  JobResult res = run_ranks(job(p), [&](occl_comm_t comm, int rank, int n) { return large_rank(comm, rank, n, std::get<2>(p)); });
+  JobResult res =
+      run_ranks(job(p), [&](occl_comm_t comm, int rank, int n) { return large_rank(comm, rank, n, std::get<2>(p)); });
   EXPECT_TRUE(res.ok()) << describe(p) << res.summary();
 }
 

@@ -232,8 +232,8 @@ TEST_P(P2P, ProcNullCompletesAtOnce) {
     RANK_OK(occl_send(&t, OCCL_PROC_NULL, comm, nullptr), rank);
     occl_recv_status_t st{1, 2, 3, 4};
     RANK_OK(occl_recv_tagged(&t, OCCL_PROC_NULL, 5, comm, nullptr, &st, nullptr), rank);
-    RANK_CHECK(v == 42 && st.source == OCCL_PROC_NULL && st.tag == OCCL_ANY_TAG && st.count == 0 && st.bytes == 0,
-               rank, cat("status ", st.source, " ", st.tag, " ", st.count));
+    RANK_CHECK(v == 42 && st.source == OCCL_PROC_NULL && st.tag == OCCL_ANY_TAG && st.count == 0 && st.bytes == 0, rank,
+               cat("status ", st.source, " ", st.tag, " ", st.count));
     occl_work_t w = nullptr;
     RANK_OK(occl_recv_tagged(&t, OCCL_PROC_NULL, OCCL_ANY_TAG, comm, nullptr, nullptr, &w), rank);
     RANK_CHECK(occl_work_test(w) == OCCL_SUCCESS, rank, "PROC_NULL irecv is complete at once");
@@ -260,11 +260,9 @@ TEST_P(P2P, SendrecvRing) {
                cat("sendrecv got ", in.front(), " from ", st.source));
     // Bad arguments are refused before anything is posted.
     occl_status_t s = occl_sendrecv(&to, n, 0, &ti, left, 0, comm, nullptr, nullptr);
-    RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && contains_ci(occl_last_error(), "peer"), rank,
-               occl_status_string(s));
+    RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && contains_ci(occl_last_error(), "peer"), rank, occl_status_string(s));
     s = occl_send_tagged(&to, right, -5, comm, nullptr, nullptr);
-    RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && contains_ci(occl_last_error(), "tag"), rank,
-               occl_status_string(s));
+    RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && contains_ci(occl_last_error(), "tag"), rank, occl_status_string(s));
     return sum_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();

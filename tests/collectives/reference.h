@@ -39,7 +39,7 @@ namespace occl_ref {
 
 enum class DT { kI8, kI16, kI32, kI64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64, kBool };
 
-inline constexpr DT kAllDT[] = {DT::kI8,  DT::kI16,  DT::kI32, DT::kI64, DT::kU8,  DT::kU16, DT::kU32,
+inline constexpr DT kAllDT[] = {DT::kI8,  DT::kI16, DT::kI32,  DT::kI64, DT::kU8,  DT::kU16, DT::kU32,
                                 DT::kU64, DT::kF16, DT::kBF16, DT::kF32, DT::kF64, DT::kBool};
 
 inline const char* dt_name(DT d) {
@@ -63,10 +63,19 @@ inline const char* dt_name(DT d) {
 
 inline size_t dt_size(DT d) {
   switch (d) {
-    case DT::kI8: case DT::kU8: case DT::kBool: return 1;
-    case DT::kI16: case DT::kU16: case DT::kF16: case DT::kBF16: return 2;
-    case DT::kI32: case DT::kU32: case DT::kF32: return 4;
-    case DT::kI64: case DT::kU64: case DT::kF64: return 8;
+    case DT::kI8:
+    case DT::kU8:
+    case DT::kBool: return 1;
+    case DT::kI16:
+    case DT::kU16:
+    case DT::kF16:
+    case DT::kBF16: return 2;
+    case DT::kI32:
+    case DT::kU32:
+    case DT::kF32: return 4;
+    case DT::kI64:
+    case DT::kU64:
+    case DT::kF64: return 8;
   }
   return 0;
 }
@@ -163,10 +172,10 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return sign | 0x7e00u;             // NaN
-  if (ax >= 0x477ff000u) return sign | 0x7c00u;            // >= 65520 rounds to inf
-  if (ax >= 0x38800000u) {                                  // normal half (>= 2^-14)
-    const uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);     // round to nearest even
+  if (ax > 0x7f800000u) return sign | 0x7e00u;           // NaN
+  if (ax >= 0x477ff000u) return sign | 0x7c00u;          // >= 65520 rounds to inf
+  if (ax >= 0x38800000u) {                               // normal half (>= 2^-14)
+    const uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);  // round to nearest even
     return static_cast<uint16_t>(sign | ((r - 0x38000000u) >> 13));
   }
   // Subnormal half (or zero): count units of 2^-24, nearest even.
@@ -214,8 +223,10 @@ struct IntModel {
   static R combine(const Op& op, R a, R b) {
     const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
     switch (op.kind) {
-      case OCCL_SUM: case OCCL_AVG: case OCCL_PREMUL_SUM: return static_cast<T>(ua + ub);  // wraps
-      case OCCL_PROD: return static_cast<T>(ua * ub);                                       // wraps
+      case OCCL_SUM:
+      case OCCL_AVG:
+      case OCCL_PREMUL_SUM: return static_cast<T>(ua + ub);  // wraps
+      case OCCL_PROD: return static_cast<T>(ua * ub);        // wraps
       case OCCL_MIN: return b < a ? b : a;
       case OCCL_MAX: return a < b ? b : a;
       case OCCL_BAND: return static_cast<T>(a & b);
@@ -232,8 +243,10 @@ struct IntModel {
   static bool ok(const Op&, S got, R want) { return got == want; }
   static std::string show(R v) {
     std::ostringstream os;
-    if constexpr (sizeof(T) == 1) os << static_cast<int>(v);
-    else os << v;
+    if constexpr (sizeof(T) == 1)
+      os << static_cast<int>(v);
+    else
+      os << v;
     return os.str();
   }
 };

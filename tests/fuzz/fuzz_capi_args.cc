@@ -63,15 +63,16 @@ int64_t extent(Reader& r) {
 void make(Reader& r, Fuzzed& f, unsigned char* buf) {
   f.t.ndim = r.get<uint8_t>() % 5;
   f.t.shape = f.shape;
-  static const DLDataType kTypes[] = {{kDLInt, 8, 1}, {kDLInt, 32, 1}, {kDLInt, 64, 1}, {kDLFloat, 16, 1},
+  static const DLDataType kTypes[] = {{kDLInt, 8, 1},    {kDLInt, 32, 1},  {kDLInt, 64, 1}, {kDLFloat, 16, 1},
                                       {kDLFloat, 32, 1}, {kDLUInt, 64, 1}, {kDLBool, 8, 1}};
   f.t.dtype = kTypes[r.get<uint8_t>() % 7];
   f.t.device = {kDLCPU, 0};
   uint8_t off_sel = r.get<uint8_t>();
   // Small offsets stay element-aligned (misaligned tensors are a separate
   // question from size checks); huge ones test the address-space check.
-  f.t.byte_offset = off_sel < 200 ? 0 : off_sel < 240 ? r.get<uint8_t>() / (f.t.dtype.bits / 8) * (f.t.dtype.bits / 8)
-                                                      : r.get<uint64_t>();
+  f.t.byte_offset = off_sel < 200   ? 0
+                    : off_sel < 240 ? r.get<uint8_t>() / (f.t.dtype.bits / 8) * (f.t.dtype.bits / 8)
+                                    : r.get<uint64_t>();
   f.t.data = buf;
   __int128 count = 1;
   bool negative = false, overflow = false;

@@ -74,7 +74,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (st == Status::kSuccess || st == Status::kInProgress) std::abort();
       (void)wire::answer_seq(payload);
     }
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   return 0;
 }

@@ -11,8 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace omniccl;
-  static const char* const kVars[] = {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-                                      "PMI_SIZE", "SLURM_PROCID", "OMNICCL_SOCKET_ADDR"};
+  static const char* const kVars[] = {"MASTER_ADDR",          "MASTER_PORT", "RANK",         "WORLD_SIZE",
+                                      "OMPI_COMM_WORLD_RANK", "PMI_SIZE",    "SLURM_PROCID", "OMNICCL_SOCKET_ADDR"};
   std::vector<std::string> parts(1);
   for (size_t i = 0; i < size; ++i) {
     if (data[i] == 0) {
@@ -32,8 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       auto spec = bootstrap::parse_init_method(parts[0], rank, rank < 0 ? -1 : 4);
       (void)spec;
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
   return 0;
 }

@@ -15,21 +15,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
     if (parse_duration_ms(text, "OMNICCL_TIMEOUT") < 1) std::abort();
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   try {
     auto ov = AlgoOverride::parse(text, "OMNICCL_ALGO");
     (void)ov;
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   const std::string cstr = text.substr(0, text.find('\0'));
   for (const char* var : {"OMNICCL_STORE_MAX_CONNECTIONS", "OMNICCL_STORE_MAX_BYTES", "OMNICCL_STORE_IDLE_TIMEOUT"}) {
     ::setenv(var, cstr.c_str(), 1);
     try {
       auto l = bootstrap::StoreLimits::from_environment(4);
       if (l.max_connections == 0 || l.idle_timeout_ms < 1) std::abort();
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
     ::unsetenv(var);
   }
   return 0;

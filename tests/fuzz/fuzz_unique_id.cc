@@ -18,7 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     auto spec = bootstrap::decode_unique_id(id, rank, world);
     (void)spec;
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   return 0;
 }

@@ -32,30 +32,25 @@ std::string message_of(F&& f) {
 }
 
 TEST(CudaDispatch, UndefinedPairIsRejectedFirst) {
-  EXPECT_THROW(cuda::reduce(kFake, kFake, kFake, 4, DType::kFloat32, RedOp::kBXor, nullptr),
-               std::invalid_argument);
-  const std::string m = message_of(
-      [] { cuda::reduce(kFake, kFake, kFake, 4, DType::kBFloat16, RedOp::kBAnd, nullptr); });
+  EXPECT_THROW(cuda::reduce(kFake, kFake, kFake, 4, DType::kFloat32, RedOp::kBXor, nullptr), std::invalid_argument);
+  const std::string m =
+      message_of([] { cuda::reduce(kFake, kFake, kFake, 4, DType::kBFloat16, RedOp::kBAnd, nullptr); });
   EXPECT_NE(m.find("BAND"), std::string::npos) << m;
   EXPECT_NE(m.find("bfloat16"), std::string::npos) << m;
   EXPECT_THROW(cuda::scale_divide(kFake, 4, DType::kBool, 2, nullptr), std::invalid_argument);
   EXPECT_THROW(cuda::scale_divide(kFake, 4, DType::kInt32, 0, nullptr), std::invalid_argument);
-  EXPECT_THROW(cuda::scale_multiply(kFake, kFake, 4, DType::kBool, 2.0, nullptr),
-               std::invalid_argument);
+  EXPECT_THROW(cuda::scale_multiply(kFake, kFake, 4, DType::kBool, 2.0, nullptr), std::invalid_argument);
 }
 
 TEST(CudaDispatch, MisalignedPointerIsRejected) {
   auto* odd = static_cast<char*>(kFake) + 2;
-  const std::string m = message_of(
-      [&] { cuda::reduce(kFake, odd, kFake, 4, DType::kFloat32, RedOp::kSum, nullptr); });
+  const std::string m = message_of([&] { cuda::reduce(kFake, odd, kFake, 4, DType::kFloat32, RedOp::kSum, nullptr); });
   EXPECT_NE(m.find("not aligned"), std::string::npos) << m;
   EXPECT_NE(m.find(" a "), std::string::npos) << m;  // names the argument
-  EXPECT_THROW(cuda::scale_multiply(odd, kFake, 1, DType::kFloat64, 2.0, nullptr),
-               std::invalid_argument);
+  EXPECT_THROW(cuda::scale_multiply(odd, kFake, 1, DType::kFloat64, 2.0, nullptr), std::invalid_argument);
   // 2-byte alignment is enough for 2-byte elements.
   if (!driver_present()) {
-    EXPECT_THROW(cuda::reduce(odd, odd, odd, 1, DType::kFloat16, RedOp::kSum, nullptr),
-                 cuda::Error);
+    EXPECT_THROW(cuda::reduce(odd, odd, odd, 1, DType::kFloat16, RedOp::kSum, nullptr), cuda::Error);
   }
 }
 

@@ -31,14 +31,12 @@ namespace {
 
 using test::DeviceBuffer;
 
-constexpr DType kAllDTypes[] = {
-    DType::kInt8,    DType::kInt16,   DType::kInt32,         DType::kInt64,
-    DType::kUInt8,   DType::kUInt16,  DType::kUInt32,        DType::kUInt64,
-    DType::kFloat16, DType::kBFloat16, DType::kFloat32,      DType::kFloat64,
-    DType::kBool,    DType::kFloat8E4M3FN, DType::kFloat8E5M2};
-constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMin,  RedOp::kMax,
-                             RedOp::kAvg, RedOp::kBAnd, RedOp::kBOr,  RedOp::kBXor,
-                             RedOp::kPreMulSum};
+constexpr DType kAllDTypes[] = {DType::kInt8,    DType::kInt16,        DType::kInt32,     DType::kInt64,
+                                DType::kUInt8,   DType::kUInt16,       DType::kUInt32,    DType::kUInt64,
+                                DType::kFloat16, DType::kBFloat16,     DType::kFloat32,   DType::kFloat64,
+                                DType::kBool,    DType::kFloat8E4M3FN, DType::kFloat8E5M2};
+constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,  RedOp::kMax,      RedOp::kAvg,
+                             RedOp::kBAnd, RedOp::kBOr,  RedOp::kBXor, RedOp::kPreMulSum};
 static_assert(std::size(kAllDTypes) == kNumDTypes);
 
 /// 0, 1, odd, a few vectors plus a tail, and large (> 16 Mi elements for
@@ -46,10 +44,10 @@ static_assert(std::size(kAllDTypes) == kNumDTypes);
 constexpr size_t kSizes[] = {0, 1, 7, 1031, (size_t{1} << 24) + 13};
 
 /// Skips the calling test (returns from it) where there is no GPU.
-#define SKIP_WITHOUT_GPU()                                                         \
-  do {                                                                             \
-    const auto& s_ = cuda::runtime_status();                                       \
-    if (!s_.available) GTEST_SKIP() << "no GPU here (" << s_.reason << ")";        \
+#define SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                      \
+    const auto& s_ = cuda::runtime_status();                                \
+    if (!s_.available) GTEST_SKIP() << "no GPU here (" << s_.reason << ")"; \
   } while (0)
 
 /// Random bits, with every other element of a floating type a moderate
@@ -66,10 +64,22 @@ std::vector<unsigned char> make_data(DType t, size_t count, uint64_t seed) {
     if (!is_floating(t) || i % 2 == 0) continue;
     const float v = moderate(rng);
     switch (t) {
-      case DType::kFloat16: { const uint16_t h = cpu::float_to_half(v); std::memcpy(p, &h, 2); break; }
-      case DType::kBFloat16: { const uint16_t h = cpu::float_to_bfloat16(v); std::memcpy(p, &h, 2); break; }
+      case DType::kFloat16: {
+        const uint16_t h = cpu::float_to_half(v);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kBFloat16: {
+        const uint16_t h = cpu::float_to_bfloat16(v);
+        std::memcpy(p, &h, 2);
+        break;
+      }
       case DType::kFloat32: std::memcpy(p, &v, 4); break;
-      case DType::kFloat64: { const double d = v; std::memcpy(p, &d, 8); break; }
+      case DType::kFloat64: {
+        const double d = v;
+        std::memcpy(p, &d, 8);
+        break;
+      }
       case DType::kFloat8E4M3FN: p[0] = cpu::float_to_fp8_e4m3fn(v); break;
       case DType::kFloat8E5M2: p[0] = cpu::float_to_fp8_e5m2(v); break;
       default: break;
@@ -79,8 +89,7 @@ std::vector<unsigned char> make_data(DType t, size_t count, uint64_t seed) {
 }
 
 /// Index of the first differing element, or -1.
-long first_mismatch(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want,
-                    size_t n) {
+long first_mismatch(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want, size_t n) {
   for (size_t i = 0; i < want.size(); ++i) {
     if (got[i] != want[i]) return static_cast<long>(i / n);
   }
@@ -197,9 +206,8 @@ TEST_P(CudaScale, DivideAndMultiplyMatchCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CudaScale,
-                         ::testing::Values(DType::kInt8, DType::kInt32, DType::kInt64,
-                                           DType::kUInt16, DType::kUInt64, DType::kFloat16,
-                                           DType::kBFloat16, DType::kFloat32, DType::kFloat64,
+                         ::testing::Values(DType::kInt8, DType::kInt32, DType::kInt64, DType::kUInt16, DType::kUInt64,
+                                           DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64,
                                            DType::kFloat8E4M3FN, DType::kFloat8E5M2),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));

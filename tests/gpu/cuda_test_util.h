@@ -10,10 +10,10 @@
 
 namespace omniccl::test {
 
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    const cudaError_t e_ = (call);                                                      \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_);              \
+#define CUDA_OK(call)                                                      \
+  do {                                                                     \
+    const cudaError_t e_ = (call);                                         \
+    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_); \
   } while (0)
 
 /// cudaMalloc'd bytes, freed on destruction.

@@ -94,9 +94,12 @@ std::string JobResult::summary() const {
   for (size_t i = 0; i < ranks.size(); ++i) {
     const auto& r = ranks[i];
     os << "\n  rank " << i << ": ";
-    if (r.timed_out) os << "killed after the job time limit";
-    else if (r.signal) os << "killed by signal " << r.signal;
-    else os << "exit " << r.exit_code;
+    if (r.timed_out)
+      os << "killed after the job time limit";
+    else if (r.signal)
+      os << "killed by signal " << r.signal;
+    else
+      os << "exit " << r.exit_code;
     os << " after " << r.seconds << " s";
   }
   return os.str();

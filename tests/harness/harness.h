@@ -97,14 +97,14 @@ bool check(bool cond, int rank, const char* file, int line, const std::string& t
 }  // namespace omniccl::testing
 
 /// In a rank function: on failure print and return 1 from the function.
-#define RANK_CHECK(cond, rank, text)                                                         \
-  do {                                                                                       \
-    if (!::omniccl::testing::check((cond), (rank), __FILE__, __LINE__, (text))) return 1;    \
+#define RANK_CHECK(cond, rank, text)                                                      \
+  do {                                                                                    \
+    if (!::omniccl::testing::check((cond), (rank), __FILE__, __LINE__, (text))) return 1; \
   } while (0)
 /// In a rank function: an occl call that must succeed.
-#define RANK_OK(call, rank)                                                                  \
-  do {                                                                                       \
-    occl_status_t s_ = (call);                                                               \
-    RANK_CHECK(s_ == OCCL_SUCCESS, (rank),                                                   \
+#define RANK_OK(call, rank)                                                                      \
+  do {                                                                                           \
+    occl_status_t s_ = (call);                                                                   \
+    RANK_CHECK(s_ == OCCL_SUCCESS, (rank),                                                       \
                std::string(#call) + " -> " + occl_status_string(s_) + ": " + occl_last_error()); \
   } while (0)

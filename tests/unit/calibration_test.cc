@@ -95,8 +95,8 @@ TEST_F(Calibration, ParsesOnlyItsOwnFormatForThisMachine) {
   EXPECT_DOUBLE_EQ(ok->readv_gbps, 2.5);
   EXPECT_DOUBLE_EQ(ok->ring_gbps, 6.0);
   EXPECT_FALSE(parse_calibration(""));
-  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 2\n" + h.substr(h.find('\n') + 1) +
-                                 "readv_gbps 2.5\nring_gbps 6\n"));
+  EXPECT_FALSE(
+      parse_calibration("omniccl-shm-calibration 2\n" + h.substr(h.find('\n') + 1) + "readv_gbps 2.5\nring_gbps 6\n"));
   EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 1\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n"));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\n"));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps -1\nring_gbps 6\n"));
@@ -117,8 +117,7 @@ TEST_F(Calibration, CachedSlowerReadvTurnsSingleCopyOff) {
   EXPECT_FALSE(c.one_way) << c.reason;
   EXPECT_FALSE(c.exchange) << c.reason;  // 2.1 < 0.35 x 6.3
   EXPECT_FALSE(c.any());
-  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s"), std::string::npos)
-      << c.reason;
+  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s"), std::string::npos) << c.reason;
   EXPECT_NE(c.reason.find("from the cache " + path_), std::string::npos) << c.reason;
 }
 
@@ -148,8 +147,7 @@ TEST_F(Calibration, CachedFasterReadvTurnsSingleCopyOn) {
   EXPECT_TRUE(c.allows(OpKind::kBroadcast));
   EXPECT_FALSE(c.allows(OpKind::kReduceScatter));
   EXPECT_FALSE(c.allows(OpKind::kSendRecv));
-  EXPECT_NE(c.reason.find("single copy on: process_vm_readv 9 GB/s >= ring 4.5 GB/s"), std::string::npos)
-      << c.reason;
+  EXPECT_NE(c.reason.find("single copy on: process_vm_readv 9 GB/s >= ring 4.5 GB/s"), std::string::npos) << c.reason;
 }
 
 TEST_F(Calibration, SettingWinsOverTheCache) {

@@ -273,10 +273,9 @@ TEST(AlgorithmTable, EveryRowIsUniqueNamedAndDocumented) {
 }
 
 TEST(AlgorithmTable, OffersAndTunedChoicesComeFromTheTable) {
-  const OpKind tunable[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
-                            OpKind::kBroadcast, OpKind::kReduce,        OpKind::kGather,
-                            OpKind::kScatter,   OpKind::kAllToAll,      OpKind::kBarrier,
-                            OpKind::kAllGatherV, OpKind::kAllToAllV,    OpKind::kGatherV,
+  const OpKind tunable[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast,
+                            OpKind::kReduce,    OpKind::kGather,        OpKind::kScatter,   OpKind::kAllToAll,
+                            OpKind::kBarrier,   OpKind::kAllGatherV,    OpKind::kAllToAllV, OpKind::kGatherV,
                             OpKind::kScatterV};
   AlgoOverride none;
   for (OpKind k : tunable) {

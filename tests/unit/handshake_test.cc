@@ -98,8 +98,7 @@ double build_mesh_under(const std::function<void(const std::string&)>& attack, c
 /// Connects to both of rank 0's listeners (control on the unix socket, data
 /// on TCP) and does `what` on each connection; the connections stay open
 /// until `keep` is destroyed.
-void attack_both(const std::string& rank0_blob, const std::function<void(int)>& what,
-                 std::vector<UniqueFd>& keep) {
+void attack_both(const std::string& rank0_blob, const std::function<void(int)>& what, std::vector<UniqueFd>& keep) {
   for (int f : {3, 4}) {
     UniqueFd c = net::connect_to(net::SocketAddress{field(rank0_blob, f)}, Deadline::after_ms(5000));
     what(c.get());
@@ -110,7 +109,8 @@ void attack_both(const std::string& rank0_blob, const std::function<void(int)>& 
 TEST(Handshake, ConnectAndCloseDoesNotKillSetup) {
   std::vector<UniqueFd> keep;
   double s = build_mesh_under([&](const std::string& blob) {
-    attack_both(blob, [](int fd) { ::shutdown(fd, SHUT_RDWR); }, keep);
+    attack_both(
+        blob, [](int fd) { ::shutdown(fd, SHUT_RDWR); }, keep);
   });
   EXPECT_LT(s, 10.0);
 }
@@ -118,10 +118,13 @@ TEST(Handshake, ConnectAndCloseDoesNotKillSetup) {
 TEST(Handshake, GarbageHelloIsDropped) {
   std::vector<UniqueFd> keep;
   double s = build_mesh_under([&](const std::string& blob) {
-    attack_both(blob, [](int fd) {
-      const char junk[64] = "GET / HTTP/1.0\r\n\r\n";
-      (void)::send(fd, junk, sizeof junk, MSG_NOSIGNAL);
-    }, keep);
+    attack_both(
+        blob,
+        [](int fd) {
+          const char junk[64] = "GET / HTTP/1.0\r\n\r\n";
+          (void)::send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+        },
+        keep);
   });
   EXPECT_LT(s, 10.0);
 }
@@ -131,10 +134,13 @@ TEST(Handshake, GarbageHelloIsDropped) {
 TEST(Handshake, SilentHalfHelloDoesNotStallSetup) {
   std::vector<UniqueFd> keep;
   double s = build_mesh_under([&](const std::string& blob) {
-    attack_both(blob, [](int fd) {
-      const char half[10] = {'2', 'H', 'C', 'O'};
-      (void)::send(fd, half, sizeof half, MSG_NOSIGNAL);
-    }, keep);
+    attack_both(
+        blob,
+        [](int fd) {
+          const char half[10] = {'2', 'H', 'C', 'O'};
+          (void)::send(fd, half, sizeof half, MSG_NOSIGNAL);
+        },
+        keep);
   });
   EXPECT_LT(s, 10.0);
 }
@@ -146,26 +152,31 @@ TEST(Handshake, SilentHalfHelloDoesNotStallSetup) {
 TEST(Handshake, WrongTokenCannotTakeARank) {
   std::vector<UniqueFd> keep;
   uint64_t session = 0;
-  double s = build_mesh_under([&](const std::string& blob) {
-    attack_both(blob, [&](int fd) {
-      const uint32_t channel = keep.empty() ? 0 : 1;  // unix listener: control; TCP: data
-      const wire::Hello h{wire::kHelloMagic, channel, session, 1, 0};
-      char challenge[36] = {};
-      try {
-        net::read_all(fd, challenge, sizeof challenge, Deadline::after_ms(2000), "challenge");
-      } catch (const Error&) {
-        // No challenge (no authentication): send the hello alone.
-      }
-      std::string msg(reinterpret_cast<const char*>(&h), sizeof h);
-      const std::string na(challenge + 4, 32), nc(32, 'n');
-      const Digest mac = hmac_sha256("wrong token", std::string("omniccl mesh connector") + na + nc + msg);
-      if (std::memcmp(challenge, "OCMA", 4) == 0) {
-        msg.append(reinterpret_cast<const char*>(mac.data()), mac.size());
-        msg += nc;
-      }
-      (void)::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-    }, keep);
-  }, "the right token", &session);
+  double s = build_mesh_under(
+      [&](const std::string& blob) {
+        attack_both(
+            blob,
+            [&](int fd) {
+              const uint32_t channel = keep.empty() ? 0 : 1;  // unix listener: control; TCP: data
+              const wire::Hello h{wire::kHelloMagic, channel, session, 1, 0};
+              char challenge[36] = {};
+              try {
+                net::read_all(fd, challenge, sizeof challenge, Deadline::after_ms(2000), "challenge");
+              } catch (const Error&) {
+                // No challenge (no authentication): send the hello alone.
+              }
+              std::string msg(reinterpret_cast<const char*>(&h), sizeof h);
+              const std::string na(challenge + 4, 32), nc(32, 'n');
+              const Digest mac = hmac_sha256("wrong token", std::string("omniccl mesh connector") + na + nc + msg);
+              if (std::memcmp(challenge, "OCMA", 4) == 0) {
+                msg.append(reinterpret_cast<const char*>(mac.data()), mac.size());
+                msg += nc;
+              }
+              (void)::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+            },
+            keep);
+      },
+      "the right token", &session);
   EXPECT_LT(s, 10.0);
 }
 

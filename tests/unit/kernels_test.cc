@@ -35,14 +35,12 @@ using cpu::float_to_bfloat16;
 using cpu::float_to_half;
 using cpu::half_to_float;
 
-constexpr DType kAllDTypes[] = {
-    DType::kInt8,    DType::kInt16,    DType::kInt32,   DType::kInt64,   DType::kUInt8,
-    DType::kUInt16,  DType::kUInt32,   DType::kUInt64,  DType::kFloat16, DType::kBFloat16,
-    DType::kFloat32, DType::kFloat64,  DType::kBool,    DType::kFloat8E4M3FN,
-    DType::kFloat8E5M2};
-constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,
-                             RedOp::kMax,  RedOp::kAvg,  RedOp::kBAnd,
-                             RedOp::kBOr,  RedOp::kBXor, RedOp::kPreMulSum};
+constexpr DType kAllDTypes[] = {DType::kInt8,    DType::kInt16,        DType::kInt32,     DType::kInt64,
+                                DType::kUInt8,   DType::kUInt16,       DType::kUInt32,    DType::kUInt64,
+                                DType::kFloat16, DType::kBFloat16,     DType::kFloat32,   DType::kFloat64,
+                                DType::kBool,    DType::kFloat8E4M3FN, DType::kFloat8E5M2};
+constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,  RedOp::kMax,      RedOp::kAvg,
+                             RedOp::kBAnd, RedOp::kBOr,  RedOp::kBXor, RedOp::kPreMulSum};
 
 // ---------------------------------------------------------------------------
 // Reference float16 / bfloat16 codec (double based, independent of half.h).
@@ -91,8 +89,7 @@ uint16_t ref_encode(const SmallFloat& f, double x) {
   const uint16_t sign = std::signbit(x) ? static_cast<uint16_t>(1u << (f.mant + f.exp_bits)) : 0;
   const int max_exp = (1 << f.exp_bits) - 1;
   // finite_only formats have no Inf: overflow is NaN (canonical here).
-  const uint16_t inf =
-      f.finite_only ? f.quiet_nan : static_cast<uint16_t>(sign | (max_exp << f.mant));
+  const uint16_t inf = f.finite_only ? f.quiet_nan : static_cast<uint16_t>(sign | (max_exp << f.mant));
   const double a = std::fabs(x);
   if (std::isinf(a)) return inf;
   const int min_normal_exp = 1 - f.bias;
@@ -102,8 +99,8 @@ uint16_t ref_encode(const SmallFloat& f, double x) {
     return static_cast<uint16_t>(sign | static_cast<uint16_t>(n));  // n == 2^mant: min normal
   }
   int e2 = 0;
-  std::frexp(a, &e2);  // a = m * 2^e2, m in [0.5, 1)
-  int e = e2 - 1;      // a in [2^e, 2^(e+1))
+  std::frexp(a, &e2);                                    // a = m * 2^e2, m in [0.5, 1)
+  int e = e2 - 1;                                        // a in [2^e, 2^(e+1))
   double n = std::nearbyint(std::ldexp(a, f.mant - e));  // in [2^mant, 2^(mant+1)]
   if (n == std::ldexp(1.0, f.mant + 1)) {
     n /= 2;
@@ -115,8 +112,7 @@ uint16_t ref_encode(const SmallFloat& f, double x) {
   } else if (biased >= max_exp) {
     return inf;
   }
-  return static_cast<uint16_t>(sign | (biased << f.mant) |
-                               (static_cast<int>(n) - (1 << f.mant)));
+  return static_cast<uint16_t>(sign | (biased << f.mant) | (static_cast<int>(n) - (1 << f.mant)));
 }
 
 // ---------------------------------------------------------------------------
@@ -139,8 +135,8 @@ T ref_int(RedOp op, T a, T b) {
   using Wide = std::conditional_t<std::is_signed_v<T>, __int128, unsigned __int128>;
   const Wide x = a, y = b;
   auto wrap = [](Wide v) {  // keep the low bits, as two's complement does
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(
-        static_cast<unsigned __int128>(v) & std::numeric_limits<std::make_unsigned_t<T>>::max()));
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(static_cast<unsigned __int128>(v) &
+                                                               std::numeric_limits<std::make_unsigned_t<T>>::max()));
   };
   switch (op) {
     case RedOp::kSum:
@@ -235,8 +231,7 @@ void ref_int_at(RedOp op, const unsigned char* a, const unsigned char* b, unsign
 }
 
 /// out = op(a, b) for one element of type t.
-void ref_reduce_one(DType t, RedOp op, const unsigned char* a, const unsigned char* b,
-                    unsigned char* out) {
+void ref_reduce_one(DType t, RedOp op, const unsigned char* a, const unsigned char* b, unsigned char* out) {
   switch (t) {
     case DType::kInt8: return ref_int_at<int8_t>(op, a, b, out);
     case DType::kInt16: return ref_int_at<int16_t>(op, a, b, out);
@@ -246,19 +241,13 @@ void ref_reduce_one(DType t, RedOp op, const unsigned char* a, const unsigned ch
     case DType::kUInt16: return ref_int_at<uint16_t>(op, a, b, out);
     case DType::kUInt32: return ref_int_at<uint32_t>(op, a, b, out);
     case DType::kUInt64: return ref_int_at<uint64_t>(op, a, b, out);
-    case DType::kFloat16:
-      return store<uint16_t>(out, ref_small(kHalf, op, load<uint16_t>(a), load<uint16_t>(b)));
-    case DType::kBFloat16:
-      return store<uint16_t>(out, ref_small(kBf16, op, load<uint16_t>(a), load<uint16_t>(b)));
-    case DType::kFloat32:
-      return store<float>(out, ref_float<float>(op, load<float>(a), load<float>(b)));
-    case DType::kFloat64:
-      return store<double>(out, ref_float<double>(op, load<double>(a), load<double>(b)));
+    case DType::kFloat16: return store<uint16_t>(out, ref_small(kHalf, op, load<uint16_t>(a), load<uint16_t>(b)));
+    case DType::kBFloat16: return store<uint16_t>(out, ref_small(kBf16, op, load<uint16_t>(a), load<uint16_t>(b)));
+    case DType::kFloat32: return store<float>(out, ref_float<float>(op, load<float>(a), load<float>(b)));
+    case DType::kFloat64: return store<double>(out, ref_float<double>(op, load<double>(a), load<double>(b)));
     case DType::kBool: return store<uint8_t>(out, ref_bool(op, a[0], b[0]));
-    case DType::kFloat8E4M3FN:
-      return store<uint8_t>(out, static_cast<uint8_t>(ref_small(kE4M3, op, a[0], b[0])));
-    case DType::kFloat8E5M2:
-      return store<uint8_t>(out, static_cast<uint8_t>(ref_small(kE5M2, op, a[0], b[0])));
+    case DType::kFloat8E4M3FN: return store<uint8_t>(out, static_cast<uint8_t>(ref_small(kE4M3, op, a[0], b[0])));
+    case DType::kFloat8E5M2: return store<uint8_t>(out, static_cast<uint8_t>(ref_small(kE5M2, op, a[0], b[0])));
   }
   ADD_FAILURE() << "bad dtype";
 }
@@ -274,29 +263,27 @@ std::vector<unsigned char> special_bytes(DType t) {
   };
   switch (t) {
     case DType::kFloat32:
-      for (uint32_t u : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
-                         0xffc00000u, 0x7fc00001u, 0x7f800001u, 0xffa00000u, 0x00000001u,
-                         0x807fffffu, 0x7f7fffffu, 0x3f800000u, 0xbf800000u}) {
+      for (uint32_t u : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7fc00001u,
+                         0x7f800001u, 0xffa00000u, 0x00000001u, 0x807fffffu, 0x7f7fffffu, 0x3f800000u, 0xbf800000u}) {
         add(u);
       }
       break;
     case DType::kFloat64:
-      for (uint64_t u : {0x0ull, 0x8000000000000000ull, 0x7ff0000000000000ull,
-                         0xfff0000000000000ull, 0x7ff8000000000000ull, 0xfff8000000000000ull,
-                         0x7ff8000000000001ull, 0x7ff0000000000001ull, 0x1ull,
-                         0x7fefffffffffffffull, 0x3ff0000000000000ull}) {
+      for (uint64_t u : {0x0ull, 0x8000000000000000ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+                         0x7ff8000000000000ull, 0xfff8000000000000ull, 0x7ff8000000000001ull, 0x7ff0000000000001ull,
+                         0x1ull, 0x7fefffffffffffffull, 0x3ff0000000000000ull}) {
         add(u);
       }
       break;
     case DType::kFloat16:
-      for (uint16_t u : {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7e01, 0x7c01, 0x0001,
-                         0x83ff, 0x7bff, 0xfbff, 0x3c00, 0x0400}) {
+      for (uint16_t u : {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7e01, 0x7c01, 0x0001, 0x83ff, 0x7bff, 0xfbff,
+                         0x3c00, 0x0400}) {
         add(u);
       }
       break;
     case DType::kBFloat16:
-      for (uint16_t u : {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7fc1, 0x7f81, 0x0001,
-                         0x807f, 0x7f7f, 0xff7f, 0x3f80, 0x0080}) {
+      for (uint16_t u : {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7fc1, 0x7f81, 0x0001, 0x807f, 0x7f7f, 0xff7f,
+                         0x3f80, 0x0080}) {
         add(u);
       }
       break;
@@ -340,8 +327,7 @@ std::vector<unsigned char> make_data(DType t, size_t count, uint64_t seed) {
       p[0] = static_cast<unsigned char>(r % 4 == 1 ? 0 : r >> 8);  // mostly nonzero
     } else if (is_floating(t) && r % 3 == 1) {
       // Moderate magnitudes, so sums and products are not all Inf or 0.
-      const double v = std::ldexp(static_cast<double>(r >> 11) / 9007199254740992.0 - 0.5,
-                                  static_cast<int>(r % 7) - 2);
+      const double v = std::ldexp(static_cast<double>(r >> 11) / 9007199254740992.0 - 0.5, static_cast<int>(r % 7) - 2);
       if (t == DType::kFloat64) store<double>(p, v);
       if (t == DType::kFloat32) store<float>(p, static_cast<float>(v));
       if (t == DType::kFloat16) store<uint16_t>(p, ref_encode(kHalf, v));
@@ -427,25 +413,22 @@ class F16cMode {
 
 TEST(KernelTypes, SizesAndNames) {
   const size_t sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 1, 1, 1};
-  const char* names[] = {"int8",    "int16",    "int32",   "int64",   "uint8",
-                         "uint16",  "uint32",   "uint64",  "float16", "bfloat16",
-                         "float32", "float64",  "bool",    "float8_e4m3fn", "float8_e5m2"};
+  const char* names[] = {"int8",    "int16",    "int32",   "int64",   "uint8", "uint16",        "uint32",     "uint64",
+                         "float16", "bfloat16", "float32", "float64", "bool",  "float8_e4m3fn", "float8_e5m2"};
   static_assert(std::size(kAllDTypes) == kNumDTypes);
   for (int i = 0; i < kNumDTypes; ++i) {
     EXPECT_EQ(dtype_size(kAllDTypes[i]), sizes[i]) << i;
     EXPECT_STREQ(dtype_name(kAllDTypes[i]), names[i]) << i;
   }
-  const char* op_names[] = {"SUM", "PROD", "MIN", "MAX", "AVG",
-                            "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+  const char* op_names[] = {"SUM", "PROD", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
   static_assert(std::size(kAllOps) == kNumRedOps);
   for (int i = 0; i < kNumRedOps; ++i) EXPECT_STREQ(redop_name(kAllOps[i]), op_names[i]);
 }
 
 TEST(KernelTypes, IsFloating) {
   for (DType t : kAllDTypes) {
-    const bool want = t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
-                      t == DType::kFloat64 || t == DType::kFloat8E4M3FN ||
-                      t == DType::kFloat8E5M2;
+    const bool want = t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64 ||
+                      t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
     EXPECT_EQ(is_floating(t), want) << dtype_name(t);
   }
 }
@@ -467,8 +450,7 @@ TEST(KernelTypes, IsDefinedTable) {
     for (RedOp op : kAllOps) {
       const bool bitwise = op == RedOp::kBAnd || op == RedOp::kBOr || op == RedOp::kBXor;
       const bool scaled = op == RedOp::kAvg || op == RedOp::kPreMulSum;
-      const bool flt = t == DType::kFloat16 || t == DType::kBFloat16 ||
-                       t == DType::kFloat32 || t == DType::kFloat64 ||
+      const bool flt = t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64 ||
                        t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
       const bool want = !(bitwise && flt) && !(scaled && t == DType::kBool);
       EXPECT_EQ(is_defined(op, t), want) << redop_name(op) << " " << dtype_name(t);
@@ -480,8 +462,7 @@ TEST(KernelTypes, IsDefinedTable) {
 
 TEST(KernelTypes, UndefinedPairThrows) {
   float a = 1, b = 2;
-  EXPECT_THROW(cpu::reduce_inplace(&a, &b, 1, DType::kFloat32, RedOp::kBXor),
-               std::invalid_argument);
+  EXPECT_THROW(cpu::reduce_inplace(&a, &b, 1, DType::kFloat32, RedOp::kBXor), std::invalid_argument);
   EXPECT_THROW(cpu::reduce(&a, &a, &b, 1, DType::kFloat32, RedOp::kBAnd), std::invalid_argument);
   uint8_t c = 1;
   EXPECT_THROW(cpu::scale_divide(&c, 1, DType::kBool, 2), std::invalid_argument);
@@ -512,8 +493,7 @@ void check_against_reference(DType t, RedOp op) {
       EXPECT_EQ(first_mismatch(io.data(), want, n), -1) << "reduce_inplace";
       EXPECT_TRUE(io.guards_intact());
 
-      Buffer out(std::vector<unsigned char>(a.size()), offset), ba(a, offset + 1),
-          bb(b, offset + 2);
+      Buffer out(std::vector<unsigned char>(a.size()), offset), ba(a, offset + 1), bb(b, offset + 2);
       cpu::reduce(out.data(), ba.data(), bb.data(), count, t, op);
       EXPECT_EQ(first_mismatch(out.data(), want, n), -1) << "reduce";
       EXPECT_TRUE(out.guards_intact());
@@ -600,8 +580,7 @@ TEST(Reduce, Float16PathsAgreeOnAllValues) {
       cpu::reduce(portable.data(), a.data(), b.data(), a.size(), DType::kFloat16, op);
     }
     for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_EQ(fast[i], portable[i]) << redop_name(op) << std::hex << " a=" << a[i]
-                                      << " b=" << b[i];
+      ASSERT_EQ(fast[i], portable[i]) << redop_name(op) << std::hex << " a=" << a[i] << " b=" << b[i];
       ASSERT_EQ(fast[i], ref_small(kHalf, op, a[i], b[i])) << std::hex << a[i] << " " << b[i];
     }
   }
@@ -629,8 +608,7 @@ std::string pair_name(const ::testing::TestParamInfo<std::pair<DType, RedOp>>& i
   return std::string(dtype_name(info.param.first)) + "_" + redop_name(info.param.second);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, ReduceAllPairs, ::testing::ValuesIn(defined_pairs()),
-                         pair_name);
+INSTANTIATE_TEST_SUITE_P(Kernels, ReduceAllPairs, ::testing::ValuesIn(defined_pairs()), pair_name);
 
 TEST(Reduce, ZeroCountTouchesNothing) {
   cpu::reduce_inplace(nullptr, nullptr, 0, DType::kFloat32, RedOp::kSum);
@@ -695,8 +673,7 @@ TEST(Reduce, FloatSignedZeroAndNaN) {
   for (auto [a, b] : {std::pair{pz, nz}, std::pair{nz, pz}}) {
     EXPECT_EQ(bits_of(reduce1(a, b, DType::kFloat32, RedOp::kMin)), 0x80000000u);
     EXPECT_EQ(bits_of(reduce1(a, b, DType::kFloat32, RedOp::kMax)), 0u);
-    EXPECT_EQ(bits_of(reduce1<double>(a, b, DType::kFloat64, RedOp::kMin)),
-              0x8000000000000000u);
+    EXPECT_EQ(bits_of(reduce1<double>(a, b, DType::kFloat64, RedOp::kMin)), 0x8000000000000000u);
     EXPECT_EQ(bits_of(reduce1<double>(a, b, DType::kFloat64, RedOp::kMax)), 0u);
   }
   EXPECT_EQ(bits_of(reduce1(nz, nz, DType::kFloat32, RedOp::kSum)), 0x80000000u);
@@ -712,8 +689,7 @@ TEST(Reduce, FloatSignedZeroAndNaN) {
   }
   // Inf - Inf is NaN (x86 makes it negative); canonical here too.
   EXPECT_EQ(bits_of(reduce1(INFINITY, -INFINITY, DType::kFloat32, RedOp::kSum)), 0x7fc00000u);
-  EXPECT_EQ(bits_of(reduce1<double>(INFINITY, -INFINITY, DType::kFloat64, RedOp::kSum)),
-            0x7ff8000000000000u);
+  EXPECT_EQ(bits_of(reduce1<double>(INFINITY, -INFINITY, DType::kFloat64, RedOp::kSum)), 0x7ff8000000000000u);
   EXPECT_EQ(reduce1(3.0f, -INFINITY, DType::kFloat32, RedOp::kMin), -INFINITY);
   EXPECT_EQ(reduce1(3.0, 2.5, DType::kFloat64, RedOp::kMax), 3.0);
 }
@@ -722,8 +698,8 @@ TEST(Reduce, HalfKnownValues) {
   // 1 + 2^-11 is a tie in float16: rounds to even (1.0); 1 + 3*2^-11 -> up.
   EXPECT_EQ(reduce1<uint16_t>(0x3c00, 0x1000, DType::kFloat16, RedOp::kSum), 0x3c00);
   EXPECT_EQ(reduce1<uint16_t>(0x3c01, 0x1000, DType::kFloat16, RedOp::kSum), 0x3c02);
-  EXPECT_EQ(reduce1<uint16_t>(0x7bff, 0x7bff, DType::kFloat16, RedOp::kSum), 0x7c00);  // Inf
-  EXPECT_EQ(reduce1<uint16_t>(0x7c00, 0xfc00, DType::kFloat16, RedOp::kSum), 0x7e00);  // NaN
+  EXPECT_EQ(reduce1<uint16_t>(0x7bff, 0x7bff, DType::kFloat16, RedOp::kSum), 0x7c00);   // Inf
+  EXPECT_EQ(reduce1<uint16_t>(0x7c00, 0xfc00, DType::kFloat16, RedOp::kSum), 0x7e00);   // NaN
   EXPECT_EQ(reduce1<uint16_t>(0x4000, 0x4200, DType::kFloat16, RedOp::kProd), 0x4600);  // 2*3
   EXPECT_EQ(reduce1<uint16_t>(0x0000, 0x8000, DType::kFloat16, RedOp::kMin), 0x8000);
   EXPECT_EQ(reduce1<uint16_t>(0x8000, 0x0000, DType::kFloat16, RedOp::kMax), 0x0000);
@@ -870,16 +846,12 @@ void ref_divide_one(DType t, int64_t d, const unsigned char* in, unsigned char* 
     case DType::kUInt16: return int_div(uint16_t{});
     case DType::kUInt32: return int_div(uint32_t{});
     case DType::kUInt64: return int_div(uint64_t{});
-    case DType::kFloat16:
-      return store<uint16_t>(out, ref_small_scale(kHalf, in, static_cast<float>(d), true));
-    case DType::kBFloat16:
-      return store<uint16_t>(out, ref_small_scale(kBf16, in, static_cast<float>(d), true));
+    case DType::kFloat16: return store<uint16_t>(out, ref_small_scale(kHalf, in, static_cast<float>(d), true));
+    case DType::kBFloat16: return store<uint16_t>(out, ref_small_scale(kBf16, in, static_cast<float>(d), true));
     case DType::kFloat8E4M3FN:
-      return store<uint8_t>(out, static_cast<uint8_t>(
-                                     ref_small_scale(kE4M3, in, static_cast<float>(d), true)));
+      return store<uint8_t>(out, static_cast<uint8_t>(ref_small_scale(kE4M3, in, static_cast<float>(d), true)));
     case DType::kFloat8E5M2:
-      return store<uint8_t>(out, static_cast<uint8_t>(
-                                     ref_small_scale(kE5M2, in, static_cast<float>(d), true)));
+      return store<uint8_t>(out, static_cast<uint8_t>(ref_small_scale(kE5M2, in, static_cast<float>(d), true)));
     case DType::kFloat32: return store<float>(out, load<float>(in) / static_cast<float>(d));
     case DType::kFloat64: return store<double>(out, load<double>(in) / static_cast<double>(d));
     case DType::kBool: break;
@@ -903,8 +875,8 @@ void ref_multiply_one(DType t, double s, const unsigned char* in, unsigned char*
   auto int_mul = [&](auto tag) {
     using T = decltype(tag);
     using Wide = std::conditional_t<std::is_signed_v<T>, __int128, unsigned __int128>;
-    const unsigned __int128 p = static_cast<unsigned __int128>(static_cast<Wide>(load<T>(in)) *
-                                                               static_cast<__int128>(k));
+    const unsigned __int128 p =
+        static_cast<unsigned __int128>(static_cast<Wide>(load<T>(in)) * static_cast<__int128>(k));
     using U = std::make_unsigned_t<T>;
     store<T>(out, static_cast<T>(static_cast<U>(p)));
   };
@@ -917,16 +889,12 @@ void ref_multiply_one(DType t, double s, const unsigned char* in, unsigned char*
     case DType::kUInt16: return int_mul(uint16_t{});
     case DType::kUInt32: return int_mul(uint32_t{});
     case DType::kUInt64: return int_mul(uint64_t{});
-    case DType::kFloat16:
-      return store<uint16_t>(out, ref_small_scale(kHalf, in, static_cast<float>(s), false));
-    case DType::kBFloat16:
-      return store<uint16_t>(out, ref_small_scale(kBf16, in, static_cast<float>(s), false));
+    case DType::kFloat16: return store<uint16_t>(out, ref_small_scale(kHalf, in, static_cast<float>(s), false));
+    case DType::kBFloat16: return store<uint16_t>(out, ref_small_scale(kBf16, in, static_cast<float>(s), false));
     case DType::kFloat8E4M3FN:
-      return store<uint8_t>(out, static_cast<uint8_t>(
-                                     ref_small_scale(kE4M3, in, static_cast<float>(s), false)));
+      return store<uint8_t>(out, static_cast<uint8_t>(ref_small_scale(kE4M3, in, static_cast<float>(s), false)));
     case DType::kFloat8E5M2:
-      return store<uint8_t>(out, static_cast<uint8_t>(
-                                     ref_small_scale(kE5M2, in, static_cast<float>(s), false)));
+      return store<uint8_t>(out, static_cast<uint8_t>(ref_small_scale(kE5M2, in, static_cast<float>(s), false)));
     case DType::kFloat32: return store<float>(out, load<float>(in) * static_cast<float>(s));
     case DType::kFloat64: return store<double>(out, load<double>(in) * s);
     case DType::kBool: break;
@@ -948,8 +916,7 @@ bool is_nan_element(DType t, const unsigned char* p) {
 
 /// Compares allowing any NaN where a NaN is expected (scale_* do not
 /// canonicalize: they have one input, so nothing to commute).
-long first_scale_mismatch(DType t, const unsigned char* got,
-                          const std::vector<unsigned char>& want) {
+long first_scale_mismatch(DType t, const unsigned char* got, const std::vector<unsigned char>& want) {
   const size_t n = dtype_size(t);
   for (size_t i = 0; i < want.size(); i += n) {
     if (std::memcmp(got + i, &want[i], n) == 0) continue;
@@ -965,65 +932,63 @@ class ScaleAllTypes : public ::testing::TestWithParam<DType> {};
 TEST_P(ScaleAllTypes, DivideMatchesReference) {
   const DType t = GetParam();
   for (bool f16c : f16c_modes(t)) {
-  SCOPED_TRACE(f16c ? "F16C" : "portable");
-  F16cMode mode(f16c);
-  uint64_t seed = 11;
-  for (int64_t d : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{1000},
-                    int64_t{1} << 40, INT64_MAX}) {
-    for (size_t count : {0, 1, 7, 33, 1000}) {
-      for (size_t offset : {size_t{0}, size_t{1}}) {
-        SCOPED_TRACE("divisor " + std::to_string(d) + " count " + std::to_string(count) +
-                     " offset " + std::to_string(offset));
-        const auto data = make_data(t, count, seed++);
-        std::vector<unsigned char> want(data.size());
-        for (size_t i = 0; i < data.size(); i += dtype_size(t)) {
-          ref_divide_one(t, d, &data[i], &want[i]);
+    SCOPED_TRACE(f16c ? "F16C" : "portable");
+    F16cMode mode(f16c);
+    uint64_t seed = 11;
+    for (int64_t d : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{1000}, int64_t{1} << 40, INT64_MAX}) {
+      for (size_t count : {0, 1, 7, 33, 1000}) {
+        for (size_t offset : {size_t{0}, size_t{1}}) {
+          SCOPED_TRACE("divisor " + std::to_string(d) + " count " + std::to_string(count) + " offset " +
+                       std::to_string(offset));
+          const auto data = make_data(t, count, seed++);
+          std::vector<unsigned char> want(data.size());
+          for (size_t i = 0; i < data.size(); i += dtype_size(t)) {
+            ref_divide_one(t, d, &data[i], &want[i]);
+          }
+          Buffer buf(data, offset);
+          cpu::scale_divide(buf.data(), count, t, d);
+          EXPECT_EQ(first_scale_mismatch(t, buf.data(), want), -1);
+          EXPECT_TRUE(buf.guards_intact());
         }
-        Buffer buf(data, offset);
-        cpu::scale_divide(buf.data(), count, t, d);
-        EXPECT_EQ(first_scale_mismatch(t, buf.data(), want), -1);
-        EXPECT_TRUE(buf.guards_intact());
       }
     }
-  }
   }
 }
 
 TEST_P(ScaleAllTypes, MultiplyMatchesReference) {
   const DType t = GetParam();
   for (bool f16c : f16c_modes(t)) {
-  SCOPED_TRACE(f16c ? "F16C" : "portable");
-  F16cMode mode(f16c);
-  uint64_t seed = 21;
-  for (double s : {1.0, 3.0, -1.0, 2.7, -2.7, 0.5, 1e30, -1e30, 1e-3}) {
-    for (size_t count : {0, 1, 7, 33, 1000}) {
-      for (size_t offset : {size_t{0}, size_t{1}}) {
-        SCOPED_TRACE("scalar " + std::to_string(s) + " count " + std::to_string(count) +
-                     " offset " + std::to_string(offset));
-        const auto data = make_data(t, count, seed++);
-        std::vector<unsigned char> want(data.size());
-        for (size_t i = 0; i < data.size(); i += dtype_size(t)) {
-          ref_multiply_one(t, s, &data[i], &want[i]);
+    SCOPED_TRACE(f16c ? "F16C" : "portable");
+    F16cMode mode(f16c);
+    uint64_t seed = 21;
+    for (double s : {1.0, 3.0, -1.0, 2.7, -2.7, 0.5, 1e30, -1e30, 1e-3}) {
+      for (size_t count : {0, 1, 7, 33, 1000}) {
+        for (size_t offset : {size_t{0}, size_t{1}}) {
+          SCOPED_TRACE("scalar " + std::to_string(s) + " count " + std::to_string(count) + " offset " +
+                       std::to_string(offset));
+          const auto data = make_data(t, count, seed++);
+          std::vector<unsigned char> want(data.size());
+          for (size_t i = 0; i < data.size(); i += dtype_size(t)) {
+            ref_multiply_one(t, s, &data[i], &want[i]);
+          }
+          Buffer in(data, offset), out(std::vector<unsigned char>(data.size()), offset + 2);
+          cpu::scale_multiply(out.data(), in.data(), count, t, s);
+          EXPECT_EQ(first_scale_mismatch(t, out.data(), want), -1) << "out != in";
+          EXPECT_TRUE(out.guards_intact());
+          cpu::scale_multiply(in.data(), in.data(), count, t, s);
+          EXPECT_EQ(first_scale_mismatch(t, in.data(), want), -1) << "out == in";
+          EXPECT_TRUE(in.guards_intact());
         }
-        Buffer in(data, offset), out(std::vector<unsigned char>(data.size()), offset + 2);
-        cpu::scale_multiply(out.data(), in.data(), count, t, s);
-        EXPECT_EQ(first_scale_mismatch(t, out.data(), want), -1) << "out != in";
-        EXPECT_TRUE(out.guards_intact());
-        cpu::scale_multiply(in.data(), in.data(), count, t, s);
-        EXPECT_EQ(first_scale_mismatch(t, in.data(), want), -1) << "out == in";
-        EXPECT_TRUE(in.guards_intact());
       }
     }
-  }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ScaleAllTypes,
-                         ::testing::Values(DType::kInt8, DType::kInt16, DType::kInt32,
-                                           DType::kInt64, DType::kUInt8, DType::kUInt16,
-                                           DType::kUInt32, DType::kUInt64, DType::kFloat16,
-                                           DType::kBFloat16, DType::kFloat32, DType::kFloat64,
-                                           DType::kFloat8E4M3FN, DType::kFloat8E5M2),
+                         ::testing::Values(DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64, DType::kUInt8,
+                                           DType::kUInt16, DType::kUInt32, DType::kUInt64, DType::kFloat16,
+                                           DType::kBFloat16, DType::kFloat32, DType::kFloat64, DType::kFloat8E4M3FN,
+                                           DType::kFloat8E5M2),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));
                          });
@@ -1070,19 +1035,19 @@ uint8_t e5m2(float f) { return cpu::float_to_fp8_e5m2(f); }
 
 TEST(Fp8, KnownConversions) {
   // e4m3fn: S EEEE MMM, bias 7.
-  EXPECT_EQ(e4m3(1.0f), 0x38);       // 0 0111 000
-  EXPECT_EQ(e4m3(-1.5f), 0xbc);      // 1 0111 100
-  EXPECT_EQ(e4m3(0.1f), 0x1d);       // 1.6 * 2^-4 -> mantissa 4.8 -> 5: 0 0011 101
-  EXPECT_EQ(e4m3(448.0f), 0x7e);     // largest finite
-  EXPECT_EQ(e4m3(464.0f), 0x7e);     // tie between 448 and (NaN-coded) 480 -> even 448
-  EXPECT_EQ(e4m3(465.0f), 0x7f);     // overflow: NaN (no Inf in e4m3fn)
-  EXPECT_EQ(e4m3(-1000.0f), 0xff);   // overflow keeps the sign
+  EXPECT_EQ(e4m3(1.0f), 0x38);      // 0 0111 000
+  EXPECT_EQ(e4m3(-1.5f), 0xbc);     // 1 0111 100
+  EXPECT_EQ(e4m3(0.1f), 0x1d);      // 1.6 * 2^-4 -> mantissa 4.8 -> 5: 0 0011 101
+  EXPECT_EQ(e4m3(448.0f), 0x7e);    // largest finite
+  EXPECT_EQ(e4m3(464.0f), 0x7e);    // tie between 448 and (NaN-coded) 480 -> even 448
+  EXPECT_EQ(e4m3(465.0f), 0x7f);    // overflow: NaN (no Inf in e4m3fn)
+  EXPECT_EQ(e4m3(-1000.0f), 0xff);  // overflow keeps the sign
   EXPECT_EQ(e4m3(INFINITY), 0x7f);
   EXPECT_EQ(e4m3(NAN), 0x7f);
-  EXPECT_EQ(e4m3(0x1p-9f), 0x01);    // smallest subnormal
-  EXPECT_EQ(e4m3(0x1p-10f), 0x00);   // tie -> even (0)
-  EXPECT_EQ(e4m3(0x3p-11f), 0x01);   // 0.75 step -> 1
-  EXPECT_EQ(e4m3(0x1p-6f), 0x08);    // smallest normal
+  EXPECT_EQ(e4m3(0x1p-9f), 0x01);   // smallest subnormal
+  EXPECT_EQ(e4m3(0x1p-10f), 0x00);  // tie -> even (0)
+  EXPECT_EQ(e4m3(0x3p-11f), 0x01);  // 0.75 step -> 1
+  EXPECT_EQ(e4m3(0x1p-6f), 0x08);   // smallest normal
   EXPECT_EQ(e4m3(-0.0f), 0x80);
   EXPECT_EQ(cpu::fp8_e4m3fn_to_float(0x7e), 448.0f);
   EXPECT_EQ(cpu::fp8_e4m3fn_to_float(0x01), 0x1p-9f);
@@ -1094,15 +1059,15 @@ TEST(Fp8, KnownConversions) {
 
   // e5m2: S EEEEE MM, bias 15, IEEE-like.
   EXPECT_EQ(e5m2(1.0f), 0x3c);
-  EXPECT_EQ(e5m2(0.1f), 0x2e);       // 1.6 * 2^-4 -> mantissa 2.4 -> 2: 0 01011 10
-  EXPECT_EQ(e5m2(57344.0f), 0x7b);   // largest finite
+  EXPECT_EQ(e5m2(0.1f), 0x2e);      // 1.6 * 2^-4 -> mantissa 2.4 -> 2: 0 01011 10
+  EXPECT_EQ(e5m2(57344.0f), 0x7b);  // largest finite
   EXPECT_EQ(e5m2(61439.0f), 0x7b);
-  EXPECT_EQ(e5m2(61440.0f), 0x7c);   // tie at the top rounds to Inf
+  EXPECT_EQ(e5m2(61440.0f), 0x7c);  // tie at the top rounds to Inf
   EXPECT_EQ(e5m2(-INFINITY), 0xfc);
   EXPECT_EQ(e5m2(NAN), 0x7e);
   EXPECT_EQ(e5m2(0x1p-16f), 0x01);
-  EXPECT_EQ(e5m2(0x1p-17f), 0x00);   // tie -> even (0)
-  EXPECT_EQ(e5m2(0x3p-17f), 0x02);   // 1.5 steps: tie -> even (2)
+  EXPECT_EQ(e5m2(0x1p-17f), 0x00);  // tie -> even (0)
+  EXPECT_EQ(e5m2(0x3p-17f), 0x02);  // 1.5 steps: tie -> even (2)
   EXPECT_EQ(cpu::fp8_e5m2_to_float(0x2e), 0.09375f);
   EXPECT_EQ(cpu::fp8_e5m2_to_float(0x7b), 57344.0f);
   EXPECT_EQ(cpu::fp8_e5m2_to_float(0xfc), -INFINITY);
@@ -1110,21 +1075,21 @@ TEST(Fp8, KnownConversions) {
 
 TEST(Fp8, KnownReductions) {
   using D = DType;
-  EXPECT_EQ(reduce1<uint8_t>(0x38, 0x38, D::kFloat8E4M3FN, RedOp::kSum), 0x40);  // 1+1=2
-  EXPECT_EQ(reduce1<uint8_t>(0x38, 0x18, D::kFloat8E4M3FN, RedOp::kSum), 0x38);  // 1+1/16: tie->1
-  EXPECT_EQ(reduce1<uint8_t>(0x39, 0x18, D::kFloat8E4M3FN, RedOp::kSum), 0x3a);  // 1.125+1/16->1.25
-  EXPECT_EQ(reduce1<uint8_t>(0x7e, 0x7e, D::kFloat8E4M3FN, RedOp::kSum), 0x7f);  // 896: NaN
-  EXPECT_EQ(reduce1<uint8_t>(0xfe, 0xfe, D::kFloat8E4M3FN, RedOp::kSum), 0x7f);  // canonical
+  EXPECT_EQ(reduce1<uint8_t>(0x38, 0x38, D::kFloat8E4M3FN, RedOp::kSum), 0x40);   // 1+1=2
+  EXPECT_EQ(reduce1<uint8_t>(0x38, 0x18, D::kFloat8E4M3FN, RedOp::kSum), 0x38);   // 1+1/16: tie->1
+  EXPECT_EQ(reduce1<uint8_t>(0x39, 0x18, D::kFloat8E4M3FN, RedOp::kSum), 0x3a);   // 1.125+1/16->1.25
+  EXPECT_EQ(reduce1<uint8_t>(0x7e, 0x7e, D::kFloat8E4M3FN, RedOp::kSum), 0x7f);   // 896: NaN
+  EXPECT_EQ(reduce1<uint8_t>(0xfe, 0xfe, D::kFloat8E4M3FN, RedOp::kSum), 0x7f);   // canonical
   EXPECT_EQ(reduce1<uint8_t>(0x40, 0x44, D::kFloat8E4M3FN, RedOp::kProd), 0x4c);  // 2*3=6
-  EXPECT_EQ(reduce1<uint8_t>(0x00, 0x80, D::kFloat8E4M3FN, RedOp::kMin), 0x80);  // -0
-  EXPECT_EQ(reduce1<uint8_t>(0x80, 0x00, D::kFloat8E4M3FN, RedOp::kMax), 0x00);  // +0
-  EXPECT_EQ(reduce1<uint8_t>(0xc0, 0x38, D::kFloat8E4M3FN, RedOp::kMin), 0xc0);  // -2
-  EXPECT_EQ(reduce1<uint8_t>(0x38, 0xff, D::kFloat8E4M3FN, RedOp::kMax), 0x7f);  // NaN wins
-  EXPECT_EQ(reduce1<uint8_t>(0x3c, 0x3c, D::kFloat8E5M2, RedOp::kSum), 0x40);    // 1+1
-  EXPECT_EQ(reduce1<uint8_t>(0x7b, 0x7b, D::kFloat8E5M2, RedOp::kSum), 0x7c);    // Inf
-  EXPECT_EQ(reduce1<uint8_t>(0x7c, 0xfc, D::kFloat8E5M2, RedOp::kSum), 0x7e);    // Inf-Inf
-  EXPECT_EQ(reduce1<uint8_t>(0x7d, 0x3c, D::kFloat8E5M2, RedOp::kMin), 0x7e);    // NaN
-  EXPECT_EQ(reduce1<uint8_t>(0xc0, 0x3c, D::kFloat8E5M2, RedOp::kMin), 0xc0);    // -2
+  EXPECT_EQ(reduce1<uint8_t>(0x00, 0x80, D::kFloat8E4M3FN, RedOp::kMin), 0x80);   // -0
+  EXPECT_EQ(reduce1<uint8_t>(0x80, 0x00, D::kFloat8E4M3FN, RedOp::kMax), 0x00);   // +0
+  EXPECT_EQ(reduce1<uint8_t>(0xc0, 0x38, D::kFloat8E4M3FN, RedOp::kMin), 0xc0);   // -2
+  EXPECT_EQ(reduce1<uint8_t>(0x38, 0xff, D::kFloat8E4M3FN, RedOp::kMax), 0x7f);   // NaN wins
+  EXPECT_EQ(reduce1<uint8_t>(0x3c, 0x3c, D::kFloat8E5M2, RedOp::kSum), 0x40);     // 1+1
+  EXPECT_EQ(reduce1<uint8_t>(0x7b, 0x7b, D::kFloat8E5M2, RedOp::kSum), 0x7c);     // Inf
+  EXPECT_EQ(reduce1<uint8_t>(0x7c, 0xfc, D::kFloat8E5M2, RedOp::kSum), 0x7e);     // Inf-Inf
+  EXPECT_EQ(reduce1<uint8_t>(0x7d, 0x3c, D::kFloat8E5M2, RedOp::kMin), 0x7e);     // NaN
+  EXPECT_EQ(reduce1<uint8_t>(0xc0, 0x3c, D::kFloat8E5M2, RedOp::kMin), 0xc0);     // -2
 
   uint8_t x[2] = {0x44, 0xc4};  // 3, -3
   cpu::scale_divide(x, 2, D::kFloat8E4M3FN, 2);
@@ -1159,8 +1124,7 @@ void check_fp8_rounding(const SmallFloat& f, uint8_t (*from_f)(float)) {
     const double lo = ref_decode(f, b), hi = ref_decode(f, next);
     if (std::isinf(lo) || std::isinf(hi)) continue;
     const auto mid = static_cast<float>((lo + hi) / 2);
-    for (float p : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY),
-                    std::nextafter(mid, -INFINITY)}) {
+    for (float p : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY), std::nextafter(mid, -INFINITY)}) {
       probes.push_back(p);
       probes.push_back(-p);
     }
@@ -1181,18 +1145,10 @@ void check_fp8_rounding(const SmallFloat& f, uint8_t (*from_f)(float)) {
   }
 }
 
-TEST(Fp8, E4M3AllBitPatterns) {
-  check_fp8_all_bits(kE4M3, cpu::fp8_e4m3fn_to_float, cpu::float_to_fp8_e4m3fn);
-}
-TEST(Fp8, E5M2AllBitPatterns) {
-  check_fp8_all_bits(kE5M2, cpu::fp8_e5m2_to_float, cpu::float_to_fp8_e5m2);
-}
-TEST(Fp8, E4M3RoundingMatchesReference) {
-  check_fp8_rounding(kE4M3, cpu::float_to_fp8_e4m3fn);
-}
-TEST(Fp8, E5M2RoundingMatchesReference) {
-  check_fp8_rounding(kE5M2, cpu::float_to_fp8_e5m2);
-}
+TEST(Fp8, E4M3AllBitPatterns) { check_fp8_all_bits(kE4M3, cpu::fp8_e4m3fn_to_float, cpu::float_to_fp8_e4m3fn); }
+TEST(Fp8, E5M2AllBitPatterns) { check_fp8_all_bits(kE5M2, cpu::fp8_e5m2_to_float, cpu::float_to_fp8_e5m2); }
+TEST(Fp8, E4M3RoundingMatchesReference) { check_fp8_rounding(kE4M3, cpu::float_to_fp8_e4m3fn); }
+TEST(Fp8, E5M2RoundingMatchesReference) { check_fp8_rounding(kE5M2, cpu::float_to_fp8_e5m2); }
 
 }  // namespace
 }  // namespace omniccl::kernels

@@ -24,15 +24,13 @@ using Kind = RendezvousSpec::Kind;
 
 /// Runs fn, expecting an omniccl::Error with `status` whose message contains
 /// every string in `needles`.
-void expect_error(const std::function<void()>& fn, Status status,
-                  const std::vector<std::string>& needles) {
+void expect_error(const std::function<void()>& fn, Status status, const std::vector<std::string>& needles) {
   try {
     fn();
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), status) << status_name(e.status()) << ": " << e.what();
     for (const auto& n : needles) {
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << n << "'";
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "message '" << e.what() << "' lacks '" << n << "'";
     }
     return;
   }
@@ -41,10 +39,8 @@ void expect_error(const std::function<void()>& fn, Status status,
 
 /// Every variable these tests touch.
 const char* const kVars[] = {
-    "MASTER_ADDR",  "MASTER_PORT",  "RANK",         "WORLD_SIZE",
-    "LOCAL_RANK",   "OMPI_COMM_WORLD_RANK",         "OMPI_COMM_WORLD_SIZE",
-    "PMI_RANK",     "PMI_SIZE",     "SLURM_PROCID", "SLURM_NTASKS",
-    "OMNICCL_SOCKET_ADDR",
+    "MASTER_ADDR",          "MASTER_PORT", "RANK",     "WORLD_SIZE",   "LOCAL_RANK",   "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE", "PMI_RANK",    "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "OMNICCL_SOCKET_ADDR",
 };
 
 /// Clears the launcher variables for a test and restores them afterwards.
@@ -161,11 +157,9 @@ TEST_F(RendezvousTest, EnvBracketedIpv6) {
 
 /// Missing or malformed MASTER_ADDR / MASTER_PORT.
 TEST_F(RendezvousTest, EnvMasterErrors) {
-  expect_error([] { parse_init_method("env://", 0, 1); }, Status::kInvalidArgument,
-               {"MASTER_ADDR", "env://"});
+  expect_error([] { parse_init_method("env://", 0, 1); }, Status::kInvalidArgument, {"MASTER_ADDR", "env://"});
   set("MASTER_ADDR", "127.0.0.1");
-  expect_error([] { parse_init_method("env://", 0, 1); }, Status::kInvalidArgument,
-               {"MASTER_PORT", "env://"});
+  expect_error([] { parse_init_method("env://", 0, 1); }, Status::kInvalidArgument, {"MASTER_PORT", "env://"});
   for (const char* bad : {"abc", "0", "65536", "-1", "12x", "99999999999999999999"}) {
     set("MASTER_PORT", bad);
     expect_error([] { parse_init_method("env://", 0, 1); }, Status::kInvalidArgument,
@@ -179,17 +173,17 @@ TEST_F(RendezvousTest, EnvMasterErrors) {
 
 /// No launcher variables at all, or half a pair.
 TEST_F(RendezvousTest, RankEnvMissing) {
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument, {"rank", "RANK", "WORLD_SIZE", "SLURM_PROCID"});
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", 0, -1); },
-               Status::kInvalidArgument, {"world size", "WORLD_SIZE"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
+               {"rank", "RANK", "WORLD_SIZE", "SLURM_PROCID"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", 0, -1); }, Status::kInvalidArgument,
+               {"world size", "WORLD_SIZE"});
   set("RANK", "0");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument, {"WORLD_SIZE", "RANK is set"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
+               {"WORLD_SIZE", "RANK is set"});
   unsetenv("RANK");
   set("PMI_SIZE", "2");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument, {"PMI_RANK", "PMI_SIZE is set"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
+               {"PMI_RANK", "PMI_SIZE is set"});
   // Half a pair is fine when the missing half is given explicitly.
   auto s = parse_init_method("tcp://127.0.0.1:1", 1, -1);
   EXPECT_EQ(s.rank, 1);
@@ -201,49 +195,45 @@ TEST_F(RendezvousTest, RankEnvNotInteger) {
   set("WORLD_SIZE", "4");
   for (const char* bad : {"abc", "1.5", " 1", "1 ", "0x1", "-"}) {
     set("RANK", bad);
-    expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-                 Status::kInvalidArgument,
+    expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
                  {std::string("RANK='") + bad + "'", "not an integer"});
   }
   set("RANK", "3000000000");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument, {"RANK='3000000000'", "out of range"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
+               {"RANK='3000000000'", "out of range"});
   set("RANK", "0");
   set("WORLD_SIZE", "four");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument, {"WORLD_SIZE='four'", "not an integer"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
+               {"WORLD_SIZE='four'", "not an integer"});
 }
 
 /// Out-of-range ranks and sizes name the value and where it came from.
 TEST_F(RendezvousTest, RankOutOfRange) {
   set("RANK", "5");
   set("WORLD_SIZE", "4");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument,
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
                {"rank 5 (from RANK) is outside world size 4 (from WORLD_SIZE)"});
   set("RANK", "4");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument, {"rank 4 (from RANK)"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
+               {"rank 4 (from RANK)"});
   set("RANK", "-1");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument, {"rank -1 (from RANK)"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
+               {"rank -1 (from RANK)"});
   set("RANK", "0");
   set("WORLD_SIZE", "0");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument, {"world size 0 (from WORLD_SIZE)", "at least 1"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
+               {"world size 0 (from WORLD_SIZE)", "at least 1"});
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
   set("SLURM_PROCID", "4");
   set("SLURM_NTASKS", "4");
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); },
-               Status::kInvalidArgument,
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", -1, -1); }, Status::kInvalidArgument,
                {"rank 4 (from SLURM_PROCID) is outside world size 4 (from SLURM_NTASKS)"});
   expect_error([] { parse_init_method("tcp://127.0.0.1:1", -2, 4); }, Status::kInvalidArgument,
                {"rank -2 (given by the caller)"});
   expect_error([] { parse_init_method("tcp://127.0.0.1:1", 0, 0); }, Status::kInvalidArgument,
                {"world size 0 (given by the caller)"});
-  expect_error([] { parse_init_method("tcp://127.0.0.1:1", 0, -5); }, Status::kInvalidArgument,
-               {"world size -5"});
+  expect_error([] { parse_init_method("tcp://127.0.0.1:1", 0, -5); }, Status::kInvalidArgument, {"world size -5"});
   expect_error([] { parse_init_method("tcp://127.0.0.1:1", 7, -1); }, Status::kInvalidArgument,
                {"rank 7 (given by the caller) is outside world size 4 (from SLURM_NTASKS)"});
 }
@@ -347,12 +337,14 @@ TEST_F(RendezvousTest, UniqueIdStoreRequiresItsSecret) {
   auto s = decode_unique_id(id, 0, 1);
   auto o = decode_unique_id(other, 0, 1);
   const std::string none;
-  expect_error([&] {
-    auto store = connect_tcp_store(s.host, s.port, Deadline::after_ms(5000), &none);
-    store->set("k", "v");
-  }, Status::kPeerFailure, {"requires the job token"});
-  expect_error([&] { connect_tcp_store(s.host, s.port, Deadline::after_ms(5000), &o.secret); },
-               Status::kPeerFailure, {"refused this process's job token"});
+  expect_error(
+      [&] {
+        auto store = connect_tcp_store(s.host, s.port, Deadline::after_ms(5000), &none);
+        store->set("k", "v");
+      },
+      Status::kPeerFailure, {"requires the job token"});
+  expect_error([&] { connect_tcp_store(s.host, s.port, Deadline::after_ms(5000), &o.secret); }, Status::kPeerFailure,
+               {"refused this process's job token"});
 }
 
 /// Without OMNICCL_SOCKET_ADDR an id is still produced and decodes.
@@ -397,8 +389,7 @@ TEST_F(RendezvousTest, UniqueIdGarbage) {
   std::mt19937 rng(1);
   for (int i = 0; i < 100; ++i) {
     for (auto& c : bad) c = static_cast<char>(rng());
-    expect_error([&] { decode_unique_id(bad, 0, 1); }, Status::kInvalidArgument,
-                 {"unique id is invalid"});
+    expect_error([&] { decode_unique_id(bad, 0, 1); }, Status::kInvalidArgument, {"unique id is invalid"});
   }
   // Mutations of a valid id, one field at a time.
   struct Mutation {
@@ -420,8 +411,7 @@ TEST_F(RendezvousTest, UniqueIdGarbage) {
     char copy[kUniqueIdBytes];
     std::memcpy(copy, good, sizeof copy);
     m.apply(copy);
-    expect_error([&] { decode_unique_id(copy, 0, 1); }, Status::kInvalidArgument,
-                 {"unique id is invalid", m.needle});
+    expect_error([&] { decode_unique_id(copy, 0, 1); }, Status::kInvalidArgument, {"unique id is invalid", m.needle});
   }
 }
 

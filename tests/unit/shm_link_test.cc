@@ -33,9 +33,9 @@ struct Pair {
     for (int r = 0; r < 2; ++r) {
       const int p = 1 - r;
       auto peer_seg = ShmSegment::open(name[p], 2);
-      link[r] = std::make_unique<ShmLink>(p, peer_seg->ring(r), peer_seg->ring_data(r), seg[r]->ring(p),
-                                          seg[r]->ring_data(p), [this, p] { ++doorbells[p]; }, std::move(peer_seg),
-                                          single_copy);
+      link[r] = std::make_unique<ShmLink>(
+          p, peer_seg->ring(r), peer_seg->ring_data(r), seg[r]->ring(p), seg[r]->ring_data(p),
+          [this, p] { ++doorbells[p]; }, std::move(peer_seg), single_copy);
     }
     for (auto& s : seg) s->unlink();
   }

@@ -37,15 +37,13 @@ int64_t ms_since(Clock::time_point start) {
 
 /// Runs fn, expecting an omniccl::Error with `status` whose message contains
 /// every string in `needles`; returns the message.
-std::string expect_error(const std::function<void()>& fn, Status status,
-                         const std::vector<std::string>& needles) {
+std::string expect_error(const std::function<void()>& fn, Status status, const std::vector<std::string>& needles) {
   try {
     fn();
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), status) << status_name(e.status()) << ": " << e.what();
     for (const auto& n : needles) {
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << n << "'";
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "message '" << e.what() << "' lacks '" << n << "'";
     }
     return e.what();
   }
@@ -94,9 +92,7 @@ UniqueFd raw_connect(uint16_t port) {
 }
 
 /// Sends bytes on a raw socket, ignoring errors (the server may drop us).
-void raw_send(int fd, const std::string& bytes) {
-  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-}
+void raw_send(int fd, const std::string& bytes) { (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
 
 /// Whether the server closes fd (EOF or reset) within timeout_ms; replies
 /// the server might send first are skipped.
@@ -189,8 +185,7 @@ TEST_P(StoreTest, Add) {
   EXPECT_EQ(s->add("m", 1), 42);
   EXPECT_EQ(s->add("m", 0), 42);
   s->set("text", "hello");
-  expect_error([&] { s->add("text", 1); }, Status::kInvalidArgument,
-               {"text", "not an integer"});
+  expect_error([&] { s->add("text", 1); }, Status::kInvalidArgument, {"text", "not an integer"});
   s->set("big", "9223372036854775807");
   expect_error([&] { s->add("big", 1); }, Status::kInvalidArgument, {"overflow"});
   // The store stays usable after a refused add.
@@ -230,8 +225,7 @@ TEST_P(StoreTest, AddWakesGet) {
 TEST_P(StoreTest, GetTimesOut) {
   auto s = client();
   auto start = Clock::now();
-  expect_error([&] { s->get("missing/key", Deadline::after_ms(300)); }, Status::kTimeout,
-               {"missing/key", where()});
+  expect_error([&] { s->get("missing/key", Deadline::after_ms(300)); }, Status::kTimeout, {"missing/key", where()});
   EXPECT_GE(ms_since(start), 250);
   EXPECT_LT(ms_since(start), 2000);
   s->set("after", "ok");
@@ -298,22 +292,19 @@ TEST_P(StoreTest, BinaryAndLargeValues) {
 TEST_P(StoreTest, KeysStayDistinct) {
   auto s = client();
   std::vector<std::string> keys = {"a/b", "a%2Fb", "a%2fb", "a_b", "../x", "x", "",  ".",
-                                   "..",  "lock",  "k_x",   " ",   "a b", "~", "A", "a"};
+                                   "..",  "lock",  "k_x",   " ",   "a b",  "~", "A", "a"};
   keys.push_back(std::string(1000, 'k'));
   keys.push_back(std::string(999, 'k') + "j");
   keys.push_back(std::string(300, '/'));
   for (size_t i = 0; i < keys.size(); ++i) s->set(keys[i], "v" + std::to_string(i));
   for (size_t i = 0; i < keys.size(); ++i) {
-    EXPECT_EQ(s->get(keys[i], Deadline::after_ms(5000)), "v" + std::to_string(i))
-        << "key #" << i;
+    EXPECT_EQ(s->get(keys[i], Deadline::after_ms(5000)), "v" + std::to_string(i)) << "key #" << i;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(Kind::kTcp, Kind::kFile),
-                         [](const auto& info) {
-                           return info.param == Kind::kTcp ? std::string("Tcp")
-                                                           : std::string("File");
-                         });
+INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(Kind::kTcp, Kind::kFile), [](const auto& info) {
+  return info.param == Kind::kTcp ? std::string("Tcp") : std::string("File");
+});
 
 // ---------------------------------------------------------------------------
 // TCP store specifics.
@@ -343,8 +334,8 @@ TEST(TcpStore, ClientConnectsBeforeServerStarts) {
 TEST(TcpStore, ConnectTimesOut) {
   const uint16_t port = free_port();
   auto start = Clock::now();
-  expect_error([&] { connect_tcp_store("127.0.0.1", port, Deadline::after_ms(300)); },
-               Status::kTimeout, {"127.0.0.1:" + std::to_string(port)});
+  expect_error([&] { connect_tcp_store("127.0.0.1", port, Deadline::after_ms(300)); }, Status::kTimeout,
+               {"127.0.0.1:" + std::to_string(port)});
   EXPECT_GE(ms_since(start), 250);
   EXPECT_LT(ms_since(start), 2000);
 }
@@ -537,8 +528,7 @@ TEST(TcpStore, PerClientAndTotalQuotas) {
   TcpStoreServer server("127.0.0.1", 0, small_limits());
   auto a = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
   a->set("a0", std::string(600 << 10, 'a'));
-  expect_error([&] { a->set("a1", std::string(600 << 10, 'a')); }, Status::kInvalidArgument,
-               {"quota", "a1"});
+  expect_error([&] { a->set("a1", std::string(600 << 10, 'a')); }, Status::kInvalidArgument, {"quota", "a1"});
   a->set("a0", std::string(900 << 10, 'a'));  // overwriting its own key is charged once
   std::vector<std::unique_ptr<Store>> others;
   int refused = 0;
@@ -652,8 +642,8 @@ TEST(TcpStore, ClientWithTokenRefusesServerWithout) {
   TcpStoreServer server("127.0.0.1", 0);
   JobToken t("s3cret-job");
   const auto t0 = Clock::now();
-  expect_error([&] { connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(3000)); },
-               Status::kPeerFailure, {"did not ask for the job token"});
+  expect_error([&] { connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(3000)); }, Status::kPeerFailure,
+               {"did not ask for the job token"});
   EXPECT_LT(ms_since(t0), 5000);
 }
 
@@ -661,8 +651,8 @@ TEST(TcpStore, ClientWithTokenRefusesServerWithout) {
 TEST(TcpStore, OversizedValueRejected) {
   TcpStoreServer server("127.0.0.1", 0);
   auto s = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
-  expect_error([&] { s->set("huge", std::string(wire::kMaxValueBytes + 1, 'x')); },
-               Status::kInvalidArgument, {"huge", "64 MiB"});
+  expect_error([&] { s->set("huge", std::string(wire::kMaxValueBytes + 1, 'x')); }, Status::kInvalidArgument,
+               {"huge", "64 MiB"});
   s->set("small", "fine");
   EXPECT_EQ(s->get("small", Deadline::after_ms(5000)), "fine");
 }
@@ -684,8 +674,7 @@ TEST(TcpStore, NonStoreServerIsDetected) {
     std::this_thread::sleep_for(300ms);
   });
   auto s = connect_tcp_store("127.0.0.1", ntohs(a.sin_port), Deadline::after_ms(5000));
-  expect_error([&] { s->get("k", Deadline::after_ms(5000)); }, Status::kPeerFailure,
-               {"invalid reply"});
+  expect_error([&] { s->get("k", Deadline::after_ms(5000)); }, Status::kPeerFailure, {"invalid reply"});
   fake.join();
 }
 
@@ -724,8 +713,7 @@ TEST(FileStore, ShortTimeoutIsAccurate) {
   TempDir dir;
   auto s = open_file_store(dir.path);
   auto start = Clock::now();
-  expect_error([&] { s->get("nothing", Deadline::after_ms(50)); }, Status::kTimeout,
-               {"nothing", dir.path});
+  expect_error([&] { s->get("nothing", Deadline::after_ms(50)); }, Status::kTimeout, {"nothing", dir.path});
   EXPECT_GE(ms_since(start), 45);
   EXPECT_LT(ms_since(start), 500);
 }

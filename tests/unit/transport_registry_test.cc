@@ -129,7 +129,10 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   EXPECT_EQ(d.tcp_addr, e.tcp_addr);
   EXPECT_EQ(d.shm_name, e.shm_name);
   EXPECT_FALSE(d.single_copy);
-  EXPECT_THROW(Endpoint::decode("1\x1f" "2", 3), Error);
+  EXPECT_THROW(Endpoint::decode("1\x1f"
+                                "2",
+                                3),
+               Error);
   EXPECT_THROW(Endpoint::decode("", 3), Error);
 }
 

@@ -68,8 +68,10 @@ int red_op_value(occl_red_op_t op) {
 void check_complex_op(py::handle t, int op, const char* what) {
   if (t.is_none() || !t.cast<const Tensor&>().is_complex()) return;
   if (op == OCCL_SUM || op == OCCL_AVG || op == OCCL_PREMUL_SUM || op >= OCCL_RED_OP_CUSTOM_BASE) return;
-  raise_value(std::string(what) + ": complex arrays support the reduce ops SUM, AVG and PREMUL_SUM only "
-                                  "(reduced as pairs of reals); op " + std::to_string(op) + " is not one");
+  raise_value(std::string(what) +
+              ": complex arrays support the reduce ops SUM, AVG and PREMUL_SUM only "
+              "(reduced as pairs of reals); op " +
+              std::to_string(op) + " is not one");
 }
 
 /// The DLTensor of a Tensor argument, or NULL for None.
@@ -148,8 +150,8 @@ occl_comm_t run_interruptible(std::function<occl_status_t(occl_comm_t*)> fn, con
     }
   }
   if (job->status != OCCL_SUCCESS) {
-    raise_status(job->status, job->message.empty() ? std::string(what) + ": " + occl_status_string(job->status)
-                                                   : job->message);
+    raise_status(job->status,
+                 job->message.empty() ? std::string(what) + ": " + occl_status_string(job->status) : job->message);
   }
   return job->result;
 }
@@ -264,8 +266,8 @@ void Work::wait(std::optional<double> timeout_s) {
   std::optional<Clock::time_point> deadline;
   if (timeout_s) {
     if (!(*timeout_s >= 0)) raise_value("wait: timeout must be a number of seconds >= 0");
-    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                                  std::min(*timeout_s, 1e9)));
+    deadline = Clock::now() +
+               std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::min(*timeout_s, 1e9)));
   }
   while (!done_) {
     int64_t slice = kSliceMs;
@@ -289,9 +291,9 @@ void Work::wait(std::optional<double> timeout_s) {
       interrupted(err);
     }
     if (deadline && Clock::now() >= *deadline) {
-      raise_status(OCCL_ERR_TIMEOUT, what_ + ": not complete after wait(timeout=" +
-                                         py::str(py::float_(*timeout_s)).cast<std::string>() +
-                                         " s); the operation is still running");
+      raise_status(OCCL_ERR_TIMEOUT,
+                   what_ + ": not complete after wait(timeout=" + py::str(py::float_(*timeout_s)).cast<std::string>() +
+                       " s); the operation is still running");
     }
   }
   if (status_ != OCCL_SUCCESS) raise_status(status_, message_);
@@ -299,10 +301,10 @@ void Work::wait(std::optional<double> timeout_s) {
 
 void Work::interrupted(py::error_already_set& err) {
   std::string name = py::str(err.type().attr("__name__"));
-  state_->close(OCCL_ERR_ABORTED,
-                "the communicator was aborted because " + name + " interrupted " + what_ +
-                    "; create a new communicator to go on",
-                /*abort=*/true);
+  state_->close(
+      OCCL_ERR_ABORTED,
+      "the communicator was aborted because " + name + " interrupted " + what_ + "; create a new communicator to go on",
+      /*abort=*/true);
   occl_status_t st;
   std::string message;
   {
@@ -327,8 +329,7 @@ void Work::interrupted(py::error_already_set& err) {
 // Comm
 // ---------------------------------------------------------------------------
 
-std::unique_ptr<Comm> Comm::init(const std::string& init_method, int rank, int world_size,
-                                 const InitOptions& options) {
+std::unique_ptr<Comm> Comm::init(const std::string& init_method, int rank, int world_size, const InitOptions& options) {
   occl_comm_t handle = run_interruptible(
       [init_method, rank, world_size, options](occl_comm_t* out) {
         occl_config_t cfg = make_config(options);
@@ -363,10 +364,10 @@ std::unique_ptr<Comm> Comm::split(int color, int key) {
       [box, color, key](occl_comm_t* out) { return occl_comm_split(box->handle, color, key, nullptr, out); },
       "occl_comm_split",
       [state](const std::string& name) {
-        state->close(OCCL_ERR_ABORTED,
-                     "the communicator is unusable because " + name +
-                         " interrupted split; create a new communicator to go on",
-                     /*abort=*/false);
+        state->close(
+            OCCL_ERR_ABORTED,
+            "the communicator is unusable because " + name + " interrupted split; create a new communicator to go on",
+            /*abort=*/false);
       });
   if (child == nullptr) return nullptr;
   return make_comm(child);
@@ -522,8 +523,7 @@ void bind_comm(py::module_& m) {
           [](Comm& c) { c.state().close(OCCL_ERR_INVALID_ARGUMENT, "the communicator was destroyed", false); },
           "occl_comm_destroy (idempotent).")
       .def(
-          "abort",
-          [](Comm& c) { c.state().close(OCCL_ERR_ABORTED, "the communicator was aborted", true); },
+          "abort", [](Comm& c) { c.state().close(OCCL_ERR_ABORTED, "the communicator was aborted", true); },
           "occl_comm_abort: local, bounded (idempotent).");
 
   // Operations: each returns a Work (the Tensor arguments stay alive in it),
@@ -531,7 +531,12 @@ void bind_comm(py::module_& m) {
   comm.def(
       "send",
       [](Comm& c, py::object t, int peer, bool blocking, int tag) {
-        return c.start("send", {t}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_send_tagged(dl_of(t), peer, tag, h, o, w); }, blocking);
+        return c.start(
+            "send", {t},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_send_tagged(dl_of(t), peer, tag, h, o, w);
+            },
+            blocking);
       },
       py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false, py::arg("tag") = 0,
       "occl_send_tagged: peer may be this rank or PROC_NULL.");
@@ -539,7 +544,12 @@ void bind_comm(py::module_& m) {
       "recv",
       [](Comm& c, py::object t, int peer, bool blocking, int tag) -> py::object {
         occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
-        py::object r = c.start("recv", {t}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_recv_tagged(dl_of(t), peer, tag, h, o, w == nullptr ? &st : nullptr, w); }, blocking);
+        py::object r = c.start(
+            "recv", {t},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_recv_tagged(dl_of(t), peer, tag, h, o, w == nullptr ? &st : nullptr, w);
+            },
+            blocking);
         if (!blocking) return r;
         return py::make_tuple(st.source, st.tag, st.bytes, st.count);
       },
@@ -549,24 +559,34 @@ void bind_comm(py::module_& m) {
   comm.def(
       "broadcast",
       [](Comm& c, py::object t, int root, bool blocking) {
-        return c.start("broadcast", {t},
-                       [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_broadcast_ex(dl_of(t), root, h, o, w); }, blocking);
+        return c.start(
+            "broadcast", {t},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_broadcast_ex(dl_of(t), root, h, o, w);
+            },
+            blocking);
       },
       py::arg("tensor"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
       "scatter",
       [](Comm& c, py::object send, py::object recv, int root, bool blocking) {
-        return c.start("scatter", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_scatter_ex(dl_of(send), dl_of(recv), root, h, o, w);
-        }, blocking);
+        return c.start(
+            "scatter", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_scatter_ex(dl_of(send), dl_of(recv), root, h, o, w);
+            },
+            blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
       "gather",
       [](Comm& c, py::object send, py::object recv, int root, bool blocking) {
-        return c.start("gather", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_gather_ex(dl_of(send), dl_of(recv), root, h, o, w);
-        }, blocking);
+        return c.start(
+            "gather", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_gather_ex(dl_of(send), dl_of(recv), root, h, o, w);
+            },
+            blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
@@ -574,9 +594,12 @@ void bind_comm(py::module_& m) {
       [](Comm& c, py::object send, py::object recv, int op, int root, bool blocking) {
         check_complex_op(send, op, "reduce");
         check_complex_op(recv, op, "reduce");
-        return c.start("reduce", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_reduce_ex(dl_of(send), dl_of(recv), red_op(op), root, h, o, w);
-        }, blocking);
+        return c.start(
+            "reduce", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_reduce_ex(dl_of(send), dl_of(recv), red_op(op), root, h, o, w);
+            },
+            blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("root"), py::arg("blocking") = false);
   comm.def(
@@ -584,17 +607,23 @@ void bind_comm(py::module_& m) {
       [](Comm& c, py::object send, py::object recv, int op, bool blocking) {
         check_complex_op(send, op, "all_reduce");
         check_complex_op(recv, op, "all_reduce");
-        return c.start("all_reduce", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_all_reduce_ex(dl_of(send), dl_of(recv), red_op(op), h, o, w);
-        }, blocking);
+        return c.start(
+            "all_reduce", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_all_reduce_ex(dl_of(send), dl_of(recv), red_op(op), h, o, w);
+            },
+            blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("blocking") = false);
   comm.def(
       "all_gather",
       [](Comm& c, py::object send, py::object recv, bool blocking) {
-        return c.start("all_gather", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_all_gather_ex(dl_of(send), dl_of(recv), h, o, w);
-        }, blocking);
+        return c.start(
+            "all_gather", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_all_gather_ex(dl_of(send), dl_of(recv), h, o, w);
+            },
+            blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("blocking") = false);
   comm.def(
@@ -602,23 +631,31 @@ void bind_comm(py::module_& m) {
       [](Comm& c, py::object send, py::object recv, int op, bool blocking) {
         check_complex_op(send, op, "reduce_scatter");
         check_complex_op(recv, op, "reduce_scatter");
-        return c.start("reduce_scatter", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_reduce_scatter_ex(dl_of(send), dl_of(recv), red_op(op), h, o, w);
-        }, blocking);
+        return c.start(
+            "reduce_scatter", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_reduce_scatter_ex(dl_of(send), dl_of(recv), red_op(op), h, o, w);
+            },
+            blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("blocking") = false);
   comm.def(
       "all_to_all",
       [](Comm& c, py::object send, py::object recv, bool blocking) {
-        return c.start("all_to_all", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_all_to_all_ex(dl_of(send), dl_of(recv), h, o, w);
-        }, blocking);
+        return c.start(
+            "all_to_all", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_all_to_all_ex(dl_of(send), dl_of(recv), h, o, w);
+            },
+            blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("blocking") = false);
   comm.def(
       "barrier",
       [](Comm& c, bool blocking) {
-        return c.start("barrier", {}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_barrier_ex(h, o, w); }, blocking);
+        return c.start(
+            "barrier", {},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_barrier_ex(h, o, w); }, blocking);
       },
       py::arg("blocking") = false);
   comm.def(
@@ -627,11 +664,15 @@ void bind_comm(py::module_& m) {
         const int n = c.state().size();
         const int64_t* cp = counts_of(counts, n, "recv_counts");
         const int64_t* dp = counts_of(displs, n, "recv_displs");
-        return c.start("all_gatherv", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_all_gatherv_ex(dl_of(send), dl_of(recv), cp, dp, h, o, w);
-        }, blocking);
+        return c.start(
+            "all_gatherv", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_all_gatherv_ex(dl_of(send), dl_of(recv), cp, dp, h, o, w);
+            },
+            blocking);
       },
-      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs") = py::none(), py::arg("blocking") = false);
+      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs") = py::none(),
+      py::arg("blocking") = false);
   comm.def(
       "all_to_allv",
       [](Comm& c, py::object send, std::vector<int64_t> send_counts, OptCounts send_displs, py::object recv,
@@ -641,9 +682,12 @@ void bind_comm(py::module_& m) {
         const int64_t* sd = counts_of(send_displs, n, "send_displs");
         const int64_t* rc = counts_of(recv_counts, n, "recv_counts");
         const int64_t* rd = counts_of(recv_displs, n, "recv_displs");
-        return c.start("all_to_allv", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_all_to_allv_ex(dl_of(send), sc, sd, dl_of(recv), rc, rd, h, o, w);
-        }, blocking);
+        return c.start(
+            "all_to_allv", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_all_to_allv_ex(dl_of(send), sc, sd, dl_of(recv), rc, rd, h, o, w);
+            },
+            blocking);
       },
       py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("recv_counts"),
       py::arg("recv_displs"), py::arg("blocking") = false);
@@ -653,22 +697,30 @@ void bind_comm(py::module_& m) {
         const int n = c.state().size();
         const int64_t* cp = counts_of(counts, n, "recv_counts");
         const int64_t* dp = counts_of(displs, n, "recv_displs");
-        return c.start("gatherv", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_gatherv_ex(dl_of(send), dl_of(recv), cp, dp, root, h, o, w);
-        }, blocking);
+        return c.start(
+            "gatherv", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_gatherv_ex(dl_of(send), dl_of(recv), cp, dp, root, h, o, w);
+            },
+            blocking);
       },
-      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs"), py::arg("root"), py::arg("blocking") = false);
+      py::arg("send"), py::arg("recv"), py::arg("recv_counts"), py::arg("recv_displs"), py::arg("root"),
+      py::arg("blocking") = false);
   comm.def(
       "scatterv",
       [](Comm& c, py::object send, OptCounts counts, OptCounts displs, py::object recv, int root, bool blocking) {
         const int n = c.state().size();
         const int64_t* cp = counts_of(counts, n, "send_counts");
         const int64_t* dp = counts_of(displs, n, "send_displs");
-        return c.start("scatterv", {send, recv}, [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-          return occl_scatterv_ex(dl_of(send), cp, dp, dl_of(recv), root, h, o, w);
-        }, blocking);
+        return c.start(
+            "scatterv", {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_scatterv_ex(dl_of(send), cp, dp, dl_of(recv), root, h, o, w);
+            },
+            blocking);
       },
-      py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("root"), py::arg("blocking") = false);
+      py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("root"),
+      py::arg("blocking") = false);
 
   m.def(
       "get_unique_id",

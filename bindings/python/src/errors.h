@@ -22,8 +22,6 @@ namespace py = pybind11;
 
 /// Shorthand for an argument error found by the binding itself, before any C
 /// call: omniccl.InvalidArgumentError, a ValueError.
-[[noreturn]] inline void raise_value(const std::string& message) {
-  raise_status(OCCL_ERR_INVALID_ARGUMENT, message);
-}
+[[noreturn]] inline void raise_value(const std::string& message) { raise_status(OCCL_ERR_INVALID_ARGUMENT, message); }
 
 }  // namespace omniccl_py

@@ -29,8 +29,8 @@ PYBIND11_MODULE(_omniccl, m) {
   int library_version = 0;
   (void)occl_get_version(&library_version);
 
-  m.attr("__version__") = OMNICCL_PY_STR(OCCL_VERSION_MAJOR) "." OMNICCL_PY_STR(OCCL_VERSION_MINOR) "." OMNICCL_PY_STR(
-      OCCL_VERSION_PATCH);
+  m.attr("__version__") =
+      OMNICCL_PY_STR(OCCL_VERSION_MAJOR) "." OMNICCL_PY_STR(OCCL_VERSION_MINOR) "." OMNICCL_PY_STR(OCCL_VERSION_PATCH);
   m.attr("VERSION_CODE") = OCCL_VERSION_CODE;
   m.attr("ABI_VERSION") = OCCL_ABI_VERSION;
   m.attr("LIBRARY_VERSION_CODE") = library_version;

@@ -68,7 +68,7 @@ DLDataType dtype_of_format(const char* format, Py_ssize_t itemsize) {
     f.erase(0, 1);
   }
   if (f.size() > 1 && f[0] == '1') f.erase(0, 1);  // an explicit count of 1
-  if (!little && itemsize != 1) return none;         // big-endian data
+  if (!little && itemsize != 1) return none;       // big-endian data
   const auto bits = static_cast<uint8_t>(itemsize * 8);
   if (f == "?") return DLDataType{kDLBool, 8, 1};
   if (f == "b" || f == "h" || f == "i" || f == "l" || f == "q" || f == "n") return DLDataType{kDLInt, bits, 1};
@@ -193,8 +193,7 @@ void Tensor::adopt(const DLTensor& t, const std::string& name) {
     for (int32_t i = t.ndim - 1; i >= 0; --i) {
       if (shape_[i] != 1 && t.strides[i] != expected) {
         raise_value(name + " is not contiguous (dimension " + std::to_string(i) + " has stride " +
-                    std::to_string(t.strides[i]) + " elements; a C-contiguous array has " +
-                    std::to_string(expected) +
+                    std::to_string(t.strides[i]) + " elements; a C-contiguous array has " + std::to_string(expected) +
                     "); pass a contiguous copy, e.g. numpy.ascontiguousarray(a) or t.contiguous()");
       }
       expected *= shape_[i];
@@ -255,8 +254,8 @@ std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, con
     if (m->version.major != DLPACK_MAJOR_VERSION) {
       // Not ours to read; left unconsumed, the capsule's destructor frees it.
       raise_value(name + ": the producer exported DLPack " + std::to_string(m->version.major) + "." +
-                  std::to_string(m->version.minor) + ", OmniCCL reads DLPack " +
-                  std::to_string(DLPACK_MAJOR_VERSION) + ".x");
+                  std::to_string(m->version.minor) + ", OmniCCL reads DLPack " + std::to_string(DLPACK_MAJOR_VERSION) +
+                  ".x");
     }
     if (PyCapsule_SetName(cap, kUsedVersionedName) != 0) throw py::error_already_set();
     t->versioned_ = m;  // owned from here on: ~Tensor calls the deleter
@@ -276,12 +275,14 @@ std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, con
                      ", not an unused 'dltensor_versioned' or 'dltensor' capsule");
   }
   if (writable && t->readonly_) {
-    raise_value(name + " is read-only, but the operation writes its result into it; pass a writable array "
-                       "(jax arrays are immutable: receive into a numpy array, see the README)");
+    raise_value(name +
+                " is read-only, but the operation writes its result into it; pass a writable array "
+                "(jax arrays are immutable: receive into a numpy array, see the README)");
   }
   if (writable && copied) {
-    raise_value(name + ": the producer exported a copy of the array (DLPack IS_COPIED), so results written "
-                       "into it would not reach the array; pass an array that can be shared without copying");
+    raise_value(name +
+                ": the producer exported a copy of the array (DLPack IS_COPIED), so results written "
+                "into it would not reach the array; pass an array that can be shared without copying");
   }
   return t;
 }
@@ -384,9 +385,9 @@ void Tensor::copy(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t sr
   if (dst.readonly_) raise_value("copy: the destination is read-only");
   if (count < 0 || dst_offset < 0 || src_offset < 0 || dst_offset > dst.count_ || src_offset > src.count_ ||
       count > dst.count_ - dst_offset || count > src.count_ - src_offset) {
-    raise_value("copy: " + std::to_string(count) + " elements do not fit (destination " +
-                std::to_string(dst.count_) + " from " + std::to_string(dst_offset) + ", source " +
-                std::to_string(src.count_) + " from " + std::to_string(src_offset) + ")");
+    raise_value("copy: " + std::to_string(count) + " elements do not fit (destination " + std::to_string(dst.count_) +
+                " from " + std::to_string(dst_offset) + ", source " + std::to_string(src.count_) + " from " +
+                std::to_string(src_offset) + ")");
   }
   const int64_t bytes = count * src.itemsize_;
   if (bytes == 0) return;
@@ -430,9 +431,8 @@ once, when the Tensor is garbage collected.
            py::arg("obj"), py::arg("writable") = false, py::arg("name") = "tensor",
            "Imports obj (DLPack or buffer protocol); writable: the operation writes into it.")
       .def_static(
-          "empty_like",
-          [](const Tensor& like, int64_t count) { return Tensor::empty(like.dtype(), count); }, py::arg("like"),
-          py::arg("count"), "A new owned tensor of count elements with like's dtype (uninitialised).")
+          "empty_like", [](const Tensor& like, int64_t count) { return Tensor::empty(like.dtype(), count); },
+          py::arg("like"), py::arg("count"), "A new owned tensor of count elements with like's dtype (uninitialised).")
       .def_static(
           "slice", [](py::object base, int64_t offset, int64_t count) { return Tensor::slice(base, offset, count); },
           py::arg("base"), py::arg("offset"), py::arg("count"),
@@ -444,8 +444,9 @@ once, when the Tensor is garbage collected.
           },
           py::arg("src"), py::arg("offset") = 0, py::arg("src_offset") = 0, py::arg("count") = -1,
           "Copies count elements (default: the rest of src) of src from src_offset into self at offset.")
-      .def("tobytes", [](const Tensor& self) { return py::bytes(self.ptr(), static_cast<size_t>(self.nbytes())); },
-           "The tensor's bytes (a copy).")
+      .def(
+          "tobytes", [](const Tensor& self) { return py::bytes(self.ptr(), static_cast<size_t>(self.nbytes())); },
+          "The tensor's bytes (a copy).")
       .def_property_readonly("count", &Tensor::count, "Number of elements.")
       .def_property_readonly("itemsize", &Tensor::itemsize, "Bytes per element.")
       .def_property_readonly("nbytes", &Tensor::nbytes, "Bytes in all.")
@@ -457,8 +458,8 @@ once, when the Tensor is garbage collected.
           },
           "Element type, e.g. 'float32' ('complex64' for complex arrays, handed to C as float32 pairs).")
       .def_property_readonly(
-          "dtype_code", [](const Tensor& self) { return py::make_tuple(self.dtype().code, self.dtype().bits,
-                                                                       self.dtype().lanes); },
+          "dtype_code",
+          [](const Tensor& self) { return py::make_tuple(self.dtype().code, self.dtype().bits, self.dtype().lanes); },
           "The DLPack dtype as (code, bits, lanes).")
       .def_property_readonly(
           "shape",

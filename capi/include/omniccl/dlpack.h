@@ -149,8 +149,7 @@ typedef struct DLManagedTensorVersioned {
 #else /* C99: a negative array size fails the build */
 #define OCCL_DLPACK_CAT2(a, b) a##b
 #define OCCL_DLPACK_CAT(a, b) OCCL_DLPACK_CAT2(a, b)
-#define OCCL_DLPACK_STATIC_ASSERT(c, m) \
-  typedef char OCCL_DLPACK_CAT(occl_dlpack_assert_, __LINE__)[(c) ? 1 : -1]
+#define OCCL_DLPACK_STATIC_ASSERT(c, m) typedef char OCCL_DLPACK_CAT(occl_dlpack_assert_, __LINE__)[(c) ? 1 : -1]
 #endif
 #if defined(__LP64__) || defined(_WIN64)
 OCCL_DLPACK_STATIC_ASSERT(sizeof(DLPackVersion) == 8, "DLPackVersion layout");
@@ -166,7 +165,8 @@ OCCL_DLPACK_STATIC_ASSERT(offsetof(DLTensor, byte_offset) == 40, "DLTensor.byte_
 OCCL_DLPACK_STATIC_ASSERT(sizeof(DLManagedTensor) == 64, "DLManagedTensor layout");
 OCCL_DLPACK_STATIC_ASSERT(sizeof(DLManagedTensorVersioned) == 80, "DLManagedTensorVersioned layout");
 OCCL_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, flags) == 24, "DLManagedTensorVersioned.flags offset");
-OCCL_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, dl_tensor) == 32, "DLManagedTensorVersioned.dl_tensor offset");
+OCCL_DLPACK_STATIC_ASSERT(offsetof(DLManagedTensorVersioned, dl_tensor) == 32,
+                          "DLManagedTensorVersioned.dl_tensor offset");
 #endif
 #undef OCCL_DLPACK_STATIC_ASSERT
 #undef OCCL_DLPACK_CAT

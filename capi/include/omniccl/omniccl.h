@@ -39,11 +39,10 @@ extern "C" {
 
 /** Library version: the one version number of the project. */
 #define OCCL_VERSION_MAJOR 0
-#define OCCL_VERSION_MINOR 2
+#define OCCL_VERSION_MINOR 3
 #define OCCL_VERSION_PATCH 0
 /** MAJOR*10000 + MINOR*100 + PATCH, comparable with occl_get_version(). */
-#define OCCL_VERSION_CODE \
-  (OCCL_VERSION_MAJOR * 10000 + OCCL_VERSION_MINOR * 100 + OCCL_VERSION_PATCH)
+#define OCCL_VERSION_CODE (OCCL_VERSION_MAJOR * 10000 + OCCL_VERSION_MINOR * 100 + OCCL_VERSION_PATCH)
 /** ABI major: the SONAME suffix. Changes only when the ABI breaks. */
 #define OCCL_ABI_VERSION 1
 
@@ -191,9 +190,9 @@ typedef struct occl_unique_id {
  * built-in default".
  */
 typedef struct occl_config {
-  size_t size;           /**< sizeof(occl_config_t) as the caller compiled it */
-  unsigned int magic;    /**< OCCL_CONFIG_MAGIC */
-  unsigned int version;  /**< OCCL_CONFIG_VERSION */
+  size_t size;          /**< sizeof(occl_config_t) as the caller compiled it */
+  unsigned int magic;   /**< OCCL_CONFIG_MAGIC */
+  unsigned int version; /**< OCCL_CONFIG_VERSION */
   /** Deadline of each blocking call in ms (OMNICCL_TIMEOUT; default 600000). */
   int64_t timeout_ms;
   /** "auto", "shm" or "tcp" (OMNICCL_TRANSPORT; default "auto"). */
@@ -217,11 +216,8 @@ typedef struct occl_config {
   int32_t blocking;
 } occl_config_t;
 
-#define OCCL_CONFIG_INIT                                                     \
-  {                                                                          \
-    sizeof(occl_config_t), OCCL_CONFIG_MAGIC, OCCL_CONFIG_VERSION,           \
-        OCCL_CONFIG_UNDEF_INT64, NULL, NULL, 1                               \
-  }
+#define OCCL_CONFIG_INIT \
+  { sizeof(occl_config_t), OCCL_CONFIG_MAGIC, OCCL_CONFIG_VERSION, OCCL_CONFIG_UNDEF_INT64, NULL, NULL, 1 }
 
 /* ------------------------------------------------------------------------ */
 /* Communicators                                                             */
@@ -252,13 +248,11 @@ occl_status_t occl_get_unique_id(occl_unique_id_t* id);
  * On success *comm is a new communicator (free with occl_comm_destroy); on
  * failure *comm is NULL and nothing is left behind.
  */
-occl_status_t occl_comm_init(occl_comm_t* comm, const char* init_method,
-                             int rank, int world_size,
+occl_status_t occl_comm_init(occl_comm_t* comm, const char* init_method, int rank, int world_size,
                              const occl_config_t* config);
 
 /** Creates a communicator from an id made by occl_get_unique_id(). */
-occl_status_t occl_comm_init_unique_id(occl_comm_t* comm, int world_size,
-                                       const occl_unique_id_t* id, int rank,
+occl_status_t occl_comm_init_unique_id(occl_comm_t* comm, int world_size, const occl_unique_id_t* id, int rank,
                                        const occl_config_t* config);
 
 /** Color value for ranks that want no communicator from occl_comm_split. */
@@ -269,9 +263,7 @@ occl_status_t occl_comm_init_unique_id(occl_comm_t* comm, int world_size,
  * ordered by key (ties by old rank). Collective over comm. A rank passing
  * OCCL_SPLIT_NOCOLOR gets *newcomm = NULL. config NULL inherits comm's.
  */
-occl_status_t occl_comm_split(occl_comm_t comm, int color, int key,
-                              const occl_config_t* config,
-                              occl_comm_t* newcomm);
+occl_status_t occl_comm_split(occl_comm_t comm, int color, int key, const occl_config_t* config, occl_comm_t* newcomm);
 
 /**
  * Frees a communicator (local; peers are told it left). NULL is accepted.
@@ -303,8 +295,7 @@ occl_status_t occl_comm_set_timeout(occl_comm_t comm, int64_t timeout_ms);
  * scalar before summing. For integer dtypes the scalar must be integral.
  * Free with occl_red_op_destroy.
  */
-occl_status_t occl_red_op_create_premul_sum(occl_comm_t comm, double scalar,
-                                            occl_red_op_t* op);
+occl_status_t occl_red_op_create_premul_sum(occl_comm_t comm, double scalar, occl_red_op_t* op);
 /** Frees an op made by occl_red_op_create_premul_sum. */
 occl_status_t occl_red_op_destroy(occl_comm_t comm, occl_red_op_t op);
 
@@ -320,66 +311,58 @@ occl_status_t occl_red_op_destroy(occl_comm_t comm, occl_red_op_t op);
 /* ------------------------------------------------------------------------ */
 
 /** Sends tensor to rank peer; matched by occl_recv on peer, in order. */
-occl_status_t occl_send(const DLTensor* tensor, int peer, occl_comm_t comm,
-                        occl_work_t* work);
+occl_status_t occl_send(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work);
 /** Receives into tensor from rank peer. Sizes must match the send. */
-occl_status_t occl_recv(const DLTensor* tensor, int peer, occl_comm_t comm,
-                        occl_work_t* work);
+occl_status_t occl_recv(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work);
 
 /** Copies root's tensor into tensor on every rank (in place). */
-occl_status_t occl_broadcast(const DLTensor* tensor, int root,
-                             occl_comm_t comm, occl_work_t* work);
+occl_status_t occl_broadcast(const DLTensor* tensor, int root, occl_comm_t comm, occl_work_t* work);
 
 /**
  * Splits root's sendbuf (size * n elements) into size parts; rank i receives
  * part i in recvbuf (n elements). sendbuf is ignored (may be NULL) on
  * non-roots. In place on root: recvbuf data == sendbuf data + root * n.
  */
-occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                           int root, occl_comm_t comm, occl_work_t* work);
+occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
+                           occl_work_t* work);
 
 /**
  * Collects every rank's sendbuf (n elements) into root's recvbuf (size * n,
  * in rank order). recvbuf is ignored (may be NULL) on non-roots.
  */
-occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                          int root, occl_comm_t comm, occl_work_t* work);
+occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
+                          occl_work_t* work);
 
 /**
  * Reduces every rank's sendbuf with op into root's recvbuf. Non-root inputs
  * are never modified; recvbuf is ignored (may be NULL) on non-roots. In
  * place on root when recvbuf and sendbuf are the same memory.
  */
-occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                          occl_red_op_t op, int root, occl_comm_t comm,
-                          occl_work_t* work);
+occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, int root,
+                          occl_comm_t comm, occl_work_t* work);
 
 /**
  * Reduces every rank's sendbuf with op into every rank's recvbuf; every rank
  * gets bit-identical results. In place when sendbuf and recvbuf coincide.
  */
-occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                              occl_red_op_t op, occl_comm_t comm,
+occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
                               occl_work_t* work);
 
 /** Concatenates every rank's sendbuf (n) into every recvbuf (size * n). */
-occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                              occl_comm_t comm, occl_work_t* work);
+occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, occl_work_t* work);
 
 /**
  * Reduces sendbuf (size * n elements) with op; rank i receives reduced part i
  * in recvbuf (n elements).
  */
-occl_status_t occl_reduce_scatter(const DLTensor* sendbuf,
-                                  const DLTensor* recvbuf, occl_red_op_t op,
-                                  occl_comm_t comm, occl_work_t* work);
+occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
+                                  occl_work_t* work);
 
 /**
  * Part j of rank i's sendbuf (size * n elements) becomes part i of rank j's
  * recvbuf. In place when the two coincide.
  */
-occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                              occl_comm_t comm, occl_work_t* work);
+occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm, occl_work_t* work);
 
 /** Returns once every rank has entered the barrier. */
 occl_status_t occl_barrier(occl_comm_t comm, occl_work_t* work);
@@ -389,43 +372,33 @@ occl_status_t occl_barrier(occl_comm_t comm, occl_work_t* work);
  * elements, placed at recv_displs[i] (elements) of recvbuf; recv_displs NULL
  * means packed in rank order.
  */
-occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                               const int64_t* recv_counts,
-                               const int64_t* recv_displs, occl_comm_t comm,
-                               occl_work_t* work);
+occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
+                               const int64_t* recv_displs, occl_comm_t comm, occl_work_t* work);
 
 /**
  * all_to_all with per-peer counts and displacements (elements); NULL
  * displacements mean packed in rank order. send_counts[j] on rank i must equal
  * recv_counts[i] on rank j.
  */
-occl_status_t occl_all_to_allv(const DLTensor* sendbuf,
-                               const int64_t* send_counts,
-                               const int64_t* send_displs,
-                               const DLTensor* recvbuf,
-                               const int64_t* recv_counts,
-                               const int64_t* recv_displs, occl_comm_t comm,
-                               occl_work_t* work);
+occl_status_t occl_all_to_allv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
+                               const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs,
+                               occl_comm_t comm, occl_work_t* work);
 
 /**
  * gather with per-rank counts: root's recv_counts/recv_displs (elements,
  * displs NULL = packed) say where each rank's sendbuf lands. Non-roots may
  * pass NULL recvbuf, recv_counts and recv_displs.
  */
-occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                           const int64_t* recv_counts,
-                           const int64_t* recv_displs, int root,
-                           occl_comm_t comm, occl_work_t* work);
+occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
+                           const int64_t* recv_displs, int root, occl_comm_t comm, occl_work_t* work);
 
 /**
  * scatter with per-rank counts: root sends send_counts[i] elements at
  * send_displs[i] (NULL = packed) to rank i's recvbuf. Non-roots may pass NULL
  * sendbuf, send_counts and send_displs.
  */
-occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts,
-                            const int64_t* send_displs,
-                            const DLTensor* recvbuf, int root,
-                            occl_comm_t comm, occl_work_t* work);
+occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
+                            const DLTensor* recvbuf, int root, occl_comm_t comm, occl_work_t* work);
 
 /* ------------------------------------------------------------------------ */
 /* Work handles                                                              */
@@ -464,8 +437,9 @@ occl_status_t occl_work_wait_for(occl_work_t work, int64_t timeout_ms);
 /* ------------------------------------------------------------------------ */
 
 /** ABI minor: 1 once the functions below exist (the library's
-    occl_get_version() is then >= 200). */
-#define OCCL_ABI_VERSION_MINOR 1
+    occl_get_version() is then >= 200); 2 once the point-to-point matching
+    functions appended in 0.3 exist as well (version >= 300). */
+#define OCCL_ABI_VERSION_MINOR 2
 
 #define OCCL_OPTIONS_MAGIC 0x4f43434fu /* "OCCO" */
 #define OCCL_OPTIONS_VERSION 1u
@@ -486,9 +460,9 @@ typedef int (*occl_interrupt_fn)(void* user_data);
  * options mean all defaults (the same as the entry point without _ex).
  */
 typedef struct occl_options {
-  size_t size;           /**< sizeof(occl_options_t) as the caller compiled it */
-  unsigned int magic;    /**< OCCL_OPTIONS_MAGIC */
-  unsigned int version;  /**< OCCL_OPTIONS_VERSION */
+  size_t size;          /**< sizeof(occl_options_t) as the caller compiled it */
+  unsigned int magic;   /**< OCCL_OPTIONS_MAGIC */
+  unsigned int version; /**< OCCL_OPTIONS_VERSION */
   /**
    * A CUDA stream (cudaStream_t) that CUDA tensors of this call are ordered
    * on; NULL means the default stream. Ignored for CPU tensors.
@@ -506,11 +480,8 @@ typedef struct occl_options {
   void* interrupt_data;
 } occl_options_t;
 
-#define OCCL_OPTIONS_INIT                                                    \
-  {                                                                          \
-    sizeof(occl_options_t), OCCL_OPTIONS_MAGIC, OCCL_OPTIONS_VERSION, NULL,  \
-        OCCL_CONFIG_UNDEF_INT64, NULL, NULL                                  \
-  }
+#define OCCL_OPTIONS_INIT \
+  { sizeof(occl_options_t), OCCL_OPTIONS_MAGIC, OCCL_OPTIONS_VERSION, NULL, OCCL_CONFIG_UNDEF_INT64, NULL, NULL }
 
 /**
  * The state of a communicator created with occl_config_t.blocking = 0, and
@@ -521,79 +492,48 @@ typedef struct occl_options {
  * later, e.g. in the background); occl_last_error() then has its message.
  * Returns OCCL_ERR_INVALID_ARGUMENT for a NULL argument, else OCCL_SUCCESS.
  */
-occl_status_t occl_comm_get_async_error(occl_comm_t comm,
-                                        occl_status_t* async_error);
+occl_status_t occl_comm_get_async_error(occl_comm_t comm, occl_status_t* async_error);
 
 /*
  * The operations above with per-call options (NULL = defaults). Arguments
  * and results are those of the function without _ex.
  */
-occl_status_t occl_send_ex(const DLTensor* tensor, int peer, occl_comm_t comm,
-                           const occl_options_t* options, occl_work_t* work);
-occl_status_t occl_recv_ex(const DLTensor* tensor, int peer, occl_comm_t comm,
-                           const occl_options_t* options, occl_work_t* work);
-occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root,
-                                occl_comm_t comm,
-                                const occl_options_t* options,
+occl_status_t occl_send_ex(const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options,
+                           occl_work_t* work);
+occl_status_t occl_recv_ex(const DLTensor* tensor, int peer, occl_comm_t comm, const occl_options_t* options,
+                           occl_work_t* work);
+occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root, occl_comm_t comm, const occl_options_t* options,
                                 occl_work_t* work);
-occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                              int root, occl_comm_t comm,
-                              const occl_options_t* options,
-                              occl_work_t* work);
-occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                             int root, occl_comm_t comm,
+occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
+                              const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
                              const occl_options_t* options, occl_work_t* work);
-occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                             occl_red_op_t op, int root, occl_comm_t comm,
-                             const occl_options_t* options, occl_work_t* work);
-occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf,
-                                 const DLTensor* recvbuf, occl_red_op_t op,
-                                 occl_comm_t comm,
-                                 const occl_options_t* options,
-                                 occl_work_t* work);
-occl_status_t occl_all_gather_ex(const DLTensor* sendbuf,
-                                 const DLTensor* recvbuf, occl_comm_t comm,
-                                 const occl_options_t* options,
-                                 occl_work_t* work);
-occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf,
-                                     const DLTensor* recvbuf, occl_red_op_t op,
-                                     occl_comm_t comm,
-                                     const occl_options_t* options,
-                                     occl_work_t* work);
-occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf,
-                                 const DLTensor* recvbuf, occl_comm_t comm,
-                                 const occl_options_t* options,
-                                 occl_work_t* work);
-occl_status_t occl_barrier_ex(occl_comm_t comm, const occl_options_t* options,
-                              occl_work_t* work);
-occl_status_t occl_all_gatherv_ex(const DLTensor* sendbuf,
-                                  const DLTensor* recvbuf,
-                                  const int64_t* recv_counts,
-                                  const int64_t* recv_displs, occl_comm_t comm,
-                                  const occl_options_t* options,
+occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, int root,
+                             occl_comm_t comm, const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
+                                 const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_all_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
+                                 const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op,
+                                     occl_comm_t comm, const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
+                                 const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_barrier_ex(occl_comm_t comm, const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_all_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
+                                  const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options,
                                   occl_work_t* work);
-occl_status_t occl_all_to_allv_ex(const DLTensor* sendbuf,
-                                  const int64_t* send_counts,
-                                  const int64_t* send_displs,
-                                  const DLTensor* recvbuf,
-                                  const int64_t* recv_counts,
-                                  const int64_t* recv_displs, occl_comm_t comm,
-                                  const occl_options_t* options,
-                                  occl_work_t* work);
-occl_status_t occl_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
-                              const int64_t* recv_counts,
-                              const int64_t* recv_displs, int root,
-                              occl_comm_t comm, const occl_options_t* options,
+occl_status_t occl_all_to_allv_ex(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
+                                  const DLTensor* recvbuf, const int64_t* recv_counts, const int64_t* recv_displs,
+                                  occl_comm_t comm, const occl_options_t* options, occl_work_t* work);
+occl_status_t occl_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
+                              const int64_t* recv_displs, int root, occl_comm_t comm, const occl_options_t* options,
                               occl_work_t* work);
-occl_status_t occl_scatterv_ex(const DLTensor* sendbuf,
-                               const int64_t* send_counts,
-                               const int64_t* send_displs,
-                               const DLTensor* recvbuf, int root,
-                               occl_comm_t comm, const occl_options_t* options,
+occl_status_t occl_scatterv_ex(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
+                               const DLTensor* recvbuf, int root, occl_comm_t comm, const occl_options_t* options,
                                occl_work_t* work);
 
 /* ------------------------------------------------------------------------ */
-/* Appended in 0.3: point-to-point matching (tags, wildcards, status)        */
+/* Appended in 0.3 (ABI 1.2): point-to-point matching (tags, status)         */
 /* ------------------------------------------------------------------------ */
 /*                                                                          */
 /* As MPI: a message goes to the first posted receive whose source and tag  */
@@ -637,9 +577,8 @@ typedef struct occl_recv_status {
  * with tag (0..OCCL_TAG_UB). Blocking when work is NULL (it returns once the
  * tensor may be reused), else stores a handle. options may be NULL.
  */
-occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag,
-                               occl_comm_t comm, const occl_options_t* options,
-                               occl_work_t* work);
+occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
+                               const occl_options_t* options, occl_work_t* work);
 /**
  * Receives into tensor the first message from source (a rank,
  * OCCL_ANY_SOURCE or OCCL_PROC_NULL) with tag (or OCCL_ANY_TAG). Blocking
@@ -647,17 +586,15 @@ occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag,
  * also on OCCL_ERR_TRUNCATED. With a handle, read the status with
  * occl_work_recv_status once it has completed; status is not written.
  */
-occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag,
-                               occl_comm_t comm, const occl_options_t* options,
-                               occl_recv_status_t* status, occl_work_t* work);
+occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag, occl_comm_t comm,
+                               const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work);
 /**
  * The status of a completed receive's handle (also when it failed). Returns
  * OCCL_ERR_IN_PROGRESS while it runs, OCCL_ERR_INVALID_ARGUMENT for NULL
  * arguments, else OCCL_SUCCESS. For other operations' handles the status is
  * that of a receive from OCCL_PROC_NULL.
  */
-occl_status_t occl_work_recv_status(occl_work_t work,
-                                    occl_recv_status_t* status);
+occl_status_t occl_work_recv_status(occl_work_t work, occl_recv_status_t* status);
 /**
  * MPI_Sendrecv: sends sendbuf to dest with sendtag and receives into recvbuf
  * from source with recvtag, both in progress at once (so pairs of ranks
@@ -665,10 +602,8 @@ occl_status_t occl_work_recv_status(occl_work_t work,
  * not NULL) is the receive's. Blocking only; options.interrupt is not
  * consulted (use the tagged calls with handles and occl_work_wait_for).
  */
-occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int sendtag,
-                            const DLTensor* recvbuf, int source, int recvtag,
-                            occl_comm_t comm, const occl_options_t* options,
-                            occl_recv_status_t* status);
+occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int sendtag, const DLTensor* recvbuf, int source,
+                            int recvtag, occl_comm_t comm, const occl_options_t* options, occl_recv_status_t* status);
 
 #ifdef __cplusplus
 } /* extern "C" */

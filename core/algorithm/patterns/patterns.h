@@ -13,9 +13,7 @@ namespace omniccl::patterns {
 
 /// First element of block i when `count` elements are split into n blocks
 /// whose sizes differ by at most one (the first count % n are larger).
-inline size_t block_offset(size_t i, size_t count, size_t n) {
-  return i * (count / n) + std::min(i, count % n);
-}
+inline size_t block_offset(size_t i, size_t count, size_t n) { return i * (count / n) + std::min(i, count % n); }
 /// Elements in block i.
 inline size_t block_count(size_t i, size_t count, size_t n) { return count / n + (i < count % n ? 1 : 0); }
 

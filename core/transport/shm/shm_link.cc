@@ -152,9 +152,7 @@ RingHeader* ShmSegment::ring(int from) const {
   return reinterpret_cast<RingHeader*>(static_cast<char*>(base_) + kHeaderBytes + kPerRing * size_t(from));
 }
 
-char* ShmSegment::ring_data(int from) const {
-  return reinterpret_cast<char*>(ring(from)) + sizeof(RingHeader);
-}
+char* ShmSegment::ring_data(int from) const { return reinterpret_cast<char*>(ring(from)) + sizeof(RingHeader); }
 
 namespace {
 
@@ -241,8 +239,8 @@ ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char
   const int err = errno;
   if (k == static_cast<ssize_t>(sizeof seen) && seen == seg.probe_value) {
     in_->consumer_reads_refs.store(1, std::memory_order_release);
-    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy on (this rank reads pid ",
-             peer_pid_, "'s memory)");
+    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy on (this rank reads pid ", peer_pid_,
+             "'s memory)");
   } else {
     OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy unavailable, two copies (",
              k < 0 ? str_cat("process_vm_readv of pid ", peer_pid_, ": ", std::strerror(err))
@@ -272,9 +270,7 @@ struct RefDesc {
 
 constexpr size_t kRefChunk = 4 << 20;  // by-reference copy per call (other transfers interleave)
 
-bool ShmLink::ticket_done(uint64_t ticket) const {
-  return out_->refs_done.load(std::memory_order_acquire) >= ticket;
-}
+bool ShmLink::ticket_done(uint64_t ticket) const { return out_->refs_done.load(std::memory_order_acquire) >= ticket; }
 
 bool ShmLink::arm_ticket_wait(uint64_t ticket) {
   out_->producer_sleeping.store(1);
@@ -558,8 +554,8 @@ void ShmLink::flush() {
   if (self_barrier_ && owe_producer_ && !producer_barrier_) {
     producer_barrier_ = in_->producer_membarrier.load(std::memory_order_relaxed) != 0;
   }
-  const bool peers_barrier = self_barrier_ && (!owe_consumer_ || consumer_barrier_) &&
-                             (!owe_producer_ || producer_barrier_);
+  const bool peers_barrier =
+      self_barrier_ && (!owe_consumer_ || consumer_barrier_) && (!owe_producer_ || producer_barrier_);
   if (peers_barrier) {
     std::atomic_signal_fence(std::memory_order_seq_cst);
   } else {

@@ -156,18 +156,18 @@ class ShmLink final : public Link {
   void sleeper_fence() const;
   int peer_ = -1;
   int peer_pid_ = 0;
-  uint64_t tickets_ = 0;       ///< producer: payloads sent by reference
-  uint64_t refs_read_ = 0;     ///< consumer: payloads read by reference
+  uint64_t tickets_ = 0;    ///< producer: payloads sent by reference
+  uint64_t refs_read_ = 0;  ///< consumer: payloads read by reference
   uint64_t ref_bytes_read_ = 0;
-  uint64_t head_ = 0;          ///< producer: bytes written (records and padding)
-  uint64_t tail_seen_ = 0;     ///< producer: last tail read (room is at least this)
-  uint64_t read_pos_ = 0;      ///< consumer: start of the current record
-  size_t read_off_ = 0;        ///< consumer: payload bytes of it already taken
+  uint64_t head_ = 0;              ///< producer: bytes written (records and padding)
+  uint64_t tail_seen_ = 0;         ///< producer: last tail read (room is at least this)
+  uint64_t read_pos_ = 0;          ///< consumer: start of the current record
+  size_t read_off_ = 0;            ///< consumer: payload bytes of it already taken
   bool self_barrier_ = false;      ///< this process registered for membarrier(GLOBAL_EXPEDITED)
   bool consumer_barrier_ = false;  ///< the peer, as consumer, arms its waits with membarrier
   bool producer_barrier_ = false;  ///< the peer, as producer, arms its waits with membarrier
-  bool owe_consumer_ = false;  ///< data published since the last flush
-  bool owe_producer_ = false;  ///< room made since the last flush
+  bool owe_consumer_ = false;      ///< data published since the last flush
+  bool owe_producer_ = false;      ///< room made since the last flush
 };
 
 }  // namespace omniccl::transport

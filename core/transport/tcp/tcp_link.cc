@@ -27,7 +27,8 @@ size_t TcpLink::try_sendv(const void* a, size_t na, const void* b, size_t nb) {
   if (w >= 0) return static_cast<size_t>(w);
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
   if (errno == EPIPE || errno == ECONNRESET) {
-    fail(Status::kPeerFailure, "rank ", peer_, " closed its TCP data connection (it exited, was killed, or destroyed its communicator)");
+    fail(Status::kPeerFailure, "rank ", peer_,
+         " closed its TCP data connection (it exited, was killed, or destroyed its communicator)");
   }
   fail_errno(str_cat("send to rank ", peer_), errno);
 }
@@ -37,7 +38,8 @@ size_t TcpLink::try_recv(void* data, size_t n) {
   ssize_t r = ::recv(fd_.get(), data, n, MSG_DONTWAIT);
   if (r > 0) return static_cast<size_t>(r);
   if (r == 0) {
-    fail(Status::kPeerFailure, "rank ", peer_, " closed its TCP data connection (it exited, was killed, or destroyed its communicator)");
+    fail(Status::kPeerFailure, "rank ", peer_,
+         " closed its TCP data connection (it exited, was killed, or destroyed its communicator)");
   }
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
   if (errno == ECONNRESET) fail(Status::kPeerFailure, "rank ", peer_, " reset its TCP data connection");

@@ -6,9 +6,9 @@ pub const DLPACK_FLAG_BITMASK_READ_ONLY: u32 = 1;
 pub const DLPACK_FLAG_BITMASK_IS_COPIED: u32 = 2;
 pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u32 = 4;
 pub const OCCL_VERSION_MAJOR: u32 = 0;
-pub const OCCL_VERSION_MINOR: u32 = 2;
+pub const OCCL_VERSION_MINOR: u32 = 3;
 pub const OCCL_VERSION_PATCH: u32 = 0;
-pub const OCCL_VERSION_CODE: u32 = 200;
+pub const OCCL_VERSION_CODE: u32 = 300;
 pub const OCCL_ABI_VERSION: u32 = 1;
 pub const OCCL_RED_OP_CUSTOM_BASE: u32 = 64;
 pub const OCCL_UNIQUE_ID_BYTES: u32 = 128;
@@ -16,7 +16,7 @@ pub const OCCL_CONFIG_MAGIC: u32 = 1329808204;
 pub const OCCL_CONFIG_VERSION: u32 = 2;
 pub const OCCL_FROM_ENV: i32 = -1;
 pub const OCCL_SPLIT_NOCOLOR: i32 = -1;
-pub const OCCL_ABI_VERSION_MINOR: u32 = 1;
+pub const OCCL_ABI_VERSION_MINOR: u32 = 2;
 pub const OCCL_OPTIONS_MAGIC: u32 = 1329808207;
 pub const OCCL_OPTIONS_VERSION: u32 = 1;
 pub const OCCL_ANY_SOURCE: i32 = -1;
@@ -205,6 +205,7 @@ impl Default for DLManagedTensorVersioned {
         }
     }
 }
+pub type occl_dlpack_assert_155 = [::core::ffi::c_char; 1usize];
 pub type occl_dlpack_assert_156 = [::core::ffi::c_char; 1usize];
 pub type occl_dlpack_assert_157 = [::core::ffi::c_char; 1usize];
 pub type occl_dlpack_assert_158 = [::core::ffi::c_char; 1usize];
@@ -217,7 +218,6 @@ pub type occl_dlpack_assert_164 = [::core::ffi::c_char; 1usize];
 pub type occl_dlpack_assert_165 = [::core::ffi::c_char; 1usize];
 pub type occl_dlpack_assert_166 = [::core::ffi::c_char; 1usize];
 pub type occl_dlpack_assert_167 = [::core::ffi::c_char; 1usize];
-pub type occl_dlpack_assert_168 = [::core::ffi::c_char; 1usize];
 pub type occl_dlpack_assert_169 = [::core::ffi::c_char; 1usize];
 pub const OCCL_SUCCESS: occl_status = 0;
 #[doc = " An argument is wrong (NULL, bad rank/root, wrong size, non-contiguous...)."]

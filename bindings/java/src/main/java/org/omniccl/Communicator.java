@@ -181,7 +181,7 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
   /**
    * The library's run-time version, MAJOR*10000 + MINOR*100 + PATCH.
    *
-   * @return e.g. 200 for 0.2.0
+   * @return e.g. 300 for 0.3.0
    */
   public static int libraryVersion() {
     int[] v = new int[1];

@@ -24,7 +24,7 @@ class CommunicatorTest {
       assertEquals("shm", c.transport());
       assertEquals("Communicator[rank " + c.rank() + " of 3]", c.toString());
     });
-    assertEquals(200, Communicator.libraryVersion()); // 0.2.0, as omniccl.h says
+    assertEquals(300, Communicator.libraryVersion()); // 0.3.0, as omniccl.h says
   }
 
   @Test

@@ -9,7 +9,7 @@ import java.util.Arrays;
  *
  * <p>Launching: every example creates its communicator with "env://", so it
  * runs under any torchrun/mpirun-style launcher, e.g. with 4 ranks:
- * {@code omniccl-run -n 4 java -cp omniccl-0.2.0.jar:classes org.omniccl.examples.AllReduce}.
+ * {@code omniccl-run -n 4 java -cp omniccl-0.3.0.jar:classes org.omniccl.examples.AllReduce}.
  */
 final class Example {
   private Example() {}
