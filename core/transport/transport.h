@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "common/device.h"
@@ -84,6 +85,17 @@ struct Message {
 };
 
 inline constexpr uint32_t kMaxHeader = 64;
+
+/// A receive through m.stage (with a sink): counts the k bytes just read into
+/// the stage behind what it held, offers the sink all of it, and moves what
+/// the sink left (less than a granule) to the stage's start.
+inline void take_staged(Message& m, size_t k) {
+  m.done += k;
+  m.staged += k;
+  const size_t whole = m.staged > 0 ? m.sink->take(m.stage.ptr, m.staged) : 0;
+  if (whole > 0 && m.staged > whole) std::memmove(m.stage.ptr, m.stage.ptr + whole, m.staged - whole);
+  m.staged -= whole;
+}
 
 /// How to wait for a link to be able to move a message again.
 struct WaitOn {

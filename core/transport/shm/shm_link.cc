@@ -488,11 +488,7 @@ bool ShmLink::recv_payload(Message& m) {
     // Only a granule split by the ring's wrap is staged: up to its end.
     size_t want = std::min({m.stage.bytes - m.staged, bytes - m.done, m.granule - m.staged % m.granule});
     size_t k = want > 0 ? try_recv(m.stage.ptr + m.staged, want) : 0;
-    m.done += k;
-    m.staged += k;
-    size_t whole = m.staged > 0 ? m.sink->take(m.stage.ptr, m.staged) : 0;
-    if (whole > 0 && m.staged > whole) std::memmove(m.stage.ptr, m.stage.ptr + whole, m.staged - whole);
-    m.staged -= whole;
+    take_staged(m, k);
     if (k > 0) progressed = true;
     if (k == 0) break;
   }
