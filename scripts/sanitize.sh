@@ -41,10 +41,12 @@ run_asan() {
   local t=(core_test kernels_test store_test rendezvous_test handshake_test hardening_test abi_runtime_check
            omniccl-run shm_link_test transport_registry_test errors_test api_test faults_test)
   local e
-  for e in broadcast scatter gather reduce all_reduce all_gather reduce_scatter all_to_all barrier send_recv; do
+  # Every example the examples label runs below (one per source file).
+  for e in examples/c/*.c; do
+    e=$(basename "$e" .c)
     t+=("example_c_$e")
   done
-  for e in all_reduce broadcast all_gather reduce_scatter all_to_all split async; do t+=("example_cpp_$e"); done
+  for e in examples/cpp/*.cc; do t+=("example_cpp_$(basename "$e" .cc)"); done
   [ "$what" = asan ] || t+=("${fuzz_targets[@]/#/fuzz_}")
   echo "== asan+ubsan: building ${#t[@]} targets"
   cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
