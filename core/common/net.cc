@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -175,6 +177,70 @@ void write_all(int fd, const void* data, size_t n, Deadline deadline, const std:
     pollfd pfd{fd, POLLOUT, 0};
     if (deadline.expired()) fail(Status::kTimeout, what, ": timed out writing");
     ::poll(&pfd, 1, deadline.remaining_ms(100));
+  }
+}
+
+namespace {
+
+bool is_tcp(int fd) {
+  int domain = 0, type = 0;
+  socklen_t len = sizeof domain;
+  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return false;
+  len = sizeof type;
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return false;
+  return (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM;
+}
+
+/// Reads and drops what is readable; false once the peer closed or reset
+/// (nothing more to wait for on this socket).
+bool drop_input(int fd) {
+  char buf[4096];
+  for (;;) {
+    ssize_t r = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (r > 0) continue;
+    if (r == 0) return false;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+}
+
+/// True while the peer has not acknowledged every byte (and the FIN) sent.
+bool unacknowledged(int fd) {
+  int queued = 0;
+  if (::ioctl(fd, SIOCOUTQ, &queued) != 0) return false;
+  return queued > 0;
+}
+
+}  // namespace
+
+void finish_sending(const std::vector<int>& fds, Deadline deadline) {
+  std::vector<int> pending;
+  for (int fd : fds) {
+    if (fd < 0 || !is_tcp(fd)) continue;
+    if (::shutdown(fd, SHUT_WR) != 0) continue;  // not connected any more
+    pending.push_back(fd);
+  }
+  std::vector<pollfd> pfds;
+  int wait_ms = 1;
+  for (;;) {
+    size_t kept = 0;
+    for (int fd : pending) {
+      if (drop_input(fd) && unacknowledged(fd)) pending[kept++] = fd;
+    }
+    pending.resize(kept);
+    if (pending.empty()) return;
+    int ms;
+    try {
+      if (deadline.expired()) return;
+      ms = deadline.remaining_ms(wait_ms);
+    } catch (const Error&) {
+      return;  // cancelled: stop lingering
+    }
+    // Acknowledgements wake nobody: poll for input with short, growing naps.
+    pfds.clear();
+    for (int fd : pending) pfds.push_back({fd, POLLIN, 0});
+    ::poll(pfds.data(), pfds.size(), ms);
+    wait_ms = wait_ms < 32 ? wait_ms * 2 : 50;
   }
 }
 

@@ -65,4 +65,14 @@ void write_all(int fd, const void* data, size_t n, Deadline deadline, const std:
 /// Reads exactly n bytes, bounded by the deadline; EOF throws kPeerFailure.
 void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& what);
 
+/// Before closing TCP sockets whose last bytes must reach the peer: shuts
+/// each one's writing side (a FIN after what is queued), reads and drops what
+/// the peer still sends, and waits until the peer has acknowledged every byte,
+/// the peer closed or reset, or the deadline passed. A socket closed with
+/// unread bytes is reset by the kernel, which throws away whatever it had not
+/// yet delivered; after this, closing loses nothing the peer acknowledged.
+/// Non-TCP sockets (unix: nothing is lost on close) are left untouched.
+/// Never throws; the sockets stay open (the caller closes them).
+void finish_sending(const std::vector<int>& fds, Deadline deadline);
+
 }  // namespace omniccl::net

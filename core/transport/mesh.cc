@@ -29,6 +29,10 @@ using wire::kHelloMagic;
 constexpr char kDoorbell = 'D';
 constexpr char kError = 'E';
 constexpr char kBye = 'B';
+// How long a destroyed communicator waits for its peers to acknowledge its
+// last bytes (net::finish_sending); only a stopped or unreachable peer that
+// stopped reading makes it wait this long.
+constexpr int kGoodbyeLingerMs = 5000;
 constexpr char kQuery = 'Q';
 constexpr char kAnswer = 'A';
 constexpr char kReady = 'R';
@@ -334,13 +338,25 @@ Mesh::~Mesh() {
   // are told that it failed (its connections close without BYE), not that it
   // left in order. occl_comm_destroy says goodbye.
   if (no_goodbye_.load()) return;
+  // A healthy communicator makes sure its goodbye and its last data arrive:
+  // a peer still busy (a lossy link, a slower rank asking what this one does)
+  // may send after this rank closes, and a TCP socket closed with unread
+  // bytes is reset, losing what the peer had not yet received (the BYE among
+  // it, so the peer would report a failure). A failed one only says goodbye.
+  const bool healthy = pending_status_ == Status::kSuccess && !aborted();
+  std::vector<int> streams;
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) {
       try {
-        send_control(p, kBye, "", true);
+        send_control(p, kBye, "", !healthy);
       } catch (...) {}
+      if (healthy) {
+        streams.push_back(peers_[p]->ctrl.get());
+        if (links_[p]) streams.push_back(links_[p]->poll_fd());
+      }
     }
   }
+  if (healthy) net::finish_sending(streams, Deadline::after_ms(kGoodbyeLingerMs));
 }
 
 std::string Mesh::describe(int peer) const {
