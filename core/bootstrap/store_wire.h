@@ -10,14 +10,17 @@
 //        8    4  key length in bytes, little endian
 //       12    8  value length in bytes, little endian
 //
-// Requests: kSet (key, value), kGet (key), kAdd (key, 8-byte little-endian
+// Requests: kSet (key, value), kGet (key; value: empty, or an 8-byte
+// little-endian wait bound in ms, after which an absent key is answered
+// kNotFound), kAdd (key, 8-byte little-endian
 // signed delta), kCheck (key), kErase (key), kSetOnClose (key, value: the
 // server sets key = value when this connection closes, for whatever reason;
 // an empty value cancels; at most kMaxOnCloseBytes per connection). Replies carry no key: kOk (set,
 // erase, check when the key exists), kNotFound (check), kValue (get: the
 // value; add: the new integer as 8 bytes little endian) and kError (value =
 // message). The server answers a kGet of an absent key only once the key is
-// set, so clients block in the kernel instead of polling.
+// set (or its wait bound passed), so clients block in the kernel instead of
+// polling.
 //
 // Both sides reject a header with the wrong magic or version, an unknown
 // command, or lengths above kMaxKeyBytes / kMaxValueBytes before allocating

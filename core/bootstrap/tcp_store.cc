@@ -2,7 +2,8 @@
 //
 // Wire format: bootstrap/store_wire.h. The server owns every connection in
 // one thread; a kGet of an absent key parks the connection until a kSet/kAdd
-// of that key answers it. Invalid input (bad header, absurd lengths, a
+// of that key answers it, or until the wait bound the get carries passes
+// (answered kNotFound: the connection stays usable). Invalid input (bad header, absurd lengths, a
 // request while parked, EOF mid-message) drops only that connection.
 #include <fcntl.h>
 #include <netdb.h>
@@ -37,6 +38,14 @@ namespace omniccl::bootstrap {
 using detail::host_port;
 using detail::printable;
 using wire::Cmd;
+
+namespace {
+/// The longest wait bound a get carries (a day; longer waits re-ask).
+constexpr uint64_t kMaxGetWaitMs = 24ull * 3600 * 1000;
+/// How long past its wait bound a client waits for the server's answer
+/// before it treats the connection as lost.
+constexpr int64_t kGetGraceMs = 10000;
+}  // namespace
 
 namespace {
 
@@ -80,12 +89,13 @@ struct TcpStoreServer::Impl {
     size_t out_off = 0;   ///< bytes of `out` already sent
     bool parked = false;  ///< waiting in a kGet for parked_key
     std::string parked_key;
-    bool dead = false;                            ///< to be closed at the end of this poll round
-    uint64_t stored = 0;                          ///< bytes of keys and values this client last wrote
-    bool served = false;                          ///< has completed at least one request
-    Clock::time_point idle_since = Clock::now();  ///< connected, or last complete request
-    bool authed = true;                           ///< false until it proved the job token
-    Digest nonce{};                               ///< the challenge sent to it
+    Clock::time_point parked_until = Clock::time_point::max();  ///< the get's wait bound
+    bool dead = false;                                          ///< to be closed at the end of this poll round
+    uint64_t stored = 0;                                        ///< bytes of keys and values this client last wrote
+    bool served = false;                                        ///< has completed at least one request
+    Clock::time_point idle_since = Clock::now();                ///< connected, or last complete request
+    bool authed = true;                                         ///< false until it proved the job token
+    Digest nonce{};                                             ///< the challenge sent to it
     /// kSetOnClose registrations: set when this connection closes.
     std::unordered_map<std::string, std::string> on_close;
     uint64_t on_close_bytes = 0;
@@ -145,6 +155,9 @@ struct TcpStoreServer::Impl {
   void remove(const std::string& key);
   /// Drops connections that stayed silent or stalled mid-message too long.
   void expire_idle();
+  /// Answers kNotFound to parked gets whose wait bound has passed; returns
+  /// the milliseconds until the next bound (capped at cap_ms).
+  int expire_parked(int cap_ms);
 };
 
 bool TcpStoreServer::Impl::put(uint64_t id, Conn& c, const std::string& key, std::string value) {
@@ -183,6 +196,31 @@ void TcpStoreServer::Impl::remove(const std::string& key) {
   if (oc != conns.end()) oc->second.stored -= size;
   stored_bytes -= size;
   data.erase(it);
+}
+
+int TcpStoreServer::Impl::expire_parked(int cap_ms) {
+  const auto now = Clock::now();
+  auto next = now + std::chrono::milliseconds(cap_ms);
+  for (auto& [id, c] : conns) {
+    if (c.dead || !c.parked || c.parked_until == Clock::time_point::max()) continue;
+    if (c.parked_until > now) {
+      next = std::min(next, c.parked_until);
+      continue;
+    }
+    auto wit = waiters.find(c.parked_key);
+    if (wit != waiters.end()) {
+      auto& v = wit->second;
+      v.erase(std::remove(v.begin(), v.end(), id), v.end());
+      if (v.empty()) waiters.erase(wit);
+    }
+    c.parked = false;
+    c.parked_key.clear();
+    c.parked_until = Clock::time_point::max();
+    reply(c, Cmd::kNotFound, {});
+    if (!flush(c)) c.dead = true;
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, cap_ms));
 }
 
 void TcpStoreServer::Impl::expire_idle() {
@@ -242,8 +280,10 @@ void TcpStoreServer::Impl::run() {
       pfds.push_back({c.fd.get(), static_cast<short>(c.out_pending() ? POLLOUT : POLLIN), 0});
       ids.push_back(id);
     }
-    // Wake at least once a second to drop silent or stalled connections.
-    int n = ::poll(pfds.data(), pfds.size(), accepting && conns.empty() ? -1 : accepting ? 1000 : 100);
+    // Wake at least once a second to drop silent or stalled connections,
+    // and in time for the first parked get's wait bound.
+    const int cap_ms = accepting && conns.empty() ? -1 : accepting ? 1000 : 100;
+    int n = ::poll(pfds.data(), pfds.size(), cap_ms < 0 ? -1 : expire_parked(cap_ms));
     if (n < 0) {
       if (errno == EINTR) continue;
       OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": poll failed: ", errno_text(errno));
@@ -277,6 +317,7 @@ void TcpStoreServer::Impl::run() {
       if (!ok) it->second.dead = true;
     }
     expire_idle();
+    (void)expire_parked(0);
     std::vector<uint64_t> dead;
     for (auto& [id, c] : conns) {
       if (c.dead) dead.push_back(id);
@@ -407,6 +448,7 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
     if (why.empty()) {
       bool lengths_ok = h.cmd == Cmd::kSet || h.cmd == Cmd::kSetOnClose ? true
                         : h.cmd == Cmd::kAdd                            ? h.value_len == 8
+                        : h.cmd == Cmd::kGet                            ? h.value_len == 0 || h.value_len == 8
                                                                         : h.value_len == 0;
       if (!lengths_ok) why = str_cat("bad value length ", h.value_len, " for its command");
     }
@@ -450,11 +492,19 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       return true;
     }
     case Cmd::kGet: {
+      // An optional 8-byte wait bound in ms (none: wait until the key is set).
       auto it = data.find(key);
       if (it != data.end()) {
         reply(c, Cmd::kValue, it->second.value);
+      } else if (value.size() == 8 && wire::get_le(value.data(), 8) == 0) {
+        reply(c, Cmd::kNotFound, {});
       } else {
         c.parked = true;
+        c.parked_until = Clock::time_point::max();
+        if (value.size() == 8) {
+          const uint64_t ms = std::min<uint64_t>(wire::get_le(value.data(), 8), kMaxGetWaitMs);
+          c.parked_until = Clock::now() + std::chrono::milliseconds(ms);
+        }
         waiters[key].push_back(id);
         c.parked_key = std::move(key);
       }
@@ -556,6 +606,7 @@ void TcpStoreServer::Impl::wake_waiters(const std::string& key, const std::strin
     if (!w.parked || w.parked_key != key) continue;
     w.parked = false;
     w.parked_key.clear();
+    w.parked_until = Clock::time_point::max();
     reply(w, Cmd::kValue, value);
     if (!flush(w)) w.dead = true;
   }
@@ -847,9 +898,19 @@ class TcpStore final : public Store {
     request(Cmd::kSet, "set", key, value, op_deadline());
   }
 
-  /// Waits (parked on the server, not polling) until key exists.
+  /// Waits (parked on the server, not polling) until key exists or the
+  /// deadline passes. The server answers "not found" at the deadline, so a
+  /// wait that ends keeps the connection (a late reply on a slow or lossy
+  /// network cannot break it); only a server silent kGetGraceMs beyond the
+  /// deadline is treated as lost.
   std::string get(const std::string& key, Deadline deadline) override {
-    return request(Cmd::kGet, "get", key, {}, deadline).value;
+    const int64_t bound = deadline.remaining_ms(static_cast<int>(kMaxGetWaitMs));
+    std::string encoded(8, '\0');
+    wire::put_le(encoded.data(), static_cast<uint64_t>(bound), 8);
+    const auto start = Clock::now();
+    Reply r = request(Cmd::kGet, "get", key, encoded, Deadline::after_ms(bound + kGetGraceMs));
+    if (r.code == Cmd::kNotFound) io_failed(Io::kTimeout, 0, "get", key, start);
+    return r.value;
   }
 
   /// Adds delta to the integer at key on the server.
@@ -976,9 +1037,10 @@ class TcpStore final : public Store {
     io = recv_all(fd_.get(), r.value.data(), r.value.size(), deadline, &err);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
     const bool expected =
-        r.code == Cmd::kError || (cmd == Cmd::kGet || cmd == Cmd::kAdd ? r.code == Cmd::kValue
-                                  : cmd == Cmd::kCheck                 ? r.code == Cmd::kOk || r.code == Cmd::kNotFound
-                                                                       : r.code == Cmd::kOk);
+        r.code == Cmd::kError || (cmd == Cmd::kGet     ? r.code == Cmd::kValue || r.code == Cmd::kNotFound
+                                  : cmd == Cmd::kAdd   ? r.code == Cmd::kValue
+                                  : cmd == Cmd::kCheck ? r.code == Cmd::kOk || r.code == Cmd::kNotFound
+                                                       : r.code == Cmd::kOk);
     if (!expected) {
       fail(Status::kPeerFailure, "rendezvous server ", where(), " sent an unexpected reply to ", op, " of key '",
            printable(key), "'");

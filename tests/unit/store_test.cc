@@ -372,6 +372,31 @@ TEST(TcpStore, SetOnCloseWhenAClientLeaves) {
   EXPECT_FALSE(watcher->check("big"));
 }
 
+// A get that times out keeps its connection: the server answers "not
+// found" at the client's deadline. (It used to drop the connection and
+// reconnect, which fired the connection's set-on-close registrations,
+// i.e. a live rank was reported as gone, and on a lossy network the single
+// reconnect attempt could fail and end the rendezvous.)
+TEST(TcpStore, TimedOutGetKeepsTheConnection) {
+  TcpStoreServer server("127.0.0.1", 0);
+  auto watcher = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  auto waiter = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  waiter->set_on_close("waiter/left", "1");
+  for (int i = 0; i < 3; ++i) {
+    const auto start = Clock::now();
+    expect_error([&] { waiter->get("never/set", Deadline::after_ms(200)); }, Status::kTimeout, {"never/set"});
+    EXPECT_GE(ms_since(start), 150);
+    EXPECT_LT(ms_since(start), 2000);
+  }
+  EXPECT_FALSE(watcher->check("waiter/left")) << "a timed-out get closed the waiter's connection";
+  waiter->set("still", "here");
+  EXPECT_EQ(watcher->get("still", Deadline::after_ms(5000)), "here");
+  // A parked get whose bound passed no longer answers to a later set.
+  watcher->set("never/set", "late");
+  EXPECT_EQ(waiter->get("never/set", Deadline::after_ms(5000)), "late");
+  EXPECT_FALSE(watcher->check("waiter/left"));
+}
+
 /// The server disappearing during a get gives kPeerFailure quickly; later
 /// calls fail the same way instead of hanging.
 TEST(TcpStore, ServerGoneMidGet) {
