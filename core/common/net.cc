@@ -124,17 +124,51 @@ UniqueFd listen_unix(const std::string& name, SocketAddress& addr) {
   return fd;
 }
 
-UniqueFd connect_to(const SocketAddress& addr, Deadline deadline) {
+namespace {
+
+/// How long one connection attempt may wait for its handshake before a new
+/// socket tries again: a lost SYN is resent by the kernel after 1 s, then 3,
+/// 7, 15 s...; a fresh attempt keeps the retries at about a second apart.
+constexpr int kConnectAttemptMs = 2000;
+
+/// Waits for a non-blocking connect on fd to finish; returns 0 once
+/// connected, else the error (ETIMEDOUT when this attempt's time is up).
+int wait_connected(int fd, Deadline deadline, const std::function<void()>& tick) {
+  const Deadline attempt = Deadline::min(deadline, Deadline::after_ms(kConnectAttemptMs));
+  for (;;) {
+    pollfd p{fd, POLLOUT, 0};
+    int r = ::poll(&p, 1, attempt.remaining_ms(100));
+    if (r < 0 && errno != EINTR) return errno;
+    if (r > 0) {
+      int so_error = 0;
+      socklen_t len = sizeof so_error;
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) return errno;
+      return so_error;
+    }
+    if (attempt.expired()) return ETIMEDOUT;
+    if (tick) tick();
+  }
+}
+
+}  // namespace
+
+UniqueFd connect_to(const SocketAddress& addr, Deadline deadline, const std::function<void()>& tick) {
   Parsed p = parse(addr);
   int delay_ms = 1;
   for (;;) {
-    UniqueFd fd(::socket(p.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    UniqueFd fd(::socket(p.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) fail_errno("socket", errno);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&p.ss), p.len) == 0) {
+    int err = 0;
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&p.ss), p.len) != 0) {
+      err = errno;
+      if (err == EINPROGRESS || err == EINTR) err = wait_connected(fd.get(), deadline, tick);
+    }
+    if (err == 0) {
+      const int flags = ::fcntl(fd.get(), F_GETFL);
+      if (flags >= 0) (void)::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
       if (!p.is_unix) tune_data_socket(fd.get());
       return fd;
     }
-    int err = errno;
     bool retry =
         err == ECONNREFUSED || err == EAGAIN || err == ETIMEDOUT || err == ENOENT || err == EINTR || err == ECONNRESET;
     if (!retry) fail_errno(str_cat("connect(", addr.text, ")"), err);
@@ -142,8 +176,9 @@ UniqueFd connect_to(const SocketAddress& addr, Deadline deadline) {
       fail(Status::kTimeout, "could not connect to ", addr.text,
            " before the deadline (last error: ", std::strerror(err), ")");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(delay_ms, deadline.remaining_ms(delay_ms))));
     delay_ms = std::min(delay_ms * 2, 50);
+    if (tick) tick();
   }
 }
 

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,9 +54,11 @@ void tune_data_socket(int fd);
 UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr);
 /// Listens on the abstract unix socket "@name". Sets addr.
 UniqueFd listen_unix(const std::string& name, SocketAddress& addr);
-/// Connects to addr, retrying refused connections until the deadline.
-/// Returns a blocking socket with TCP_NODELAY where relevant.
-UniqueFd connect_to(const SocketAddress& addr, Deadline deadline);
+/// Connects to addr, retrying refused connections (and attempts whose
+/// handshake takes over 2 s: lost SYNs) until the deadline. `tick` (may be
+/// empty; may throw) runs at least every 100 ms while it waits. Returns a
+/// blocking socket with TCP_NODELAY where relevant.
+UniqueFd connect_to(const SocketAddress& addr, Deadline deadline, const std::function<void()>& tick = {});
 /// Accepts one connection, waiting at most until the deadline (an invalid
 /// fd on timeout).
 UniqueFd accept_until(int listen_fd, Deadline deadline);

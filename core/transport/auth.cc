@@ -1,11 +1,16 @@
 #include "transport/auth.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
+#include "common/log.h"
 #include "common/net.h"
 #include "common/status.h"
 
@@ -29,41 +34,117 @@ Digest acceptor_mac(const std::string& token, std::string_view na, std::string_v
 
 }  // namespace
 
-void send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline,
-                const std::string& what) {
+namespace {
+
+bool is(const char* got, const char (&magic)[4]) { return std::memcmp(got, magic, 4) == 0; }
+
+/// Reads up to n bytes of the acceptor's answer: returns how many arrived
+/// before the connection closed (n when all did). Waits in slices of at most
+/// 100 ms, running tick between them; throws kTimeout at the deadline.
+size_t read_answer(int fd, char* buf, size_t n, Deadline deadline, const std::function<void()>& tick,
+                   const std::string& what) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::recv(fd, buf + got, n - got, MSG_DONTWAIT);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return got;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return got;  // reset: closed as far as this side can tell
+    if (deadline.expired()) fail(Status::kTimeout, what, ": timed out waiting for the peer to answer the hello");
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, deadline.remaining_ms(100));
+    if (tick) tick();
+  }
+  return got;
+}
+
+/// Writes all of data; false when the acceptor has already closed the
+/// connection (it dropped it: the verdict is to connect again).
+bool send_part(int fd, const void* data, size_t n, Deadline deadline, const std::string& what) {
+  try {
+    net::write_all(fd, data, n, deadline, what);
+    return true;
+  } catch (const Error& e) {
+    if (e.status() == Status::kPeerFailure) return false;  // EPIPE or ECONNRESET
+    throw;
+  }
+}
+
+}  // namespace
+
+Verdict send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline,
+                   const std::function<void()>& tick, const std::string& what) {
   if (token.empty()) {
-    net::write_all(fd, &hello, sizeof hello, deadline, what);
-    return;
+    if (!send_part(fd, &hello, sizeof hello, deadline, what)) return Verdict::kDropped;
+  } else {
+    char challenge[sizeof kChallengeMagic + kNonceBytes];
+    const size_t got = read_answer(fd, challenge, sizeof challenge, deadline, tick, what);
+    if (got == 0) return Verdict::kDropped;
+    if (got == 4 && is(challenge, kTimedOutMagic)) {
+      fail(Status::kPeerFailure, what,
+           ": the peer waited for a hello without a job token: is OMNICCL_JOB_TOKEN unset there (it is set here)?");
+    }
+    if (got == 4 && is(challenge, kRefusedMagic)) fail(Status::kPeerFailure, what, ": the peer refused the connection");
+    if (got < sizeof challenge || !is(challenge, kChallengeMagic)) {
+      fail(Status::kPeerFailure, what, ": the peer did not ask for the job token (is OMNICCL_JOB_TOKEN unset there?)");
+    }
+    const std::string_view na(challenge + sizeof kChallengeMagic, kNonceBytes);
+    const Digest mine = random_nonce();
+    const Digest mac = connector_mac(token, na, bytes(mine), hello);
+    std::string msg(bytes(hello));
+    msg += bytes(mac);
+    msg += bytes(mine);
+    if (!send_part(fd, msg.data(), msg.size(), deadline, what)) return Verdict::kDropped;
+    Digest proof{};
+    char* p = reinterpret_cast<char*>(proof.data());
+    const size_t n = read_answer(fd, p, proof.size(), deadline, tick, what);
+    if (n == 0 || (n == 4 && is(p, kTimedOutMagic))) return Verdict::kDropped;
+    if (n == 4 && is(p, kRefusedMagic)) {
+      fail(Status::kPeerFailure, what, ": the peer refused this rank's job token (OMNICCL_JOB_TOKEN differs)");
+    }
+    if (n < proof.size()) fail(Status::kPeerFailure, what, ": the peer closed the connection during the token proof");
+    if (!digest_equal(proof, acceptor_mac(token, na, bytes(mine), hello))) {
+      fail(Status::kPeerFailure, what,
+           ": the peer could not prove it knows the job token: it is not a rank of this job");
+    }
   }
-  char challenge[sizeof kChallengeMagic + kNonceBytes];
-  try {
-    net::read_all(fd, challenge, sizeof challenge, deadline, what);
-  } catch (const Error& e) {
-    if (e.status() == Status::kTimeout) throw;
-    fail(Status::kPeerFailure, what, ": the peer closed the connection before asking for the job token (", e.what(),
-         "): it exited, or OMNICCL_JOB_TOKEN is unset there");
-  }
-  if (std::memcmp(challenge, kChallengeMagic, sizeof kChallengeMagic) != 0) {
-    fail(Status::kPeerFailure, what, ": the peer did not ask for the job token (is OMNICCL_JOB_TOKEN unset there?)");
-  }
-  const std::string_view na(challenge + sizeof kChallengeMagic, kNonceBytes);
-  const Digest mine = random_nonce();
-  const Digest mac = connector_mac(token, na, bytes(mine), hello);
-  std::string msg(bytes(hello));
-  msg += bytes(mac);
-  msg += bytes(mine);
-  net::write_all(fd, msg.data(), msg.size(), deadline, what);
-  Digest proof{};
-  try {
-    net::read_all(fd, proof.data(), proof.size(), deadline, what);
-  } catch (const Error& e) {
-    if (e.status() == Status::kTimeout) throw;
+  char verdict[4];
+  const size_t got = read_answer(fd, verdict, sizeof verdict, deadline, tick, what);
+  if (got == 0) return Verdict::kDropped;
+  if (got == 4 && is(verdict, kAcceptedMagic)) return Verdict::kAccepted;
+  if (got == 4 && is(verdict, kTimedOutMagic)) return Verdict::kDropped;
+  if (got == 4 && is(verdict, kRefusedMagic)) {
     fail(Status::kPeerFailure, what,
-         ": the peer refused this rank's job token (OMNICCL_JOB_TOKEN differs): ", e.what());
+         ": the peer refused the hello (another session or an unexpected rank: is it a rank of another job?)");
   }
-  if (!digest_equal(proof, acceptor_mac(token, na, bytes(mine), hello))) {
-    fail(Status::kPeerFailure, what, ": the peer could not prove it knows the job token: it is not a rank of this job");
+  if (got == 4 && is(verdict, kChallengeMagic)) {
+    fail(Status::kPeerFailure, what,
+         ": the peer asks for a job token and this rank has none: set the same OMNICCL_JOB_TOKEN on every rank");
   }
+  fail(Status::kPeerFailure, what, ": the peer answered the hello with something that is not a verdict");
+}
+
+UniqueFd connect_hello(const std::function<UniqueFd()>& connect, const wire::Hello& hello, const std::string& token,
+                       Deadline deadline, const std::function<void()>& tick, const std::string& what) {
+  for (int attempt = 1;; ++attempt) {
+    UniqueFd fd = connect();
+    if (send_hello(fd.get(), hello, token, deadline, tick, what) == Verdict::kAccepted) return fd;
+    OCCL_LOG(kInfo, kTransport, what, ": the peer dropped setup connection attempt ", attempt,
+             " before accepting it (its handshake timeout passed: a slow or lossy network); connecting again");
+    if (deadline.expired()) {
+      fail(Status::kTimeout, what, ": no setup connection was accepted before the deadline (", attempt, " attempts)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10 * attempt, 200)));
+    if (tick) tick();
+  }
+}
+
+void send_verdict(int fd, const char (&verdict)[4]) {
+  ssize_t w = ::send(fd, verdict, sizeof verdict, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)w;
 }
 
 Responder::Responder(int fd, std::string token) : fd_(fd), token_(std::move(token)) {

@@ -14,12 +14,23 @@
 // acceptor that cannot prove the token. T never crosses the wire, and fresh
 // nonces make a recorded exchange useless. The MACs cover the hello, so a
 // proof made for one rank or session does not pass for another.
+//
+// Every handshake ends with the acceptor's verdict, 4 bytes, with or without
+// a token: "OCOK" (the connection is this rank's now), "OCNO" then close
+// (refused: a wrong token or hello; the connector fails, naming why) or
+// "OCTO" then close (the acceptor's short handshake timeout passed before the
+// connector's part arrived: a slow or lossy network). A connection closed
+// without a verdict (too many handshakes pending) or timed out is made again
+// by connect_hello, so one lost packet cannot leave the acceptor waiting for
+// a rank that believes it is connected.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "common/fd.h"
 #include "common/sha256.h"
 #include "common/time.h"
 #include "transport/control_wire.h"
@@ -32,11 +43,39 @@ inline constexpr size_t kMacBytes = 32;
 inline constexpr char kConnectorLabel[] = "omniccl mesh connector";
 inline constexpr char kAcceptorLabel[] = "omniccl mesh acceptor";
 
-/// Connector side: sends `hello` on the freshly connected fd (after proving
-/// the token when `token` is not empty, and checking the acceptor's proof).
-/// Throws Error(kPeerFailure) naming `what` when the acceptor does not
-/// follow the protocol or cannot prove the token; bounded by deadline.
-void send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline, const std::string& what);
+inline constexpr char kAcceptedMagic[4] = {'O', 'C', 'O', 'K'};
+inline constexpr char kRefusedMagic[4] = {'O', 'C', 'N', 'O'};
+inline constexpr char kTimedOutMagic[4] = {'O', 'C', 'T', 'O'};
+
+/// How the acceptor answered one attempt of send_hello.
+enum class Verdict {
+  kAccepted,  ///< "OCOK": the connection is this rank's
+  kDropped,   ///< "OCTO" or closed without a verdict: connect again
+};
+
+/// Connector side of one connection: sends `hello` on the freshly connected
+/// fd (after proving the token when `token` is not empty, and checking the
+/// acceptor's proof), then reads the acceptor's verdict. Throws
+/// Error(kPeerFailure) naming `what` when the acceptor refuses the hello or
+/// the token, does not follow the protocol, cannot prove the token, or asks
+/// for a token this rank lacks (or lacks one this rank has). Bounded by
+/// deadline; `tick` (may be empty; may throw) runs at least every 100 ms
+/// while it waits.
+Verdict send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline,
+                   const std::function<void()>& tick, const std::string& what);
+
+/// Connects to addr and sends `hello` until an acceptor there accepts it:
+/// an attempt dropped without a refusal (send_hello's kDropped) is logged
+/// and made again after a short pause. `connect` makes one connection
+/// (bounded by the same deadline); `tick` as in send_hello. Throws what
+/// connect and send_hello throw, or Error(kTimeout) at the deadline.
+UniqueFd connect_hello(const std::function<UniqueFd()>& connect, const wire::Hello& hello, const std::string& token,
+                       Deadline deadline, const std::function<void()>& tick, const std::string& what);
+
+/// Acceptor side: writes a verdict (kAcceptedMagic, kRefusedMagic or
+/// kTimedOutMagic) without blocking; a full or broken socket is ignored
+/// (the connector then sees the connection close).
+void send_verdict(int fd, const char (&verdict)[4]);
 
 /// Acceptor side of one accepted connection, driven without blocking next
 /// to the listeners: the constructor sends the challenge (token set), then

@@ -3,7 +3,7 @@
 // parser of peer input can be fuzzed without sockets.
 //
 // Hello (first bytes on every mesh connection, fixed 24 bytes, host order):
-//   magic u32 "OCH2", channel u32 (0 control, 1 data), session u64, rank i32, pad i32.
+//   magic u32 "OCH3", channel u32 (0 control, 1 data), session u64, rank i32, pad i32.
 // Control messages: type (1 byte), payload length (u32, host order,
 // at most kMaxControlPayload), payload.
 #pragma once
@@ -17,7 +17,7 @@
 
 namespace omniccl::transport::wire {
 
-inline constexpr uint32_t kHelloMagic = 0x4f434832;  // "OCH2"
+inline constexpr uint32_t kHelloMagic = 0x4f434833;  // "OCH3" (answered with a verdict, transport/auth.h)
 inline constexpr uint32_t kMaxControlPayload = 1 << 20;
 
 struct Hello {

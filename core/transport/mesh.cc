@@ -89,19 +89,11 @@ std::string hex(uint64_t v) {
   return os.str();
 }
 
-/// connect_to in slices of at most 100 ms, calling opts.check_peers between
-/// them: a peer that died before it accepted is reported by the check rather
-/// than by the deadline.
+/// connect_to calling opts.check_peers at least every 100 ms while it waits:
+/// a peer that died before it accepted is reported by the check rather than
+/// by the deadline.
 UniqueFd connect_checked(const net::SocketAddress& addr, const MeshOptions& opts) {
-  if (!opts.check_peers) return net::connect_to(addr, opts.deadline);
-  for (;;) {
-    try {
-      return net::connect_to(addr, Deadline::min(opts.deadline, Deadline::after_ms(100)));
-    } catch (const Error& e) {
-      if (e.status() != Status::kTimeout || opts.deadline.expired()) throw;
-    }
-    opts.check_peers();
-  }
+  return net::connect_to(addr, opts.deadline, opts.check_peers);
 }
 
 }  // namespace
@@ -211,16 +203,16 @@ void Mesh::connect_peers(Setup& s) {
   s.data_fd.resize(opts.size);
   for (int p = 0; p < opts.rank; ++p) {
     const Endpoint& e = s.remote[p];
-    net::SocketAddress ctrl_addr{peers_[p]->same_host ? e.unix_addr : e.tcp_addr};
-    UniqueFd c = connect_checked(ctrl_addr, opts);
-    Hello h{kHelloMagic, 0, opts.session, opts.rank, 0};
-    auth::send_hello(c.get(), h, opts.token, opts.deadline, str_cat("hello to rank ", p));
-    peers_[p]->ctrl = std::move(c);
+    const net::SocketAddress ctrl_addr{peers_[p]->same_host ? e.unix_addr : e.tcp_addr};
+    const std::string what = str_cat("rank ", opts.rank, ": hello to rank ", p);
+    peers_[p]->ctrl = auth::connect_hello([&] { return connect_checked(ctrl_addr, opts); },
+                                          Hello{kHelloMagic, 0, opts.session, opts.rank, 0}, opts.token, opts.deadline,
+                                          opts.check_peers, what);
     if (s.needs_data(p)) {
-      UniqueFd d = connect_checked(net::SocketAddress{e.tcp_addr}, opts);
-      Hello hd{kHelloMagic, 1, opts.session, opts.rank, 0};
-      auth::send_hello(d.get(), hd, opts.token, opts.deadline, str_cat("hello to rank ", p));
-      s.data_fd[p] = std::move(d);
+      const net::SocketAddress data_addr{e.tcp_addr};
+      s.data_fd[p] = auth::connect_hello([&] { return connect_checked(data_addr, opts); },
+                                         Hello{kHelloMagic, 1, opts.session, opts.rank, 0}, opts.token, opts.deadline,
+                                         opts.check_peers, what);
     }
   }
 }
@@ -255,21 +247,28 @@ void Mesh::accept_peers(Setup& s) {
       auth::Responder::State st = auth::Responder::State::kMore;
       if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) st = c.auth.on_readable();
       if (st == auth::Responder::State::kFailed) {
+        auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
         drop(i, c.auth.why().c_str());
         continue;
       }
       if (st != auth::Responder::State::kDone) {
-        if (c.until.expired()) drop(i, "no complete hello within the handshake timeout");
+        if (c.until.expired()) {
+          // A real rank on a slow link connects again when told.
+          auth::send_verdict(c.fd.get(), auth::kTimedOutMagic);
+          drop(i, "no complete hello within the handshake timeout");
+        }
         continue;
       }
       const Hello h = c.auth.hello();
       const std::string why = wire::check_hello(h, opts.session, opts.rank, opts.size);
       if (!why.empty()) {
+        auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
         drop(i, ("bad hello: " + why).c_str());
         continue;
       }
       UniqueFd& slot = h.channel == 0 ? peers_[h.rank]->ctrl : s.data_fd[h.rank];
       if (slot.valid()) fail(Status::kMismatch, "two processes connected as rank ", h.rank, " (duplicate rank)");
+      auth::send_verdict(c.fd.get(), auth::kAcceptedMagic);
       slot = std::move(c.fd);
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
       --expected;
