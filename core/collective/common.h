@@ -45,7 +45,7 @@ WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, Red
   const int64_t timeout_ms = call.timeout_ms;
   const InterruptHook interrupt = call.async ? InterruptHook{} : call.interrupt;
   auto op = [=](Engine& e) {
-    Algo a = choose_algo(kind, tune_bytes, comm->size(), comm->algo_override());
+    Algo a = comm->choose_algo(kind, tune_bytes);
     OpSignature sig;
     sig.kind = kind;
     sig.dtype = dtype;

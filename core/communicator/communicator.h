@@ -133,6 +133,16 @@ class Communicator {
   /// The per-operation timeout now in force.
   int64_t timeout_ms() const { return timeout_ms_.load(std::memory_order_relaxed); }
   const AlgoOverride& algo_override() const { return override_; }
+  /// The algorithm for operation `kind` of `bytes` per rank (choose_algo
+  /// with this communicator's size and override), remembered for the last
+  /// kind and size asked: a loop of one operation reads the table (and logs
+  /// the choice) once. Call only from inside a submitted function.
+  Algo choose_algo(OpKind kind, uint64_t bytes) {
+    if (kind != last_choice_.kind || bytes != last_choice_.bytes || last_choice_.algo == Algo::kNone) {
+      last_choice_ = {kind, bytes, omniccl::choose_algo(kind, bytes, size(), override_)};
+    }
+    return last_choice_.algo;
+  }
 
   /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
   ReduceSpec reduce_spec(int op) const;
@@ -185,6 +195,11 @@ class Communicator {
   int size_;
   CommConfig config_;
   AlgoOverride override_;
+  struct {
+    OpKind kind = OpKind::kBarrier;
+    uint64_t bytes = 0;
+    Algo algo = Algo::kNone;  ///< none yet
+  } last_choice_;
   std::atomic<int64_t> timeout_ms_;
   uint64_t session_;
   std::string tcp_ip_;  ///< address this rank listens on for TCP peers
