@@ -286,6 +286,34 @@ impl Communicator {
         c_int(what, value)
     }
 
+    /// Checks the root-only buffer of a rooted call: on the root it must be
+    /// given (`len` is its length) and hold `want` elements (`rule` says why,
+    /// for the message); on other ranks it is ignored. Returns whether it
+    /// takes part in the call (true only on the root).
+    pub(crate) fn root_buffer(
+        &self,
+        call: &str,
+        name: &str,
+        root: usize,
+        len: Option<usize>,
+        want: usize,
+        rule: impl FnOnce() -> String,
+    ) -> Result<bool> {
+        if self.rank != root {
+            return Ok(false);
+        }
+        match len {
+            Some(n) if n == want => Ok(true),
+            Some(n) => Err(invalid(format!(
+                "{call}: the root's {name} has {n} elements but {}",
+                rule()
+            ))),
+            None => Err(invalid(format!(
+                "{call}: rank {root} is the root and needs a {name} buffer"
+            ))),
+        }
+    }
+
     /// Runs `call(comm, work)`; `work` is NULL for a blocking call.
     pub(crate) fn call(
         &self,
@@ -364,25 +392,15 @@ impl Communicator {
         work: *mut sys::occl_work_t,
     ) -> Result<RawOp> {
         let root_c = self.rank_arg("root", root)?;
-        let recv = if self.rank == root {
-            match recv {
-                Some(r) if r.len() == send.len() => Some(r),
-                Some(r) => {
-                    return Err(invalid(format!(
-                        "reduce: send has {} elements but the root's recv has {}; they must be equal",
-                        send.len(),
-                        r.len()
-                    )));
-                }
-                None => {
-                    return Err(invalid(format!(
-                        "reduce: rank {root} is the root and needs a recv buffer"
-                    )));
-                }
-            }
-        } else {
-            None
-        };
+        let used = self.root_buffer(
+            "reduce",
+            "recv",
+            root,
+            recv.as_ref().map(|r| r.len()),
+            send.len(),
+            || format!("must have send's {}", send.len()),
+        )?;
+        let recv = recv.filter(|_| used);
         let op = RawOp::new(op, self.as_raw())?;
         let (mut n1, mut n2) = (0, 0);
         let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
@@ -403,30 +421,14 @@ impl Communicator {
         work: *mut sys::occl_work_t,
     ) -> Result<()> {
         let root_c = self.rank_arg("root", root)?;
-        let send = if self.rank == root {
-            let want = recv
-                .len()
-                .checked_mul(self.size)
-                .ok_or_else(|| invalid("scatter: recv is too long"))?;
-            match send {
-                Some(s) if s.len() == want => Some(s),
-                Some(s) => {
-                    return Err(invalid(format!(
-                        "scatter: the root's send has {} elements but must have recv's {} x {} ranks = {want}",
-                        s.len(),
-                        recv.len(),
-                        self.size
-                    )));
-                }
-                None => {
-                    return Err(invalid(format!(
-                        "scatter: rank {root} is the root and needs a send buffer"
-                    )));
-                }
-            }
-        } else {
-            None
-        };
+        let want = recv
+            .len()
+            .checked_mul(self.size)
+            .ok_or_else(|| invalid("scatter: recv is too long"))?;
+        let used = self.root_buffer("scatter", "send", root, send.map(|s| s.len()), want, || {
+            format!("must have recv's {} x {} ranks = {want}", recv.len(), self.size)
+        })?;
+        let send = send.filter(|_| used);
         let (mut n1, mut n2) = (0, 0);
         let s = send.map(|s| Tensor::new(s.as_ptr(), s.len(), &mut n1));
         let sp = s.as_ref().map_or(ptr::null(), |s| s.ptr());
@@ -443,30 +445,14 @@ impl Communicator {
         work: *mut sys::occl_work_t,
     ) -> Result<()> {
         let root_c = self.rank_arg("root", root)?;
-        let recv = if self.rank == root {
-            let want = send
-                .len()
-                .checked_mul(self.size)
-                .ok_or_else(|| invalid("gather: send is too long"))?;
-            match recv {
-                Some(r) if r.len() == want => Some(r),
-                Some(r) => {
-                    return Err(invalid(format!(
-                        "gather: the root's recv has {} elements but must have send's {} x {} ranks = {want}",
-                        r.len(),
-                        send.len(),
-                        self.size
-                    )));
-                }
-                None => {
-                    return Err(invalid(format!(
-                        "gather: rank {root} is the root and needs a recv buffer"
-                    )));
-                }
-            }
-        } else {
-            None
-        };
+        let want = send
+            .len()
+            .checked_mul(self.size)
+            .ok_or_else(|| invalid("gather: send is too long"))?;
+        let used = self.root_buffer("gather", "recv", root, recv.as_ref().map(|r| r.len()), want, || {
+            format!("must have send's {} x {} ranks = {want}", send.len(), self.size)
+        })?;
+        let recv = recv.filter(|_| used);
         let (mut n1, mut n2) = (0, 0);
         let s = Tensor::new(send.as_ptr(), send.len(), &mut n1);
         let r = recv.map(|r| Tensor::new(r.as_mut_ptr(), r.len(), &mut n2));
