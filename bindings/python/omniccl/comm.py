@@ -16,6 +16,7 @@ from array import array
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _failure, _logical, _objects, _omniccl, _p2p
+from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
 from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
 from .errors import InvalidArgumentError
@@ -324,16 +325,25 @@ class Communicator:
     # buffer of IN_PLACE or None means in place.
     def Barrier(self) -> None:
         """Returns once every rank has entered the barrier."""
-        self._live("Barrier").barrier(blocking=True)
+        native = self._native
+        if native is None or fast_barrier(native) is not None:
+            self._live("Barrier").barrier(blocking=True)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
         """Copies ``root``'s ``buf`` into every rank's ``buf``."""
+        native = self._native
+        if native is not None and fast_broadcast(native, buf, root, "buf") is None:
+            return
         native = self._live("Bcast")
         t = message(buf, "buf", native.rank != root)
         native.broadcast(t, root, blocking=True)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Reduces every rank's ``sendbuf`` into every rank's ``recvbuf`` (sendbuf may be IN_PLACE)."""
+        native = self._native
+        if (native is not None
+                and fast_all_reduce(native, None if sendbuf is IN_PLACE else sendbuf, recvbuf, op, "recvbuf") is None):
+            return None
         native = self._live("Allreduce")
         if isinstance(op, MPIOp):
             return _logical.allreduce(self, sendbuf, recvbuf, op)
@@ -364,6 +374,10 @@ class Communicator:
 
         With IN_PLACE, each rank's contribution is already at its place in ``recvbuf``.
         """
+        native = self._native
+        if (native is not None and sendbuf is not None and sendbuf is not IN_PLACE
+                and fast_all_gather(native, sendbuf, recvbuf) is None):
+            return
         native = self._live("Allgather")
         r = message(recvbuf, "recvbuf", True, native.size)
         if in_place(sendbuf):

@@ -37,6 +37,13 @@ class Tensor {
   /// is refused with InvalidArgumentError (a ValueError). `name` names the
   /// argument in messages.
   static std::unique_ptr<Tensor> import(py::handle obj, bool writable, const std::string& name);
+  /// import() for a blocking call's hot path: a numpy.ndarray (exactly that
+  /// type) that exports a C-contiguous buffer of a known dtype (and a
+  /// writable one if `writable`) is taken through the buffer protocol, which
+  /// gives the same memory as DLPack without building and consuming a
+  /// capsule; anything else, or a numpy array the buffer protocol refuses
+  /// (read-only, strided, ...), goes through import() and its messages.
+  static std::unique_ptr<Tensor> import_fast(py::handle obj, bool writable, const std::string& name);
   /// A new, uninitialised tensor of `count` elements of `dtype`, owned by the
   /// binding (64-byte aligned).
   static std::unique_ptr<Tensor> empty(DLDataType dtype, int64_t count);
@@ -74,6 +81,9 @@ class Tensor {
   Tensor() = default;
   static std::unique_ptr<Tensor> import_dlpack(py::handle obj, bool writable, const std::string& name);
   static std::unique_ptr<Tensor> import_buffer(py::handle obj, bool writable, const std::string& name);
+  /// The buffer-protocol half of import_fast: nullptr (no error set) if
+  /// `obj` does not export a suitable buffer.
+  static std::unique_ptr<Tensor> import_numpy(py::handle obj, bool writable, const std::string& name);
   /// Copies and checks the header of a producer's tensor (shape, contiguity).
   void adopt(const DLTensor& t, const std::string& name);
 

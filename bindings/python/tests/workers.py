@@ -1153,6 +1153,46 @@ def p2p_objects(rank, size):
     return {"checks": checks}
 
 
+@scenario
+def python_overhead(rank, size, iters=4000, trials=25):
+    """Per-call time of each Python form of a small blocking call minus the C call's, in one process.
+
+    The C side is _omniccl.c_loop_seconds (the blocking C call looped in C).
+    Each trial times the C loop and then the Python loop back to back; the
+    smallest difference over the trials is kept (load on the machine only
+    ever adds time), in microseconds.
+    """
+    from omniccl import _omniccl
+
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    native = world._native
+    x = np.ones(2, np.float32)  # 8 bytes
+    forms = {
+        "all_reduce": ("all_reduce", lambda: dist.all_reduce(x)),
+        "Allreduce": ("all_reduce", lambda: world.Allreduce(dist.IN_PLACE, x)),
+        "broadcast": ("broadcast", lambda: dist.broadcast(x, 0)),
+        "Bcast": ("broadcast", lambda: world.Bcast(x, 0)),
+        "barrier": ("barrier", dist.barrier),
+        "Barrier": ("barrier", world.Barrier),
+    }
+    out = {}
+    for name, (c_name, call) in forms.items():
+        best = None
+        for _ in range(trials):
+            c = _omniccl.c_loop_seconds(native, c_name, x, iters)
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                call()
+            py = (time.perf_counter() - t0) / iters
+            diff = (py - c) * 1e6
+            best = diff if best is None else min(best, diff)
+        out[name] = best
+        x[:] = 1
+    dist.destroy_process_group()
+    return out
+
+
 def main():
     name = sys.argv[1]
     args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
