@@ -34,6 +34,7 @@
 #include <limits>
 
 #include "errors.h"
+#include "numpy_view.h"
 
 namespace omniccl_py {
 
@@ -244,6 +245,20 @@ std::unique_ptr<Tensor> Tensor::import_fast(py::handle obj, bool writable, const
 
 std::unique_ptr<Tensor> Tensor::import_numpy(py::handle obj, bool writable, const std::string& name) {
   std::unique_ptr<Tensor> t(new Tensor());
+  NumpyView nv;
+  if (numpy_view(obj.ptr(), writable, nv)) {
+    t->base_ = py::reinterpret_borrow<py::object>(obj);  // the memory stays the array's
+    t->source_ = Source::kNumpy;
+    DLTensor dl{};
+    dl.data = nv.data;
+    dl.device = DLDevice{kDLCPU, 0};
+    dl.ndim = nv.ndim;
+    dl.dtype = nv.dtype;
+    dl.shape = nv.shape;
+    t->adopt(dl, name);  // copies the shape
+    t->readonly_ = nv.readonly;
+    return t;
+  }
   const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(obj.ptr(), &t->view_, flags) != 0) {
     PyErr_Clear();  // import() says what is wrong with it
@@ -444,6 +459,7 @@ const char* source_name(Tensor::Source s) {
     case Tensor::Source::kBuffer: return "buffer";
     case Tensor::Source::kOwned: return "owned";
     case Tensor::Source::kView: return "view";
+    case Tensor::Source::kNumpy: return "numpy";
   }
   return "unknown";
 }
