@@ -12,7 +12,7 @@
 // They are plain METH_FASTCALL functions of the module: pybind11's
 // dispatch (argument vectors, keyword matching) costs more than the C call.
 //
-// Arrays come in through Tensor::import_fast (numpy through the buffer
+// Arrays come in through Tensor::import_fast (numpy through its C API or the buffer
 // protocol, anything else through DLPack as Tensor::import does) and live on
 // this call's stack until the C call has returned. The C call is the same
 // blocking _ex call Comm::start makes (GIL given up once it has to wait,

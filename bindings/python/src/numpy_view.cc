@@ -21,16 +21,22 @@ namespace omniccl_py {
 
 namespace {
 
-/// Loads numpy's C API once; false (error cleared) if numpy is unusable.
+/// Loads numpy's C API on first use; false (error cleared) if numpy is
+/// unusable. Called with the GIL held. No function-local static: importing
+/// numpy may let another thread run, which would then wait on the static's
+/// guard while holding the GIL; two threads loading the API both is
+/// harmless (they store the same table).
 bool numpy_api() {
-  static const bool ok = [] {
+  static int state = 0;  // 0: not tried, 1: loaded, -1: unusable
+  if (state == 0) {
     if (_import_array() < 0) {
       PyErr_Clear();
-      return false;
+      state = -1;
+    } else {
+      state = 1;
     }
-    return true;
-  }();
-  return ok;
+  }
+  return state > 0;
 }
 
 /// The DLPack dtype of a numpy type number, or code 255.
