@@ -18,6 +18,14 @@ per call over a loop of about --seconds, the slowest rank's, the median of
 --repeats loops. Without mpi4py or mpirun the ranks start with
 ``python -m omniccl.run`` and only OmniCCL is measured. Prints a table with
 the ratio omniccl / mpi4py (below 1: OmniCCL faster); --json writes the rows.
+
+    python bench/python_latency.py --overhead [--ranks 1 2]
+
+measures the Python layer alone, less sensitive to load: in each rank's
+process, the blocking C call looped in C (``_omniccl.c_loop_seconds``:
+occl_all_reduce, occl_broadcast, occl_barrier on 8 bytes) against each
+Python form of the same call, interleaved, the smallest difference over
+many short trials (load only adds time), in us per call.
 """
 
 from __future__ import annotations
@@ -56,6 +64,76 @@ def _loop(fn, seconds: float, sync) -> float:
     for _ in range(iters):
         fn()
     return (time.perf_counter() - t0) / iters
+
+
+OVERHEAD_FORMS = ["all_reduce", "Allreduce", "broadcast", "Bcast", "barrier", "Barrier", "all_gather",
+                  "Allgather"]
+
+
+def overhead_worker(args) -> None:
+    import numpy as np
+
+    import omniccl
+    from omniccl import _omniccl
+
+    omniccl.init_process_group()
+    world = omniccl.COMM_WORLD
+    native = world._native
+    x = np.ones(2, np.float32)  # 8 bytes
+    out = np.zeros(2 * world.size, np.float32)
+    forms = {
+        "all_reduce": ("all_reduce", lambda: omniccl.all_reduce(x)),
+        "Allreduce": ("all_reduce", lambda: world.Allreduce(omniccl.IN_PLACE, x)),
+        "broadcast": ("broadcast", lambda: omniccl.broadcast(x, 0)),
+        "Bcast": ("broadcast", lambda: world.Bcast(x, 0)),
+        "barrier": ("barrier", omniccl.barrier),
+        "Barrier": ("barrier", world.Barrier),
+        # no C loop of all_gather: compared with the all_reduce C call (same bytes in)
+        "all_gather": ("all_reduce", lambda: omniccl.all_gather_into_tensor(out, x)),
+        "Allgather": ("all_reduce", lambda: world.Allgather(x, out)),
+    }
+    row = {"ranks": world.size}
+    for name in OVERHEAD_FORMS:
+        c_name, call = forms[name]
+        best = c_best = py_best = None
+        for _ in range(args.trials):
+            c = _omniccl.c_loop_seconds(native, c_name, x, args.iters)
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                call()
+            py = (time.perf_counter() - t0) / args.iters
+            x[:] = 1
+            if best is None or py - c < best:
+                best, c_best, py_best = py - c, c, py
+        row[name] = {"overhead_us": best * 1e6, "c_us": c_best * 1e6, "python_us": py_best * 1e6}
+    if world.rank == 0:
+        print("ROWS " + json.dumps({"rows": [row], "omniccl": omniccl.__version__}), flush=True)
+    omniccl.destroy_process_group()
+
+
+def run_overhead(args) -> None:
+    me = os.path.abspath(__file__)
+    rows = []
+    for ranks in args.ranks:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        cmd = [sys.executable, "-m", "omniccl.run", "--no-prefix", "-n", str(ranks), me, "--overhead-worker",
+               "--iters", str(args.iters), "--trials", str(args.trials)]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout,
+                           stdin=subprocess.DEVNULL)
+        got = [json.loads(line[5:]) for line in p.stdout.splitlines() if line.startswith("ROWS ")]
+        if not got:
+            raise SystemExit(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        rows += got[0]["rows"]
+    print(f"# Python layer over the blocking C call, 8 bytes, us per call (smallest of {args.trials} trials of "
+          f"{args.iters} calls; load average {os.getloadavg()[0]:.2f})")
+    heads = [str(r["ranks"]) + " ranks: C  python  over" for r in rows]
+    print(f"{'form':<12}" + "".join(f"{h:>30}" for h in heads))
+    for name in OVERHEAD_FORMS:
+        print(f"{name:<12}" + "".join(
+            f"{r[name]['c_us']:>12.2f}{r[name]['python_us']:>9.2f}{r[name]['overhead_us']:>9.2f}" for r in rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"overhead": rows, "loadavg": os.getloadavg()}, f, indent=1)
 
 
 def worker(args) -> None:
@@ -160,10 +238,21 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--no-mpi4py", action="store_true", help="measure OmniCCL only")
     ap.add_argument("--json", help="write the rows to this file")
+    ap.add_argument("--overhead", action="store_true",
+                    help="measure the Python layer over the C call (8 B, in one process) instead")
+    ap.add_argument("--iters", type=int, default=4000, help="--overhead: calls per trial")
+    ap.add_argument("--trials", type=int, default=25, help="--overhead: trials (the smallest difference is kept)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--overhead-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(args)
+        return
+    if args.overhead_worker:
+        overhead_worker(args)
+        return
+    if args.overhead:
+        run_overhead(args)
         return
     with_mpi = not args.no_mpi4py and _has_mpi4py()
     if not with_mpi and not args.no_mpi4py:

@@ -33,7 +33,8 @@ from .work import Work
 if TYPE_CHECKING:
     from .comm import Communicator
 
-__all__ = ["ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL"]
+__all__ = ["ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL", "Prequest",
+           "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem"]
 
 #: Receive from any rank (mpi4py's MPI.ANY_SOURCE; OCCL_ANY_SOURCE).
 ANY_SOURCE = -1
@@ -339,6 +340,142 @@ class Request(Work):
 #: A request that is already complete and inactive (mpi4py's MPI.REQUEST_NULL).
 REQUEST_NULL = Request(None)
 
+_REQUEST_SLOTS = ("_native", "_finish", "_outputs", "_finished", "_recv", "_then", "_value", "_status")
+
+
+class Prequest(Request):
+    """A persistent request (mpi4py's ``MPI.Prequest``): made inactive by ``Send_init``, ``Recv_init``, ...
+
+    :meth:`Start` (or :meth:`Startall`) starts the operation it describes, with
+    the buffer, peer and tag given when it was made (the buffer's contents at
+    the time of the Start are sent); ``Wait``/``Test`` and the list forms
+    complete it, after which it is inactive again and may be started again.
+    :meth:`Free` makes it equal to :data:`REQUEST_NULL`. As for other
+    requests, it is truthy while active (started and not yet completed);
+    list forms skip inactive ones (``Waitany`` over inactive requests gives
+    UNDEFINED). Each Start is an ``Isend``/``Irecv`` on the communicator.
+    """
+
+    __slots__ = ("_start", "_freed")
+
+    def __init__(self, start: Callable[[], Request]) -> None:
+        super().__init__(None)
+        self._start = start
+        self._freed = False
+
+    def Start(self) -> None:  # noqa: N802 - mpi4py's names
+        """Starts the operation (the request must be inactive)."""
+        if self._freed:
+            raise InvalidArgumentError("Prequest.Start: the request was freed")
+        if self:
+            raise InvalidArgumentError("Prequest.Start: the request is active; Wait for it before starting it again")
+        started = self._start()
+        for name in _REQUEST_SLOTS:
+            setattr(self, name, getattr(started, name))
+
+    @classmethod
+    def Startall(cls, requests: Sequence["Prequest"]) -> None:  # noqa: N802
+        """Starts every request of the list, in order."""
+        for r in requests:
+            r.Start()
+
+    def Free(self) -> None:  # noqa: N802
+        """Frees the request: it becomes equal to REQUEST_NULL (an active operation finishes on its own)."""
+        self._freed = True
+        self._native = None
+        self._finished = True
+
+    def __eq__(self, other: object) -> bool:
+        if other is REQUEST_NULL:
+            return self._freed
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = Request.__hash__
+
+    def __repr__(self) -> str:
+        if self._freed:
+            return "<omniccl.Prequest freed>"
+        return "<omniccl.Prequest " + ("active" if self else "inactive") + ">"
+
+
+# ---------------------------------------------------------------- buffered sends
+#: Bytes of the attached buffer that each buffered message takes besides its data (MPI.BSEND_OVERHEAD).
+BSEND_OVERHEAD = 64
+
+
+class _Attached:
+    """The buffer given to Attach_buffer and the buffered sends still in flight against it."""
+
+    buf: Any = None
+    size = 0
+    pending: List[Tuple[Request, int]] = []
+
+
+def Alloc_mem(size: int) -> bytearray:  # noqa: N802 - mpi4py's names
+    """A zeroed buffer of ``size`` bytes (mpi4py's ``MPI.Alloc_mem``; plain memory here)."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise InvalidArgumentError(f"Alloc_mem: size must be a non-negative int, got {size!r}")
+    return bytearray(size)
+
+
+def Free_mem(buf: Any) -> None:  # noqa: N802
+    """Gives back a buffer from :func:`Alloc_mem` (nothing to do here; mpi4py's ``MPI.Free_mem``)."""
+
+
+def Attach_buffer(buf: Any) -> None:  # noqa: N802
+    """Attaches the buffer that buffered sends (``Bsend``, ``Ibsend``, ``bsend``, ...) account against.
+
+    A buffered send copies its message and returns at once; the message, plus
+    :data:`BSEND_OVERHEAD` bytes, counts against the attached buffer's size
+    until it has been delivered, and a send that does not fit raises
+    :class:`~omniccl.InvalidArgumentError`, as MPI requires. (OmniCCL keeps the
+    copies in its own memory; the buffer's size is what counts.) One buffer
+    per process, as MPI's.
+    """
+    if _Attached.buf is not None:
+        raise InvalidArgumentError("Attach_buffer: a buffer is attached already; call Detach_buffer first")
+    size = as_tensor(buf, False, "buf").nbytes  # any array (DLPack or buffer protocol)
+    _Attached.buf, _Attached.size, _Attached.pending = buf, size, []
+
+
+def Detach_buffer() -> Any:  # noqa: N802
+    """Waits until every buffered send has been delivered, detaches the buffer and returns it."""
+    if _Attached.buf is None:
+        raise InvalidArgumentError("Detach_buffer: no buffer is attached (Attach_buffer)")
+    pending, _Attached.pending = _Attached.pending, []
+    buf, _Attached.buf, _Attached.size = _Attached.buf, None, 0
+    for r, _ in pending:
+        r.Wait()  # raises a failed delivery's error
+    return buf
+
+
+def _reserve(nbytes: int, what: str) -> None:
+    """Accounts a buffered message of nbytes against the attached buffer (raises if it does not fit)."""
+    if _Attached.buf is None:
+        raise InvalidArgumentError(f"{what}: buffered sends need a buffer attached with Attach_buffer")
+    still = []
+    for r, n in _Attached.pending:
+        if r and not r._native.test():
+            still.append((r, n))
+        else:
+            r.Wait()  # delivered (or raises its error)
+    _Attached.pending = still
+    used = sum(n + BSEND_OVERHEAD for _, n in still)
+    if used + nbytes + BSEND_OVERHEAD > _Attached.size:
+        raise InvalidArgumentError(
+            f"{what}: the attached buffer has {_Attached.size - used} of {_Attached.size} bytes free; this message "
+            f"needs {nbytes} + BSEND_OVERHEAD ({BSEND_OVERHEAD}). Attach a bigger buffer")
+
+
+def buffered(start: Callable[[], Request], nbytes: int, what: str) -> Request:
+    """Starts a buffered send (start() sends a private copy) and returns a completed request."""
+    _reserve(nbytes, what)
+    _Attached.pending.append((start(), nbytes))
+    return Request(None)
+
 
 def _status_at(statuses: Optional[List[RecvStatus]], k: int) -> Optional[RecvStatus]:
     """statuses[k], appending new RecvStatus objects to a shorter list (as mpi4py fills a list given)."""
@@ -370,6 +507,24 @@ def isend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Req
     # queued first, so it completes before the second) and keeps its buffer.
     del w1
     return Request(native.send(as_tensor(rest, False, "obj"), dest, tag=tag))
+
+
+def ibsend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Request:
+    """A buffered object send: returns a completed request once the pickle is in hand."""
+    native = comm._live(what)
+    if dest == PROC_NULL:
+        return Request(None)
+    first, rest = _pack(obj)
+    nbytes = len(first) + (len(rest) if rest is not None else 0)
+
+    def start() -> Request:
+        w1 = native.send(as_tensor(first, False, "obj"), dest, tag=tag)
+        if rest is None:
+            return Request(w1)
+        del w1  # finished by the library before the second part
+        return Request(native.send(as_tensor(rest, False, "obj"), dest, tag=tag))
+
+    return buffered(start, nbytes, what)
 
 
 def send(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> None:

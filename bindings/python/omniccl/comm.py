@@ -12,11 +12,13 @@ from __future__ import annotations
 import datetime
 import os
 import sys
+import warnings
 from array import array
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _failure, _logical, _objects, _omniccl, _p2p
-from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, RecvStatus, Request
+from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
+from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Prequest, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
 from .errors import InvalidArgumentError
 from ._messages import in_place, message, vmessage
@@ -324,16 +326,25 @@ class Communicator:
     # buffer of IN_PLACE or None means in place.
     def Barrier(self) -> None:
         """Returns once every rank has entered the barrier."""
-        self._live("Barrier").barrier(blocking=True)
+        native = self._native
+        if native is None or fast_barrier(native) is not None:
+            self._live("Barrier").barrier(blocking=True)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
         """Copies ``root``'s ``buf`` into every rank's ``buf``."""
+        native = self._native
+        if native is not None and fast_broadcast(native, buf, root, "buf") is None:
+            return
         native = self._live("Bcast")
         t = message(buf, "buf", native.rank != root)
         native.broadcast(t, root, blocking=True)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Reduces every rank's ``sendbuf`` into every rank's ``recvbuf`` (sendbuf may be IN_PLACE)."""
+        native = self._native
+        if (native is not None
+                and fast_all_reduce(native, None if sendbuf is IN_PLACE else sendbuf, recvbuf, op, "recvbuf") is None):
+            return None
         native = self._live("Allreduce")
         if isinstance(op, MPIOp):
             return _logical.allreduce(self, sendbuf, recvbuf, op)
@@ -364,6 +375,10 @@ class Communicator:
 
         With IN_PLACE, each rank's contribution is already at its place in ``recvbuf``.
         """
+        native = self._native
+        if (native is not None and sendbuf is not None and sendbuf is not IN_PLACE
+                and fast_all_gather(native, sendbuf, recvbuf) is None):
+            return
         native = self._live("Allgather")
         r = message(recvbuf, "recvbuf", True, native.size)
         if in_place(sendbuf):
@@ -574,6 +589,72 @@ class Communicator:
         native = self._live("Irecv").recv(_p2p_message(buf, "buf", True, source), source, tag=tag)
         return Request(native, outputs=[buf], recv=True)
 
+    # Send modes. MPI lets a synchronous send complete only once the matching
+    # receive has started, and a ready send be used only when it has been
+    # posted; a standard send is a correct ready send, but not a synchronous
+    # one: Ssend/Issend here are standard sends (they may complete before
+    # the receive is posted), which only matters to programs that use them to
+    # synchronise. Buffered sends copy the message and return at once,
+    # accounted against the buffer given to omniccl.Attach_buffer.
+    def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        """A standard :meth:`Send` (not synchronous: it may return before the receive is posted)."""
+        self._live("Ssend").send(_p2p_message(buf, "buf", False, dest), dest, blocking=True, tag=tag)
+
+    def Issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """A standard :meth:`Isend` (not synchronous: it may complete before the receive is posted)."""
+        return Request(self._live("Issend").send(_p2p_message(buf, "buf", False, dest), dest, tag=tag))
+
+    def Rsend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        """A ready send (the receive must be posted already), done as a standard :meth:`Send`, as MPI allows."""
+        self._live("Rsend").send(_p2p_message(buf, "buf", False, dest), dest, blocking=True, tag=tag)
+
+    def Irsend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """A non-blocking ready send, done as a standard :meth:`Isend`, as MPI allows."""
+        return Request(self._live("Irsend").send(_p2p_message(buf, "buf", False, dest), dest, tag=tag))
+
+    def Bsend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        """A buffered send: copies ``buf`` and returns at once (see :func:`omniccl.Attach_buffer`)."""
+        self._bsend(buf, dest, tag, "Bsend")
+
+    def Ibsend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """A buffered send returning a request, complete as soon as ``buf`` was copied."""
+        return self._bsend(buf, dest, tag, "Ibsend")
+
+    def _bsend(self, buf: Any, dest: int, tag: int, what: str) -> Request:
+        native = self._live(what)
+        if dest == PROC_NULL:
+            return Request(None)  # moves nothing; needs no buffer space
+        t = _p2p_message(buf, "buf", False, dest)
+        copy = Tensor.empty_like(t, t.count)
+        copy.copy_from(t)
+        return _p2p.buffered(lambda: Request(native.send(copy, dest, tag=tag)), t.nbytes, what)
+
+    # Persistent requests: each Start is the Isend/Irecv (or Ibsend) described here.
+    def Send_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
+        """A persistent standard send of ``buf`` to ``dest`` (inactive until ``Start``)."""
+        self._live("Send_init")
+        return Prequest(lambda: self.Isend(buf, dest, tag))
+
+    def Ssend_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
+        """A persistent :meth:`Issend` (a standard send here)."""
+        self._live("Ssend_init")
+        return Prequest(lambda: self.Issend(buf, dest, tag))
+
+    def Rsend_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
+        """A persistent :meth:`Irsend` (a standard send)."""
+        self._live("Rsend_init")
+        return Prequest(lambda: self.Irsend(buf, dest, tag))
+
+    def Bsend_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
+        """A persistent buffered send (each Start copies ``buf`` as :meth:`Ibsend`)."""
+        self._live("Bsend_init")
+        return Prequest(lambda: self.Ibsend(buf, dest, tag))
+
+    def Recv_init(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Prequest:
+        """A persistent receive into ``buf`` (inactive until ``Start``; Wait fills a status)."""
+        self._live("Recv_init")
+        return Prequest(lambda: self.Irecv(buf, source, tag))
+
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Optional[RecvStatus] = None) -> None:
         """Sends ``sendbuf`` to ``dest`` and receives into ``recvbuf`` from ``source``, both at once."""
@@ -658,6 +739,14 @@ class Communicator:
         """Same as :meth:`send`. Not synchronous: it may return before the receive is posted."""
         _p2p.send(self, obj, dest, tag, "ssend")
 
+    def bsend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        """A buffered object send: returns at once (see :func:`omniccl.Attach_buffer`)."""
+        _p2p.ibsend(self, obj, dest, tag, "bsend")
+
+    def ibsend(self, obj: Any, dest: int, tag: int = 0) -> Request:
+        """A buffered object send returning a request that is already complete."""
+        return _p2p.ibsend(self, obj, dest, tag, "ibsend")
+
     def isend(self, obj: Any, dest: int, tag: int = 0) -> Request:
         """Starts sending an object; returns a :class:`Request`."""
         return _p2p.isend(self, obj, dest, tag, "isend")
@@ -668,7 +757,13 @@ class Communicator:
 
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Optional[RecvStatus] = None) -> Any:
-        """Receives an object sent with :meth:`send`/:meth:`isend` (``buf`` is ignored, as mpi4py may)."""
+        """Receives an object sent with :meth:`send`/:meth:`isend`.
+
+        ``buf`` is ignored; giving one warns (UserWarning), as mpi4py 4 does ("the 'buf' argument is
+        deprecated").
+        """
+        if buf is not None:
+            warnings.warn("the 'buf' argument is deprecated", UserWarning, stacklevel=2)
         return _p2p.recv(self, source, tag, status, "recv")
 
     def irecv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
@@ -698,12 +793,7 @@ def _p2p_message(buf: Any, name: str, writable: bool, peer: int) -> Tensor:
 # code ported from mpi4py learns why).
 _NOT_OFFERED = {
     "Isendrecv": "Isendrecv", "Isendrecv_replace": "Isendrecv_replace",
-    "Bsend": "buffered sends (Bsend)", "Ssend": "synchronous sends (Ssend)",
-    "Rsend": "ready sends (Rsend)", "Ibsend": "buffered sends (Ibsend)", "Issend": "synchronous sends (Issend)",
-    "Irsend": "ready sends (Irsend)", "bsend": "buffered sends (bsend)", "ibsend": "buffered object sends (ibsend)",
-    "Send_init": "persistent requests (Send_init)", "Recv_init": "persistent requests (Recv_init)",
-    "Bsend_init": "persistent requests (Bsend_init)", "Ssend_init": "persistent requests (Ssend_init)",
-    "Rsend_init": "persistent requests (Rsend_init)", "Probe": "Probe", "Iprobe": "Iprobe", "probe": "probe",
+    "Probe": "Probe", "Iprobe": "Iprobe", "probe": "probe",
     "iprobe": "iprobe", "Mprobe": "matched probes (Mprobe)", "Improbe": "matched probes (Improbe)",
     "mprobe": "matched probes (mprobe)", "improbe": "matched probes (improbe)",
     "Alltoallw": "Alltoallw (derived datatypes)", "Ibarrier": "non-blocking collectives (Ibarrier)",

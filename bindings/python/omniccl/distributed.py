@@ -18,6 +18,7 @@ from typing import Any, List, Optional, Sequence
 
 from ._tensors import (Tensor, as_tensor, as_tensors, check_like, check_same_dtype, pack, rows_to_counts,
                        unpack)
+from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
 from .comm import COMM_NULL, UNDEFINED, Communicator
 from .errors import InvalidArgumentError
 from .ops import ReduceOp, ReduceOpLike
@@ -224,6 +225,11 @@ def get_process_group_ranks(group: Communicator) -> List[int]:
 def broadcast(tensor: Any, src: Optional[int] = None, group: Optional[Communicator] = None,
               async_op: bool = False, group_src: Optional[int] = None) -> Optional[Work]:
     """Copies rank ``src``'s ``tensor`` into ``tensor`` on every rank of the group."""
+    world = _world
+    # The hot path (default group, blocking, a plain array): one native call.
+    if (world is not None and group is None and not async_op and group_src is None
+            and fast_broadcast(world._native, tensor, src, "tensor") is None):
+        return None
     comm = _member(group, "broadcast")
     if comm is None:
         return None
@@ -236,6 +242,11 @@ def broadcast(tensor: Any, src: Optional[int] = None, group: Optional[Communicat
 def all_reduce(tensor: Any, op: ReduceOpLike = ReduceOp.SUM, group: Optional[Communicator] = None,
                async_op: bool = False) -> Optional[Work]:
     """Reduces ``tensor`` over the ranks with ``op``; every rank gets the (bit-identical) result in place."""
+    world = _world
+    # The hot path (default group, blocking, a plain array and op): one native call.
+    if (world is not None and group is None and not async_op
+            and fast_all_reduce(world._native, None, tensor, op, "tensor") is None):
+        return None
     comm = _member(group, "all_reduce")
     if comm is None:
         return None
@@ -280,6 +291,10 @@ def all_gather(tensor_list: List[Any], tensor: Any, group: Optional[Communicator
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Optional[Communicator] = None,
                            async_op: bool = False) -> Optional[Work]:
     """Gathers every rank's ``input_tensor`` (n elements) into ``output_tensor`` (size * n, rank order)."""
+    world = _world
+    if (world is not None and group is None and not async_op
+            and fast_all_gather(world._native, input_tensor, output_tensor) is None):
+        return None
     comm = _member(group, "all_gather_into_tensor")
     if comm is None:
         return None
@@ -404,6 +419,9 @@ def all_to_all_single(output: Any, input: Any, output_split_sizes: Optional[List
 def barrier(group: Optional[Communicator] = None, async_op: bool = False,
             device_ids: Optional[List[int]] = None) -> Optional[Work]:
     """Returns once every rank of the group has entered the barrier."""
+    world = _world
+    if world is not None and group is None and not async_op and fast_barrier(world._native) is None:
+        return None
     comm = _member(group, "barrier")
     if comm is None:
         return None
@@ -547,7 +565,8 @@ class _DefaultGroup(Communicator):
 
     @property
     def _native(self) -> Any:  # type: ignore[override]
-        return _comm_world()._native
+        world = _world  # the common case first: one global read
+        return (world if world is not None else _comm_world())._native
 
     @property
     def _global_ranks(self) -> Optional[List[int]]:  # type: ignore[override]

@@ -722,6 +722,8 @@ void bind_comm(py::module_& m) {
       py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("root"),
       py::arg("blocking") = false);
 
+  bind_fast(m);
+
   m.def(
       "get_unique_id",
       [] {

@@ -169,4 +169,7 @@ class Comm {
 /// Binds CommState-backed classes and functions (module.cc).
 void bind_comm(py::module_& m);
 
+/// Binds the blocking calls' hot path on Comm and c_loop_seconds (fast.cc).
+void bind_fast(py::module_& m);
+
 }  // namespace omniccl_py

@@ -34,6 +34,7 @@
 #include <limits>
 
 #include "errors.h"
+#include "numpy_view.h"
 
 namespace omniccl_py {
 
@@ -233,6 +234,54 @@ std::unique_ptr<Tensor> Tensor::import(py::handle obj, bool writable, const std:
                    type_name(obj));
 }
 
+std::unique_ptr<Tensor> Tensor::import_fast(py::handle obj, bool writable, const std::string& name) {
+  // tp_name of numpy's array type in numpy 1.x and 2.x; subclasses (which
+  // may override __dlpack__ or the buffer protocol) take the general path.
+  if (std::strcmp(Py_TYPE(obj.ptr())->tp_name, "numpy.ndarray") == 0) {
+    if (auto t = import_numpy(obj, writable, name)) return t;
+  }
+  return import(obj, writable, name);
+}
+
+std::unique_ptr<Tensor> Tensor::import_numpy(py::handle obj, bool writable, const std::string& name) {
+  std::unique_ptr<Tensor> t(new Tensor());
+  NumpyView nv;
+  if (numpy_view(obj.ptr(), writable, nv)) {
+    t->base_ = py::reinterpret_borrow<py::object>(obj);  // the memory stays the array's
+    t->source_ = Source::kNumpy;
+    DLTensor dl{};
+    dl.data = nv.data;
+    dl.device = DLDevice{kDLCPU, 0};
+    dl.ndim = nv.ndim;
+    dl.dtype = nv.dtype;
+    dl.shape = nv.shape;
+    t->adopt(dl, name);  // copies the shape
+    t->readonly_ = nv.readonly;
+    return t;
+  }
+  const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(obj.ptr(), &t->view_, flags) != 0) {
+    PyErr_Clear();  // import() says what is wrong with it
+    return nullptr;
+  }
+  t->has_view_ = true;  // released by ~Tensor, also when declined below
+  t->source_ = Source::kBuffer;
+  const Py_buffer& v = t->view_;
+  const DLDataType dtype = dtype_of_format(v.format, v.itemsize);
+  if (dtype.code == 255 || v.ndim > 32) return nullptr;
+  int64_t shape[32];
+  for (int i = 0; i < v.ndim; ++i) shape[i] = v.shape[i];
+  DLTensor dl{};
+  dl.data = v.buf;
+  dl.device = DLDevice{kDLCPU, 0};
+  dl.ndim = v.ndim;
+  dl.dtype = dtype;
+  dl.shape = shape;
+  t->adopt(dl, name);  // copies the shape
+  t->readonly_ = v.readonly != 0;
+  return t;
+}
+
 std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, const std::string& name) {
   if (PyObject_HasAttrString(obj.ptr(), "__dlpack_device__")) {
     py::tuple device = obj.attr("__dlpack_device__")();
@@ -410,6 +459,7 @@ const char* source_name(Tensor::Source s) {
     case Tensor::Source::kBuffer: return "buffer";
     case Tensor::Source::kOwned: return "owned";
     case Tensor::Source::kView: return "view";
+    case Tensor::Source::kNumpy: return "numpy";
   }
   return "unknown";
 }

@@ -30,13 +30,21 @@ namespace py = pybind11;
 class Tensor {
  public:
   /// Where a tensor's memory comes from.
-  enum class Source { kDLPackVersioned, kDLPack, kBuffer, kOwned, kView };
+  enum class Source { kDLPackVersioned, kDLPack, kBuffer, kOwned, kView, kNumpy };
 
   /// Imports `obj` (DLPack or buffer protocol). `writable`: the operation
   /// writes into it, so a read-only array (or a copy made by the producer)
   /// is refused with InvalidArgumentError (a ValueError). `name` names the
   /// argument in messages.
   static std::unique_ptr<Tensor> import(py::handle obj, bool writable, const std::string& name);
+  /// import() for a blocking call's hot path: a numpy.ndarray (exactly that
+  /// type) that is C-contiguous, of a known dtype (and writable if
+  /// `writable`) is read through numpy's C API where the build has it
+  /// (numpy_view.h), else through the buffer protocol: the same memory as
+  /// DLPack without building and consuming a capsule. Anything else, or a
+  /// numpy array neither way takes (read-only, strided, ...), goes through
+  /// import() and its messages.
+  static std::unique_ptr<Tensor> import_fast(py::handle obj, bool writable, const std::string& name);
   /// A new, uninitialised tensor of `count` elements of `dtype`, owned by the
   /// binding (64-byte aligned).
   static std::unique_ptr<Tensor> empty(DLDataType dtype, int64_t count);
@@ -74,6 +82,9 @@ class Tensor {
   Tensor() = default;
   static std::unique_ptr<Tensor> import_dlpack(py::handle obj, bool writable, const std::string& name);
   static std::unique_ptr<Tensor> import_buffer(py::handle obj, bool writable, const std::string& name);
+  /// The numpy half of import_fast: nullptr (no error set) if `obj` is not
+  /// a suitable array.
+  static std::unique_ptr<Tensor> import_numpy(py::handle obj, bool writable, const std::string& name);
   /// Copies and checks the header of a producer's tensor (shape, contiguity).
   void adopt(const DLTensor& t, const std::string& name);
 
@@ -85,7 +96,8 @@ class Tensor {
   bool complex_ = false;
   Source source_ = Source::kOwned;
 
-  // Exactly one of these owns the memory (none for kView, which keeps base_).
+  // Exactly one of these owns the memory (none for kView and kNumpy, which
+  // keep the array they read in base_).
   DLManagedTensorVersioned* versioned_ = nullptr;
   DLManagedTensor* legacy_ = nullptr;
   Py_buffer view_{};

@@ -19,6 +19,12 @@ def test_object_point_to_point_semantics(size):
     assert all(r.result["checks"] >= 6 for r in results), [r.result for r in results]
 
 
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_send_modes_and_persistent_requests(size):
+    results = run_ranks(size, "p2p_modes", timeout=90)
+    assert all(r.result["checks"] > 10 for r in results), results[0].result
+
+
 def test_constants_and_status_match_the_c_library():
     assert (omniccl.ANY_SOURCE, omniccl.ANY_TAG, omniccl.PROC_NULL, omniccl.TAG_UB) == (-1, -1, -2, 2**31 - 1)
     assert omniccl.Status.TRUNCATED == 14

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs mpi4py's own collective and point-to-point unit tests against OmniCCL and against mpi4py.
 
-    python run_suite.py --sdist DIR [--ranks 2] [--only omniccl|mpi4py] [--no-fake-gpu]
+    python run_suite.py --sdist DIR [--ranks 2] [--only omniccl|mpi4py] [--no-fake-gpu] [--files test_p2p_buf ...]
 
 DIR is an unpacked mpi4py sdist (``pip download --no-deps --no-binary :all:
 mpi4py``, then tar xzf); its test/ folder holds the test files. For OmniCCL,
@@ -90,6 +90,7 @@ def main():
     ap.add_argument("--only", choices=["omniccl", "mpi4py"])
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--logs", type=Path, help="folder to write each run's output to")
+    ap.add_argument("--files", nargs="+", choices=FILES, default=FILES, help="test files to run (default: all)")
     ap.add_argument("--no-fake-gpu", action="store_true",
                     help="leave out the fake-GPU (__cuda_array_interface__ on host memory) array backends")
     args = ap.parse_args()
@@ -98,7 +99,7 @@ def main():
     scratch = Path(tempfile.mkdtemp(prefix="mpi4py-suite-"))
     totals = {k: [0, 0] for k in kinds}
     print(f"{'file':<14}" + "".join(f"{k + ' pass/run (failed skipped)':>36}" for k in kinds))
-    for f in FILES:
+    for f in args.files:
         row = f"{f:<14}"
         for k in kinds:
             res, out = run(k, test_dir, f, args.ranks, args.timeout, args.no_fake_gpu, scratch)

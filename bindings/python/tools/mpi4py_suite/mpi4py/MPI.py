@@ -1,6 +1,6 @@
 """mpi4py.MPI's names, mapped one to one onto omniccl (a name map, no behaviour of its own).
 
-Names OmniCCL has no counterpart for (Prequest, BOTTOM, Attach_buffer,
+Names OmniCCL has no counterpart for (BOTTOM, Grequest, _comm_lock_table,
 ...) are placeholders that raise NotImplementedError when called or asked
 for an attribute, so the tests that use them fail (counted as OmniCCL
 failures) while the rest of their file still runs. The few environment
@@ -56,7 +56,11 @@ UINT8_T, UINT16_T, UINT32_T, UINT64_T = "B", "H", "I", "Q"
 ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB = omniccl.ANY_SOURCE, omniccl.ANY_TAG, omniccl.PROC_NULL, omniccl.TAG_UB
 Status = omniccl.RecvStatus
 Request = omniccl.Request
+Prequest = omniccl.Prequest
 REQUEST_NULL = omniccl.REQUEST_NULL
+BSEND_OVERHEAD = omniccl.BSEND_OVERHEAD
+Attach_buffer, Detach_buffer = omniccl.Attach_buffer, omniccl.Detach_buffer
+Alloc_mem, Free_mem = omniccl.Alloc_mem, omniccl.Free_mem
 
 # errors
 Exception = omniccl.OmniCCLError  # noqa: A001 - mpi4py's name
