@@ -73,16 +73,28 @@ bool send_part(int fd, const void* data, size_t n, Deadline deadline, const std:
   }
 }
 
+/// After attempt `attempt` was dropped: logs it, fails at the deadline, and
+/// pauses a little before the next one.
+void dropped(int attempt, Deadline deadline, const std::function<void()>& tick, const std::string& what) {
+  OCCL_LOG(kInfo, kTransport, what, ": the peer dropped setup connection attempt ", attempt,
+           " before accepting it (its handshake timeout passed: a slow or lossy network); connecting again");
+  if (deadline.expired()) {
+    fail(Status::kTimeout, what, ": no setup connection was accepted before the deadline (", attempt, " attempts)");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10 * attempt, 200)));
+  if (tick) tick();
+}
+
 }  // namespace
 
-Verdict send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline,
-                   const std::function<void()>& tick, const std::string& what) {
+bool send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline,
+                const std::function<void()>& tick, const std::string& what) {
   if (token.empty()) {
-    if (!send_part(fd, &hello, sizeof hello, deadline, what)) return Verdict::kDropped;
+    if (!send_part(fd, &hello, sizeof hello, deadline, what)) return false;
   } else {
     char challenge[sizeof kChallengeMagic + kNonceBytes];
     const size_t got = read_answer(fd, challenge, sizeof challenge, deadline, tick, what);
-    if (got == 0) return Verdict::kDropped;
+    if (got == 0) return false;
     if (got == 4 && is(challenge, kTimedOutMagic)) {
       fail(Status::kPeerFailure, what,
            ": the peer waited for a hello without a job token: is OMNICCL_JOB_TOKEN unset there (it is set here)?");
@@ -97,11 +109,11 @@ Verdict send_hello(int fd, const wire::Hello& hello, const std::string& token, D
     std::string msg(bytes(hello));
     msg += bytes(mac);
     msg += bytes(mine);
-    if (!send_part(fd, msg.data(), msg.size(), deadline, what)) return Verdict::kDropped;
+    if (!send_part(fd, msg.data(), msg.size(), deadline, what)) return false;
     Digest proof{};
     char* p = reinterpret_cast<char*>(proof.data());
     const size_t n = read_answer(fd, p, proof.size(), deadline, tick, what);
-    if (n == 0 || (n == 4 && is(p, kTimedOutMagic))) return Verdict::kDropped;
+    if (n == 0 || (n == 4 && is(p, kTimedOutMagic))) return false;
     if (n == 4 && is(p, kRefusedMagic)) {
       fail(Status::kPeerFailure, what, ": the peer refused this rank's job token (OMNICCL_JOB_TOKEN differs)");
     }
@@ -111,6 +123,10 @@ Verdict send_hello(int fd, const wire::Hello& hello, const std::string& token, D
            ": the peer could not prove it knows the job token: it is not a rank of this job");
     }
   }
+  return true;
+}
+
+Verdict read_verdict(int fd, Deadline deadline, const std::function<void()>& tick, const std::string& what) {
   char verdict[4];
   const size_t got = read_answer(fd, verdict, sizeof verdict, deadline, tick, what);
   if (got == 0) return Verdict::kDropped;
@@ -130,15 +146,18 @@ Verdict send_hello(int fd, const wire::Hello& hello, const std::string& token, D
 UniqueFd connect_hello(const std::function<UniqueFd()>& connect, const wire::Hello& hello, const std::string& token,
                        Deadline deadline, const std::function<void()>& tick, const std::string& what) {
   for (int attempt = 1;; ++attempt) {
+    UniqueFd fd = connect_and_hello(connect, hello, token, deadline, tick, what);
+    if (read_verdict(fd.get(), deadline, tick, what) == Verdict::kAccepted) return fd;
+    dropped(attempt, deadline, tick, what);
+  }
+}
+
+UniqueFd connect_and_hello(const std::function<UniqueFd()>& connect, const wire::Hello& hello, const std::string& token,
+                           Deadline deadline, const std::function<void()>& tick, const std::string& what) {
+  for (int attempt = 1;; ++attempt) {
     UniqueFd fd = connect();
-    if (send_hello(fd.get(), hello, token, deadline, tick, what) == Verdict::kAccepted) return fd;
-    OCCL_LOG(kInfo, kTransport, what, ": the peer dropped setup connection attempt ", attempt,
-             " before accepting it (its handshake timeout passed: a slow or lossy network); connecting again");
-    if (deadline.expired()) {
-      fail(Status::kTimeout, what, ": no setup connection was accepted before the deadline (", attempt, " attempts)");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(10 * attempt, 200)));
-    if (tick) tick();
+    if (send_hello(fd.get(), hello, token, deadline, tick, what)) return fd;
+    dropped(attempt, deadline, tick, what);
   }
 }
 

@@ -47,28 +47,38 @@ inline constexpr char kAcceptedMagic[4] = {'O', 'C', 'O', 'K'};
 inline constexpr char kRefusedMagic[4] = {'O', 'C', 'N', 'O'};
 inline constexpr char kTimedOutMagic[4] = {'O', 'C', 'T', 'O'};
 
-/// How the acceptor answered one attempt of send_hello.
+/// How the acceptor answered a hello (read_verdict).
 enum class Verdict {
   kAccepted,  ///< "OCOK": the connection is this rank's
   kDropped,   ///< "OCTO" or closed without a verdict: connect again
 };
 
 /// Connector side of one connection: sends `hello` on the freshly connected
-/// fd (after proving the token when `token` is not empty, and checking the
-/// acceptor's proof), then reads the acceptor's verdict. Throws
-/// Error(kPeerFailure) naming `what` when the acceptor refuses the hello or
-/// the token, does not follow the protocol, cannot prove the token, or asks
-/// for a token this rank lacks (or lacks one this rank has). Bounded by
-/// deadline; `tick` (may be empty; may throw) runs at least every 100 ms
-/// while it waits.
-Verdict send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline,
-                   const std::function<void()>& tick, const std::string& what);
+/// fd, after proving the token when `token` is not empty and checking the
+/// acceptor's proof. Returns false when the acceptor dropped the connection
+/// before that (connect again); throws Error(kPeerFailure) naming `what`
+/// when the acceptor refuses the token, does not follow the protocol, cannot
+/// prove the token, or asks for a token this rank lacks (or lacks one this
+/// rank has). Bounded by deadline; `tick` (may be empty; may throw) runs at
+/// least every 100 ms while it waits.
+bool send_hello(int fd, const wire::Hello& hello, const std::string& token, Deadline deadline,
+                const std::function<void()>& tick, const std::string& what);
 
-/// Connects to addr and sends `hello` until an acceptor there accepts it:
-/// an attempt dropped without a refusal (send_hello's kDropped) is logged
-/// and made again after a short pause. `connect` makes one connection
-/// (bounded by the same deadline); `tick` as in send_hello. Throws what
-/// connect and send_hello throw, or Error(kTimeout) at the deadline.
+/// Reads the acceptor's verdict on the hello sent on fd: kAccepted, or
+/// kDropped (timed out there, or closed without a verdict: connect again);
+/// a refusal throws Error(kPeerFailure) naming why. Bounds as send_hello.
+Verdict read_verdict(int fd, Deadline deadline, const std::function<void()>& tick, const std::string& what);
+
+/// Connects (`connect` makes one connection, bounded by the same deadline)
+/// and sends `hello` until an acceptor has taken it, without waiting for its
+/// verdict: a caller with several connections to make sends every hello
+/// first, then reads the verdicts (no round trip each). Dropped attempts
+/// are logged and made again after a short pause; throws what connect and
+/// send_hello throw, or Error(kTimeout) at the deadline.
+UniqueFd connect_and_hello(const std::function<UniqueFd()>& connect, const wire::Hello& hello, const std::string& token,
+                           Deadline deadline, const std::function<void()>& tick, const std::string& what);
+
+/// connect_and_hello, then the verdict; again until the acceptor accepts.
 UniqueFd connect_hello(const std::function<UniqueFd()>& connect, const wire::Hello& hello, const std::string& token,
                        Deadline deadline, const std::function<void()>& tick, const std::string& what);
 

@@ -201,19 +201,35 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
 void Mesh::connect_peers(Setup& s) {
   const MeshOptions& opts = s.opts;
   s.data_fd.resize(opts.size);
+  // Every hello goes out first, then the verdicts are read: one round trip
+  // for all of them rather than one each (setup over a slow or lossy link).
+  struct Out {
+    int peer;
+    uint32_t channel;  // 0 control, 1 data
+    net::SocketAddress addr;
+    UniqueFd fd;
+  };
+  std::vector<Out> out;
   for (int p = 0; p < opts.rank; ++p) {
     const Endpoint& e = s.remote[p];
-    const net::SocketAddress ctrl_addr{peers_[p]->same_host ? e.unix_addr : e.tcp_addr};
-    const std::string what = str_cat("rank ", opts.rank, ": hello to rank ", p);
-    peers_[p]->ctrl = auth::connect_hello([&] { return connect_checked(ctrl_addr, opts); },
-                                          Hello{kHelloMagic, 0, opts.session, opts.rank, 0}, opts.token, opts.deadline,
-                                          opts.check_peers, what);
-    if (s.needs_data(p)) {
-      const net::SocketAddress data_addr{e.tcp_addr};
-      s.data_fd[p] = auth::connect_hello([&] { return connect_checked(data_addr, opts); },
-                                         Hello{kHelloMagic, 1, opts.session, opts.rank, 0}, opts.token, opts.deadline,
-                                         opts.check_peers, what);
+    out.push_back({p, 0, net::SocketAddress{peers_[p]->same_host ? e.unix_addr : e.tcp_addr}, UniqueFd()});
+    if (s.needs_data(p)) out.push_back({p, 1, net::SocketAddress{e.tcp_addr}, UniqueFd()});
+  }
+  auto hello_of = [&](const Out& o) { return Hello{kHelloMagic, o.channel, opts.session, opts.rank, 0}; };
+  auto what_of = [&](const Out& o) { return str_cat("rank ", opts.rank, ": hello to rank ", o.peer); };
+  for (Out& o : out) {
+    o.fd = auth::connect_and_hello([&] { return connect_checked(o.addr, opts); }, hello_of(o), opts.token,
+                                   opts.deadline, opts.check_peers, what_of(o));
+  }
+  for (Out& o : out) {
+    if (auth::read_verdict(o.fd.get(), opts.deadline, opts.check_peers, what_of(o)) != auth::Verdict::kAccepted) {
+      OCCL_LOG(kInfo, kTransport, what_of(o),
+               ": the peer dropped the setup connection before accepting it (its handshake timeout passed: a slow or "
+               "lossy network); connecting again");
+      o.fd = auth::connect_hello([&] { return connect_checked(o.addr, opts); }, hello_of(o), opts.token, opts.deadline,
+                                 opts.check_peers, what_of(o));
     }
+    (o.channel == 0 ? peers_[o.peer]->ctrl : s.data_fd[o.peer]) = std::move(o.fd);
   }
 }
 
