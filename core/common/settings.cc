@@ -57,6 +57,11 @@ constexpr SettingInfo kSettings[] = {
     {"OMNICCL_STORE_IDLE_TIMEOUT", "10s",
      "A connection to the rendezvous server must complete its first request, and finish any message it has "
      "started, within this time, or it is dropped (one waiting for a key is exempt)."},
+    {"OMNICCL_SETUP_HEARTBEAT_TIMEOUT", "5s",
+     "While a communicator is created (rendezvous, link setup, split), every rank sends a liveness heartbeat "
+     "(to the rendezvous server, its file:// directory, or the parent communicator's peers) several times per "
+     "timeout; a member silent for this long (stopped with SIGSTOP, hung, or a frozen VM) is reported to the "
+     "others as having stopped responding. 0 turns the check off (e.g. to stop a rank in a debugger)."},
     {"MASTER_ADDR", "-", "env:// rendezvous host (torchrun)."},
     {"MASTER_PORT", "-", "env:// rendezvous port (torchrun)."},
     {"RANK", "-", "env:// rank (torchrun); also OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID."},

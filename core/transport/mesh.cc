@@ -140,7 +140,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->connect_peers(s);
   m->accept_peers(s);
   m->make_links(s);
-  m->ready_barrier(opts.deadline);
+  m->ready_barrier(opts.deadline, opts.check_peers);
   // Every peer has mapped our segment, so its name can go (nothing is left
   // in /dev/shm even if a rank dies later).
   if (m->own_segment_) m->own_segment_->unlink();
@@ -312,7 +312,7 @@ void Mesh::make_links(Setup& s) {
 }
 
 // Every peer has made its links (and so mapped this rank's segment).
-void Mesh::ready_barrier(const Deadline& deadline) {
+void Mesh::ready_barrier(const Deadline& deadline, const std::function<void()>& check_peers) {
   for (int p = 0; p < size_; ++p) {
     if (p != rank_) send_control(p, kReady, "", false);
   }
@@ -326,6 +326,7 @@ void Mesh::ready_barrier(const Deadline& deadline) {
     std::vector<pollfd> none;
     sleep(none, deadline.remaining_ms(100));
     throw_if_failed();
+    if (check_peers) check_peers();
   }
 }
 

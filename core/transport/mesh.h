@@ -56,7 +56,7 @@ struct MeshOptions {
   bool single_copy = true;  ///< shared memory may move large payloads by reference
   Deadline deadline = Deadline::never();
   /// Called often (every <= 100 ms) while create() waits for peers to
-  /// connect or to accept; throws to end the setup at once when a member is
+  /// connect, to accept, or to be ready; throws to end the setup at once when a member is
   /// known to be gone (its rendezvous connection or its parent
   /// communicator's control socket closed). Empty: no check.
   std::function<void()> check_peers;
@@ -139,7 +139,7 @@ class Mesh {
   void connect_peers(Setup& s);
   void accept_peers(Setup& s);
   void make_links(Setup& s);
-  void ready_barrier(const Deadline& deadline);
+  void ready_barrier(const Deadline& deadline, const std::function<void()>& check_peers);
   void send_control(int peer, char type, const std::string& payload, bool best_effort);
   void doorbell(int peer);
   void handle_control(int peer);
