@@ -3,6 +3,7 @@
 #include "bootstrap/store.h"
 #include "bootstrap/util.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/status.h"
 
 namespace omniccl::bootstrap {
@@ -45,7 +46,7 @@ void StoreHeartbeat::check() const {
 }
 
 void StoreHeartbeat::run() {
-  const auto interval = std::chrono::milliseconds(detail::setup_heartbeat_interval_ms(timeout_ms_));
+  const auto interval = std::chrono::milliseconds(setup_heartbeat_interval_ms(timeout_ms_));
   for (;;) {
     try {
       std::string who = conn_.heartbeat(key_, notice(), timeout_ms_, Deadline::after_ms(timeout_ms_));
@@ -55,8 +56,7 @@ void StoreHeartbeat::run() {
       if (stopping_.load(std::memory_order_acquire)) return;
       std::lock_guard<std::mutex> lock(mu_);
       if (e.status() == Status::kTimeout) {
-        verdict_ = str_cat(server_,
-                           server_identity_.empty() ? std::string() : str_cat(" (", server_identity_, ")"),
+        verdict_ = str_cat(server_, server_identity_.empty() ? std::string() : str_cat(" (", server_identity_, ")"),
                            ", which serves the rendezvous at ", address_, ", stopped responding during ", phase_,
                            ": no answer to this rank's heartbeat for ", timeout_ms_,
                            " ms while its connection stayed open (the process is stopped (SIGSTOP, a debugger), "

@@ -4,8 +4,8 @@
 // A process stopped with SIGSTOP (or hung, or on a frozen VM) keeps its
 // sockets open and its kernel still acknowledges TCP, so only an
 // application-level heartbeat shows it. While a rank sets up, a thread of
-// its own sends one every `interval` (bootstrap::detail::
-// setup_heartbeat_interval_ms: five per timeout, at most one a second) on
+// its own sends one every `interval` (setup_heartbeat_interval_ms in
+// common/settings.h: five per timeout, at most one a second) on
 // the rank's second connection to the rendezvous server (the watch
 // connection); the server publishes the rank's notice once that connection
 // has been silent for the timeout, and the rank itself concludes that the

@@ -417,7 +417,7 @@ RendezvousWait::RendezvousWait(Store& store, std::string prefix, const Rendezvou
       timeout_ms_(timeout_ms),
       start_(Clock::now()),
       next_report_(start_ + kFirstReport),
-      heartbeat_timeout_ms_(detail::setup_heartbeat_timeout_ms()) {}
+      heartbeat_timeout_ms_(setup_heartbeat_timeout_ms()) {}
 
 RendezvousWait::~RendezvousWait() {
   // A rank that fails keeps its notices: the others are told it left.
@@ -568,7 +568,7 @@ void RendezvousWait::join_once() {
     // The liveness mark goes up before the claim: a claimed member's
     // mark is either held or its holder is gone.
     store_.mark_alive(str_cat(prefix_, "alive/", spec_.rank), describe_self(),
-                      detail::setup_heartbeat_interval_ms(heartbeat_timeout_ms_));
+                      setup_heartbeat_interval_ms(heartbeat_timeout_ms_));
     marked_ = true;
   }
   if (store_.add(str_cat(prefix_, "claim/", spec_.rank), 1) > 1) {

@@ -889,7 +889,7 @@ class TcpStore final : public Store {
         port_(port),
         fd_(std::move(fd)),
         op_timeout_ms_(op_timeout_ms),
-        answer_timeout_ms_(detail::setup_heartbeat_timeout_ms()),
+        answer_timeout_ms_(setup_heartbeat_timeout_ms()),
         token_(std::move(token)) {}
 
   /// Sets key to value on the server.

@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -46,15 +45,6 @@ int64_t default_op_timeout_ms() {
   if (auto v = get_setting("OMNICCL_TIMEOUT")) return parse_duration_ms(*v, "OMNICCL_TIMEOUT");
   return 600'000;
 }
-
-int64_t setup_heartbeat_timeout_ms() {
-  if (auto v = get_setting("OMNICCL_SETUP_HEARTBEAT_TIMEOUT")) {
-    return parse_duration_ms(*v, "OMNICCL_SETUP_HEARTBEAT_TIMEOUT");
-  }
-  return 5000;
-}
-
-int64_t setup_heartbeat_interval_ms(int64_t timeout_ms) { return std::clamp<int64_t>(timeout_ms / 5, 50, 1000); }
 
 std::optional<int64_t> parse_int64(const std::string& text) {
   int64_t v = 0;

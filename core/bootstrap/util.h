@@ -23,14 +23,6 @@ bool is_loopback_name(const std::string& host);
 /// OMNICCL_TIMEOUT, 600 s by default.
 int64_t default_op_timeout_ms();
 
-/// OMNICCL_SETUP_HEARTBEAT_TIMEOUT in ms (default 5000; 0 = no liveness
-/// checks during setup). Throws Error(kInvalidArgument) naming the setting.
-int64_t setup_heartbeat_timeout_ms();
-
-/// How often a rank in setup sends its heartbeat for a given timeout: five
-/// times per timeout, between every 50 ms and once a second.
-int64_t setup_heartbeat_interval_ms(int64_t timeout_ms);
-
 /// Parses the whole of text as a decimal int64; nullopt if it is not one.
 std::optional<int64_t> parse_int64(const std::string& text);
 

@@ -131,4 +131,13 @@ int64_t parse_duration_ms(const std::string& text, const std::string& what) {
   return static_cast<int64_t>(ms);
 }
 
+int64_t setup_heartbeat_timeout_ms() {
+  if (auto v = get_setting("OMNICCL_SETUP_HEARTBEAT_TIMEOUT")) {
+    return parse_duration_ms(*v, "OMNICCL_SETUP_HEARTBEAT_TIMEOUT");
+  }
+  return 5000;
+}
+
+int64_t setup_heartbeat_interval_ms(int64_t timeout_ms) { return std::clamp<int64_t>(timeout_ms / 5, 50, 1000); }
+
 }  // namespace omniccl

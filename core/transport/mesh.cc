@@ -14,6 +14,7 @@
 #include "common/net.h"
 #include "transport/auth.h"
 #include "transport/control_wire.h"
+#include "transport/mesh_liveness.h"
 #include "transport/registry.h"
 #include "transport/shm/shm_link.h"
 
@@ -32,6 +33,7 @@ constexpr char kBye = 'B';
 constexpr char kQuery = 'Q';
 constexpr char kAnswer = 'A';
 constexpr char kReady = 'R';
+constexpr char kHeartbeat = 'H';  // mesh_liveness.cc
 /// A connection to a setup listener must deliver its hello within this time
 /// (peers send it right after connecting), whatever the operation deadline.
 constexpr int64_t kHandshakeTimeoutMs = 5000;
@@ -331,6 +333,7 @@ void Mesh::ready_barrier(const Deadline& deadline, const std::function<void()>& 
 }
 
 Mesh::~Mesh() {
+  stop_heartbeat();
   // An aborted communicator (occl_comm_abort) ends without goodbye: its peers
   // are told that it failed (its connections close without BYE), not that it
   // left in order. occl_comm_destroy says goodbye.
@@ -381,6 +384,9 @@ void Mesh::send_control(int peer, char type, const std::string& payload, bool be
   uint32_t len = static_cast<uint32_t>(payload.size());
   std::memcpy(&msg[1], &len, 4);
   msg += payload;
+  // A split's heartbeat thread sends too (mesh_liveness.cc).
+  std::unique_lock<std::mutex> lock(send_mu_, std::defer_lock);
+  if (send_locked_) lock.lock();
   if (best_effort) {
     ssize_t w = ::send(p.ctrl.get(), msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;  // a full buffer already holds a wake-up; a dead peer shows up as EOF
@@ -459,6 +465,7 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
     case kDoorbell: return;
     case kReady: peers_[peer]->ready = true; return;
     case kBye: peers_[peer]->departed = true; return;
+    case kHeartbeat: note_heartbeat(peer, payload); return;
     case kError: {
       if (pending_status_ != Status::kSuccess) return;  // the first error is the one to report
       pending_status_ = wire::error_status_of(payload);
@@ -507,6 +514,7 @@ void Mesh::sleep(std::vector<pollfd>& fds, int timeout_ms) {
   for (size_t i = 0; i < ctrl_peer.size(); ++i) {
     if (all[1 + i].revents) handle_control(ctrl_peer[i]);
   }
+  if (liveness_) check_heartbeats();
   if (aborted()) fail(Status::kAborted, "the communicator was aborted");
   for (size_t i = 0; i < fds.size(); ++i) fds[i].revents = all[first_link + i].revents;
 }
