@@ -21,7 +21,6 @@ namespace {
 constexpr char kHeartbeat = 'H';
 }  // namespace
 
-
 void Mesh::start_heartbeat(uint64_t generation, int64_t timeout_ms, const std::string& what) {
   stop_heartbeat();
   if (timeout_ms <= 0 || size_ == 1) return;

@@ -17,9 +17,9 @@ namespace omniccl::transport {
 struct Mesh::Liveness {
   std::string generation;  ///< the heartbeat's payload
   int64_t timeout_ms = 0;
-  std::string what;                     ///< "a split of ..."
-  std::vector<char> expected;           ///< by peer
-  std::vector<Clock::time_point> heard; ///< by peer; {} = none of this generation yet
+  std::string what;                      ///< "a split of ..."
+  std::vector<char> expected;            ///< by peer
+  std::vector<Clock::time_point> heard;  ///< by peer; {} = none of this generation yet
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
