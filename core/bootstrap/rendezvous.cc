@@ -492,7 +492,7 @@ void RendezvousWait::check_marks() {
   }
 }
 
-void RendezvousWait::check_members() {
+void RendezvousWait::check_members(bool server_may_close) {
   check_local();
   if (Clock::now() < next_check_) return;
   next_check_ = Clock::now() + std::chrono::milliseconds(250);
@@ -500,9 +500,18 @@ void RendezvousWait::check_members() {
     check_marks();
     return;
   }
-  check_failure_notice();
-  if (!store_.check(prefix_ + "left")) return;
-  const std::string why = store_.get(prefix_ + "left", Deadline::after_ms(5000));  // it is there
+  std::string why;
+  try {
+    check_failure_notice();
+    if (!store_.check(prefix_ + "left")) return;
+    why = store_.get(prefix_ + "left", Deadline::after_ms(5000));  // it is there
+  } catch (const Error& e) {
+    // In the setup barrier every peer may be done, rank 0's server closed
+    // with its setup; a peer that died there closes its control socket.
+    if (!server_may_close || e.status() != Status::kPeerFailure) throw;
+    check_local();  // but a server that stopped answering is still news
+    return;
+  }
   OCCL_LOG(kWarn, kBootstrap, "rank ", spec_.rank, " of ", spec_.world_size, ": ", why);
   // This rank fails too: its own departure is no news to the others.
   finish_watch();
@@ -757,7 +766,7 @@ std::vector<std::string> Rendezvous::exchange(const std::string& blob) {
   return all;
 }
 
-void Rendezvous::check_members() { wait_->check_members(); }
+void Rendezvous::check_members(bool server_may_close) { wait_->check_members(server_may_close); }
 
 void Rendezvous::finish() {
   wait_->finish_watch();

@@ -112,8 +112,10 @@ class RendezvousWait {
   /// connection closed, or its file:// mark was released) or stopped
   /// responding (heartbeat), rank 0's server that stopped answering, or rank
   /// 0's failure notice. Asks the store at most every 250 ms; called while
-  /// waiting for keys and during link setup.
-  void check_members();
+  /// waiting for keys and during link setup. server_may_close: the setup
+  /// barrier, where rank 0 may already be done and its server closed; that
+  /// is not an error there.
+  void check_members(bool server_may_close = false);
   /// The phase named when this rank stops responding: "rendezvous" until
   /// every address is read, then "link setup".
   void set_phase(const std::string& phase);
@@ -176,7 +178,7 @@ class Rendezvous {
   std::vector<std::string> exchange(const std::string& blob);
   /// Throws Error(kPeerFailure) naming a member that died since it joined
   /// (RendezvousWait::check_members); for the mesh's waits during setup.
-  void check_members();
+  void check_members(bool server_may_close = false);
   /// Marks the rendezvous completed, removes this rank's keys (best effort)
   /// and closes the store connection. Call once everyone has read
   /// everything (after the mesh's barrier).

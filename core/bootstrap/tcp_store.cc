@@ -546,8 +546,9 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       return true;
     }
     case Cmd::kHeartbeat: {
+      // At most a year (any longer is never; keeps the time arithmetic in range).
       const auto limit = static_cast<int64_t>(wire::get_le(value.data(), 8));
-      c.silence_ms = limit < 0 ? 0 : limit;
+      c.silence_ms = std::clamp<int64_t>(limit, 0, int64_t{365} * 24 * 3600 * 1000);
       c.silence_key = std::move(key);
       c.silence_notice = value.substr(8);
       c.last_heard = Clock::now();

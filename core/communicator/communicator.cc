@@ -88,6 +88,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   }
   opts.single_copy = resolved.copy_choice && resolved.copy_choice->any();
   opts.check_peers = [&rendezvous] { rendezvous.check_members(); };
+  opts.check_ready = [&rendezvous] { rendezvous.check_members(/*server_may_close=*/true); };
   opts.token = spec.secret;
   auto mesh = transport::Mesh::create(opts, [&](const std::string& blob) { return rendezvous.exchange(blob); });
   if (n == 1) rendezvous.exchange("");

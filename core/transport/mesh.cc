@@ -142,7 +142,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->connect_peers(s);
   m->accept_peers(s);
   m->make_links(s);
-  m->ready_barrier(opts.deadline, opts.check_peers);
+  m->ready_barrier(opts.deadline, opts.check_ready ? opts.check_ready : opts.check_peers);
   // Every peer has mapped our segment, so its name can go (nothing is left
   // in /dev/shm even if a rank dies later).
   if (m->own_segment_) m->own_segment_->unlink();
@@ -328,7 +328,9 @@ void Mesh::ready_barrier(const Deadline& deadline, const std::function<void()>& 
     std::vector<pollfd> none;
     sleep(none, deadline.remaining_ms(100));
     throw_if_failed();
-    if (check_peers) check_peers();
+    bool still_waiting = false;
+    for (int p = 0; p < size_; ++p) still_waiting |= p != rank_ && !peers_[p]->ready;
+    if (still_waiting && check_peers) check_peers();
   }
 }
 

@@ -60,6 +60,9 @@ struct MeshOptions {
   /// known to be gone (its rendezvous connection or its parent
   /// communicator's control socket closed). Empty: no check.
   std::function<void()> check_peers;
+  /// The same for the setup barrier, where some members may be done and
+  /// have closed what check_peers watches; empty: check_peers.
+  std::function<void()> check_ready;
   /// The job token: every setup connection proves it (transport/auth.h).
   /// Empty: no authentication (hello only).
   std::string token;

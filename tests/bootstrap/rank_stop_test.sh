@@ -16,7 +16,8 @@
 #   (g) no false alarm: 8 ranks on this machine with a 2 s liveness timeout,
 #       one of them 3 s late to the rendezvous and another 3 s late to the
 #       split (live, busy elsewhere), all complete;
-#   (h) a malformed OMNICCL_SETUP_HEARTBEAT_TIMEOUT is an error naming it.
+#   (h) a malformed or too short OMNICCL_SETUP_HEARTBEAT_TIMEOUT is an error
+#       naming it.
 # Every stopped process is killed at the end (SIGKILL works on stopped ones).
 # Usage: rank_stop_test.sh PATH/TO/rendezvous_probe PATH/TO/libstall_connect.so
 # (CASES=ace runs only those cases.)
@@ -83,8 +84,8 @@ sleep 2
 stop a2
 expect_named rendezvous 2 "$victim" a0 a1
 kill -KILL "$victim"
-
 fi
+
 # (b) In the rendezvous, rank 0 (the rendezvous server) is stopped.
 if want b; then
 port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
@@ -93,8 +94,8 @@ sleep 2
 stop b0
 expect_named "rendezvous server" 0 "$victim" b1 b2
 kill -KILL "$victim"
-
 fi
+
 # (c) Link setup: rank 2 of 3 stops at its first connect to a peer.
 if want c; then
 port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
@@ -108,11 +109,11 @@ if wait_for_text "$TMP/c2.err" "stall_connect: stalled" 20; then
 else
   fail "link setup: rank 2 never reached its first connect"; show "$TMP/c2.err"
 fi
-
 fi
+
 # (d) Split: rank 2 of 3 stops at its first connect of the split (its two
-if want d; then
 # connects of the first communicator pass: same host, control sockets only).
+if want d; then
 port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
 start_rank d0 0 3 "$port" OMNICCL_TIMEOUT=60s PROBE_SPLIT=1
 start_rank d1 1 3 "$port" OMNICCL_TIMEOUT=60s PROBE_SPLIT=1
@@ -124,11 +125,11 @@ if wait_for_text "$TMP/d2.err" "stall_connect: stalled" 20; then
 else
   fail "split: rank 2 never reached its first connect of the split"; show "$TMP/d2.err"
 fi
-
 fi
+
 # (e) occl_comm_abort while rank 0 (the server) is stopped: rank 1's
-if want e; then
 # non-blocking init waits on it; the abort returns at once.
+if want e; then
 port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
 start_rank e0 0 2 "$port" OMNICCL_TIMEOUT=60s
 sleep 1
@@ -141,8 +142,8 @@ else
   fail "abort with rank 0 stopped: exit $rc ($(cat "$TMP/e1.out")), expected an abort within 500 ms"; show "$TMP/e1.err"
 fi
 kill -KILL "$victim"
-
 fi
+
 # (f) file:// rendezvous: ranks 0-2 of 4 wait for rank 3; rank 2 is stopped.
 if want f; then
 dir="$TMP/file-rdzv"
@@ -151,11 +152,11 @@ sleep 2
 stop f2
 expect_named "file:// rendezvous" 2 "$victim" f0 f1
 kill -KILL "$victim"
-
 fi
+
 # (g) No false alarm: 8 ranks (4 per core here), a 2 s liveness timeout, rank
-if want g; then
 # 5 arrives 3 s late and rank 3 enters the split 3 s after the others.
+if want g; then
 port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
 for r in 0 1 2 3 4 5 6 7; do
   extra=()
@@ -170,8 +171,8 @@ for r in 0 1 2 3 4 5 6 7; do
 done
 ((good == 8)) && ok "no false alarm: 8 slow-but-live ranks completed init and split" ||
   fail "no false alarm: only $good of 8 ranks completed"
-
 fi
+
 # (h) A malformed setting is an error naming it.
 if want h; then
 port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
@@ -182,6 +183,14 @@ if ((rc == 1)) && grep -q "OMNICCL_SETUP_HEARTBEAT_TIMEOUT='nan' is not a durati
 else
   fail "setting: exit $rc, expected 1 naming OMNICCL_SETUP_HEARTBEAT_TIMEOUT"; show "$TMP/h0.err"
 fi
+start_rank h1 0 1 "$port" OMNICCL_SETUP_HEARTBEAT_TIMEOUT=10ms
+wait "$PID_h1"; rc=$?
+if ((rc == 1)) && grep -q "OMNICCL_SETUP_HEARTBEAT_TIMEOUT='10ms' is too short" "$TMP/h1.err"; then
+  ok "setting: OMNICCL_SETUP_HEARTBEAT_TIMEOUT=10ms refused as too short"
+else
+  fail "setting: exit $rc, expected 1 saying 10ms is too short"; show "$TMP/h1.err"
 fi
+fi
+
 [[ -n "${SHOW_ALL:-}" ]] && for f in "$TMP"/*.err; do show "$f"; done
 finish rank_stop_test
