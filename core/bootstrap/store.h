@@ -119,8 +119,8 @@ class TcpStoreServer {
 /// Connects to a TCP store, retrying until the deadline (the server may
 /// start later). Throws Error(kTimeout) naming host:port. A request other
 /// than a get that the server leaves unanswered for
-/// OMNICCL_SETUP_HEARTBEAT_TIMEOUT (a live server answers at once) fails
-/// with Error(kPeerFailure): the server's process stopped. `token`: the job
+/// OMNICCL_SETUP_HEARTBEAT_TIMEOUT + 2 s (a live server answers at once)
+/// fails with Error(kPeerFailure): the server's process stopped. `token`: the job
 /// token to prove; nullptr = OMNICCL_JOB_TOKEN (unset: none).
 std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port, Deadline deadline,
                                          const std::string* token = nullptr);

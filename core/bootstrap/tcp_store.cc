@@ -880,6 +880,12 @@ void authenticate(int fd, const std::string& token, const std::string& where, De
   }
 }
 
+/// How long a live server may leave a request (other than a waiting get)
+/// unanswered: the liveness timeout, plus room for a rank's own heartbeat
+/// (sent at most a second later) to be the first to tell, naming the
+/// server's process. 0: no bound.
+int64_t answer_timeout(int64_t liveness_ms) { return liveness_ms > 0 ? liveness_ms + 2000 : 0; }
+
 /// Client side of the TCP store: one connection, one request at a time
 /// (a mutex serialises threads sharing the object).
 class TcpStore final : public Store {
@@ -890,7 +896,7 @@ class TcpStore final : public Store {
         port_(port),
         fd_(std::move(fd)),
         op_timeout_ms_(op_timeout_ms),
-        answer_timeout_ms_(setup_heartbeat_timeout_ms()),
+        answer_timeout_ms_(answer_timeout(setup_heartbeat_timeout_ms())),
         token_(std::move(token)) {}
 
   /// Sets key to value on the server.
@@ -1072,7 +1078,7 @@ class TcpStore final : public Store {
   uint16_t port_;
   UniqueFd fd_;
   int64_t op_timeout_ms_;
-  int64_t answer_timeout_ms_;  ///< OMNICCL_SETUP_HEARTBEAT_TIMEOUT (0: none)
+  int64_t answer_timeout_ms_;  ///< answer_timeout(OMNICCL_SETUP_HEARTBEAT_TIMEOUT)
   std::string token_;          ///< OMNICCL_JOB_TOKEN; empty = no authentication
   WaitCheck check_;            ///< set_wait_check
 };

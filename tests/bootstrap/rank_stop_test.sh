@@ -67,6 +67,26 @@ expect_named() {
   done
 }
 
+# start_server NAME SIZE [VAR=VALUE...]: starts rank 0 of SIZE on a free port
+# (in $port) and waits until it listens; another port if that one was taken
+# meanwhile (other jobs on this machine pick ports too).
+start_server() {
+  local name=$1 size=$2 try
+  shift 2
+  for try in 1 2 3 4 5; do
+    port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
+    start_rank "$name" 0 "$size" "$port" "$@"
+    for _ in $(seq 1 100); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+      eval "kill -0 \$PID_$name" 2>/dev/null || break
+      sleep 0.1
+    done
+    echo "note: rank 0 could not listen on port $port (try $try): $(tail -n 1 "$TMP/$name.err")"
+  done
+  fail "$name: rank 0 never listened"; show "$TMP/$name.err"
+  return 1
+}
+
 # want CASE: whether to run that case (CASES, default all).
 want() { [[ -z "${CASES:-}" || "$CASES" == *"$1"* ]]; }
 
@@ -78,8 +98,8 @@ stop() {
 
 # (a) In the rendezvous: ranks 0-2 of 4 wait for rank 3; rank 2 is stopped.
 if want a; then
-port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
-for r in 0 1 2; do start_rank "a$r" "$r" 4 "$port" OMNICCL_TIMEOUT=60s; done
+start_server a0 4 OMNICCL_TIMEOUT=60s
+for r in 1 2; do start_rank "a$r" "$r" 4 "$port" OMNICCL_TIMEOUT=60s; done
 sleep 2
 stop a2
 expect_named rendezvous 2 "$victim" a0 a1
@@ -88,8 +108,8 @@ fi
 
 # (b) In the rendezvous, rank 0 (the rendezvous server) is stopped.
 if want b; then
-port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
-for r in 0 1 2; do start_rank "b$r" "$r" 4 "$port" OMNICCL_TIMEOUT=60s; done
+start_server b0 4 OMNICCL_TIMEOUT=60s
+for r in 1 2; do start_rank "b$r" "$r" 4 "$port" OMNICCL_TIMEOUT=60s; done
 sleep 2
 stop b0
 expect_named "rendezvous server" 0 "$victim" b1 b2
@@ -98,8 +118,7 @@ fi
 
 # (c) Link setup: rank 2 of 3 stops at its first connect to a peer.
 if want c; then
-port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
-start_rank c0 0 3 "$port" OMNICCL_TIMEOUT=60s
+start_server c0 3 OMNICCL_TIMEOUT=60s
 start_rank c1 1 3 "$port" OMNICCL_TIMEOUT=60s
 start_rank c2 2 3 "$port" OMNICCL_TIMEOUT=60s LD_PRELOAD="$SHIM"
 if wait_for_text "$TMP/c2.err" "stall_connect: stalled" 20; then
@@ -114,8 +133,7 @@ fi
 # (d) Split: rank 2 of 3 stops at its first connect of the split (its two
 # connects of the first communicator pass: same host, control sockets only).
 if want d; then
-port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
-start_rank d0 0 3 "$port" OMNICCL_TIMEOUT=60s PROBE_SPLIT=1
+start_server d0 3 OMNICCL_TIMEOUT=60s PROBE_SPLIT=1
 start_rank d1 1 3 "$port" OMNICCL_TIMEOUT=60s PROBE_SPLIT=1
 start_rank d2 2 3 "$port" OMNICCL_TIMEOUT=60s PROBE_SPLIT=1 LD_PRELOAD="$SHIM" STALL_SKIP=2
 if wait_for_text "$TMP/d2.err" "stall_connect: stalled" 20; then
@@ -130,9 +148,7 @@ fi
 # (e) occl_comm_abort while rank 0 (the server) is stopped: rank 1's
 # non-blocking init waits on it; the abort returns at once.
 if want e; then
-port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
-start_rank e0 0 2 "$port" OMNICCL_TIMEOUT=60s
-sleep 1
+start_server e0 2 OMNICCL_TIMEOUT=60s
 stop e0
 start_rank e1 1 2 "$port" OMNICCL_TIMEOUT=60s PROBE_ABORT_AFTER_MS=2000
 wait "$PID_e1"; rc=$?
@@ -157,8 +173,8 @@ fi
 # (g) No false alarm: 8 ranks (4 per core here), a 2 s liveness timeout, rank
 # 5 arrives 3 s late and rank 3 enters the split 3 s after the others.
 if want g; then
-port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
-for r in 0 1 2 3 4 5 6 7; do
+start_server g0 8 OMNICCL_TIMEOUT=60s OMNICCL_SETUP_HEARTBEAT_TIMEOUT=2s PROBE_SPLIT=1
+for r in 1 2 3 4 5 6 7; do
   extra=()
   ((r == 3)) && extra=(PROBE_SPLIT_DELAY_MS=3000)
   ((r == 5)) && { sleep 3; }
