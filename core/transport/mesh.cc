@@ -401,6 +401,14 @@ void Mesh::send_control(int peer, char type, const std::string& payload, bool be
   }
 }
 
+std::vector<int> Mesh::control_fds() const {
+  std::vector<int> fds;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) fds.push_back(peers_[p]->ctrl.get());
+  }
+  return fds;
+}
+
 void Mesh::doorbell(int peer) { send_control(peer, kDoorbell, "", true); }
 
 void Mesh::wake() {

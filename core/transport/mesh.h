@@ -165,6 +165,7 @@ class Mesh {
   void handle_control(int peer);
   void process_message(int peer, char type, const std::string& payload);
   void note_heartbeat(int peer, const std::string& payload);
+  std::vector<int> control_fds() const;
   void check_heartbeats();
 
   int rank_ = 0;

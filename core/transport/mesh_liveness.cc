@@ -9,8 +9,10 @@
 // heartbeat carries the split's generation (the parent's split count), so a
 // late one of an earlier split cannot make a peer look as if it had entered
 // this one.
+#include <cstring>
+
 #include "common/log.h"
-#include "common/settings.h"
+#include "common/net.h"
 #include "common/settings.h"
 #include "transport/mesh.h"
 #include "transport/mesh_liveness.h"
@@ -31,16 +33,28 @@ void Mesh::start_heartbeat(uint64_t generation, int64_t timeout_ms, const std::s
   l->expected.assign(size_t(size_), 1);
   l->expected[size_t(rank_)] = 0;
   l->heard.assign(size_t(size_), Clock::time_point{});
+  // The control sockets to write to, read here (the thread must not look
+  // at the peers' state, which this thread changes while it sleeps).
+  std::vector<int> fds = control_fds();
+  std::string msg(5, '\0');
+  msg[0] = kHeartbeat;
+  const auto len = static_cast<uint32_t>(l->generation.size());
+  std::memcpy(&msg[1], &len, 4);  // the framing of send_control
+  msg += l->generation;
   send_locked_ = true;  // before the thread exists: no send is in flight
   Liveness* raw = l.get();
   const auto interval = std::chrono::milliseconds(setup_heartbeat_interval_ms(timeout_ms));
-  l->thread = std::thread([this, raw, interval] {
+  l->thread = std::thread([this, raw, interval, fds = std::move(fds), msg = std::move(msg)] {
     std::unique_lock<std::mutex> lock(raw->mu);
     do {
       lock.unlock();
-      for (int p = 0; p < size_; ++p) {
-        // best effort: a peer that is gone or stuck is found elsewhere
-        if (p != rank_) send_control(p, kHeartbeat, raw->generation, false);
+      for (int fd : fds) {
+        std::lock_guard<std::mutex> sending(send_mu_);
+        try {
+          net::write_all(fd, msg.data(), msg.size(), Deadline::after_ms(1000), "heartbeat");
+        } catch (const Error&) {
+          // best effort: a peer that is gone or stuck is found elsewhere
+        }
       }
       lock.lock();
     } while (!raw->cv.wait_for(lock, interval, [raw] { return raw->stop; }));
