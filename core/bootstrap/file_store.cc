@@ -7,6 +7,16 @@
 // crash). get() polls for the file with short sleeps. add() serialises
 // read-modify-write through flock() on the directory's "lock" file, which
 // works between threads (separate open files) and processes alike.
+//
+// Liveness marks (mark_alive): "m_" + the key's encoding holds a counter line
+// and the holder's description. The holder keeps an open-file-description
+// write lock on it (fcntl F_OFD_SETLK: per open file, so ranks that are
+// threads of one process work too) and a thread of its own rewrites the
+// counter every interval. The kernel drops the lock when the holder dies
+// (the file stays: it died) or closes it after removing the file (an
+// orderly end). A peer tests the lock without taking it (F_OFD_GETLK), and
+// watches the counter with its own clock: no clocks are compared across
+// hosts.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -15,8 +25,11 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
@@ -93,11 +106,16 @@ class FileStore final : public Store {
   /// Atomically replaces the key's file.
   void set(const std::string& key, const std::string& value) override { write_atomically(key, value); }
 
+  ~FileStore() override {
+    for (auto& [key, mark] : marks_) mark->stop();
+  }
+
   /// Polls for the key's file until the deadline.
   std::string get(const std::string& key, Deadline deadline) override {
     const auto start = Clock::now();
     auto step = std::chrono::milliseconds(1);
     for (;;) {
+      if (check_) check_();
       if (auto v = read_key(key)) return *v;
       if (deadline.expired()) {
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -143,7 +161,116 @@ class FileStore final : public Store {
     }
   }
 
+  /// Runs `check` while get() polls.
+  void set_wait_check(std::function<void()> check) override { check_ = std::move(check); }
+
+  /// Makes the mark locked under a temporary name, then renames it into
+  /// place: a peer never sees it unlocked while its holder lives.
+  void mark_alive(const std::string& key, const std::string& who, int64_t interval_ms) override {
+    unmark_alive(key);
+    const std::string path = mark_path(key);
+    const std::string tmp = str_cat(path, ".tmp.", ::getpid(), ".", std::random_device{}());
+    auto mark = std::make_unique<Mark>();
+    mark->path = path;
+    mark->fd = UniqueFd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!mark->fd.valid()) fail_errno(str_cat("file store: creating liveness mark ", tmp), errno);
+    struct flock lk = {};
+    lk.l_type = F_WRLCK;
+    lk.l_whence = SEEK_SET;
+    if (::fcntl(mark->fd.get(), F_OFD_SETLK, &lk) != 0 || !write_all(mark->fd.get(), str_cat(counter_text(0), who)) ||
+        ::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      fail_errno(str_cat("file store: making liveness mark ", path), err);
+    }
+    Mark* m = mark.get();
+    mark->thread = std::thread([m, interval_ms] { m->refresh(interval_ms); });
+    marks_[key] = std::move(mark);
+  }
+
+  /// Removes the mark first, then releases its lock.
+  void unmark_alive(const std::string& key) override {
+    auto it = marks_.find(key);
+    if (it == marks_.end()) return;
+    it->second->stop();
+    ::unlink(it->second->path.c_str());
+    marks_.erase(it);
+  }
+
+  /// Tests the mark's lock without taking it, and watches its counter.
+  MarkState probe_mark(const std::string& key, int64_t silence_ms) override {
+    const std::string path = mark_path(key);
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) return {};  // none (yet), or removed at an orderly end
+    struct flock lk = {};
+    lk.l_type = F_RDLCK;
+    lk.l_whence = SEEK_SET;
+    if (::fcntl(fd.get(), F_OFD_GETLK, &lk) != 0) return {};
+    std::string text;
+    char buf[4096];
+    ssize_t r = ::pread(fd.get(), buf, sizeof buf, 0);
+    if (r > 0) text.assign(buf, static_cast<size_t>(r));
+    const size_t nl = text.find('\n');
+    const std::string counter = text.substr(0, nl);
+    MarkState st;
+    st.who = nl == std::string::npos ? std::string("a rank") : text.substr(nl + 1);
+    if (lk.l_type == F_UNLCK) {
+      struct stat sb;
+      if (::fstat(fd.get(), &sb) == 0 && sb.st_nlink == 0) return {};  // removed: an orderly end
+      st.kind = MarkState::Kind::kDied;
+      return st;
+    }
+    auto& seen = seen_[key];
+    const auto now = Clock::now();
+    if (seen.first != counter) {
+      seen = {counter, now};
+    } else if (silence_ms > 0 && now - seen.second > std::chrono::milliseconds(silence_ms)) {
+      st.kind = MarkState::Kind::kStopped;
+      return st;
+    }
+    return {};
+  }
+
  private:
+  /// This process's mark of one key (mark_alive) and its refreshing thread.
+  struct Mark {
+    std::string path;
+    UniqueFd fd;
+    std::thread thread;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stopping = false;
+
+    /// Rewrites the counter every interval_ms until stop().
+    void refresh(int64_t interval_ms) {
+      uint64_t n = 0;
+      std::unique_lock<std::mutex> lock(mu);
+      while (!cv.wait_for(lock, std::chrono::milliseconds(interval_ms), [&] { return stopping; })) {
+        const std::string text = counter_text(++n);
+        ssize_t w = ::pwrite(fd.get(), text.data(), text.size(), 0);
+        (void)w;  // a full disk shows up as silence, which is what it is
+      }
+    }
+    void stop() {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stopping = true;
+      }
+      cv.notify_all();
+      if (thread.joinable()) thread.join();
+    }
+  };
+
+  /// A fixed-width counter line (so a rewrite replaces it in place).
+  static std::string counter_text(uint64_t n) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%020llu\n", static_cast<unsigned long long>(n));
+    return buf;
+  }
+
+  /// Full path of the mark of key.
+  std::string mark_path(const std::string& key) const { return dir_ + "/m" + key_file_name(key).substr(1); }
+
   /// Full path of the key's file.
   std::string path_of(const std::string& key) const { return dir_ + "/" + key_file_name(key); }
 
@@ -216,6 +343,10 @@ class FileStore final : public Store {
 
   std::string dir_;
   int64_t op_timeout_ms_;
+  std::function<void()> check_;
+  std::map<std::string, std::unique_ptr<Mark>> marks_;
+  /// probe_mark: the counter last seen per key, and since when.
+  std::map<std::string, std::pair<std::string, Clock::time_point>> seen_;
 };
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include <random>
 #include <vector>
 
+#include "bootstrap/liveness.h"
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
 #include "bootstrap/util.h"
@@ -415,23 +416,55 @@ RendezvousWait::RendezvousWait(Store& store, std::string prefix, const Rendezvou
       deadline_(deadline),
       timeout_ms_(timeout_ms),
       start_(Clock::now()),
-      next_report_(start_ + kFirstReport) {}
+      next_report_(start_ + kFirstReport),
+      heartbeat_timeout_ms_(setup_heartbeat_timeout_ms()) {}
 
-RendezvousWait::~RendezvousWait() = default;
+RendezvousWait::~RendezvousWait() {
+  // A rank that fails keeps its notices: the others are told it left.
+  heartbeat_.reset();
+  store_.set_wait_check([deadline = deadline_] { (void)deadline.expired(); });
+}
 
-void RendezvousWait::watch_members() {
-  if (spec_.kind == RendezvousSpec::Kind::kFile) return;
+std::string RendezvousWait::describe_self() const {
   char host[256] = {};
   (void)gethostname(host, sizeof host - 1);
+  return str_cat("rank ", spec_.rank, " (pid ", ::getpid(), " on ", host, ")");
+}
+
+void RendezvousWait::watch_members() {
+  store_.set_wait_check([this] { check_local(); });
+  if (spec_.kind == RendezvousSpec::Kind::kFile) return;
   watch_ = connect_tcp_store(spec_.host, spec_.port, deadline_, &spec_.secret);
-  watch_->set_on_close(
-      prefix_ + "left",
-      str_cat("rank ", spec_.rank, " (pid ", ::getpid(), " on ", host, ") left during the setup of ",
-              "the communicator at ", rendezvous_address(spec_),
-              ": its connection to the rendezvous server closed (the process exited, was killed, ", "or gave up)"));
+  watch_->set_on_close(prefix_ + "left", str_cat(describe_self(), " left during the setup of ", "the communicator at ",
+                                                 rendezvous_address(spec_),
+                                                 ": its connection to the rendezvous server closed (the process "
+                                                 "exited, was killed, or gave up)"));
+  if (heartbeat_timeout_ms_ > 0) {
+    const bool uid = spec_.kind == RendezvousSpec::Kind::kUniqueId;
+    heartbeat_ = std::make_unique<StoreHeartbeat>(*watch_, prefix_ + "left", describe_self(),
+                                                  uid ? "the process that created the unique id" : "rank 0",
+                                                  rendezvous_address(spec_), heartbeat_timeout_ms_, phase_);
+  }
+}
+
+void RendezvousWait::set_phase(const std::string& phase) {
+  phase_ = phase;
+  if (heartbeat_) heartbeat_->set_phase(phase);
+}
+
+void RendezvousWait::check_local() const {
+  if (heartbeat_) heartbeat_->check();
+  (void)deadline_.expired();  // throws kAborted once the creation is cancelled
 }
 
 void RendezvousWait::finish_watch() {
+  heartbeat_.reset();
+  if (marked_) {
+    marked_ = false;
+    try {
+      store_.unmark_alive(str_cat(prefix_, "alive/", spec_.rank));
+    } catch (const Error&) {}
+  }
   if (!watch_) return;
   try {
     watch_->set_on_close(prefix_ + "left", "");
@@ -439,12 +472,46 @@ void RendezvousWait::finish_watch() {
   watch_.reset();
 }
 
-void RendezvousWait::check_members() {
-  if (spec_.kind == RendezvousSpec::Kind::kFile || Clock::now() < next_check_) return;
+void RendezvousWait::check_marks() {
+  for (int q = 0; q < spec_.world_size; ++q) {
+    if (q == spec_.rank || !store_.check(str_cat(prefix_, "claim/", q))) continue;
+    const Store::MarkState st = store_.probe_mark(str_cat(prefix_, "alive/", q), heartbeat_timeout_ms_);
+    if (st.kind == Store::MarkState::Kind::kAlive) continue;
+    const std::string why =
+        st.kind == Store::MarkState::Kind::kDied
+            ? str_cat(st.who, " left during the setup of the communicator at ", rendezvous_address(spec_),
+                      ": its liveness lock in the directory was released (the process exited, was killed, or gave "
+                      "up)")
+            : str_cat(st.who, " stopped responding during the setup of the communicator at ", rendezvous_address(spec_),
+                      ": its liveness mark was not refreshed for ", heartbeat_timeout_ms_,
+                      " ms (the process is stopped (SIGSTOP, a debugger), hung, or its host is frozen; "
+                      "OMNICCL_SETUP_HEARTBEAT_TIMEOUT)");
+    OCCL_LOG(kWarn, kBootstrap, "rank ", spec_.rank, " of ", spec_.world_size, ": ", why);
+    finish_watch();
+    fail(Status::kPeerFailure, why);
+  }
+}
+
+void RendezvousWait::check_members(bool server_may_close) {
+  check_local();
+  if (Clock::now() < next_check_) return;
   next_check_ = Clock::now() + std::chrono::milliseconds(250);
-  check_failure_notice();
-  if (!store_.check(prefix_ + "left")) return;
-  const std::string why = store_.get(prefix_ + "left", Deadline::after_ms(5000));  // it is there
+  if (spec_.kind == RendezvousSpec::Kind::kFile) {
+    check_marks();
+    return;
+  }
+  std::string why;
+  try {
+    check_failure_notice();
+    if (!store_.check(prefix_ + "left")) return;
+    why = store_.get(prefix_ + "left", Deadline::after_ms(5000));  // it is there
+  } catch (const Error& e) {
+    // In the setup barrier every peer may be done, rank 0's server closed
+    // with its setup; a peer that died there closes its control socket.
+    if (!server_may_close || e.status() != Status::kPeerFailure) throw;
+    check_local();  // but a server that stopped answering is still news
+    return;
+  }
   OCCL_LOG(kWarn, kBootstrap, "rank ", spec_.rank, " of ", spec_.world_size, ": ", why);
   // This rank fails too: its own departure is no news to the others.
   finish_watch();
@@ -505,6 +572,13 @@ void RendezvousWait::join_once() {
   } else {
     std::string theirs = get("job");
     if (theirs != mine) another_job(theirs);
+  }
+  if (spec_.kind == RendezvousSpec::Kind::kFile) {
+    // The liveness mark goes up before the claim: a claimed member's
+    // mark is either held or its holder is gone.
+    store_.mark_alive(str_cat(prefix_, "alive/", spec_.rank), describe_self(),
+                      setup_heartbeat_interval_ms(heartbeat_timeout_ms_));
+    marked_ = true;
   }
   if (store_.add(str_cat(prefix_, "claim/", spec_.rank), 1) > 1) {
     fail(Status::kInvalidArgument, "rank ", spec_.rank, " of ", spec_.world_size,
@@ -568,6 +642,7 @@ std::string RendezvousWait::get(const std::string& key) {
       return store_.get(prefix_ + key, slice);
     } catch (const Error& e) {
       if (e.status() == Status::kPeerFailure && spec_.rank != 0) {
+        check_local();  // the server stopped answering: say that, not "went away"
         const bool uid = spec_.kind == RendezvousSpec::Kind::kUniqueId;
         fail(Status::kPeerFailure, uid ? "the process that created the unique id" : "rank 0",
              ", which serves the rendezvous at ", rendezvous_address(spec_), ", went away while rank ", spec_.rank,
@@ -620,6 +695,8 @@ Rendezvous::Rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t ti
     case RendezvousSpec::Kind::kFile: store_ = open_file_store(spec.path); break;
   }
   if (auto v = get_setting("OMNICCL_SOCKET_ADDR")) local_ip_ = *v;
+  // Every request ends promptly once the creation is cancelled (abort).
+  store_->set_wait_check([deadline] { (void)deadline.expired(); });
 
   // Same job, not completed yet, and a rank number may be claimed once.
   // Right after a destroy, a rank may find rank 0's previous server still
@@ -641,6 +718,7 @@ Rendezvous::Rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t ti
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     try {
       store_ = connect_rendezvous(spec, Deadline::min(deadline, Deadline(grace_end)), timeout_ms);
+      store_->set_wait_check([deadline] { (void)deadline.expired(); });
     } catch (const Error& e) {
       if (e.status() == Status::kTimeout && !deadline.expired()) std::rethrow_exception(stale);
       throw;
@@ -684,10 +762,11 @@ std::vector<std::string> Rendezvous::exchange(const std::string& blob) {
   // Every rank has joined and published; none can finish (and come back on
   // this address) before rank 0 sends its ready, after this.
   wait_->mark_completed();
+  wait_->set_phase("link setup");
   return all;
 }
 
-void Rendezvous::check_members() { wait_->check_members(); }
+void Rendezvous::check_members(bool server_may_close) { wait_->check_members(server_may_close); }
 
 void Rendezvous::finish() {
   wait_->finish_watch();

@@ -48,6 +48,7 @@ RendezvousSpec decode_unique_id(const char in[kUniqueIdBytes], int rank, int wor
 
 class Store;
 class TcpStoreServer;
+class StoreHeartbeat;
 
 /// Where ranks meet, for messages: "tcp://host:port", "file:///dir" or
 /// "unique id (tcp://host:port)".
@@ -103,12 +104,21 @@ class RendezvousWait {
   /// TCP stores (tcp://, env://, unique id): opens a second connection to
   /// the server, kept open while this rank sets up, on which the server is
   /// asked to publish "rank R (pid P on H) left" when it closes (the process
-  /// exited, was killed, or gave up). No-op for file://.
+  /// exited, was killed, or gave up), and which carries this rank's
+  /// heartbeat (bootstrap/liveness.h): "... stopped responding" when it goes
+  /// silent. file://: this rank's liveness mark was made when it joined.
   void watch_members();
   /// Throws Error(kPeerFailure) naming a member that left (its watch
-  /// connection closed) or rank 0's failure notice. Asks the server at most
-  /// every 250 ms; called while waiting for keys and during link setup.
-  void check_members();
+  /// connection closed, or its file:// mark was released) or stopped
+  /// responding (heartbeat), rank 0's server that stopped answering, or rank
+  /// 0's failure notice. Asks the store at most every 250 ms; called while
+  /// waiting for keys and during link setup. server_may_close: the setup
+  /// barrier, where rank 0 may already be done and its server closed; that
+  /// is not an error there.
+  void check_members(bool server_may_close = false);
+  /// The phase named when this rank stops responding: "rendezvous" until
+  /// every address is read, then "link setup".
+  void set_phase(const std::string& phase);
   /// Setup succeeded: cancels this rank's departure notice and closes the
   /// watch connection (so an orderly exit is not reported as a failure).
   void finish_watch();
@@ -119,6 +129,14 @@ class RendezvousWait {
   std::vector<int> missing_ranks();
   void report_progress();
   void check_failure_notice();
+  /// Checks that need no request (a stopped server, an abort); run while
+  /// requests wait too (Store::set_wait_check).
+  void check_local() const;
+  /// file://: throws naming a claimed member whose liveness mark says it
+  /// died or stopped.
+  void check_marks();
+  /// "rank R (pid P on HOST)"
+  std::string describe_self() const;
 
   Store& store_;
   std::string prefix_;
@@ -129,6 +147,10 @@ class RendezvousWait {
   Clock::time_point next_report_;
   std::unique_ptr<Store> watch_;  ///< the connection whose closing tells the others
   Clock::time_point next_check_{};
+  int64_t heartbeat_timeout_ms_;  ///< OMNICCL_SETUP_HEARTBEAT_TIMEOUT (0: off)
+  std::string phase_ = "rendezvous";
+  std::unique_ptr<StoreHeartbeat> heartbeat_;  ///< on watch_
+  bool marked_ = false;                        ///< file://: this rank's mark is up
 };
 
 /// A whole rendezvous, from connecting to tidying up: what a communicator's
@@ -156,7 +178,7 @@ class Rendezvous {
   std::vector<std::string> exchange(const std::string& blob);
   /// Throws Error(kPeerFailure) naming a member that died since it joined
   /// (RendezvousWait::check_members); for the mesh's waits during setup.
-  void check_members();
+  void check_members(bool server_may_close = false);
   /// Marks the rendezvous completed, removes this rank's keys (best effort)
   /// and closes the store connection. Call once everyone has read
   /// everything (after the mesh's barrier).

@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/time.h"
@@ -35,6 +37,37 @@ class Store {
   /// (the process exited or was killed); value "" cancels. Stores without
   /// connections (file://) do not support it: kInvalidArgument.
   virtual void set_on_close(const std::string& key, const std::string& value);
+
+  // Liveness during setup (bootstrap/liveness.h uses these).
+
+  /// TCP stores: tells the server that this connection's member is alive,
+  /// and asks it to set key = notice if the connection then stays silent for
+  /// silence_ms (0: stop watching). Returns the server process's
+  /// "pid P on HOST". Bounded by deadline (Error(kTimeout): the server did
+  /// not answer). Other stores: kInvalidArgument.
+  virtual std::string heartbeat(const std::string& key, const std::string& notice, int64_t silence_ms,
+                                Deadline deadline);
+  /// A check run at least every 100 ms while a request waits (TCP: for the
+  /// server's reply; file: for a key); it may throw to end the wait. It must
+  /// not use this store. Empty: none.
+  virtual void set_wait_check(std::function<void()> check);
+  /// File stores: holds a mark under key, with `who` ("rank 2 (pid P on H)"),
+  /// that other processes can test with probe_mark() while this store lives, and
+  /// refreshes it every `interval_ms` (for a silence check). Others: no-op.
+  virtual void mark_alive(const std::string& key, const std::string& who, int64_t interval_ms);
+  /// Removes this process's mark (an orderly end: not reported as gone).
+  virtual void unmark_alive(const std::string& key);
+  /// What probe_mark() found.
+  struct MarkState {
+    enum class Kind { kAlive, kDied, kStopped } kind = Kind::kAlive;
+    std::string who;  ///< the holder's `who` (kDied, kStopped)
+  };
+  /// File stores: kDied when the holder of the mark under key is gone (its
+  /// mark is left but no longer held), kStopped when it holds the mark but
+  /// has not refreshed it for silence_ms (> 0; measured by this object's
+  /// clock), else kAlive (also when there is no mark: never made, or
+  /// removed at an orderly end). Others: kAlive.
+  virtual MarkState probe_mark(const std::string& key, int64_t silence_ms);
 };
 
 /// What one TCP store server lets its clients use. A client that goes over
@@ -84,7 +117,10 @@ class TcpStoreServer {
 };
 
 /// Connects to a TCP store, retrying until the deadline (the server may
-/// start later). Throws Error(kTimeout) naming host:port. `token`: the job
+/// start later). Throws Error(kTimeout) naming host:port. A request other
+/// than a get that the server leaves unanswered for
+/// OMNICCL_SETUP_HEARTBEAT_TIMEOUT + 2 s (a live server answers at once)
+/// fails with Error(kPeerFailure): the server's process stopped. `token`: the job
 /// token to prove; nullptr = OMNICCL_JOB_TOKEN (unset: none).
 std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port, Deadline deadline,
                                          const std::string* token = nullptr);

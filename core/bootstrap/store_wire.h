@@ -15,7 +15,13 @@
 // kNotFound), kAdd (key, 8-byte little-endian
 // signed delta), kCheck (key), kErase (key), kSetOnClose (key, value: the
 // server sets key = value when this connection closes, for whatever reason;
-// an empty value cancels; at most kMaxOnCloseBytes per connection). Replies carry no key: kOk (set,
+// an empty value cancels; at most kMaxOnCloseBytes per connection), kHeartbeat
+// (key; value: an 8-byte little-endian silence limit in ms, then a notice of
+// at most kMaxOnCloseBytes with the key: this connection's member is alive;
+// the server sets key = notice once the connection has sent nothing for the
+// limit, i.e. the process stopped (SIGSTOP, hung, frozen host) while its
+// socket stays open; limit 0 stops watching; the reply is kValue with the
+// server process's "pid P on HOST"). Replies carry no key: kOk (set,
 // erase, check when the key exists), kNotFound (check), kValue (get: the
 // value; add: the new integer as 8 bytes little endian) and kError (value =
 // message). The server answers a kGet of an absent key only once the key is
@@ -70,6 +76,7 @@ enum class Cmd : uint16_t {
   kCheck = 4,
   kErase = 5,
   kSetOnClose = 6,
+  kHeartbeat = 7,
   kOk = 0x81,
   kValue = 0x82,
   kNotFound = 0x83,
@@ -84,7 +91,7 @@ struct Header {
 };
 
 /// Whether c is a command a client may send.
-inline bool is_request(Cmd c) { return c >= Cmd::kSet && c <= Cmd::kSetOnClose; }
+inline bool is_request(Cmd c) { return c >= Cmd::kSet && c <= Cmd::kHeartbeat; }
 /// Whether c is a reply code the server may send.
 inline bool is_reply(Cmd c) { return c >= Cmd::kOk && c <= Cmd::kError; }
 

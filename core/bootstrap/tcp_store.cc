@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -99,6 +100,11 @@ struct TcpStoreServer::Impl {
     /// kSetOnClose registrations: set when this connection closes.
     std::unordered_map<std::string, std::string> on_close;
     uint64_t on_close_bytes = 0;
+    /// kHeartbeat: set silence_key = silence_notice once this connection
+    /// has sent nothing for silence_ms (0: not watched).
+    int64_t silence_ms = 0;
+    std::string silence_key, silence_notice;
+    Clock::time_point last_heard = Clock::now();
 
     /// Whether reply bytes are waiting to be sent.
     bool out_pending() const { return out_off < out.size(); }
@@ -116,7 +122,8 @@ struct TcpStoreServer::Impl {
   std::unordered_map<uint64_t, Conn> conns;
   uint64_t next_id = 1;
   StoreLimits limits;
-  std::string token;  ///< OMNICCL_JOB_TOKEN; empty = no authentication
+  std::string token;     ///< OMNICCL_JOB_TOKEN; empty = no authentication
+  std::string identity;  ///< "pid P on HOST", the answer to a heartbeat
   /// A stored value and the connection charged for it (its last writer).
   struct Entry {
     std::string value;
@@ -158,6 +165,11 @@ struct TcpStoreServer::Impl {
   /// Answers kNotFound to parked gets whose wait bound has passed; returns
   /// the milliseconds until the next bound (capped at cap_ms).
   int expire_parked(int cap_ms);
+  /// Publishes the notice of every watched connection (kHeartbeat) that has
+  /// been silent for its limit: its process stopped with its socket open.
+  void report_silent();
+  /// Sets key = value charged to nobody and answers its waiters.
+  void publish(const std::string& key, std::string value);
 };
 
 bool TcpStoreServer::Impl::put(uint64_t id, Conn& c, const std::string& key, std::string value) {
@@ -239,6 +251,26 @@ void TcpStoreServer::Impl::expire_idle() {
   }
 }
 
+void TcpStoreServer::Impl::report_silent() {
+  const auto now = Clock::now();
+  for (auto& [id, c] : conns) {
+    if (c.dead || c.silence_ms <= 0 || now - c.last_heard <= std::chrono::milliseconds(c.silence_ms)) continue;
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server: ", c.peer, " sent no heartbeat for ", c.silence_ms,
+             " ms: ", printable(c.silence_notice));
+    c.silence_ms = 0;  // once
+    publish(c.silence_key, std::move(c.silence_notice));
+  }
+}
+
+void TcpStoreServer::Impl::publish(const std::string& key, std::string value) {
+  remove(key);
+  stored_bytes += key.size() + value.size();
+  auto& entry = data[key];
+  entry.value = std::move(value);
+  entry.owner = 0;
+  wake_waiters(key, entry.value);
+}
+
 StoreLimits StoreLimits::from_environment(int world_size) {
   StoreLimits l;
   if (auto v = get_setting("OMNICCL_STORE_MAX_CONNECTIONS")) {
@@ -318,6 +350,7 @@ void TcpStoreServer::Impl::run() {
     }
     expire_idle();
     (void)expire_parked(0);
+    report_silent();
     std::vector<uint64_t> dead;
     for (auto& [id, c] : conns) {
       if (c.dead) dead.push_back(id);
@@ -449,7 +482,9 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
       bool lengths_ok = h.cmd == Cmd::kSet || h.cmd == Cmd::kSetOnClose ? true
                         : h.cmd == Cmd::kAdd                            ? h.value_len == 8
                         : h.cmd == Cmd::kGet                            ? h.value_len == 0 || h.value_len == 8
-                                                                        : h.value_len == 0;
+                        : h.cmd == Cmd::kHeartbeat
+                            ? h.value_len >= 8 && h.key_len + h.value_len - 8 <= wire::kMaxOnCloseBytes
+                            : h.value_len == 0;
       if (!lengths_ok) why = str_cat("bad value length ", h.value_len, " for its command");
     }
     if (!why.empty()) {
@@ -477,6 +512,7 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
     buffered_bytes -= off;
     c.served = true;
     c.idle_since = Clock::now();
+    c.last_heard = c.idle_since;
   }
   if (c.in.empty() && c.in.capacity() > (1u << 20)) std::string().swap(c.in);
   if (ok && c.out_pending()) ok = flush(c);
@@ -559,6 +595,16 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       reply(c, Cmd::kOk, {});
       return true;
     }
+    case Cmd::kHeartbeat: {
+      // At most a year (any longer is never; keeps the time arithmetic in range).
+      const auto limit = static_cast<int64_t>(wire::get_le(value.data(), 8));
+      c.silence_ms = std::clamp<int64_t>(limit, 0, int64_t{365} * 24 * 3600 * 1000);
+      c.silence_key = std::move(key);
+      c.silence_notice = value.substr(8);
+      c.last_heard = Clock::now();
+      reply(c, Cmd::kValue, identity);
+      return true;
+    }
     default: return false;
   }
 }
@@ -629,14 +675,7 @@ void TcpStoreServer::Impl::close_conn(uint64_t id) {
   // Its kSetOnClose registrations take effect now (bounded by
   // kMaxOnCloseBytes per connection, charged to nobody).
   auto notices = std::move(c.on_close);
-  for (auto& [key, value] : notices) {
-    remove(key);
-    stored_bytes += key.size() + value.size();
-    auto& entry = data[key];
-    entry.value = std::move(value);
-    entry.owner = 0;
-    wake_waiters(key, entry.value);
-  }
+  for (auto& [key, value] : notices) publish(key, std::move(value));
   // What it stored stays (other ranks still read it), charged to nobody
   // live, but still counted in the store's total.
   conns.erase(it);
@@ -684,6 +723,9 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimi
   s.wake_fd = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!s.wake_fd.valid()) fail_errno("eventfd for the rendezvous server", errno);
   s.owner_pid = ::getpid();
+  char hostname[256] = {};
+  (void)gethostname(hostname, sizeof hostname - 1);
+  s.identity = str_cat("pid ", s.owner_pid, " on ", hostname);
   Impl* raw = impl_.get();
   s.thread = std::thread([raw] { raw->run(); });
   OCCL_LOG(kInfo, kBootstrap, "rendezvous server listening on ", host_port(host, s.port),
@@ -723,12 +765,18 @@ namespace {
 /// Outcome of one bounded socket operation.
 enum class Io { kOk, kClosed, kTimeout, kError };
 
-/// Waits until fd is ready for `events` or the deadline passes.
-Io wait_fd(int fd, short events, Deadline deadline, int* err) {
+/// A check run while a request waits (Store::set_wait_check); may throw.
+using WaitCheck = std::function<void()>;
+
+/// Waits until fd is ready for `events` or the deadline passes, running
+/// `check` (if any) at least every 100 ms.
+Io wait_fd(int fd, short events, Deadline deadline, int* err, const WaitCheck* check = nullptr) {
+  const bool checked = check != nullptr && *check;
   for (;;) {
+    if (checked) (*check)();
     if (deadline.expired()) return Io::kTimeout;
     pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, deadline.remaining_ms(1000));
+    int n = ::poll(&p, 1, deadline.remaining_ms(checked ? 100 : 1000));
     if (n < 0) {
       if (errno == EINTR) continue;
       *err = errno;
@@ -739,7 +787,7 @@ Io wait_fd(int fd, short events, Deadline deadline, int* err) {
 }
 
 /// Sends len bytes, bounded by deadline.
-Io send_all(int fd, const char* p, size_t len, Deadline deadline, int* err) {
+Io send_all(int fd, const char* p, size_t len, Deadline deadline, int* err, const WaitCheck* check = nullptr) {
   while (len > 0) {
     ssize_t r = ::send(fd, p, len, MSG_NOSIGNAL);
     if (r > 0) {
@@ -749,7 +797,7 @@ Io send_all(int fd, const char* p, size_t len, Deadline deadline, int* err) {
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      Io w = wait_fd(fd, POLLOUT, deadline, err);
+      Io w = wait_fd(fd, POLLOUT, deadline, err, check);
       if (w != Io::kOk) return w;
       continue;
     }
@@ -760,7 +808,7 @@ Io send_all(int fd, const char* p, size_t len, Deadline deadline, int* err) {
 }
 
 /// Receives exactly len bytes, bounded by deadline.
-Io recv_all(int fd, char* p, size_t len, Deadline deadline, int* err) {
+Io recv_all(int fd, char* p, size_t len, Deadline deadline, int* err, const WaitCheck* check = nullptr) {
   while (len > 0) {
     ssize_t r = ::recv(fd, p, len, 0);
     if (r > 0) {
@@ -771,7 +819,7 @@ Io recv_all(int fd, char* p, size_t len, Deadline deadline, int* err) {
     if (r == 0) return Io::kClosed;
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      Io w = wait_fd(fd, POLLIN, deadline, err);
+      Io w = wait_fd(fd, POLLIN, deadline, err, check);
       if (w != Io::kOk) return w;
       continue;
     }
@@ -794,7 +842,8 @@ bool self_connected(int fd) {
 /// One non-blocking connect attempt to every address of host:port, bounded
 /// by deadline. Returns a connected socket, or an invalid one with *err set
 /// (ETIMEDOUT when the deadline passed).
-UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline, int* err, std::string* resolve_error) {
+UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline, int* err, std::string* resolve_error,
+                      const WaitCheck* check = nullptr) {
   int gai_err = 0;
   auto addrs = net::resolve(host, port, /*passive=*/false, &gai_err);
   if (addrs.empty()) {
@@ -816,7 +865,7 @@ UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline,
         continue;
       }
       int werr = 0;
-      Io w = wait_fd(fd.get(), POLLOUT, deadline, &werr);
+      Io w = wait_fd(fd.get(), POLLOUT, deadline, &werr, check);
       if (w == Io::kTimeout) {
         *err = ETIMEDOUT;
         return UniqueFd();
@@ -846,11 +895,12 @@ UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline,
 /// Proves knowledge of the job token to the server on a fresh connection and
 /// checks the server's proof (see store_wire.h). Bounded by deadline and by
 /// 10 s, whichever comes first.
-void authenticate(int fd, const std::string& token, const std::string& where, Deadline deadline) {
+void authenticate(int fd, const std::string& token, const std::string& where, Deadline deadline,
+                  const WaitCheck* check = nullptr) {
   deadline = Deadline::min(deadline, Deadline::after_ms(10000));
   int err = 0;
   char challenge[sizeof wire::kAuthMagic + wire::kNonceBytes];
-  Io io = recv_all(fd, challenge, sizeof challenge, deadline, &err);
+  Io io = recv_all(fd, challenge, sizeof challenge, deadline, &err, check);
   if (io == Io::kTimeout) {
     fail(Status::kPeerFailure, "rendezvous server ", where,
          " did not ask for the job token (OMNICCL_JOB_TOKEN is set here; is it unset on rank 0?)");
@@ -868,9 +918,9 @@ void authenticate(int fd, const std::string& token, const std::string& where, De
   const Digest mac = hmac_sha256(token, str_cat(wire::kClientLabel, ns, nc));
   std::string answer(reinterpret_cast<const char*>(mac.data()), mac.size());
   answer += nc;
-  io = send_all(fd, answer.data(), answer.size(), deadline, &err);
+  io = send_all(fd, answer.data(), answer.size(), deadline, &err, check);
   Digest proof{};
-  if (io == Io::kOk) io = recv_all(fd, reinterpret_cast<char*>(proof.data()), proof.size(), deadline, &err);
+  if (io == Io::kOk) io = recv_all(fd, reinterpret_cast<char*>(proof.data()), proof.size(), deadline, &err, check);
   if (io != Io::kOk) {
     fail(Status::kPeerFailure, "rendezvous server ", where,
          " refused this process's job token (OMNICCL_JOB_TOKEN differs from rank 0's)");
@@ -880,6 +930,12 @@ void authenticate(int fd, const std::string& token, const std::string& where, De
          " could not prove it knows the job token: it is not this job's server");
   }
 }
+
+/// How long a live server may leave a request (other than a waiting get)
+/// unanswered: the liveness timeout, plus room for a rank's own heartbeat
+/// (sent at most a second later) to be the first to tell, naming the
+/// server's process. 0: no bound.
+int64_t answer_timeout(int64_t liveness_ms) { return liveness_ms > 0 ? liveness_ms + 2000 : 0; }
 
 /// Client side of the TCP store: one connection, one request at a time
 /// (a mutex serialises threads sharing the object).
@@ -891,6 +947,7 @@ class TcpStore final : public Store {
         port_(port),
         fd_(std::move(fd)),
         op_timeout_ms_(op_timeout_ms),
+        answer_timeout_ms_(answer_timeout(setup_heartbeat_timeout_ms())),
         token_(std::move(token)) {}
 
   /// Sets key to value on the server.
@@ -938,6 +995,21 @@ class TcpStore final : public Store {
     request(Cmd::kSetOnClose, "set-on-close", key, value, op_deadline());
   }
 
+  /// Refreshes this connection's liveness watch on the server.
+  std::string heartbeat(const std::string& key, const std::string& notice, int64_t silence_ms,
+                        Deadline deadline) override {
+    std::string value(8, '\0');
+    wire::put_le(value.data(), static_cast<uint64_t>(silence_ms < 0 ? 0 : silence_ms), 8);
+    value += notice;
+    return request(Cmd::kHeartbeat, "heartbeat", key, value, deadline).value;
+  }
+
+  /// Runs `check` while requests wait.
+  void set_wait_check(std::function<void()> check) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    check_ = std::move(check);
+  }
+
  private:
   /// A decoded reply.
   struct Reply {
@@ -959,10 +1031,25 @@ class TcpStore final : public Store {
               "' is too large (limit 64 MiB)");
     std::lock_guard<std::mutex> lock(mu_);
     const auto start = Clock::now();
+    // A live server answers every request but a waiting get at once: one
+    // unanswered for the liveness timeout comes from a stopped process.
+    // (A heartbeat has its own deadline and says what its timeout means.)
+    const bool bounded = cmd != Cmd::kGet && cmd != Cmd::kHeartbeat && answer_timeout_ms_ > 0 &&
+                         Deadline::after_ms(answer_timeout_ms_).time() < deadline.time();
+    if (bounded) deadline = Deadline::min(deadline, Deadline::after_ms(answer_timeout_ms_));
     if (!fd_.valid()) reconnect(deadline);
     Reply r;
     try {
       r = exchange(cmd, op, key, value, deadline, start);
+    } catch (const Error& e) {
+      fd_.reset();
+      if (bounded && e.status() == Status::kTimeout) {
+        fail(Status::kPeerFailure, "rendezvous server ", where(), " stopped responding: no answer to ", op, " of key '",
+             printable(key), "' within ", answer_timeout_ms_,
+             " ms while its connection stayed open (the process serving it is stopped (SIGSTOP, a debugger), "
+             "hung, or its host is frozen; OMNICCL_SETUP_HEARTBEAT_TIMEOUT)");
+      }
+      throw;
     } catch (...) {
       fd_.reset();
       throw;
@@ -977,14 +1064,14 @@ class TcpStore final : public Store {
   void reconnect(Deadline deadline) {
     int err = 0;
     std::string resolve_error;
-    fd_ = connect_once(host_, port_, deadline, &err, &resolve_error);
+    fd_ = connect_once(host_, port_, deadline, &err, &resolve_error, &check_);
     if (!fd_.valid()) {
       fail(Status::kPeerFailure, "rendezvous server ", where(),
            " is no longer reachable: ", resolve_error.empty() ? errno_text(err) : resolve_error);
     }
     if (!token_.empty()) {
       try {
-        authenticate(fd_.get(), token_, where(), deadline);
+        authenticate(fd_.get(), token_, where(), deadline, &check_);
       } catch (...) {
         fd_.reset();
         throw;
@@ -1015,10 +1102,10 @@ class TcpStore final : public Store {
                  Clock::time_point start) {
     std::string msg = wire::encode_message(cmd, key, value);
     int err = 0;
-    Io io = send_all(fd_.get(), msg.data(), msg.size(), deadline, &err);
+    Io io = send_all(fd_.get(), msg.data(), msg.size(), deadline, &err, &check_);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
     char header[wire::kHeaderBytes];
-    io = recv_all(fd_.get(), header, sizeof header, deadline, &err);
+    io = recv_all(fd_.get(), header, sizeof header, deadline, &err, &check_);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
     if (std::memcmp(header, wire::kAuthMagic, sizeof wire::kAuthMagic) == 0) {
       fail(Status::kPeerFailure, "rendezvous server ", where(),
@@ -1034,11 +1121,11 @@ class TcpStore final : public Store {
     Reply r;
     r.code = h.cmd;
     r.value.resize(h.value_len);
-    io = recv_all(fd_.get(), r.value.data(), r.value.size(), deadline, &err);
+    io = recv_all(fd_.get(), r.value.data(), r.value.size(), deadline, &err, &check_);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
     const bool expected =
-        r.code == Cmd::kError || (cmd == Cmd::kGet     ? r.code == Cmd::kValue || r.code == Cmd::kNotFound
-                                  : cmd == Cmd::kAdd   ? r.code == Cmd::kValue
+        r.code == Cmd::kError || (cmd == Cmd::kGet         ? r.code == Cmd::kValue || r.code == Cmd::kNotFound
+                                  : cmd == Cmd::kAdd || cmd == Cmd::kHeartbeat ? r.code == Cmd::kValue
                                   : cmd == Cmd::kCheck ? r.code == Cmd::kOk || r.code == Cmd::kNotFound
                                                        : r.code == Cmd::kOk);
     if (!expected) {
@@ -1053,7 +1140,9 @@ class TcpStore final : public Store {
   uint16_t port_;
   UniqueFd fd_;
   int64_t op_timeout_ms_;
-  std::string token_;  ///< OMNICCL_JOB_TOKEN; empty = no authentication
+  int64_t answer_timeout_ms_;  ///< answer_timeout(OMNICCL_SETUP_HEARTBEAT_TIMEOUT)
+  std::string token_;          ///< OMNICCL_JOB_TOKEN; empty = no authentication
+  WaitCheck check_;            ///< set_wait_check
 };
 
 }  // namespace
@@ -1061,6 +1150,18 @@ class TcpStore final : public Store {
 void Store::set_on_close(const std::string& key, const std::string&) {
   fail(Status::kInvalidArgument, "this store cannot set key '", printable(key), "' when a client leaves");
 }
+
+std::string Store::heartbeat(const std::string& key, const std::string&, int64_t, Deadline) {
+  fail(Status::kInvalidArgument, "this store has no heartbeat (key '", printable(key), "')");
+}
+
+void Store::set_wait_check(std::function<void()>) {}
+
+void Store::mark_alive(const std::string&, const std::string&, int64_t) {}
+
+void Store::unmark_alive(const std::string&) {}
+
+Store::MarkState Store::probe_mark(const std::string&, int64_t) { return {}; }
 
 std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port, Deadline deadline,
                                          const std::string* token_override) {

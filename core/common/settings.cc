@@ -57,6 +57,12 @@ constexpr SettingInfo kSettings[] = {
     {"OMNICCL_STORE_IDLE_TIMEOUT", "10s",
      "A connection to the rendezvous server must complete its first request, and finish any message it has "
      "started, within this time, or it is dropped (one waiting for a key is exempt)."},
+    {"OMNICCL_SETUP_HEARTBEAT_TIMEOUT", "5s",
+     "While a communicator is created (rendezvous, link setup, split), every rank sends a liveness heartbeat "
+     "(to the rendezvous server, its file:// directory, or the parent communicator's peers) several times per "
+     "timeout; a member silent for this long (stopped with SIGSTOP, hung, or a frozen VM) is reported to the "
+     "others as having stopped responding. 0 turns the check off (e.g. to stop a rank in a debugger); else at "
+     "least 250ms."},
     {"MASTER_ADDR", "-", "env:// rendezvous host (torchrun)."},
     {"MASTER_PORT", "-", "env:// rendezvous port (torchrun)."},
     {"RANK", "-", "env:// rank (torchrun); also OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID."},
@@ -125,5 +131,19 @@ int64_t parse_duration_ms(const std::string& text, const std::string& what) {
   if (ms >= static_cast<double>(kMaxDurationMs)) return kMaxDurationMs;
   return static_cast<int64_t>(ms);
 }
+
+int64_t setup_heartbeat_timeout_ms() {
+  auto v = get_setting("OMNICCL_SETUP_HEARTBEAT_TIMEOUT");
+  if (!v) return 5000;
+  const int64_t ms = parse_duration_ms(*v, "OMNICCL_SETUP_HEARTBEAT_TIMEOUT");
+  // Heartbeats go out at least every 50 ms: a shorter timeout would fire on
+  // live ranks.
+  check_arg(ms == 0 || ms >= 250, "OMNICCL_SETUP_HEARTBEAT_TIMEOUT='", *v,
+            "' is too short: use 0 (no liveness checks) or at least 250ms");
+  // Longer than a year is "never" (and keeps time arithmetic in range).
+  return std::min<int64_t>(ms, int64_t{365} * 24 * 3600 * 1000);
+}
+
+int64_t setup_heartbeat_interval_ms(int64_t timeout_ms) { return std::clamp<int64_t>(timeout_ms / 5, 50, 1000); }
 
 }  // namespace omniccl

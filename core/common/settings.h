@@ -34,4 +34,14 @@ inline constexpr int64_t kMaxDurationMs = INT64_MAX;
 /// negative or out-of-range numbers.
 int64_t parse_duration_ms(const std::string& text, const std::string& what);
 
+/// OMNICCL_SETUP_HEARTBEAT_TIMEOUT in ms (default 5000; 0 = no liveness
+/// checks while communicators are created). Throws Error(kInvalidArgument)
+/// naming the setting.
+int64_t setup_heartbeat_timeout_ms();
+
+/// How often a rank that is creating a communicator sends its heartbeat for
+/// a given timeout: five times per timeout, between every 50 ms and once a
+/// second.
+int64_t setup_heartbeat_interval_ms(int64_t timeout_ms);
+
 }  // namespace omniccl

@@ -88,6 +88,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   }
   opts.single_copy = resolved.copy_choice && resolved.copy_choice->any();
   opts.check_peers = [&rendezvous] { rendezvous.check_members(); };
+  opts.check_ready = [&rendezvous] { rendezvous.check_members(/*server_may_close=*/true); };
   opts.token = spec.secret;
   auto mesh = transport::Mesh::create(opts, [&](const std::string& blob) { return rendezvous.exchange(blob); });
   if (n == 1) rendezvous.exchange("");
@@ -515,6 +516,15 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
                                                         const std::atomic<bool>* cancel) {
   const Deadline deadline = op_deadline().cancelled_by(cancel);
   deadline.expired();  // throws kAborted if cancelled before it started
+  // Liveness: a member that stops during the split (SIGSTOP, hung) is named
+  // within OMNICCL_SETUP_HEARTBEAT_TIMEOUT (transport/mesh_liveness.cc).
+  // Every rank counts its splits alike, so the count tags this one.
+  struct HeartbeatGuard {
+    transport::Mesh& mesh;
+    ~HeartbeatGuard() { mesh.stop_heartbeat(); }
+  } heartbeat{*mesh_};
+  mesh_->start_heartbeat(split_count_ + 1, setup_heartbeat_timeout_ms(),
+                         str_cat("a split of the communicator of ", size_, " ranks"));
   auto records = internal_all_gather(str_cat(color, " ", key), deadline);
   struct Member {
     int key, old_rank;
@@ -528,6 +538,10 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
     return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
   });
+  // From here on, ranks of other colors may finish first and go quiet.
+  std::vector<int> same_color;
+  for (const Member& m : members) same_color.push_back(m.old_rank);
+  mesh_->expect_heartbeats(same_color);
   uint64_t session = mix(mix(session_, ++split_count_), uint64_t(uint32_t(color)));
   if (color < 0) {
     internal_all_gather("", deadline);

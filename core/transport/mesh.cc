@@ -14,6 +14,7 @@
 #include "common/net.h"
 #include "transport/auth.h"
 #include "transport/control_wire.h"
+#include "transport/mesh_liveness.h"
 #include "transport/registry.h"
 #include "transport/shm/shm_link.h"
 
@@ -36,6 +37,7 @@ constexpr int kGoodbyeLingerMs = 5000;
 constexpr char kQuery = 'Q';
 constexpr char kAnswer = 'A';
 constexpr char kReady = 'R';
+constexpr char kHeartbeat = 'H';  // mesh_liveness.cc
 /// A connection to a setup listener must deliver its hello within this time
 /// (peers send it right after connecting), whatever the operation deadline.
 constexpr int64_t kHandshakeTimeoutMs = 5000;
@@ -136,7 +138,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->connect_peers(s);
   m->accept_peers(s);
   m->make_links(s);
-  m->ready_barrier(opts.deadline);
+  m->ready_barrier(opts.deadline, opts.check_ready ? opts.check_ready : opts.check_peers);
   // Every peer has mapped our segment, so its name can go (nothing is left
   // in /dev/shm even if a rank dies later).
   if (m->own_segment_) m->own_segment_->unlink();
@@ -331,7 +333,7 @@ void Mesh::make_links(Setup& s) {
 }
 
 // Every peer has made its links (and so mapped this rank's segment).
-void Mesh::ready_barrier(const Deadline& deadline) {
+void Mesh::ready_barrier(const Deadline& deadline, const std::function<void()>& check_peers) {
   for (int p = 0; p < size_; ++p) {
     if (p != rank_) send_control(p, kReady, "", false);
   }
@@ -345,10 +347,14 @@ void Mesh::ready_barrier(const Deadline& deadline) {
     std::vector<pollfd> none;
     sleep(none, deadline.remaining_ms(100));
     throw_if_failed();
+    bool still_waiting = false;
+    for (int p = 0; p < size_; ++p) still_waiting |= p != rank_ && !peers_[p]->ready;
+    if (still_waiting && check_peers) check_peers();
   }
 }
 
 Mesh::~Mesh() {
+  stop_heartbeat();
   // An aborted communicator (occl_comm_abort) ends without goodbye: its peers
   // are told that it failed (its connections close without BYE), not that it
   // left in order. occl_comm_destroy says goodbye.
@@ -411,6 +417,9 @@ void Mesh::send_control(int peer, char type, const std::string& payload, bool be
   uint32_t len = static_cast<uint32_t>(payload.size());
   std::memcpy(&msg[1], &len, 4);
   msg += payload;
+  // A split's heartbeat thread sends too (mesh_liveness.cc).
+  std::unique_lock<std::mutex> lock(send_mu_, std::defer_lock);
+  if (send_locked_) lock.lock();
   if (best_effort) {
     ssize_t w = ::send(p.ctrl.get(), msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;  // a full buffer already holds a wake-up; a dead peer shows up as EOF
@@ -421,6 +430,14 @@ void Mesh::send_control(int peer, char type, const std::string& payload, bool be
   } catch (const Error&) {
     // The peer is gone or stuck; its own failure is reported elsewhere.
   }
+}
+
+std::vector<int> Mesh::control_fds() const {
+  std::vector<int> fds;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) fds.push_back(peers_[p]->ctrl.get());
+  }
+  return fds;
 }
 
 void Mesh::doorbell(int peer) { send_control(peer, kDoorbell, "", true); }
@@ -489,6 +506,7 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
     case kDoorbell: return;
     case kReady: peers_[peer]->ready = true; return;
     case kBye: peers_[peer]->departed = true; return;
+    case kHeartbeat: note_heartbeat(peer, payload); return;
     case kError: {
       if (pending_status_ != Status::kSuccess) return;  // the first error is the one to report
       pending_status_ = wire::error_status_of(payload);
@@ -537,6 +555,7 @@ void Mesh::sleep(std::vector<pollfd>& fds, int timeout_ms) {
   for (size_t i = 0; i < ctrl_peer.size(); ++i) {
     if (all[1 + i].revents) handle_control(ctrl_peer[i]);
   }
+  if (liveness_) check_heartbeats();
   if (aborted()) fail(Status::kAborted, "the communicator was aborted");
   for (size_t i = 0; i < fds.size(); ++i) fds[i].revents = all[first_link + i].revents;
 }

@@ -56,10 +56,13 @@ struct MeshOptions {
   bool single_copy = true;  ///< shared memory may move large payloads by reference
   Deadline deadline = Deadline::never();
   /// Called often (every <= 100 ms) while create() waits for peers to
-  /// connect or to accept; throws to end the setup at once when a member is
+  /// connect, to accept, or to be ready; throws to end the setup at once when a member is
   /// known to be gone (its rendezvous connection or its parent
   /// communicator's control socket closed). Empty: no check.
   std::function<void()> check_peers;
+  /// The same for the setup barrier, where some members may be done and
+  /// have closed what check_peers watches; empty: check_peers.
+  std::function<void()> check_ready;
   /// The job token: every setup connection proves it (transport/auth.h).
   /// Empty: no authentication (hello only).
   std::string token;
@@ -130,6 +133,23 @@ class Mesh {
   /// report that this rank failed (occl_comm_abort), not that it left.
   void leave_without_goodbye() { no_goodbye_.store(true); }
 
+  /// Liveness while this mesh's members create another communicator (a
+  /// split; mesh_liveness.cc). From now until stop_heartbeat(), a thread
+  /// sends a heartbeat tagged `generation` on every control socket several
+  /// times per timeout_ms, and sleep() watches the peers': a peer whose
+  /// heartbeat of this generation arrived once, is expected
+  /// (expect_heartbeats), and then stays silent for timeout_ms becomes the
+  /// pending error "rank P (pid ...) stopped responding during <what>". A
+  /// peer that has not sent one (not in the split yet: busy elsewhere, or
+  /// stopped before) is left to the deadline. timeout_ms 0: nothing.
+  /// Only the thread that issues operations calls these.
+  void start_heartbeat(uint64_t generation, int64_t timeout_ms, const std::string& what);
+  /// Watches only these peers from now on (the new communicator's members;
+  /// the others may finish the split and go quiet).
+  void expect_heartbeats(const std::vector<int>& peers);
+  /// Ends the heartbeat thread and the watch.
+  void stop_heartbeat();
+
   struct Peer;
 
  private:
@@ -139,11 +159,14 @@ class Mesh {
   void connect_peers(Setup& s);
   void accept_peers(Setup& s);
   void make_links(Setup& s);
-  void ready_barrier(const Deadline& deadline);
+  void ready_barrier(const Deadline& deadline, const std::function<void()>& check_peers);
   void send_control(int peer, char type, const std::string& payload, bool best_effort);
   void doorbell(int peer);
   void handle_control(int peer);
   void process_message(int peer, char type, const std::string& payload);
+  void note_heartbeat(int peer, const std::string& payload);
+  std::vector<int> control_fds() const;
+  void check_heartbeats();
 
   int rank_ = 0;
   int size_ = 1;
@@ -157,6 +180,10 @@ class Mesh {
   std::atomic<bool> no_goodbye_{false};
   std::function<OpStatus()> describer_;
   std::vector<PeerAnswer> answers_;
+  struct Liveness;  // mesh_liveness.cc
+  std::unique_ptr<Liveness> liveness_;
+  std::mutex send_mu_;        ///< control sends, while a heartbeat thread runs
+  bool send_locked_ = false;  ///< (set and cleared with no heartbeat thread running)
   // First error seen on the control sockets (status kSuccess = none).
   Status pending_status_ = Status::kSuccess;
   std::string pending_message_;

@@ -158,7 +158,11 @@ else
 fi
 if ((lossy)); then
   t0=$(now_ms)
-  start_job loss OMNICCL_TIMEOUT=120s PROBE_LOOP_OPS=20
+  # A message held by TCP's retransmission backoff (several losses in a row:
+  # 0.2+0.4+0.8+1.6+3.2 s) looks to the setup liveness check
+  # (OMNICCL_SETUP_HEARTBEAT_TIMEOUT, default 5 s) like a stopped process:
+  # give it room, as a user of such a link would.
+  start_job loss OMNICCL_TIMEOUT=120s OMNICCL_SETUP_HEARTBEAT_TIMEOUT=30s PROBE_LOOP_OPS=20
   for r in 0 1 2 3 4; do
     wait_rank "loss$r"
     if ((rc == 0)) && grep -q "probe rank $r of 5 loop ok" "$TMP/loss$r.out"; then

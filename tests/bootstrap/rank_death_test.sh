@@ -7,7 +7,9 @@
 #       stall_connect shim) and is killed there;
 #   (c) during a split: the same, at its first connect of the split;
 #   (d) and occl_comm_abort of a non-blocking init in link setup returns
-#       within 500 ms.
+#       within 500 ms;
+#   (e) file:// rendezvous: ranks 0-2 of 4 wait for rank 3 in a directory;
+#       rank 2 is killed (its liveness lock in the directory is released).
 # Usage: rank_death_test.sh PATH/TO/rendezvous_probe PATH/TO/libstall_connect.so
 PROBE=${1:?usage: $0 rendezvous_probe libstall_connect.so}
 SHIM=${2:?usage: $0 rendezvous_probe libstall_connect.so}
@@ -99,5 +101,13 @@ if ((rc == 0)) && grep -q "stall_connect: stalled" "$TMP/d1.err" &&
 else
   fail "abort in link setup: exit $rc ($(cat "$TMP/d0.out")), expected an abort within 500 ms"; show "$TMP/d0.err"; show "$TMP/d1.err"
 fi
+
+# (e) file:// rendezvous: ranks 0-2 of 4 wait for rank 3; rank 2 is killed.
+dir="$TMP/file-rdzv"
+for r in 0 1 2; do start_rank "e$r" "$r" 4 0 OMNICCL_TIMEOUT=60s PROBE_INIT_METHOD="file://$dir"; done
+sleep 2
+victim=$(probe_pid e2)
+kill -KILL "$victim"; killed=$(now_ms)
+expect_named "file:// rendezvous" "$victim" e0 e1
 [[ -n "${SHOW_ALL:-}" ]] && for f in "$TMP"/*.err; do show "$f"; done
 finish rank_death_test

@@ -12,6 +12,9 @@
  * then prints "probe rank R of N loop ok".
  * PROBE_ABORT_AFTER_MS=M: only a non-blocking init, aborted after M ms while
  * still in progress; prints "probe abort took T ms".
+ * PROBE_INIT_METHOD: the init method (default env://), e.g. file:///dir.
+ * PROBE_SPLIT_DELAY_MS=M: waits M ms (busy in "user code", outside OmniCCL)
+ * before the split.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
@@ -23,6 +26,21 @@
 static int fail(const char* what, occl_status_t st) {
   fprintf(stderr, "probe: %s failed: %s: %s\n", what, occl_status_string(st), occl_last_error());
   return 1;
+}
+
+/* The init method: PROBE_INIT_METHOD, else env://. */
+static const char* init_method(void) {
+  const char* m = getenv("PROBE_INIT_METHOD");
+  return m != NULL && m[0] != '\0' ? m : "env://";
+}
+
+/* Sleeps for the number of milliseconds in environment variable `name` (unset: none). */
+static void sleep_ms_from(const char* name) {
+  const char* text = getenv(name);
+  if (text == NULL) return;
+  long ms = strtol(text, NULL, 10);
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
 }
 
 /* all_reduces rank+1 on comm and checks the sum; 0 on success. */
@@ -52,7 +70,7 @@ static int check_all_reduce(occl_comm_t comm) {
 /* One round: create, all_reduce (and split), hold, destroy. */
 static int one_round(void) {
   occl_comm_t comm = NULL;
-  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, NULL);
+  occl_status_t st = occl_comm_init(&comm, init_method(), OCCL_FROM_ENV, OCCL_FROM_ENV, NULL);
   if (st != OCCL_SUCCESS) return fail("occl_comm_init", st);
   if (check_all_reduce(comm) != 0) return 1;
   int rank = 0, size = 0;
@@ -61,6 +79,7 @@ static int one_round(void) {
   const char* split = getenv("PROBE_SPLIT");
   if (split != NULL && split[0] == '1') {
     occl_comm_t child = NULL;
+    sleep_ms_from("PROBE_SPLIT_DELAY_MS");
     st = occl_comm_split(comm, 0, rank, NULL, &child);
     if (st != OCCL_SUCCESS) return fail("occl_comm_split", st);
     if (check_all_reduce(child) != 0) return 1;
@@ -79,12 +98,7 @@ static int one_round(void) {
     printf("probe rank %d of %d loop ok (%ld all_reduces)\n", rank, size, ops);
     fflush(stdout);
   }
-  const char* hold = getenv("PROBE_HOLD_MS");
-  if (hold != NULL) {
-    long ms = strtol(hold, NULL, 10);
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-  }
+  sleep_ms_from("PROBE_HOLD_MS");
   occl_comm_destroy(comm);
   return 0;
 }
@@ -95,7 +109,7 @@ static int init_then_abort(long after_ms) {
   occl_config_t cfg = OCCL_CONFIG_INIT;
   cfg.blocking = 0;
   occl_comm_t comm = NULL;
-  occl_status_t st = occl_comm_init(&comm, "env://", OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg);
+  occl_status_t st = occl_comm_init(&comm, init_method(), OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg);
   if (st != OCCL_ERR_IN_PROGRESS) return fail("non-blocking occl_comm_init", st);
   struct timespec ts = {after_ms / 1000, (after_ms % 1000) * 1000000L}, t0, t1;
   nanosleep(&ts, NULL);

@@ -397,6 +397,62 @@ TEST(TcpStore, TimedOutGetKeepsTheConnection) {
   EXPECT_FALSE(watcher->check("waiter/left"));
 }
 
+/// A member's heartbeat (kHeartbeat) keeps its notice unpublished; once it
+/// goes silent for its limit the server publishes it; limit 0 stops the
+/// watch; the answer names the server's process.
+TEST(TcpStore, HeartbeatSilenceIsPublished) {
+  TcpStoreServer server("127.0.0.1", 0);
+  auto watcher = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  auto member = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  auto quitter = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  const std::string who = member->heartbeat("stopped", "rank 3 stopped responding", 400, Deadline::after_ms(5000));
+  EXPECT_NE(who.find("pid " + std::to_string(::getpid()) + " on "), std::string::npos) << who;
+  quitter->heartbeat("quit", "never seen", 400, Deadline::after_ms(5000));
+  quitter->heartbeat("quit", "", 0, Deadline::after_ms(5000));  // no longer watched
+  for (int i = 0; i < 10; ++i) {                                // 1 s of heartbeats every 100 ms: alive
+    std::this_thread::sleep_for(100ms);
+    member->heartbeat("stopped", "rank 3 stopped responding", 400, Deadline::after_ms(5000));
+  }
+  EXPECT_FALSE(watcher->check("stopped"));
+  const auto start = Clock::now();  // silent from now on, connection open
+  EXPECT_EQ(watcher->get("stopped", Deadline::after_ms(5000)), "rank 3 stopped responding");
+  EXPECT_GE(ms_since(start), 350);
+  EXPECT_LT(ms_since(start), 3000);
+  EXPECT_FALSE(watcher->check("quit"));
+  expect_error([&] { member->heartbeat("k", std::string(5000, 'x'), 100, Deadline::after_ms(5000)); },
+               Status::kPeerFailure, {"heartbeat"});  // over the notice limit: dropped
+}
+
+/// A server that accepts (the kernel's backlog) but never answers, like a
+/// stopped process: a request other than a waiting get fails after the
+/// liveness timeout (+ 2 s), saying so, and a wait check ends a parked get.
+TEST(TcpStore, UnansweredRequestMeansAStoppedServer) {
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener.get(), 16), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const uint16_t port = ntohs(a.sin_port);
+  ::setenv("OMNICCL_SETUP_HEARTBEAT_TIMEOUT", "300ms", 1);
+  auto s = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
+  ::unsetenv("OMNICCL_SETUP_HEARTBEAT_TIMEOUT");
+  auto start = Clock::now();
+  expect_error([&] { s->check("k"); }, Status::kPeerFailure,
+               {"stopped responding", "check of key 'k'", "2300 ms", "OMNICCL_SETUP_HEARTBEAT_TIMEOUT"});
+  EXPECT_GE(ms_since(start), 2250);
+  EXPECT_LT(ms_since(start), 4000);
+  // A get may wait (parked on a live server): only its deadline or a check ends it.
+  start = Clock::now();
+  s->set_wait_check([start] {
+    if (Clock::now() - start > 200ms) fail(Status::kAborted, "check fired");
+  });
+  expect_error([&] { s->get("k", Deadline::after_ms(20000)); }, Status::kAborted, {"check fired"});
+  EXPECT_LT(ms_since(start), 1500);
+}
+
 /// The server disappearing during a get gives kPeerFailure quickly; later
 /// calls fail the same way instead of hanging.
 TEST(TcpStore, ServerGoneMidGet) {
@@ -741,6 +797,39 @@ TEST(FileStore, ShortTimeoutIsAccurate) {
   expect_error([&] { s->get("nothing", Deadline::after_ms(50)); }, Status::kTimeout, {"nothing", dir.path});
   EXPECT_GE(ms_since(start), 45);
   EXPECT_LT(ms_since(start), 500);
+}
+
+/// Liveness marks: held while the holder lives (threads of one process are
+/// separate holders), gone without a trace at an orderly end, "died" when
+/// the holder went away without removing it, "stopped" when not refreshed.
+TEST(FileStore, LivenessMarks) {
+  TempDir dir;
+  auto watcher = open_file_store(dir.path);
+  using Kind = Store::MarkState::Kind;
+  EXPECT_EQ(watcher->probe_mark("alive/1", 300).kind, Kind::kAlive);  // none yet
+  {
+    auto holder = open_file_store(dir.path);
+    holder->mark_alive("alive/1", "rank 1 (pid 7 on h)", 50);
+    for (int i = 0; i < 8; ++i) {  // refreshed every 50 ms: alive throughout
+      EXPECT_EQ(watcher->probe_mark("alive/1", 300).kind, Kind::kAlive);
+      std::this_thread::sleep_for(100ms);
+    }
+    holder->unmark_alive("alive/1");
+    EXPECT_EQ(watcher->probe_mark("alive/1", 300).kind, Kind::kAlive);  // orderly end
+    holder->mark_alive("alive/1", "rank 1 (pid 7 on h)", 50);
+  }  // the holder goes away without removing its mark
+  Store::MarkState st = watcher->probe_mark("alive/1", 300);
+  EXPECT_EQ(st.kind, Kind::kDied);
+  EXPECT_EQ(st.who, "rank 1 (pid 7 on h)");
+  auto frozen = open_file_store(dir.path);
+  frozen->mark_alive("alive/2", "rank 2 (pid 8 on h)", 60000);  // never refreshed in this test
+  EXPECT_EQ(watcher->probe_mark("alive/2", 300).kind, Kind::kAlive);
+  EXPECT_EQ(watcher->probe_mark("alive/2", 0).kind, Kind::kAlive);
+  std::this_thread::sleep_for(400ms);
+  st = watcher->probe_mark("alive/2", 300);
+  EXPECT_EQ(st.kind, Kind::kStopped);
+  EXPECT_EQ(st.who, "rank 2 (pid 8 on h)");
+  EXPECT_EQ(watcher->probe_mark("alive/2", 0).kind, Kind::kAlive);  // 0: no silence check
 }
 
 }  // namespace
