@@ -1124,7 +1124,7 @@ class TcpStore final : public Store {
     io = recv_all(fd_.get(), r.value.data(), r.value.size(), deadline, &err, &check_);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
     const bool expected =
-        r.code == Cmd::kError || (cmd == Cmd::kGet         ? r.code == Cmd::kValue || r.code == Cmd::kNotFound
+        r.code == Cmd::kError || (cmd == Cmd::kGet ? r.code == Cmd::kValue || r.code == Cmd::kNotFound
                                   : cmd == Cmd::kAdd || cmd == Cmd::kHeartbeat ? r.code == Cmd::kValue
                                   : cmd == Cmd::kCheck ? r.code == Cmd::kOk || r.code == Cmd::kNotFound
                                                        : r.code == Cmd::kOk);
