@@ -3,27 +3,6 @@
 
 namespace omniccl::kernels {
 
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::kInt8:
-    case DType::kUInt8:
-    case DType::kBool:
-    case DType::kFloat8E4M3FN:
-    case DType::kFloat8E5M2: return 1;
-    case DType::kInt16:
-    case DType::kUInt16:
-    case DType::kFloat16:
-    case DType::kBFloat16: return 2;
-    case DType::kInt32:
-    case DType::kUInt32:
-    case DType::kFloat32: return 4;
-    case DType::kInt64:
-    case DType::kUInt64:
-    case DType::kFloat64: return 8;
-  }
-  return 0;  // Not a DType value: callers validate before sizing buffers.
-}
-
 const char* dtype_name(DType t) {
   switch (t) {
     case DType::kInt8: return "int8";

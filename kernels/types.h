@@ -32,8 +32,28 @@ inline constexpr int kNumDTypes = 15;
 enum class RedOp : uint8_t { kSum, kProd, kMin, kMax, kAvg, kBAnd, kBOr, kBXor, kPreMulSum };
 inline constexpr int kNumRedOps = 9;
 
-/// Bytes per element.
-size_t dtype_size(DType t);
+/// Bytes per element (0 for a value that is not a DType: callers validate
+/// before sizing buffers). Inline: it is asked several times per call.
+constexpr size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2: return 1;
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kInt32:
+    case DType::kUInt32:
+    case DType::kFloat32: return 4;
+    case DType::kInt64:
+    case DType::kUInt64:
+    case DType::kFloat64: return 8;
+  }
+  return 0;
+}
 /// Lower-case name: "int8", "bfloat16", "bool", ...
 const char* dtype_name(DType t);
 /// Upper-case name: "SUM", "PREMUL_SUM", ...

@@ -39,20 +39,12 @@ namespace {
 const char* device_name(DeviceKind d) { return d == DeviceKind::kCPU ? "CPU" : "CUDA"; }
 }  // namespace
 
-DeviceKind call_device(std::initializer_list<const TensorView*> tensors) {
-  const TensorView* first = nullptr;
-  for (const TensorView* t : tensors) {
-    if (t == nullptr || t->count == 0) continue;
-    if (first == nullptr) {
-      first = t;
-    } else if (t->device != first->device || t->device_id != first->device_id) {
-      fail(Status::kInvalidArgument, "the tensors of one call are on different devices (", device_name(first->device),
-           ":", first->device_id, " and ", device_name(t->device), ":", t->device_id, ")");
-    }
+void fail_call_device(const TensorView* a, const TensorView* b) {
+  if (b != nullptr) {
+    fail(Status::kInvalidArgument, "the tensors of one call are on different devices (", device_name(a->device), ":",
+         a->device_id, " and ", device_name(b->device), ":", b->device_id, ")");
   }
-  DeviceKind d = first == nullptr ? DeviceKind::kCPU : first->device;
-  if (d != DeviceKind::kCPU) fail(Status::kUnsupported, "CUDA tensors are not supported by this build yet");
-  return d;
+  fail(Status::kUnsupported, "CUDA tensors are not supported by this build yet");
 }
 
 }  // namespace omniccl

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -53,9 +54,25 @@ class CpuExecutor final : public Executor {
   std::vector<std::vector<char>> scratch_;
 };
 
+/// Throws the error call_device reports for tensors a and b (out of line:
+/// the checks stay a few instructions on every call).
+[[noreturn]] void fail_call_device(const TensorView* a, const TensorView* b);
+
 /// The device every tensor of one call lives on: throws kInvalidArgument
 /// naming both when they differ (mixed CPU/CUDA), kUnsupported for a device
 /// this build has no executor for. Empty tensors (count 0) do not count.
-DeviceKind call_device(std::initializer_list<const TensorView*> tensors);
+inline DeviceKind call_device(std::initializer_list<const TensorView*> tensors) {
+  const TensorView* first = nullptr;
+  for (const TensorView* t : tensors) {
+    if (t == nullptr || t->count == 0) continue;
+    if (first == nullptr) {
+      first = t;
+    } else if (t->device != first->device || t->device_id != first->device_id) {
+      fail_call_device(first, t);
+    }
+  }
+  if (first != nullptr && first->device != DeviceKind::kCPU) fail_call_device(first, nullptr);
+  return DeviceKind::kCPU;
+}
 
 }  // namespace omniccl
