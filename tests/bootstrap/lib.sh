@@ -50,6 +50,29 @@ wait_for_text() {
   return 1
 }
 
+# kill_probes: start_rank runs each probe under timeout; a stopped probe
+# outlives a killed timeout, so this kills the probes themselves too, then
+# cleans up (a trap for tests that stop or kill ranks).
+kill_probes() {
+  local p c
+  for p in "${PIDS[@]}"; do
+    for c in $(cat "/proc/$p/task/$p/children" 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
+  done
+  cleanup
+}
+
+# probe_pid NAME: the pid of the probe itself (start_rank runs it under timeout).
+probe_pid() {
+  local parent child
+  eval "parent=\$PID_$1"
+  for _ in $(seq 1 50); do
+    child=$(cat "/proc/$parent/task/$parent/children" 2>/dev/null)
+    [[ -n "$child" ]] && { echo "${child%% *}"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+
 # finish NAME: prints the test's verdict and exits.
 finish() {
   if ((FAILS > 0)); then

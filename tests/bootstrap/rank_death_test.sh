@@ -14,28 +14,8 @@
 PROBE=${1:?usage: $0 rendezvous_probe libstall_connect.so}
 SHIM=${2:?usage: $0 rendezvous_probe libstall_connect.so}
 source "$(dirname "$0")/lib.sh"
-# start_rank runs each probe under timeout; a stopped probe outlives a
-# killed timeout, so kill the probes themselves too.
-kill_probes() {
-  local p c
-  for p in "${PIDS[@]}"; do
-    for c in $(cat "/proc/$p/task/$p/children" 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
-  done
-  cleanup
-}
+# Probes killed (even stopped ones) at exit; probe_pid NAME (lib.sh).
 trap kill_probes EXIT
-
-# probe_pid NAME: the pid of the probe itself (start_rank runs it under timeout).
-probe_pid() {
-  local parent child
-  eval "parent=\$PID_$1"
-  for _ in $(seq 1 50); do
-    child=$(cat "/proc/$parent/task/$parent/children" 2>/dev/null)
-    [[ -n "$child" ]] && { echo "${child%% *}"; return 0; }
-    sleep 0.1
-  done
-  return 1
-}
 
 # expect_named CASE VICTIM_PID SURVIVORS...: every survivor exits 1 within
 # 10 s of the kill (at $killed) with a message naming rank 2 and its pid.
