@@ -38,7 +38,8 @@ configure() {  # configure DIR CC CXX SANITIZE [extra cmake args]
 run_asan() {
   local dir=$root/asan
   configure "$dir" clang clang++ address,undefined -DOMNICCL_FUZZ=ON
-  local t=(core_test kernels_test store_test rendezvous_test handshake_test hardening_test abi_runtime_check
+  local t=(core_test kernels_test store_test rendezvous_test handshake_test hello_retry_test net_close_test
+           hardening_test abi_runtime_check
            omniccl-run shm_link_test transport_registry_test errors_test api_test faults_test)
   local e
   # Every example the examples label runs below (one per source file).
@@ -95,13 +96,13 @@ run_fuzz() {
 run_tsan() {
   local dir=$root/tsan
   configure "$dir" gcc g++ thread
-  local t=(store_test handshake_test hardening_test)
+  local t=(store_test handshake_test hello_retry_test hardening_test)
   echo "== tsan: building ${t[*]}"
   cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
   echo "== tsan: threaded and asynchronous tests"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 \
-    -R '^(TcpStore\.|Handshake\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken))'
+    -R '^(TcpStore\.|Handshake\.|HelloRetry\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken))'
 }
 
 start=$(date +%s)
