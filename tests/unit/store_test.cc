@@ -23,12 +23,25 @@
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
 #include "common/fd.h"
+#include "common/net.h"
 #include "common/status.h"
 
 namespace omniccl::bootstrap {
 namespace {
 
 using namespace std::chrono_literals;
+
+/// A listening TCP socket on 127.0.0.1 that nothing serves (the kernel
+/// still completes connections into its backlog); *port is its port.
+UniqueFd loopback_listener(uint16_t* port) {
+  net::SocketAddress addr;
+  UniqueFd l = net::listen_tcp("127.0.0.1", addr);
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) return UniqueFd();
+  *port = ntohs(a.sin_port);
+  return l;
+}
 
 /// Milliseconds since start.
 int64_t ms_since(Clock::time_point start) {
@@ -427,15 +440,9 @@ TEST(TcpStore, HeartbeatSilenceIsPublished) {
 /// stopped process: a request other than a waiting get fails after the
 /// liveness timeout (+ 2 s), saying so, and a wait check ends a parked get.
 TEST(TcpStore, UnansweredRequestMeansAStoppedServer) {
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(listener.get(), 16), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const uint16_t port = ntohs(a.sin_port);
+  uint16_t port = 0;
+  UniqueFd listener = loopback_listener(&port);
+  ASSERT_TRUE(listener.valid());
   ::setenv("OMNICCL_SETUP_HEARTBEAT_TIMEOUT", "300ms", 1);
   auto s = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
   ::unsetenv("OMNICCL_SETUP_HEARTBEAT_TIMEOUT");
@@ -740,21 +747,16 @@ TEST(TcpStore, OversizedValueRejected) {
 
 /// Something that is not a store server on the port: kPeerFailure, no hang.
 TEST(TcpStore, NonStoreServerIsDetected) {
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(listener.get(), 4), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  uint16_t port = 0;
+  UniqueFd listener = loopback_listener(&port);
+  ASSERT_TRUE(listener.valid());
   std::thread fake([&] {
     UniqueFd c(::accept(listener.get(), nullptr, nullptr));
     const std::string http = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
     raw_send(c.get(), http);
     std::this_thread::sleep_for(300ms);
   });
-  auto s = connect_tcp_store("127.0.0.1", ntohs(a.sin_port), Deadline::after_ms(5000));
+  auto s = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(5000));
   expect_error([&] { s->get("k", Deadline::after_ms(5000)); }, Status::kPeerFailure, {"invalid reply"});
   fake.join();
 }
