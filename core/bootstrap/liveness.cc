@@ -86,4 +86,11 @@ void StoreHeartbeat::stop() {
   conn_.set_wait_check({});
 }
 
+void end_member_watch(Store& conn, const std::string& key, std::unique_ptr<StoreHeartbeat> heartbeat) {
+  try {
+    conn.set_on_close(key, "");
+  } catch (const Error&) {}
+  heartbeat.reset();
+}
+
 }  // namespace omniccl::bootstrap

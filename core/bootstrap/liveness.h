@@ -75,4 +75,14 @@ class StoreHeartbeat {
   std::thread thread_;
 };
 
+/// Ends a member's watch after a setup that succeeded: cancels the departure
+/// notice `key` registered (set_on_close) on `conn`, then stops `heartbeat`
+/// (may be null). The cancel waits for a heartbeat in flight to be answered,
+/// so the connection stays in step: stopping first would abandon that
+/// heartbeat, drop the connection and so publish the notice, reporting a
+/// rank that finished as gone (seen on a lossy network, where an answer can
+/// take a retransmission). A failed cancel is ignored (the connection is
+/// gone, and with it the notice is out).
+void end_member_watch(Store& conn, const std::string& key, std::unique_ptr<StoreHeartbeat> heartbeat);
+
 }  // namespace omniccl::bootstrap

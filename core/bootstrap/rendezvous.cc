@@ -458,17 +458,17 @@ void RendezvousWait::check_local() const {
 }
 
 void RendezvousWait::finish_watch() {
-  heartbeat_.reset();
   if (marked_) {
     marked_ = false;
     try {
       store_.unmark_alive(str_cat(prefix_, "alive/", spec_.rank));
     } catch (const Error&) {}
   }
-  if (!watch_) return;
-  try {
-    watch_->set_on_close(prefix_ + "left", "");
-  } catch (const Error&) {}
+  if (!watch_) {
+    heartbeat_.reset();
+    return;
+  }
+  end_member_watch(*watch_, prefix_ + "left", std::move(heartbeat_));
   watch_.reset();
 }
 

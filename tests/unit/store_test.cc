@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -20,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bootstrap/liveness.h"
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
 #include "common/fd.h"
@@ -434,6 +436,105 @@ TEST(TcpStore, HeartbeatSilenceIsPublished) {
   EXPECT_FALSE(watcher->check("quit"));
   expect_error([&] { member->heartbeat("k", std::string(5000, 'x'), 100, Deadline::after_ms(5000)); },
                Status::kPeerFailure, {"heartbeat"});  // over the notice limit: dropped
+}
+
+/// A TCP relay on 127.0.0.1 between one client and a server at
+/// 127.0.0.1:target that passes requests on at once and holds each chunk of
+/// the server's answers for `delay`: a slow or lossy network, where an
+/// answer can take a retransmission.
+class SlowAnswers {
+ public:
+  /// Listens; the relay thread serves the first client that connects.
+  SlowAnswers(uint16_t target, std::chrono::milliseconds delay) : target_(target), delay_(delay) {
+    listener_ = loopback_listener(&port_);
+    thread_ = std::thread([this] { run(); });
+  }
+  /// Stops the relay (within 50 ms) and closes both connections.
+  ~SlowAnswers() {
+    stop_ = true;
+    thread_.join();
+  }
+  SlowAnswers(const SlowAnswers&) = delete;
+  SlowAnswers& operator=(const SlowAnswers&) = delete;
+  /// The port clients connect to.
+  uint16_t port() const { return port_; }
+
+ private:
+  void run() {
+    UniqueFd client, server;
+    std::deque<std::pair<Clock::time_point, std::string>> held;  // answers, with when to pass them on
+    char buf[4096];
+    while (!stop_) {
+      if (!client.valid()) {
+        pollfd p{listener_.get(), POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        client = UniqueFd(::accept(listener_.get(), nullptr, nullptr));
+        server = UniqueFd(::socket(AF_INET, SOCK_STREAM, 0));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(target_);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(server.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+        continue;
+      }
+      while (!held.empty() && held.front().first <= Clock::now()) {
+        const std::string& chunk = held.front().second;
+        if (::send(client.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(chunk.size())) {
+          return;
+        }
+        held.pop_front();
+      }
+      pollfd p[2] = {{client.get(), POLLIN, 0}, {server.get(), POLLIN, 0}};
+      if (::poll(p, 2, 10) <= 0) continue;
+      if (p[0].revents != 0) {  // a request: on at once; the client closing closes the server side too
+        const ssize_t n = ::recv(client.get(), buf, sizeof buf, 0);
+        if (n <= 0 || ::send(server.get(), buf, size_t(n), MSG_NOSIGNAL) != n) return;
+      }
+      if (p[1].revents != 0) {
+        const ssize_t n = ::recv(server.get(), buf, sizeof buf, 0);
+        if (n <= 0) return;
+        held.emplace_back(Clock::now() + delay_, std::string(buf, size_t(n)));
+      }
+    }
+  }
+
+  uint16_t target_;
+  std::chrono::milliseconds delay_;
+  uint16_t port_ = 0;
+  UniqueFd listener_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+/// A member whose setup succeeded while a heartbeat was still unanswered (a
+/// slow or lossy network) is not reported as gone: end_member_watch cancels
+/// its departure notice once that heartbeat is answered, and only then stops
+/// the heartbeat and lets the connection close. (Stopping first abandoned the
+/// heartbeat, which dropped the connection with the notice registered: the
+/// other ranks were told "rank N left during the setup" and failed.)
+TEST(TcpStore, FinishedMemberWithAHeartbeatInFlightIsNotReportedGone) {
+  TcpStoreServer server("127.0.0.1", 0);
+  auto watcher = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  SlowAnswers slow(server.port(), 600ms);
+  auto member = connect_tcp_store("127.0.0.1", slow.port(), Deadline::after_ms(5000));
+  member->set_on_close("left", "rank 3 left");
+  // Its first heartbeat goes out at once and is answered 600 ms later.
+  auto heartbeat = std::make_unique<StoreHeartbeat>(*member, "left", "rank 3", "rank 0", "tcp://test", 5000, "setup");
+  std::this_thread::sleep_for(150ms);
+  const auto start = Clock::now();
+  end_member_watch(*member, "left", std::move(heartbeat));
+  EXPECT_LT(ms_since(start), 4000);
+  member.reset();
+  // The server has seen the connection close within 500 ms (loopback).
+  expect_error([&] { watcher->get("left", Deadline::after_ms(1000)); }, Status::kTimeout, {"'left'"});
+  // A member that fails keeps its notice: dropping the connection publishes it.
+  SlowAnswers slow2(server.port(), 0ms);
+  member = connect_tcp_store("127.0.0.1", slow2.port(), Deadline::after_ms(5000));
+  member->set_on_close("failed", "rank 4 left");
+  heartbeat = std::make_unique<StoreHeartbeat>(*member, "failed", "rank 4", "rank 0", "tcp://test", 5000, "setup");
+  heartbeat.reset();
+  member.reset();
+  EXPECT_EQ(watcher->get("failed", Deadline::after_ms(5000)), "rank 4 left");
 }
 
 /// A server that accepts (the kernel's backlog) but never answers, like a
