@@ -40,6 +40,14 @@ run_suite() {
   [[ -n "$line" || $rc -ne 0 ]] || rc=1
   ((rc == 0)) || failed=1
   summary+=("$name: ${line:-no summary} (exit $rc)")
+  # A failing suite names its failing tests under its line (the runners'
+  # own failure lines: pytest, gtest, ctest, cargo, Maven), at most 10.
+  if ((rc != 0)); then
+    local t
+    while IFS= read -r t; do summary+=("     $t"); done < <(
+      grep -E '^FAILED |^ERROR |\[  FAILED  \] [A-Za-z]|\*\*\*(Failed|Timeout|Exception)|^test .* \.\.\. FAILED|<<< (FAILURE|ERROR)!' \
+        "$log" | sort -u | head -n 10 || true)
+  fi
 }
 
 echo "== format (clang-format over every C/C++ source: scripts/check-format.sh)"

@@ -61,4 +61,4 @@ echo "== built $(basename "$sdist") and $(basename "$wheel")"
 echo "== pytest bindings/python/tests"
 # pytest exits 5 when it collected no test: non-zero, so a failure here too.
 OMNICCL_WHEEL=$wheel OMNICCL_SDIST=$sdist \
-  "$venv/bin/python" -m pytest bindings/python/tests -q -p no:cacheprovider -rs </dev/null
+  "$venv/bin/python" -m pytest bindings/python/tests -q -p no:cacheprovider -rfEs </dev/null
