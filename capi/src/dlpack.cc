@@ -90,53 +90,102 @@ static std::string dtype_name(DLDataType d) {
   return str_cat(family, " (", int(d.bits), " bits)");
 }
 
-DType to_dtype(DLDataType d, const char* name) {
-  check_arg(d.lanes == 1, name, ": vector dtypes (lanes=", d.lanes, ") are not supported");
+/// The DType of a DLPack dtype of one lane; false when OmniCCL has none.
+bool dtype_of(DLDataType d, DType* out) {
   switch (d.code) {
     case kDLInt:
       switch (d.bits) {
-        case 8: return DType::kInt8;
-        case 16: return DType::kInt16;
-        case 32: return DType::kInt32;
-        case 64: return DType::kInt64;
+        case 8: *out = DType::kInt8; return true;
+        case 16: *out = DType::kInt16; return true;
+        case 32: *out = DType::kInt32; return true;
+        case 64: *out = DType::kInt64; return true;
       }
       break;
     case kDLUInt:
       switch (d.bits) {
-        case 8: return DType::kUInt8;
-        case 16: return DType::kUInt16;
-        case 32: return DType::kUInt32;
-        case 64: return DType::kUInt64;
+        case 8: *out = DType::kUInt8; return true;
+        case 16: *out = DType::kUInt16; return true;
+        case 32: *out = DType::kUInt32; return true;
+        case 64: *out = DType::kUInt64; return true;
       }
       break;
     case kDLFloat:
       switch (d.bits) {
-        case 16: return DType::kFloat16;
-        case 32: return DType::kFloat32;
-        case 64: return DType::kFloat64;
+        case 16: *out = DType::kFloat16; return true;
+        case 32: *out = DType::kFloat32; return true;
+        case 64: *out = DType::kFloat64; return true;
       }
       break;
     case kDLBfloat:
-      if (d.bits == 16) return DType::kBFloat16;
-      break;
+      if (d.bits != 16) break;
+      *out = DType::kBFloat16;
+      return true;
     case kDLBool:
-      if (d.bits == 8) return DType::kBool;
-      break;
+      if (d.bits != 8) break;
+      *out = DType::kBool;
+      return true;
     case kDLFloat8_e4m3fn:
-      if (d.bits == 8) return DType::kFloat8E4M3FN;
-      break;
+      if (d.bits != 8) break;
+      *out = DType::kFloat8E4M3FN;
+      return true;
     case kDLFloat8_e5m2:
-      if (d.bits == 8) return DType::kFloat8E5M2;
-      break;
+      if (d.bits != 8) break;
+      *out = DType::kFloat8E5M2;
+      return true;
   }
+  return false;
+}
+
+DType to_dtype(DLDataType d, const char* name) {
+  check_arg(d.lanes == 1, name, ": vector dtypes (lanes=", d.lanes, ") are not supported");
+  DType out{};
+  if (dtype_of(d, &out)) return out;
   fail(Status::kInvalidArgument, name, ": dtype ", dtype_name(d),
        " is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool, float8_e4m3fn, "
        "float8_e5m2)");
 }
 
-}  // namespace
+/// The common case of to_view in one pass that builds no message: a
+/// well-formed, compact CPU tensor of at most 16 dimensions. False for
+/// anything else (then checked_view names what is wrong, or accepts the
+/// unusual but valid, such as odd strides on an empty tensor).
+bool quick_view(const DLTensor* t, TensorView& v) {
+  if (t == nullptr || t->device.device_type != kDLCPU || t->dtype.lanes != 1 || t->ndim < 0 || t->ndim > 16 ||
+      (t->ndim > 0 && t->shape == nullptr)) {
+    return false;
+  }
+  bool bad = false;
+  uint64_t count = 1;
+  uint64_t expected = 1;  // the stride of a compact row-major tensor
+  for (int32_t i = t->ndim - 1; i >= 0; --i) {
+    const int64_t extent = t->shape[i];
+    bad |= extent < 0;
+    bad |= __builtin_mul_overflow(count, static_cast<uint64_t>(extent), &count);
+    if (t->strides != nullptr) {
+      bad |= extent != 1 && static_cast<uint64_t>(t->strides[i]) != expected;
+      expected *= static_cast<uint64_t>(extent);
+    }
+  }
+  DType dtype{};
+  if (!dtype_of(t->dtype, &dtype)) return false;  // the checked path names it
+  uint64_t bytes = 0;
+  bad |= __builtin_mul_overflow(count, dtype_size(dtype), &bytes);
+  bad |= bytes > kMaxBufferBytes;
+  uint64_t end = 0;
+  bad |= __builtin_add_overflow(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t->data)), t->byte_offset, &end);
+  bad |= __builtin_add_overflow(end, bytes, &end);
+  bad |= count != 0 && t->data == nullptr;
+  if (bad) return false;
+  v.dtype = dtype;
+  v.count = count;
+  v.data = t->data == nullptr ? nullptr : static_cast<char*>(t->data) + t->byte_offset;
+  v.device = DeviceKind::kCPU;
+  v.device_id = t->device.device_id;
+  return true;
+}
 
-TensorView to_view(const DLTensor* t, const char* name) {
+/// to_view with every check spelt out, each failure naming what is wrong.
+TensorView checked_view(const DLTensor* t, const char* name) {
   check_arg(t != nullptr, name, " is NULL");
   check_arg(t->ndim >= 0, name, ": ndim is negative (", t->ndim, ")");
   check_arg(t->ndim == 0 || t->shape != nullptr, name, ": shape is NULL but ndim is ", t->ndim);
@@ -186,6 +235,14 @@ TensorView to_view(const DLTensor* t, const char* name) {
   v.device = DeviceKind::kCPU;
   v.device_id = t->device.device_id;
   return v;
+}
+
+}  // namespace
+
+TensorView to_view(const DLTensor* t, const char* name) {
+  TensorView v;
+  if (quick_view(t, v)) return v;
+  return checked_view(t, name);
 }
 
 std::optional<TensorView> to_optional_view(const DLTensor* t, const char* name) {

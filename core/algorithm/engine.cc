@@ -29,7 +29,7 @@ struct WireHeader {
   uint64_t count;
   uint64_t bytes;
 };
-static_assert(sizeof(WireHeader) == 40, "wire header layout");
+static_assert(sizeof(WireHeader) == 40 && sizeof(WireHeader) == transport::kEngineHeaderBytes, "wire header layout");
 static_assert(sizeof(WireHeader) <= transport::kMaxHeader, "the header fits every link");
 
 constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
@@ -509,19 +509,19 @@ bool Engine::pull_feed(TransferFeed* feed) {
 Engine::Pass Engine::progress_pass(TransferFeed* feed) {
   // (peer, direction) pairs already served this pass: only the first
   // incomplete transfer of each pair may move, keeping messages in order.
-  std::vector<uint8_t>& busy = busy_;
-  std::fill(busy.begin(), busy.end(), 0);
+  PairSet& busy = busy_;
+  busy.clear();
   Pass pass;
   for (auto& s : *states_) {
     if (s.complete) continue;
     pass.all_done = false;
     size_t key = size_t(s.t.peer) * 2 + (s.t.kind == Transfer::Kind::kSend);
-    if (busy[key]) continue;
-    busy[key] = 1;
+    if (busy.has(key)) continue;
+    busy.add(key);
     const bool listen = s.t.kind == Transfer::Kind::kListen;
     pass.progressed |= listen ? advance_listen(s, *feed) : advance(s);
     if (s.complete) {
-      busy[key] = 0;  // the next transfer of this pair may start in this pass
+      busy.remove(key);  // the next transfer of this pair may start in this pass
       if (s.from_feed && !listen) {
         mesh_.link(s.t.peer).flush();
         feed->done(s.tag);
@@ -548,17 +548,17 @@ void Engine::sleep_step() {
   flush_links();
   std::vector<pollfd>& fds = fds_;
   std::vector<State*>& waiting = waiting_;
-  std::vector<uint8_t>& busy = busy_;
+  PairSet& busy = busy_;
   fds.clear();
   waiting.clear();
   bool ready = false;
-  std::fill(busy.begin(), busy.end(), 0);
+  busy.clear();
   for (auto& s : *states_) {
     if (s.complete) continue;
     bool sending = s.t.kind == Transfer::Kind::kSend;
     size_t key = size_t(s.t.peer) * 2 + sending;
-    if (busy[key]) continue;
-    busy[key] = 1;
+    if (busy.has(key)) continue;
+    busy.add(key);
     if (s.t.kind == Transfer::Kind::kListen && s.msg.header_done == 0 && feed_ != nullptr && !feed_->named(s.t.peer)) {
       // Only ANY_SOURCE receives listen here: a peer that has left ends
       // this listen, not the step (the others may still send).
@@ -621,7 +621,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
   for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
   if (staging_.size() < n_reduce * kStageBytes) staging_.resize(n_reduce * kStageBytes);
   stage_used_ = 0;
-  busy_.assign(size_t(mesh_.size()) * 2, 0);
+  busy_.reset(size_t(mesh_.size()) * 2);
   for (const auto& t : transfers) add_transfer(t, sig_, Deadline::never());  // op_deadline() applies
   pull_feed(feed);
   feed_ = feed;

@@ -13,6 +13,7 @@
 // instead of corrupting data.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -250,7 +251,50 @@ class Engine {
   // Reused across steps so that steady state allocates nothing.
   struct StateQueue;  // a std::deque<State>, defined in engine.cc
   std::unique_ptr<StateQueue> states_;
-  std::vector<uint8_t> busy_;
+  /// The (peer, direction) pairs already served in a pass: a bit each, in
+  /// one word up to 64 pairs (32 ranks; clearing it is one store), else a
+  /// byte each.
+  class PairSet {
+   public:
+    /// Empties the set and sizes it for `pairs` pairs.
+    void reset(size_t pairs) {
+      small_ = pairs <= 64;
+      bits_ = 0;
+      if (!small_) bytes_.assign(pairs, 0);
+    }
+    /// Empties the set.
+    void clear() {
+      if (small_) {
+        bits_ = 0;
+      } else {
+        std::fill(bytes_.begin(), bytes_.end(), 0);
+      }
+    }
+    /// Whether pair k is in the set.
+    bool has(size_t k) const { return small_ ? ((bits_ >> k) & 1) != 0 : bytes_[k] != 0; }
+    /// Adds pair k.
+    void add(size_t k) {
+      if (small_) {
+        bits_ |= uint64_t{1} << k;
+      } else {
+        bytes_[k] = 1;
+      }
+    }
+    /// Removes pair k.
+    void remove(size_t k) {
+      if (small_) {
+        bits_ &= ~(uint64_t{1} << k);
+      } else {
+        bytes_[k] = 0;
+      }
+    }
+
+   private:
+    bool small_ = true;
+    uint64_t bits_ = 0;
+    std::vector<uint8_t> bytes_;
+  };
+  PairSet busy_;
   std::vector<pollfd> fds_;
   std::vector<State*> waiting_;
   std::vector<Transfer> step_list_;

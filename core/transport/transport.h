@@ -85,6 +85,9 @@ struct Message {
 };
 
 inline constexpr uint32_t kMaxHeader = 64;
+/// The engine's header size: a link may copy headers of this size with a
+/// fixed-size copy (a few moves instead of a call).
+inline constexpr uint32_t kEngineHeaderBytes = 40;
 
 /// A receive through m.stage (with a sink): counts the k bytes just read into
 /// the stage behind what it held, offers the sink all of it, and moves what

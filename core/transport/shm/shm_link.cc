@@ -425,6 +425,28 @@ bool ShmLink::send(Message& m) {
 }
 
 bool ShmLink::recv_header(Message& m) {
+  if (m.header_done == 0 && read_off_ == 0) {
+    // The common case in one look: a record that begins with the whole
+    // header (a small message is one record: header and payload).
+    const uint64_t w = word_at(in_data_, read_pos_).load(std::memory_order_acquire);
+    if (w == 0) return false;
+    const size_t len = static_cast<size_t>(w - 1);
+    if ((w & kRefFlag) == 0 && len >= m.header_bytes) {  // (the skip word has the flag)
+      const char* at = in_data_ + read_pos_ % kShmRingBytes + 8;
+      if (m.header_bytes == kEngineHeaderBytes) {
+        std::memcpy(m.header, at, kEngineHeaderBytes);  // a fixed size: a few moves, no call
+      } else {
+        std::memcpy(m.header, at, m.header_bytes);
+      }
+      m.header_done = m.header_bytes;
+      if (len == m.header_bytes) {
+        next_record(len);
+      } else {
+        read_off_ = m.header_bytes;
+      }
+      return true;
+    }
+  }
   bool progressed = false;
   char* header = static_cast<char*>(m.header);
   while (m.header_done < m.header_bytes) {
@@ -459,6 +481,19 @@ bool ShmLink::recv_payload(Message& m) {
   bool progressed = false;
   const size_t bytes = m.payload.bytes;
   if (m.sink == nullptr) {
+    if (m.done == 0 && read_off_ != 0 && bytes > 0) {
+      // The common case: the rest of the record (after the header) is the
+      // whole payload.
+      const uint64_t w = word_at(in_data_, read_pos_).load(std::memory_order_relaxed);  // seen by recv_header
+      const size_t len = static_cast<size_t>(w - 1);
+      if (len - read_off_ == bytes) {
+        std::memcpy(m.payload.ptr, in_data_ + read_pos_ % kShmRingBytes + 8 + read_off_, bytes);
+        next_record(len);
+        m.done = bytes;
+        m.complete = true;
+        return true;
+      }
+    }
     // Straight out of the ring into the destination.
     while (m.done < bytes) {
       std::span<const char> avail = peek();
@@ -518,6 +553,10 @@ void ShmLink::consume(size_t n) {
   size_t len = static_cast<size_t>((w & ~kRefFlag) - 1);
   read_off_ += n;
   if (read_off_ < len) return;
+  next_record(len);
+}
+
+void ShmLink::next_record(size_t len) {
   read_pos_ += round_up(8 + len);
   read_off_ = 0;
   in_->tail.store(read_pos_, std::memory_order_release);

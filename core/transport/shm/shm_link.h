@@ -140,6 +140,8 @@ class ShmLink final : public Link {
   std::span<const char> peek(bool* by_ref = nullptr);
   /// Marks the first n bytes of peek() as read.
   void consume(size_t n);
+  /// Moves past the current record (`len` bytes of data), giving its room back.
+  void next_record(size_t len);
   /// Copies up to n available bytes out of the ring; returns how many.
   size_t try_recv(void* data, size_t n);
   bool send_by_reference(Message& m);
