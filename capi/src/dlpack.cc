@@ -90,50 +90,28 @@ static std::string dtype_name(DLDataType d) {
   return str_cat(family, " (", int(d.bits), " bits)");
 }
 
-/// The DType of a DLPack dtype of one lane; false when OmniCCL has none.
-bool dtype_of(DLDataType d, DType* out) {
-  switch (d.code) {
-    case kDLInt:
-      switch (d.bits) {
-        case 8: *out = DType::kInt8; return true;
-        case 16: *out = DType::kInt16; return true;
-        case 32: *out = DType::kInt32; return true;
-        case 64: *out = DType::kInt64; return true;
-      }
-      break;
-    case kDLUInt:
-      switch (d.bits) {
-        case 8: *out = DType::kUInt8; return true;
-        case 16: *out = DType::kUInt16; return true;
-        case 32: *out = DType::kUInt32; return true;
-        case 64: *out = DType::kUInt64; return true;
-      }
-      break;
-    case kDLFloat:
-      switch (d.bits) {
-        case 16: *out = DType::kFloat16; return true;
-        case 32: *out = DType::kFloat32; return true;
-        case 64: *out = DType::kFloat64; return true;
-      }
-      break;
-    case kDLBfloat:
-      if (d.bits != 16) break;
-      *out = DType::kBFloat16;
-      return true;
-    case kDLBool:
-      if (d.bits != 8) break;
-      *out = DType::kBool;
-      return true;
-    case kDLFloat8_e4m3fn:
-      if (d.bits != 8) break;
-      *out = DType::kFloat8E4M3FN;
-      return true;
-    case kDLFloat8_e5m2:
-      if (d.bits != 8) break;
-      *out = DType::kFloat8E5M2;
-      return true;
+/// The DType of a DLPack dtype (of one lane); false when OmniCCL has none.
+[[gnu::always_inline]] inline bool dtype_of(DLDataType d, DType* out) {
+  // code, bits and lanes as one word: one switch finds the dtype.
+  constexpr auto key = [](uint8_t code, uint8_t bits) { return uint32_t{code} | uint32_t{bits} << 8 | 1u << 16; };
+  switch (uint32_t{d.code} | uint32_t{d.bits} << 8 | uint32_t{d.lanes} << 16) {
+    case key(kDLFloat, 32): *out = DType::kFloat32; return true;
+    case key(kDLFloat, 64): *out = DType::kFloat64; return true;
+    case key(kDLFloat, 16): *out = DType::kFloat16; return true;
+    case key(kDLBfloat, 16): *out = DType::kBFloat16; return true;
+    case key(kDLInt, 8): *out = DType::kInt8; return true;
+    case key(kDLInt, 16): *out = DType::kInt16; return true;
+    case key(kDLInt, 32): *out = DType::kInt32; return true;
+    case key(kDLInt, 64): *out = DType::kInt64; return true;
+    case key(kDLUInt, 8): *out = DType::kUInt8; return true;
+    case key(kDLUInt, 16): *out = DType::kUInt16; return true;
+    case key(kDLUInt, 32): *out = DType::kUInt32; return true;
+    case key(kDLUInt, 64): *out = DType::kUInt64; return true;
+    case key(kDLBool, 8): *out = DType::kBool; return true;
+    case key(kDLFloat8_e4m3fn, 8): *out = DType::kFloat8E4M3FN; return true;
+    case key(kDLFloat8_e5m2, 8): *out = DType::kFloat8E5M2; return true;
+    default: return false;
   }
-  return false;
 }
 
 DType to_dtype(DLDataType d, const char* name) {
@@ -150,10 +128,12 @@ DType to_dtype(DLDataType d, const char* name) {
 /// anything else (then checked_view names what is wrong, or accepts the
 /// unusual but valid, such as odd strides on an empty tensor).
 bool quick_view(const DLTensor* t, TensorView& v) {
-  if (t == nullptr || t->device.device_type != kDLCPU || t->dtype.lanes != 1 || t->ndim < 0 || t->ndim > 16 ||
+  if (t == nullptr || t->device.device_type != kDLCPU || t->ndim < 0 || t->ndim > 16 ||
       (t->ndim > 0 && t->shape == nullptr)) {
     return false;
   }
+  DType dtype{};
+  if (!dtype_of(t->dtype, &dtype)) return false;  // the checked path names it
   bool bad = false;
   uint64_t count = 1;
   uint64_t expected = 1;  // the stride of a compact row-major tensor
@@ -166,8 +146,6 @@ bool quick_view(const DLTensor* t, TensorView& v) {
       expected *= static_cast<uint64_t>(extent);
     }
   }
-  DType dtype{};
-  if (!dtype_of(t->dtype, &dtype)) return false;  // the checked path names it
   uint64_t bytes = 0;
   bad |= __builtin_mul_overflow(count, dtype_size(dtype), &bytes);
   bad |= bytes > kMaxBufferBytes;
