@@ -104,6 +104,84 @@ TEST(ShmLinkMessages, SmallMessageArrivesWhole) {
   EXPECT_FALSE(p.link[1]->recv_header(r2));
 }
 
+/// Receives one message of `bytes` payload bytes from `link`; returns its
+/// header's number (the payload checked against pattern(bytes, number)).
+uint64_t recv_one(ShmLink& link, size_t bytes) {
+  Header h{};
+  std::vector<char> dst(bytes);
+  Message r;
+  r.header = &h;
+  r.header_bytes = sizeof h;
+  EXPECT_TRUE(link.recv_header(r));
+  EXPECT_EQ(r.header_done, sizeof h);
+  r.payload = {dst.data(), dst.size(), DeviceKind::kCPU};
+  link.recv_payload(r);
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(dst, pattern(bytes, static_cast<unsigned>(h.n)));
+  return h.n;
+}
+
+// A producer ahead of its consumer (a stream of broadcasts) writes a small
+// message whole or not at all: the room made by reading one small message
+// does not take part of a larger one. (Cutting it did: each message then
+// reached the consumer as several small records, read one by one, which kept
+// the consumer behind.) Messages that do not fit before the ring's end start
+// at its start; all arrive intact and in order.
+TEST(ShmLinkMessages, SmallMessagesAreWrittenWholeWhenTheRingIsFull) {
+  Pair p;
+  std::vector<size_t> sizes;  // what is in the ring, in order
+  uint64_t n = 0;
+  for (;;) {  // fill the ring with 100-byte messages
+    Header h{n, "fill"};
+    auto payload = pattern(100, static_cast<unsigned>(n));
+    Message s = send_msg(h, payload);
+    const bool moved = p.link[0]->send(s);
+    ASSERT_EQ(moved, s.complete) << "message " << n << " was cut: " << s.header_done << " + " << s.done;
+    if (!moved) break;
+    sizes.push_back(100);
+    ++n;
+  }
+  ASSERT_GT(n, 1000u);
+  // Room for one 100-byte message's record, not for a 4 KiB one.
+  uint64_t next = 0;
+  ASSERT_EQ(recv_one(*p.link[1], sizes.front()), next++);
+  sizes.erase(sizes.begin());
+  Header big{n, "big"};
+  auto big_payload = pattern(4096, static_cast<unsigned>(n));
+  Message s = send_msg(big, big_payload);
+  EXPECT_FALSE(p.link[0]->send(s)) << "a 4 KiB message was cut into the room of a 100-byte one";
+  EXPECT_EQ(s.header_done, 0u);
+  // Reading on until it fits: then it goes in one write.
+  while (!p.link[0]->send(s)) {
+    ASSERT_FALSE(sizes.empty());
+    ASSERT_EQ(recv_one(*p.link[1], sizes.front()), next++);
+    sizes.erase(sizes.begin());
+  }
+  EXPECT_TRUE(s.complete);
+  sizes.push_back(4096);
+  // And a stream of mixed sizes across the wrap, each written whole.
+  const size_t mix[] = {1, 512, 4000, 16000, 100, 9000};
+  for (int i = 0; i < 600; ++i) {
+    const size_t bytes = mix[i % 6];
+    Header h{++n, "mix"};
+    auto payload = pattern(bytes, static_cast<unsigned>(n));
+    Message m = send_msg(h, payload);
+    while (!p.link[0]->send(m)) {
+      ASSERT_EQ(m.header_done, 0u) << "message " << n << " was cut";
+      ASSERT_FALSE(sizes.empty());
+      ASSERT_EQ(recv_one(*p.link[1], sizes.front()), next++);
+      sizes.erase(sizes.begin());
+    }
+    ASSERT_TRUE(m.complete) << "message " << n << " of " << bytes << " bytes was cut";
+    sizes.push_back(bytes);
+  }
+  while (!sizes.empty()) {
+    ASSERT_EQ(recv_one(*p.link[1], sizes.front()), next++);
+    sizes.erase(sizes.begin());
+  }
+  EXPECT_EQ(next, n + 1);
+}
+
 TEST(ShmLinkMessages, ManyMessagesAcrossTheWrapToMemoryAndToASink) {
   // 40 messages of 100,003 bytes (about 2 ring lengths): every other one is
   // taken by a sink of 12-byte granules, so granules split by the wrap are

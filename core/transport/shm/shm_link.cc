@@ -172,9 +172,22 @@ constexpr size_t round_up(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 // Room the producer at byte position `head` needs to write anything: a
 // 1-byte record (after a skip to the ring's start when too close to its end)
 // and the spare line behind it.
-constexpr size_t min_room(uint64_t head) {
-  size_t to_end = kShmRingBytes - static_cast<size_t>(head % kShmRingBytes);
-  return (to_end < 2 * kLine ? to_end : 0) + 2 * kLine + kSpare;
+// Records of at most this many bytes are never cut: one that does not fit
+// before the ring's end starts at the ring's start (the tail is skipped), so
+// that the consumer takes a small message with one look.
+constexpr size_t kWholeRecord = 16 * 1024;
+
+// The room the next record needs when `remaining` bytes are left to write at
+// `head`; *skip: it starts at the ring's start. A record is at least
+// kWholeRecord long (or the whole rest, if shorter): writing into what little
+// room a full ring has would cut every message into small records, and a
+// producer ahead of its consumer (a stream of broadcasts) would keep it that
+// way, the consumer paying for each record.
+constexpr size_t room_needed(uint64_t head, size_t remaining, bool* skip) {
+  const size_t to_end = kShmRingBytes - static_cast<size_t>(head % kShmRingBytes);
+  const size_t rec = round_up(8 + std::min(remaining, kMaxRecord));
+  *skip = to_end < 2 * kLine || (rec > to_end && rec <= kWholeRecord);
+  return *skip ? to_end + rec + kSpare : std::min({rec, kWholeRecord, to_end}) + kSpare;
 }
 
 std::atomic_ref<uint64_t> word_at(char* ring, uint64_t pos) {
@@ -362,19 +375,18 @@ size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb
   const size_t total = na + nb;
   size_t done = 0;
   while (done < total) {
+    bool skip = false;
+    const size_t need = room_needed(head_, total - done, &skip);
     size_t room = kShmRingBytes - static_cast<size_t>(head_ - tail_seen_);
-    size_t pos = static_cast<size_t>(head_ % kShmRingBytes);
-    size_t to_end = kShmRingBytes - pos;
-    // Re-read the tail when the room last seen cannot take the rest (not
-    // just when it cannot take anything): a stale tail would cut the rest
-    // into small records.
-    if (room < min_room(head_) || room < round_up(8 + std::min(total - done, kMaxRecord)) + kSpare) {
+    if (room < need) {
       tail_seen_ = out_->tail.load(std::memory_order_acquire);
       room = kShmRingBytes - static_cast<size_t>(head_ - tail_seen_);
-      if (room < min_room(head_)) break;
+      if (room < need) break;
     }
-    if (to_end < 2 * kLine) {
-      // Too close to the end for a record: continue at the ring's start.
+    size_t pos = static_cast<size_t>(head_ % kShmRingBytes);
+    size_t to_end = kShmRingBytes - pos;
+    if (skip) {
+      // Too close to the end for this record: continue at the ring's start.
       word_at(out_data_, head_ + to_end).store(0, std::memory_order_relaxed);
       word_at(out_data_, head_).store(kSkipWord, std::memory_order_release);
       head_ += to_end;
@@ -608,7 +620,10 @@ void ShmLink::flush() {
 }
 
 WaitOn ShmLink::arm_send(const Message& m) {
-  const bool armed = m.by_reference && m.header_done == m.header_bytes ? arm_ticket_wait(m.ticket) : arm_room_wait();
+  const size_t remaining =
+      m.by_reference ? m.header_bytes + sizeof(RefDesc) : (m.header_bytes - m.header_done) + (m.payload.bytes - m.done);
+  const bool armed =
+      m.by_reference && m.header_done == m.header_bytes ? arm_ticket_wait(m.ticket) : arm_room_wait(remaining);
   return {armed ? WaitOn::How::kDoorbell : WaitOn::How::kReady, -1, 0};
 }
 
@@ -622,11 +637,12 @@ WaitOn ShmLink::arm_recv(const Message&) {
   return {WaitOn::How::kDoorbell, -1, 0};
 }
 
-bool ShmLink::arm_room_wait() {
+bool ShmLink::arm_room_wait(size_t remaining) {
   out_->producer_sleeping.store(1);
   sleeper_fence();
   tail_seen_ = out_->tail.load(std::memory_order_acquire);
-  if (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) >= min_room(head_)) {
+  bool skip = false;
+  if (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) >= room_needed(head_, remaining, &skip)) {
     out_->producer_sleeping.store(0);
     return false;
   }

@@ -151,7 +151,9 @@ class ShmLink final : public Link {
   bool ticket_done(uint64_t ticket) const;
   /// Copies n bytes at address `remote` of the sender into dst.
   void read_remote(void* dst, uint64_t remote, size_t n);
-  bool arm_room_wait();
+  /// Arms the wait for room for the next record of a message with
+  /// `remaining` bytes left to write (false: there is room now).
+  bool arm_room_wait(size_t remaining);
   bool arm_ticket_wait(uint64_t ticket);
   void announce_membarrier();
   /// Full barrier before re-checking after arming a wait.
