@@ -33,6 +33,7 @@
 #include "common/net.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "transport/auth.h"
 #include "transport/control_wire.h"
 #include "transport/mesh.h"
 #include "transport/transport.h"
@@ -214,14 +215,15 @@ TEST(MeshGoodbye, SlowerPeerGetsEveryByteAndACleanEnd) {
 // Pipelined hellos
 
 /// Rank 0 of a 4-rank TCP mesh played by the test: on another "host" (its
-/// own host id: every connection to it is TCP), it answers each hello only
-/// `delay` after it arrived (a slow acceptor), then takes part in the ready
-/// barrier. It records when each hello arrived and when it sent its first
-/// verdict.
+/// own host id: every connection to it is TCP), it takes each hello as a
+/// real rank does (auth::Responder: the token challenge and proof, when the
+/// job has a token, at once) but gives its verdict only `delay` after the
+/// hello arrived (a slow acceptor), then takes part in the ready barrier. It
+/// records when each hello arrived and when it sent its first verdict.
 class SlowRankZero {
  public:
-  SlowRankZero(int size, uint64_t session, std::chrono::milliseconds delay)
-      : size_(size), session_(session), delay_(delay) {
+  SlowRankZero(int size, uint64_t session, std::chrono::milliseconds delay, std::string token)
+      : size_(size), session_(session), delay_(delay), token_(std::move(token)) {
     listener_ = net::listen_tcp("127.0.0.1", addr_);
     start_ = Clock::now();
     thread_ = std::thread([this] { run(); });
@@ -255,8 +257,9 @@ class SlowRankZero {
  private:
   struct Conn {
     UniqueFd fd;
+    auth::Responder responder;
+    bool got = false;  // the whole hello (and the token proof)
     wire::Hello hello{};
-    size_t got = 0;
     Clock::time_point arrived{};
     bool answered = false;
   };
@@ -269,20 +272,23 @@ class SlowRankZero {
     try {
       while (!stop_.load() && !limit.expired()) {
         std::vector<pollfd> p = {{listener_.get(), POLLIN, 0}};
-        for (auto& c : conns) p.push_back({c.fd.get(), static_cast<short>(c.got < sizeof c.hello ? POLLIN : 0), 0});
+        for (auto& c : conns) p.push_back({c.fd.get(), static_cast<short>(c.got ? 0 : POLLIN), 0});
         ::poll(p.data(), p.size(), 5);
         if (p[0].revents & POLLIN) {
           UniqueFd fd = net::accept_until(listener_.get(), Deadline::after_ms(0));
           if (fd.valid()) {
             net::set_nonblocking(fd.get());
-            conns.push_back(Conn{std::move(fd)});
+            const int raw = fd.get();
+            conns.push_back(Conn{std::move(fd), auth::Responder(raw, token_)});
           }
         }
         for (auto& c : conns) {
-          if (c.got < sizeof c.hello) {
-            ssize_t r = ::recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got, sizeof c.hello - c.got, 0);
-            if (r > 0) c.got += static_cast<size_t>(r);
-            if (c.got == sizeof c.hello) {
+          if (!c.got) {
+            const auth::Responder::State st = c.responder.on_readable();
+            if (st == auth::Responder::State::kFailed) fail(Status::kInternal, "a hello failed: ", c.responder.why());
+            if (st == auth::Responder::State::kDone) {
+              c.got = true;
+              c.hello = c.responder.hello();
               c.arrived = Clock::now();
               std::lock_guard<std::mutex> l(mu_);
               last_hello_ = std::max(last_hello_, since_start(c.arrived));
@@ -323,6 +329,7 @@ class SlowRankZero {
   int size_;
   uint64_t session_;
   std::chrono::milliseconds delay_;
+  std::string token_;
   net::SocketAddress addr_;
   UniqueFd listener_;
   Clock::time_point start_;
@@ -342,12 +349,13 @@ class SlowRankZero {
 // rank 0 has every hello before it answers the first, and the mesh is up
 // about 2 s after the start. Hello then verdict, one connection at a time,
 // would make that 4 s (rank 0's two verdicts one after the other) and delay
-// the other ranks' connections behind them.
-TEST(MeshPipelinedHellos, SlowAcceptorDoesNotSerialiseTheOthers) {
+// the other ranks' connections behind them. With a job token (what the
+// launchers always set) and without.
+void slow_acceptor_does_not_serialise(const std::string& token) {
   constexpr int kSize = 4;
   constexpr auto kDelay = std::chrono::milliseconds(2000);
   const uint64_t session = fresh_session();
-  SlowRankZero zero(kSize, session, kDelay);
+  SlowRankZero zero(kSize, session, kDelay, token);
   Exchange ex(kSize);
   std::unique_ptr<Mesh> meshes[kSize];
   std::string errors[kSize];
@@ -355,7 +363,7 @@ TEST(MeshPipelinedHellos, SlowAcceptorDoesNotSerialiseTheOthers) {
   const auto t0 = Clock::now();
   auto build = [&](int rank) {
     try {
-      meshes[rank] = Mesh::create(options(rank, kSize, session), [&](const std::string& mine) {
+      meshes[rank] = Mesh::create(options(rank, kSize, session, token), [&](const std::string& mine) {
         auto all = ex.all_gather(rank, mine, kSize - 1);
         all[0] = zero.record();
         return all;
@@ -382,12 +390,21 @@ TEST(MeshPipelinedHellos, SlowAcceptorDoesNotSerialiseTheOthers) {
   for (auto& m : meshes) m.reset();
 }
 
-// Four real ranks with a job token; rank 3 has the wrong one. Its hellos to
-// ranks 0, 1 and 2 (control and data each) all go out before it reads the
-// first verdict, which is a refusal: rank 3 fails at once, naming the token.
-// The others, which dropped its connections, learn through the job (here a
-// shared flag read by MeshOptions::check_peers, as the rendezvous does) that
-// rank 3 is gone and end within seconds, not at the 30 s deadline.
+TEST(MeshPipelinedHellos, SlowAcceptorDoesNotSerialiseTheOthers) { slow_acceptor_does_not_serialise(""); }
+
+TEST(MeshPipelinedHellos, SlowAcceptorDoesNotSerialiseTheOthersWithAToken) {
+  slow_acceptor_does_not_serialise("the job token");
+}
+
+// Four real ranks with a job token; rank 3 has the wrong one. With a token
+// each hello waits for the acceptor's challenge and is answered by its proof
+// or a refusal before the next goes out (only the verdicts are pipelined):
+// rank 0 refuses rank 3's first hello, and rank 3 fails at once, naming the
+// token, without trying the others. The others, which dropped its connection
+// or never got one, learn through the job (here a shared flag read by
+// MeshOptions::check_peers, as the rendezvous does) that rank 3 is gone and
+// end within seconds, not at the 30 s deadline; none of them completes a
+// mesh with a rank missing.
 TEST(MeshPipelinedHellos, RefusedTokenFailsAtOnceAndNothingIsLeftWaiting) {
   constexpr int kSize = 4;
   const uint64_t session = fresh_session();
