@@ -5,7 +5,8 @@
 #
 #   asan  clang, AddressSanitizer + UndefinedBehaviorSanitizer (every finding
 #         fatal), libFuzzer coverage: the unit, abi, examples and hardening
-#         suites, then the errors, api and faults suites.
+#         suites, the errors, api and faults suites, then a subset of the
+#         collectives matrix (OMNICCL_SAN_MATRIX=full: all of it, ~6 min).
 #   fuzz  the libFuzzer targets of tests/fuzz, from the asan build, each for
 #         OMNICCL_FUZZ_SECONDS (default 15) from its checked-in corpus in
 #         tests/fuzz/corpus/<target>; a crash, leak or sanitizer report fails.
@@ -39,8 +40,8 @@ run_asan() {
   local dir=$root/asan
   configure "$dir" clang clang++ address,undefined -DOMNICCL_FUZZ=ON
   local t=(core_test kernels_test store_test rendezvous_test handshake_test hello_retry_test net_close_test
-           hardening_test abi_runtime_check
-           omniccl-run shm_link_test transport_registry_test errors_test api_test faults_test)
+           mesh_setup_test hardening_test abi_runtime_check
+           omniccl-run shm_link_test transport_registry_test errors_test api_test faults_test matrix_test)
   local e
   # Every example the examples label runs below (one per source file).
   for e in examples/c/*.c; do
@@ -64,6 +65,24 @@ run_asan() {
   for s in errors_test api_test faults_test; do
     timeout 600 "$dir/tests/collectives/$s"
   done
+  # The collectives matrix (tests/collectives/matrix_test.cc). All of it takes
+  # ~6 min here (8 ranks over tcp alone ~40 s a job), so CI runs a subset
+  # that keeps its coverage (~100 s, plus ~35 s to build): every job
+  # covers every dtype x reduce op (premul_sum included) x size {0, 1, 7,
+  # 3n+1, 1000} and all_reduce above the 32 KiB tuning switch; kept are 3
+  # ranks (odd) and 4 (a power of two), shm and tcp, the tuned choice and
+  # every algorithm set (each (collective, algorithm) pair once per rank
+  # count and transport), the in-process (threads) mesh once, and the
+  # >= 16 MiB buffers (large paths, shm's single-copy path) for 3 ranks with
+  # every set and 4 ranks with set1 (recursive doubling/halving, bruck).
+  # By hand: OMNICCL_SAN_MATRIX=full scripts/sanitize.sh asan runs all of it.
+  local matrix='CollectiveMatrixSets.*:Ranks/CollectiveMatrix.*/n3_*:Ranks/CollectiveMatrix.*/n4_*'
+  matrix+=':Threads/CollectiveMatrixThreads.*/n4_tcp_tuned:Ranks/CollectiveLarge.*/n3_*:Ranks/CollectiveLarge.*/n4_*_set1'
+  [ "${OMNICCL_SAN_MATRIX:-}" = full ] && matrix='*'
+  echo "== asan+ubsan: collectives matrix ($([ "$matrix" = '*' ] && echo full || echo subset))"
+  local t0=$SECONDS
+  timeout 900 "$dir/tests/collectives/matrix_test" --gtest_filter="$matrix" --gtest_brief=1
+  echo "== asan+ubsan: collectives matrix done in $((SECONDS - t0)) s"
   unset ASAN_OPTIONS UBSAN_OPTIONS
 }
 
