@@ -440,6 +440,16 @@ std::vector<int> Mesh::control_fds() const {
   return fds;
 }
 
+int Mesh::local_pid(int peer) const {
+  if (peer < 0 || peer >= size_ || !peers_[peer] || !peers_[peer]->same_host || !peers_[peer]->ctrl.valid()) return 0;
+  // A unix socket's credentials give the peer's pid in this process's pid
+  // namespace (0 when it is not visible here), unlike the pid it announced.
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(peers_[peer]->ctrl.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
+  return cred.pid > 0 ? cred.pid : 0;
+}
+
 void Mesh::doorbell(int peer) { send_control(peer, kDoorbell, "", true); }
 
 void Mesh::wake() {

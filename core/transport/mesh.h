@@ -140,8 +140,10 @@ class Mesh {
   /// heartbeat of this generation arrived once, is expected
   /// (expect_heartbeats), and then stays silent for timeout_ms becomes the
   /// pending error "rank P (pid ...) stopped responding during <what>". A
-  /// peer that has not sent one (not in the split yet: busy elsewhere, or
-  /// stopped before) is left to the deadline. timeout_ms 0: nothing.
+  /// peer that has not sent one is not in the split yet: on this host, one
+  /// whose process is stopped (SIGSTOP, a debugger: /proc/PID/stat) for
+  /// timeout_ms is named too; a live one (busy elsewhere), or one on
+  /// another host, is left to the deadline. timeout_ms 0: nothing.
   /// Only the thread that issues operations calls these.
   void start_heartbeat(uint64_t generation, int64_t timeout_ms, const std::string& what);
   /// Watches only these peers from now on (the new communicator's members;
@@ -167,6 +169,12 @@ class Mesh {
   void note_heartbeat(int peer, const std::string& payload);
   std::vector<int> control_fds() const;
   void check_heartbeats();
+  /// The pid of a peer on this host as this process sees it (its control
+  /// socket's credentials; 0 when not on this host or unknown).
+  int local_pid(int peer) const;
+  /// Whether a peer that has not entered the split has been stopped (as
+  /// /proc says) for the liveness timeout; sets the pending error then.
+  bool stopped_outside(int peer, Clock::time_point now);
 
   int rank_ = 0;
   int size_ = 1;

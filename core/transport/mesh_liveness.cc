@@ -9,6 +9,7 @@
 // heartbeat carries the split's generation (the parent's split count), so a
 // late one of an earlier split cannot make a peer look as if it had entered
 // this one.
+#include <cstdio>
 #include <cstring>
 
 #include "common/log.h"
@@ -21,6 +22,24 @@ namespace omniccl::transport {
 
 namespace {
 constexpr char kHeartbeat = 'H';
+
+/// Whether /proc/PID/stat shows the process stopped: state T (a signal:
+/// SIGSTOP, SIGTSTP) or t (a tracer, such as a debugger). False when it
+/// cannot be read.
+bool process_stopped(int pid) {
+  char path[40];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  std::FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return false;
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  // "PID (COMM) S ...": COMM may hold spaces and parentheses, so the state
+  // follows the last ')'.
+  const char* close = std::strrchr(buf, ')');
+  if (n == 0 || close == nullptr || close + 2 >= buf + n) return false;
+  return close[2] == 'T' || close[2] == 't';
+}
 }  // namespace
 
 void Mesh::start_heartbeat(uint64_t generation, int64_t timeout_ms, const std::string& what) {
@@ -33,6 +52,8 @@ void Mesh::start_heartbeat(uint64_t generation, int64_t timeout_ms, const std::s
   l->expected.assign(size_t(size_), 1);
   l->expected[size_t(rank_)] = 0;
   l->heard.assign(size_t(size_), Clock::time_point{});
+  l->local_pid.assign(size_t(size_), -1);
+  l->stopped_since.assign(size_t(size_), Clock::time_point{});
   // The control sockets to write to, read here (the thread must not look
   // at the peers' state, which this thread changes while it sleeps).
   std::vector<int> fds = control_fds();
@@ -90,9 +111,17 @@ void Mesh::check_heartbeats() {
   if (pending_status_ != Status::kSuccess) return;
   const auto now = Clock::now();
   const auto limit = std::chrono::milliseconds(liveness_->timeout_ms);
+  // Peers not in the split yet: /proc is read at most every 250 ms.
+  const bool look = now >= liveness_->next_proc_look;
+  if (look) liveness_->next_proc_look = now + std::chrono::milliseconds(250);
   for (int p = 0; p < size_; ++p) {
     const Clock::time_point heard = liveness_->heard[size_t(p)];
-    if (!liveness_->expected[size_t(p)] || heard == Clock::time_point{} || now - heard <= limit) continue;
+    if (!liveness_->expected[size_t(p)]) continue;
+    if (heard == Clock::time_point{}) {
+      if (look && stopped_outside(p, now)) return;
+      continue;
+    }
+    if (now - heard <= limit) continue;
     pending_status_ = Status::kPeerFailure;
     pending_message_ = str_cat(describe(p), " stopped responding during ", liveness_->what, ": no heartbeat for ",
                                liveness_->timeout_ms,
@@ -102,6 +131,27 @@ void Mesh::check_heartbeats() {
     OCCL_LOG(kWarn, kTransport, "rank ", rank_, ": ", pending_message_);
     return;
   }
+}
+
+bool Mesh::stopped_outside(int peer, Clock::time_point now) {
+  Liveness& l = *liveness_;
+  int& pid = l.local_pid[size_t(peer)];
+  if (pid < 0) pid = local_pid(peer);
+  if (pid == 0) return false;  // another host: only the deadline tells
+  Clock::time_point& since = l.stopped_since[size_t(peer)];
+  if (!process_stopped(pid)) {
+    since = Clock::time_point{};
+    return false;
+  }
+  if (since == Clock::time_point{}) since = now;
+  if (now - since <= std::chrono::milliseconds(l.timeout_ms)) return false;
+  pending_status_ = Status::kPeerFailure;
+  pending_message_ = str_cat(describe(peer), " is stopped and has not entered ", l.what, ": its process (pid ", pid,
+                             " here) has been stopped for more than ", l.timeout_ms, " ms (SIGSTOP, a debugger; /proc/",
+                             pid, "/stat says so; OMNICCL_SETUP_HEARTBEAT_TIMEOUT)");
+  pending_remote_ = false;
+  OCCL_LOG(kWarn, kTransport, "rank ", rank_, ": ", pending_message_);
+  return true;
 }
 
 }  // namespace omniccl::transport

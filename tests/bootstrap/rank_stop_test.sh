@@ -17,7 +17,10 @@
 #       one of them 3 s late to the rendezvous and another 3 s late to the
 #       split (live, busy elsewhere), all complete;
 #   (h) a malformed or too short OMNICCL_SETUP_HEARTBEAT_TIMEOUT is an error
-#       naming it.
+#       naming it;
+#   (i) a rank stopped before it enters a split, while the others wait in it:
+#       on one host they see its process stopped (/proc) and name it within
+#       10 s (on another host only the deadline would tell).
 # Every stopped process is killed at the end (SIGKILL works on stopped ones).
 # Usage: rank_stop_test.sh PATH/TO/rendezvous_probe PATH/TO/libstall_connect.so
 # (CASES=ace runs only those cases.)
@@ -185,6 +188,32 @@ if ((rc == 1)) && grep -q "OMNICCL_SETUP_HEARTBEAT_TIMEOUT='10ms' is too short" 
   ok "setting: OMNICCL_SETUP_HEARTBEAT_TIMEOUT=10ms refused as too short"
 else
   fail "setting: exit $rc, expected 1 saying 10ms is too short"; show "$TMP/h1.err"
+fi
+fi
+
+# (i) Rank 2 of 3 is stopped after the first communicator, before its split
+# (which it would enter 30 s later); ranks 0 and 1 wait in the split.
+if want i; then
+start_server i0 3 OMNICCL_TIMEOUT=60s PROBE_SPLIT=1
+start_rank i1 1 3 "$port" OMNICCL_TIMEOUT=60s PROBE_SPLIT=1
+start_rank i2 2 3 "$port" OMNICCL_TIMEOUT=60s PROBE_SPLIT=1 PROBE_SPLIT_DELAY_MS=30000
+if wait_for_text "$TMP/i2.out" "the split comes later" 20; then
+  stop i2
+  for name in i0 i1; do
+    eval "pid=\$PID_$name"
+    wait "$pid"; rc=$?
+    took=$(( $(now_ms) - stopped ))
+    if ((rc == 1)) && grep -qE "rank 2 \(pid $victim on [^)]*\) is stopped and has not entered" "$TMP/$name.err"; then
+      ok "stopped before the split: $name failed naming rank 2 (pid $victim) within $took ms"
+    else
+      fail "stopped before the split: $name: exit $rc, expected 1 and 'rank 2 (pid $victim on ...) is stopped'"
+      show "$TMP/$name.err"
+    fi
+    ((took < 10000)) || fail "stopped before the split: $name took $took ms (limit 10000)"
+  done
+  kill -KILL "$victim"
+else
+  fail "stopped before the split: rank 2 never created its first communicator"; show "$TMP/i2.err"
 fi
 fi
 

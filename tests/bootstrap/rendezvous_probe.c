@@ -79,6 +79,10 @@ static int one_round(void) {
   const char* split = getenv("PROBE_SPLIT");
   if (split != NULL && split[0] == '1') {
     occl_comm_t child = NULL;
+    if (getenv("PROBE_SPLIT_DELAY_MS") != NULL) {
+      printf("probe rank %d of %d: created, the split comes later\n", rank, size);
+      fflush(stdout);
+    }
     sleep_ms_from("PROBE_SPLIT_DELAY_MS");
     st = occl_comm_split(comm, 0, rank, NULL, &child);
     if (st != OCCL_SUCCESS) return fail("occl_comm_split", st);
