@@ -46,16 +46,31 @@ struct CopyRates {
 /// faster for all_to_all at 1 MiB, and all_gather at 16 MiB went either way.
 inline constexpr double kExchangeShare = 0.35;
 
+/// Broadcasts read by reference at every size once process_vm_readv is as
+/// fast as the ring (then so do gather and scatter); from this share of the
+/// ring rate (the rate of the ring's two copies on one core) they still do for
+/// payloads of up to kBroadcastCacheBytes, which stay in the caches, where the
+/// ring's hand-offs keep it well below its rate. Measured on the development
+/// VM (readv 9.3, ring 17.2 GB/s, 2 ranks): broadcast 256 KiB 31 us by
+/// reference vs 48 us through the ring, 1 MiB 129-139 vs 193 us, 2 MiB 283 vs
+/// 402 us; but 4 MiB 1601 vs 780 us and 16 MiB 4.5 vs 3.8 ms. Gather and
+/// scatter stay on the ring there: by reference, 1 MiB took 80-90 us in most
+/// runs but 490-1300 us in a third of them (the ring: 97-114 us, steady).
+inline constexpr double kOneWayShare = 0.5;
+inline constexpr uint64_t kBroadcastCacheBytes = uint64_t(2) << 20;
+
 /// The decision for this host, and why (one line for the log).
 struct SingleCopyChoice {
   bool one_way = false;   ///< broadcast, gather, scatter (+ v) may go by reference
   bool exchange = false;  ///< all_gather, all_to_all (+ v) may go by reference
   std::string reason;     ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
+  /// Without one_way, broadcasts of up to this many bytes still may.
+  uint64_t broadcast_max = 0;
   /// Whether shared-memory links should offer to read by reference at all.
-  bool any() const { return one_way || exchange; }
-  /// Whether operation `kind` may move payloads by reference (reductions and
-  /// point-to-point never do; see single_copy_for for sizes).
-  bool allows(OpKind kind) const;
+  bool any() const { return one_way || exchange || broadcast_max > 0; }
+  /// Whether operation `kind` on `bytes` may move payloads by reference
+  /// (reductions and point-to-point never do; see also single_copy_for).
+  bool allows(OpKind kind, uint64_t bytes) const;
 };
 
 /// The decision that follows from measured rates (`how` ends the reason).

@@ -20,6 +20,8 @@
 namespace omniccl {
 namespace {
 
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+
 /// The first two lines a cache for this machine must have, built here from
 /// uname() independently of the code under test.
 std::string header_for_this_machine() {
@@ -127,16 +129,49 @@ TEST_F(Calibration, SomewhatSlowerReadvKeepsSingleCopyForExchangesOnly) {
   EXPECT_FALSE(c.one_way) << c.reason;
   EXPECT_TRUE(c.exchange) << c.reason;  // 4.2 >= 0.35 x 9.6
   EXPECT_TRUE(c.any());
-  EXPECT_FALSE(c.allows(OpKind::kBroadcast));
-  EXPECT_FALSE(c.allows(OpKind::kGather));
-  EXPECT_FALSE(c.allows(OpKind::kScatterV));
-  EXPECT_TRUE(c.allows(OpKind::kAllGather));
-  EXPECT_TRUE(c.allows(OpKind::kAllToAllV));
-  EXPECT_FALSE(c.allows(OpKind::kAllReduce));
+  EXPECT_FALSE(c.allows(OpKind::kBroadcast, kMiB));
+  EXPECT_FALSE(c.allows(OpKind::kGather, kMiB));
+  EXPECT_FALSE(c.allows(OpKind::kScatterV, kMiB));
+  EXPECT_TRUE(c.allows(OpKind::kAllGather, kMiB));
+  EXPECT_TRUE(c.allows(OpKind::kAllToAllV, kMiB));
+  EXPECT_FALSE(c.allows(OpKind::kAllReduce, kMiB));
   EXPECT_NE(c.reason.find("single copy off: process_vm_readv 4.2 GB/s < ring 9.6 GB/s; on for all_gather and "
                           "all_to_all only"),
             std::string::npos)
       << c.reason;
+}
+
+// At half the ring's rate or more (the rate of the ring's two copies on one
+// core), reading by reference beats the ring for broadcasts that stay in the
+// caches (see kBroadcastCacheBytes for what was measured); gather and scatter
+// stay on the ring, exchanges go by reference at any size.
+TEST_F(Calibration, HalfTheRingRateKeepsSingleCopyForCacheSizedBroadcasts) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 9.3\nring_gbps 17.2\n");
+  SingleCopyChoice c = decide();
+  EXPECT_FALSE(c.one_way) << c.reason;
+  EXPECT_TRUE(c.exchange) << c.reason;
+  EXPECT_EQ(c.broadcast_max, kBroadcastCacheBytes);
+  EXPECT_TRUE(c.allows(OpKind::kBroadcast, 256 * 1024));
+  EXPECT_TRUE(c.allows(OpKind::kBroadcast, kBroadcastCacheBytes));
+  EXPECT_FALSE(c.allows(OpKind::kBroadcast, kBroadcastCacheBytes + 1));
+  EXPECT_FALSE(c.allows(OpKind::kScatter, kMiB));
+  EXPECT_FALSE(c.allows(OpKind::kGatherV, kMiB));
+  EXPECT_TRUE(c.allows(OpKind::kAllGather, 16 * kMiB));
+  EXPECT_FALSE(c.allows(OpKind::kAllReduce, kMiB));
+  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 9.3 GB/s < ring 17.2 GB/s; on for all_gather and "
+                          "all_to_all (9.3 GB/s >= 0.35 x ring), and for broadcasts up to 2 MiB (>= 0.5 x ring"),
+            std::string::npos)
+      << c.reason;
+  // Faster than the ring: every one-way operation, every size.
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\n");
+  reset_single_copy_memo();
+  SingleCopyChoice fast = decide();
+  EXPECT_TRUE(fast.allows(OpKind::kBroadcast, 64 * kMiB));
+  EXPECT_TRUE(fast.allows(OpKind::kScatter, 64 * kMiB));
+  // Under half: broadcasts on the ring too (4.2 < 0.5 x 9.6).
+  write_file(path_, header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\n");
+  reset_single_copy_memo();
+  EXPECT_FALSE(decide().allows(OpKind::kBroadcast, 256 * 1024));
 }
 
 TEST_F(Calibration, CachedFasterReadvTurnsSingleCopyOn) {
@@ -144,9 +179,9 @@ TEST_F(Calibration, CachedFasterReadvTurnsSingleCopyOn) {
   SingleCopyChoice c = decide();
   EXPECT_TRUE(c.one_way) << c.reason;
   EXPECT_TRUE(c.exchange) << c.reason;
-  EXPECT_TRUE(c.allows(OpKind::kBroadcast));
-  EXPECT_FALSE(c.allows(OpKind::kReduceScatter));
-  EXPECT_FALSE(c.allows(OpKind::kSendRecv));
+  EXPECT_TRUE(c.allows(OpKind::kBroadcast, kMiB));
+  EXPECT_FALSE(c.allows(OpKind::kReduceScatter, kMiB));
+  EXPECT_FALSE(c.allows(OpKind::kSendRecv, kMiB));
   EXPECT_NE(c.reason.find("single copy on: process_vm_readv 9 GB/s >= ring 4.5 GB/s"), std::string::npos) << c.reason;
 }
 
