@@ -59,7 +59,7 @@ WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, Red
     e.set_interrupt(interrupt);
     e.use_device(device);
     const auto& copy = comm->config().copy_choice;
-    e.set_single_copy(copy && copy->allows(kind) && single_copy_for(kind, tune_bytes, e.oversubscribed()));
+    e.set_single_copy(copy && copy->allows(kind, tune_bytes) && single_copy_for(kind, tune_bytes, e.oversubscribed()));
     body(e, find_algorithm(kind, a));
   };
   if (!call.async) {
