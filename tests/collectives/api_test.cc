@@ -1193,11 +1193,58 @@ TEST(SingleCopyCalibration, SomewhatSlowerReadvKeepsSingleCopyForAllGather) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
   const std::string cache = dir.path + "/cache";
-  std::ofstream(cache) << planted_cache("5", "10");
+  std::ofstream(cache) << planted_cache("4", "10");
   JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
     return run_and_check_log(
         rank, "on for all_gather and all_to_all only",
         cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4, " bytes) read by reference"));
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// From half the ring's rate, broadcasts that stay in the caches (up to 2 MiB)
+// go by reference, larger ones through the ring: three 1 MiB broadcasts are
+// read by reference (their bytes exactly), a 4 MiB one is not.
+TEST(SingleCopyCalibration, HalfTheRingRateSendsCacheSizedBroadcastsByReference) {
+  if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  std::ofstream(cache) << planted_cache("5", "10");
+  JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
+    int rc = 0;
+    std::string log = capture_stderr(
+        rank,
+        [rank] {
+          const char* init = std::getenv("OCCL_TEST_INIT");
+          RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
+          occl_config_t cfg = OCCL_CONFIG_INIT;
+          cfg.timeout_ms = 120000;
+          cfg.transport = "shm";
+          occl_comm_t comm = nullptr;
+          RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
+          for (size_t floats : {kSingleCopyFloats, kSingleCopyFloats, kSingleCopyFloats, 4 * kSingleCopyFloats}) {
+            Buf b(DT::kF32, floats);
+            Tensor1D t(b.data(), int64_t(floats), dl_float(32));
+            fill_pattern(DT::kF32, b.data(), floats, 0, rank == 0 ? 0 : 99, floats);
+            RANK_OK(occl_broadcast(&t, 0, comm, nullptr), rank);
+            std::string err = check_pattern(DT::kF32, b.data(), floats, 0, 0, floats);
+            RANK_CHECK(err.empty(), rank, cat("broadcast of ", floats, " floats: ", err));
+          }
+          RANK_OK(occl_comm_destroy(comm), rank);
+          return 0;
+        },
+        &rc);
+    if (rc != 0) return rc;
+    RANK_CHECK(log.find("and for broadcasts up to 2 MiB (>= 0.5 x ring") != std::string::npos, rank,
+               "no broadcast band in:\n" + log);
+    // (A broadcast may send its payload in pieces: the bytes tell.)
+    const std::string counts = rank == 0 ? "payload(s) sent by reference, 0 (0 bytes) read by reference"
+                                         : cat("(", 3 * kSingleCopyFloats * 4, " bytes) read by reference");
+    RANK_CHECK(log.find(counts) != std::string::npos, rank, "expected '" + counts + "' in:\n" + log);
+    RANK_CHECK(log.find("with rank 1: 0 payload(s) sent") == std::string::npos, rank, "rank 0 sent none:\n" + log);
+    RANK_CHECK(log.find("with rank 0: 0 payload(s) sent") != std::string::npos || rank == 0, rank,
+               "rank 1 sent some:\n" + log);
+    return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
