@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "bootstrap/rendezvous.h"
@@ -409,6 +410,25 @@ OCCL_API occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int send
   });
   fill_status(status, rs);
   return st;
+}
+
+OCCL_API occl_status_t occl_iprobe(int source, int tag, occl_comm_t comm, const occl_options_t* options, int* flag,
+                                   occl_recv_status_t* status) {
+  return guard("occl_iprobe", [&] {
+    std::shared_ptr<Communicator> c = comm_of(comm);
+    check_arg(flag != nullptr, "flag is NULL");
+    std::optional<RecvStatus> rs = c->iprobe(source, tag, call_options(options, false));
+    *flag = rs ? 1 : 0;
+    if (rs) fill_status(status, *rs);
+  });
+}
+
+OCCL_API occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const occl_options_t* options,
+                                  occl_recv_status_t* status) {
+  return guard("occl_probe", [&] {
+    std::shared_ptr<Communicator> c = comm_of(comm);
+    fill_status(status, c->probe(source, tag, call_options(options, false)));
+  });
 }
 
 static occl_status_t broadcast_impl(const char* fn, const DLTensor* tensor, int root, occl_comm_t comm,

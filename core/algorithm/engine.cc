@@ -352,7 +352,10 @@ bool Engine::advance_listen(State& s, TransferFeed& feed) {
         feed.listen_ended(peer, true);
         return true;
       }
-      if (m.header_done < sizeof(WireHeader)) return progressed;
+      if (m.header_done < sizeof(WireHeader)) {
+        if (m.header_done == 0) feed.quiet(peer);
+        return progressed;
+      }
       const WireHeader& h = s.hdr;
       if (h.magic != kWireMagic) {
         std::string msg = str_cat("recv: corrupt message from ", mesh_.describe(peer),

@@ -127,6 +127,9 @@ class TransferFeed {
     (void)peer;
     (void)parked;
   }
+  /// A listen on `peer` has read everything that peer has sent so far (no
+  /// header byte is waiting); a probe that must not wait uses it.
+  virtual void quiet(int peer) { (void)peer; }
   /// Whether a receive is waiting for `peer` by name (not only through
   /// ANY_SOURCE): if not, a listen on a peer that has left just ends.
   virtual bool named(int peer) {

@@ -261,7 +261,8 @@ std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, const CallOption
       set_failed(Status::kInterrupted, "a blocking send/recv was interrupted by the caller");
       mesh_->set_aborted();
       work->wait();
-      fail(Status::kInterrupted, op.is_send ? "send" : "recv", " to/from rank ", op.peer,
+      const char* what = op.probe != P2POp::Probe::kNone ? "probe" : op.is_send ? "send" : "recv";
+      fail(Status::kInterrupted, what, " to/from rank ", op.peer,
            " was interrupted by the caller; the communicator is unusable now");
     }
   }
@@ -269,6 +270,51 @@ std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, const CallOption
   if (op.status != nullptr) *op.status = work->recv_status();
   if (st != Status::kSuccess) throw Error(st, work->message());
   return nullptr;
+}
+
+namespace {
+
+void check_probe_args(const Communicator& c, const char* what, int source, int tag) {
+  check_arg(source == kProcNull || source == kAnySource || (source >= 0 && source < c.size()), what, ": source ",
+            source, " is out of range for a communicator of ", c.size(), " ranks (or ANY_SOURCE, PROC_NULL)");
+  check_arg(tag >= 0 || tag == kAnyTag, what, ": tag ", tag, " is negative; a probe's tag is >= 0 or ANY_TAG");
+}
+
+}  // namespace
+
+std::optional<RecvStatus> Communicator::iprobe(int source, int tag, const CallOptions& call) {
+  check_probe_args(*this, "iprobe", source, tag);
+  RecvStatus rs;  // PROC_NULL's: source kProcNull, tag kAnyTag, 0 bytes
+  if (source == kProcNull) return rs;
+  P2POp op;
+  op.is_send = false;
+  op.peer = source;
+  op.timeout_ms = call.timeout_ms;
+  op.tag = tag;
+  op.status = &rs;
+  op.probe = P2POp::Probe::kIprobe;
+  CallOptions blocking = call;
+  blocking.async = false;
+  submit_p2p(op, blocking);
+  if (rs.source == kAnySource) return std::nullopt;
+  return rs;
+}
+
+RecvStatus Communicator::probe(int source, int tag, const CallOptions& call) {
+  check_probe_args(*this, "probe", source, tag);
+  RecvStatus rs;
+  if (source == kProcNull) return rs;
+  P2POp op;
+  op.is_send = false;
+  op.peer = source;
+  op.timeout_ms = call.timeout_ms;
+  op.tag = tag;
+  op.status = &rs;
+  op.probe = P2POp::Probe::kProbe;
+  CallOptions blocking = call;
+  blocking.async = false;
+  submit_p2p(op, blocking);
+  return rs;
 }
 
 /// Feeds queued send/recv tasks into a running engine step, in queue order,
@@ -336,7 +382,10 @@ class Communicator::QueueFeed final : public TransferFeed {
       r.status = op.status;
       r.blocking = op.status != nullptr;
       r.deadline = deadline;
+      r.probe = op.probe != P2POp::Probe::kNone;
+      r.once = op.probe == P2POp::Probe::kIprobe;
       if (c_.matcher_.post(std::move(r))) continue;  // an unexpected message matched
+      if (op.probe == P2POp::Probe::kIprobe) start_iprobe(op.peer);
       listen_for(op.peer, deadline);
     }
   }
@@ -357,6 +406,26 @@ class Communicator::QueueFeed final : public TransferFeed {
     }
   }
 
+  /// An iprobe found nothing among the unexpected messages: it waits only
+  /// until every peer it could hear from has been read up to what has
+  /// arrived (quiet), then ends (P2PMatcher::end_probe).
+  void start_iprobe(int source) {
+    iprobe_peers_ = 0;
+    iprobe_wait_.assign(size_t(c_.size()), 0);
+    for (int p = 0; p < c_.size(); ++p) {
+      if (p == c_.rank() || (source != kAnySource && source != p) || parked_[size_t(p)]) continue;
+      iprobe_wait_[size_t(p)] = 1;
+      ++iprobe_peers_;
+    }
+    if (iprobe_peers_ == 0) c_.matcher_.end_probe();
+  }
+  void iprobe_heard(int peer) {
+    if (iprobe_peers_ == 0 || !iprobe_wait_[size_t(peer)]) return;
+    iprobe_wait_[size_t(peer)] = 0;
+    if (--iprobe_peers_ == 0) c_.matcher_.end_probe();
+  }
+  void quiet(int peer) override { iprobe_heard(peer); }
+
   void done(size_t tag) override {
     taken_[tag].work->complete(Status::kSuccess, "");
     taken_[tag].work.reset();
@@ -367,6 +436,7 @@ class Communicator::QueueFeed final : public TransferFeed {
   bool listening(int peer) override { return c_.matcher_.wants(peer); }
   bool named(int peer) override { return c_.matcher_.names(peer); }
   void listen_ended(int peer, bool parked) override {
+    iprobe_heard(peer);
     listening_[size_t(peer)] = 0;
     if (parked) parked_[size_t(peer)] = 1;
   }
@@ -393,7 +463,8 @@ class Communicator::QueueFeed final : public TransferFeed {
             "every rank it could hear from has moved on (to a collective operation, or it has left) without a "
             "matching send";
       }
-      return str_cat("recv from ", from, " (tag ", tag, ") cannot be matched: ", why);
+      return str_cat(p.probe ? "probe for a message from " : "recv from ", from, " (tag ", tag,
+                     ") cannot be matched: ", why);
     });
   }
 
@@ -413,6 +484,8 @@ class Communicator::QueueFeed final : public TransferFeed {
   std::deque<std::pair<int, Deadline>> to_listen_;  // listens to hand to the engine
   std::vector<uint8_t> listening_;                  // per peer: a listen runs
   std::vector<uint8_t> parked_;                     // per peer: its next message is a collective's
+  std::vector<uint8_t> iprobe_wait_;                // per peer: the running iprobe has not heard it yet
+  int iprobe_peers_ = 0;                            // peers the running iprobe waits to hear
 };
 
 Status Communicator::run_captured(const std::function<void(Engine&)>& fn, std::string& message) {

@@ -74,6 +74,11 @@ struct P2POp {
   int64_t timeout_ms = 0;        ///< > 0: this operation's deadline; else the communicator's
   int tag = 0;                   ///< >= 0; a recv's may be kAnyTag
   RecvStatus* status = nullptr;  ///< blocking recv: filled when it ends (also on error)
+  /// kNone: a send or recv (is_send). Else a probe (is_send false, tensor
+  /// unused): kProbe waits for a matching message; kIprobe reads what has
+  /// arrived and ends (its status's source is kAnySource if none matched).
+  enum class Probe : uint8_t { kNone, kProbe, kIprobe };
+  Probe probe = Probe::kNone;
 };
 
 class Communicator {
@@ -123,6 +128,21 @@ class Communicator {
   /// communicator (the transfer must not outlive the call) and throws
   /// kInterrupted.
   std::shared_ptr<Work> submit_p2p(const P2POp& op, const CallOptions& call);
+
+  /// MPI_Iprobe: reads what point-to-point messages have arrived from the
+  /// ranks that could match (source: a rank, kAnySource or kProcNull; tag:
+  /// >= 0 or kAnyTag), keeping them as unexpected, and returns the status of
+  /// the first matching message in arrival order without receiving it
+  /// (bytes: the whole message; elem_bytes: the sender's element size), or
+  /// nullopt. A later receive naming that source and tag gets that message.
+  /// kProcNull: the PROC_NULL status at once. Blocking call (call.async is
+  /// ignored); throws kInvalidArgument for a bad source or tag.
+  std::optional<RecvStatus> iprobe(int source, int tag, const CallOptions& call);
+  /// MPI_Probe: as iprobe, but waits until a matching message is there
+  /// (call.timeout_ms or the communicator's timeout; call.interrupt as a
+  /// blocking receive takes it). Throws kMismatch when every rank it could
+  /// hear from moved on without a matching send.
+  RecvStatus probe(int source, int tag, const CallOptions& call);
 
   /// Sequence numbers: call only from inside a submitted function.
   uint64_t next_collective_seq() { return ++collective_seq_; }

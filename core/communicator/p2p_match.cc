@@ -65,9 +65,36 @@ void P2PMatcher::deliver(Posted& r, const Message& m) {
   finish(r, Status::kSuccess, "", rs);
 }
 
+void P2PMatcher::answer_probe(Posted& r, const Message& m) {
+  r.dtype = m.dtype;  // the status's count is in the sender's elements
+  finish(r, Status::kSuccess, "", RecvStatus{m.source, m.tag, m.data.size()});
+}
+
+bool P2PMatcher::end_probe() {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (!it->probe || !it->once) continue;
+    Posted r = std::move(*it);
+    posted_.erase(it);
+    for (const Message& m : unexpected_) {
+      if (!matches(r, m.source, m.tag)) continue;
+      answer_probe(r, m);
+      return true;
+    }
+    RecvStatus none;
+    none.source = kAnySource;  // nothing found
+    finish(r, Status::kSuccess, "", none);
+    return true;
+  }
+  return false;
+}
+
 bool P2PMatcher::post(Posted r) {
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     if (!matches(r, it->source, it->tag)) continue;
+    if (r.probe) {
+      answer_probe(r, *it);
+      return true;
+    }
     Message m = std::move(*it);
     unexpected_.erase(it);
     unexpected_bytes_ -= m.data.size();
@@ -92,6 +119,14 @@ void P2PMatcher::reserve_unexpected(uint64_t bytes, int source, int tag) {
 void P2PMatcher::send_to_self(int tag, const char* src, uint64_t bytes, DType dtype, uint64_t count) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (!matches(*it, rank_, tag)) continue;
+    if (it->probe) {
+      reserve_unexpected(bytes, rank_, tag);  // throws with the probe still posted
+      Posted r = std::move(*it);
+      posted_.erase(it);
+      unexpected_.push_back(Message{rank_, tag, dtype, count, std::vector<char>(src, src + bytes)});
+      answer_probe(r, unexpected_.back());
+      return;
+    }
     Posted r = std::move(*it);
     posted_.erase(it);
     Message m{rank_, tag, dtype, count, std::vector<char>(src, src + bytes)};
@@ -120,6 +155,13 @@ char* P2PMatcher::land(const TransferFeed::Arrival& a, uint64_t expected_seq, si
     if (!matches(*it, a.peer, a.tag)) continue;
     l.posted = std::move(*it);
     posted_.erase(it);
+    if (l.posted.probe) {
+      // Kept as unexpected; the probe completes once it has all come.
+      l.probed = true;
+      reserve_unexpected(a.bytes, a.peer, a.tag);
+      l.msg.data.resize(a.bytes);
+      return l.msg.data.data();
+    }
     if (a.dtype == l.posted.dtype && a.bytes <= l.posted.capacity) {
       l.direct = true;
       return l.posted.dst;
@@ -136,7 +178,10 @@ void P2PMatcher::landed(size_t token) {
   Landing& l = landing_[token];
   if (!l.active) return;
   l.active = false;
-  if (l.direct) {
+  if (l.probed) {
+    unexpected_.push_back(std::move(l.msg));
+    answer_probe(l.posted, unexpected_.back());
+  } else if (l.direct) {
     finish(l.posted, Status::kSuccess, "", RecvStatus{l.msg.source, l.msg.tag, l.bytes});
   } else if (l.posted.work) {
     deliver(l.posted, l.msg);

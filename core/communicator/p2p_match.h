@@ -18,6 +18,12 @@
 // status says how many bytes came; a larger one fills the buffer and fails
 // that receive with kTruncated (the message is consumed whole, so the
 // communicator stays usable).
+// A probe (MPI_Probe / MPI_Iprobe) is posted like a receive but receives
+// nothing: the first matching unexpected message, or the first arriving
+// message it matches in posting order, completes it with that message's
+// status, and the message is kept as unexpected (within the budget), so a
+// receive naming the status's source and tag then gets exactly it. A probe
+// that found nothing completes with source kAnySource (never a sender).
 #pragma once
 
 #include <cstdint>
@@ -49,6 +55,8 @@ class P2PMatcher {
     RecvStatus* status = nullptr;           ///< also filled when it completes (blocking calls)
     bool blocking = false;                  ///< its caller waits for it (nothing else can be issued meanwhile)
     Deadline deadline = Deadline::never();  ///< for the listens it needs
+    bool probe = false;                     ///< a probe: completes with a status, receives nothing
+    bool once = false;                      ///< a probe that must not wait (iprobe): end_probe ends it
   };
 
   /// `rank` is this rank; the unexpected-message budget is read from
@@ -58,6 +66,10 @@ class P2PMatcher {
   /// Posts a receive. If an unexpected message matches, it is delivered and
   /// the receive completed now (returns true); else it waits (false).
   bool post(Posted r);
+  /// Ends the posted probe that must not wait (if it is still posted): completes it with the
+  /// first matching unexpected message's status if there is one now, else
+  /// with source kAnySource (nothing found). Returns whether it was posted.
+  bool end_probe();
   /// A send to this rank itself: delivered to the first matching posted
   /// receive, else kept as unexpected (throws kOutOfMemory over budget).
   void send_to_self(int tag, const char* src, uint64_t bytes, DType dtype, uint64_t count);
@@ -110,6 +122,7 @@ class P2PMatcher {
   struct Landing {
     bool active = false;
     bool direct = false;  ///< straight into posted.dst
+    bool probed = false;  ///< posted is a probe: the message is kept as unexpected
     uint64_t bytes = 0;
     Posted posted;  ///< the receive it matched, if any (work set)
     Message msg;    ///< unexpected, or the staging of a truncated one
@@ -122,6 +135,8 @@ class P2PMatcher {
   void deliver(Posted& r, const Message& m);
   void finish(Posted& r, Status st, std::string message, RecvStatus rs);
   void reserve_unexpected(uint64_t bytes, int source, int tag);
+  /// Completes probe r with m's status (m stays where it is).
+  void answer_probe(Posted& r, const Message& m);
 
   int rank_;
   uint64_t budget_;

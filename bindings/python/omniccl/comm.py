@@ -14,7 +14,7 @@ import os
 import sys
 import warnings
 from array import array
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Union
 
 from . import _failure, _logical, _objects, _omniccl, _p2p
 from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
@@ -680,6 +680,64 @@ class Communicator:
         finally:
             r.Wait(status)
 
+    # Probes (occl_probe / occl_iprobe): they look at the first matching
+    # message in arrival order without receiving it; a receive from this
+    # thread naming the status's source and tag then gets exactly that one.
+    def Probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,  # noqa: N802 - mpi4py's names
+              status: Optional[RecvStatus] = None) -> Literal[True]:
+        """Waits until a message from ``source`` with ``tag`` can be received; fills ``status``; returns True.
+
+        The message is not received. ``status.Get_count(datatype)`` sizes a buffer for it. A source
+        of PROC_NULL returns at once with source PROC_NULL, tag ANY_TAG and 0 bytes.
+        """
+        st = self._live("Probe").probe(source, tag)
+        if status is not None:
+            status._fill(st)
+        return True
+
+    def Iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,  # noqa: N802 - mpi4py's names
+               status: Optional[RecvStatus] = None) -> bool:
+        """Whether a message from ``source`` with ``tag`` has arrived (does not wait); fills ``status`` if so.
+
+        The message is not received; ``status`` is left alone when nothing matched.
+        """
+        st = self._live("Iprobe").iprobe(source, tag)
+        if st is None:
+            return False
+        if status is not None:
+            status._fill(st)
+        return True
+
+    def probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+              status: Optional[RecvStatus] = None) -> RecvStatus:
+        """Waits until a message from ``source`` with ``tag`` can be received, without receiving it.
+
+        Returns its :class:`RecvStatus` (always true, where mpi4py returns True) and fills ``status``
+        if given. Works for objects (:meth:`send`) and buffers (:meth:`Send`) alike; for an object the
+        size is that of its first message.
+        """
+        st = self._live("probe").probe(source, tag)
+        out = RecvStatus()
+        out._fill(st)
+        if status is not None:
+            status._fill(st)
+        return out
+
+    def iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+               status: Optional[RecvStatus] = None) -> Optional[RecvStatus]:
+        """The :class:`RecvStatus` of a matching message that has arrived, or None; does not wait.
+
+        Its truth value is mpi4py's flag. ``status`` (if given) is filled when one matched.
+        """
+        st = self._live("iprobe").iprobe(source, tag)
+        if st is None:
+            return None
+        out = RecvStatus()
+        out._fill(st)
+        if status is not None:
+            status._fill(st)
+        return out
+
     def Dup(self) -> "Communicator":
         """A new communicator with the same ranks in the same order (collective; free it with Free)."""
         return self._split(0, self.rank, self._global_ranks)
@@ -793,8 +851,7 @@ def _p2p_message(buf: Any, name: str, writable: bool, peer: int) -> Tensor:
 # code ported from mpi4py learns why).
 _NOT_OFFERED = {
     "Isendrecv": "Isendrecv", "Isendrecv_replace": "Isendrecv_replace",
-    "Probe": "Probe", "Iprobe": "Iprobe", "probe": "probe",
-    "iprobe": "iprobe", "Mprobe": "matched probes (Mprobe)", "Improbe": "matched probes (Improbe)",
+    "Mprobe": "matched probes (Mprobe)", "Improbe": "matched probes (Improbe)",
     "mprobe": "matched probes (mprobe)", "improbe": "matched probes (improbe)",
     "Alltoallw": "Alltoallw (derived datatypes)", "Ibarrier": "non-blocking collectives (Ibarrier)",
     "Ibcast": "non-blocking collectives (Ibcast)", "Iallreduce": "non-blocking collectives (Iallreduce)",

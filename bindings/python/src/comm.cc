@@ -557,6 +557,36 @@ void bind_comm(py::module_& m) {
       "occl_recv_tagged: peer may be ANY_SOURCE or PROC_NULL, tag ANY_TAG. Blocking: returns "
       "(source, tag, bytes, count); else a Work (its recv_status once done).");
   comm.def(
+      "probe",
+      [](Comm& c, int source, int tag) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        c.start(
+            "probe", {},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t*) { return occl_probe(source, tag, h, o, &st); },
+            true);
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
+      },
+      py::arg("source"), py::arg("tag"),
+      "occl_probe: waits for a message from source (or ANY_SOURCE, PROC_NULL) with tag (or ANY_TAG) "
+      "without receiving it; returns its (source, tag, bytes, count), count in the sender's elements.");
+  comm.def(
+      "iprobe",
+      [](Comm& c, int source, int tag) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        int flag = 0;
+        c.start(
+            "iprobe", {},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t*) {
+              return occl_iprobe(source, tag, h, o, &flag, &st);
+            },
+            true);
+        if (flag == 0) return py::none();
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
+      },
+      py::arg("source"), py::arg("tag"),
+      "occl_iprobe: (source, tag, bytes, count) of a matching message that has arrived, without receiving "
+      "it, or None (does not wait).");
+  comm.def(
       "broadcast",
       [](Comm& c, py::object t, int root, bool blocking) {
         return c.start(

@@ -67,6 +67,12 @@ def test_ctrl_c_during_a_blocked_collective_raises_keyboard_interrupt_promptly()
     assert results[1].result["rank1_error"] in ("PeerFailureError", "OmniCCLError"), describe(results)
 
 
+def test_ctrl_c_during_a_blocked_probe_raises_keyboard_interrupt_promptly():
+    results = run_ranks(2, "interrupt_probe", while_running=_interrupt_rank0_then_rank1, timeout=40)
+    r0 = results[0].result
+    assert r0["interrupted"] is True and r0["closed"] is True, describe(results)
+
+
 def test_uncaught_ctrl_c_lets_the_process_exit():
     results = run_ranks(2, "interrupt_collective", {"uncaught": True}, check=False,
                         while_running=_interrupt_rank0_then_rank1, timeout=40)

@@ -25,6 +25,14 @@ def test_send_modes_and_persistent_requests(size):
     assert all(r.result["checks"] > 10 for r in results), results[0].result
 
 
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_probe_and_iprobe(size):
+    results = run_ranks(size, "p2p_probe", timeout=90)
+    # Rank 0 checks 10 things per sender on top of the 8 every rank checks.
+    want = [8 + 10 * (size - 1)] + [8] * (size - 1)
+    assert [r.result["checks"] for r in results] == want, [r.result for r in results]
+
+
 def test_constants_and_status_match_the_c_library():
     assert (omniccl.ANY_SOURCE, omniccl.ANY_TAG, omniccl.PROC_NULL, omniccl.TAG_UB) == (-1, -1, -2, 2**31 - 1)
     assert omniccl.Status.TRUNCATED == 14

@@ -776,6 +776,29 @@ def interrupt_collective(rank, size, uncaught=False):
 
 
 @scenario
+def interrupt_probe(rank, size):
+    """Rank 0 blocks in Probe for a message rank 1 never sends; the test sends it SIGINT."""
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    world.Barrier()
+    if rank == 1:
+        print("sleeping", flush=True)
+        try:
+            time.sleep(60)  # never sends; the test interrupts this rank once rank 0 has exited
+        except KeyboardInterrupt:
+            pass
+        return {}
+    print("waiting", flush=True)
+    start = time.monotonic()
+    try:
+        world.Probe(source=1, tag=5)
+        return {"interrupted": False}
+    except KeyboardInterrupt:
+        elapsed = time.monotonic() - start
+    return {"interrupted": True, "elapsed_since_start": elapsed, "closed": dist.group.WORLD.closed}
+
+
+@scenario
 def interrupt_init(rank, size):
     """Rank 0 waits in init_process_group for a rank that never comes; the test sends SIGINT."""
     print("waiting", flush=True)
@@ -993,7 +1016,7 @@ def mpi4py_messages(rank, size):
     chk.equal(np.asarray(x), np.array([size * (size - 1) / 2]), "Dup works")
     dup.Free()
     dup.Free()  # twice is fine
-    for name in ("Mprobe", "Ibcast", "Alltoallw", "Iprobe"):
+    for name in ("Mprobe", "Ibcast", "Alltoallw", "Improbe"):
         try:
             getattr(world, name)()
             chk.true(False, f"{name} did not raise")
@@ -1148,6 +1171,69 @@ def p2p_objects(rank, size):
     values = dist.Request.waitall(reqs)
     chk.true(values[0] == left * 10 and values[1] is None, f"waitall objects: {values!r}")
     chk.true(world.recv(source=dist.PROC_NULL) is None, "object recv from PROC_NULL")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
+@scenario
+def p2p_probe(rank, size):
+    """Probe/Iprobe/probe/iprobe: nothing before a send, the first match in arrival order after it,
+    the probed message then received by its source and tag, objects, PROC_NULL and bad sources."""
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    chk = Checker()
+    st = dist.RecvStatus()
+    st.Set_source(77)
+    chk.true(world.Iprobe(status=st) is False and st.source == 77, f"Iprobe before any send: {st!r}")
+    chk.true(world.iprobe() is None, "iprobe before any send")
+    world.Barrier()
+    # Every other rank sends rank 0 a tag-(10 + r) array of r + 1 int32 values, then an object.
+    if rank != 0:
+        world.Send(np.full(rank + 1, rank, np.int32), dest=0, tag=10 + rank)
+        world.send({"from": rank}, dest=0, tag=40)
+    else:
+        for _ in range(size - 1):
+            got = world.probe(source=dist.ANY_SOURCE, tag=dist.ANY_TAG, status=st)
+            src = got.source
+            chk.true(isinstance(got, dist.RecvStatus) and bool(got), f"probe returns a RecvStatus: {got!r}")
+            chk.true((src, got.tag, got.Get_count("i")) == (src, 10 + src, src + 1) and 1 <= src < size,
+                     f"probe(ANY, ANY) status: {got!r}")
+            chk.true((st.source, st.tag, st.Get_count()) == (src, 10 + src, 4 * (src + 1)), f"status= filled: {st!r}")
+            chk.true(world.Probe(src, dist.ANY_TAG, st) is True and st.tag == 10 + src, f"Probe again: {st!r}")
+            buf = np.zeros(st.Get_count("i"), np.int32)
+            rs = dist.RecvStatus()
+            world.Recv(buf, source=src, tag=st.tag, status=rs)
+            chk.equal(buf, np.full(src + 1, src, np.int32), f"the probed message from {src}")
+            chk.true(rs.source == src and rs.Get_count("i") == src + 1, f"its receive status: {rs!r}")
+            # The same rank's object follows its array: poll for it (bounded), then receive it.
+            deadline = time.monotonic() + 20
+            found = None
+            while found is None and time.monotonic() < deadline:
+                found = world.iprobe(src, 40)
+            chk.true(found is not None and found.source == src and found.tag == 40, f"iprobe of the object: {found!r}")
+            flag = world.Iprobe(src, 40, st)
+            chk.true(flag is True and st.source == src, f"Iprobe of the object: {flag} {st!r}")
+            chk.true(world.recv(source=src, tag=40) == {"from": src}, "the probed object")
+            chk.true(world.iprobe(src) is None, "nothing left from that rank")
+    # PROC_NULL and bad sources.
+    got = world.probe(dist.PROC_NULL)
+    chk.true((got.source, got.tag, got.Get_count()) == (dist.PROC_NULL, dist.ANY_TAG, 0), f"probe(PROC_NULL): {got!r}")
+    chk.true(world.Iprobe(dist.PROC_NULL, 3, st) is True and st.source == dist.PROC_NULL, f"Iprobe(PROC_NULL): {st!r}")
+    for bad in (size, -5):
+        try:
+            world.Iprobe(bad)
+            chk.true(False, f"Iprobe({bad}) did not raise")
+        except dist.InvalidArgumentError as e:
+            chk.true("source" in str(e) and str(bad) in str(e), f"Iprobe({bad}): {e}")
+    try:
+        world.Probe(0, -4)
+        chk.true(False, "Probe(tag=-4) did not raise")
+    except dist.InvalidArgumentError as e:
+        chk.true("tag" in str(e), f"Probe(tag=-4): {e}")
+    x = np.array([rank], np.int64)
+    world.Allreduce(dist.IN_PLACE, x)
+    chk.equal(x, np.array([size * (size - 1) // 2], np.int64), "the communicator still works")
     checks = chk.finish()
     dist.destroy_process_group()
     return {"checks": checks}

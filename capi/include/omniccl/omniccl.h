@@ -604,6 +604,32 @@ occl_status_t occl_work_recv_status(occl_work_t work, occl_recv_status_t* status
  */
 occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int sendtag, const DLTensor* recvbuf, int source,
                             int recvtag, occl_comm_t comm, const occl_options_t* options, occl_recv_status_t* status);
+/**
+ * MPI_Iprobe: whether a message from source (a rank, OCCL_ANY_SOURCE or
+ * OCCL_PROC_NULL) with tag (or OCCL_ANY_TAG) can be received now, without
+ * receiving it. Does not wait: reads what has already arrived from the ranks
+ * that could match (keeping it as a message that arrived before its
+ * receive, within OMNICCL_P2P_UNEXPECTED_BYTES), then sets *flag to 1 and
+ * fills *status (if not NULL) for the first matching message in arrival
+ * order, or sets *flag to 0 and leaves *status alone. The status's bytes
+ * and count describe the whole message (count in the sender's dtype). A
+ * receive from the same thread naming the status's source and tag then gets
+ * exactly that message. OCCL_PROC_NULL: *flag 1 and the PROC_NULL status.
+ * options may be NULL.
+ */
+occl_status_t occl_iprobe(int source, int tag, occl_comm_t comm, const occl_options_t* options, int* flag,
+                          occl_recv_status_t* status);
+/**
+ * MPI_Probe: waits until a message from source (a rank, OCCL_ANY_SOURCE or
+ * OCCL_PROC_NULL) with tag (or OCCL_ANY_TAG) can be received, without
+ * receiving it, and fills *status (if not NULL) as occl_iprobe does. The
+ * deadline and interrupt are a blocking receive's (options may be NULL; an
+ * interrupted probe leaves the communicator unusable, as an interrupted
+ * receive does). OCCL_ERR_MISMATCH when every rank it could hear from has
+ * moved on (to a collective, or left) without a matching send.
+ */
+occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const occl_options_t* options,
+                         occl_recv_status_t* status);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -856,3 +856,24 @@ unsafe extern "C" {
         status: *mut occl_recv_status_t,
     ) -> occl_status_t;
 }
+unsafe extern "C" {
+    #[doc = " MPI_Iprobe: whether a message from source (a rank, OCCL_ANY_SOURCE or\n OCCL_PROC_NULL) with tag (or OCCL_ANY_TAG) can be received now, without\n receiving it. Does not wait: reads what has already arrived from the ranks\n that could match (keeping it as a message that arrived before its\n receive, within OMNICCL_P2P_UNEXPECTED_BYTES), then sets *flag to 1 and\n fills *status (if not NULL) for the first matching message in arrival\n order, or sets *flag to 0 and leaves *status alone. The status's bytes\n and count describe the whole message (count in the sender's dtype). A\n receive from the same thread naming the status's source and tag then gets\n exactly that message. OCCL_PROC_NULL: *flag 1 and the PROC_NULL status.\n options may be NULL."]
+    pub fn occl_iprobe(
+        source: ::core::ffi::c_int,
+        tag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        flag: *mut ::core::ffi::c_int,
+        status: *mut occl_recv_status_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " MPI_Probe: waits until a message from source (a rank, OCCL_ANY_SOURCE or\n OCCL_PROC_NULL) with tag (or OCCL_ANY_TAG) can be received, without\n receiving it, and fills *status (if not NULL) as occl_iprobe does. The\n deadline and interrupt are a blocking receive's (options may be NULL; an\n interrupted probe leaves the communicator unusable, as an interrupted\n receive does). OCCL_ERR_MISMATCH when every rank it could hear from has\n moved on (to a collective, or left) without a matching send."]
+    pub fn occl_probe(
+        source: ::core::ffi::c_int,
+        tag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        status: *mut occl_recv_status_t,
+    ) -> occl_status_t;
+}
