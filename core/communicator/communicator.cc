@@ -282,8 +282,8 @@ void check_probe_args(const Communicator& c, const char* what, int source, int t
 
 }  // namespace
 
-std::optional<RecvStatus> Communicator::iprobe(int source, int tag, const CallOptions& call) {
-  check_probe_args(*this, "iprobe", source, tag);
+RecvStatus Communicator::run_probe(P2POp::Probe kind, int source, int tag, const CallOptions& call) {
+  check_probe_args(*this, kind == P2POp::Probe::kIprobe ? "iprobe" : "probe", source, tag);
   RecvStatus rs;  // PROC_NULL's: source kProcNull, tag kAnyTag, 0 bytes
   if (source == kProcNull) return rs;
   P2POp op;
@@ -292,29 +292,21 @@ std::optional<RecvStatus> Communicator::iprobe(int source, int tag, const CallOp
   op.timeout_ms = call.timeout_ms;
   op.tag = tag;
   op.status = &rs;
-  op.probe = P2POp::Probe::kIprobe;
+  op.probe = kind;
   CallOptions blocking = call;
   blocking.async = false;
   submit_p2p(op, blocking);
-  if (rs.source == kAnySource) return std::nullopt;
+  return rs;
+}
+
+std::optional<RecvStatus> Communicator::iprobe(int source, int tag, const CallOptions& call) {
+  RecvStatus rs = run_probe(P2POp::Probe::kIprobe, source, tag, call);
+  if (source != kProcNull && rs.source == kAnySource) return std::nullopt;  // nothing there yet
   return rs;
 }
 
 RecvStatus Communicator::probe(int source, int tag, const CallOptions& call) {
-  check_probe_args(*this, "probe", source, tag);
-  RecvStatus rs;
-  if (source == kProcNull) return rs;
-  P2POp op;
-  op.is_send = false;
-  op.peer = source;
-  op.timeout_ms = call.timeout_ms;
-  op.tag = tag;
-  op.status = &rs;
-  op.probe = P2POp::Probe::kProbe;
-  CallOptions blocking = call;
-  blocking.async = false;
-  submit_p2p(op, blocking);
-  return rs;
+  return run_probe(P2POp::Probe::kProbe, source, tag, call);
 }
 
 /// Feeds queued send/recv tasks into a running engine step, in queue order,

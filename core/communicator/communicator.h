@@ -176,6 +176,9 @@ class Communicator {
   void abort(bool as_failure = false);
 
  private:
+  /// iprobe and probe: checks the arguments, then runs the probe as a
+  /// blocking point-to-point operation; the status it filled.
+  RecvStatus run_probe(P2POp::Probe kind, int source, int tag, const CallOptions& call);
   Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh, uint64_t session);
   void worker_loop();
   class QueueFeed;

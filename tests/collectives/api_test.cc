@@ -895,14 +895,23 @@ std::string capture_stderr(int rank, const std::function<int()>& fn, int* rc) {
 
 /// Three all_gathers of `per_rank` floats per rank and one all_reduce of the
 /// same size, results checked; returns 0 on success.
-int gather_and_reduce(int rank, size_t per_rank) {
+/// In a rank: a communicator over shared memory from OCCL_TEST_INIT (rank
+/// and size from the environment), with a 120 s timeout.
+occl_status_t init_shm_comm(occl_comm_t* comm) {
   const char* init = std::getenv("OCCL_TEST_INIT");
-  RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
+  if (init == nullptr) {
+    std::fprintf(stderr, "OCCL_TEST_INIT is not set\n");
+    return OCCL_ERR_INVALID_ARGUMENT;
+  }
   occl_config_t cfg = OCCL_CONFIG_INIT;
   cfg.timeout_ms = 120000;
   cfg.transport = "shm";
+  return occl_comm_init(comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg);
+}
+
+int gather_and_reduce(int rank, size_t per_rank) {
   occl_comm_t comm = nullptr;
-  RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
+  RANK_OK(init_shm_comm(&comm), rank);
   Buf send(DT::kF32, per_rank), recv(DT::kF32, 2 * per_rank), sum(DT::kF32, per_rank);
   Tensor1D ts(send.data(), int64_t(per_rank), dl_float(32)), tr(recv.data(), int64_t(2 * per_rank), dl_float(32));
   Tensor1D tsum(sum.data(), int64_t(per_rank), dl_float(32));
@@ -1040,13 +1049,8 @@ int rooted_ops(int rank, size_t per_rank, bool refs) {
   std::string log = capture_stderr(
       rank,
       [rank, per_rank] {
-        const char* init = std::getenv("OCCL_TEST_INIT");
-        RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
-        occl_config_t cfg = OCCL_CONFIG_INIT;
-        cfg.timeout_ms = 120000;
-        cfg.transport = "shm";
         occl_comm_t comm = nullptr;
-        RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
+        RANK_OK(init_shm_comm(&comm), rank);
         Buf one(DT::kF32, per_rank), all(DT::kF32, 2 * per_rank);
         Tensor1D t1(one.data(), int64_t(per_rank), dl_float(32)), t2(all.data(), int64_t(2 * per_rank), dl_float(32));
         fill_pattern(DT::kF32, one.data(), per_rank, 0, rank == 0 ? 0 : 99, 1);
@@ -1215,13 +1219,8 @@ TEST(SingleCopyCalibration, HalfTheRingRateSendsCacheSizedBroadcastsByReference)
     std::string log = capture_stderr(
         rank,
         [rank] {
-          const char* init = std::getenv("OCCL_TEST_INIT");
-          RANK_CHECK(init != nullptr, rank, "OCCL_TEST_INIT is not set");
-          occl_config_t cfg = OCCL_CONFIG_INIT;
-          cfg.timeout_ms = 120000;
-          cfg.transport = "shm";
           occl_comm_t comm = nullptr;
-          RANK_OK(occl_comm_init(&comm, init, OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg), rank);
+          RANK_OK(init_shm_comm(&comm), rank);
           for (size_t floats : {kSingleCopyFloats, kSingleCopyFloats, kSingleCopyFloats, 4 * kSingleCopyFloats}) {
             Buf b(DT::kF32, floats);
             Tensor1D t(b.data(), int64_t(floats), dl_float(32));
