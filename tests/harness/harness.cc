@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,27 +135,67 @@ JobResult run_rank_threads(const JobOptions& opts, const RankFn& fn, const std::
   return res;
 }
 
+/// A unique id whose rendezvous server lives in a child process of its own
+/// (killed by the caller, or when this process dies). The ranks are forked
+/// from this process, and a fork while another thread runs (the server's)
+/// may copy a lock that thread holds, such as one of the sanitizer
+/// allocator's: the rank's first allocation on a new thread then waits
+/// forever (seen under ASan: a heartbeat thread stuck at its start). Returns
+/// the child's pid, or -1 (with a message) when the id could not be made.
+pid_t unique_id_host(occl_unique_id_t* uid) {
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    occl_unique_id_t id{};
+    const occl_status_t st = occl_get_unique_id(&id);
+    if (st != OCCL_SUCCESS) std::fprintf(stderr, "occl_get_unique_id failed: %s\n", occl_last_error());
+    const bool sent =
+        ::write(fds[1], &st, sizeof st) == ssize_t(sizeof st) && ::write(fds[1], &id, sizeof id) == ssize_t(sizeof id);
+    ::close(fds[1]);
+    if (!sent || st != OCCL_SUCCESS) ::_exit(1);
+    for (;;) ::pause();  // serving the rendezvous until killed
+  }
+  ::close(fds[1]);
+  occl_status_t st = OCCL_ERR_INTERNAL;
+  const bool got = pid > 0 && ::read(fds[0], &st, sizeof st) == ssize_t(sizeof st) && st == OCCL_SUCCESS &&
+                   ::read(fds[0], uid, sizeof *uid) == ssize_t(sizeof *uid);
+  ::close(fds[0]);
+  if (got) return pid;
+  if (pid > 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  return -1;
+}
+
 }  // namespace
 
 JobResult run_ranks(const JobOptions& opts, const RankFn& fn) {
   std::string init, dir;
   occl_unique_id_t uid{};
+  pid_t uid_host = -1;
   if (opts.init == "tcp") {
     init = "tcp://127.0.0.1:" + std::to_string(free_port());
   } else if (opts.init == "file") {
     dir = make_temp_dir();
     init = "file://" + dir;
   } else if (opts.init == "uid") {
-    if (occl_get_unique_id(&uid) != OCCL_SUCCESS) {
-      std::fprintf(stderr, "occl_get_unique_id failed: %s\n", occl_last_error());
-      return {};
-    }
+    uid_host = unique_id_host(&uid);
+    if (uid_host < 0) return {};
   } else if (opts.init == "env") {
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
     ::setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
   }
   if (opts.threads) {
     JobResult res = run_rank_threads(opts, fn, init, &uid);
+    if (uid_host > 0) {
+      ::kill(uid_host, SIGKILL);
+      ::waitpid(uid_host, nullptr, 0);
+    }
     if (!dir.empty()) std::filesystem::remove_all(dir);
     return res;
   }
@@ -204,6 +245,10 @@ JobResult run_ranks(const JobOptions& opts, const RankFn& fn) {
       deadline = std::chrono::steady_clock::time_point::max();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (uid_host > 0) {
+    ::kill(uid_host, SIGKILL);
+    ::waitpid(uid_host, nullptr, 0);
   }
   if (!dir.empty()) std::filesystem::remove_all(dir);
   return res;
