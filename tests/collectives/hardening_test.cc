@@ -147,6 +147,10 @@ TEST(HardeningTest, ShapeProductOverflows) {
     ok &= BAD_ARG(occl_broadcast(&four, 0, comm, nullptr), "tensor", "shape", "overflow");
     TensorND wraps_late(buf, dl_uint(8), {3, kI64Max / 2, 7});
     ok &= BAD_ARG(occl_all_gather(&wraps_late, &none, comm, nullptr), "sendbuf", "overflow");
+    // The product is taken in dimension order: a zero extent after the
+    // overflow does not make it an empty tensor (found by fuzz_capi_args).
+    TensorND zero_after(buf, dl_uint(8), {int64_t{1} << 40, int64_t{1} << 40, 0});
+    ok &= BAD_ARG(occl_all_reduce(&zero_after, &none, OCCL_SUM, comm, nullptr), "sendbuf", "overflow");
     ok &= all_reduce_works(comm, rank, n);
     return ok ? 0 : 1;
   });
