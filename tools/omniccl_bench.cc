@@ -57,6 +57,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef OMNICCL_BENCH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -111,6 +115,10 @@ Options (values as -x V, -xV, --long V or --long=V):
       --transport S   value of the CSV transport column (default: what the
                       communicator uses, occl_comm_transport)
   -t, --timeout SEC   deadline of every call (default: the library's)
+      --device D      cpu (default) or cuda: buffers in GPU memory (rank r
+                      uses GPU r % number of GPUs), each call ordered on a
+                      stream of its own; a point's time ends when that
+                      stream has finished (cudaStreamSynchronize)
       --blocked-cpu   instead of the table: CPU use of ranks blocked ~1 s in
                       a barrier while rank 0 sleeps
       --footprint N   instead of the table: resident memory before and after
@@ -215,6 +223,7 @@ struct Options {
   double timeout_s = 0;   // 0: library default
   bool blocked_cpu = false;
   long footprint_ops = 0;  // 0: off
+  bool cuda = false;       // --device cuda
 };
 
 /// Parses a size with an optional K/M/G suffix (powers of 1024, as
@@ -424,6 +433,17 @@ int parse_args(int argc, char** argv, Options& opt) {
         return usage_error(name + ": '" + *v + "' is not a number of seconds > 0");
       }
       opt.timeout_s = s;
+    } else if (name == "--device") {
+      if (!need(v)) return usage_error(name + " needs a value");
+      if (*v != "cpu" && *v != "cuda") return usage_error(name + ": '" + *v + "' must be cpu or cuda");
+      opt.cuda = *v == "cuda";
+#ifndef OMNICCL_BENCH_CUDA
+      if (opt.cuda) {
+        return usage_error(name +
+                           " cuda: this omniccl-bench was built without CUDA (configure with "
+                           "-DOMNICCL_CUDA=ON)");
+      }
+#endif
     } else if (name == "--blocked-cpu") {
       opt.blocked_cpu = true;
     } else if (name == "--footprint") {
@@ -434,6 +454,9 @@ int parse_args(int argc, char** argv, Options& opt) {
     } else {
       return usage_error("unknown option '" + arg + "'");
     }
+  }
+  if (opt.cuda && (opt.blocked_cpu || opt.footprint_ops > 0)) {
+    return usage_error("--device cuda measures the collectives only (not with --blocked-cpu or --footprint)");
   }
   if (!opt.explicit_sizes) {
     if (opt.min_bytes > opt.max_bytes) {
@@ -495,6 +518,14 @@ int auto_iters(std::uint64_t bytes) {
 // Buffers, tensors, data pattern, reference results
 // ---------------------------------------------------------------------------
 
+/// Where a point's buffers live: the CPU, or a GPU and the stream calls are
+/// ordered on (--device cuda).
+struct Placement {
+  bool cuda = false;
+  int device = 0;
+  void* stream = nullptr;  // cudaStream_t
+};
+
 /// A zero-initialised, 64-byte aligned host buffer (owning).
 class HostBuffer {
  public:
@@ -541,10 +572,12 @@ class HostBuffer {
 /// the DLTensor points at this object's own shape field.
 class Tensor {
  public:
-  /// Describes `count` elements of type `dtype` at `data`.
-  Tensor(void* data, std::uint64_t count, DLDataType dtype) : shape_(static_cast<int64_t>(count)) {
+  /// Describes `count` elements of type `dtype` at `data` (GPU memory of
+  /// where.device when where.cuda).
+  Tensor(void* data, std::uint64_t count, DLDataType dtype, const Placement& where = {})
+      : shape_(static_cast<int64_t>(count)) {
     t_.data = data;
-    t_.device = {kDLCPU, 0};
+    t_.device = {where.cuda ? kDLCUDA : kDLCPU, where.cuda ? where.device : 0};
     t_.ndim = 1;
     t_.dtype = dtype;
     t_.shape = &shape_;
@@ -620,10 +653,54 @@ bool same(T got, T want) {
   }
 }
 
-/// The buffers and tensors of one point on one rank.
+/// GPU memory (--device cuda), freed on destruction; NULL without CUDA.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  /// Frees the memory.
+  ~DeviceBuffer() {
+#ifdef OMNICCL_BENCH_CUDA
+    if (data_ != nullptr) cudaFree(data_);
+#endif
+  }
+  /// Allocates `bytes` and copies them from `host`; false on a CUDA error.
+  bool upload(const HostBuffer& host) {
+#ifdef OMNICCL_BENCH_CUDA
+    if (data_ == nullptr && cudaMalloc(&data_, host.bytes()) != cudaSuccess) {
+      data_ = nullptr;
+      return false;
+    }
+    return cudaMemcpy(data_, host.data(), host.bytes(), cudaMemcpyHostToDevice) == cudaSuccess;
+#else
+    (void)host;
+    return false;
+#endif
+  }
+  /// Copies the memory back into `host`; false on a CUDA error.
+  bool download(HostBuffer& host) const {
+#ifdef OMNICCL_BENCH_CUDA
+    return cudaMemcpy(host.data(), data_, host.bytes(), cudaMemcpyDeviceToHost) == cudaSuccess;
+#else
+    (void)host;
+    return false;
+#endif
+  }
+  /// The memory, or NULL.
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+/// The buffers and tensors of one point on one rank (with --device cuda,
+/// the host buffers fill and check, the device ones are used).
 struct PointBuffers {
   HostBuffer send;
   HostBuffer recv;
+  DeviceBuffer dsend;
+  DeviceBuffer drecv;
   std::uint64_t send_count = 0;
   std::uint64_t recv_count = 0;
 };
@@ -730,25 +807,43 @@ void check_status(occl_status_t s, const char* what) {
   if (s != OCCL_SUCCESS) throw Failure{what, s, occl_last_error()};
 }
 
-/// Runs one blocking collective `c` on this rank's buffers.
+/// Runs one collective `c` on this rank's buffers: blocking on the CPU; on
+/// a GPU, enqueued on the placement's stream (returns before it is done).
 occl_status_t run_op(Coll c, occl_comm_t comm, int rank, int root, occl_red_op_t op, const DLDataType& dt,
-                     const PointBuffers& b) {
-  Tensor send(b.send.data(), b.send_count, dt);
-  Tensor recv(b.recv.data(), b.recv_count, dt);
-  const DLTensor* s = b.send.data() ? send.get() : nullptr;
-  const DLTensor* r = b.recv.data() ? recv.get() : nullptr;
+                     const PointBuffers& b, const Placement& where) {
+  void* sp = where.cuda ? b.dsend.data() : b.send.data();
+  void* rp = where.cuda ? b.drecv.data() : b.recv.data();
+  Tensor send(sp, b.send_count, dt, where);
+  Tensor recv(rp, b.recv_count, dt, where);
+  const DLTensor* s = sp ? send.get() : nullptr;
+  const DLTensor* r = rp ? recv.get() : nullptr;
+  occl_options_t opts = OCCL_OPTIONS_INIT;
+  opts.stream = where.stream;
+  const occl_options_t* o = where.cuda ? &opts : nullptr;
   switch (c) {
-    case Coll::kAllReduce: return occl_all_reduce(s, r, op, comm, nullptr);
-    case Coll::kAllGather: return occl_all_gather(s, r, comm, nullptr);
-    case Coll::kBroadcast: return occl_broadcast(r, root, comm, nullptr);
-    case Coll::kReduce: return occl_reduce(s, rank == root ? r : nullptr, op, root, comm, nullptr);
-    case Coll::kReduceScatter: return occl_reduce_scatter(s, r, op, comm, nullptr);
-    case Coll::kAllToAll: return occl_all_to_all(s, r, comm, nullptr);
-    case Coll::kGather: return occl_gather(s, rank == root ? r : nullptr, root, comm, nullptr);
-    case Coll::kScatter: return occl_scatter(rank == root ? s : nullptr, r, root, comm, nullptr);
+    case Coll::kAllReduce: return occl_all_reduce_ex(s, r, op, comm, o, nullptr);
+    case Coll::kAllGather: return occl_all_gather_ex(s, r, comm, o, nullptr);
+    case Coll::kBroadcast: return occl_broadcast_ex(r, root, comm, o, nullptr);
+    case Coll::kReduce: return occl_reduce_ex(s, rank == root ? r : nullptr, op, root, comm, o, nullptr);
+    case Coll::kReduceScatter: return occl_reduce_scatter_ex(s, r, op, comm, o, nullptr);
+    case Coll::kAllToAll: return occl_all_to_all_ex(s, r, comm, o, nullptr);
+    case Coll::kGather: return occl_gather_ex(s, rank == root ? r : nullptr, root, comm, o, nullptr);
+    case Coll::kScatter: return occl_scatter_ex(rank == root ? s : nullptr, r, root, comm, o, nullptr);
     case Coll::kBarrier: break;
   }
-  return occl_barrier(comm, nullptr);
+  return occl_barrier_ex(comm, o, nullptr);
+}
+
+/// Waits until the placement's stream has finished (no-op on the CPU).
+void sync_stream(const Placement& where) {
+#ifdef OMNICCL_BENCH_CUDA
+  if (where.cuda) {
+    const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(where.stream));
+    if (e != cudaSuccess) throw Failure{"cudaStreamSynchronize", OCCL_ERR_SYSTEM, cudaGetErrorString(e)};
+  }
+#else
+  (void)where;
+#endif
 }
 
 /// Sum and max over ranks of `values` (all_reduce of doubles, in place).
@@ -780,7 +875,8 @@ struct PointResult {
 
 /// Measures collective `c` at `size_bytes` on every rank; all ranks return
 /// the same result.
-PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl_comm_t comm, int rank, int n) {
+PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl_comm_t comm, int rank, int n,
+                      const Placement& where) {
   const DTypeInfo& dt = *opt.dtype;
   PointResult res;
   res.layout = layout(c, size_bytes, n, dt.size);
@@ -798,25 +894,40 @@ PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl
   }
   // Inputs hold the pattern during timing as well (valid for every op).
   dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
+  // --device cuda: the same contents in GPU memory.
+  auto upload = [&] {
+    if (!where.cuda) return;
+    if ((b.send.data() && !b.dsend.upload(b.send)) || (b.recv.data() && !b.drecv.upload(b.recv))) {
+      throw Failure{"copying the buffers to the GPU", OCCL_ERR_SYSTEM, ""};
+    }
+  };
+  upload();
 
   res.iters = opt.iters > 0 ? opt.iters : auto_iters(l.bytes);
   int warmup = opt.warmup >= 0 ? opt.warmup : std::max(1, res.iters / 10);
   const occl_red_op_t op = opt.op->op;
   for (int i = 0; i < warmup; ++i) {
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b), info(c).name);
+    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
   }
+  sync_stream(where);
   check_status(occl_barrier(comm, nullptr), "barrier (before timing)");
   double t0 = now_s();
   for (int i = 0; i < res.iters; ++i) {
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b), info(c).name);
+    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
   }
+  sync_stream(where);  // GPU calls return before the work is done
   double per_op = (now_s() - t0) / res.iters;
 
   double wrong = 0;
   if (opt.check && c != Coll::kBarrier) {
     dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
+    upload();
     check_status(occl_barrier(comm, nullptr), "barrier (before check)");
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b), info(c).name);
+    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
+    sync_stream(where);
+    if (where.cuda && b.recv.data() && !b.drecv.download(b.recv)) {
+      throw Failure{"copying the results from the GPU", OCCL_ERR_SYSTEM, ""};
+    }
     wrong = static_cast<double>(
         dispatch(dt.kind, [&]<typename T>() { return count_wrong<T>(c, rank, n, opt.root, op, l, b); }));
   }
@@ -966,12 +1077,12 @@ int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n, con
   double buffers_kib = static_cast<double>(b.send.bytes() + b.recv.bytes()) / 1024.0;
   int warmup = opt.warmup >= 0 ? std::max(opt.warmup, 100) : 100;
   for (int i = 0; i < warmup; ++i) {
-    check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b), info(c).name);
+    check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b, Placement{}), info(c).name);
   }
   check_status(occl_barrier(comm, nullptr), "barrier");
   Rss steady = read_rss();
   for (long i = 0; i < opt.footprint_ops; ++i) {
-    check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b), info(c).name);
+    check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b, Placement{}), info(c).name);
   }
   check_status(occl_barrier(comm, nullptr), "barrier");
   Rss end = read_rss();
@@ -1012,6 +1123,32 @@ int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n, con
   return 0;
 }
 
+/// The GPU and stream of this rank with --device cuda (GPU rank % count; a
+/// stream of its own), else the CPU.
+Placement placement(const Options& opt, int rank) {
+  Placement p;
+  if (!opt.cuda) return p;
+#ifdef OMNICCL_BENCH_CUDA
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    throw Failure{"--device cuda", OCCL_ERR_UNSUPPORTED,
+                  e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found no GPU"};
+  }
+  p.cuda = true;
+  p.device = rank % count;
+  cudaStream_t s = nullptr;
+  if ((e = cudaSetDevice(p.device)) != cudaSuccess ||
+      (e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess) {
+    throw Failure{"--device cuda", OCCL_ERR_SYSTEM, cudaGetErrorString(e)};
+  }
+  p.stream = s;
+#else
+  (void)rank;
+#endif
+  return p;
+}
+
 /// Creates the communicator, runs what the options ask for and destroys it.
 /// Returns the exit status.
 int run(const Options& opt) {
@@ -1030,6 +1167,8 @@ int run(const Options& opt) {
     check_status(occl_comm_size(comm, &n), "occl_comm_size");
     check_status(occl_comm_transport(comm, &tname), "occl_comm_transport");
     std::string transport = opt.transport.empty() ? tname : opt.transport;
+    const Placement where = placement(opt, rank);
+    if (where.cuda && opt.transport.empty()) transport += "/cuda";
     if (opt.root >= n) {
       if (rank == 0)
         usage_error("--root " + std::to_string(opt.root) + " is not below " + std::to_string(n) + " ranks");
@@ -1060,7 +1199,7 @@ int run(const Options& opt) {
         std::vector<std::uint64_t> sizes = opt.sizes;
         if (c == Coll::kBarrier) sizes = {0};  // one point: no data
         for (std::uint64_t s : sizes) {
-          PointResult r = run_point(opt, c, s, comm, rank, n);
+          PointResult r = run_point(opt, c, s, comm, rank, n, where);
           if (r.wrong > 0) total_wrong += r.wrong;
           if (c != Coll::kBarrier) {
             bw_sum += r.busbw;

@@ -5,7 +5,7 @@
 
 #include "common/checked.h"
 #include "common/status.h"
-#include "tensor/cuda_device.h"
+#include "common/gpu_runtime.h"
 
 namespace omniccl::capi {
 
@@ -173,12 +173,11 @@ TensorView checked_view(const DLTensor* t, const char* name) {
   check_arg(t->ndim == 0 || t->shape != nullptr, name, ": shape is NULL but ndim is ", t->ndim);
   TensorView v;
   v.dtype = to_dtype(t->dtype, name);
-  if (t->device.device_type == kDLCUDA || t->device.device_type == kDLCUDAManaged) {
-    reject_cuda_tensor(name, device_name(t->device.device_type), t->device.device_id);
-  }
-  if (t->device.device_type != kDLCPU) {
+  const bool cuda = t->device.device_type == kDLCUDA || t->device.device_type == kDLCUDAManaged;
+  if (cuda) check_gpu_usable(name, device_name(t->device.device_type), t->device.device_id);
+  if (!cuda && t->device.device_type != kDLCPU) {
     fail(Status::kUnsupported, name, " is on device ", device_name(t->device.device_type), ":", t->device.device_id,
-         "; this build of OmniCCL supports CPU tensors only");
+         "; OmniCCL supports CPU and CUDA tensors only");
   }
   // Every extent is checked before the product, so a zero extent cannot hide
   // an overflow in another one, and the product is checked step by step.
@@ -214,7 +213,7 @@ TensorView checked_view(const DLTensor* t, const char* name) {
   check_arg(count == 0 || t->data != nullptr, name, ": data is NULL but the tensor has ", count, " elements");
   v.count = count;
   v.data = t->data == nullptr ? nullptr : static_cast<char*>(t->data) + t->byte_offset;
-  v.device = DeviceKind::kCPU;
+  v.device = cuda ? DeviceKind::kCUDA : DeviceKind::kCPU;
   v.device_id = t->device.device_id;
   return v;
 }

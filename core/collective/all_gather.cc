@@ -7,9 +7,12 @@ WorkPtr all_gather(Communicator& c, const TensorView& send, const TensorView& re
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
   check_count(recv, "recvbuf", times_ranks(send, "sendbuf", n), "all_gather: recvbuf holds size x sendbuf elements");
   check_overlap(recv, "recvbuf", send, "sendbuf", static_cast<long long>(send.bytes()) * c.rank());
-  return launch(c, call_device({&send, &recv}), OpKind::kAllGather, send.dtype, RedOp::kSum, -1, send.count,
-                send.bytes() * n, call, [=](Engine& e, const AlgoEntry& algo) {
-                  algo.run(e, {.send = send.bytes_ptr(), .recv = recv.bytes_ptr(), .bytes = send.bytes()});
+  Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
+  const TensorView sv = st.view(send);
+  const TensorView rv = st.view(recv);
+  return launch(c, st, OpKind::kAllGather, send.dtype, RedOp::kSum, -1, send.count, send.bytes() * n, call,
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e, {.send = sv.bytes_ptr(), .recv = rv.bytes_ptr(), .bytes = send.bytes()});
                 });
 }
 

@@ -10,15 +10,18 @@ WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& re
             " ranks");
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   const size_t part = send.bytes() / n;
-  return launch(c, call_device({&send, &recv}), OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count,
-                send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
-                  const char* src = send.bytes_ptr();
-                  if (src == recv.bytes_ptr() && send.bytes() > 0) {  // in place: keep a copy of the input
+  Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
+  const TensorView sv = st.view(send);
+  const TensorView rv = st.view(recv);
+  return launch(c, st, OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, send.bytes(), call,
+                [=](Engine& e, const AlgoEntry& algo) {
+                  const char* src = sv.bytes_ptr();
+                  if (src == rv.bytes_ptr() && send.bytes() > 0) {  // in place: keep a copy of the input
                     char* tmp = e.scratch(send.bytes(), 3);
                     e.exec().copy(tmp, src, send.bytes());
                     src = tmp;
                   }
-                  algo.run(e, {.send = src, .recv = recv.bytes_ptr(), .bytes = part});
+                  algo.run(e, {.send = src, .recv = rv.bytes_ptr(), .bytes = part});
                 });
 }
 

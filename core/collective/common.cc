@@ -56,4 +56,23 @@ const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t
   return tmp;
 }
 
+WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op) {
+  // Refused at once, as a blocking call would be: nothing is enqueued on
+  // the stream for an operation that cannot run.
+  std::string failed;
+  if (const Status st = c.async_error(failed); st != Status::kSuccess) {
+    fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(st), "): ", failed);
+  }
+  std::shared_ptr<StagedCall> staged = staging.start();
+  const int64_t timeout_ms = call.timeout_ms > 0 ? call.timeout_ms : c.timeout_ms();
+  WorkPtr work = c.submit(
+      [staged, timeout_ms, op = std::move(op)](Engine& e) {
+        staged->wait_ready(Deadline::after_ms(timeout_ms), e.mesh());
+        op(e);
+        staged->finish(Deadline::after_ms(timeout_ms), e.mesh());
+      },
+      true);
+  return call.async ? work : nullptr;
+}
+
 }  // namespace omniccl::coll

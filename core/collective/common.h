@@ -8,6 +8,7 @@
 #include "algorithm/algorithms.h"
 #include "common/checked.h"
 #include "collective/collectives.h"
+#include "collective/staging.h"
 #include "executor/executor.h"
 #include "common/status.h"
 #include "tuning/tuning.h"
@@ -34,16 +35,23 @@ inline const TensorView* opt(const OptTensor& t) { return t ? &*t : nullptr; }
 /// SUM for AVG and PREMUL_SUM (scaled separately), else op.
 RedOp combine_op(RedOp op);
 
-/// Queues or runs body(engine, row) as operation `kind` on tensors of
-/// `device` (call_device); `tune_bytes` is the per-rank size used to choose
-/// the algorithm (`row` is its entry in the algorithm table). The call's options give
-/// its deadline and, for a blocking call, the caller's interrupt check.
+/// launch's staged path: enqueues the stream's part, then queues `op`
+/// between the host-side waits (staging.h).
+WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op);
+
+/// Queues or runs body(engine, row) as operation `kind` on the tensors
+/// `staging` checked (body works on staging.view() of each); `tune_bytes` is
+/// the per-rank size used to choose the algorithm (`row` is its entry in the
+/// algorithm table). The call's options give its deadline and, for a
+/// blocking call, the caller's interrupt check. CUDA tensors (staged): the
+/// operation is ordered on the call's stream and queued on the worker; the
+/// call returns without waiting for it, with a Work only when async.
 template <typename Body>
-WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count,
+WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count,
                uint64_t tune_bytes, const CallOptions& call, Body body) {
   Communicator* comm = &c;
   const int64_t timeout_ms = call.timeout_ms;
-  const InterruptHook interrupt = call.async ? InterruptHook{} : call.interrupt;
+  const InterruptHook interrupt = call.async || staging.staged() ? InterruptHook{} : call.interrupt;
   auto op = [=](Engine& e) {
     Algo a = comm->choose_algo(kind, tune_bytes);
     OpSignature sig;
@@ -57,11 +65,12 @@ WorkPtr launch(Communicator& c, DeviceKind device, OpKind kind, DType dtype, Red
     sig.algo_name = algo_name(a);
     e.begin(sig, combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
     e.set_interrupt(interrupt);
-    e.use_device(device);
+    e.use_device(DeviceKind::kCPU);  // staged tensors are host copies
     const auto& copy = comm->config().copy_choice;
     e.set_single_copy(copy && copy->allows(kind, tune_bytes) && single_copy_for(kind, tune_bytes, e.oversubscribed()));
     body(e, find_algorithm(kind, a));
   };
+  if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
   if (!call.async) {
     c.run_blocking(op, interrupt);
     return nullptr;

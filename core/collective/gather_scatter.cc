@@ -13,11 +13,14 @@ WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, i
     check_count(*recv, "recvbuf", times_ranks(send, "sendbuf", n),
                 "gather: the root's recvbuf holds size x sendbuf elements");
     check_overlap(*recv, "recvbuf", send, "sendbuf", static_cast<long long>(send.bytes()) * root);
-    out = recv->bytes_ptr();
   }
-  return launch(c, call_device({&send, opt(recv)}), OpKind::kGather, send.dtype, RedOp::kSum, root, send.count,
-                send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
-                  algo.run(e, {.send = send.bytes_ptr(), .recv = out, .bytes = send.bytes(), .root = root});
+  // A non-root's recvbuf is not used: checked for its device, not copied.
+  Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);
+  const TensorView sv = st.view(send);
+  if (c.rank() == root) out = st.view(*recv).bytes_ptr();
+  return launch(c, st, OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, send.bytes(), call,
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e, {.send = sv.bytes_ptr(), .recv = out, .bytes = send.bytes(), .root = root});
                 });
 }
 
@@ -31,11 +34,13 @@ WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, 
     check_count(*send, "sendbuf", times_ranks(recv, "recvbuf", n),
                 "scatter: the root's sendbuf holds size x recvbuf elements");
     check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * root);
-    in = send->bytes_ptr();
   }
-  return launch(c, call_device({opt(send), &recv}), OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count,
-                recv.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
-                  algo.run(e, {.send = in, .recv = recv.bytes_ptr(), .bytes = recv.bytes(), .root = root});
+  Staging st({{opt(send), c.rank() == root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);
+  const TensorView rv = st.view(recv);
+  if (c.rank() == root) in = st.view(*send).bytes_ptr();
+  return launch(c, st, OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, recv.bytes(), call,
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e, {.send = in, .recv = rv.bytes_ptr(), .bytes = recv.bytes(), .root = root});
                 });
 }
 

@@ -12,13 +12,15 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
     check_same_dtype(send, "sendbuf", *recv, "recvbuf");
     check_count(*recv, "recvbuf", send.count, "reduce: recvbuf must have as many elements as sendbuf");
     check_overlap(send, "sendbuf", *recv, "recvbuf", 0);
-    out = recv->bytes_ptr();
   }
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
-  return launch(c, call_device({&send, opt(recv)}), OpKind::kReduce, send.dtype, spec.op, root, send.count,
-                send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
-                  const char* src = premultiply(e, spec, send.bytes_ptr(), send.count, send.dtype);
+  Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);
+  const TensorView sv = st.view(send);
+  if (is_root) out = st.view(*recv).bytes_ptr();
+  return launch(c, st, OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), call,
+                [=](Engine& e, const AlgoEntry& algo) {
+                  const char* src = premultiply(e, spec, sv.bytes_ptr(), send.count, send.dtype);
                   algo.run(e, {.send = src, .recv = out, .count = send.count, .root = root});
                   if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, send.count, send.dtype, n);
                 });

@@ -15,6 +15,10 @@ namespace {
 WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, const CallOptions& call,
             RecvStatus* status) {
   check_p2p_args(c, peer, tag, is_send);
+  if (t.device != DeviceKind::kCPU && t.count > 0) {
+    fail(Status::kUnsupported, is_send ? "send" : "recv", ": point-to-point operations on CUDA tensors are not ",
+         "implemented yet (collectives are); copy the tensor to host memory first");
+  }
   if (peer == kProcNull) {
     RecvStatus none;  // source PROC_NULL, ANY_TAG, 0 bytes
     if (status != nullptr) *status = none;

@@ -73,11 +73,15 @@ WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& r
   check_arg(bc[c.rank()] == send.bytes(), "all_gatherv: sendbuf has ", send.count, " elements but recv_counts[",
             c.rank(), "] is ", counts[c.rank()]);
   check_overlap(recv, "recvbuf", send, "sendbuf", static_cast<long long>(bd[c.rank()]));
-  return launch(
-      c, call_device({&send, &recv}), OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), call,
-      [=](Engine& e, const AlgoEntry& algo) {
-        algo.run(e, {.send = send.bytes_ptr(), .recv = recv.bytes_ptr(), .counts = bc.data(), .displs = bd.data()});
-      });
+  // recvbuf may have gaps between the ranks' parts: copied both ways.
+  Staging st({{&send, Use::kIn}, {&recv, Use::kInOut}}, call);
+  const TensorView sv = st.view(send);
+  const TensorView rv = st.view(recv);
+  return launch(c, st, OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), call,
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e,
+                           {.send = sv.bytes_ptr(), .recv = rv.bytes_ptr(), .counts = bc.data(), .displs = bd.data()});
+                });
 }
 
 WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t> send_counts,
@@ -92,16 +96,19 @@ WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t
   to_bytes(recv_counts, std::move(recv_displs), n, recv.count, es, "recv_counts", "recv_displs", true, rc, rd);
   check_arg(sc[c.rank()] == rc[c.rank()], "all_to_allv: send_counts[", c.rank(), "] (", send_counts[c.rank()],
             ") differs from recv_counts[", c.rank(), "] (", recv_counts[c.rank()], ") for this rank's own part");
-  return launch(c, call_device({&send, &recv}), OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), call,
+  Staging st({{&send, Use::kIn}, {&recv, Use::kInOut}}, call);
+  const TensorView sv = st.view(send);
+  const TensorView rv = st.view(recv);
+  return launch(c, st, OpKind::kAllToAllV, send.dtype, RedOp::kSum, -1, 0, send.bytes(), call,
                 [=](Engine& e, const AlgoEntry& algo) {
-                  const char* src = send.bytes_ptr();
-                  if (src == recv.bytes_ptr() && send.bytes() > 0) {
+                  const char* src = sv.bytes_ptr();
+                  if (src == rv.bytes_ptr() && send.bytes() > 0) {
                     char* tmp = e.scratch(send.bytes(), 3);
                     e.exec().copy(tmp, src, send.bytes());
                     src = tmp;
                   }
                   algo.run(e, {.send = src,
-                               .recv = recv.bytes_ptr(),
+                               .recv = rv.bytes_ptr(),
                                .counts = sc.data(),
                                .displs = sd.data(),
                                .recv_counts = rc.data(),
@@ -123,11 +130,13 @@ WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, 
     check_arg(bc[root] == send.bytes(), "gatherv: the root's sendbuf has ", send.count, " elements but recv_counts[",
               root, "] is ", counts[root]);
     check_overlap(*recv, "recvbuf", send, "sendbuf", static_cast<long long>(bd[root]));
-    out = recv->bytes_ptr();
   }
-  return launch(c, call_device({&send, opt(recv)}), OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(),
-                call, [=](Engine& e, const AlgoEntry& algo) {
-                  algo.run(e, {.send = send.bytes_ptr(),
+  Staging st({{&send, Use::kIn}, {opt(recv), c.rank() == root ? Use::kInOut : Use::kNone}}, call);
+  const TensorView sv = st.view(send);
+  if (c.rank() == root) out = st.view(*recv).bytes_ptr();
+  return launch(c, st, OpKind::kGatherV, send.dtype, RedOp::kSum, root, 0, send.bytes(), call,
+                [=](Engine& e, const AlgoEntry& algo) {
+                  algo.run(e, {.send = sv.bytes_ptr(),
                                .recv = out,
                                .bytes = send.bytes(),
                                .root = root,
@@ -150,12 +159,14 @@ WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> co
     check_arg(bc[root] == recv.bytes(), "scatterv: the root's recvbuf has ", recv.count, " elements but send_counts[",
               root, "] is ", counts[root]);
     check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(bd[root]));
-    in = send->bytes_ptr();
   }
-  return launch(c, call_device({opt(send), &recv}), OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(),
-                call, [=](Engine& e, const AlgoEntry& algo) {
+  Staging st({{opt(send), c.rank() == root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);
+  const TensorView rv = st.view(recv);
+  if (c.rank() == root) in = st.view(*send).bytes_ptr();
+  return launch(c, st, OpKind::kScatterV, recv.dtype, RedOp::kSum, root, 0, recv.bytes(), call,
+                [=](Engine& e, const AlgoEntry& algo) {
                   algo.run(e, {.send = in,
-                               .recv = recv.bytes_ptr(),
+                               .recv = rv.bytes_ptr(),
                                .bytes = recv.bytes(),
                                .root = root,
                                .counts = bc.data(),

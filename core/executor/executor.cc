@@ -40,11 +40,9 @@ const char* device_name(DeviceKind d) { return d == DeviceKind::kCPU ? "CPU" : "
 }  // namespace
 
 void fail_call_device(const TensorView* a, const TensorView* b) {
-  if (b != nullptr) {
-    fail(Status::kInvalidArgument, "the tensors of one call are on different devices (", device_name(a->device), ":",
-         a->device_id, " and ", device_name(b->device), ":", b->device_id, ")");
-  }
-  fail(Status::kUnsupported, "CUDA tensors are not supported by this build yet");
+  fail(Status::kInvalidArgument, "the tensors of one call are on different devices (", device_name(a->device), ":",
+       a->device_id, " and ", device_name(b->device), ":", b->device_id,
+       "); every tensor of an operation must be on the same device");
 }
 
 }  // namespace omniccl

@@ -54,14 +54,15 @@ class CpuExecutor final : public Executor {
   std::vector<std::vector<char>> scratch_;
 };
 
-/// Throws the error call_device reports for tensors a and b (out of line:
-/// the checks stay a few instructions on every call).
+/// Throws the error call_device reports for tensors a and b on different
+/// devices (out of line: the checks stay a few instructions on every call).
 [[noreturn]] void fail_call_device(const TensorView* a, const TensorView* b);
 
-/// The device every tensor of one call lives on: throws kInvalidArgument
-/// naming both when they differ (mixed CPU/CUDA), kUnsupported for a device
-/// this build has no executor for. Empty tensors (count 0) do not count.
-inline DeviceKind call_device(std::initializer_list<const TensorView*> tensors) {
+/// The device every tensor of one call lives on (CPU when all are empty):
+/// throws kInvalidArgument naming both when they differ (mixed CPU/CUDA, or
+/// two GPUs). Empty tensors (count 0) do not count. CUDA tensors reach here
+/// only where the DLPack edge found them usable (common/gpu_runtime.h).
+inline const TensorView* call_device(std::initializer_list<const TensorView*> tensors) {
   const TensorView* first = nullptr;
   for (const TensorView* t : tensors) {
     if (t == nullptr || t->count == 0) continue;
@@ -71,8 +72,7 @@ inline DeviceKind call_device(std::initializer_list<const TensorView*> tensors) 
       fail_call_device(first, t);
     }
   }
-  if (first != nullptr && first->device != DeviceKind::kCPU) fail_call_device(first, nullptr);
-  return DeviceKind::kCPU;
+  return first;
 }
 
 }  // namespace omniccl

@@ -9,6 +9,8 @@
 // Host-only header (no CUDA headers), usable from any C++ file.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -40,5 +42,38 @@ class Error : public std::runtime_error {
 /// Throws Error("no CUDA driver/GPU found: <reason>") unless
 /// runtime_status().available.
 void require_runtime(const char* what);
+
+// The host-side calls of the staged data path (host memory the GPU copies
+// to and from, copies and events on a stream, a stream waiting for a word
+// in host memory). Each throws Error naming the CUDA call and its error.
+// `stream` is a cudaStream_t; nullptr is the legacy default stream.
+
+/// The calling thread's current device (cudaGetDevice).
+int current_device();
+/// Makes `device` current on the calling thread (cudaSetDevice).
+void set_device(int device);
+/// Page-locked host memory, mapped into every device's address space
+/// (cudaHostAlloc with cudaHostAllocPortable | cudaHostAllocMapped).
+void* host_alloc(size_t bytes);
+/// Frees host_alloc memory (cudaFreeHost).
+void host_free(void* p);
+/// dst = src, `bytes` bytes, enqueued on `stream` (cudaMemcpyAsync with
+/// cudaMemcpyDefault: the pointers say which memory each is).
+void copy_async(void* dst, const void* src, size_t bytes, void* stream);
+/// A cudaEvent_t without timing (cudaEventDisableTiming).
+void* event_create();
+void event_destroy(void* event);
+/// cudaEventRecord(event, stream).
+void event_record(void* event, void* stream);
+/// Whether the work before the event's last record has finished
+/// (cudaEventQuery); throws on an error of that work.
+bool event_done(void* event);
+/// Makes `stream` wait, without the host, until the 32-bit word at `flag`
+/// (host_alloc memory) is >= value: cuStreamWaitValue32 where the driver
+/// offers stream memory operations, else a one-thread kernel that polls the
+/// word (sleeping between reads). The host must write the word eventually;
+/// the staged path's every queued operation writes its word when it ends,
+/// fails or is dropped.
+void stream_wait_flag(void* stream, const uint32_t* flag, uint32_t value);
 
 }  // namespace omniccl::kernels::cuda

@@ -729,7 +729,8 @@ TEST(ErrorsTest, CudaTensorSaysWhy) {
       CK_ERR(ck, occl_broadcast(&dev, 0, comm, nullptr), OCCL_ERR_UNSUPPORTED, "cuda_managed:2",
              "no CUDA driver/GPU found");
     } else {
-      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf", "cuda:0");
+      // With a GPU, CUDA tensors are usable: mixing one with a CPU tensor is the error.
+      CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "different devices");
     }
     // CPU collectives are unaffected, before and after CUDA was probed.
     all_reduce_works(ck, comm, rank, n);

@@ -77,5 +77,22 @@ TEST(CudaDispatch, NoDriverSaysSo) {
   }
 }
 
+// The staged path's host-side calls name the CUDA call that failed and
+// throw, rather than crash, where there is no driver.
+TEST(CudaDispatch, StagingCallsWithoutADriverThrowNamingTheCall) {
+  if (driver_present()) GTEST_SKIP() << "/dev/nvidiactl exists: this machine has a driver";
+  const std::pair<const char*, void (*)()> calls[] = {
+      {"cudaHostAlloc", +[] { cuda::host_alloc(64); }},
+      {"cudaEventCreateWithFlags", +[] { cuda::event_create(); }},
+      {"cudaMemcpyAsync", +[] { cuda::copy_async(kFake, static_cast<char*>(kFake) + 64, 4, nullptr); }},
+      {"cudaGetDevice", +[] { cuda::current_device(); }},
+  };
+  for (const auto& [name, call] : calls) {
+    const std::string m = message_of(call);
+    EXPECT_NE(m.find(name), std::string::npos) << m;
+    EXPECT_THROW(call(), cuda::Error);
+  }
+}
+
 }  // namespace
 }  // namespace omniccl::kernels

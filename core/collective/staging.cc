@@ -1,0 +1,251 @@
+#include "collective/staging.h"
+
+#include <algorithm>
+#include <bit>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/gpu_runtime.h"
+#include "common/status.h"
+
+namespace omniccl::coll {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr size_t kFlagBytes = kAlign;  // the word, alone on its cache line
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// Host memory, its word and two events for one staged operation; reused
+/// once the stream has passed the `done` event of its last use.
+struct Block {
+  int device = 0;
+  size_t capacity = 0;  ///< bytes after the word
+  char* mem = nullptr;  ///< host_alloc: the word, then the regions
+  GpuRuntime::Event ready = nullptr;
+  GpuRuntime::Event done = nullptr;
+  bool in_use = false;    ///< held by a StagedCall
+  bool recorded = false;  ///< `done` was recorded (the stream may still be before it)
+
+  uint32_t* flag() const { return reinterpret_cast<uint32_t*>(mem); }
+  char* data() const { return mem + kFlagBytes; }
+};
+
+/// Process-wide: blocks outlive communicators (a stream may still copy
+/// from a block after the operation that used it was freed). Never freed:
+/// freeing page-locked memory synchronises the device.
+class BlockPool {
+ public:
+  static BlockPool& get() {
+    static BlockPool* pool = new BlockPool();
+    return *pool;
+  }
+
+  Block* acquire(GpuRuntime& rt, int device, size_t bytes) {
+    std::lock_guard lock(mu_);
+    Block* best = nullptr;
+    for (auto& b : blocks_) {
+      if (b->in_use || b->device != device || b->capacity < bytes) continue;
+      if (b->recorded && !rt.event_done(b->done)) continue;  // the stream still copies from it
+      if (best == nullptr || b->capacity < best->capacity) best = b.get();
+    }
+    if (best == nullptr) {
+      auto b = std::make_unique<Block>();
+      b->device = device;
+      b->capacity = std::max<size_t>(64 * 1024, std::bit_ceil(bytes));
+      b->mem = static_cast<char*>(rt.host_alloc(kFlagBytes + b->capacity));
+      b->ready = rt.event_create();
+      b->done = rt.event_create();
+      best = b.get();
+      blocks_.push_back(std::move(b));
+    }
+    best->in_use = true;
+    best->recorded = false;
+    return best;
+  }
+
+  void release(Block* b, bool recorded) {
+    std::lock_guard lock(mu_);
+    b->recorded = recorded;
+    b->in_use = false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+};
+
+/// A device region and its place in the block.
+struct Region {
+  char* dev = nullptr;
+  size_t bytes = 0;
+  size_t offset = 0;  ///< in the block's data
+  uint8_t use = 0;    ///< Use bits
+};
+
+class StagedCallImpl final : public StagedCall {
+ public:
+  StagedCallImpl(GpuRuntime& rt, int device, void* stream) : rt_(rt), device_(device), stream_(stream) {}
+
+  ~StagedCallImpl() override {
+    release_stream();
+    if (block_ != nullptr) BlockPool::get().release(block_, started_);
+  }
+
+  /// Adds a tensor's region (no-op for an empty one).
+  void add(const TensorView& t, Use use) {
+    if (use == Use::kNone || t.count == 0 || t.data == nullptr) return;
+    regions_.push_back(Region{t.bytes_ptr(), t.bytes(), 0, static_cast<uint8_t>(use)});
+  }
+
+  /// Merges regions inside another into it; lays them out in the block.
+  void plan() {
+    std::sort(regions_.begin(), regions_.end(),
+              [](const Region& a, const Region& b) { return a.dev != b.dev ? a.dev < b.dev : a.bytes > b.bytes; });
+    std::vector<Region> merged;
+    for (const Region& r : regions_) {
+      if (!merged.empty()) {
+        Region& last = merged.back();
+        if (r.dev >= last.dev && r.dev + r.bytes <= last.dev + last.bytes) {
+          last.use |= r.use;
+          continue;
+        }
+        check_arg(r.dev >= last.dev + last.bytes, "two tensors of this operation overlap in part (", r.bytes,
+                  " bytes at device address ", static_cast<const void*>(r.dev), " and ", last.bytes, " bytes at ",
+                  static_cast<const void*>(last.dev), ")");
+      }
+      merged.push_back(r);
+    }
+    size_t total = 0;
+    for (Region& r : merged) {
+      r.offset = total;
+      total += align_up(r.bytes);
+    }
+    regions_ = std::move(merged);
+    total_ = total;
+  }
+
+  TensorView host_view(const TensorView& t) const {
+    TensorView v = t;
+    v.device = DeviceKind::kCPU;
+    v.device_id = 0;
+    if (t.count == 0 || t.data == nullptr) return v;
+    for (const Region& r : regions_) {
+      if (t.bytes_ptr() >= r.dev && t.bytes_ptr() < r.dev + r.bytes) {
+        v.data = host_base_ + r.offset + static_cast<size_t>(t.bytes_ptr() - r.dev);
+        return v;
+      }
+    }
+    fail(Status::kInternal, "staged path: a tensor without a host copy");
+  }
+
+  /// Takes a block (host memory for every region) before any view is made.
+  void take_block() {
+    block_ = BlockPool::get().acquire(rt_, device_, total_);
+    host_base_ = block_->data();
+    std::atomic_ref<uint32_t>(*block_->flag()).store(0, std::memory_order_release);
+  }
+
+  void start() {
+    for (const Region& r : regions_) {
+      if (r.use & static_cast<uint8_t>(Use::kIn)) rt_.copy_async(host_base_ + r.offset, r.dev, r.bytes, stream_);
+    }
+    rt_.event_record(block_->ready, stream_);
+    rt_.stream_wait_flag(stream_, block_->flag(), 1);
+    waiting_ = true;  // from here on the stream must be released
+    for (const Region& r : regions_) {
+      if (r.use & static_cast<uint8_t>(Use::kOut)) rt_.copy_async(r.dev, host_base_ + r.offset, r.bytes, stream_);
+    }
+    rt_.event_record(block_->done, stream_);
+    started_ = true;
+  }
+
+  void wait_ready(Deadline deadline, const transport::Mesh& mesh) override {
+    rt_.set_device(device_);
+    wait_event(block_->ready, deadline, mesh, "copied this operation's inputs from the GPU");
+  }
+
+  void finish(Deadline deadline, const transport::Mesh& mesh) override {
+    release_stream();
+    wait_event(block_->done, deadline, mesh, "copied this operation's results back to the GPU");
+  }
+
+ private:
+  void release_stream() {
+    if (waiting_) {
+      std::atomic_ref<uint32_t>(*block_->flag()).store(1, std::memory_order_release);
+      waiting_ = false;
+    }
+  }
+
+  /// Polls `event` (sleeping from 10 us up to 1 ms between polls) until the
+  /// stream has passed it.
+  void wait_event(GpuRuntime::Event event, Deadline deadline, const transport::Mesh& mesh, const char* what) {
+    auto nap = std::chrono::microseconds(10);
+    while (!rt_.event_done(event)) {
+      if (mesh.aborted()) fail(Status::kAborted, "the communicator was aborted");
+      if (deadline.expired()) {
+        fail(Status::kTimeout, "the CUDA stream of this operation has not ", what,
+             " before the deadline (the work queued before it on the stream has not finished)");
+      }
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+  GpuRuntime& rt_;
+  int device_;
+  void* stream_;
+  std::vector<Region> regions_;
+  size_t total_ = 0;
+  Block* block_ = nullptr;
+  char* host_base_ = nullptr;
+  bool waiting_ = false;  ///< the stream waits for the word
+  bool started_ = false;  ///< `done` was recorded
+};
+
+}  // namespace
+
+Staging::Staging(std::initializer_list<TensorUse> uses, const CallOptions& call) {
+  const TensorView* first = nullptr;
+  for (const TensorUse& u : uses) {
+    const TensorView* t = u.tensor;
+    if (t == nullptr || t->count == 0) continue;
+    if (first == nullptr) {
+      first = t;
+    } else if (t->device != first->device || t->device_id != first->device_id) {
+      fail_call_device(first, t);
+    }
+  }
+  if (first == nullptr || first->device == DeviceKind::kCPU) return;
+  GpuRuntime* rt = gpu_runtime();
+  if (rt == nullptr) fail(Status::kUnsupported, "this build of OmniCCL has no CUDA support");
+  const int current = rt->current_device();
+  check_arg(first->device_id == current, "the tensors are on device cuda:", first->device_id,
+            " but this thread's current CUDA device is cuda:", current,
+            " (make the tensors' device current, e.g. cudaSetDevice, before the call)");
+  auto impl = std::make_shared<StagedCallImpl>(*rt, current, call.stream);
+  for (const TensorUse& u : uses) {
+    if (u.tensor != nullptr) impl->add(*u.tensor, u.use);
+  }
+  impl->plan();
+  impl->take_block();
+  call_ = std::move(impl);
+}
+
+Staging::~Staging() = default;
+
+TensorView Staging::staged_view(const TensorView& t) const {
+  return static_cast<const StagedCallImpl&>(*call_).host_view(t);
+}
+
+std::shared_ptr<StagedCall> Staging::start() {
+  static_cast<StagedCallImpl&>(*call_).start();
+  return call_;
+}
+
+}  // namespace omniccl::coll

@@ -1,0 +1,102 @@
+// The staged data path for CUDA tensors: an operation's tensors reach the
+// engine through page-locked host copies, ordered on the call's CUDA stream
+// as NCCL orders its work.
+//
+// For CPU tensors (every call but CUDA ones) Staging is the device check
+// and nothing else: view() returns the tensor itself.
+//
+// For CUDA tensors, start() enqueues on the call's stream, and returns
+// without waiting for the GPU:
+//   1. copies of the input regions into host memory, then event `ready`;
+//   2. a wait, by the stream and not the host, for a word in host memory;
+//   3. copies of the output regions back to the device, then event `done`.
+// The operation itself is queued on the communicator's worker thread (in
+// issue order with its other operations): it waits until the stream passes
+// `ready`, runs the host algorithm on the host copies, writes the word
+// (releasing the stream), and ends once the stream passes `done`, so that
+// the work handle's wait follows the stream. The word is written whatever
+// happens to the operation (done, failed, aborted, dropped from the queue),
+// so the stream never waits forever; after a failure the outputs' contents
+// are undefined (as with NCCL) and the communicator reports the error
+// (occl_comm_get_async_error, kCommFailed on later calls).
+//
+// Reductions of staged operations run on the host (kernels/cpu, whose
+// results are those of kernels/cuda bit for bit). Pipelining chunks between
+// the GPU and the transports, with the reductions on the GPU, is the next
+// step of this path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "communicator/communicator.h"
+#include "executor/executor.h"
+
+namespace omniccl::coll {
+
+class StagedCall;
+
+/// How an operation uses a tensor: read, written, or both. Out tensors must
+/// be written whole by the operation on this rank (the host copy is copied
+/// back whole); a tensor written only in part, or on some ranks only, is
+/// kInOut. kNone: checked for its device only (e.g. a non-root's unused
+/// recvbuf).
+enum class Use : uint8_t { kNone = 0, kIn = 1, kOut = 2, kInOut = 3 };
+
+struct TensorUse {
+  const TensorView* tensor;  ///< nullptr or empty: not used
+  Use use;
+};
+
+/// kOut on the root, kNone elsewhere (a rooted result's recvbuf).
+inline Use out_use(const Communicator& c, int root) { return c.rank() == root ? Use::kOut : Use::kNone; }
+
+class Staging {
+ public:
+  /// Checks that every non-empty tensor is on one device (call_device); for
+  /// CUDA tensors, that it is the calling thread's current device, and plans
+  /// their host copies (tensors inside another one share its copy).
+  Staging(std::initializer_list<TensorUse> uses, const CallOptions& call);
+  ~Staging();
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+
+  /// Whether the tensors are CUDA tensors (the staged path).
+  bool staged() const { return call_ != nullptr; }
+  /// The tensor the engine works on: t itself, or (staged) its host copy.
+  TensorView view(const TensorView& t) const {
+    if (call_ == nullptr) return t;
+    return staged_view(t);
+  }
+  std::optional<TensorView> view(const std::optional<TensorView>& t) const {
+    if (!t) return t;
+    return view(*t);
+  }
+  /// Staged only: enqueues the stream's part (see above) and hands over the
+  /// call, which the queued operation keeps until it ends.
+  std::shared_ptr<StagedCall> start();
+
+ private:
+  TensorView staged_view(const TensorView& t) const;
+  std::shared_ptr<StagedCall> call_;
+};
+
+/// One staged operation after start(): the host side's waits and the word.
+class StagedCall {
+ public:
+  virtual ~StagedCall() = default;
+  /// On the worker thread, before the operation: makes the tensors' device
+  /// current and waits until the stream has copied the inputs. Throws
+  /// kTimeout at `deadline`, kAborted once the mesh is aborted, kSystem for a
+  /// CUDA error.
+  virtual void wait_ready(Deadline deadline, const transport::Mesh& mesh) = 0;
+  /// After the operation: releases the stream (it copies the outputs back),
+  /// then waits until it has (bounded as wait_ready).
+  virtual void finish(Deadline deadline, const transport::Mesh& mesh) = 0;
+};
+
+}  // namespace omniccl::coll

@@ -1,0 +1,348 @@
+// The staged data path for CUDA tensors (collective/staging.h), checked on
+// any machine over the emulated GPU runtime (emulated_gpu.h): ranks are
+// forked processes with a communicator each (file rendezvous), their "CUDA
+// tensors" live in emulated device memory and their work is ordered on
+// emulated streams. What this proves: every collective gives the right
+// results through host copies; the call returns before the stream reaches
+// it and work queued after it on the stream sees its results; async work's
+// wait follows the stream; a stream is released when the operation fails,
+// times out or is aborted; wrong devices are clear errors. What it cannot:
+// the CUDA calls themselves (tests/gpu, on a GPU).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/rendezvous.h"
+#include "collective/collectives.h"
+#include "common/gpu_runtime.h"
+#include "common/status.h"
+#include "communicator/communicator.h"
+#include "emulated_gpu.h"
+
+namespace omniccl {
+namespace {
+
+using coll::WorkPtr;
+using test::EmulatedGpu;
+using test::EmuStream;
+
+/// In a child: a failed expectation prints and makes the rank's exit code 1.
+struct RankChecks {
+  int rank;
+  int failures = 0;
+  void expect(bool ok, const std::string& what) {
+    if (!ok) {
+      ++failures;
+      std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+    }
+  }
+};
+
+/// What each rank runs: its communicator, the runtime, the checks.
+using RankFn = std::function<void(Communicator&, EmulatedGpu&, RankChecks&)>;
+
+/// Forks n ranks; each installs an emulated GPU runtime, creates a
+/// communicator (timeout `timeout_ms`) and runs fn. Returns the ranks' exit
+/// codes (-1: killed after 60 s).
+std::vector<int> run_ranks(int n, const RankFn& fn, int64_t timeout_ms = 20000,
+                           const std::function<bool(int)>& skip_comm = {}) {
+  char dir_template[] = "/tmp/omniccl_staging_XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return std::vector<int>(size_t(n), -2);
+  const std::string init = std::string("file://") + dir;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(60);
+      RankChecks ck{r};
+      if (skip_comm && skip_comm(r)) _exit(0);  // a rank that never joins
+      try {
+        auto gpu = std::make_unique<EmulatedGpu>();
+        EmulatedGpu* g = gpu.get();
+        install_gpu_runtime(std::move(gpu));
+        CommConfig cfg = CommConfig::from_environment();
+        cfg.timeout_ms = timeout_ms;
+        auto comm = Communicator::create(bootstrap::parse_init_method(init, r, n), cfg);
+        fn(*comm, *g, ck);
+        ck.expect(EmulatedGpu::stuck_waits().load() == 0, "no stream waited for a word that was never written");
+      } catch (const std::exception& e) {
+        ck.expect(false, std::string("unexpected exception: ") + e.what());
+      }
+      std::fflush(stderr);
+      _exit(ck.failures == 0 ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  std::filesystem::remove_all(dir);
+  return codes;
+}
+
+void expect_all_ok(const std::vector<int>& codes) {
+  for (size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+}
+
+/// A CUDA tensor view over emulated device memory.
+template <typename T>
+TensorView dev_view(std::vector<T>& v, DType t) {
+  TensorView tv;
+  tv.data = v.data();
+  tv.count = v.size();
+  tv.dtype = t;
+  tv.device = DeviceKind::kCUDA;
+  tv.device_id = 0;
+  return tv;
+}
+
+CallOptions on(EmuStream& s, bool async = false) {
+  CallOptions c;
+  c.stream = &s;
+  c.async = async;
+  return c;
+}
+
+/// What an operation's error was, or kSuccess.
+Status status_of(const std::function<void()>& fn, std::string* msg = nullptr) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (msg != nullptr) *msg = e.what();
+    return e.status();
+  }
+  return Status::kSuccess;
+}
+
+TEST(GpuStaging, EveryCollectiveGivesTheCpuResults) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("ranks " + std::to_string(n));
+    expect_all_ok(run_ranks(n, [n](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+      EmuStream s;
+      const int r = c.rank();
+      const size_t k = 5;  // odd on purpose
+      // all_reduce SUM float32 and MAX int32, out of place.
+      std::vector<float> fs(k), fr(k, -1.0f);
+      for (size_t i = 0; i < k; ++i) fs[i] = float(r + 1) * float(i + 1);
+      coll::all_reduce(c, dev_view(fs, DType::kFloat32), dev_view(fr, DType::kFloat32), int(RedOp::kSum), on(s));
+      std::vector<int32_t> is(k), ir(k, -1);
+      for (size_t i = 0; i < k; ++i) is[i] = int32_t(r * 10 + int(i));
+      coll::all_reduce(c, dev_view(is, DType::kInt32), dev_view(ir, DType::kInt32), int(RedOp::kMax), on(s));
+      // broadcast in place from the last rank.
+      std::vector<int32_t> b(k, r == n - 1 ? 7 : 0);
+      coll::broadcast(c, dev_view(b, DType::kInt32), n - 1, on(s));
+      // all_gather in place: this rank's part inside recvbuf.
+      std::vector<int32_t> g(k * size_t(n), -1);
+      for (size_t i = 0; i < k; ++i) g[size_t(r) * k + i] = r * 100 + int(i);
+      TensorView part = dev_view(g, DType::kInt32);
+      part.data = g.data() + size_t(r) * k;
+      part.count = k;
+      coll::all_gather(c, part, dev_view(g, DType::kInt32), on(s));
+      // reduce_scatter SUM: each rank's block i holds r + i.
+      std::vector<int32_t> rs(k * size_t(n)), rr(k, -1);
+      for (size_t i = 0; i < rs.size(); ++i) rs[i] = r + int(i);
+      coll::reduce_scatter(c, dev_view(rs, DType::kInt32), dev_view(rr, DType::kInt32), int(RedOp::kSum), on(s));
+      // all_to_all: block j of rank r is r * 10 + j.
+      std::vector<int32_t> as(size_t(n) * 2), ar(size_t(n) * 2, -1);
+      for (int j = 0; j < n; ++j) as[size_t(j) * 2] = as[size_t(j) * 2 + 1] = r * 10 + j;
+      coll::all_to_all(c, dev_view(as, DType::kInt32), dev_view(ar, DType::kInt32), on(s));
+      // reduce to rank 0 (AVG float32); a non-root's recvbuf stays untouched.
+      std::vector<float> ds(k, float(r * 2)), dr(k, -5.0f);
+      coll::reduce(c, dev_view(ds, DType::kFloat32), dev_view(dr, DType::kFloat32), int(RedOp::kAvg), 0, on(s));
+      // gather to rank 1, scatter from rank 1.
+      std::vector<int32_t> gs(2, r), gr(r == 1 ? size_t(2 * n) : 2, -1);
+      coll::gather(c, dev_view(gs, DType::kInt32), dev_view(gr, DType::kInt32), 1, on(s));
+      std::vector<int32_t> ss(r == 1 ? size_t(2 * n) : 0), sr(2, -1);
+      for (size_t i = 0; i < ss.size(); ++i) ss[i] = int(i);
+      coll::OptTensor ss_view;
+      if (r == 1) ss_view = dev_view(ss, DType::kInt32);
+      coll::scatter(c, ss_view, dev_view(sr, DType::kInt32), 1, on(s));
+      // all_gatherv: rank j gives j + 1 elements.
+      std::vector<int64_t> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+      int64_t total = 0;
+      for (int j = 0; j < n; ++j) {
+        counts[size_t(j)] = j + 1;
+        displs[size_t(j)] = total;
+        total += j + 1;
+      }
+      std::vector<int32_t> vs(size_t(r + 1), r), vr(size_t(total), -1);
+      coll::all_gatherv(c, dev_view(vs, DType::kInt32), dev_view(vr, DType::kInt32), counts, displs, on(s));
+      coll::barrier(c, on(s));
+
+      // Nothing has to be read before the stream has run.
+      ck.expect(s.sync(), "the stream finished");
+      const int sum_ranks = n * (n + 1) / 2;
+      for (size_t i = 0; i < k; ++i) {
+        ck.expect(fr[i] == float(sum_ranks) * float(i + 1), "all_reduce SUM float32 element " + std::to_string(i));
+        ck.expect(ir[i] == (n - 1) * 10 + int(i), "all_reduce MAX int32 element " + std::to_string(i));
+        ck.expect(b[i] == 7, "broadcast element " + std::to_string(i));
+        int expect_rr = 0;
+        for (int j = 0; j < n; ++j) expect_rr += j + int(size_t(r) * k + i);
+        ck.expect(rr[i] == expect_rr, "reduce_scatter element " + std::to_string(i));
+        const float avg = float(n - 1);  // mean of 0, 2, ..., 2(n-1)
+        ck.expect(r == 0 ? dr[i] == avg : dr[i] == -5.0f, "reduce AVG element " + std::to_string(i));
+      }
+      for (int j = 0; j < n; ++j) {
+        for (size_t i = 0; i < k; ++i) {
+          ck.expect(g[size_t(j) * k + i] == j * 100 + int(i),
+                    "all_gather element " + std::to_string(j * int(k) + int(i)));
+        }
+        ck.expect(ar[size_t(j) * 2] == j * 10 + r && ar[size_t(j) * 2 + 1] == j * 10 + r,
+                  "all_to_all block " + std::to_string(j));
+        if (r == 1)
+          ck.expect(gr[size_t(j) * 2] == j && gr[size_t(j) * 2 + 1] == j, "gather block " + std::to_string(j));
+        for (int64_t i = 0; i < counts[size_t(j)]; ++i) {
+          ck.expect(vr[size_t(displs[size_t(j)] + i)] == j, "all_gatherv part " + std::to_string(j));
+        }
+      }
+      if (r != 1) ck.expect(gr[0] == -1 && gr[1] == -1, "a non-root's gather recvbuf is untouched");
+      ck.expect(sr[0] == 2 * r && sr[1] == 2 * r + 1, "scatter block");
+    }));
+  }
+}
+
+TEST(GpuStaging, CallReturnsBeforeTheStreamReachesItAndLaterWorkSeesTheResult) {
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+    EmuStream s;
+    std::vector<float> x(1000, float(c.rank() + 1));
+    std::vector<float> seen(1000, 0.0f);
+    s.close_gate();  // the GPU is busy with earlier work
+    const auto t0 = std::chrono::steady_clock::now();
+    coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), int(RedOp::kSum), on(s));
+    // "A kernel queued after it": copies the result where the host can look.
+    gpu.copy_async(seen.data(), x.data(), x.size() * sizeof(float), &s);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ck.expect(took < std::chrono::seconds(2), "the call returned without waiting for the stream");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ck.expect(x[0] == float(c.rank() + 1), "nothing ran before the stream reached the operation");
+    // The host is free: a CPU operation on another communicator would run
+    // here; open the gate as the GPU finishing its earlier work.
+    s.open_gate();
+    ck.expect(s.sync(), "the stream finished");
+    ck.expect(x[0] == 3.0f && x[999] == 3.0f, "the result is in place");
+    ck.expect(seen[0] == 3.0f && seen[999] == 3.0f, "work queued after the call saw the result");
+  }));
+}
+
+TEST(GpuStaging, AsyncWaitFollowsTheStream) {
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<int64_t> x(4096, c.rank() + 1), y(4096, 0);
+    WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kInt64), dev_view(y, DType::kInt64), int(RedOp::kProd),
+                                 on(s, /*async=*/true));
+    ck.expect(w != nullptr, "an async call gives a work handle");
+    if (w == nullptr) return;
+    ck.expect(w->wait() == Status::kSuccess, "the work succeeded: " + w->message());
+    // No stream sync: the wait itself covers the copy back.
+    ck.expect(y[0] == 2 && y[4095] == 2, "after wait the results are on the device");
+    // A v1-style call on CUDA tensors has no handle and does not block.
+    ck.expect(coll::barrier(c, on(s)) == nullptr, "a blocking-form barrier returns no handle");
+    ck.expect(s.sync(), "the stream finished");
+  }));
+}
+
+TEST(GpuStaging, TensorsOnTheWrongDeviceAreClearErrors) {
+  expect_all_ok(run_ranks(1, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<float> d(4, 1.0f), h(4, 0.0f);
+    TensorView host;
+    host.data = h.data();
+    host.count = 4;
+    host.dtype = DType::kFloat32;
+    std::string msg;
+    Status st = status_of([&] { coll::all_reduce(c, dev_view(d, DType::kFloat32), host, 0, on(s)); }, &msg);
+    ck.expect(st == Status::kInvalidArgument && msg.find("different devices") != std::string::npos,
+              "mixed CPU/CUDA: " + msg);
+    TensorView other = dev_view(d, DType::kFloat32);
+    other.device_id = 1;
+    st = status_of([&] { coll::broadcast(c, other, 0, on(s)); }, &msg);
+    ck.expect(st == Status::kInvalidArgument && msg.find("cuda:1") != std::string::npos &&
+                  msg.find("current CUDA device is cuda:0") != std::string::npos,
+              "a tensor on another device: " + msg);
+    st = status_of([&] { coll::send(c, dev_view(d, DType::kFloat32), 0, on(s)); }, &msg);
+    ck.expect(st == Status::kUnsupported && msg.find("CUDA") != std::string::npos, "send of a CUDA tensor: " + msg);
+    // None of these broke the communicator.
+    std::vector<float> x(4, 2.0f);
+    coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), 0, on(s));
+    ck.expect(s.sync() && x[0] == 2.0f, "a good call afterwards works");
+  }));
+}
+
+TEST(GpuStaging, AFailedPeerReleasesTheStreamAndSurfacesAsTheCommunicatorsError) {
+  // Rank 1 joins, then leaves before the collective; rank 0's staged
+  // all_reduce fails on its worker, and its stream must still move on.
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+        if (c.rank() == 1) {
+          std::fflush(stderr);
+          _exit(0);
+        }
+        EmuStream s;
+        std::vector<float> x(256, 1.0f);
+        coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), 0, on(s));
+        ck.expect(s.sync(10000), "the stream was released after the failure");
+        std::string msg;
+        for (int i = 0; i < 200 && c.async_error(msg) == Status::kSuccess; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+        const Status st = c.async_error(msg);
+        ck.expect(st == Status::kPeerFailure, "the communicator's async error is a peer failure: " + msg);
+        const Status later = status_of(
+            [&] { coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), 0, on(s)); });
+        ck.expect(later == Status::kCommFailed, "a later call is refused");
+        ck.expect(s.sync(10000), "the stream is not held by the refused call");
+      },
+      4000));
+}
+
+TEST(GpuStaging, AStreamThatNeverReachesTheOperationTimesOutAndIsReleased) {
+  expect_all_ok(run_ranks(1, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<int32_t> x(8, 3);
+    s.close_gate();  // earlier GPU work that never ends within the deadline
+    CallOptions call = on(s, /*async=*/true);
+    call.timeout_ms = 300;
+    WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kInt32), dev_view(x, DType::kInt32), 0, call);
+    ck.expect(w != nullptr && w->wait() == Status::kTimeout, "the work timed out");
+    if (w != nullptr) {
+      ck.expect(w->message().find("CUDA stream") != std::string::npos, "the timeout names the stream: " + w->message());
+    }
+    s.open_gate();
+    ck.expect(s.sync(10000), "the stream moved on once its earlier work ended");
+  }));
+}
+
+TEST(GpuStaging, AbortEndsAWaitForTheStreamPromptly) {
+  expect_all_ok(run_ranks(1, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<int32_t> x(8, 3);
+    s.close_gate();
+    WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kInt32), dev_view(x, DType::kInt32), 0, on(s, true));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto t0 = std::chrono::steady_clock::now();
+    c.abort();
+    ck.expect(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5), "abort returned promptly");
+    ck.expect(w != nullptr && w->wait() == Status::kAborted, "the work was aborted");
+    s.open_gate();
+    ck.expect(s.sync(10000), "the stream was released");
+  }));
+}
+
+}  // namespace
+}  // namespace omniccl
