@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test_util.h"
 #include "harness.h"
 #include "omniccl/omniccl.h"
 #include "spin_kernel.h"
@@ -48,32 +49,7 @@ int gpus_seen_by_a_child() {
 #define SKIP_WITHOUT_GPU() \
   if (gpus_seen_by_a_child() == 0) GTEST_SKIP() << "no GPU here (cudaGetDeviceCount found none)"
 
-/// cudaMalloc'd bytes, freed on destruction; ok() false if allocation failed.
-class DeviceMemory {
- public:
-  explicit DeviceMemory(size_t bytes) : bytes_(bytes) {
-    if (cudaMalloc(&p_, bytes == 0 ? 1 : bytes) != cudaSuccess) p_ = nullptr;
-  }
-  ~DeviceMemory() {
-    if (p_ != nullptr) cudaFree(p_);
-  }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  bool ok() const { return p_ != nullptr; }
-  void* get() const { return p_; }
-  bool upload(const std::vector<unsigned char>& h) {
-    return cudaMemcpy(p_, h.data(), h.size(), cudaMemcpyHostToDevice) == cudaSuccess;
-  }
-  std::vector<unsigned char> download() const {
-    std::vector<unsigned char> h(bytes_);
-    if (cudaMemcpy(h.data(), p_, bytes_, cudaMemcpyDeviceToHost) != cudaSuccess) h.clear();
-    return h;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_;
-};
+using DeviceMemory = omniccl::test::DeviceBuffer;
 
 /// A 1-D CUDA DLTensor over device memory.
 struct CudaTensor : Tensor1D {

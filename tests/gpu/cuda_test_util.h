@@ -29,6 +29,18 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   unsigned char* get() const { return static_cast<unsigned char*>(ptr_); }
   size_t bytes() const { return bytes_; }
+  /// Whether the allocation succeeded.
+  bool ok() const { return ptr_ != nullptr; }
+  /// Copies h (bytes() bytes) to the device; false on a CUDA error.
+  bool upload(const std::vector<unsigned char>& h) {
+    return h.size() == bytes_ && cudaMemcpy(ptr_, h.data(), bytes_, cudaMemcpyHostToDevice) == cudaSuccess;
+  }
+  /// The device bytes (empty on a CUDA error).
+  std::vector<unsigned char> download() const {
+    std::vector<unsigned char> h(bytes_);
+    if (cudaMemcpy(h.data(), ptr_, bytes_, cudaMemcpyDeviceToHost) != cudaSuccess) h.clear();
+    return h;
+  }
 
  private:
   void* ptr_ = nullptr;

@@ -10,7 +10,8 @@ Two APIs over one library:
   first operation; naming it, ``help(omniccl)`` or ``import *`` create nothing).
 
 Arrays: anything with ``__dlpack__`` (numpy >= 2.1, torch, cupy, jax) or the
-buffer protocol, C-contiguous, on the CPU. Start ranks with
+buffer protocol, C-contiguous, on the CPU; CUDA arrays (torch, cupy) through
+DLPack, ordered on the stream :func:`cuda_stream` sets. Start ranks with
 ``python -m omniccl.run -n 4 script.py``, torchrun, mpirun or srun.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 from . import _failure, _omniccl
 from ._p2p import (ANY_SOURCE, ANY_TAG, BSEND_OVERHEAD, PROC_NULL, REQUEST_NULL, TAG_UB, Alloc_mem, Attach_buffer,
                    Detach_buffer, Free_mem, Prequest, RecvStatus, Request)
+from ._cuda import cuda_stream, current_cuda_stream
 from .comm import COMM_NULL, IN_PLACE, UNDEFINED, Communicator, get_unique_id
 from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
                           all_to_all, all_to_all_single, barrier, broadcast, broadcast_object_list,
@@ -64,6 +66,8 @@ __all__ = [
     "SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE",
     "NO_OP", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL",
     "Prequest", "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem",
+    # CUDA arrays
+    "cuda_stream", "current_cuda_stream",
     # errors
     "OmniCCLError", "InvalidArgumentError", "UnsupportedError", "TimeoutError", "PeerFailureError",
     "MismatchError", "TruncatedError", "Status",

@@ -403,9 +403,13 @@ struct BlockingCall {
 py::object Comm::start(const char* what, std::vector<py::object> keep, const Call& call, bool blocking) {
   occl_comm_t handle = state_->require(what);
   state_->sweep();
+  // CUDA arrays are ordered on the thread's stream (ignored for CPU arrays).
+  const uintptr_t stream = cuda_stream();
   if (!blocking) {
     occl_work_t work = nullptr;
-    occl_status_t st = call(handle, nullptr, &work);
+    occl_options_t stream_options = OCCL_OPTIONS_INIT;
+    stream_options.stream = reinterpret_cast<void*>(stream);
+    occl_status_t st = call(handle, stream != 0 ? &stream_options : nullptr, &work);
     if (st != OCCL_SUCCESS) raise_last(st, what);
     return py::cast(std::make_unique<Work>(state_, work, std::move(keep), what));
   }
@@ -413,6 +417,7 @@ py::object Comm::start(const char* what, std::vector<py::object> keep, const Cal
   occl_options_t options = OCCL_OPTIONS_INIT;
   options.interrupt = &BlockingCall::check;
   options.interrupt_data = &guard;
+  options.stream = reinterpret_cast<void*>(stream);
   occl_status_t st = call(handle, &options, nullptr);
   std::string message = st == OCCL_SUCCESS ? std::string() : occl_last_error();
   guard.reacquire();

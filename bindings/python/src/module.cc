@@ -49,6 +49,11 @@ PYBIND11_MODULE(_omniccl, m) {
       },
       py::arg("status"), "occl_status_string: the name and description of a status code.");
 
+  m.def("cuda_stream", &omniccl_py::cuda_stream,
+        "The calling thread's OmniCCL CUDA stream as an integer (0: none set, the legacy default stream).");
+  m.def("set_cuda_stream", &omniccl_py::set_cuda_stream, py::arg("stream"),
+        "Sets the calling thread's OmniCCL CUDA stream (0: none); returns the previous one.");
+
   omniccl_py::bind_tensor(m);
   omniccl_py::bind_comm(m);
 }

@@ -3,12 +3,14 @@
 // The order of attempts for an object `obj` (the Python array API standard's
 // consumer rules, as mpi4py and numpy.from_dlpack apply them):
 //
-//   1. obj.__dlpack_device__() says where the memory is. Anything but the CPU
-//      is refused here with OCCL_ERR_UNSUPPORTED, before obj exports anything,
-//      because this build of the C library handles CPU tensors only. (When
-//      the CUDA path exists, this is where the communicator's stream is
-//      passed as __dlpack__(stream=...), so that the producer orders its
-//      pending work before the collective.)
+//   1. obj.__dlpack_device__() says where the memory is. The CPU and CUDA
+//      (kDLCUDA, kDLCUDAManaged) are taken; anything else is refused with
+//      OCCL_ERR_UNSUPPORTED before obj exports anything. For CUDA memory the
+//      stream the operation will be ordered on (the thread's current OmniCCL
+//      stream, see cuda_stream(); DLPack's 1 for the legacy default stream
+//      when none is set) is passed as __dlpack__(stream=...): the DLPack
+//      handshake, in which the producer makes its pending work on the array
+//      visible to that stream before handing it over.
 //   2. obj.__dlpack__(stream=None, max_version=(1, 1)): a producer that knows
 //      DLPack >= 1.0 returns a "dltensor_versioned" capsule. Its flags tell
 //      whether the array is read-only or a copy; either is refused where the
@@ -54,10 +56,16 @@ constexpr int64_t kReleaseGilBytes = 256 * 1024;
 
 std::string type_name(py::handle obj) { return Py_TYPE(obj.ptr())->tp_name; }
 
-[[noreturn]] void raise_not_cpu(const std::string& name, int32_t type, int32_t id) {
+bool is_cuda(int32_t type) { return type == kDLCUDA || type == kDLCUDAManaged; }
+
+[[noreturn]] void raise_unsupported_device(const std::string& name, int32_t type, int32_t id) {
   raise_status(OCCL_ERR_UNSUPPORTED, name + " is on device " + device_name(type) + ":" + std::to_string(id) +
-                                         "; this build of OmniCCL supports CPU arrays only (DLPack kDLCPU)");
+                                         "; OmniCCL supports CPU and CUDA arrays (DLPack kDLCPU, kDLCUDA, "
+                                         "kDLCUDAManaged)");
 }
+
+/// The calling thread's OmniCCL stream (0: none set, the legacy default).
+thread_local uintptr_t current_stream = 0;
 
 /// The DLPack dtype of a buffer-protocol format string, or code 255 if none.
 DLDataType dtype_of_format(const char* format, Py_ssize_t itemsize) {
@@ -100,8 +108,12 @@ bool requires_grad(py::handle obj) {
 /// through obj.detach(), which shares its memory: what torch.distributed
 /// does with such tensors too. Only tried after a refusal, so the common
 /// path pays nothing for it.
-py::object export_capsule(py::handle obj, const std::string& name) {
+py::object export_capsule(py::handle obj, const std::string& name, bool cuda) {
   py::object dlpack = obj.attr("__dlpack__");
+  // DLPack's stream argument: None for CPU memory; for CUDA memory the
+  // stream the operation uses, 1 meaning the legacy default stream.
+  py::object stream = py::none();
+  if (cuda) stream = py::int_(current_stream != 0 ? current_stream : uintptr_t{1});
   auto unusable = [&](py::error_already_set& e) -> py::object {
     if (e.matches(PyExc_BufferError)) {
       if (PyObject_CheckBuffer(obj.ptr())) return py::none();
@@ -109,18 +121,19 @@ py::object export_capsule(py::handle obj, const std::string& name) {
     }
     if (requires_grad(obj)) {
       py::object detached = obj.attr("detach")();
-      if (!detached.is(obj) && !requires_grad(detached)) return export_capsule(detached, name);
+      if (!detached.is(obj) && !requires_grad(detached)) return export_capsule(detached, name, cuda);
     }
     throw;  // NOLINT: rethrows the exception being handled
   };
   try {
-    return dlpack(py::arg("stream") = py::none(),
+    return dlpack(py::arg("stream") = stream,
                   py::arg("max_version") = py::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION));
   } catch (py::error_already_set& e) {
     if (!e.matches(PyExc_TypeError)) return unusable(e);
   }
   // A producer older than DLPack 1.0: no max_version (and perhaps no stream).
   try {
+    if (cuda) return dlpack(py::arg("stream") = stream);
     return dlpack();
   } catch (py::error_already_set& e) {
     return unusable(e);
@@ -173,8 +186,17 @@ Tensor::~Tensor() {
   if (has_view_) PyBuffer_Release(&view_);
 }
 
+uintptr_t cuda_stream() { return current_stream; }
+
+uintptr_t set_cuda_stream(uintptr_t stream) {
+  const uintptr_t previous = current_stream;
+  current_stream = stream;
+  return previous;
+}
+
 void Tensor::adopt(const DLTensor& t, const std::string& name) {
-  if (t.device.device_type != kDLCPU) raise_not_cpu(name, t.device.device_type, t.device.device_id);
+  const int32_t type = t.device.device_type;
+  if (type != kDLCPU && !is_cuda(type)) raise_unsupported_device(name, type, t.device.device_id);
   if (t.ndim < 0) raise_value(name + ": ndim is negative (" + std::to_string(t.ndim) + ")");
   if (t.ndim > 0 && t.shape == nullptr) raise_value(name + ": the producer gave no shape");
   shape_.assign(t.shape, t.shape + t.ndim);
@@ -202,6 +224,11 @@ void Tensor::adopt(const DLTensor& t, const std::string& name) {
   }
   if (count > 0 && t.data == nullptr) raise_value(name + ": data is NULL but the array has elements");
   dl_ = t;
+  if (t.dtype.code == kDLComplex && is_cuda(type)) {
+    raise_status(OCCL_ERR_UNSUPPORTED, name +
+                                           " is a complex CUDA array; complex numbers are supported for CPU "
+                                           "arrays only (view it as real pairs, e.g. torch.view_as_real)");
+  }
   if (t.dtype.code == kDLComplex && t.dtype.lanes == 1 && (t.dtype.bits == 64 || t.dtype.bits == 128)) {
     // complex64/complex128 as pairs of float32/float64 (torch's view_as_real):
     // right for data movement and for element-wise SUM, AVG and PREMUL_SUM.
@@ -227,8 +254,9 @@ std::unique_ptr<Tensor> Tensor::import(py::handle obj, bool writable, const std:
   if (PyObject_CheckBuffer(obj.ptr())) return import_buffer(obj, writable, name);
   if (PyObject_HasAttrString(obj.ptr(), "__cuda_array_interface__") != 0) {
     raise_status(OCCL_ERR_UNSUPPORTED, name + " (" + type_name(obj) +
-                                           ") is a CUDA array (__cuda_array_interface__); this build of OmniCCL "
-                                           "supports CPU arrays only");
+                                           ") is a CUDA array without DLPack (only __cuda_array_interface__); "
+                                           "OmniCCL takes CUDA arrays through DLPack (__dlpack__, as CuPy and "
+                                           "PyTorch arrays have)");
   }
   raise_type_error(name + " must be an array supporting DLPack (__dlpack__) or the buffer protocol, not " +
                    type_name(obj));
@@ -283,14 +311,16 @@ std::unique_ptr<Tensor> Tensor::import_numpy(py::handle obj, bool writable, cons
 }
 
 std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, const std::string& name) {
+  bool cuda = false;
   if (PyObject_HasAttrString(obj.ptr(), "__dlpack_device__")) {
     py::tuple device = obj.attr("__dlpack_device__")();
     if (device.size() != 2) raise_type_error(name + ".__dlpack_device__() did not return (device_type, device_id)");
     auto type = device[0].cast<int32_t>();
     auto id = device[1].cast<int32_t>();
-    if (type != kDLCPU) raise_not_cpu(name, type, id);
+    if (type != kDLCPU && !is_cuda(type)) raise_unsupported_device(name, type, id);
+    cuda = is_cuda(type);
   }
-  py::object capsule = export_capsule(obj, name);
+  py::object capsule = export_capsule(obj, name, cuda);
   if (capsule.is_none()) return nullptr;
 
   std::unique_ptr<Tensor> t(new Tensor());
@@ -432,6 +462,11 @@ void Tensor::copy(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t sr
     raise_value("copy: dtypes differ (" + dtype_name(dst.dtype()) + " and " + dtype_name(src.dtype()) + ")");
   }
   if (dst.readonly_) raise_value("copy: the destination is read-only");
+  if (dst.dl_.device.device_type != kDLCPU || src.dl_.device.device_type != kDLCPU) {
+    raise_status(OCCL_ERR_UNSUPPORTED,
+                 "this operation packs several arrays into one in host memory, which CUDA arrays cannot take "
+                 "part in; pass one CUDA array per call (e.g. all_gather_into_tensor rather than a list)");
+  }
   if (count < 0 || dst_offset < 0 || src_offset < 0 || dst_offset > dst.count_ || src_offset > src.count_ ||
       count > dst.count_ - dst_offset || count > src.count_ - src_offset) {
     raise_value("copy: " + std::to_string(count) + " elements do not fit (destination " + std::to_string(dst.count_) +

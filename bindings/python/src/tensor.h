@@ -27,6 +27,14 @@ namespace omniccl_py {
 
 namespace py = pybind11;
 
+/// The calling thread's OmniCCL CUDA stream (a cudaStream_t as an integer;
+/// 0: none set, operations use the legacy default stream). CUDA arrays are
+/// exported to OmniCCL for this stream (DLPack's stream handshake) and every
+/// operation on them is ordered on it.
+uintptr_t cuda_stream();
+/// Sets the calling thread's stream; returns the previous one.
+uintptr_t set_cuda_stream(uintptr_t stream);
+
 class Tensor {
  public:
   /// Where a tensor's memory comes from.

@@ -80,6 +80,7 @@ class FakeArray:
         self.strides = None if strides is None else (C.c_int64 * 1)(*strides)
         self.exports = 0
         self.max_version = None
+        self.stream = "not asked"
         self.capsule = None
         self._managed = []
         # The callbacks capture plain values, not self, and are kept alive for
@@ -137,7 +138,9 @@ class FakeArray:
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         if not self.versioned:
             raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
-        assert stream is None
+        if self.device[0] == 1:  # kDLCPU: no stream to order on
+            assert stream is None
+        self.stream = stream
         self.max_version = max_version
         return self._export()
 
@@ -289,13 +292,84 @@ def test_byte_offset_is_honoured(comm):
     assert list(fake.buf) == [-1.0, 2.0, 4.0]
 
 
-def test_device_arrays_are_unsupported_without_exporting(comm):
-    fake = FakeArray([1.0], device=(2, 0))  # kDLCUDA
-    with pytest.raises(omniccl.UnsupportedError, match="cuda:0") as info:
+def test_other_devices_are_unsupported_without_exporting(comm):
+    fake = FakeArray([1.0], device=(10, 0))  # kDLROCM
+    with pytest.raises(omniccl.UnsupportedError, match="rocm:0") as info:
         double(comm, fake)
     assert isinstance(info.value, NotImplementedError)
     assert info.value.status == omniccl.Status.UNSUPPORTED
     assert fake.exports == 0
+
+
+# --------------------------------------------------------------------------- CUDA arrays: the stream handshake
+# On this machine there is no GPU: the library refuses the CUDA tensor (no
+# CUDA in the build, or no driver), but only after the binding exported it
+# for the stream the operation would use. The data path itself is checked by
+# the C++ `gpu` suites on a GPU.
+def test_cuda_array_is_exported_for_the_legacy_default_stream(comm):
+    fake = FakeArray([1.0], device=(2, 0))  # kDLCUDA
+    with pytest.raises(omniccl.UnsupportedError, match="cuda:0") as info:
+        double(comm, fake)
+    assert info.value.status == omniccl.Status.UNSUPPORTED
+    assert fake.exports == 1
+    assert fake.stream == 1  # DLPack: 1 is the legacy default stream
+    del info  # its traceback holds the imported array
+    gc.collect()
+    assert fake.deleted == 1  # the capsule was consumed and given back once
+
+
+def test_cuda_stream_context_sets_the_stream_of_the_handshake(comm):
+    fake = FakeArray([1.0], device=(13, 0))  # kDLCUDAManaged
+    assert omniccl.current_cuda_stream() == 0
+    with omniccl.cuda_stream(0xABC0):
+        assert omniccl.current_cuda_stream() == 0xABC0
+        with omniccl.cuda_stream(0x100):
+            assert omniccl.current_cuda_stream() == 0x100
+        assert omniccl.current_cuda_stream() == 0xABC0
+        with pytest.raises(omniccl.UnsupportedError, match="cuda_managed:0"):
+            double(comm, fake)
+    assert omniccl.current_cuda_stream() == 0
+    assert fake.stream == 0xABC0
+    cpu = FakeArray([1.0])
+    with omniccl.cuda_stream(0xABC0):
+        double(comm, cpu)  # CPU arrays: no stream asked of the producer
+    assert cpu.stream is None and cpu.data() == [2.0]
+
+
+def test_cuda_stream_takes_torch_and_cupy_streams_and_refuses_the_rest():
+    class TorchLike:
+        cuda_stream = 0x1234
+
+    class CupyLike:
+        ptr = 0x5678
+
+    with omniccl.cuda_stream(TorchLike()):
+        assert omniccl.current_cuda_stream() == 0x1234
+    with omniccl.cuda_stream(CupyLike()):
+        assert omniccl.current_cuda_stream() == 0x5678
+    with omniccl.cuda_stream(None):
+        assert omniccl.current_cuda_stream() == 0
+    with pytest.raises(TypeError, match="bool"):
+        with omniccl.cuda_stream(True):
+            pass
+    with pytest.raises(TypeError, match="str"):
+        with omniccl.cuda_stream("s"):
+            pass
+    with pytest.raises(ValueError, match="-1"):
+        with omniccl.cuda_stream(-1):
+            pass
+    assert omniccl.current_cuda_stream() == 0
+
+
+def test_cuda_stream_is_per_thread():
+    import threading
+
+    seen = []
+    with omniccl.cuda_stream(0x77):
+        t = threading.Thread(target=lambda: seen.append(omniccl.current_cuda_stream()))
+        t.start()
+        t.join(10)
+    assert seen == [0]
 
 
 def test_buffer_error_falls_back_to_the_buffer_protocol(comm):
@@ -391,7 +465,7 @@ def test_cuda_array_interface_is_unsupported_not_read(comm):
     class FakeCuda:
         __cuda_array_interface__ = {"version": 3, "data": (0, False), "typestr": "<f4", "shape": (2,)}
 
-    with pytest.raises(omniccl.UnsupportedError, match="CUDA array"):
+    with pytest.raises(omniccl.UnsupportedError, match="CUDA array without DLPack"):
         double(comm, FakeCuda())
 
 
