@@ -47,6 +47,16 @@ void sweep_list(std::vector<Pending>& list) {
   }
 }
 
+/// Whether any of an operation's arrays is in CUDA memory.
+bool any_cuda(const std::vector<py::object>& arrays) {
+  for (const py::object& o : arrays) {
+    if (!py::isinstance<Tensor>(o)) continue;
+    const int32_t type = o.cast<const Tensor&>().device().device_type;
+    if (type == kDLCUDA || type == kDLCUDAManaged) return true;
+  }
+  return false;
+}
+
 /// occl_red_op_t holds run-time values (premultiplied sums, >= 64) that are
 /// not enumerators; form it from an int without an out-of-range enum cast.
 occl_red_op_t red_op(int op) {
@@ -405,10 +415,21 @@ py::object Comm::start(const char* what, std::vector<py::object> keep, const Cal
   state_->sweep();
   // CUDA arrays are ordered on the thread's stream (ignored for CPU arrays).
   const uintptr_t stream = cuda_stream();
+  occl_options_t stream_options = OCCL_OPTIONS_INIT;
+  stream_options.stream = reinterpret_cast<void*>(stream);
+  if (blocking && any_cuda(keep)) {
+    // A call on CUDA arrays returns once its work is enqueued on the stream;
+    // the arrays (their DLPack capsules) are kept until it has ended, as an
+    // orphan operation swept by later calls, so that a temporary array's
+    // memory cannot be given back while the stream still copies it.
+    occl_work_t work = nullptr;
+    occl_status_t st = call(handle, &stream_options, &work);
+    if (st != OCCL_SUCCESS) raise_last(st, what);
+    state_->adopt(Pending{work, std::move(keep)});
+    return py::none();
+  }
   if (!blocking) {
     occl_work_t work = nullptr;
-    occl_options_t stream_options = OCCL_OPTIONS_INIT;
-    stream_options.stream = reinterpret_cast<void*>(stream);
     occl_status_t st = call(handle, stream != 0 ? &stream_options : nullptr, &work);
     if (st != OCCL_SUCCESS) raise_last(st, what);
     return py::cast(std::make_unique<Work>(state_, work, std::move(keep), what));
