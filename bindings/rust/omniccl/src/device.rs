@@ -557,7 +557,7 @@ impl Communicator {
     }
 
     /// [`barrier`](Communicator::barrier) with per-call options (its deadline;
-    /// with a stream, the barrier is ordered on that stream).
+    /// a barrier has no buffers, so there is no CUDA work to order on a stream).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
