@@ -9,7 +9,10 @@
 //!   deadline, in place of the communicator's.
 //! - `Communicator::*_device` (e.g.
 //!   [`all_reduce_device`](Communicator::all_reduce_device)): every
-//!   collective on such buffers.
+//!   collective on such buffers; non-blocking forms (e.g.
+//!   [`Scope::iall_reduce_device`](crate::Scope::iall_reduce_device)) start in
+//!   a [`Communicator::scope`], and their `wait()` returns once the results
+//!   are on the device.
 //!
 //! Semantics are NCCL's: a call on CUDA buffers enqueues the work on the
 //! stream and returns without waiting for the GPU; work queued after it on
@@ -383,18 +386,332 @@ fn root_only<'b, 'c>(
     }
 }
 
-/// Runs `f` with the C options and a NULL work handle (the call blocks for
-/// host buffers and enqueues for CUDA buffers).
+/// Runs `f(comm, options, work)`; `work` is NULL for a blocking call (which
+/// blocks for host buffers and enqueues for CUDA buffers), else receives the
+/// handle of the started operation.
 fn call_ex(
     comm: &Communicator,
     opts: &CallOptions,
-    f: impl FnOnce(sys::occl_comm_t, *const sys::occl_options_t) -> sys::occl_status_t,
+    work: *mut sys::occl_work_t,
+    f: impl FnOnce(sys::occl_comm_t, *const sys::occl_options_t, *mut sys::occl_work_t) -> sys::occl_status_t,
 ) -> Result<()> {
     let raw = opts.to_raw()?;
-    check(f(comm.as_raw(), &raw))
+    check(f(comm.as_raw(), &raw, work))
 }
 
+// Each operation once, as `*_impl` taking a work handle (NULL: the blocking
+// form below; non-NULL: the Scope's non-blocking form, device_scope.rs). It
+// returns the C reduce op, which must outlive a started operation.
 impl Communicator {
+    pub(crate) fn all_reduce_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        recv: &DeviceBuffer<'_>,
+        op: ReduceOp,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("all_reduce", Some(send), Some(recv))?;
+        let op = RawOp::new(op, self.as_raw())?;
+        let (mut n1, mut n2) = (0, 0);
+        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
+        // SAFETY: the buffers' creators vouched for their memory; the
+        // descriptors and options live through the call.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_all_reduce_ex(&s, &r, op.op, c, o, w)
+        })
+        .map(|()| Some(op))
+    }
+
+    pub(crate) fn broadcast_device_impl(
+        &self,
+        buf: &DeviceBuffer<'_>,
+        root: usize,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        let root = self.rank_arg("root", root)?;
+        let mut n = 0;
+        let t = buf.describe(&mut n)?;
+        // SAFETY: as in all_reduce_device_impl.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_broadcast_ex(&t, root, c, o, w)
+        })
+        .map(|()| None)
+    }
+
+    pub(crate) fn reduce_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        recv: Option<&DeviceBuffer<'_>>,
+        op: ReduceOp,
+        root: usize,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("reduce", Some(send), recv.filter(|_| self.rank() == root))?;
+        let root_c = self.rank_arg("root", root)?;
+        let op = RawOp::new(op, self.as_raw())?;
+        let (mut n1, mut n2) = (0, 0);
+        let s = send.describe(&mut n1)?;
+        let r = root_only("reduce", "recv", self.rank(), root, recv)?;
+        let r = r.map(|r| r.describe(&mut n2)).transpose()?;
+        // SAFETY: as in all_reduce_device_impl; recv may be NULL off the root.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_reduce_ex(&s, opt_ptr(&r), op.op, root_c, c, o, w)
+        })
+        .map(|()| Some(op))
+    }
+
+    pub(crate) fn scatter_device_impl(
+        &self,
+        send: Option<&DeviceBuffer<'_>>,
+        recv: &DeviceBuffer<'_>,
+        root: usize,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("scatter", send.filter(|_| self.rank() == root), Some(recv))?;
+        let root_c = self.rank_arg("root", root)?;
+        let (mut n1, mut n2) = (0, 0);
+        let s = root_only("scatter", "send", self.rank(), root, send)?;
+        let s = s.map(|s| s.describe(&mut n1)).transpose()?;
+        let r = recv.describe(&mut n2)?;
+        // SAFETY: as in all_reduce_device_impl; send may be NULL off the root.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_scatter_ex(opt_ptr(&s), &r, root_c, c, o, w)
+        })
+        .map(|()| None)
+    }
+
+    pub(crate) fn gather_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        recv: Option<&DeviceBuffer<'_>>,
+        root: usize,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("gather", Some(send), recv.filter(|_| self.rank() == root))?;
+        let root_c = self.rank_arg("root", root)?;
+        let (mut n1, mut n2) = (0, 0);
+        let s = send.describe(&mut n1)?;
+        let r = root_only("gather", "recv", self.rank(), root, recv)?;
+        let r = r.map(|r| r.describe(&mut n2)).transpose()?;
+        // SAFETY: as in all_reduce_device_impl; recv may be NULL off the root.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_gather_ex(&s, opt_ptr(&r), root_c, c, o, w)
+        })
+        .map(|()| None)
+    }
+
+    pub(crate) fn all_gather_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        recv: &DeviceBuffer<'_>,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("all_gather", Some(send), Some(recv))?;
+        let (mut n1, mut n2) = (0, 0);
+        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
+        // SAFETY: as in all_reduce_device_impl.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_all_gather_ex(&s, &r, c, o, w)
+        })
+        .map(|()| None)
+    }
+
+    pub(crate) fn reduce_scatter_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        recv: &DeviceBuffer<'_>,
+        op: ReduceOp,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("reduce_scatter", Some(send), Some(recv))?;
+        let op = RawOp::new(op, self.as_raw())?;
+        let (mut n1, mut n2) = (0, 0);
+        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
+        // SAFETY: as in all_reduce_device_impl.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_reduce_scatter_ex(&s, &r, op.op, c, o, w)
+        })
+        .map(|()| Some(op))
+    }
+
+    pub(crate) fn all_to_all_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        recv: &DeviceBuffer<'_>,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("all_to_all", Some(send), Some(recv))?;
+        let (mut n1, mut n2) = (0, 0);
+        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
+        // SAFETY: as in all_reduce_device_impl.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_all_to_all_ex(&s, &r, c, o, w)
+        })
+        .map(|()| None)
+    }
+
+    pub(crate) fn barrier_with_impl(&self, opts: &CallOptions, work: *mut sys::occl_work_t) -> Result<Option<RawOp>> {
+        // SAFETY: live handle; the options live through the call.
+        call_ex(self, opts, work, |c, o, w| unsafe { sys::occl_barrier_ex(c, o, w) }).map(|()| None)
+    }
+
+    pub(crate) fn all_gatherv_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        recv: &DeviceBuffer<'_>,
+        counts: &[usize],
+        displs: Option<&[usize]>,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("all_gatherv", Some(send), Some(recv))?;
+        let (c, d) = self.v_layout("all_gatherv recv", recv.len(), counts, displs)?;
+        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        let (mut n1, mut n2) = (0, 0);
+        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
+        // SAFETY: as in all_reduce_device_impl; count arrays hold size() entries.
+        call_ex(self, opts, work, |cm, o, w| unsafe {
+            sys::occl_all_gatherv_ex(&s, &r, c.as_ptr(), dp, cm, o, w)
+        })
+        .map(|()| None)
+    }
+
+    #[allow(clippy::too_many_arguments)] // the C call's arguments, options and work
+    pub(crate) fn all_to_allv_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        send_counts: &[usize],
+        send_displs: Option<&[usize]>,
+        recv: &DeviceBuffer<'_>,
+        recv_counts: &[usize],
+        recv_displs: Option<&[usize]>,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("all_to_allv", Some(send), Some(recv))?;
+        let (sc, sd) = self.v_layout("all_to_allv send", send.len(), send_counts, send_displs)?;
+        let (rc, rd) = self.v_layout("all_to_allv recv", recv.len(), recv_counts, recv_displs)?;
+        let sdp = sd.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        let rdp = rd.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        let (mut n1, mut n2) = (0, 0);
+        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
+        // SAFETY: as in all_reduce_device_impl; count arrays hold size() entries.
+        call_ex(self, opts, work, |cm, o, w| unsafe {
+            sys::occl_all_to_allv_ex(&s, sc.as_ptr(), sdp, &r, rc.as_ptr(), rdp, cm, o, w)
+        })
+        .map(|()| None)
+    }
+
+    #[allow(clippy::too_many_arguments)] // the C call's arguments, options and work
+    pub(crate) fn gatherv_device_impl(
+        &self,
+        send: &DeviceBuffer<'_>,
+        recv: Option<&DeviceBuffer<'_>>,
+        counts: &[usize],
+        displs: Option<&[usize]>,
+        root: usize,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("gatherv", Some(send), recv.filter(|_| self.rank() == root))?;
+        let root_c = self.rank_arg("root", root)?;
+        let (mut n1, mut n2) = (0, 0);
+        let s = send.describe(&mut n1)?;
+        if self.rank() != root {
+            // SAFETY: as in all_reduce_device_impl; root-only arguments are NULL.
+            return call_ex(self, opts, work, |cm, o, w| unsafe {
+                sys::occl_gatherv_ex(&s, ptr::null(), ptr::null(), ptr::null(), root_c, cm, o, w)
+            })
+            .map(|()| None);
+        }
+        let recv = recv.ok_or_else(|| invalid(format!("gatherv: rank {root} is the root and needs a recv buffer")))?;
+        let (c, d) = self.v_layout("gatherv recv", recv.len(), counts, displs)?;
+        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        let r = recv.describe(&mut n2)?;
+        // SAFETY: as in all_reduce_device_impl; count arrays hold size() entries.
+        call_ex(self, opts, work, |cm, o, w| unsafe {
+            sys::occl_gatherv_ex(&s, &r, c.as_ptr(), dp, root_c, cm, o, w)
+        })
+        .map(|()| None)
+    }
+
+    #[allow(clippy::too_many_arguments)] // the C call's arguments, options and work
+    pub(crate) fn scatterv_device_impl(
+        &self,
+        send: Option<&DeviceBuffer<'_>>,
+        counts: &[usize],
+        displs: Option<&[usize]>,
+        recv: &DeviceBuffer<'_>,
+        root: usize,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        same_device("scatterv", send.filter(|_| self.rank() == root), Some(recv))?;
+        let root_c = self.rank_arg("root", root)?;
+        let (mut n1, mut n2) = (0, 0);
+        let r = recv.describe(&mut n2)?;
+        if self.rank() != root {
+            // SAFETY: as in all_reduce_device_impl; root-only arguments are NULL.
+            return call_ex(self, opts, work, |cm, o, w| unsafe {
+                sys::occl_scatterv_ex(ptr::null(), ptr::null(), ptr::null(), &r, root_c, cm, o, w)
+            })
+            .map(|()| None);
+        }
+        let send = send.ok_or_else(|| invalid(format!("scatterv: rank {root} is the root and needs a send buffer")))?;
+        let (c, d) = self.v_layout("scatterv send", send.len(), counts, displs)?;
+        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        let s = send.describe(&mut n1)?;
+        // SAFETY: as in all_reduce_device_impl; count arrays hold size() entries.
+        call_ex(self, opts, work, |cm, o, w| unsafe {
+            sys::occl_scatterv_ex(&s, c.as_ptr(), dp, &r, root_c, cm, o, w)
+        })
+        .map(|()| None)
+    }
+
+    pub(crate) fn send_device_impl(
+        &self,
+        buf: &DeviceBuffer<'_>,
+        peer: usize,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        let peer = self.rank_arg("peer", peer)?;
+        let mut n = 0;
+        let t = buf.describe(&mut n)?;
+        // SAFETY: as in all_reduce_device_impl.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_send_ex(&t, peer, c, o, w)
+        })
+        .map(|()| None)
+    }
+
+    pub(crate) fn recv_device_impl(
+        &self,
+        buf: &DeviceBuffer<'_>,
+        peer: usize,
+        opts: &CallOptions,
+        work: *mut sys::occl_work_t,
+    ) -> Result<Option<RawOp>> {
+        let peer = self.rank_arg("peer", peer)?;
+        let mut n = 0;
+        let t = buf.describe(&mut n)?;
+        // SAFETY: as in all_reduce_device_impl.
+        call_ex(self, opts, work, |c, o, w| unsafe {
+            sys::occl_recv_ex(&t, peer, c, o, w)
+        })
+        .map(|()| None)
+    }
+
+    // ---- the blocking forms (non-blocking ones: Scope::i*_device) ----
+
     /// [`all_reduce`](Communicator::all_reduce) on device buffers (the same
     /// buffer twice for in place). On CUDA buffers it enqueues the work on
     /// `opts`' stream and returns (see the [module](crate::device) docs).
@@ -418,27 +735,14 @@ impl Communicator {
         op: ReduceOp,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("all_reduce", Some(send), Some(recv))?;
-        let op = RawOp::new(op, self.as_raw())?;
-        let (mut n1, mut n2) = (0, 0);
-        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
-        // SAFETY: the buffers' creators vouched for their memory; the
-        // descriptors and options live through the call.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_all_reduce_ex(&s, &r, op.op, c, o, ptr::null_mut())
-        })
+        self.all_reduce_device_impl(send, recv, op, opts, ptr::null_mut())
+            .map(drop)
     }
 
     /// [`broadcast`](Communicator::broadcast) of a device buffer (written on
     /// every rank but `root`).
     pub fn broadcast_device(&self, buf: &DeviceBuffer<'_>, root: usize, opts: &CallOptions) -> Result<()> {
-        let root = self.rank_arg("root", root)?;
-        let mut n = 0;
-        let t = buf.describe(&mut n)?;
-        // SAFETY: as in all_reduce_device.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_broadcast_ex(&t, root, c, o, ptr::null_mut())
-        })
+        self.broadcast_device_impl(buf, root, opts, ptr::null_mut()).map(drop)
     }
 
     /// [`reduce`](Communicator::reduce) on device buffers; `recv` is used on
@@ -451,17 +755,8 @@ impl Communicator {
         root: usize,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("reduce", Some(send), recv.filter(|_| self.rank() == root))?;
-        let root_c = self.rank_arg("root", root)?;
-        let op = RawOp::new(op, self.as_raw())?;
-        let (mut n1, mut n2) = (0, 0);
-        let s = send.describe(&mut n1)?;
-        let r = root_only("reduce", "recv", self.rank(), root, recv)?;
-        let r = r.map(|r| r.describe(&mut n2)).transpose()?;
-        // SAFETY: as in all_reduce_device; recv may be NULL off the root.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_reduce_ex(&s, opt_ptr(&r), op.op, root_c, c, o, ptr::null_mut())
-        })
+        self.reduce_device_impl(send, recv, op, root, opts, ptr::null_mut())
+            .map(drop)
     }
 
     /// [`scatter`](Communicator::scatter) of device buffers; `send` is used
@@ -473,16 +768,8 @@ impl Communicator {
         root: usize,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("scatter", send.filter(|_| self.rank() == root), Some(recv))?;
-        let root_c = self.rank_arg("root", root)?;
-        let (mut n1, mut n2) = (0, 0);
-        let s = root_only("scatter", "send", self.rank(), root, send)?;
-        let s = s.map(|s| s.describe(&mut n1)).transpose()?;
-        let r = recv.describe(&mut n2)?;
-        // SAFETY: as in all_reduce_device; send may be NULL off the root.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_scatter_ex(opt_ptr(&s), &r, root_c, c, o, ptr::null_mut())
-        })
+        self.scatter_device_impl(send, recv, root, opts, ptr::null_mut())
+            .map(drop)
     }
 
     /// [`gather`](Communicator::gather) into device buffers; `recv` is used
@@ -494,16 +781,8 @@ impl Communicator {
         root: usize,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("gather", Some(send), recv.filter(|_| self.rank() == root))?;
-        let root_c = self.rank_arg("root", root)?;
-        let (mut n1, mut n2) = (0, 0);
-        let s = send.describe(&mut n1)?;
-        let r = root_only("gather", "recv", self.rank(), root, recv)?;
-        let r = r.map(|r| r.describe(&mut n2)).transpose()?;
-        // SAFETY: as in all_reduce_device; recv may be NULL off the root.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_gather_ex(&s, opt_ptr(&r), root_c, c, o, ptr::null_mut())
-        })
+        self.gather_device_impl(send, recv, root, opts, ptr::null_mut())
+            .map(drop)
     }
 
     /// [`all_gather`](Communicator::all_gather) on device buffers.
@@ -513,13 +792,7 @@ impl Communicator {
         recv: &DeviceBuffer<'_>,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("all_gather", Some(send), Some(recv))?;
-        let (mut n1, mut n2) = (0, 0);
-        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
-        // SAFETY: as in all_reduce_device.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_all_gather_ex(&s, &r, c, o, ptr::null_mut())
-        })
+        self.all_gather_device_impl(send, recv, opts, ptr::null_mut()).map(drop)
     }
 
     /// [`reduce_scatter`](Communicator::reduce_scatter) on device buffers.
@@ -530,14 +803,8 @@ impl Communicator {
         op: ReduceOp,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("reduce_scatter", Some(send), Some(recv))?;
-        let op = RawOp::new(op, self.as_raw())?;
-        let (mut n1, mut n2) = (0, 0);
-        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
-        // SAFETY: as in all_reduce_device.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_reduce_scatter_ex(&s, &r, op.op, c, o, ptr::null_mut())
-        })
+        self.reduce_scatter_device_impl(send, recv, op, opts, ptr::null_mut())
+            .map(drop)
     }
 
     /// [`all_to_all`](Communicator::all_to_all) on device buffers.
@@ -547,13 +814,7 @@ impl Communicator {
         recv: &DeviceBuffer<'_>,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("all_to_all", Some(send), Some(recv))?;
-        let (mut n1, mut n2) = (0, 0);
-        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
-        // SAFETY: as in all_reduce_device.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_all_to_all_ex(&s, &r, c, o, ptr::null_mut())
-        })
+        self.all_to_all_device_impl(send, recv, opts, ptr::null_mut()).map(drop)
     }
 
     /// [`barrier`](Communicator::barrier) with per-call options (its deadline;
@@ -567,10 +828,7 @@ impl Communicator {
     /// # Ok::<(), omniccl::Error>(())
     /// ```
     pub fn barrier_with(&self, opts: &CallOptions) -> Result<()> {
-        // SAFETY: live handle; the options live through the call.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_barrier_ex(c, o, ptr::null_mut())
-        })
+        self.barrier_with_impl(opts, ptr::null_mut()).map(drop)
     }
 
     /// [`all_gatherv`](Communicator::all_gatherv) on device buffers (rank
@@ -584,15 +842,8 @@ impl Communicator {
         displs: Option<&[usize]>,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("all_gatherv", Some(send), Some(recv))?;
-        let (c, d) = self.v_layout("all_gatherv recv", recv.len(), counts, displs)?;
-        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        let (mut n1, mut n2) = (0, 0);
-        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
-        // SAFETY: as in all_reduce_device; count arrays hold size() entries.
-        call_ex(self, opts, |cm, o| unsafe {
-            sys::occl_all_gatherv_ex(&s, &r, c.as_ptr(), dp, cm, o, ptr::null_mut())
-        })
+        self.all_gatherv_device_impl(send, recv, counts, displs, opts, ptr::null_mut())
+            .map(drop)
     }
 
     /// [`all_to_allv`](Communicator::all_to_allv) on device buffers.
@@ -607,17 +858,17 @@ impl Communicator {
         recv_displs: Option<&[usize]>,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("all_to_allv", Some(send), Some(recv))?;
-        let (sc, sd) = self.v_layout("all_to_allv send", send.len(), send_counts, send_displs)?;
-        let (rc, rd) = self.v_layout("all_to_allv recv", recv.len(), recv_counts, recv_displs)?;
-        let sdp = sd.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        let rdp = rd.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        let (mut n1, mut n2) = (0, 0);
-        let (s, r) = (send.describe(&mut n1)?, recv.describe(&mut n2)?);
-        // SAFETY: as in all_reduce_device; count arrays hold size() entries.
-        call_ex(self, opts, |cm, o| unsafe {
-            sys::occl_all_to_allv_ex(&s, sc.as_ptr(), sdp, &r, rc.as_ptr(), rdp, cm, o, ptr::null_mut())
-        })
+        self.all_to_allv_device_impl(
+            send,
+            send_counts,
+            send_displs,
+            recv,
+            recv_counts,
+            recv_displs,
+            opts,
+            ptr::null_mut(),
+        )
+        .map(drop)
     }
 
     /// [`gatherv`](Communicator::gatherv) into device buffers; `recv`,
@@ -631,33 +882,8 @@ impl Communicator {
         root: usize,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("gatherv", Some(send), recv.filter(|_| self.rank() == root))?;
-        let root_c = self.rank_arg("root", root)?;
-        let (mut n1, mut n2) = (0, 0);
-        let s = send.describe(&mut n1)?;
-        if self.rank() != root {
-            // SAFETY: as in all_reduce_device; root-only arguments are NULL.
-            return call_ex(self, opts, |cm, o| unsafe {
-                sys::occl_gatherv_ex(
-                    &s,
-                    ptr::null(),
-                    ptr::null(),
-                    ptr::null(),
-                    root_c,
-                    cm,
-                    o,
-                    ptr::null_mut(),
-                )
-            });
-        }
-        let recv = recv.ok_or_else(|| invalid(format!("gatherv: rank {root} is the root and needs a recv buffer")))?;
-        let (c, d) = self.v_layout("gatherv recv", recv.len(), counts, displs)?;
-        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        let r = recv.describe(&mut n2)?;
-        // SAFETY: as in all_reduce_device; count arrays hold size() entries.
-        call_ex(self, opts, |cm, o| unsafe {
-            sys::occl_gatherv_ex(&s, &r, c.as_ptr(), dp, root_c, cm, o, ptr::null_mut())
-        })
+        self.gatherv_device_impl(send, recv, counts, displs, root, opts, ptr::null_mut())
+            .map(drop)
     }
 
     /// [`scatterv`](Communicator::scatterv) of device buffers; `send`,
@@ -671,58 +897,21 @@ impl Communicator {
         root: usize,
         opts: &CallOptions,
     ) -> Result<()> {
-        same_device("scatterv", send.filter(|_| self.rank() == root), Some(recv))?;
-        let root_c = self.rank_arg("root", root)?;
-        let (mut n1, mut n2) = (0, 0);
-        let r = recv.describe(&mut n2)?;
-        if self.rank() != root {
-            // SAFETY: as in all_reduce_device; root-only arguments are NULL.
-            return call_ex(self, opts, |cm, o| unsafe {
-                sys::occl_scatterv_ex(
-                    ptr::null(),
-                    ptr::null(),
-                    ptr::null(),
-                    &r,
-                    root_c,
-                    cm,
-                    o,
-                    ptr::null_mut(),
-                )
-            });
-        }
-        let send = send.ok_or_else(|| invalid(format!("scatterv: rank {root} is the root and needs a send buffer")))?;
-        let (c, d) = self.v_layout("scatterv send", send.len(), counts, displs)?;
-        let dp = d.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        let s = send.describe(&mut n1)?;
-        // SAFETY: as in all_reduce_device; count arrays hold size() entries.
-        call_ex(self, opts, |cm, o| unsafe {
-            sys::occl_scatterv_ex(&s, c.as_ptr(), dp, &r, root_c, cm, o, ptr::null_mut())
-        })
+        self.scatterv_device_impl(send, counts, displs, recv, root, opts, ptr::null_mut())
+            .map(drop)
     }
 
     /// [`send`](Communicator::send) of a device buffer to rank `peer`. (The
     /// C library's CUDA data path does not cover send/recv yet: a CUDA
     /// buffer is an `Unsupported` error; host buffers work, with options.)
     pub fn send_device(&self, buf: &DeviceBuffer<'_>, peer: usize, opts: &CallOptions) -> Result<()> {
-        let peer = self.rank_arg("peer", peer)?;
-        let mut n = 0;
-        let t = buf.describe(&mut n)?;
-        // SAFETY: as in all_reduce_device.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_send_ex(&t, peer, c, o, ptr::null_mut())
-        })
+        self.send_device_impl(buf, peer, opts, ptr::null_mut()).map(drop)
     }
 
     /// [`recv`](Communicator::recv) into a device buffer from rank `peer`
     /// (see [`send_device`](Self::send_device)).
     pub fn recv_device(&self, buf: &DeviceBuffer<'_>, peer: usize, opts: &CallOptions) -> Result<()> {
-        let peer = self.rank_arg("peer", peer)?;
-        let mut n = 0;
-        let t = buf.describe(&mut n)?;
-        // SAFETY: as in all_reduce_device.
-        call_ex(self, opts, |c, o| unsafe {
-            sys::occl_recv_ex(&t, peer, c, o, ptr::null_mut())
-        })
+        self.recv_device_impl(buf, peer, opts, ptr::null_mut()).map(drop)
     }
 }
 

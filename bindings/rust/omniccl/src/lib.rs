@@ -38,6 +38,7 @@
 mod comm;
 mod config;
 pub mod device;
+mod device_scope;
 pub mod dlpack;
 mod element;
 mod error;

@@ -77,6 +77,12 @@ fn cuda_pointers_are_unsupported_naming_the_device_and_the_reason() {
             );
             assert_unsupported_cuda(comm.gatherv_device(&a, Some(&b), &[4], None, 0, &opts), "gatherv");
             assert_unsupported_cuda(comm.scatterv_device(Some(&a), &[4], None, &b, 0, &opts), "scatterv");
+            // Non-blocking: the start fails, no request is left behind.
+            let mut c = fake_cuda(4);
+            let err = comm
+                .scope(|s| s.iall_reduce_device(&a, &mut c, ReduceOp::Sum, &opts).map(drop))
+                .expect_err("a CUDA buffer without a GPU");
+            assert_unsupported_cuda(Err(err), "iall_reduce_device");
             // The communicator is still usable afterwards.
             let mut x = [2i32; 3];
             comm.all_reduce_in_place(&mut x, ReduceOp::Sum).unwrap();
@@ -170,6 +176,42 @@ fn device_calls_on_host_buffers_are_correct() {
             "{err}"
         );
     });
+}
+
+#[test]
+fn non_blocking_device_calls_on_host_buffers_are_correct() {
+    common::run(
+        "non_blocking_device_calls_on_host_buffers_are_correct",
+        3,
+        DEADLINE,
+        |comm| {
+            let r = comm.rank();
+            let opts = CallOptions::new().timeout(Duration::from_secs(20));
+            let mut x = [r as i32 + 1; 4];
+            let mut mine = vec![r as u16; r + 1];
+            let mut all = [9u16; 7];
+            let mut y = [r as f32; 2];
+            {
+                let mut xb = DeviceBuffer::host(&mut x);
+                let send = DeviceBuffer::host(&mut mine);
+                let mut recv = DeviceBuffer::host(&mut all);
+                let mut yb = DeviceBuffer::host(&mut y);
+                comm.scope(|s| {
+                    let a = s.iall_reduce_device_in_place(&mut xb, ReduceOp::Prod, &opts)?;
+                    let b = s.iall_gatherv_device(&send, &mut recv, &[1, 2, 3], Some(&[6, 3, 0]), &opts)?;
+                    let c = s.ibroadcast_device(&mut yb, 2, &opts)?;
+                    s.ibarrier_with(&opts)?.wait()?;
+                    a.wait()?;
+                    b.wait()?;
+                    c.wait()
+                })
+                .unwrap();
+            }
+            assert_eq!(x, [6; 4]);
+            assert_eq!(all, [2, 2, 2, 1, 1, 9, 0]);
+            assert_eq!(y, [2.0; 2]);
+        },
+    );
 }
 
 #[test]
