@@ -29,6 +29,24 @@ impl<'scope> Scope<'scope, '_> {
     /// assert_eq!(b, [1, 2]);
     /// # Ok::<(), omniccl::Error>(())
     /// ```
+    ///
+    /// Two pending operations cannot write one buffer:
+    ///
+    /// ```compile_fail,E0499
+    /// use omniccl::device::{CallOptions, DeviceBuffer};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let (mut a, mut b) = ([1u32, 2], [0u32; 2]);
+    /// let (send, mut recv) = (DeviceBuffer::host(&mut a), DeviceBuffer::host(&mut b));
+    /// let o = CallOptions::new();
+    /// comm.scope(|s| {
+    ///     let first = s.iall_reduce_device(&send, &mut recv, omniccl::ReduceOp::Sum, &o)?;
+    ///     let second = s.iall_reduce_device(&send, &mut recv, omniccl::ReduceOp::Max, &o)?; // error
+    ///     first.wait()?;
+    ///     second.wait()
+    /// })?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
     pub fn iall_reduce_device(
         &'scope self,
         send: &'scope DeviceBuffer<'_>,
