@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes src/main/java/org/omniccl/ArrayCollectives.java: the public
-overloads of every collective for each primitive array type and for direct
-ByteBuffers, blocking and non-blocking, each delegating to one generic
-method of Communicator (doAllReduce, ...).
+overloads of every collective for each primitive array type, for direct
+ByteBuffers and for DeviceBuffers (CUDA device pointers), blocking and
+non-blocking, each delegating to one generic method (doAllReduce, ...) with
+the per-call options of the object it is called on (options(): none on a
+Communicator, the given ones on the view Communicator.withOptions returns).
 
 Run after changing the table below:  python3 bindings/java/tools/gen_collectives.py
 `--check` exits 1 if the checked-in file differs (bindings/java/ci.sh runs it).
@@ -19,38 +21,38 @@ ARRAYS = ["byte", "short", "int", "long", "float", "double", "boolean"]
 #   INOUT read or written in part: v-variant outputs keep the elements they skip);  I:<name> int;  C:<name> int[];  O:<name> ReduceOp
 OPS = [
     ("allReduce", "Reduces {@code data} with {@code op} across all ranks, in place: afterwards every rank holds the same (bit-identical) result.",
-     ["B:data:INOUT", "O:op"], "doAllReduce({data}, {data}, op, {is_async})"),
+     ["B:data:INOUT", "O:op"], "doAllReduce({data}, {data}, op, options(), {is_async})"),
     ("allReduce", "Reduces every rank's {@code send} with {@code op} into every rank's {@code recv} (same length); every rank gets the same (bit-identical) result.",
-     ["B:send:IN", "B:recv:OUT", "O:op"], "doAllReduce({send}, {recv}, op, {is_async})"),
+     ["B:send:IN", "B:recv:OUT", "O:op"], "doAllReduce({send}, {recv}, op, options(), {is_async})"),
     ("broadcast", "Copies the root's {@code data} into {@code data} on every rank (in place; same length everywhere).",
-     ["B:data:INOUT", "I:root"], "doBroadcast({data}, root, {is_async})"),
+     ["B:data:INOUT", "I:root"], "doBroadcast({data}, root, options(), {is_async})"),
     ("reduce", "Reduces every rank's {@code send} with {@code op} into the root's {@code recv} (same length as send); non-root inputs are never modified.",
-     ["B:send:IN", "B:recv:OUT:nullable", "O:op", "I:root"], "doReduce({send}, {recv}, op, root, {is_async})"),
+     ["B:send:IN", "B:recv:OUT:nullable", "O:op", "I:root"], "doReduce({send}, {recv}, op, root, options(), {is_async})"),
     ("gather", "Collects every rank's {@code send} (n elements each) into the root's {@code recv} (size() * n elements, in rank order).",
-     ["B:send:IN", "B:recv:OUT:nullable", "I:root"], "doGather({send}, {recv}, root, {is_async})"),
+     ["B:send:IN", "B:recv:OUT:nullable", "I:root"], "doGather({send}, {recv}, root, options(), {is_async})"),
     ("scatter", "Splits the root's {@code send} (size() * n elements) into size() parts; rank i receives part i in {@code recv} (n elements).",
-     ["B:send:IN:nullable", "B:recv:OUT", "I:root"], "doScatter({send}, {recv}, root, {is_async})"),
+     ["B:send:IN:nullable", "B:recv:OUT", "I:root"], "doScatter({send}, {recv}, root, options(), {is_async})"),
     ("allGather", "Concatenates every rank's {@code send} (n elements each) into every rank's {@code recv} (size() * n elements, in rank order).",
-     ["B:send:IN", "B:recv:OUT"], "doAllGather({send}, {recv}, {is_async})"),
+     ["B:send:IN", "B:recv:OUT"], "doAllGather({send}, {recv}, options(), {is_async})"),
     ("reduceScatter", "Reduces {@code send} (size() * n elements) with {@code op} across ranks; rank i receives reduced part i in {@code recv} (n elements).",
-     ["B:send:IN", "B:recv:OUT", "O:op"], "doReduceScatter({send}, {recv}, op, {is_async})"),
+     ["B:send:IN", "B:recv:OUT", "O:op"], "doReduceScatter({send}, {recv}, op, options(), {is_async})"),
     ("allToAll", "Part j of rank i's {@code send} (size() equal parts) becomes part i of rank j's {@code recv} (same length as send).",
-     ["B:send:IN", "B:recv:OUT"], "doAllToAll({send}, {recv}, {is_async})"),
+     ["B:send:IN", "B:recv:OUT"], "doAllToAll({send}, {recv}, options(), {is_async})"),
     ("allGatherv", "allGather with per-rank counts: rank i contributes {@code recvCounts[i]} elements (its whole {@code send}), placed at {@code recvDispls[i]} of every rank's {@code recv}.",
-     ["B:send:IN", "B:recv:INOUT", "C:recvCounts", "D:recvDispls"], "doAllGatherv({send}, {recv}, recvCounts, recvDispls, {is_async})"),
+     ["B:send:IN", "B:recv:INOUT", "C:recvCounts", "D:recvDispls"], "doAllGatherv({send}, {recv}, recvCounts, recvDispls, options(), {is_async})"),
     ("allToAllv", "allToAll with per-peer counts: {@code sendCounts[j]} elements at {@code sendDispls[j]} go to rank j, {@code recvCounts[i]} elements from rank i land at {@code recvDispls[i]}; sendCounts[j] on rank i must equal recvCounts[i] on rank j.",
      ["B:send:IN", "C:sendCounts", "D:sendDispls", "B:recv:INOUT", "C:recvCounts", "D:recvDispls"],
-     "doAllToAllv({send}, sendCounts, sendDispls, {recv}, recvCounts, recvDispls, {is_async})"),
+     "doAllToAllv({send}, sendCounts, sendDispls, {recv}, recvCounts, recvDispls, options(), {is_async})"),
     ("gatherv", "gather with per-rank counts: rank i's whole {@code send} lands at {@code recvDispls[i]} of the root's {@code recv}; {@code recvCounts[i]} must equal its length.",
      ["B:send:IN", "B:recv:INOUT:nullable", "C:recvCounts:nullable", "D:recvDispls", "I:root"],
-     "doGatherv({send}, {recv}, recvCounts, recvDispls, root, {is_async})"),
+     "doGatherv({send}, {recv}, recvCounts, recvDispls, root, options(), {is_async})"),
     ("scatterv", "scatter with per-rank counts: the root sends {@code sendCounts[i]} elements at {@code sendDispls[i]} of its {@code send} to rank i's {@code recv}.",
      ["B:send:IN:nullable", "C:sendCounts:nullable", "D:sendDispls", "B:recv:OUT", "I:root"],
-     "doScatterv({send}, sendCounts, sendDispls, {recv}, root, {is_async})"),
+     "doScatterv({send}, sendCounts, sendDispls, {recv}, root, options(), {is_async})"),
     ("send", "Sends {@code data} to rank {@code peer}; matched, in order, by a {@code recv} of the same length on the peer.",
-     ["B:data:IN", "I:peer"], "doSend({data}, peer, {is_async})"),
+     ["B:data:IN", "I:peer"], "doSend({data}, peer, options(), {is_async})"),
     ("recv", "Receives into {@code data} from rank {@code peer}; the peer's matching {@code send} has the same length.",
-     ["B:data:OUT", "I:peer"], "doRecv({data}, peer, {is_async})"),
+     ["B:data:OUT", "I:peer"], "doRecv({data}, peer, options(), {is_async})"),
 ]
 
 PARAM_DOC = {
@@ -69,13 +71,14 @@ PARAM_DOC = {
 
 def method(name, summary, params, call, jtype, is_async):
     bytebuffer = jtype == "ByteBuffer"
+    device = jtype == "DeviceBuffer"  # carries its own type, no array
     sig, docs, binds = [], [], {}
     for p in params:
         kind, pname, *rest = p.split(":")
         nullable = "nullable" in rest
         if kind == "B":
             direction = rest[0]
-            sig.append(f"{jtype}{'' if bytebuffer else '[]'} {pname}")
+            sig.append(f"{jtype}{'' if bytebuffer or device else '[]'} {pname}")
             d = PARAM_DOC[pname]
             if nullable:
                 d += " (may be null on non-roots)"
@@ -139,35 +142,37 @@ def generate():
         "import java.util.concurrent.CompletableFuture;",
         "",
         "/**",
-        " * The typed overloads of every collective, for each primitive array type and",
-        " * for direct ByteBuffers, blocking and non-blocking; {@link Communicator}",
-        " * implements the generic methods they call.",
+        " * The typed overloads of every collective, for each primitive array type,",
+        " * for direct ByteBuffers and for {@link DeviceBuffer}s, blocking and",
+        " * non-blocking; {@link Communicator} implements the generic methods they call.",
         " */",
         "abstract class ArrayCollectives {",
         "  ArrayCollectives() {}",
         "",
     ]
     generics = [
-        "abstract CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, boolean async);",
-        "abstract CompletableFuture<Void> doBroadcast(Buf data, int root, boolean async);",
-        "abstract CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, boolean async);",
-        "abstract CompletableFuture<Void> doGather(Buf send, Buf recv, int root, boolean async);",
-        "abstract CompletableFuture<Void> doScatter(Buf send, Buf recv, int root, boolean async);",
-        "abstract CompletableFuture<Void> doAllGather(Buf send, Buf recv, boolean async);",
-        "abstract CompletableFuture<Void> doReduceScatter(Buf send, Buf recv, ReduceOp op, boolean async);",
-        "abstract CompletableFuture<Void> doAllToAll(Buf send, Buf recv, boolean async);",
-        "abstract CompletableFuture<Void> doAllGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, boolean async);",
-        "abstract CompletableFuture<Void> doAllToAllv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int[] recvCounts, int[] recvDispls, boolean async);",
-        "abstract CompletableFuture<Void> doGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, int root, boolean async);",
-        "abstract CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int root, boolean async);",
-        "abstract CompletableFuture<Void> doSend(Buf data, int peer, boolean async);",
-        "abstract CompletableFuture<Void> doRecv(Buf data, int peer, boolean async);",
+        "abstract CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doBroadcast(Buf data, int root, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doGather(Buf send, Buf recv, int root, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doScatter(Buf send, Buf recv, int root, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doAllGather(Buf send, Buf recv, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doReduceScatter(Buf send, Buf recv, ReduceOp op, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doAllToAll(Buf send, Buf recv, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doAllGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doAllToAllv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int[] recvCounts, int[] recvDispls, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, int root, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int root, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doSend(Buf data, int peer, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doRecv(Buf data, int peer, CallOptions opts, boolean async);",
+        "/** The per-call options of the calls made through this object; null for defaults. */",
+        "abstract CallOptions options();",
     ]
     out += ["  " + g for g in generics] + [""]
     for name, summary, params, call in OPS:
         out.append(f"  // ---- {name}({', '.join(p.split(':')[1] for p in params)})")
         out.append("")
-        for jtype in ARRAYS + ["ByteBuffer"]:
+        for jtype in ARRAYS + ["ByteBuffer", "DeviceBuffer"]:
             for is_async in (False, True):
                 out.append(method(name, summary, params, call, jtype, is_async))
                 out.append("")

@@ -531,7 +531,7 @@ impl Communicator {
 
     /// Checks per-rank counts and displacements against a buffer of `len`
     /// elements; returns them for C (displacements `None` = packed).
-    fn v_layout(
+    pub(crate) fn v_layout(
         &self,
         what: &str,
         len: usize,

@@ -15,6 +15,8 @@
 //!   checker keeps their buffers untouched until they end.
 //! - [`dlpack`]: an `unsafe` DLPack-level API for memory Rust does not own;
 //!   feature `ndarray`: `ndarray` arrays as buffers.
+//! - [`device`]: every collective on CUDA device pointers, with per-call
+//!   options (a CUDA stream, a deadline) through the C ABI's `_ex` calls.
 //!
 //! Run N ranks with the project's launcher (`omniccl-run -n 4 ./program`) or
 //! any torchrun/mpirun-style launcher, and create the communicator with
@@ -35,6 +37,8 @@
 
 mod comm;
 mod config;
+pub mod device;
+mod device_scope;
 pub mod dlpack;
 mod element;
 mod error;

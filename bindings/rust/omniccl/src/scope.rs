@@ -294,7 +294,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 
     /// Registers an operation started with `work`, keeping `op` alive until
     /// it ends; `out` is what `wait()` hands back.
-    fn started<Out>(&'scope self, work: sys::occl_work_t, op: Option<RawOp>, out: Out) -> Result<Request<'scope, Out>> {
+    pub(crate) fn started<Out>(
+        &'scope self,
+        work: sys::occl_work_t,
+        op: Option<RawOp>,
+        out: Out,
+    ) -> Result<Request<'scope, Out>> {
         let work = NonNull::new(work)
             .ok_or_else(|| Error::new(crate::ErrorKind::Internal, "the library returned no work handle"))?;
         let mut slots = self.state.slots.borrow_mut();

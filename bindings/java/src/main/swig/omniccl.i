@@ -9,8 +9,11 @@
  *                          occl_last_error()), i.e. the matching subclass with
  *                          the library's message; success returns void
  *   const DLTensor*        a NativeTensor (direct ByteBuffer + byte offset +
- *                          DLPack dtype + element count), or null for NULL;
- *                          the buffer's memory is passed as is (no copy)
+ *                          DLPack dtype + element count, or, without a
+ *                          buffer, a device address + DLPack device), or
+ *                          null for NULL; the memory is passed as is (no copy)
+ *   const occl_options_t*  long[] {stream, timeout_ms} (CallOptions.toNative)
+ *                          over OCCL_OPTIONS_INIT, or null for NULL
  *   occl_comm_t / work_t   long (the handle's address; 0 is NULL)
  *   occl_comm_t* etc.      one-element arrays receiving the output
  *   occl_work_t* work      long[1] to start a non-blocking operation, or null
@@ -80,37 +83,50 @@ static int occl_java_tensor(JNIEnv* env, jobject obj, DLTensor* t, int64_t* shap
   /* Field IDs stay valid while the class is loaded; looking them up costs
    * microseconds per call, so it is done once (threads racing here store the
    * same values; f_count, stored last with release order, publishes them). */
-  static jfieldID f_buf, f_off, f_code, f_bits, f_count;
+  static jfieldID f_buf, f_off, f_code, f_bits, f_addr, f_dtype, f_did, f_count;
   if (__atomic_load_n(&f_count, __ATOMIC_ACQUIRE) == NULL) {
     jclass cls = (*env)->GetObjectClass(env, obj);
     f_buf = (*env)->GetFieldID(env, cls, "buffer", "Ljava/nio/ByteBuffer;");
     f_off = (*env)->GetFieldID(env, cls, "byteOffset", "J");
     f_code = (*env)->GetFieldID(env, cls, "dlCode", "I");
     f_bits = (*env)->GetFieldID(env, cls, "dlBits", "I");
+    f_addr = (*env)->GetFieldID(env, cls, "address", "J");
+    f_dtype = (*env)->GetFieldID(env, cls, "deviceType", "I");
+    f_did = (*env)->GetFieldID(env, cls, "deviceId", "I");
     jfieldID count = (*env)->GetFieldID(env, cls, "count", "J");
     (*env)->DeleteLocalRef(env, cls);
-    if (!f_buf || !f_off || !f_code || !f_bits || !count) return 0;
+    if (!f_buf || !f_off || !f_code || !f_bits || !f_addr || !f_dtype || !f_did || !count) return 0;
     __atomic_store_n(&f_count, count, __ATOMIC_RELEASE);
   }
-  jobject buf = (*env)->GetObjectField(env, obj, f_buf);
-  void* data = buf != NULL ? (*env)->GetDirectBufferAddress(env, buf) : NULL;
-  if (buf != NULL) (*env)->DeleteLocalRef(env, buf);
-  if (data == NULL) {
-    occl_java_illegal_argument(env, "tensor memory: not a direct ByteBuffer");
-    return 0;
-  }
   memset(t, 0, sizeof *t);
+  jobject buf = (*env)->GetObjectField(env, obj, f_buf);
+  if (buf != NULL) {
+    /* Host memory: a direct buffer. */
+    void* data = (*env)->GetDirectBufferAddress(env, buf);
+    (*env)->DeleteLocalRef(env, buf);
+    if (data == NULL) {
+      occl_java_illegal_argument(env, "tensor memory: not a direct ByteBuffer");
+      return 0;
+    }
+    t->data = data;
+    t->device.device_type = kDLCPU;
+    t->device.device_id = 0;
+    t->byte_offset = (uint64_t)(*env)->GetLongField(env, obj, f_off);
+  } else {
+    /* Memory given by address on a device (DeviceBuffer.cuda): the library
+     * checks the device before it touches the memory. */
+    t->data = (void*)(intptr_t)(*env)->GetLongField(env, obj, f_addr);
+    t->device.device_type = (DLDeviceType)(*env)->GetIntField(env, obj, f_dtype);
+    t->device.device_id = (int32_t)(*env)->GetIntField(env, obj, f_did);
+    t->byte_offset = 0;
+  }
   *shape = (int64_t)(*env)->GetLongField(env, obj, f_count);
-  t->data = data;
-  t->device.device_type = kDLCPU;
-  t->device.device_id = 0;
   t->ndim = 1;
   t->dtype.code = (uint8_t)(*env)->GetIntField(env, obj, f_code);
   t->dtype.bits = (uint8_t)(*env)->GetIntField(env, obj, f_bits);
   t->dtype.lanes = 1;
   t->shape = shape;
   t->strides = NULL;
-  t->byte_offset = (uint64_t)(*env)->GetLongField(env, obj, f_off);
   return 1;
 }
 
@@ -269,6 +285,28 @@ OCCL_HANDLE(occl_work_t)
 %typemap(freearg) const int64_t* COUNTS %{
   if ($input != NULL && $1 != NULL)
     (*jenv)->ReleaseLongArrayElements(jenv, $input, (jlong*)$1, JNI_ABORT);
+%}
+
+/* ---- per-call options: long[] {stream, timeout_ms} or null ------------- */
+%typemap(jni) const occl_options_t* OPTS "jlongArray"
+%typemap(jtype) const occl_options_t* OPTS "long[]"
+%typemap(jstype) const occl_options_t* OPTS "long[]"
+%typemap(javain) const occl_options_t* OPTS "$javainput"
+%typemap(in) const occl_options_t* OPTS (occl_options_t opts) %{
+  $1 = NULL;
+  if ($input != NULL) {
+    jlong v[2];
+    if ((*jenv)->GetArrayLength(jenv, $input) != 2) {
+      occl_java_illegal_argument(jenv, "options: need a long[] {stream, timeout_ms}");
+      return $null;
+    }
+    (*jenv)->GetLongArrayRegion(jenv, $input, 0, 2, v);
+    occl_options_t init = OCCL_OPTIONS_INIT;
+    opts = init;
+    opts.stream = (void*)(intptr_t)v[0];
+    opts.timeout_ms = (int64_t)v[1];
+    $1 = &opts;
+  }
 %}
 
 /* ---- config: org.omniccl.Config or null -------------------------------- */
@@ -460,3 +498,57 @@ OCCL_CALL(occl_work_free, workFree)
 occl_status_t occl_work_free(occl_work_t work);
 OCCL_DONE(occl_work_wait_for, workWaitFor)
 occl_status_t occl_work_wait_for(occl_work_t work, int64_t timeout_ms);
+
+/* ABI 1.1: the operations with per-call options (a CUDA stream, a deadline). */
+OCCL_CALL(occl_send_ex, sendEx)
+occl_status_t occl_send_ex(const DLTensor* tensor, int peer, occl_comm_t comm,
+                           const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_recv_ex, recvEx)
+occl_status_t occl_recv_ex(const DLTensor* tensor, int peer, occl_comm_t comm,
+                           const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_broadcast_ex, broadcastEx)
+occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root, occl_comm_t comm,
+                                const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_scatter_ex, scatterEx)
+occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root,
+                              occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_gather_ex, gatherEx)
+occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, int root,
+                             occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_reduce_ex, reduceEx)
+occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op,
+                             int root, occl_comm_t comm, const occl_options_t* OPTS,
+                             occl_work_t* WORK);
+OCCL_CALL(occl_all_reduce_ex, allReduceEx)
+occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                 occl_red_op_t op, occl_comm_t comm, const occl_options_t* OPTS,
+                                 occl_work_t* WORK);
+OCCL_CALL(occl_all_gather_ex, allGatherEx)
+occl_status_t occl_all_gather_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                 occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_reduce_scatter_ex, reduceScatterEx)
+occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                     occl_red_op_t op, occl_comm_t comm,
+                                     const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_all_to_all_ex, allToAllEx)
+occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                 occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_barrier_ex, barrierEx)
+occl_status_t occl_barrier_ex(occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_all_gatherv_ex, allGathervEx)
+occl_status_t occl_all_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                                  const int64_t* COUNTS, const int64_t* COUNTS, occl_comm_t comm,
+                                  const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_all_to_allv_ex, allToAllvEx)
+occl_status_t occl_all_to_allv_ex(const DLTensor* sendbuf, const int64_t* COUNTS,
+                                  const int64_t* COUNTS, const DLTensor* recvbuf,
+                                  const int64_t* COUNTS, const int64_t* COUNTS, occl_comm_t comm,
+                                  const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_gatherv_ex, gathervEx)
+occl_status_t occl_gatherv_ex(const DLTensor* sendbuf, const DLTensor* recvbuf,
+                              const int64_t* COUNTS, const int64_t* COUNTS, int root,
+                              occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_scatterv_ex, scattervEx)
+occl_status_t occl_scatterv_ex(const DLTensor* sendbuf, const int64_t* COUNTS,
+                               const int64_t* COUNTS, const DLTensor* recvbuf, int root,
+                               occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);

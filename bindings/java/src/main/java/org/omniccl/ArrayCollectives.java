@@ -5,27 +5,29 @@ import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * The typed overloads of every collective, for each primitive array type and
- * for direct ByteBuffers, blocking and non-blocking; {@link Communicator}
- * implements the generic methods they call.
+ * The typed overloads of every collective, for each primitive array type,
+ * for direct ByteBuffers and for {@link DeviceBuffer}s, blocking and
+ * non-blocking; {@link Communicator} implements the generic methods they call.
  */
 abstract class ArrayCollectives {
   ArrayCollectives() {}
 
-  abstract CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, boolean async);
-  abstract CompletableFuture<Void> doBroadcast(Buf data, int root, boolean async);
-  abstract CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, boolean async);
-  abstract CompletableFuture<Void> doGather(Buf send, Buf recv, int root, boolean async);
-  abstract CompletableFuture<Void> doScatter(Buf send, Buf recv, int root, boolean async);
-  abstract CompletableFuture<Void> doAllGather(Buf send, Buf recv, boolean async);
-  abstract CompletableFuture<Void> doReduceScatter(Buf send, Buf recv, ReduceOp op, boolean async);
-  abstract CompletableFuture<Void> doAllToAll(Buf send, Buf recv, boolean async);
-  abstract CompletableFuture<Void> doAllGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, boolean async);
-  abstract CompletableFuture<Void> doAllToAllv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int[] recvCounts, int[] recvDispls, boolean async);
-  abstract CompletableFuture<Void> doGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, int root, boolean async);
-  abstract CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int root, boolean async);
-  abstract CompletableFuture<Void> doSend(Buf data, int peer, boolean async);
-  abstract CompletableFuture<Void> doRecv(Buf data, int peer, boolean async);
+  abstract CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doBroadcast(Buf data, int root, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doGather(Buf send, Buf recv, int root, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doScatter(Buf send, Buf recv, int root, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doAllGather(Buf send, Buf recv, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doReduceScatter(Buf send, Buf recv, ReduceOp op, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doAllToAll(Buf send, Buf recv, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doAllGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doAllToAllv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int[] recvCounts, int[] recvDispls, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls, int root, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int root, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doSend(Buf data, int peer, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doRecv(Buf data, int peer, CallOptions opts, boolean async);
+  /** The per-call options of the calls made through this object; null for defaults. */
+  abstract CallOptions options();
 
   // ---- allReduce(data, op)
 
@@ -38,7 +40,7 @@ abstract class ArrayCollectives {
    */
   public final void allReduce(byte[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    doAllReduce(buf, buf, op, false);
+    doAllReduce(buf, buf, op, options(), false);
   }
 
   /**
@@ -51,7 +53,7 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(byte[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    return doAllReduce(buf, buf, op, true);
+    return doAllReduce(buf, buf, op, options(), true);
   }
 
   /**
@@ -63,7 +65,7 @@ abstract class ArrayCollectives {
    */
   public final void allReduce(short[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    doAllReduce(buf, buf, op, false);
+    doAllReduce(buf, buf, op, options(), false);
   }
 
   /**
@@ -76,7 +78,7 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(short[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    return doAllReduce(buf, buf, op, true);
+    return doAllReduce(buf, buf, op, options(), true);
   }
 
   /**
@@ -88,7 +90,7 @@ abstract class ArrayCollectives {
    */
   public final void allReduce(int[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    doAllReduce(buf, buf, op, false);
+    doAllReduce(buf, buf, op, options(), false);
   }
 
   /**
@@ -101,7 +103,7 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(int[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    return doAllReduce(buf, buf, op, true);
+    return doAllReduce(buf, buf, op, options(), true);
   }
 
   /**
@@ -113,7 +115,7 @@ abstract class ArrayCollectives {
    */
   public final void allReduce(long[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    doAllReduce(buf, buf, op, false);
+    doAllReduce(buf, buf, op, options(), false);
   }
 
   /**
@@ -126,7 +128,7 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(long[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    return doAllReduce(buf, buf, op, true);
+    return doAllReduce(buf, buf, op, options(), true);
   }
 
   /**
@@ -138,7 +140,7 @@ abstract class ArrayCollectives {
    */
   public final void allReduce(float[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    doAllReduce(buf, buf, op, false);
+    doAllReduce(buf, buf, op, options(), false);
   }
 
   /**
@@ -151,7 +153,7 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(float[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    return doAllReduce(buf, buf, op, true);
+    return doAllReduce(buf, buf, op, options(), true);
   }
 
   /**
@@ -163,7 +165,7 @@ abstract class ArrayCollectives {
    */
   public final void allReduce(double[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    doAllReduce(buf, buf, op, false);
+    doAllReduce(buf, buf, op, options(), false);
   }
 
   /**
@@ -176,7 +178,7 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(double[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    return doAllReduce(buf, buf, op, true);
+    return doAllReduce(buf, buf, op, options(), true);
   }
 
   /**
@@ -188,7 +190,7 @@ abstract class ArrayCollectives {
    */
   public final void allReduce(boolean[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    doAllReduce(buf, buf, op, false);
+    doAllReduce(buf, buf, op, options(), false);
   }
 
   /**
@@ -201,7 +203,7 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(boolean[] data, ReduceOp op) {
     Buf buf = Buf.of(data, "data", Buf.INOUT);
-    return doAllReduce(buf, buf, op, true);
+    return doAllReduce(buf, buf, op, options(), true);
   }
 
   /**
@@ -214,7 +216,7 @@ abstract class ArrayCollectives {
    */
   public final void allReduce(ByteBuffer data, DataType type, ReduceOp op) {
     Buf buf = Buf.of(data, type, "data", Buf.INOUT);
-    doAllReduce(buf, buf, op, false);
+    doAllReduce(buf, buf, op, options(), false);
   }
 
   /**
@@ -228,7 +230,32 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(ByteBuffer data, DataType type, ReduceOp op) {
     Buf buf = Buf.of(data, type, "data", Buf.INOUT);
-    return doAllReduce(buf, buf, op, true);
+    return doAllReduce(buf, buf, op, options(), true);
+  }
+
+  /**
+   * Reduces {@code data} with {@code op} across all ranks, in place: afterwards every rank holds the same (bit-identical) result.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void allReduce(DeviceBuffer data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doAllReduce(buf, buf, op, options(), false);
+  }
+
+  /**
+   * Reduces {@code data} with {@code op} across all ranks, in place: afterwards every rank holds the same (bit-identical) result.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> allReduceAsync(DeviceBuffer data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doAllReduce(buf, buf, op, options(), true);
   }
 
   // ---- allReduce(send, recv, op)
@@ -242,7 +269,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allReduce(byte[] send, byte[] recv, ReduceOp op) {
-    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -255,7 +282,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allReduceAsync(byte[] send, byte[] recv, ReduceOp op) {
-    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -267,7 +294,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allReduce(short[] send, short[] recv, ReduceOp op) {
-    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -280,7 +307,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allReduceAsync(short[] send, short[] recv, ReduceOp op) {
-    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -292,7 +319,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allReduce(int[] send, int[] recv, ReduceOp op) {
-    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -305,7 +332,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allReduceAsync(int[] send, int[] recv, ReduceOp op) {
-    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -317,7 +344,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allReduce(long[] send, long[] recv, ReduceOp op) {
-    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -330,7 +357,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allReduceAsync(long[] send, long[] recv, ReduceOp op) {
-    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -342,7 +369,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allReduce(float[] send, float[] recv, ReduceOp op) {
-    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -355,7 +382,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allReduceAsync(float[] send, float[] recv, ReduceOp op) {
-    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -367,7 +394,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allReduce(double[] send, double[] recv, ReduceOp op) {
-    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -380,7 +407,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allReduceAsync(double[] send, double[] recv, ReduceOp op) {
-    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -392,7 +419,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allReduce(boolean[] send, boolean[] recv, ReduceOp op) {
-    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -405,7 +432,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allReduceAsync(boolean[] send, boolean[] recv, ReduceOp op) {
-    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -418,7 +445,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allReduce(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op) {
-    doAllReduce(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, false);
+    doAllReduce(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -432,7 +459,32 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allReduceAsync(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op) {
-    return doAllReduce(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, true);
+    return doAllReduce(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, options(), true);
+  }
+
+  /**
+   * Reduces every rank's {@code send} with {@code op} into every rank's {@code recv} (same length); every rank gets the same (bit-identical) result.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void allReduce(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
+    doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
+  }
+
+  /**
+   * Reduces every rank's {@code send} with {@code op} into every rank's {@code recv} (same length); every rank gets the same (bit-identical) result.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> allReduceAsync(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
+    return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   // ---- broadcast(data, root)
@@ -445,7 +497,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void broadcast(byte[] data, int root) {
-    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, false);
+    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), false);
   }
 
   /**
@@ -457,7 +509,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> broadcastAsync(byte[] data, int root) {
-    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, true);
+    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), true);
   }
 
   /**
@@ -468,7 +520,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void broadcast(short[] data, int root) {
-    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, false);
+    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), false);
   }
 
   /**
@@ -480,7 +532,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> broadcastAsync(short[] data, int root) {
-    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, true);
+    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), true);
   }
 
   /**
@@ -491,7 +543,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void broadcast(int[] data, int root) {
-    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, false);
+    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), false);
   }
 
   /**
@@ -503,7 +555,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> broadcastAsync(int[] data, int root) {
-    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, true);
+    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), true);
   }
 
   /**
@@ -514,7 +566,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void broadcast(long[] data, int root) {
-    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, false);
+    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), false);
   }
 
   /**
@@ -526,7 +578,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> broadcastAsync(long[] data, int root) {
-    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, true);
+    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), true);
   }
 
   /**
@@ -537,7 +589,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void broadcast(float[] data, int root) {
-    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, false);
+    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), false);
   }
 
   /**
@@ -549,7 +601,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> broadcastAsync(float[] data, int root) {
-    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, true);
+    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), true);
   }
 
   /**
@@ -560,7 +612,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void broadcast(double[] data, int root) {
-    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, false);
+    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), false);
   }
 
   /**
@@ -572,7 +624,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> broadcastAsync(double[] data, int root) {
-    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, true);
+    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), true);
   }
 
   /**
@@ -583,7 +635,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void broadcast(boolean[] data, int root) {
-    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, false);
+    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), false);
   }
 
   /**
@@ -595,7 +647,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> broadcastAsync(boolean[] data, int root) {
-    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, true);
+    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), true);
   }
 
   /**
@@ -607,7 +659,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void broadcast(ByteBuffer data, DataType type, int root) {
-    doBroadcast(Buf.of(data, type, "data", Buf.INOUT), root, false);
+    doBroadcast(Buf.of(data, type, "data", Buf.INOUT), root, options(), false);
   }
 
   /**
@@ -620,7 +672,30 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> broadcastAsync(ByteBuffer data, DataType type, int root) {
-    return doBroadcast(Buf.of(data, type, "data", Buf.INOUT), root, true);
+    return doBroadcast(Buf.of(data, type, "data", Buf.INOUT), root, options(), true);
+  }
+
+  /**
+   * Copies the root's {@code data} into {@code data} on every rank (in place; same length everywhere).
+   *
+   * @param data the buffer
+   * @param root the rank at the centre of the operation
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void broadcast(DeviceBuffer data, int root) {
+    doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), false);
+  }
+
+  /**
+   * Copies the root's {@code data} into {@code data} on every rank (in place; same length everywhere).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param root the rank at the centre of the operation
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> broadcastAsync(DeviceBuffer data, int root) {
+    return doBroadcast(Buf.of(data, "data", Buf.INOUT), root, options(), true);
   }
 
   // ---- reduce(send, recv, op, root)
@@ -635,7 +710,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduce(byte[] send, byte[] recv, ReduceOp op, int root) {
-    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, false);
+    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), false);
   }
 
   /**
@@ -649,7 +724,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceAsync(byte[] send, byte[] recv, ReduceOp op, int root) {
-    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, true);
+    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), true);
   }
 
   /**
@@ -662,7 +737,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduce(short[] send, short[] recv, ReduceOp op, int root) {
-    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, false);
+    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), false);
   }
 
   /**
@@ -676,7 +751,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceAsync(short[] send, short[] recv, ReduceOp op, int root) {
-    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, true);
+    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), true);
   }
 
   /**
@@ -689,7 +764,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduce(int[] send, int[] recv, ReduceOp op, int root) {
-    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, false);
+    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), false);
   }
 
   /**
@@ -703,7 +778,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceAsync(int[] send, int[] recv, ReduceOp op, int root) {
-    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, true);
+    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), true);
   }
 
   /**
@@ -716,7 +791,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduce(long[] send, long[] recv, ReduceOp op, int root) {
-    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, false);
+    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), false);
   }
 
   /**
@@ -730,7 +805,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceAsync(long[] send, long[] recv, ReduceOp op, int root) {
-    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, true);
+    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), true);
   }
 
   /**
@@ -743,7 +818,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduce(float[] send, float[] recv, ReduceOp op, int root) {
-    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, false);
+    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), false);
   }
 
   /**
@@ -757,7 +832,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceAsync(float[] send, float[] recv, ReduceOp op, int root) {
-    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, true);
+    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), true);
   }
 
   /**
@@ -770,7 +845,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduce(double[] send, double[] recv, ReduceOp op, int root) {
-    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, false);
+    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), false);
   }
 
   /**
@@ -784,7 +859,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceAsync(double[] send, double[] recv, ReduceOp op, int root) {
-    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, true);
+    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), true);
   }
 
   /**
@@ -797,7 +872,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduce(boolean[] send, boolean[] recv, ReduceOp op, int root) {
-    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, false);
+    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), false);
   }
 
   /**
@@ -811,7 +886,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceAsync(boolean[] send, boolean[] recv, ReduceOp op, int root) {
-    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, true);
+    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), true);
   }
 
   /**
@@ -825,7 +900,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduce(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op, int root) {
-    doReduce(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, root, false);
+    doReduce(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, root, options(), false);
   }
 
   /**
@@ -840,7 +915,34 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceAsync(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op, int root) {
-    return doReduce(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, root, true);
+    return doReduce(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, root, options(), true);
+  }
+
+  /**
+   * Reduces every rank's {@code send} with {@code op} into the root's {@code recv} (same length as send); non-root inputs are never modified.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes (may be null on non-roots)
+   * @param op how values are combined
+   * @param root the rank at the centre of the operation
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void reduce(DeviceBuffer send, DeviceBuffer recv, ReduceOp op, int root) {
+    doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), false);
+  }
+
+  /**
+   * Reduces every rank's {@code send} with {@code op} into the root's {@code recv} (same length as send); non-root inputs are never modified.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes (may be null on non-roots)
+   * @param op how values are combined
+   * @param root the rank at the centre of the operation
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> reduceAsync(DeviceBuffer send, DeviceBuffer recv, ReduceOp op, int root) {
+    return doReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, root, options(), true);
   }
 
   // ---- gather(send, recv, root)
@@ -854,7 +956,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gather(byte[] send, byte[] recv, int root) {
-    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -867,7 +969,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gatherAsync(byte[] send, byte[] recv, int root) {
-    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -879,7 +981,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gather(short[] send, short[] recv, int root) {
-    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -892,7 +994,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gatherAsync(short[] send, short[] recv, int root) {
-    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -904,7 +1006,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gather(int[] send, int[] recv, int root) {
-    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -917,7 +1019,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gatherAsync(int[] send, int[] recv, int root) {
-    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -929,7 +1031,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gather(long[] send, long[] recv, int root) {
-    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -942,7 +1044,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gatherAsync(long[] send, long[] recv, int root) {
-    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -954,7 +1056,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gather(float[] send, float[] recv, int root) {
-    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -967,7 +1069,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gatherAsync(float[] send, float[] recv, int root) {
-    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -979,7 +1081,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gather(double[] send, double[] recv, int root) {
-    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -992,7 +1094,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gatherAsync(double[] send, double[] recv, int root) {
-    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1004,7 +1106,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gather(boolean[] send, boolean[] recv, int root) {
-    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1017,7 +1119,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gatherAsync(boolean[] send, boolean[] recv, int root) {
-    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1030,7 +1132,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gather(ByteBuffer send, ByteBuffer recv, DataType type, int root) {
-    doGather(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), root, false);
+    doGather(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1044,7 +1146,32 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gatherAsync(ByteBuffer send, ByteBuffer recv, DataType type, int root) {
-    return doGather(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), root, true);
+    return doGather(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), root, options(), true);
+  }
+
+  /**
+   * Collects every rank's {@code send} (n elements each) into the root's {@code recv} (size() * n elements, in rank order).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes (may be null on non-roots)
+   * @param root the rank at the centre of the operation
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void gather(DeviceBuffer send, DeviceBuffer recv, int root) {
+    doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
+  }
+
+  /**
+   * Collects every rank's {@code send} (n elements each) into the root's {@code recv} (size() * n elements, in rank order).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes (may be null on non-roots)
+   * @param root the rank at the centre of the operation
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> gatherAsync(DeviceBuffer send, DeviceBuffer recv, int root) {
+    return doGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   // ---- scatter(send, recv, root)
@@ -1058,7 +1185,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatter(byte[] send, byte[] recv, int root) {
-    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1071,7 +1198,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scatterAsync(byte[] send, byte[] recv, int root) {
-    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1083,7 +1210,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatter(short[] send, short[] recv, int root) {
-    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1096,7 +1223,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scatterAsync(short[] send, short[] recv, int root) {
-    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1108,7 +1235,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatter(int[] send, int[] recv, int root) {
-    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1121,7 +1248,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scatterAsync(int[] send, int[] recv, int root) {
-    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1133,7 +1260,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatter(long[] send, long[] recv, int root) {
-    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1146,7 +1273,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scatterAsync(long[] send, long[] recv, int root) {
-    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1158,7 +1285,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatter(float[] send, float[] recv, int root) {
-    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1171,7 +1298,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scatterAsync(float[] send, float[] recv, int root) {
-    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1183,7 +1310,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatter(double[] send, double[] recv, int root) {
-    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1196,7 +1323,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scatterAsync(double[] send, double[] recv, int root) {
-    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1208,7 +1335,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatter(boolean[] send, boolean[] recv, int root) {
-    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1221,7 +1348,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scatterAsync(boolean[] send, boolean[] recv, int root) {
-    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -1234,7 +1361,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatter(ByteBuffer send, ByteBuffer recv, DataType type, int root) {
-    doScatter(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), root, false);
+    doScatter(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -1248,7 +1375,32 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scatterAsync(ByteBuffer send, ByteBuffer recv, DataType type, int root) {
-    return doScatter(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), root, true);
+    return doScatter(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), root, options(), true);
+  }
+
+  /**
+   * Splits the root's {@code send} (size() * n elements) into size() parts; rank i receives part i in {@code recv} (n elements).
+   *
+   * @param send the data this rank contributes (may be null on non-roots)
+   * @param recv where the result goes
+   * @param root the rank at the centre of the operation
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scatter(DeviceBuffer send, DeviceBuffer recv, int root) {
+    doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), false);
+  }
+
+  /**
+   * Splits the root's {@code send} (size() * n elements) into size() parts; rank i receives part i in {@code recv} (n elements).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes (may be null on non-roots)
+   * @param recv where the result goes
+   * @param root the rank at the centre of the operation
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scatterAsync(DeviceBuffer send, DeviceBuffer recv, int root) {
+    return doScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   // ---- allGather(send, recv)
@@ -1261,7 +1413,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGather(byte[] send, byte[] recv) {
-    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1273,7 +1425,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGatherAsync(byte[] send, byte[] recv) {
-    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1284,7 +1436,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGather(short[] send, short[] recv) {
-    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1296,7 +1448,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGatherAsync(short[] send, short[] recv) {
-    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1307,7 +1459,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGather(int[] send, int[] recv) {
-    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1319,7 +1471,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGatherAsync(int[] send, int[] recv) {
-    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1330,7 +1482,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGather(long[] send, long[] recv) {
-    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1342,7 +1494,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGatherAsync(long[] send, long[] recv) {
-    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1353,7 +1505,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGather(float[] send, float[] recv) {
-    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1365,7 +1517,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGatherAsync(float[] send, float[] recv) {
-    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1376,7 +1528,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGather(double[] send, double[] recv) {
-    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1388,7 +1540,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGatherAsync(double[] send, double[] recv) {
-    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1399,7 +1551,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGather(boolean[] send, boolean[] recv) {
-    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1411,7 +1563,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGatherAsync(boolean[] send, boolean[] recv) {
-    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1423,7 +1575,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGather(ByteBuffer send, ByteBuffer recv, DataType type) {
-    doAllGather(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), false);
+    doAllGather(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1436,7 +1588,30 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGatherAsync(ByteBuffer send, ByteBuffer recv, DataType type) {
-    return doAllGather(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), true);
+    return doAllGather(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), options(), true);
+  }
+
+  /**
+   * Concatenates every rank's {@code send} (n elements each) into every rank's {@code recv} (size() * n elements, in rank order).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void allGather(DeviceBuffer send, DeviceBuffer recv) {
+    doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
+  }
+
+  /**
+   * Concatenates every rank's {@code send} (n elements each) into every rank's {@code recv} (size() * n elements, in rank order).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> allGatherAsync(DeviceBuffer send, DeviceBuffer recv) {
+    return doAllGather(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   // ---- reduceScatter(send, recv, op)
@@ -1450,7 +1625,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduceScatter(byte[] send, byte[] recv, ReduceOp op) {
-    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -1463,7 +1638,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceScatterAsync(byte[] send, byte[] recv, ReduceOp op) {
-    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -1475,7 +1650,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduceScatter(short[] send, short[] recv, ReduceOp op) {
-    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -1488,7 +1663,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceScatterAsync(short[] send, short[] recv, ReduceOp op) {
-    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -1500,7 +1675,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduceScatter(int[] send, int[] recv, ReduceOp op) {
-    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -1513,7 +1688,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceScatterAsync(int[] send, int[] recv, ReduceOp op) {
-    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -1525,7 +1700,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduceScatter(long[] send, long[] recv, ReduceOp op) {
-    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -1538,7 +1713,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceScatterAsync(long[] send, long[] recv, ReduceOp op) {
-    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -1550,7 +1725,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduceScatter(float[] send, float[] recv, ReduceOp op) {
-    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -1563,7 +1738,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceScatterAsync(float[] send, float[] recv, ReduceOp op) {
-    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -1575,7 +1750,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduceScatter(double[] send, double[] recv, ReduceOp op) {
-    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -1588,7 +1763,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceScatterAsync(double[] send, double[] recv, ReduceOp op) {
-    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -1600,7 +1775,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduceScatter(boolean[] send, boolean[] recv, ReduceOp op) {
-    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false);
+    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -1613,7 +1788,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceScatterAsync(boolean[] send, boolean[] recv, ReduceOp op) {
-    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, true);
+    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   /**
@@ -1626,7 +1801,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void reduceScatter(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op) {
-    doReduceScatter(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, false);
+    doReduceScatter(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, options(), false);
   }
 
   /**
@@ -1640,7 +1815,32 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> reduceScatterAsync(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op) {
-    return doReduceScatter(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, true);
+    return doReduceScatter(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, options(), true);
+  }
+
+  /**
+   * Reduces {@code send} (size() * n elements) with {@code op} across ranks; rank i receives reduced part i in {@code recv} (n elements).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void reduceScatter(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
+    doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), false);
+  }
+
+  /**
+   * Reduces {@code send} (size() * n elements) with {@code op} across ranks; rank i receives reduced part i in {@code recv} (n elements).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> reduceScatterAsync(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
+    return doReduceScatter(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
   }
 
   // ---- allToAll(send, recv)
@@ -1653,7 +1853,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAll(byte[] send, byte[] recv) {
-    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1665,7 +1865,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllAsync(byte[] send, byte[] recv) {
-    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1676,7 +1876,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAll(short[] send, short[] recv) {
-    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1688,7 +1888,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllAsync(short[] send, short[] recv) {
-    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1699,7 +1899,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAll(int[] send, int[] recv) {
-    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1711,7 +1911,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllAsync(int[] send, int[] recv) {
-    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1722,7 +1922,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAll(long[] send, long[] recv) {
-    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1734,7 +1934,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllAsync(long[] send, long[] recv) {
-    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1745,7 +1945,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAll(float[] send, float[] recv) {
-    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1757,7 +1957,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllAsync(float[] send, float[] recv) {
-    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1768,7 +1968,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAll(double[] send, double[] recv) {
-    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1780,7 +1980,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllAsync(double[] send, double[] recv) {
-    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1791,7 +1991,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAll(boolean[] send, boolean[] recv) {
-    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), false);
+    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1803,7 +2003,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllAsync(boolean[] send, boolean[] recv) {
-    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), true);
+    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   /**
@@ -1815,7 +2015,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAll(ByteBuffer send, ByteBuffer recv, DataType type) {
-    doAllToAll(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), false);
+    doAllToAll(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), options(), false);
   }
 
   /**
@@ -1828,7 +2028,30 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllAsync(ByteBuffer send, ByteBuffer recv, DataType type) {
-    return doAllToAll(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), true);
+    return doAllToAll(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), options(), true);
+  }
+
+  /**
+   * Part j of rank i's {@code send} (size() equal parts) becomes part i of rank j's {@code recv} (same length as send).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void allToAll(DeviceBuffer send, DeviceBuffer recv) {
+    doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), false);
+  }
+
+  /**
+   * Part j of rank i's {@code send} (size() equal parts) becomes part i of rank j's {@code recv} (same length as send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> allToAllAsync(DeviceBuffer send, DeviceBuffer recv) {
+    return doAllToAll(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), options(), true);
   }
 
   // ---- allGatherv(send, recv, recvCounts, recvDispls)
@@ -1843,7 +2066,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(byte[] send, byte[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -1857,7 +2080,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(byte[] send, byte[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -1870,7 +2093,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(short[] send, short[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -1884,7 +2107,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(short[] send, short[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -1897,7 +2120,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(int[] send, int[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -1911,7 +2134,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(int[] send, int[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -1924,7 +2147,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(long[] send, long[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -1938,7 +2161,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(long[] send, long[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -1951,7 +2174,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(float[] send, float[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -1965,7 +2188,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(float[] send, float[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -1978,7 +2201,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(double[] send, double[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -1992,7 +2215,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(double[] send, double[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2005,7 +2228,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(boolean[] send, boolean[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2019,7 +2242,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(boolean[] send, boolean[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2033,7 +2256,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allGatherv(ByteBuffer send, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type) {
-    doAllGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2048,7 +2271,34 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allGathervAsync(ByteBuffer send, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type) {
-    return doAllGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
+  }
+
+  /**
+   * allGather with per-rank counts: rank i contributes {@code recvCounts[i]} elements (its whole {@code send}), placed at {@code recvDispls[i]} of every rank's {@code recv}.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param recvCounts elements from each rank, size() entries
+   * @param recvDispls where each rank's elements start in recv, or null for packed in rank order
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void allGatherv(DeviceBuffer send, DeviceBuffer recv, int[] recvCounts, int[] recvDispls) {
+    doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
+  }
+
+  /**
+   * allGather with per-rank counts: rank i contributes {@code recvCounts[i]} elements (its whole {@code send}), placed at {@code recvDispls[i]} of every rank's {@code recv}.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param recvCounts elements from each rank, size() entries
+   * @param recvDispls where each rank's elements start in recv, or null for packed in rank order
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> allGathervAsync(DeviceBuffer send, DeviceBuffer recv, int[] recvCounts, int[] recvDispls) {
+    return doAllGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   // ---- allToAllv(send, sendCounts, sendDispls, recv, recvCounts, recvDispls)
@@ -2065,7 +2315,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(byte[] send, int[] sendCounts, int[] sendDispls, byte[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2081,7 +2331,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(byte[] send, int[] sendCounts, int[] sendDispls, byte[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2096,7 +2346,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(short[] send, int[] sendCounts, int[] sendDispls, short[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2112,7 +2362,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(short[] send, int[] sendCounts, int[] sendDispls, short[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2127,7 +2377,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(int[] send, int[] sendCounts, int[] sendDispls, int[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2143,7 +2393,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(int[] send, int[] sendCounts, int[] sendDispls, int[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2158,7 +2408,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(long[] send, int[] sendCounts, int[] sendDispls, long[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2174,7 +2424,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(long[] send, int[] sendCounts, int[] sendDispls, long[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2189,7 +2439,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(float[] send, int[] sendCounts, int[] sendDispls, float[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2205,7 +2455,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(float[] send, int[] sendCounts, int[] sendDispls, float[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2220,7 +2470,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(double[] send, int[] sendCounts, int[] sendDispls, double[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2236,7 +2486,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(double[] send, int[] sendCounts, int[] sendDispls, double[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2251,7 +2501,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(boolean[] send, int[] sendCounts, int[] sendDispls, boolean[] recv, int[] recvCounts, int[] recvDispls) {
-    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2267,7 +2517,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(boolean[] send, int[] sendCounts, int[] sendDispls, boolean[] recv, int[] recvCounts, int[] recvDispls) {
-    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   /**
@@ -2283,7 +2533,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void allToAllv(ByteBuffer send, int[] sendCounts, int[] sendDispls, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type) {
-    doAllToAllv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, false);
+    doAllToAllv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
   }
 
   /**
@@ -2300,7 +2550,38 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> allToAllvAsync(ByteBuffer send, int[] sendCounts, int[] sendDispls, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type) {
-    return doAllToAllv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, true);
+    return doAllToAllv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
+  }
+
+  /**
+   * allToAll with per-peer counts: {@code sendCounts[j]} elements at {@code sendDispls[j]} go to rank j, {@code recvCounts[i]} elements from rank i land at {@code recvDispls[i]}; sendCounts[j] on rank i must equal recvCounts[i] on rank j.
+   *
+   * @param send the data this rank contributes
+   * @param sendCounts elements for each rank, size() entries
+   * @param sendDispls where each rank's elements start in send, or null for packed in rank order
+   * @param recv where the result goes
+   * @param recvCounts elements from each rank, size() entries
+   * @param recvDispls where each rank's elements start in recv, or null for packed in rank order
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void allToAllv(DeviceBuffer send, int[] sendCounts, int[] sendDispls, DeviceBuffer recv, int[] recvCounts, int[] recvDispls) {
+    doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), false);
+  }
+
+  /**
+   * allToAll with per-peer counts: {@code sendCounts[j]} elements at {@code sendDispls[j]} go to rank j, {@code recvCounts[i]} elements from rank i land at {@code recvDispls[i]}; sendCounts[j] on rank i must equal recvCounts[i] on rank j.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param sendCounts elements for each rank, size() entries
+   * @param sendDispls where each rank's elements start in send, or null for packed in rank order
+   * @param recv where the result goes
+   * @param recvCounts elements from each rank, size() entries
+   * @param recvDispls where each rank's elements start in recv, or null for packed in rank order
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> allToAllvAsync(DeviceBuffer send, int[] sendCounts, int[] sendDispls, DeviceBuffer recv, int[] recvCounts, int[] recvDispls) {
+    return doAllToAllv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, options(), true);
   }
 
   // ---- gatherv(send, recv, recvCounts, recvDispls, root)
@@ -2316,7 +2597,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(byte[] send, byte[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
   }
 
   /**
@@ -2331,7 +2612,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(byte[] send, byte[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
   }
 
   /**
@@ -2345,7 +2626,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(short[] send, short[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
   }
 
   /**
@@ -2360,7 +2641,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(short[] send, short[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
   }
 
   /**
@@ -2374,7 +2655,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(int[] send, int[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
   }
 
   /**
@@ -2389,7 +2670,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(int[] send, int[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
   }
 
   /**
@@ -2403,7 +2684,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(long[] send, long[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
   }
 
   /**
@@ -2418,7 +2699,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(long[] send, long[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
   }
 
   /**
@@ -2432,7 +2713,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(float[] send, float[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
   }
 
   /**
@@ -2447,7 +2728,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(float[] send, float[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
   }
 
   /**
@@ -2461,7 +2742,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(double[] send, double[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
   }
 
   /**
@@ -2476,7 +2757,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(double[] send, double[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
   }
 
   /**
@@ -2490,7 +2771,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(boolean[] send, boolean[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
   }
 
   /**
@@ -2505,7 +2786,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(boolean[] send, boolean[] recv, int[] recvCounts, int[] recvDispls, int root) {
-    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
   }
 
   /**
@@ -2520,7 +2801,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void gatherv(ByteBuffer send, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type, int root) {
-    doGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, root, false);
+    doGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
   }
 
   /**
@@ -2536,7 +2817,36 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> gathervAsync(ByteBuffer send, ByteBuffer recv, int[] recvCounts, int[] recvDispls, DataType type, int root) {
-    return doGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, root, true);
+    return doGatherv(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
+  }
+
+  /**
+   * gather with per-rank counts: rank i's whole {@code send} lands at {@code recvDispls[i]} of the root's {@code recv}; {@code recvCounts[i]} must equal its length.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes (may be null on non-roots)
+   * @param recvCounts elements from each rank, size() entries (may be null on non-roots)
+   * @param recvDispls where each rank's elements start in recv, or null for packed in rank order
+   * @param root the rank at the centre of the operation
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void gatherv(DeviceBuffer send, DeviceBuffer recv, int[] recvCounts, int[] recvDispls, int root) {
+    doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), false);
+  }
+
+  /**
+   * gather with per-rank counts: rank i's whole {@code send} lands at {@code recvDispls[i]} of the root's {@code recv}; {@code recvCounts[i]} must equal its length.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes (may be null on non-roots)
+   * @param recvCounts elements from each rank, size() entries (may be null on non-roots)
+   * @param recvDispls where each rank's elements start in recv, or null for packed in rank order
+   * @param root the rank at the centre of the operation
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> gathervAsync(DeviceBuffer send, DeviceBuffer recv, int[] recvCounts, int[] recvDispls, int root) {
+    return doGatherv(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), recvCounts, recvDispls, root, options(), true);
   }
 
   // ---- scatterv(send, sendCounts, sendDispls, recv, root)
@@ -2552,7 +2862,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatterv(byte[] send, int[] sendCounts, int[] sendDispls, byte[] recv, int root) {
-    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -2567,7 +2877,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scattervAsync(byte[] send, int[] sendCounts, int[] sendDispls, byte[] recv, int root) {
-    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -2581,7 +2891,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatterv(short[] send, int[] sendCounts, int[] sendDispls, short[] recv, int root) {
-    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -2596,7 +2906,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scattervAsync(short[] send, int[] sendCounts, int[] sendDispls, short[] recv, int root) {
-    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -2610,7 +2920,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatterv(int[] send, int[] sendCounts, int[] sendDispls, int[] recv, int root) {
-    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -2625,7 +2935,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scattervAsync(int[] send, int[] sendCounts, int[] sendDispls, int[] recv, int root) {
-    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -2639,7 +2949,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatterv(long[] send, int[] sendCounts, int[] sendDispls, long[] recv, int root) {
-    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -2654,7 +2964,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scattervAsync(long[] send, int[] sendCounts, int[] sendDispls, long[] recv, int root) {
-    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -2668,7 +2978,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatterv(float[] send, int[] sendCounts, int[] sendDispls, float[] recv, int root) {
-    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -2683,7 +2993,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scattervAsync(float[] send, int[] sendCounts, int[] sendDispls, float[] recv, int root) {
-    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -2697,7 +3007,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatterv(double[] send, int[] sendCounts, int[] sendDispls, double[] recv, int root) {
-    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -2712,7 +3022,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scattervAsync(double[] send, int[] sendCounts, int[] sendDispls, double[] recv, int root) {
-    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -2726,7 +3036,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatterv(boolean[] send, int[] sendCounts, int[] sendDispls, boolean[] recv, int root) {
-    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, false);
+    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -2741,7 +3051,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scattervAsync(boolean[] send, int[] sendCounts, int[] sendDispls, boolean[] recv, int root) {
-    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, true);
+    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   /**
@@ -2756,7 +3066,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void scatterv(ByteBuffer send, int[] sendCounts, int[] sendDispls, ByteBuffer recv, DataType type, int root) {
-    doScatterv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.OUT), root, false);
+    doScatterv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.OUT), root, options(), false);
   }
 
   /**
@@ -2772,7 +3082,36 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> scattervAsync(ByteBuffer send, int[] sendCounts, int[] sendDispls, ByteBuffer recv, DataType type, int root) {
-    return doScatterv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.OUT), root, true);
+    return doScatterv(Buf.of(send, type, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, type, "recv", Buf.OUT), root, options(), true);
+  }
+
+  /**
+   * scatter with per-rank counts: the root sends {@code sendCounts[i]} elements at {@code sendDispls[i]} of its {@code send} to rank i's {@code recv}.
+   *
+   * @param send the data this rank contributes (may be null on non-roots)
+   * @param sendCounts elements for each rank, size() entries (may be null on non-roots)
+   * @param sendDispls where each rank's elements start in send, or null for packed in rank order
+   * @param recv where the result goes
+   * @param root the rank at the centre of the operation
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scatterv(DeviceBuffer send, int[] sendCounts, int[] sendDispls, DeviceBuffer recv, int root) {
+    doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), false);
+  }
+
+  /**
+   * scatter with per-rank counts: the root sends {@code sendCounts[i]} elements at {@code sendDispls[i]} of its {@code send} to rank i's {@code recv}.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes (may be null on non-roots)
+   * @param sendCounts elements for each rank, size() entries (may be null on non-roots)
+   * @param sendDispls where each rank's elements start in send, or null for packed in rank order
+   * @param recv where the result goes
+   * @param root the rank at the centre of the operation
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scattervAsync(DeviceBuffer send, int[] sendCounts, int[] sendDispls, DeviceBuffer recv, int root) {
+    return doScatterv(Buf.of(send, "send", Buf.IN), sendCounts, sendDispls, Buf.of(recv, "recv", Buf.OUT), root, options(), true);
   }
 
   // ---- send(data, peer)
@@ -2785,7 +3124,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void send(byte[] data, int peer) {
-    doSend(Buf.of(data, "data", Buf.IN), peer, false);
+    doSend(Buf.of(data, "data", Buf.IN), peer, options(), false);
   }
 
   /**
@@ -2797,7 +3136,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> sendAsync(byte[] data, int peer) {
-    return doSend(Buf.of(data, "data", Buf.IN), peer, true);
+    return doSend(Buf.of(data, "data", Buf.IN), peer, options(), true);
   }
 
   /**
@@ -2808,7 +3147,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void send(short[] data, int peer) {
-    doSend(Buf.of(data, "data", Buf.IN), peer, false);
+    doSend(Buf.of(data, "data", Buf.IN), peer, options(), false);
   }
 
   /**
@@ -2820,7 +3159,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> sendAsync(short[] data, int peer) {
-    return doSend(Buf.of(data, "data", Buf.IN), peer, true);
+    return doSend(Buf.of(data, "data", Buf.IN), peer, options(), true);
   }
 
   /**
@@ -2831,7 +3170,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void send(int[] data, int peer) {
-    doSend(Buf.of(data, "data", Buf.IN), peer, false);
+    doSend(Buf.of(data, "data", Buf.IN), peer, options(), false);
   }
 
   /**
@@ -2843,7 +3182,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> sendAsync(int[] data, int peer) {
-    return doSend(Buf.of(data, "data", Buf.IN), peer, true);
+    return doSend(Buf.of(data, "data", Buf.IN), peer, options(), true);
   }
 
   /**
@@ -2854,7 +3193,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void send(long[] data, int peer) {
-    doSend(Buf.of(data, "data", Buf.IN), peer, false);
+    doSend(Buf.of(data, "data", Buf.IN), peer, options(), false);
   }
 
   /**
@@ -2866,7 +3205,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> sendAsync(long[] data, int peer) {
-    return doSend(Buf.of(data, "data", Buf.IN), peer, true);
+    return doSend(Buf.of(data, "data", Buf.IN), peer, options(), true);
   }
 
   /**
@@ -2877,7 +3216,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void send(float[] data, int peer) {
-    doSend(Buf.of(data, "data", Buf.IN), peer, false);
+    doSend(Buf.of(data, "data", Buf.IN), peer, options(), false);
   }
 
   /**
@@ -2889,7 +3228,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> sendAsync(float[] data, int peer) {
-    return doSend(Buf.of(data, "data", Buf.IN), peer, true);
+    return doSend(Buf.of(data, "data", Buf.IN), peer, options(), true);
   }
 
   /**
@@ -2900,7 +3239,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void send(double[] data, int peer) {
-    doSend(Buf.of(data, "data", Buf.IN), peer, false);
+    doSend(Buf.of(data, "data", Buf.IN), peer, options(), false);
   }
 
   /**
@@ -2912,7 +3251,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> sendAsync(double[] data, int peer) {
-    return doSend(Buf.of(data, "data", Buf.IN), peer, true);
+    return doSend(Buf.of(data, "data", Buf.IN), peer, options(), true);
   }
 
   /**
@@ -2923,7 +3262,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void send(boolean[] data, int peer) {
-    doSend(Buf.of(data, "data", Buf.IN), peer, false);
+    doSend(Buf.of(data, "data", Buf.IN), peer, options(), false);
   }
 
   /**
@@ -2935,7 +3274,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> sendAsync(boolean[] data, int peer) {
-    return doSend(Buf.of(data, "data", Buf.IN), peer, true);
+    return doSend(Buf.of(data, "data", Buf.IN), peer, options(), true);
   }
 
   /**
@@ -2947,7 +3286,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void send(ByteBuffer data, DataType type, int peer) {
-    doSend(Buf.of(data, type, "data", Buf.IN), peer, false);
+    doSend(Buf.of(data, type, "data", Buf.IN), peer, options(), false);
   }
 
   /**
@@ -2960,7 +3299,30 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> sendAsync(ByteBuffer data, DataType type, int peer) {
-    return doSend(Buf.of(data, type, "data", Buf.IN), peer, true);
+    return doSend(Buf.of(data, type, "data", Buf.IN), peer, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code peer}; matched, in order, by a {@code recv} of the same length on the peer.
+   *
+   * @param data the buffer
+   * @param peer the other rank
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(DeviceBuffer data, int peer) {
+    doSend(Buf.of(data, "data", Buf.IN), peer, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code peer}; matched, in order, by a {@code recv} of the same length on the peer.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param peer the other rank
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(DeviceBuffer data, int peer) {
+    return doSend(Buf.of(data, "data", Buf.IN), peer, options(), true);
   }
 
   // ---- recv(data, peer)
@@ -2973,7 +3335,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void recv(byte[] data, int peer) {
-    doRecv(Buf.of(data, "data", Buf.OUT), peer, false);
+    doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), false);
   }
 
   /**
@@ -2985,7 +3347,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> recvAsync(byte[] data, int peer) {
-    return doRecv(Buf.of(data, "data", Buf.OUT), peer, true);
+    return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
   }
 
   /**
@@ -2996,7 +3358,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void recv(short[] data, int peer) {
-    doRecv(Buf.of(data, "data", Buf.OUT), peer, false);
+    doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), false);
   }
 
   /**
@@ -3008,7 +3370,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> recvAsync(short[] data, int peer) {
-    return doRecv(Buf.of(data, "data", Buf.OUT), peer, true);
+    return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
   }
 
   /**
@@ -3019,7 +3381,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void recv(int[] data, int peer) {
-    doRecv(Buf.of(data, "data", Buf.OUT), peer, false);
+    doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), false);
   }
 
   /**
@@ -3031,7 +3393,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> recvAsync(int[] data, int peer) {
-    return doRecv(Buf.of(data, "data", Buf.OUT), peer, true);
+    return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
   }
 
   /**
@@ -3042,7 +3404,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void recv(long[] data, int peer) {
-    doRecv(Buf.of(data, "data", Buf.OUT), peer, false);
+    doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), false);
   }
 
   /**
@@ -3054,7 +3416,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> recvAsync(long[] data, int peer) {
-    return doRecv(Buf.of(data, "data", Buf.OUT), peer, true);
+    return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
   }
 
   /**
@@ -3065,7 +3427,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void recv(float[] data, int peer) {
-    doRecv(Buf.of(data, "data", Buf.OUT), peer, false);
+    doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), false);
   }
 
   /**
@@ -3077,7 +3439,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> recvAsync(float[] data, int peer) {
-    return doRecv(Buf.of(data, "data", Buf.OUT), peer, true);
+    return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
   }
 
   /**
@@ -3088,7 +3450,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void recv(double[] data, int peer) {
-    doRecv(Buf.of(data, "data", Buf.OUT), peer, false);
+    doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), false);
   }
 
   /**
@@ -3100,7 +3462,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> recvAsync(double[] data, int peer) {
-    return doRecv(Buf.of(data, "data", Buf.OUT), peer, true);
+    return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
   }
 
   /**
@@ -3111,7 +3473,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void recv(boolean[] data, int peer) {
-    doRecv(Buf.of(data, "data", Buf.OUT), peer, false);
+    doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), false);
   }
 
   /**
@@ -3123,7 +3485,7 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> recvAsync(boolean[] data, int peer) {
-    return doRecv(Buf.of(data, "data", Buf.OUT), peer, true);
+    return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
   }
 
   /**
@@ -3135,7 +3497,7 @@ abstract class ArrayCollectives {
    * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
    */
   public final void recv(ByteBuffer data, DataType type, int peer) {
-    doRecv(Buf.of(data, type, "data", Buf.OUT), peer, false);
+    doRecv(Buf.of(data, type, "data", Buf.OUT), peer, options(), false);
   }
 
   /**
@@ -3148,6 +3510,29 @@ abstract class ArrayCollectives {
    * @return a future completing when the operation has, or exceptionally with its OmniCCLException
    */
   public final CompletableFuture<Void> recvAsync(ByteBuffer data, DataType type, int peer) {
-    return doRecv(Buf.of(data, type, "data", Buf.OUT), peer, true);
+    return doRecv(Buf.of(data, type, "data", Buf.OUT), peer, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} from rank {@code peer}; the peer's matching {@code send} has the same length.
+   *
+   * @param data the buffer
+   * @param peer the other rank
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void recv(DeviceBuffer data, int peer) {
+    doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), false);
+  }
+
+  /**
+   * Receives into {@code data} from rank {@code peer}; the peer's matching {@code send} has the same length.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param peer the other rank
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> recvAsync(DeviceBuffer data, int peer) {
+    return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
   }
 }

@@ -21,7 +21,9 @@ final class Buf {
 
   final String name;
   final DataType type;
-  final int count;
+  final long count;
+  /** The CUDA memory of a DeviceBuffer argument, else null (host memory). */
+  private final DeviceBuffer cuda;
   private final Object array;
   private final ByteBuffer direct;
   private final int dir;
@@ -29,10 +31,16 @@ final class Buf {
   private ByteBuffer staging;
   private boolean finished;
 
-  private Buf(String name, DataType type, int count, Object array, ByteBuffer direct, int dir) {
+  private Buf(String name, DataType type, long count, Object array, ByteBuffer direct, int dir) {
+    this(name, type, count, array, direct, null, dir);
+  }
+
+  private Buf(String name, DataType type, long count, Object array, ByteBuffer direct, DeviceBuffer cuda,
+      int dir) {
     this.name = name;
     this.type = type;
     this.count = count;
+    this.cuda = cuda;
     this.array = array;
     this.direct = direct;
     this.dir = dir;
@@ -64,6 +72,22 @@ final class Buf {
 
   static Buf of(boolean[] a, String name, int dir) {
     return a == null ? null : new Buf(name, DataType.BOOL, a.length, a, null, dir);
+  }
+
+  /** A DeviceBuffer: its host buffer as a ByteBuffer argument, or its device memory as is. */
+  static Buf of(DeviceBuffer d, String name, int dir) {
+    if (d == null) {
+      return null;
+    }
+    if (d.hostBuffer != null) {
+      return of(d.hostBuffer, d.type, name, dir);
+    }
+    return new Buf(name, d.type, d.count, null, null, d, dir);
+  }
+
+  /** Where the memory lives, as DeviceBuffer#device() names it. */
+  String device() {
+    return cuda == null ? "cpu" : cuda.device();
   }
 
   /** A direct buffer's elements from position to limit; checks it can be used. */
@@ -100,11 +124,15 @@ final class Buf {
     if (tensor != null) {
       return tensor;
     }
+    if (cuda != null) {
+      tensor = new NativeTensor(cuda);
+      return tensor;
+    }
     if (direct != null) {
       tensor = new NativeTensor(direct, direct.position(), type, count);
       return tensor;
     }
-    long bytes = (long) count * type.byteSize();
+    long bytes = count * type.byteSize();
     if (bytes > Integer.MAX_VALUE) {
       throw new IllegalArgumentException(name + ": " + count + " " + type + " elements (" + bytes
           + " bytes) exceed the 2 GiB an array is staged through; use direct ByteBuffers of"

@@ -30,6 +30,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * the same collectives in the same order with matching lengths, root and op;
  * a difference is a {@link MismatchException} on the ranks involved.
  *
+ * <p><b>CUDA memory and per-call options.</b> Every collective also takes
+ * {@link DeviceBuffer}s (a CUDA device pointer, count, type and device; see
+ * there for the NCCL stream semantics), and {@link #withOptions(CallOptions)}
+ * gives calls a CUDA stream and their own deadline. On a machine without a
+ * GPU a CUDA buffer is an {@code OCCL_ERR_UNSUPPORTED} error naming the
+ * device and the reason.
+ *
  * <p><b>Non-blocking forms</b> ({@code allReduceAsync}, ...) start the
  * operation and return a {@link CompletableFuture} that completes (on a
  * thread of this communicator) when the data have arrived, or exceptionally
@@ -324,7 +331,7 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
    * @throws OmniCCLException on timeout, peer failure or abort
    */
   public void barrier() {
-    run("barrier", null, null, (c, op, w) -> OmniCCLNative.barrier(c, w), false);
+    doBarrier(null, false);
   }
 
   /**
@@ -333,13 +340,48 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
    * @return a future completing once every rank has entered it
    */
   public CompletableFuture<Void> barrierAsync() {
-    return run("barrier", null, null, (c, op, w) -> OmniCCLNative.barrier(c, w), true);
+    return doBarrier(null, true);
+  }
+
+  CompletableFuture<Void> doBarrier(CallOptions opts, boolean async) {
+    return run("barrier", null, null, (c, op, w) -> OmniCCLNative.barrierEx(c, nat(opts), w), async);
+  }
+
+  // ---------------------------------------------------------------- per-call options
+
+  /**
+   * This communicator's collectives with per-call options: a CUDA stream that
+   * calls on {@link DeviceBuffer}s are ordered on, and a deadline for each
+   * call in place of the communicator's.
+   *
+   * <pre>{@code
+   * CallOptions opts = CallOptions.builder().stream(cudaStream).build();
+   * comm.withOptions(opts).allReduce(deviceSend, deviceRecv, ReduceOp.SUM);
+   * comm.withOptions(CallOptions.builder().timeout(Duration.ofMillis(500)).build()).barrier();
+   * }</pre>
+   *
+   * @param options the options of every call made through the result
+   * @return a view of this communicator; it holds no resources
+   * @throws NullPointerException if options is null
+   */
+  public Collectives withOptions(CallOptions options) {
+    return new Collectives(this, options);
+  }
+
+  /** Calls made on the Communicator itself use the defaults. */
+  @Override
+  CallOptions options() {
+    return null;
+  }
+
+  private static long[] nat(CallOptions opts) {
+    return opts == null ? null : opts.toNative();
   }
 
   // ---------------------------------------------------------------- the generic collectives
 
   @Override
-  CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, boolean async) {
+  CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, CallOptions opts, boolean async) {
     String what = "allReduce";
     need(what, send, recv);
     sameType(what, send, recv);
@@ -348,19 +390,19 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
           + send.count + "; they must be equal");
     }
     return run(what, new Buf[] {send, recv}, op,
-        (c, o, w) -> OmniCCLNative.allReduce(t(send), t(recv), o, c, w), async);
+        (c, o, w) -> OmniCCLNative.allReduceEx(t(send), t(recv), o, c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doBroadcast(Buf data, int root, boolean async) {
+  CompletableFuture<Void> doBroadcast(Buf data, int root, CallOptions opts, boolean async) {
     need("broadcast", data);
     checkRoot("broadcast", root);
     return run("broadcast", new Buf[] {data}, null,
-        (c, o, w) -> OmniCCLNative.broadcast(t(data), root, c, w), async);
+        (c, o, w) -> OmniCCLNative.broadcastEx(t(data), root, c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, boolean async) {
+  CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, CallOptions opts, boolean async) {
     String what = "reduce";
     need(what, send);
     checkRoot(what, root);
@@ -374,11 +416,11 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
       }
     }
     return run(what, new Buf[] {send, r}, op,
-        (c, o, w) -> OmniCCLNative.reduce(t(send), t(r), o, root, c, w), async);
+        (c, o, w) -> OmniCCLNative.reduceEx(t(send), t(r), o, root, c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doGather(Buf send, Buf recv, int root, boolean async) {
+  CompletableFuture<Void> doGather(Buf send, Buf recv, int root, CallOptions opts, boolean async) {
     String what = "gather";
     need(what, send);
     checkRoot(what, root);
@@ -389,11 +431,11 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
       expect(what, recv, (long) size * send.count, "size() * " + send.name + " length");
     }
     return run(what, new Buf[] {send, r}, null,
-        (c, o, w) -> OmniCCLNative.gather(t(send), t(r), root, c, w), async);
+        (c, o, w) -> OmniCCLNative.gatherEx(t(send), t(r), root, c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doScatter(Buf send, Buf recv, int root, boolean async) {
+  CompletableFuture<Void> doScatter(Buf send, Buf recv, int root, CallOptions opts, boolean async) {
     String what = "scatter";
     need(what, recv);
     checkRoot(what, root);
@@ -404,31 +446,31 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
       expect(what, send, (long) size * recv.count, "size() * " + recv.name + " length");
     }
     return run(what, new Buf[] {s, recv}, null,
-        (c, o, w) -> OmniCCLNative.scatter(t(s), t(recv), root, c, w), async);
+        (c, o, w) -> OmniCCLNative.scatterEx(t(s), t(recv), root, c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doAllGather(Buf send, Buf recv, boolean async) {
+  CompletableFuture<Void> doAllGather(Buf send, Buf recv, CallOptions opts, boolean async) {
     String what = "allGather";
     need(what, send, recv);
     sameType(what, send, recv);
     expect(what, recv, (long) size * send.count, "size() * " + send.name + " length");
     return run(what, new Buf[] {send, recv}, null,
-        (c, o, w) -> OmniCCLNative.allGather(t(send), t(recv), c, w), async);
+        (c, o, w) -> OmniCCLNative.allGatherEx(t(send), t(recv), c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doReduceScatter(Buf send, Buf recv, ReduceOp op, boolean async) {
+  CompletableFuture<Void> doReduceScatter(Buf send, Buf recv, ReduceOp op, CallOptions opts, boolean async) {
     String what = "reduceScatter";
     need(what, send, recv);
     sameType(what, send, recv);
     expect(what, send, (long) size * recv.count, "size() * " + recv.name + " length");
     return run(what, new Buf[] {send, recv}, op,
-        (c, o, w) -> OmniCCLNative.reduceScatter(t(send), t(recv), o, c, w), async);
+        (c, o, w) -> OmniCCLNative.reduceScatterEx(t(send), t(recv), o, c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doAllToAll(Buf send, Buf recv, boolean async) {
+  CompletableFuture<Void> doAllToAll(Buf send, Buf recv, CallOptions opts, boolean async) {
     String what = "allToAll";
     need(what, send, recv);
     sameType(what, send, recv);
@@ -438,12 +480,12 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
     }
     expect(what, recv, send.count, send.name + " length");
     return run(what, new Buf[] {send, recv}, null,
-        (c, o, w) -> OmniCCLNative.allToAll(t(send), t(recv), c, w), async);
+        (c, o, w) -> OmniCCLNative.allToAllEx(t(send), t(recv), c, nat(opts), w), async);
   }
 
   @Override
   CompletableFuture<Void> doAllGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls,
-      boolean async) {
+      CallOptions opts, boolean async) {
     String what = "allGatherv";
     need(what, send, recv);
     sameType(what, send, recv);
@@ -454,12 +496,12 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
           + send.name + " has " + send.count + " elements");
     }
     return run(what, new Buf[] {send, recv}, null,
-        (c, o, w) -> OmniCCLNative.allGatherv(t(send), t(recv), counts, displs, c, w), async);
+        (c, o, w) -> OmniCCLNative.allGathervEx(t(send), t(recv), counts, displs, c, nat(opts), w), async);
   }
 
   @Override
   CompletableFuture<Void> doAllToAllv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv,
-      int[] recvCounts, int[] recvDispls, boolean async) {
+      int[] recvCounts, int[] recvDispls, CallOptions opts, boolean async) {
     String what = "allToAllv";
     need(what, send, recv);
     sameType(what, send, recv);
@@ -468,12 +510,12 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
     long[] rc = layout(what, "recvCounts", recvCounts, "recvDispls", recvDispls, recv);
     long[] rd = recvDispls == null ? null : widen(recvDispls);
     return run(what, new Buf[] {send, recv}, null,
-        (c, o, w) -> OmniCCLNative.allToAllv(t(send), sc, sd, t(recv), rc, rd, c, w), async);
+        (c, o, w) -> OmniCCLNative.allToAllvEx(t(send), sc, sd, t(recv), rc, rd, c, nat(opts), w), async);
   }
 
   @Override
   CompletableFuture<Void> doGatherv(Buf send, Buf recv, int[] recvCounts, int[] recvDispls,
-      int root, boolean async) {
+      int root, CallOptions opts, boolean async) {
     String what = "gatherv";
     need(what, send);
     checkRoot(what, root);
@@ -493,12 +535,12 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
     long[] fc = counts;
     long[] fd = displs;
     return run(what, new Buf[] {send, r}, null,
-        (c, o, w) -> OmniCCLNative.gatherv(t(send), t(r), fc, fd, root, c, w), async);
+        (c, o, w) -> OmniCCLNative.gathervEx(t(send), t(r), fc, fd, root, c, nat(opts), w), async);
   }
 
   @Override
   CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv,
-      int root, boolean async) {
+      int root, CallOptions opts, boolean async) {
     String what = "scatterv";
     need(what, recv);
     checkRoot(what, root);
@@ -518,23 +560,23 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
     long[] fc = counts;
     long[] fd = displs;
     return run(what, new Buf[] {s, recv}, null,
-        (c, o, w) -> OmniCCLNative.scatterv(t(s), fc, fd, t(recv), root, c, w), async);
+        (c, o, w) -> OmniCCLNative.scattervEx(t(s), fc, fd, t(recv), root, c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doSend(Buf data, int peer, boolean async) {
+  CompletableFuture<Void> doSend(Buf data, int peer, CallOptions opts, boolean async) {
     need("send", data);
     checkPeer("send", peer);
     return run("send", new Buf[] {data}, null,
-        (c, o, w) -> OmniCCLNative.send(t(data), peer, c, w), async);
+        (c, o, w) -> OmniCCLNative.sendEx(t(data), peer, c, nat(opts), w), async);
   }
 
   @Override
-  CompletableFuture<Void> doRecv(Buf data, int peer, boolean async) {
+  CompletableFuture<Void> doRecv(Buf data, int peer, CallOptions opts, boolean async) {
     need("recv", data);
     checkPeer("recv", peer);
     return run("recv", new Buf[] {data}, null,
-        (c, o, w) -> OmniCCLNative.recv(t(data), peer, c, w), async);
+        (c, o, w) -> OmniCCLNative.recvEx(t(data), peer, c, nat(opts), w), async);
   }
 
   // ---------------------------------------------------------------- running a call
@@ -675,6 +717,10 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
   }
 
   private static void sameType(String what, Buf a, Buf b) {
+    if (a != null && b != null && !a.device().equals(b.device())) {
+      throw new InvalidArgumentException(what + ": " + a.name + " is on " + a.device() + " but "
+          + b.name + " is on " + b.device() + "; the buffers of one call must not be on different devices");
+    }
     if (a != null && b != null && a.type != b.type) {
       throw new InvalidArgumentException(what + ": " + a.name + " is " + a.type + " but "
           + b.name + " is " + b.type);
