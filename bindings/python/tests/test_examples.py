@@ -35,6 +35,17 @@ def test_example(name):
     assert got == want, p.stdout + p.stderr
 
 
+def test_cuda_example_runs_or_says_why_not():
+    """cuda_all_reduce.py needs CuPy or CUDA PyTorch and a GPU: it runs as documented, or exits 77 saying why."""
+    path = EXAMPLES / "cuda_all_reduce.py"
+    p = run_launcher(["-n", "4", "--timeout", "120", str(path)], timeout=150)
+    if p.returncode == 77 and "SKIPPED: " in p.stdout:
+        pytest.skip("cuda_all_reduce.py: " + p.stdout.split("SKIPPED: ", 1)[1].splitlines()[0])
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = sorted(re.sub(r"^\[\d+\] ", "", line) for line in p.stdout.splitlines() if re.match(r"^\[\d+\] rank ", line))
+    assert got == documented(path), p.stdout + p.stderr
+
+
 def test_readme_example_is_ten_lines():
     code = [line for line in (EXAMPLES / "hello_all_reduce.py").read_text().split('"""', 2)[2].splitlines()
             if line.strip()]
