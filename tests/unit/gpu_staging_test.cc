@@ -256,6 +256,31 @@ TEST(GpuStaging, AsyncWaitFollowsTheStream) {
   }));
 }
 
+TEST(GpuStaging, ManyOperationsInFlightOnOneStreamEachGetTheirOwnHostCopies) {
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    constexpr int kOps = 24;
+    std::vector<std::vector<int32_t>> bufs(kOps);
+    for (int round = 0; round < 2; ++round) {  // the second round reuses the host memory
+      s.close_gate();                          // none can start before all are queued
+      std::vector<WorkPtr> works;
+      for (int i = 0; i < kOps; ++i) {
+        bufs[size_t(i)].assign(size_t(100 + i), (c.rank() + 1) * (i + round));
+        works.push_back(coll::all_reduce(c, dev_view(bufs[size_t(i)], DType::kInt32),
+                                         dev_view(bufs[size_t(i)], DType::kInt32), int(RedOp::kSum), on(s, true)));
+      }
+      s.open_gate();
+      for (int i = 0; i < kOps; ++i) {
+        ck.expect(works[size_t(i)]->wait() == Status::kSuccess, "op " + std::to_string(i) + " succeeded");
+        const int32_t want = 3 * (i + round);
+        ck.expect(bufs[size_t(i)].front() == want && bufs[size_t(i)].back() == want,
+                  "op " + std::to_string(i) + " round " + std::to_string(round) + " has its own result");
+      }
+    }
+    ck.expect(s.sync(), "the stream finished");
+  }));
+}
+
 TEST(GpuStaging, TensorsOnTheWrongDeviceAreClearErrors) {
   expect_all_ok(run_ranks(1, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
     EmuStream s;
