@@ -336,6 +336,19 @@ TEST(GpuStaging, AFailedPeerReleasesTheStreamAndSurfacesAsTheCommunicatorsError)
       4000));
 }
 
+TEST(GpuStaging, AMismatchedCallIsTheUsualErrorAndReleasesTheStream) {
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<float> x(size_t(5 + c.rank()), 1.0f);  // 5 elements on rank 0, 6 on rank 1
+    WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), 0, on(s, true));
+    ck.expect(w != nullptr && w->wait() == Status::kMismatch, "the work reports the mismatch");
+    if (w != nullptr) ck.expect(w->message().find("count") != std::string::npos, "it names the count: " + w->message());
+    ck.expect(s.sync(10000), "the stream was released");
+    std::string msg;
+    ck.expect(c.async_error(msg) == Status::kMismatch, "the communicator's error is the mismatch: " + msg);
+  }));
+}
+
 TEST(GpuStaging, AStreamThatNeverReachesTheOperationTimesOutAndIsReleased) {
   expect_all_ok(run_ranks(1, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
     EmuStream s;
