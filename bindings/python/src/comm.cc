@@ -50,9 +50,7 @@ void sweep_list(std::vector<Pending>& list) {
 /// Whether any of an operation's arrays is in CUDA memory.
 bool any_cuda(const std::vector<py::object>& arrays) {
   for (const py::object& o : arrays) {
-    if (!py::isinstance<Tensor>(o)) continue;
-    const int32_t type = o.cast<const Tensor&>().device().device_type;
-    if (type == kDLCUDA || type == kDLCUDAManaged) return true;
+    if (py::isinstance<Tensor>(o) && o.cast<const Tensor&>().on_cuda()) return true;
   }
   return false;
 }

@@ -74,6 +74,8 @@ class Tensor {
   int64_t nbytes() const { return count_ * itemsize_; }
   DLDataType dtype() const { return dl_.dtype; }
   DLDevice device() const { return dl_.device; }
+  /// Whether the memory is CUDA memory (kDLCUDA, kDLCUDAManaged).
+  bool on_cuda() const { return dl_.device.device_type == kDLCUDA || dl_.device.device_type == kDLCUDAManaged; }
   bool readonly() const { return readonly_; }
   /// Whether the array holds complex numbers, handed to C as pairs of reals
   /// (dtype float32/float64, twice the count, a last dimension of 2).

@@ -318,6 +318,17 @@ def test_cuda_array_is_exported_for_the_legacy_default_stream(comm):
     assert fake.deleted == 1  # the capsule was consumed and given back once
 
 
+def test_cuda_array_in_a_fast_path_call_gives_every_capsule_back(comm):
+    # A plain SUM all_reduce tries the one-call fast path first; CUDA arrays
+    # leave it for the general path, which keeps arrays until the stream is done.
+    fake = FakeArray([1.0], device=(2, 0))
+    with pytest.raises(omniccl.UnsupportedError, match="cuda:0") as info:
+        comm.Allreduce(omniccl.IN_PLACE, fake)
+    del info
+    gc.collect()
+    assert fake.exports >= 1 and fake.deleted == fake.exports
+
+
 def test_cuda_stream_context_sets_the_stream_of_the_handshake(comm):
     fake = FakeArray([1.0], device=(13, 0))  # kDLCUDAManaged
     assert omniccl.current_cuda_stream() == 0
