@@ -18,6 +18,7 @@ from typing import Any, List, Optional, Sequence
 
 from ._tensors import (Tensor, as_tensor, as_tensors, check_like, check_same_dtype, pack, rows_to_counts,
                        unpack)
+from ._cuda import cuda_stream
 from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
 from .comm import COMM_NULL, UNDEFINED, Communicator
 from .errors import InvalidArgumentError
@@ -223,8 +224,14 @@ def get_process_group_ranks(group: Communicator) -> List[int]:
 
 # ---------------------------------------------------------------- collectives
 def broadcast(tensor: Any, src: Optional[int] = None, group: Optional[Communicator] = None,
-              async_op: bool = False, group_src: Optional[int] = None) -> Optional[Work]:
-    """Copies rank ``src``'s ``tensor`` into ``tensor`` on every rank of the group."""
+              async_op: bool = False, group_src: Optional[int] = None, *, stream: Any = None) -> Optional[Work]:
+    """Copies rank ``src``'s ``tensor`` into ``tensor`` on every rank of the group.
+
+    ``stream``: the CUDA stream CUDA tensors are ordered on (see :func:`omniccl.cuda_stream`).
+    """
+    if stream is not None:
+        with cuda_stream(stream):
+            return broadcast(tensor, src, group, async_op, group_src)
     world = _world
     # The hot path (default group, blocking, a plain array): one native call.
     if (world is not None and group is None and not async_op and group_src is None
@@ -240,8 +247,14 @@ def broadcast(tensor: Any, src: Optional[int] = None, group: Optional[Communicat
 
 
 def all_reduce(tensor: Any, op: ReduceOpLike = ReduceOp.SUM, group: Optional[Communicator] = None,
-               async_op: bool = False) -> Optional[Work]:
-    """Reduces ``tensor`` over the ranks with ``op``; every rank gets the (bit-identical) result in place."""
+               async_op: bool = False, *, stream: Any = None) -> Optional[Work]:
+    """Reduces ``tensor`` over the ranks with ``op``; every rank gets the (bit-identical) result in place.
+
+    ``stream``: the CUDA stream CUDA tensors are ordered on (see :func:`omniccl.cuda_stream`).
+    """
+    if stream is not None:
+        with cuda_stream(stream):
+            return all_reduce(tensor, op, group, async_op)
     world = _world
     # The hot path (default group, blocking, a plain array and op): one native call.
     if (world is not None and group is None and not async_op
@@ -258,8 +271,14 @@ def all_reduce(tensor: Any, op: ReduceOpLike = ReduceOp.SUM, group: Optional[Com
 
 def reduce(tensor: Any, dst: Optional[int] = None, op: ReduceOpLike = ReduceOp.SUM,
            group: Optional[Communicator] = None, async_op: bool = False,
-           group_dst: Optional[int] = None) -> Optional[Work]:
-    """Reduces ``tensor`` over the ranks into ``tensor`` on rank ``dst``; other ranks' tensors are unchanged."""
+           group_dst: Optional[int] = None, *, stream: Any = None) -> Optional[Work]:
+    """Reduces ``tensor`` over the ranks into ``tensor`` on rank ``dst``; other ranks' tensors are unchanged.
+
+    ``stream``: the CUDA stream CUDA tensors are ordered on (see :func:`omniccl.cuda_stream`).
+    """
+    if stream is not None:
+        with cuda_stream(stream):
+            return reduce(tensor, dst, op, group, async_op, group_dst)
     comm = _member(group, "reduce")
     if comm is None:
         return None
@@ -289,8 +308,14 @@ def all_gather(tensor_list: List[Any], tensor: Any, group: Optional[Communicator
 
 
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Optional[Communicator] = None,
-                           async_op: bool = False) -> Optional[Work]:
-    """Gathers every rank's ``input_tensor`` (n elements) into ``output_tensor`` (size * n, rank order)."""
+                           async_op: bool = False, *, stream: Any = None) -> Optional[Work]:
+    """Gathers every rank's ``input_tensor`` (n elements) into ``output_tensor`` (size * n, rank order).
+
+    ``stream``: the CUDA stream CUDA tensors are ordered on (see :func:`omniccl.cuda_stream`).
+    """
+    if stream is not None:
+        with cuda_stream(stream):
+            return all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
     world = _world
     if (world is not None and group is None and not async_op
             and fast_all_gather(world._native, input_tensor, output_tensor) is None):
@@ -364,8 +389,15 @@ def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOpLike = Reduce
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOpLike = ReduceOp.SUM,
-                          group: Optional[Communicator] = None, async_op: bool = False) -> Optional[Work]:
-    """Reduces ``input`` (size * n elements) over the ranks; rank i receives reduced part i in ``output`` (n)."""
+                          group: Optional[Communicator] = None, async_op: bool = False,
+                          *, stream: Any = None) -> Optional[Work]:
+    """Reduces ``input`` (size * n elements) over the ranks; rank i receives reduced part i in ``output`` (n).
+
+    ``stream``: the CUDA stream CUDA tensors are ordered on (see :func:`omniccl.cuda_stream`).
+    """
+    if stream is not None:
+        with cuda_stream(stream):
+            return reduce_scatter_tensor(output, input, op, group, async_op)
     comm = _member(group, "reduce_scatter_tensor")
     if comm is None:
         return None
@@ -395,13 +427,17 @@ def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
 
 def all_to_all_single(output: Any, input: Any, output_split_sizes: Optional[List[int]] = None,
                       input_split_sizes: Optional[List[int]] = None, group: Optional[Communicator] = None,
-                      async_op: bool = False) -> Optional[Work]:
+                      async_op: bool = False, *, stream: Any = None) -> Optional[Work]:
     """Splits ``input`` along dimension 0 and scatters the parts to the ranks, gathering into ``output``.
 
     Without split sizes dimension 0 is split evenly; otherwise
     ``input_split_sizes[j]`` rows go to rank j and ``output_split_sizes[i]``
-    rows come from rank i.
+    rows come from rank i. ``stream``: the CUDA stream CUDA tensors are
+    ordered on (see :func:`omniccl.cuda_stream`).
     """
+    if stream is not None:
+        with cuda_stream(stream):
+            return all_to_all_single(output, input, output_split_sizes, input_split_sizes, group, async_op)
     comm = _member(group, "all_to_all_single")
     if comm is None:
         return None

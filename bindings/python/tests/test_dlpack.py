@@ -347,6 +347,18 @@ def test_cuda_stream_context_sets_the_stream_of_the_handshake(comm):
     assert cpu.stream is None and cpu.data() == [2.0]
 
 
+def test_torch_style_functions_take_a_stream_keyword(comm):
+    fake = FakeArray([1.0], device=(2, 0))
+    with pytest.raises(omniccl.UnsupportedError, match="cuda:0"):
+        omniccl.all_reduce(fake, group=comm, stream=0xBEEF)
+    assert fake.stream == 0xBEEF
+    assert omniccl.current_cuda_stream() == 0  # only for that call
+    other = FakeArray([1.0], device=(2, 0))
+    with pytest.raises(omniccl.UnsupportedError, match="cuda:0"):
+        omniccl.broadcast(other, 0, group=comm, stream=0xD00D)
+    assert other.stream == 0xD00D
+
+
 def test_cuda_stream_takes_torch_and_cupy_streams_and_refuses_the_rest():
     class TorchLike:
         cuda_stream = 0x1234
