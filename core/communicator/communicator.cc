@@ -644,7 +644,7 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
     std::vector<pollfd> none;
     mesh_->sleep(none, 0);
     try {
-      mesh_->throw_if_failed();
+      mesh_->throw_if_peer_failed();
     } catch (const transport::PeerReportedError&) {
       throw;
     } catch (const Error& e) {
