@@ -251,9 +251,13 @@ void Mesh::accept_peers(Setup& s) {
     auth::Responder auth;  ///< the hello (and the token proof, with a token)
   };
   std::vector<Pending> pending;
-  auto drop = [&](size_t i, const char* why) {
+  // Every setup connection dropped is logged here, with the reason.
+  auto log_drop = [&](const std::string& why) {
     OCCL_LOG(kWarn, kTransport, "rank ", opts.rank, ": dropped a setup connection (", why,
              "; a stray client or another job)");
+  };
+  auto drop = [&](size_t i, const std::string& why) {
+    log_drop(why);
     pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
   };
   while (expected > 0) {
@@ -267,7 +271,7 @@ void Mesh::accept_peers(Setup& s) {
       if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) st = c.auth.on_readable();
       if (st == auth::Responder::State::kFailed) {
         auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
-        drop(i, c.auth.why().c_str());
+        drop(i, c.auth.why());
         continue;
       }
       if (st != auth::Responder::State::kDone) {
@@ -282,7 +286,7 @@ void Mesh::accept_peers(Setup& s) {
       const std::string why = wire::check_hello(h, opts.session, opts.rank, opts.size);
       if (!why.empty()) {
         auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
-        drop(i, ("bad hello: " + why).c_str());
+        drop(i, "bad hello: " + why);
         continue;
       }
       UniqueFd& slot = h.channel == 0 ? peers_[h.rank]->ctrl : s.data_fd[h.rank];
@@ -297,8 +301,7 @@ void Mesh::accept_peers(Setup& s) {
       UniqueFd c = net::accept_until(pfds[l].fd, Deadline::after_ms(0));
       if (!c.valid()) continue;
       if (pending.size() >= kMaxPendingHandshakes) {
-        OCCL_LOG(kWarn, kTransport, "rank ", opts.rank, ": dropped a setup connection (", kMaxPendingHandshakes,
-                 " handshakes already pending)");
+        log_drop(str_cat(kMaxPendingHandshakes, " handshakes already pending"));
         continue;
       }
       const int fd = c.get();
