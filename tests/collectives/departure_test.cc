@@ -23,15 +23,7 @@
 namespace {
 
 using occl_ref::cat;
-using omniccl::testing::contains_ci;
-using omniccl::testing::dl_float;
-using omniccl::testing::dl_int;
-using omniccl::testing::job_options;
-using omniccl::testing::JobOptions;
-using omniccl::testing::JobResult;
-using omniccl::testing::run_ranks;
-using omniccl::testing::seconds_since;
-using omniccl::testing::Tensor1D;
+using namespace omniccl::testing;
 
 /// How the leaving rank goes: "exit" (_exit(0) with the communicator still
 /// open: its connections close without goodbye) or "destroy"
