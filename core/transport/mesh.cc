@@ -373,7 +373,7 @@ Mesh::~Mesh() {
   // may send after this rank closes, and a TCP socket closed with unread
   // bytes is reset, losing what the peer had not yet received (the BYE among
   // it, so the peer would report a failure). A failed one only says goodbye.
-  const bool healthy = pending_status_ == Status::kSuccess && !aborted();
+  const bool healthy = pending_status_ == Status::kSuccess && (in_order_.load() || !aborted());
   std::vector<int> streams;
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) {

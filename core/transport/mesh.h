@@ -145,6 +145,12 @@ class Mesh {
   /// When destroyed, close the connections without BYE: the peers then
   /// report that this rank failed (occl_comm_abort), not that it left.
   void leave_without_goodbye() { no_goodbye_.store(true); }
+  /// When destroyed, say goodbye and make sure it and the last data arrive
+  /// (shut the writing sides, drop what still arrives, wait a bounded time
+  /// for the peers' acknowledgement) even though set_aborted was called to
+  /// stop the work still queued: occl_comm_destroy of a healthy
+  /// communicator. Without it an aborted mesh only says goodbye.
+  void leave_in_order() { in_order_.store(true); }
 
   /// Liveness while this mesh's members create another communicator (a
   /// split; mesh_liveness.cc). From now until stop_heartbeat(), a thread
@@ -201,6 +207,7 @@ class Mesh {
   UniqueFd wake_fd_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> no_goodbye_{false};
+  std::atomic<bool> in_order_{false};
   std::function<OpStatus()> describer_;
   std::vector<PeerAnswer> answers_;
   struct Liveness;  // mesh_liveness.cc

@@ -155,6 +155,39 @@ TEST_P(Departure, ReduceRootKeepsWhatTheLeaverSent) {
       });
 }
 
+// A normal destroy over TCP with bytes it never read (a message rank 0 sent
+// that rank 1 never received): its connections still end in order, as its
+// goodbye says (the writing side shut, what still arrives dropped, then
+// closed), not reset. Rank 0 then receives the message rank 1 sent before it
+// left, and the next receive from rank 1 says rank 1 closed its connection.
+TEST(DepartureTcp, DestroyWithUnreadBytesClosesInOrder) {
+  for (int round = 0; round < 3; ++round) {
+    JobResult res = run_ranks(job_options(2, "tcp"), [](occl_comm_t comm, int rank, int) {
+      std::vector<float> unread(16384, 1.0f);
+      float v = rank == 1 ? 42.0f : 0.0f;
+      Tensor1D one(&v, 1, dl_float(32));
+      if (rank == 1) {
+        RANK_OK(occl_send(&one, 0, comm, nullptr), rank);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0's message has arrived, unread
+        RANK_CHECK(occl_comm_destroy(comm) == OCCL_SUCCESS, rank, cat("destroy: ", occl_last_error()));
+        ::_exit(0);
+      }
+      Tensor1D big(unread.data(), int64_t(unread.size()), dl_float(32));
+      RANK_OK(occl_send(&big, 1, comm, nullptr), rank);  // buffered: completes without rank 1
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1 has destroyed
+      RANK_OK(occl_recv(&one, 1, comm, nullptr), rank);
+      RANK_CHECK(v == 42.0f, rank, cat("received ", v, ", want 42"));
+      occl_status_t st = occl_recv(&one, 1, comm, nullptr);
+      const std::string msg = occl_last_error();
+      RANK_CHECK(st == OCCL_ERR_PEER_FAILURE, rank, cat("recv after rank 1 left gave ", occl_status_string(st)));
+      RANK_CHECK(contains_ci(msg, "closed its TCP data connection"), rank,
+                 "rank 1's connection did not end in order: " + msg);
+      ::_exit(0);
+    });
+    ASSERT_TRUE(res.ok()) << "round " << round << res.summary();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Leavers, Departure,
                          ::testing::Values(Case{"shm", "exit"}, Case{"shm", "destroy"}, Case{"tcp", "exit"},
                                            Case{"tcp", "destroy"}),
