@@ -173,7 +173,7 @@ TEST(DepartureTcp, DestroyWithUnreadBytesClosesInOrder) {
         ::_exit(0);
       }
       Tensor1D big(unread.data(), int64_t(unread.size()), dl_float(32));
-      RANK_OK(occl_send(&big, 1, comm, nullptr), rank);  // buffered: completes without rank 1
+      RANK_OK(occl_send(&big, 1, comm, nullptr), rank);             // buffered: completes without rank 1
       std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1 has destroyed
       RANK_OK(occl_recv(&one, 1, comm, nullptr), rank);
       RANK_CHECK(v == 42.0f, rank, cat("received ", v, ", want 42"));
