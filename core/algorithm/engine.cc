@@ -655,8 +655,10 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       case WaitPolicy::Action::kYield: sched_yield(); continue;
       case WaitPolicy::Action::kSleep: break;
     }
-    // No progress: errors noticed on the control sockets apply now, and the
-    // caller may ask to stop.
+    // No progress: errors reported on the control sockets apply now, and
+    // the caller may ask to stop. A peer that left fails only a transfer
+    // that still waits on it (sleep_step), after this pass consumed what it
+    // delivered.
     mesh_.throw_if_failed();
     if (interrupt_.fired()) fail(Status::kInterrupted, op_text(), ": interrupted by the caller");
     if (pull_feed(feed)) {

@@ -529,7 +529,14 @@ void Communicator::worker_loop() {
 }
 
 void Communicator::abort(bool as_failure) {
-  if (as_failure) mesh_->leave_without_goodbye();
+  if (as_failure) {
+    mesh_->leave_without_goodbye();
+  } else if (!mesh_->aborted() && failed_status_.load(std::memory_order_acquire) == Status::kSuccess) {
+    // occl_comm_destroy of a communicator that has not failed: its goodbye
+    // and last data must reach peers still finishing (the mesh lingers when
+    // destroyed), although the abort below stops any work still queued.
+    mesh_->leave_in_order();
+  }
   mesh_->set_aborted();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -644,7 +651,7 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
     std::vector<pollfd> none;
     mesh_->sleep(none, 0);
     try {
-      mesh_->throw_if_failed();
+      mesh_->throw_if_peer_failed();
     } catch (const transport::PeerReportedError&) {
       throw;
     } catch (const Error& e) {

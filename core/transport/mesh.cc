@@ -108,7 +108,8 @@ struct Mesh::Peer {
   UniqueFd ctrl;
   std::string inbuf;
   bool departed = false;  // sent BYE: destroyed its communicator
-  bool closed = false;    // control socket at EOF after BYE
+  bool closed = false;    // control socket at EOF (after BYE, or not: failed)
+  bool failed = false;    // control socket at EOF without BYE: exited, killed or aborted
   bool ready = false;
 };
 
@@ -250,9 +251,13 @@ void Mesh::accept_peers(Setup& s) {
     auth::Responder auth;  ///< the hello (and the token proof, with a token)
   };
   std::vector<Pending> pending;
-  auto drop = [&](size_t i, const char* why) {
+  // Every setup connection dropped is logged here, with the reason.
+  auto log_drop = [&](const std::string& why) {
     OCCL_LOG(kWarn, kTransport, "rank ", opts.rank, ": dropped a setup connection (", why,
              "; a stray client or another job)");
+  };
+  auto drop = [&](size_t i, const std::string& why) {
+    log_drop(why);
     pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
   };
   while (expected > 0) {
@@ -266,7 +271,7 @@ void Mesh::accept_peers(Setup& s) {
       if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) st = c.auth.on_readable();
       if (st == auth::Responder::State::kFailed) {
         auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
-        drop(i, c.auth.why().c_str());
+        drop(i, c.auth.why());
         continue;
       }
       if (st != auth::Responder::State::kDone) {
@@ -281,7 +286,7 @@ void Mesh::accept_peers(Setup& s) {
       const std::string why = wire::check_hello(h, opts.session, opts.rank, opts.size);
       if (!why.empty()) {
         auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
-        drop(i, ("bad hello: " + why).c_str());
+        drop(i, "bad hello: " + why);
         continue;
       }
       UniqueFd& slot = h.channel == 0 ? peers_[h.rank]->ctrl : s.data_fd[h.rank];
@@ -296,8 +301,7 @@ void Mesh::accept_peers(Setup& s) {
       UniqueFd c = net::accept_until(pfds[l].fd, Deadline::after_ms(0));
       if (!c.valid()) continue;
       if (pending.size() >= kMaxPendingHandshakes) {
-        OCCL_LOG(kWarn, kTransport, "rank ", opts.rank, ": dropped a setup connection (", kMaxPendingHandshakes,
-                 " handshakes already pending)");
+        log_drop(str_cat(kMaxPendingHandshakes, " handshakes already pending"));
         continue;
       }
       const int fd = c.get();
@@ -347,6 +351,11 @@ void Mesh::ready_barrier(const Deadline& deadline, const std::function<void()>& 
     std::vector<pollfd> none;
     sleep(none, deadline.remaining_ms(100));
     throw_if_failed();
+    // A peer that is ready may be done and gone already; one that is not
+    // ready never will be.
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_ && !peers_[p]->ready && (peers_[p]->failed || peers_[p]->departed)) fail_departed(p);
+    }
     bool still_waiting = false;
     for (int p = 0; p < size_; ++p) still_waiting |= p != rank_ && !peers_[p]->ready;
     if (still_waiting && check_peers) check_peers();
@@ -364,7 +373,7 @@ Mesh::~Mesh() {
   // may send after this rank closes, and a TCP socket closed with unread
   // bytes is reset, losing what the peer had not yet received (the BYE among
   // it, so the peer would report a failure). A failed one only says goodbye.
-  const bool healthy = pending_status_ == Status::kSuccess && !aborted();
+  const bool healthy = pending_status_ == Status::kSuccess && (in_order_.load() || !aborted());
   std::vector<int> streams;
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && peers_[p] && peers_[p]->ctrl.valid() && !peers_[p]->closed) {
@@ -401,12 +410,28 @@ void Mesh::send_queries(uint64_t seq) {
 
 void Mesh::check_peer(int peer) {
   if (aborted()) fail(Status::kAborted, "the communicator was aborted");
-  Peer& p = *peers_[peer];
-  // Over TCP the data socket's EOF tells, after any data still in flight has
-  // been read; shared-memory data was complete before the peer said goodbye.
-  if (p.departed && links_[peer] && links_[peer]->poll_fd() < 0) {
-    fail(Status::kPeerFailure, describe(peer), " has destroyed its communicator");
+  const Peer& p = *peers_[peer];
+  if (!p.departed && !p.failed) return;
+  // Over TCP the data socket's EOF (or reset) tells, after any data still in
+  // flight has been read; shared-memory data was in the rings before the
+  // peer closed its control socket, and the caller has consumed what it
+  // could since it noticed (see the declaration).
+  if (links_[peer] && links_[peer]->poll_fd() >= 0) return;
+  fail_departed(peer);
+}
+
+void Mesh::fail_departed(int peer) {
+  if (peers_[peer]->failed) {
+    fail(Status::kPeerFailure, describe(peer),
+         " exited, was killed or aborted its communicator: its connection closed without the communicator being "
+         "destroyed");
   }
+  fail(Status::kPeerFailure, describe(peer), " has destroyed its communicator");
+}
+
+void Mesh::throw_if_peer_failed() {
+  throw_if_failed();
+  if (first_failed_ >= 0) fail_departed(first_failed_);
 }
 
 void Mesh::send_control(int peer, char type, const std::string& payload, bool best_effort) {
@@ -502,12 +527,11 @@ void Mesh::handle_control(int peer) {
     process_message(peer, type, payload);
   }
   if (pos > 0) p.inbuf.erase(0, pos);
-  if (p.closed && !p.departed && pending_status_ == Status::kSuccess) {
-    pending_status_ = Status::kPeerFailure;
-    pending_message_ = str_cat(describe(peer),
-                               " exited, was killed or aborted its communicator: its connection closed without "
-                               "the communicator being destroyed");
-    pending_remote_ = false;
+  if (p.closed && !p.departed && !p.failed) {
+    // Not an error by itself: only for a wait that still needs this peer
+    // (check_peer), the setup, or a split (throw_if_peer_failed).
+    p.failed = true;
+    if (first_failed_ < 0) first_failed_ = peer;
   }
 }
 
@@ -584,8 +608,13 @@ void Mesh::fail_timeout(const std::string& what, uint64_t seq, const std::vector
     std::vector<pollfd> none;
     sleep(none, window.remaining_ms(50));
   }
-  // A peer failure or another rank's report explains more than a timeout.
+  // A peer failure or another rank's report explains more than a timeout:
+  // first a failed peer this operation waits on, then any.
   throw_if_failed();
+  for (int p : waiting_on) {
+    if (peers_[p]->failed) fail_departed(p);
+  }
+  throw_if_peer_failed();
   std::string absent, gone, elsewhere;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;

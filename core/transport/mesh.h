@@ -101,15 +101,28 @@ class Mesh {
     std::string signature;  ///< lets peers detect mismatched calls; "" = none
   };
   void set_op_describer(std::function<OpStatus()> describer) { describer_ = std::move(describer); }
-  /// Throws if peer has left (destroyed its communicator) or failed.
+  /// Throws kPeerFailure if peer has left (destroyed its communicator) or
+  /// failed (its control socket closed without goodbye), and the data link
+  /// cannot tell by itself (a TCP link's EOF comes after the bytes still in
+  /// flight). A departure is an error only for a wait that still needs the
+  /// peer: callers ask this about the peers of transfers that are still
+  /// waiting after a progress pass that followed the notice (Mesh::sleep), so
+  /// whatever the peer delivered before it left has been consumed first.
   void check_peer(int peer);
+  /// throw_if_failed, then the first peer noticed to have failed (closed
+  /// without goodbye, whatever the link): for splits, which need every
+  /// member, and for explaining a timeout.
+  void throw_if_peer_failed();
   /// Sleeps in poll() until a control message, a TCP link event in `fds`,
   /// a wake() or timeout_ms, and handles control messages. A peer's error
-  /// notice or a closed connection does not throw here: it becomes the
-  /// pending error (throw_if_failed), so data that already arrived can still
-  /// complete the operation it belongs to. Throws only kAborted.
+  /// notice does not throw here: it becomes the pending error
+  /// (throw_if_failed), so data that already arrived can still complete the
+  /// operation it belongs to; a closed connection marks its peer gone
+  /// (check_peer). Throws only kAborted.
   void sleep(std::vector<pollfd>& fds, int timeout_ms);
-  /// Throws the first error noticed on the control sockets, if any.
+  /// Throws the first error reported on the control sockets (an error
+  /// notice, a heartbeat watch) or kAborted, if any. A peer that left is not
+  /// one by itself (check_peer, throw_if_peer_failed).
   void throw_if_failed();
   /// Asks every peer what it is doing (answers arrive during sleep()).
   void send_queries(uint64_t seq);
@@ -132,6 +145,12 @@ class Mesh {
   /// When destroyed, close the connections without BYE: the peers then
   /// report that this rank failed (occl_comm_abort), not that it left.
   void leave_without_goodbye() { no_goodbye_.store(true); }
+  /// When destroyed, say goodbye and make sure it and the last data arrive
+  /// (shut the writing sides, drop what still arrives, wait a bounded time
+  /// for the peers' acknowledgement) even though set_aborted was called to
+  /// stop the work still queued: occl_comm_destroy of a healthy
+  /// communicator. Without it an aborted mesh only says goodbye.
+  void leave_in_order() { in_order_.store(true); }
 
   /// Liveness while this mesh's members create another communicator (a
   /// split; mesh_liveness.cc). From now until stop_heartbeat(), a thread
@@ -164,6 +183,8 @@ class Mesh {
   void ready_barrier(const Deadline& deadline, const std::function<void()>& check_peers);
   void send_control(int peer, char type, const std::string& payload, bool best_effort);
   void doorbell(int peer);
+  /// Throws kPeerFailure saying how peer went (failed or destroyed).
+  [[noreturn]] void fail_departed(int peer);
   void handle_control(int peer);
   void process_message(int peer, char type, const std::string& payload);
   void note_heartbeat(int peer, const std::string& payload);
@@ -186,6 +207,7 @@ class Mesh {
   UniqueFd wake_fd_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> no_goodbye_{false};
+  std::atomic<bool> in_order_{false};
   std::function<OpStatus()> describer_;
   std::vector<PeerAnswer> answers_;
   struct Liveness;  // mesh_liveness.cc
@@ -196,6 +218,7 @@ class Mesh {
   Status pending_status_ = Status::kSuccess;
   std::string pending_message_;
   bool pending_remote_ = false;
+  int first_failed_ = -1;  ///< the first peer whose control socket closed without goodbye
 };
 
 }  // namespace omniccl::transport

@@ -33,35 +33,19 @@
 namespace {
 
 using namespace occl_ref;
+using omniccl::testing::all_reduce_works;
 using omniccl::testing::dl_float;
 using omniccl::testing::dl_int;
 using omniccl::testing::dl_uint;
+using omniccl::testing::job_options;
 using omniccl::testing::JobOptions;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
 using omniccl::testing::Tensor1D;
 
-JobOptions opts(int n, const std::string& transport = "auto") {
-  JobOptions o;
-  o.nranks = n;
-  o.transport = transport;
-  o.timeout_ms = 120000;
-  o.job_timeout_s = 300;
-  return o;
-}
-
-/// all_reduce SUM of int64 (rank + 1) * (i + 1) over comm; checks the result.
-int check_all_reduce(occl_comm_t comm, int rank, int n, int who) {
-  std::vector<int64_t> buf(5);
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = (rank + 1) * int64_t(i + 1);
-  Tensor1D t(buf.data(), int64_t(buf.size()), dl_int(64));
-  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), who);
-  for (size_t i = 0; i < buf.size(); ++i) {
-    RANK_CHECK(buf[i] == int64_t(n) * (n + 1) / 2 * int64_t(i + 1), who,
-               cat("all_reduce element ", i, " = ", buf[i], " over ", n, " ranks"));
-  }
-  return 0;
-}
+/// A job of this suite: job_options with its longer limits (120 s a call,
+/// 300 s a job).
+JobOptions opts(int n, const std::string& transport = "auto") { return job_options(n, transport, 120000, 300); }
 
 // ---------------------------------------------------------------------------
 // Versions and status strings (no ranks needed)
@@ -146,7 +130,7 @@ TEST_P(Rendezvous, CreatesWorkingCommunicator) {
       RANK_OK(occl_comm_rank(comm, &r), rank);
       RANK_OK(occl_comm_size(comm, &s), rank);
       RANK_CHECK(r == rank && s == nr, rank, cat("rank/size ", r, "/", s));
-      return check_all_reduce(comm, rank, nr, rank);
+      return all_reduce_works(comm, rank, nr, 5);
     });
     EXPECT_TRUE(res.ok()) << "init=" << GetParam() << " nranks=" << n << res.summary();
   }
@@ -178,7 +162,7 @@ TEST(Api, RankSizeTransport) {
       RANK_CHECK(occl_comm_set_timeout(comm, 0) == OCCL_ERR_INVALID_ARGUMENT, rank, "set_timeout(0)");
       RANK_CHECK(occl_comm_set_timeout(comm, -5) == OCCL_ERR_INVALID_ARGUMENT, rank, "set_timeout(-5)");
       RANK_OK(occl_comm_set_timeout(comm, 90000), rank);
-      return check_all_reduce(comm, rank, n, rank);
+      return all_reduce_works(comm, rank, n, 5);
     });
     EXPECT_TRUE(res.ok()) << "nranks=" << k.n << " transport=" << k.asked << res.summary();
   }
@@ -254,7 +238,7 @@ TEST(Api, SplitByParityReversedKeysNoColorAndSplitOfSplit) {
         }
         // The parent still works, and a split with equal keys keeps old order
         // and a config can force another transport.
-        if (check_all_reduce(comm, rank, nr, rank) != 0) return 1;
+        if (all_reduce_works(comm, rank, nr, 5) != 0) return 1;
         occl_config_t cfg = OCCL_CONFIG_INIT;
         cfg.transport = "tcp";
         occl_comm_t all = nullptr;
@@ -710,7 +694,7 @@ TEST(Api, PremulOpCreateUseDestroy) {
     RANK_OK(occl_all_reduce(&tf, &tf, half, comm, nullptr), rank);
     for (int i = 0; i < 4; ++i) RANK_CHECK(fv[i] == 0.5f * float(sum_ranks + n * i), rank, "PREMUL(0.5) again");
     RANK_OK(occl_red_op_destroy(comm, half), rank);
-    return check_all_reduce(comm, rank, n, rank);
+    return all_reduce_works(comm, rank, n, 5);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -755,7 +739,7 @@ TEST(Api, Fp8AllReduceThroughDlpack) {
     RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT, rank, cat("BXOR on fp8: ", occl_status_string(s)));
     RANK_CHECK(std::string(occl_last_error()).find("float8_e4m3fn") != std::string::npos, rank,
                cat("message does not name the dtype: ", occl_last_error()));
-    return check_all_reduce(comm, rank, n, rank);
+    return all_reduce_works(comm, rank, n, 5);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -794,7 +778,7 @@ TEST(Api, EmptyTensorsMayHaveNullData) {
     bad.shape = &one;
     RANK_CHECK(occl_all_reduce(&bad, &bad, OCCL_SUM, comm, nullptr) == OCCL_ERR_INVALID_ARGUMENT, rank,
                "NULL data with one element was accepted");
-    return check_all_reduce(comm, rank, n, rank);
+    return all_reduce_works(comm, rank, n, 5);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -860,7 +844,7 @@ TEST(Api, DlpackShapesStridesByteOffset) {
       RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT, rank, cat("non-contiguous tensor: ", occl_status_string(s)));
       for (int i = 0; i < 15; ++i) RANK_CHECK(v[i] == rank, rank, "rejected tensor was modified");
     }
-    return check_all_reduce(comm, rank, n, rank);
+    return all_reduce_works(comm, rank, n, 5);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }

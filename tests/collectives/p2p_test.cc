@@ -18,38 +18,22 @@
 namespace {
 
 using occl_ref::cat;
+using omniccl::testing::all_reduce_works;
 using omniccl::testing::contains_ci;
 using omniccl::testing::dl_float;
 using omniccl::testing::dl_int;
+using omniccl::testing::job_options;
 using omniccl::testing::JobOptions;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
 using omniccl::testing::Tensor1D;
-
-JobOptions opts(int n, const std::string& transport = "auto") {
-  JobOptions o;
-  o.nranks = n;
-  o.transport = transport;
-  o.timeout_ms = 30000;
-  o.job_timeout_s = 90;
-  return o;
-}
-
-/// all_reduce SUM of (rank + 1): the communicator still works and is in step.
-int sum_works(occl_comm_t comm, int rank, int n) {
-  int64_t v = rank + 1;
-  Tensor1D t(&v, 1, dl_int(64));
-  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
-  RANK_CHECK(v == int64_t(n) * (n + 1) / 2, rank, cat("all_reduce after the test gave ", v));
-  return 0;
-}
 
 class P2P : public ::testing::TestWithParam<std::string> {};
 
 // The case: tag 1 then tag 2; the receive for tag 2 posted first
 // must get 2.0, the tag-1 message is kept and received afterwards.
 TEST_P(P2P, TagsAreMatchedAndEarlierMessagesKept) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 0) {
       float one = 1.0f, two = 2.0f;
       Tensor1D a(&one, 1, dl_float(32)), b(&two, 1, dl_float(32));
@@ -66,7 +50,7 @@ TEST_P(P2P, TagsAreMatchedAndEarlierMessagesKept) {
       RANK_OK(occl_recv_tagged(&t, 0, 1, comm, nullptr, &st, nullptr), rank);
       RANK_CHECK(got == 1.0f && st.tag == 1, rank, cat("Recv(tag=1) got ", got, " tag ", st.tag));
     }
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -75,7 +59,7 @@ TEST_P(P2P, TagsAreMatchedAndEarlierMessagesKept) {
 // send order, even when they were kept as unexpected; ANY_TAG takes the
 // oldest message whatever its tag.
 TEST_P(P2P, SameTagMessagesKeepSendOrderAndAnyTagTakesTheOldest) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     const int k = 6;
     if (rank == 0) {
       for (int i = 0; i < k; ++i) {
@@ -98,7 +82,7 @@ TEST_P(P2P, SameTagMessagesKeepSendOrderAndAnyTagTakesTheOldest) {
                    cat("ANY_TAG message ", i, " is ", v, " tag ", st.tag));
       }
     }
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -106,7 +90,7 @@ TEST_P(P2P, SameTagMessagesKeepSendOrderAndAnyTagTakesTheOldest) {
 // ANY_SOURCE: rank 0 receives one message from each other rank, in whatever
 // order they come, and the status names each sender once.
 TEST_P(P2P, AnySourceGetsEverySenderAndTheStatusNamesIt) {
-  JobResult res = run_ranks(opts(4, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(4, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 0) {
       std::vector<int> seen(size_t(n), 0);
       for (int i = 1; i < n; ++i) {
@@ -124,7 +108,7 @@ TEST_P(P2P, AnySourceGetsEverySenderAndTheStatusNamesIt) {
       Tensor1D t(&v, 1, dl_int(64));
       RANK_OK(occl_send_tagged(&t, 0, 7, comm, nullptr, nullptr), rank);
     }
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -132,7 +116,7 @@ TEST_P(P2P, AnySourceGetsEverySenderAndTheStatusNamesIt) {
 // A receive count is an upper bound; a larger message is a truncation
 // error for that receive alone, and the communicator stays usable.
 TEST_P(P2P, SmallerMessageFitsAndLargerOneIsTruncatedButCommStaysUsable) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 0) {
       std::vector<int32_t> three = {1, 2, 3}, eight = {10, 11, 12, 13, 14, 15, 16, 17};
       Tensor1D a(three.data(), 3, dl_int(32)), b(eight.data(), 8, dl_int(32));
@@ -155,7 +139,7 @@ TEST_P(P2P, SmallerMessageFitsAndLargerOneIsTruncatedButCommStaysUsable) {
       RANK_OK(occl_recv(&t, 0, comm, nullptr), rank);
       RANK_CHECK(buf[0] == 1 && buf[2] == 3, rank, "message after the truncated one");
     }
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -163,7 +147,7 @@ TEST_P(P2P, SmallerMessageFitsAndLargerOneIsTruncatedButCommStaysUsable) {
 // A message of another dtype fails only its receive (the buffer is not
 // written); the next message is received normally.
 TEST_P(P2P, DtypeMismatchFailsTheReceiveOnly) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 0) {
       float f[4] = {1, 2, 3, 4};
       int32_t i[4] = {5, 6, 7, 8};
@@ -181,14 +165,14 @@ TEST_P(P2P, DtypeMismatchFailsTheReceiveOnly) {
       RANK_OK(occl_recv(&t, 0, comm, nullptr), rank);
       RANK_CHECK(buf[0] == 5 && buf[3] == 8, rank, "next message");
     }
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
 // Sends to self, matched in either order; non-blocking; with tags.
 TEST_P(P2P, SendToSelfInEitherOrder) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     int32_t a = 10 + rank, b = 20 + rank, ra = 0, rb = 0;
     Tensor1D ta(&a, 1, dl_int(32)), tb(&b, 1, dl_int(32)), tra(&ra, 1, dl_int(32)), trb(&rb, 1, dl_int(32));
     // Send first (kept until received), then the receive.
@@ -209,7 +193,7 @@ TEST_P(P2P, SendToSelfInEitherOrder) {
     RANK_OK(occl_recv_tagged(&trb, rank, 5, comm, nullptr, nullptr, &w), rank);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     RANK_CHECK(occl_work_test(w) == OCCL_ERR_IN_PROGRESS, rank, "irecv from self completed without a send");
-    if (sum_works(comm, rank, n) != 0) return 1;
+    if (all_reduce_works(comm, rank, n) != 0) return 1;
     b = 30 + rank;
     RANK_OK(occl_send_tagged(&tb, rank, 5, comm, nullptr, nullptr), rank);
     RANK_OK(occl_work_wait(w), rank);
@@ -219,14 +203,14 @@ TEST_P(P2P, SendToSelfInEitherOrder) {
     occl_status_t s = occl_recv_tagged(&tra, rank, 99, comm, nullptr, nullptr, nullptr);
     RANK_CHECK(s == OCCL_ERR_MISMATCH && contains_ci(occl_last_error(), "itself"), rank,
                cat(occl_status_string(s), ": ", occl_last_error()));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
 // PROC_NULL completes at once, blocking and not, and moves nothing.
 TEST_P(P2P, ProcNullCompletesAtOnce) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     int32_t v = 42;
     Tensor1D t(&v, 1, dl_int(32));
     RANK_OK(occl_send(&t, OCCL_PROC_NULL, comm, nullptr), rank);
@@ -241,7 +225,7 @@ TEST_P(P2P, ProcNullCompletesAtOnce) {
     RANK_CHECK(st.source == OCCL_PROC_NULL && st.count == 0, rank, "PROC_NULL irecv status");
     RANK_OK(occl_work_free(w), rank);
     RANK_CHECK(v == 42, rank, "PROC_NULL receive wrote");
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -249,7 +233,7 @@ TEST_P(P2P, ProcNullCompletesAtOnce) {
 // Sendrecv around a ring: every rank sends to the right and receives from
 // the left at once (large enough that blocking sends would deadlock).
 TEST_P(P2P, SendrecvRing) {
-  JobResult res = run_ranks(opts(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
     const int64_t count = 1 << 20;
     std::vector<int32_t> out(size_t(count), rank), in(size_t(count), -1);
     Tensor1D to(out.data(), count, dl_int(32)), ti(in.data(), count, dl_int(32));
@@ -263,7 +247,7 @@ TEST_P(P2P, SendrecvRing) {
     RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && contains_ci(occl_last_error(), "peer"), rank, occl_status_string(s));
     s = occl_send_tagged(&to, right, -5, comm, nullptr, nullptr);
     RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && contains_ci(occl_last_error(), "tag"), rank, occl_status_string(s));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -271,7 +255,7 @@ TEST_P(P2P, SendrecvRing) {
 // A receive from ANY_SOURCE while another rank has already moved on to a
 // collective: the collective's first message is left for the collective.
 TEST_P(P2P, AnySourceReceiveWhileOthersRunACollective) {
-  JobResult res = run_ranks(opts(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 1) {
       int32_t v = 77;
       Tensor1D t(&v, 1, dl_int(32));
@@ -284,7 +268,7 @@ TEST_P(P2P, AnySourceReceiveWhileOthersRunACollective) {
       RANK_CHECK(v == 77 && st.source == 1, rank, cat("got ", v, " from ", st.source));
     }
     for (int i = 0; i < 3; ++i) {
-      if (sum_works(comm, rank, n) != 0) return 1;
+      if (all_reduce_works(comm, rank, n) != 0) return 1;
     }
     return 0;
   });
@@ -294,7 +278,7 @@ TEST_P(P2P, AnySourceReceiveWhileOthersRunACollective) {
 // A receive from ANY_SOURCE still gets its message when another rank has
 // already destroyed its communicator (that rank is no longer listened to).
 TEST_P(P2P, AnySourceReceiveWhenAnotherRankHasLeft) {
-  JobResult res = run_ranks(opts(3, GetParam()), [](occl_comm_t comm, int rank, int) {
+  JobResult res = run_ranks(job_options(3, GetParam()), [](occl_comm_t comm, int rank, int) {
     if (rank == 2) return 0;  // the harness destroys its communicator now
     int32_t v = 0;
     Tensor1D t(&v, 1, dl_int(32));
@@ -318,7 +302,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, P2P, ::testing::Values("shm", "tcp"),
 // More unexpected data than OMNICCL_P2P_UNEXPECTED_BYTES: a clear error
 // naming the setting, not unbounded memory.
 TEST(P2PLimits, UnexpectedMessagesBeyondTheLimitFailClearly) {
-  JobOptions o = opts(2);
+  JobOptions o = job_options(2);
   o.env["OMNICCL_P2P_UNEXPECTED_BYTES"] = "4096";
   JobResult res = run_ranks(o, [](occl_comm_t comm, int rank, int) {
     std::vector<int32_t> buf(2048, rank);  // 8 KiB
@@ -340,7 +324,7 @@ TEST(P2PLimits, UnexpectedMessagesBeyondTheLimitFailClearly) {
 // Self sends are kept within the same limit, and the send that would exceed
 // it fails alone.
 TEST(P2PLimits, SendToSelfBeyondTheLimitFailsThatSend) {
-  JobOptions o = opts(1);
+  JobOptions o = job_options(1);
   o.env["OMNICCL_P2P_UNEXPECTED_BYTES"] = "4096";
   JobResult res = run_ranks(o, [](occl_comm_t comm, int rank, int n) {
     std::vector<int32_t> buf(1024, 3);  // 4 KiB: fits once
@@ -351,7 +335,7 @@ TEST(P2PLimits, SendToSelfBeyondTheLimitFailsThatSend) {
     RANK_OK(occl_recv(&t, 0, comm, nullptr), rank);
     RANK_OK(occl_send(&t, 0, comm, nullptr), rank);  // room again
     RANK_OK(occl_recv(&t, 0, comm, nullptr), rank);
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }

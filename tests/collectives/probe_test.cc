@@ -16,31 +16,15 @@
 namespace {
 
 using occl_ref::cat;
+using omniccl::testing::all_reduce_works;
 using omniccl::testing::contains_ci;
 using omniccl::testing::dl_float;
 using omniccl::testing::dl_int;
+using omniccl::testing::job_options;
 using omniccl::testing::JobOptions;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
 using omniccl::testing::Tensor1D;
-
-JobOptions opts(int n, const std::string& transport = "auto") {
-  JobOptions o;
-  o.nranks = n;
-  o.transport = transport;
-  o.timeout_ms = 30000;
-  o.job_timeout_s = 90;
-  return o;
-}
-
-/// all_reduce SUM of (rank + 1): the communicator still works and is in step.
-int sum_works(occl_comm_t comm, int rank, int n) {
-  int64_t v = rank + 1;
-  Tensor1D t(&v, 1, dl_int(64));
-  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
-  RANK_CHECK(v == int64_t(n) * (n + 1) / 2, rank, cat("all_reduce after the test gave ", v));
-  return 0;
-}
 
 std::string text(const occl_recv_status_t& st) {
   return cat("source ", st.source, " tag ", st.tag, " bytes ", st.bytes, " count ", st.count);
@@ -52,13 +36,13 @@ class Probe : public ::testing::TestWithParam<std::string> {};
 // the sender has sent (it says so by a collective after the send), iprobe
 // finds the message without receiving it, and the receive gets it.
 TEST_P(Probe, IprobeBeforeAndAfterASend) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 0) {
-      if (sum_works(comm, rank, n) != 0) return 1;  // rank 1 has iprobed with nothing sent
+      if (all_reduce_works(comm, rank, n) != 0) return 1;  // rank 1 has iprobed with nothing sent
       int32_t v[3] = {7, 8, 9};
       Tensor1D t(v, 3, dl_int(32));
       RANK_OK(occl_send_tagged(&t, 1, 3, comm, nullptr, nullptr), rank);
-      return sum_works(comm, rank, n);
+      return all_reduce_works(comm, rank, n);
     }
     int flag = -1;
     occl_recv_status_t st{11, 12, 13, 14};
@@ -66,7 +50,7 @@ TEST_P(Probe, IprobeBeforeAndAfterASend) {
     RANK_CHECK(flag == 0 && st.source == 11 && st.count == 14, rank, cat("iprobe before the send: flag ", flag));
     RANK_OK(occl_iprobe(OCCL_ANY_SOURCE, OCCL_ANY_TAG, comm, nullptr, &flag, &st), rank);
     RANK_CHECK(flag == 0, rank, cat("iprobe(ANY, ANY) before the send: flag ", flag));
-    if (sum_works(comm, rank, n) != 0) return 1;
+    if (all_reduce_works(comm, rank, n) != 0) return 1;
     // Sent now, but maybe not yet here: poll (bounded).
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     flag = 0;
@@ -89,7 +73,7 @@ TEST_P(Probe, IprobeBeforeAndAfterASend) {
     RANK_CHECK(got[0] == 7 && got[2] == 9 && rs.count == 3, rank, cat("received ", got[0], " ", got[2]));
     RANK_OK(occl_iprobe(0, OCCL_ANY_TAG, comm, nullptr, &flag, &again), rank);
     RANK_CHECK(flag == 0, rank, "iprobe after the receive still found a message");
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -98,12 +82,12 @@ TEST_P(Probe, IprobeBeforeAndAfterASend) {
 // from the status and receives exactly the probed message from its source
 // and tag, once per sender.
 TEST_P(Probe, ProbeAnySourceAnyTagThenReceiveThatMessage) {
-  JobResult res = run_ranks(opts(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank != 0) {
       std::vector<float> v(size_t(rank) * 5, float(100 * rank));
       Tensor1D t(v.data(), int64_t(v.size()), dl_float(32));
       RANK_OK(occl_send_tagged(&t, 0, 20 + rank, comm, nullptr, nullptr), rank);
-      return sum_works(comm, rank, n);
+      return all_reduce_works(comm, rank, n);
     }
     std::vector<int> seen(size_t(n), 0);
     for (int i = 1; i < n; ++i) {
@@ -125,7 +109,7 @@ TEST_P(Probe, ProbeAnySourceAnyTagThenReceiveThatMessage) {
       seen[size_t(st.source)]++;
     }
     for (int p = 1; p < n; ++p) RANK_CHECK(seen[size_t(p)] == 1, rank, cat("rank ", p, " seen ", seen[size_t(p)]));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -134,14 +118,14 @@ TEST_P(Probe, ProbeAnySourceAnyTagThenReceiveThatMessage) {
 // later tag reads past earlier messages (keeping them), and the receives
 // then take each message by tag.
 TEST_P(Probe, ProbeFollowsArrivalOrderAndKeepsEarlierMessages) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 0) {
       int64_t a = 1;
       int64_t b[2] = {2, 3};
       Tensor1D ta(&a, 1, dl_int(64)), tb(b, 2, dl_int(64));
       RANK_OK(occl_send_tagged(&ta, 1, 1, comm, nullptr, nullptr), rank);
       RANK_OK(occl_send_tagged(&tb, 1, 2, comm, nullptr, nullptr), rank);
-      return sum_works(comm, rank, n);
+      return all_reduce_works(comm, rank, n);
     }
     occl_recv_status_t st{};
     RANK_OK(occl_probe(0, 2, comm, nullptr, &st), rank);
@@ -157,14 +141,14 @@ TEST_P(Probe, ProbeFollowsArrivalOrderAndKeepsEarlierMessages) {
     RANK_CHECK(got[0] == 2 && got[1] == 3, rank, cat("tag 2 got ", got[0], " ", got[1]));
     RANK_OK(occl_recv_tagged(&t, 0, OCCL_ANY_TAG, comm, nullptr, &st, nullptr), rank);
     RANK_CHECK(got[0] == 1 && st.tag == 1 && st.count == 1, rank, cat("tag 1 got ", got[0]));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
 // A probe's sender may be this rank itself.
 TEST_P(Probe, ProbeFindsASendToSelf) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     int32_t v[4] = {rank, rank, rank, rank};
     Tensor1D t(v, 4, dl_int(32));
     RANK_OK(occl_send_tagged(&t, rank, 6, comm, nullptr, nullptr), rank);
@@ -175,7 +159,7 @@ TEST_P(Probe, ProbeFindsASendToSelf) {
     Tensor1D g(got, 4, dl_int(32));
     RANK_OK(occl_recv_tagged(&g, rank, 6, comm, nullptr, nullptr, nullptr), rank);
     RANK_CHECK(got[3] == rank, rank, cat("got ", got[3]));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -184,7 +168,7 @@ TEST_P(Probe, ProbeFindsASendToSelf) {
 // range, a negative tag or a NULL flag is OCCL_ERR_INVALID_ARGUMENT naming
 // it, and the communicator stays usable.
 TEST_P(Probe, ProcNullAndBadArguments) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     occl_recv_status_t st{1, 2, 3, 4};
     RANK_OK(occl_probe(OCCL_PROC_NULL, 5, comm, nullptr, &st), rank);
     RANK_CHECK(st.source == OCCL_PROC_NULL && st.tag == OCCL_ANY_TAG && st.bytes == 0 && st.count == 0, rank, text(st));
@@ -210,7 +194,7 @@ TEST_P(Probe, ProcNullAndBadArguments) {
     RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && contains_ci(msg, "flag"), rank, cat(occl_status_string(s), ": ", msg));
     s = occl_probe(0, 0, nullptr, nullptr, &st);
     RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT, rank, cat("NULL comm: ", occl_status_string(s)));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -218,14 +202,14 @@ TEST_P(Probe, ProcNullAndBadArguments) {
 // A blocking probe whose peer moves on to a collective without a matching
 // send fails clearly (nothing hangs), and the collective still runs.
 TEST_P(Probe, ProbeWithoutASendFailsWhenThePeerMovesOn) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 1) {
       occl_recv_status_t st{};
       occl_status_t s = occl_probe(0, 9, comm, nullptr, &st);
       std::string msg = occl_last_error();
       RANK_CHECK(s == OCCL_ERR_MISMATCH && contains_ci(msg, "probe"), rank, cat(occl_status_string(s), ": ", msg));
     }
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -236,7 +220,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, Probe, ::testing::Values("shm", "tcp"),
 // A probed message is kept within OMNICCL_P2P_UNEXPECTED_BYTES like any
 // other message that arrived before its receive.
 TEST(ProbeLimits, ProbedMessagesCountAgainstTheUnexpectedLimit) {
-  JobOptions o = opts(2);
+  JobOptions o = job_options(2);
   o.env["OMNICCL_P2P_UNEXPECTED_BYTES"] = "4096";
   JobResult res = run_ranks(o, [](occl_comm_t comm, int rank, int) {
     std::vector<int32_t> buf(2048, rank);  // 8 KiB

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 namespace omniccl::testing {
 
@@ -254,6 +255,15 @@ JobResult run_ranks(const JobOptions& opts, const RankFn& fn) {
   return res;
 }
 
+JobOptions job_options(int nranks, const std::string& transport, long long timeout_ms, int job_timeout_s) {
+  JobOptions o;
+  o.nranks = nranks;
+  o.transport = transport;
+  o.timeout_ms = timeout_ms;
+  o.job_timeout_s = job_timeout_s;
+  return o;
+}
+
 Tensor1D::Tensor1D(void* data, int64_t count, DLDataType dtype) {
   shape[0] = count;
   t.data = data;
@@ -270,6 +280,20 @@ DLDataType dl_uint(int bits) { return {kDLUInt, static_cast<uint8_t>(bits), 1}; 
 DLDataType dl_float(int bits) { return {kDLFloat, static_cast<uint8_t>(bits), 1}; }
 DLDataType dl_bfloat16() { return {kDLBfloat, 16, 1}; }
 DLDataType dl_bool() { return {kDLBool, 8, 1}; }
+
+int all_reduce_works(occl_comm_t comm, int rank, int nranks, int64_t count) {
+  std::vector<int64_t> buf(static_cast<size_t>(count));
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = (rank + 1) * int64_t(i + 1);
+  Tensor1D t(buf.data(), count, dl_int(64));
+  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
+  const int64_t tri = int64_t(nranks) * (nranks + 1) / 2;
+  for (size_t i = 0; i < buf.size(); ++i) {
+    RANK_CHECK(buf[i] == tri * int64_t(i + 1), rank,
+               "all_reduce element " + std::to_string(i) + " = " + std::to_string(buf[i]) + " over " +
+                   std::to_string(nranks) + " ranks, want " + std::to_string(tri * int64_t(i + 1)));
+  }
+  return 0;
+}
 
 bool contains_ci(const std::string& hay, const std::string& needle) {
   auto lower = [](std::string s) {

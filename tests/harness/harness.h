@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -62,6 +63,12 @@ struct JobResult {
   std::string summary() const;
 };
 
+/// Options for a job of `nranks` ranks over `transport` ("auto", "shm",
+/// "tcp"), each call bounded by timeout_ms and the whole job by
+/// job_timeout_s: what most tests ask for.
+JobOptions job_options(int nranks, const std::string& transport = "auto", long long timeout_ms = 30000,
+                       int job_timeout_s = 90);
+
 /// fn(comm, rank, nranks) runs in each child; its return value is the exit
 /// status (0 = success). Exceptions and crashes count as failures.
 using RankFn = std::function<int(occl_comm_t comm, int rank, int nranks)>;
@@ -84,6 +91,12 @@ DLDataType dl_uint(int bits);
 DLDataType dl_float(int bits);
 DLDataType dl_bfloat16();
 DLDataType dl_bool();
+
+/// In a rank function: an all_reduce SUM over comm of `count` int64
+/// elements, (rank + 1) * (i + 1) on each rank, checked against the closed
+/// form n (n + 1) / 2 * (i + 1): the communicator still works and its ranks
+/// are in step. Returns 0, or prints what went wrong and returns 1.
+int all_reduce_works(occl_comm_t comm, int rank, int nranks, int64_t count = 1);
 
 /// Case-insensitive substring test, for checking error messages.
 bool contains_ci(const std::string& hay, const std::string& needle);

@@ -70,6 +70,9 @@ int red_op_value(occl_red_op_t op) {
   return v;
 }
 
+/// A probed message's status as Python sees it: (source, tag, bytes, count).
+py::tuple status_tuple(const occl_recv_status_t& st) { return py::make_tuple(st.source, st.tag, st.bytes, st.count); }
+
 /// Refuses reduce ops that are not element-wise on complex arrays (handed to
 /// C as pairs of reals): SUM, AVG and premultiplied sums are; the others
 /// (PROD, MIN, MAX, bitwise) would be wrong, so they are an error.
@@ -588,7 +591,7 @@ void bind_comm(py::module_& m) {
             "probe", {},
             [&](occl_comm_t h, const occl_options_t* o, occl_work_t*) { return occl_probe(source, tag, h, o, &st); },
             true);
-        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
+        return status_tuple(st);
       },
       py::arg("source"), py::arg("tag"),
       "occl_probe: waits for a message from source (or ANY_SOURCE, PROC_NULL) with tag (or ANY_TAG) "
@@ -605,7 +608,7 @@ void bind_comm(py::module_& m) {
             },
             true);
         if (flag == 0) return py::none();
-        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
+        return status_tuple(st);
       },
       py::arg("source"), py::arg("tag"),
       "occl_iprobe: (source, tag, bytes, count) of a matching message that has arrived, without receiving "
