@@ -360,6 +360,23 @@ OCCL_API occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int ta
   });
 }
 
+OCCL_API occl_status_t occl_ssend_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
+                                         const occl_options_t* options, occl_work_t* work) {
+  return op("occl_ssend_tagged", options, work, [&](const CallOptions& call) {
+    return coll::ssend_tagged(*comm_of(comm), to_view(tensor, "tensor"), peer, tag, call);
+  });
+}
+
+OCCL_API occl_status_t occl_work_cancel(occl_work_t work, occl_comm_t comm, int* cancelled) {
+  if (cancelled != nullptr) *cancelled = 0;
+  return guard("occl_work_cancel", [&] {
+    check_arg(work != nullptr && work->impl != nullptr, "work is NULL");
+    std::shared_ptr<Communicator> c = comm_of(comm);
+    const bool done = c->cancel(work->impl);
+    if (cancelled != nullptr) *cancelled = done ? 1 : 0;
+  });
+}
+
 OCCL_API occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag, occl_comm_t comm,
                                         const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work) {
   RecvStatus rs;

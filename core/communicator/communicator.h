@@ -79,6 +79,12 @@ struct P2POp {
   /// arrived and ends (its status's source is kAnySource if none matched).
   enum class Probe : uint8_t { kNone, kProbe, kIprobe };
   Probe probe = Probe::kNone;
+  /// A send only: synchronous (MPI_Ssend), complete once a receive has matched it.
+  bool synchronous = false;
+  /// Set by submit_p2p: the caller waits for it (call.async false).
+  bool blocking = false;
+  /// Set: not a transfer but MPI_Cancel of this operation (see P2PMatcher::cancel).
+  std::shared_ptr<Work> cancel;
 };
 
 class Communicator {
@@ -143,6 +149,12 @@ class Communicator {
   /// blocking receive takes it). Throws kMismatch when every rank it could
   /// hear from moved on without a matching send.
   RecvStatus probe(int source, int tag, const CallOptions& call);
+  /// MPI_Cancel: cancels `work` if it is a receive still posted or a
+  /// synchronous send to this rank itself not yet matched (it then completes
+  /// with status kSuccess and RecvStatus::cancelled); else leaves it alone.
+  /// Runs in issue order after the operations queued before it. Returns
+  /// whether it was cancelled.
+  bool cancel(const std::shared_ptr<Work>& work);
 
   /// Sequence numbers: call only from inside a submitted function.
   uint64_t next_collective_seq() { return ++collective_seq_; }

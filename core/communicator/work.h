@@ -19,6 +19,7 @@ struct RecvStatus {
   int tag = -1;
   uint64_t bytes = 0;
   uint64_t elem_bytes = 1;  ///< element size of the receive buffer (count = bytes / it)
+  bool cancelled = false;   ///< the operation was cancelled (MPI_Test_cancelled); it moved nothing
 };
 
 class Work {

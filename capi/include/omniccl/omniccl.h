@@ -631,6 +631,38 @@ occl_status_t occl_iprobe(int source, int tag, occl_comm_t comm, const occl_opti
 occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const occl_options_t* options,
                          occl_recv_status_t* status);
 
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.3 (ABI 1.2): synchronous sends and cancellation            */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * MPI_Ssend / MPI_Issend: as occl_send_tagged, but the send completes only
+ * once a receive on peer has matched its message (a probe does not match
+ * it). Blocking when work is NULL. A blocking synchronous send to this rank
+ * itself with no matching receive already posted can never complete and is
+ * OCCL_ERR_MISMATCH (post the receive first, or use a handle); with a handle
+ * it completes when a receive takes the message. The deadline and peer
+ * failure apply as to a receive. OCCL_ERR_MISMATCH also when peer moves on
+ * to a collective operation (or leaves) before a receive matched the
+ * message: a synchronous send must be matched before the operations issued
+ * after it on its receiver. Ordinary sends are not slowed down by this.
+ * options may be NULL.
+ */
+occl_status_t occl_ssend_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
+                                const occl_options_t* options, occl_work_t* work);
+/**
+ * MPI_Cancel: cancels the operation of handle work, started on comm, if it
+ * can still be cancelled: a receive that no message has matched yet, or a
+ * synchronous send to this rank itself that no receive has matched yet.
+ * Its handle then completes with OCCL_SUCCESS having moved nothing, and
+ * *cancelled (if not NULL) is set to 1; otherwise (already matched or
+ * complete, a send to another rank, another operation) the operation goes on
+ * as if not asked and *cancelled is 0 (MPI_Test_cancelled). Runs after the
+ * operations issued on comm before it. Returns OCCL_ERR_INVALID_ARGUMENT for
+ * a NULL work or comm.
+ */
+occl_status_t occl_work_cancel(occl_work_t work, occl_comm_t comm, int* cancelled);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -877,3 +877,18 @@ unsafe extern "C" {
         status: *mut occl_recv_status_t,
     ) -> occl_status_t;
 }
+unsafe extern "C" {
+    #[doc = " MPI_Ssend / MPI_Issend: as occl_send_tagged, but the send completes only\n once a receive on peer has matched its message (a probe does not match\n it). Blocking when work is NULL. A blocking synchronous send to this rank\n itself with no matching receive already posted can never complete and is\n OCCL_ERR_MISMATCH (post the receive first, or use a handle); with a handle\n it completes when a receive takes the message. The deadline and peer\n failure apply as to a receive. OCCL_ERR_MISMATCH also when peer moves on\n to a collective operation (or leaves) before a receive matched the\n message: a synchronous send must be matched before the operations issued\n after it on its receiver. Ordinary sends are not slowed down by this.\n options may be NULL."]
+    pub fn occl_ssend_tagged(
+        tensor: *const DLTensor,
+        peer: ::core::ffi::c_int,
+        tag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " MPI_Cancel: cancels the operation of handle work, started on comm, if it\n can still be cancelled: a receive that no message has matched yet, or a\n synchronous send to this rank itself that no receive has matched yet.\n Its handle then completes with OCCL_SUCCESS having moved nothing, and\n *cancelled (if not NULL) is set to 1; otherwise (already matched or\n complete, a send to another rank, another operation) the operation goes on\n as if not asked and *cancelled is 0 (MPI_Test_cancelled). Runs after the\n operations issued on comm before it. Returns OCCL_ERR_INVALID_ARGUMENT for\n a NULL work or comm."]
+    pub fn occl_work_cancel(work: occl_work_t, comm: occl_comm_t, cancelled: *mut ::core::ffi::c_int) -> occl_status_t;
+}
