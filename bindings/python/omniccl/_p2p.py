@@ -124,7 +124,7 @@ class RecvStatus:
         self._bytes = int(count) * _itemsize(datatype)
 
     def Is_cancelled(self) -> bool:  # noqa: N802
-        """False: OmniCCL cannot cancel requests."""
+        """Whether the request this status is of was cancelled (Request.Cancel)."""
         return self.cancelled
 
     def Set_cancelled(self, flag: bool) -> None:  # noqa: N802
@@ -149,26 +149,36 @@ class Request(Work):
     (and their lower-case object forms) work over lists of requests.
     """
 
-    __slots__ = ("_recv", "_then", "_value", "_status")
+    __slots__ = ("_recv", "_then", "_value", "_status", "_cancellable")
 
     def __init__(self, native: Any = None, outputs: Optional[List[Any]] = None, recv: bool = False,
-                 then: Optional[Callable[[Tuple[int, int, int, int]], Any]] = None) -> None:
+                 then: Optional[Callable[[Tuple[int, int, int, int]], Any]] = None,
+                 cancellable: bool = True) -> None:
         super().__init__(native, None, outputs)
         self._recv = recv
         self._then = then  # object receives: turns the first part into the object
         self._value: Any = None
         self._status: Optional[Tuple[int, int, int, int]] = None
+        self._cancellable = cancellable  # False: an object sent in two messages (Cancel leaves it alone)
+
+    def _fill_status(self, status: Optional[RecvStatus]) -> None:
+        """Fills status from the ended native work (a receive's source, tag and size; whether it was cancelled)."""
+        native = self._native
+        if self._status is None and self._recv:
+            self._status = tuple(native.recv_status)
+        if status is None:
+            return
+        if self._status is not None:
+            status._fill(self._status, 0 if native.status == Status.SUCCESS else int(native.status))
+        status.cancelled = bool(native.cancelled)
 
     def _settle(self, status: Optional[RecvStatus]) -> None:
         """After the native work ended (either way): finishes an object receive, fills status, raises."""
         native = self._native
-        if self._status is None:
-            self._status = tuple(native.recv_status) if self._recv else None
-            if native.status == Status.SUCCESS and self._then is not None:
-                then, self._then = self._then, None
-                self._value = then(self._status)
-        if status is not None and self._status is not None:
-            status._fill(self._status, 0 if native.status == Status.SUCCESS else int(native.status))
+        self._fill_status(status)
+        if native.status == Status.SUCCESS and self._then is not None and not native.cancelled:
+            then, self._then = self._then, None
+            self._value = then(self._status)
         self._finished = True
         Work.wait(self)  # raises the operation's error, if any
 
@@ -192,8 +202,17 @@ class Request(Work):
         return self.Wait(status)
 
     def Get_status(self, status: Optional[RecvStatus] = None) -> bool:  # noqa: N802
-        """Like Test, but the request stays active (here: the same as Test)."""
-        return self.Test(status)
+        """True (filling ``status``) once complete, like Test, but the request stays active until Wait/Test/Free."""
+        if self._native is None or self._finished:
+            return self.Test(status)
+        if not self._native.test():
+            return False
+        self._fill_status(status)
+        return True
+
+    def get_status(self, status: Optional[RecvStatus] = None) -> bool:
+        """Same as :meth:`Get_status` (mpi4py's lower-case spelling)."""
+        return self.Get_status(status)
 
     def wait(self, status: Optional[RecvStatus] = None) -> Any:  # type: ignore[override]
         """Waits; returns the received object (object receives) or None."""
@@ -207,11 +226,23 @@ class Request(Work):
         return True, self._value
 
     def Free(self) -> None:  # noqa: N802
-        """Lets the operation finish on its own (its arrays are kept until it does)."""
+        """Makes the request inactive (falsy); the operation finishes on its own (its arrays are kept until it does)."""
+        self._finished = True
 
     def Cancel(self) -> None:  # noqa: N802
-        """Not offered: OmniCCL cannot cancel a send or receive."""
-        raise NotImplementedError("Request.Cancel: mpi4py's request cancellation is not offered by OmniCCL")
+        """Cancels the operation if it still can be (MPI_Cancel): a receive no message has matched yet, or an
+        ``Issend`` to this rank itself that no receive has matched yet.
+
+        A cancelled request completes (Wait/Test) having moved nothing, and the
+        status they fill says ``Is_cancelled()``; one that could not be
+        cancelled goes on as before (sends to other ranks, matched receives).
+        """
+        if self._native is not None and not self._finished and self._cancellable:
+            self._native.cancel()
+
+    def cancel(self) -> None:
+        """Same as :meth:`Cancel` (mpi4py's lower-case spelling)."""
+        self.Cancel()
 
     # ---------------------------------------------------------- over lists
     @staticmethod
@@ -340,7 +371,8 @@ class Request(Work):
 #: A request that is already complete and inactive (mpi4py's MPI.REQUEST_NULL).
 REQUEST_NULL = Request(None)
 
-_REQUEST_SLOTS = ("_native", "_finish", "_outputs", "_finished", "_recv", "_then", "_value", "_status")
+_REQUEST_SLOTS = ("_native", "_finish", "_outputs", "_finished", "_recv", "_then", "_value", "_status",
+                  "_cancellable")
 
 
 class Prequest(Request):
@@ -496,17 +528,22 @@ def _pack(obj: Any) -> Tuple[bytearray, Optional[Any]]:
     return first, rest
 
 
-def isend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Request:
-    """Starts sending an object; the request completes when both parts are sent."""
+def isend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str, synchronous: bool = False) -> Request:
+    """Starts sending an object; the request completes when both parts are sent.
+
+    synchronous (issend): the last part is sent synchronously, so the request
+    completes once the receiver has matched it (and so the first part too).
+    """
     native = comm._live(what)
     first, rest = _pack(obj)
-    w1 = native.send(as_tensor(first, False, "obj"), dest, tag=tag)
+    w1 = native.send(as_tensor(first, False, "obj"), dest, tag=tag, synchronous=synchronous and rest is None)
     if rest is None:
         return Request(w1)
     # The first part's work may be dropped: the library finishes it (it was
     # queued first, so it completes before the second) and keeps its buffer.
     del w1
-    return Request(native.send(as_tensor(rest, False, "obj"), dest, tag=tag))
+    return Request(native.send(as_tensor(rest, False, "obj"), dest, tag=tag, synchronous=synchronous),
+                   cancellable=False)
 
 
 def ibsend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Request:
@@ -527,13 +564,14 @@ def ibsend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Re
     return buffered(start, nbytes, what)
 
 
-def send(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> None:
-    """Sends an object (blocking)."""
+def send(comm: "Communicator", obj: Any, dest: int, tag: int, what: str, synchronous: bool = False) -> None:
+    """Sends an object (blocking); synchronous (ssend): returns once the receiver has matched it."""
     native = comm._live(what)
     first, rest = _pack(obj)
-    native.send(as_tensor(first, False, "obj"), dest, blocking=True, tag=tag)
+    native.send(as_tensor(first, False, "obj"), dest, blocking=True, tag=tag,
+                synchronous=synchronous and rest is None)
     if rest is not None:
-        native.send(as_tensor(rest, False, "obj"), dest, blocking=True, tag=tag)
+        native.send(as_tensor(rest, False, "obj"), dest, blocking=True, tag=tag, synchronous=synchronous)
 
 
 def _unpack(comm: "Communicator", buf: bytearray, status: Tuple[int, int, int, int], what: str) -> Any:

@@ -262,6 +262,20 @@ bool Work::test() {
   return true;
 }
 
+bool Work::cancel() {
+  if (done_ || cancelled_) return false;
+  occl_comm_t comm = state_->require("cancel");
+  int flag = 0;
+  occl_status_t st = OCCL_SUCCESS;
+  {
+    py::gil_scoped_release unlocked;  // runs after the operations queued before it
+    st = occl_work_cancel(handle_, comm, &flag);
+  }
+  if (st != OCCL_SUCCESS) raise_last(st, "cancel");
+  cancelled_ = flag != 0;
+  return cancelled_;
+}
+
 void Work::wait(std::optional<double> timeout_s) {
   std::optional<Clock::time_point> deadline;
   if (timeout_s) {
@@ -440,6 +454,10 @@ void bind_comm(py::module_& m) {
       .def("wait", &Work::wait, py::arg("timeout") = py::none(),
            "Waits (GIL released, signals checked every 100 ms); raises the operation's error.")
       .def("test", &Work::test, "True once the operation has ended, successfully or not (non-blocking).")
+      .def("cancel", &Work::cancel,
+           "occl_work_cancel: cancels a pending receive or an unmatched synchronous send to this rank itself; "
+           "True if it was cancelled (it then completes successfully, having moved nothing).")
+      .def_property_readonly("cancelled", &Work::cancelled, "Whether cancel() cancelled it.")
       .def_property_readonly("done", &Work::done, "Whether the end was observed (wait or test).")
       .def_property_readonly(
           "status", [](const Work& w) { return static_cast<int>(w.status()); }, "The C status once done.")
@@ -530,16 +548,19 @@ void bind_comm(py::module_& m) {
   // or with blocking=True runs to completion on this thread and returns None.
   comm.def(
       "send",
-      [](Comm& c, py::object t, int peer, bool blocking, int tag) {
+      [](Comm& c, py::object t, int peer, bool blocking, int tag, bool synchronous) {
         return c.start(
-            "send", {t},
+            synchronous ? "ssend" : "send", {t},
             [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-              return occl_send_tagged(dl_of(t), peer, tag, h, o, w);
+              return synchronous ? occl_ssend_tagged(dl_of(t), peer, tag, h, o, w)
+                                 : occl_send_tagged(dl_of(t), peer, tag, h, o, w);
             },
             blocking);
       },
       py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false, py::arg("tag") = 0,
-      "occl_send_tagged: peer may be this rank or PROC_NULL.");
+      py::arg("synchronous") = false,
+      "occl_send_tagged (occl_ssend_tagged if synchronous: complete once a receive has matched it): peer may be "
+      "this rank or PROC_NULL.");
   comm.def(
       "recv",
       [](Comm& c, py::object t, int peer, bool blocking, int tag) -> py::object {

@@ -1344,7 +1344,7 @@ def p2p_modes(rank, size):
     chk.equal(got, np.full(n, left, np.int32), "Bsend copy")
     chk.true(dist.Detach_buffer() is mem, "Detach_buffer returns the attached buffer")
     world.Bsend(None, dist.PROC_NULL)  # PROC_NULL needs no buffer
-    # Synchronous and ready sends: standard sends here.
+    # Synchronous and ready sends (p2p_sync_cancel checks what makes a send synchronous).
     for tag, send in ((4, world.Ssend), (5, world.Rsend), (6, lambda *a: world.Issend(*a).Wait()),
                       (7, lambda *a: world.Irsend(*a).Wait())):
         # Posted first (a synchronous send needs its receive to make progress). No
@@ -1390,6 +1390,106 @@ def p2p_modes(rank, size):
         world.recv(bytearray(0), dist.PROC_NULL)
     chk.true([str(w.message) for w in caught] == ["the 'buf' argument is deprecated"],
              f"recv(buf) warns as mpi4py: {caught}")
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
+@scenario
+def p2p_sync_cancel(rank, size):
+    """Synchronous sends complete only once matched (to this rank and to another), Cancel of a pending
+    receive or an unmatched Issend to itself (Is_cancelled), Get_status leaving a request active, and
+    [None, 0, type] buffer specs."""
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    chk = Checker()
+    # Issend to itself: pending until its receive, which a probe is not.
+    req = world.Issend(np.arange(3, dtype=np.int32), rank, 5)
+    time.sleep(0.02)
+    chk.true(bool(req) and not req.Test(), "Issend to self completed before its receive")
+    st = world.probe(rank, 5)
+    chk.true(st.source == rank and st.tag == 5 and not req.Test(), "a probe completed the Issend")
+    got = np.zeros(3, np.int32)
+    world.Recv(got, rank, 5)
+    chk.equal(got, np.arange(3, dtype=np.int32), "Issend to self received")
+    chk.true(req.Wait() and not req, "Issend to self completes after its receive")
+    # Object form: issend of an object (small, and one of two messages) to itself.
+    for obj in ({"r": rank}, bytes(100_000)):
+        oreq = world.issend(obj, rank, 6)
+        chk.true(not oreq.test()[0], f"issend of {len(repr(obj))}-char object completed before its recv")
+        chk.true(world.recv(source=rank, tag=6) == obj, "issend object to self received")
+        chk.true(oreq.wait() is None and not oreq, "issend object completes after its recv")
+    # Blocking Ssend to itself with no receive posted: an error, not a hang.
+    try:
+        world.Ssend(np.zeros(1, np.int32), rank, 7)
+        chk.true(False, "Ssend to self with no receive should raise")
+    except dist.MismatchError as e:
+        chk.true("itself" in str(e), f"Ssend to self: {e}")
+    chk.true(world.iprobe(rank, 7) is None, "the refused Ssend left a message")
+    # To another rank: pending until the receiver, 0.5 s later, has posted its receive.
+    world.Barrier()
+    if size > 1 and rank == 0:
+        t0 = time.monotonic()
+        req = world.Issend(np.full(4, 9, np.int64), 1, 8)
+        time.sleep(0.2)
+        chk.true(not req.Test(), "Issend to rank 1 completed before rank 1 received")
+        req.Wait()
+        chk.true(time.monotonic() - t0 >= 0.4, f"Issend completed after {time.monotonic() - t0:.3f} s")
+        t0 = time.monotonic()
+        world.ssend("x", 1, 9)
+        chk.true(time.monotonic() - t0 >= 0.4, f"ssend returned after {time.monotonic() - t0:.3f} s")
+    elif size > 1 and rank == 1:
+        time.sleep(0.5)
+        got = np.zeros(4, np.int64)
+        world.Recv(got, 0, 8)
+        chk.equal(got, np.full(4, 9, np.int64), "Issend from rank 0")
+        time.sleep(0.5)
+        chk.true(world.recv(source=0, tag=9) == "x", "ssend from rank 0")
+    # Cancel a pending receive (buffer and object): completes, moves nothing, status says so.
+    buf = np.full(2, -1, np.int32)
+    rreq = world.Irecv(buf, rank, 10)
+    rreq.Cancel()
+    st = dist.RecvStatus()
+    chk.true(rreq.Get_status(st) and st.Is_cancelled() and bool(rreq), "Get_status of a cancelled Irecv")
+    rreq.Wait(st)
+    chk.true(st.Is_cancelled() and not rreq, "Wait of a cancelled Irecv")
+    world.Send(np.full(2, 4, np.int32), rank, 10)
+    chk.equal(buf, np.full(2, -1, np.int32), "a cancelled Irecv wrote")
+    world.Recv(buf, rank, 10)
+    chk.equal(buf, np.full(2, 4, np.int32), "the message went to the next receive")
+    oreq = world.irecv(source=dist.ANY_SOURCE, tag=11)
+    oreq.cancel()
+    st = dist.RecvStatus()
+    chk.true(oreq.wait(st) is None and st.Is_cancelled(), "a cancelled object irecv")
+    # Cancel an Issend to itself no receive has matched: its message is gone; Free makes it falsy.
+    req = world.Issend(np.zeros(1, np.int32), rank, 12)
+    req.Cancel()
+    st = dist.RecvStatus()
+    chk.true(req.Get_status(st) and st.Is_cancelled() and bool(req), "Get_status of a cancelled Issend")
+    req.Free()
+    chk.true(not req and world.iprobe(rank, 12) is None, "a cancelled Issend left its message")
+    # A completed standard send is not cancelled; Get_status leaves it active until Wait.
+    sreq = world.Isend(np.zeros(1, np.int32), rank, 13)
+    time.sleep(0.01)
+    st = dist.RecvStatus()
+    while not sreq.Get_status(st):
+        time.sleep(0.001)
+    sreq.Cancel()
+    chk.true(bool(sreq), "Get_status made the request inactive")
+    sreq.Wait(st)
+    chk.true(not st.Is_cancelled() and not sreq, "a completed send reported cancelled")
+    world.Recv(np.zeros(1, np.int32), rank, 13)
+    # [None, 0, type]: an empty message, as mpi4py allows.
+    req = world.Issend([None, 0, "B"], rank, 14)
+    st = dist.RecvStatus()
+    world.Recv([None, 0, "B"], rank, 14, st)
+    chk.true(req.Wait() and st.Get_count("B") == 0 and st.tag == 14, f"[None, 0, 'B'] message: {st!r}")
+    try:
+        world.Send([None, 3, "B"], rank, 15)
+        chk.true(False, "[None, 3, 'B'] should be refused")
+    except TypeError as e:
+        chk.true("None" in str(e), f"[None, 3, 'B'] refused with: {e}")
+    world.Barrier()
     checks = chk.finish()
     dist.destroy_process_group()
     return {"checks": checks}
