@@ -283,10 +283,14 @@ void check_probe_args(const Communicator& c, const char* what, int source, int t
 
 }  // namespace
 
-RecvStatus Communicator::run_probe(P2POp::Probe kind, int source, int tag, const CallOptions& call) {
-  check_probe_args(*this, kind == P2POp::Probe::kIprobe ? "iprobe" : "probe", source, tag);
+RecvStatus Communicator::run_probe(P2POp::Probe kind, int source, int tag, const CallOptions& call, bool claim) {
+  const bool once = kind == P2POp::Probe::kIprobe;
+  check_probe_args(*this, claim ? (once ? "improbe" : "mprobe") : (once ? "iprobe" : "probe"), source, tag);
   RecvStatus rs;  // PROC_NULL's: source kProcNull, tag kAnyTag, 0 bytes
-  if (source == kProcNull) return rs;
+  if (source == kProcNull) {
+    if (claim) rs.message = kMessageNoProc;
+    return rs;
+  }
   P2POp op;
   op.is_send = false;
   op.peer = source;
@@ -294,6 +298,7 @@ RecvStatus Communicator::run_probe(P2POp::Probe kind, int source, int tag, const
   op.tag = tag;
   op.status = &rs;
   op.probe = kind;
+  op.claim = claim;
   CallOptions blocking = call;
   blocking.async = false;
   submit_p2p(op, blocking);
@@ -308,6 +313,37 @@ std::optional<RecvStatus> Communicator::iprobe(int source, int tag, const CallOp
 
 RecvStatus Communicator::probe(int source, int tag, const CallOptions& call) {
   return run_probe(P2POp::Probe::kProbe, source, tag, call);
+}
+
+std::optional<RecvStatus> Communicator::improbe(int source, int tag, const CallOptions& call) {
+  RecvStatus rs = run_probe(P2POp::Probe::kIprobe, source, tag, call, true);
+  if (source != kProcNull && rs.source == kAnySource) return std::nullopt;  // nothing there yet
+  return rs;
+}
+
+RecvStatus Communicator::mprobe(int source, int tag, const CallOptions& call) {
+  return run_probe(P2POp::Probe::kProbe, source, tag, call, true);
+}
+
+std::shared_ptr<Work> Communicator::mrecv(uint64_t message, const TensorView& t, const CallOptions& call,
+                                          RecvStatus* status) {
+  check_arg(message != kMessageNull, "mrecv: the message is MESSAGE_NULL (already received, or no matched probe)");
+  if (message == kMessageNoProc) {
+    RecvStatus none;  // a receive from PROC_NULL
+    if (status != nullptr) *status = none;
+    if (!call.async) return nullptr;
+    auto work = std::make_shared<Work>();
+    work->complete(Status::kSuccess, "", none);
+    return work;
+  }
+  P2POp op;
+  op.is_send = false;
+  op.peer = rank_;  // unused: the message names its source
+  op.tensor = t;
+  op.timeout_ms = call.timeout_ms;
+  op.status = call.async ? nullptr : status;
+  op.mrecv = message;
+  return submit_p2p(op, call);
 }
 
 bool Communicator::cancel(const std::shared_ptr<Work>& work) {
@@ -379,6 +415,21 @@ class Communicator::QueueFeed final : public TransferFeed {
         task.work->complete(Status::kSuccess, "", rs);
         continue;
       }
+      if (op.mrecv != 0) {
+        P2PMatcher::Posted r;
+        r.dst = op.tensor.bytes_ptr();
+        r.capacity = op.tensor.bytes();
+        r.dtype = op.tensor.dtype;
+        r.work = task.work;
+        r.status = op.status;
+        if (!c_.matcher_.mrecv(op.mrecv, r)) {
+          task.work->complete(Status::kInvalidArgument,
+                              str_cat("mrecv: message #", op.mrecv,
+                                      " is not held by this communicator (already received, or from a matched probe "
+                                      "on another communicator)"));
+        }
+        continue;
+      }
       if (op.is_send && op.peer == c_.rank()) {
         try {
           const bool sync = op.synchronous;
@@ -418,6 +469,7 @@ class Communicator::QueueFeed final : public TransferFeed {
       r.deadline = deadline;
       r.probe = op.probe != P2POp::Probe::kNone;
       r.once = op.probe == P2POp::Probe::kIprobe;
+      r.claim = op.claim;
       if (c_.matcher_.post(std::move(r))) continue;  // an unexpected message matched
       if (op.probe == P2POp::Probe::kIprobe) start_iprobe(op.peer);
       listen_for(op.peer, deadline);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 #include "common/settings.h"
 
@@ -65,9 +67,29 @@ void P2PMatcher::deliver(Posted& r, const Message& m) {
   finish(r, Status::kSuccess, "", rs);
 }
 
-void P2PMatcher::answer_probe(Posted& r, const Message& m) {
-  r.dtype = m.dtype;  // the status's count is in the sender's elements
-  finish(r, Status::kSuccess, "", RecvStatus{m.source, m.tag, m.data.size()});
+void P2PMatcher::answer_probe(Posted& r, std::deque<Message>::iterator it) {
+  r.dtype = it->dtype;  // the status's count is in the sender's elements
+  RecvStatus rs{it->source, it->tag, it->data.size()};
+  if (r.claim) {
+    // Still counted in unexpected_bytes_ until mrecv takes it.
+    rs.message = next_message_++;
+    claimed_.emplace_back(rs.message, std::move(*it));
+    unexpected_.erase(it);
+  }
+  finish(r, Status::kSuccess, "", rs);
+}
+
+bool P2PMatcher::mrecv(uint64_t message, Posted& r) {
+  for (auto it = claimed_.begin(); it != claimed_.end(); ++it) {
+    if (it->first != message) continue;
+    Message m = std::move(it->second);
+    claimed_.erase(it);
+    unexpected_bytes_ -= m.data.size();
+    deliver(r, m);
+    matched(m);
+    return true;
+  }
+  return false;
 }
 
 bool P2PMatcher::end_probe() {
@@ -75,8 +97,8 @@ bool P2PMatcher::end_probe() {
     if (!it->probe || !it->once) continue;
     Posted r = std::move(*it);
     posted_.erase(it);
-    for (const Message& m : unexpected_) {
-      if (!matches(r, m.source, m.tag)) continue;
+    for (auto m = unexpected_.begin(); m != unexpected_.end(); ++m) {
+      if (!matches(r, m->source, m->tag)) continue;
       answer_probe(r, m);
       return true;
     }
@@ -92,7 +114,7 @@ bool P2PMatcher::post(Posted r) {
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     if (!matches(r, it->source, it->tag)) continue;
     if (r.probe) {
-      answer_probe(r, *it);
+      answer_probe(r, it);
       return true;
     }
     Message m = std::move(*it);
@@ -207,7 +229,7 @@ bool P2PMatcher::send_to_self(int tag, const char* src, uint64_t bytes, DType dt
       Posted r = std::move(*it);
       posted_.erase(it);
       keep();
-      answer_probe(r, unexpected_.back());
+      answer_probe(r, std::prev(unexpected_.end()));
       return false;
     }
     Posted r = std::move(*it);
@@ -278,7 +300,7 @@ void P2PMatcher::landed(size_t token) {
     acked(int(token), l.ack_seq);  // the token is the peer
   } else if (l.probed) {
     unexpected_.push_back(std::move(l.msg));
-    answer_probe(l.posted, unexpected_.back());
+    answer_probe(l.posted, std::prev(unexpected_.end()));
   } else if (l.direct) {
     finish(l.posted, Status::kSuccess, "", RecvStatus{l.msg.source, l.msg.tag, l.bytes});
     matched(l.msg);
@@ -301,6 +323,10 @@ void P2PMatcher::fail_all(Status st, const std::string& message) {
   fail_awaiting(st, [&](int) { return message; });
   for (Message& m : unexpected_) {
     // Synchronous sends to this rank itself: their messages stay receivable.
+    if (m.sync_work) m.sync_work->complete(st, message);
+    m.sync_work.reset();
+  }
+  for (auto& [id, m] : claimed_) {
     if (m.sync_work) m.sync_work->complete(st, message);
     m.sync_work.reset();
   }

@@ -37,6 +37,10 @@
 //                    ack. Ordinary sends set no flag and cost nothing more.
 //   to this rank     the kept message holds the send's Work, completed when
 //                    a receive takes it.
+// A matched probe (MPI_Mprobe / MPI_Improbe) is a probe that also takes the
+// message it found out of matching: no other receive or probe can get it,
+// and only mrecv (MPI_Mrecv) with the number the probe's status carries
+// (RecvStatus::message, from kFirstMessage up) receives it.
 // Cancel (MPI_Cancel) removes a posted receive, or a synchronous send to this
 // rank itself that no receive has matched yet, and completes its Work as
 // cancelled (RecvStatus::cancelled, status kSuccess). A receive already
@@ -56,9 +60,12 @@
 
 namespace omniccl {
 
-constexpr int kAnySource = -1;  ///< OCCL_ANY_SOURCE
-constexpr int kProcNull = -2;   ///< OCCL_PROC_NULL
-constexpr int kAnyTag = -1;     ///< OCCL_ANY_TAG
+constexpr int kAnySource = -1;          ///< OCCL_ANY_SOURCE
+constexpr int kProcNull = -2;           ///< OCCL_PROC_NULL
+constexpr int kAnyTag = -1;             ///< OCCL_ANY_TAG
+constexpr uint64_t kMessageNull = 0;    ///< OCCL_MESSAGE_NULL: no message
+constexpr uint64_t kMessageNoProc = 1;  ///< OCCL_MESSAGE_NO_PROC: a matched probe of PROC_NULL
+constexpr uint64_t kFirstMessage = 2;   ///< matched probes number their messages from here
 
 class P2PMatcher {
  public:
@@ -74,6 +81,7 @@ class P2PMatcher {
     Deadline deadline = Deadline::never();  ///< for the listens it needs
     bool probe = false;                     ///< a probe: completes with a status, receives nothing
     bool once = false;                      ///< a probe that must not wait (iprobe): end_probe ends it
+    bool claim = false;                     ///< a matched probe: takes the message it finds out of matching
   };
 
   /// `rank` is this rank; the unexpected-message budget is read from
@@ -87,6 +95,10 @@ class P2PMatcher {
   /// rank itself whose Work is `w`: completes it as cancelled and returns
   /// true; false if there is none (already matched, or never cancellable).
   bool cancel(const Work* w);
+  /// MPI_Mrecv: receives into r the message a matched probe took (its
+  /// number `message`), completing r (and a synchronous sender); false (r
+  /// untouched) if no such message is held.
+  bool mrecv(uint64_t message, Posted& r);
   /// Ends the posted probe that must not wait (if it is still posted): completes it with the
   /// first matching unexpected message's status if there is one now, else
   /// with source kAnySource (nothing found). Returns whether it was posted.
@@ -203,16 +215,19 @@ class P2PMatcher {
   void deliver(Posted& r, const Message& m);
   void finish(Posted& r, Status st, std::string message, RecvStatus rs);
   void reserve_unexpected(uint64_t bytes, int source, int tag);
-  /// Completes probe r with m's status (m stays where it is).
-  void answer_probe(Posted& r, const Message& m);
+  /// Completes probe r with the status of the unexpected message at `it`;
+  /// the message stays there, or for a matched probe moves to claimed_.
+  void answer_probe(Posted& r, std::deque<Message>::iterator it);
 
   int rank_;
   uint64_t budget_;
   uint64_t unexpected_bytes_ = 0;
   std::deque<Posted> posted_;
   std::deque<Message> unexpected_;
-  std::vector<Landing> landing_;  ///< per peer
-  std::deque<Ack> acks_;          ///< acks owed, oldest first
+  std::vector<Landing> landing_;                      ///< per peer
+  std::deque<Ack> acks_;                              ///< acks owed, oldest first
+  std::deque<std::pair<uint64_t, Message>> claimed_;  ///< taken by matched probes, not yet received
+  uint64_t next_message_ = kFirstMessage;
   std::vector<Awaiting> awaiting_;
 };
 

@@ -663,6 +663,51 @@ occl_status_t occl_ssend_tagged(const DLTensor* tensor, int peer, int tag, occl_
  */
 occl_status_t occl_work_cancel(occl_work_t work, occl_comm_t comm, int* cancelled);
 
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.3 (ABI 1.2): matched probes                                */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * A message taken out of matching by occl_mprobe / occl_improbe
+ * (MPI_Message): only occl_mrecv with it receives that message, whatever
+ * other receives or probes are posted. A plain number, not an allocation.
+ */
+typedef uint64_t occl_message_t;
+/** No message (MPI_MESSAGE_NULL): what occl_mrecv leaves in its argument. */
+#define OCCL_MESSAGE_NULL ((occl_message_t)0)
+/** The message of a matched probe of OCCL_PROC_NULL (MPI_MESSAGE_NO_PROC). */
+#define OCCL_MESSAGE_NO_PROC ((occl_message_t)1)
+
+/**
+ * MPI_Mprobe: as occl_probe (waits for a message from source with tag), but
+ * the message found is taken out of matching and *message (not NULL) names
+ * it for occl_mrecv; *status (if not NULL) describes it as occl_probe's.
+ * OCCL_PROC_NULL: *message is OCCL_MESSAGE_NO_PROC. The message stays
+ * counted in OMNICCL_P2P_UNEXPECTED_BYTES until it is received.
+ */
+occl_status_t occl_mprobe(int source, int tag, occl_comm_t comm, const occl_options_t* options, occl_message_t* message,
+                          occl_recv_status_t* status);
+/**
+ * MPI_Improbe: as occl_iprobe (does not wait); when *flag is 1 the message
+ * found is taken out of matching as occl_mprobe takes it, and *message (not
+ * NULL) names it; when 0, *message is OCCL_MESSAGE_NULL.
+ */
+occl_status_t occl_improbe(int source, int tag, occl_comm_t comm, const occl_options_t* options, int* flag,
+                           occl_message_t* message, occl_recv_status_t* status);
+/**
+ * MPI_Mrecv / MPI_Imrecv: receives into tensor the message *message (from
+ * occl_mprobe or occl_improbe on comm) as occl_recv_tagged would receive it
+ * (the tensor is an upper bound; OCCL_ERR_TRUNCATED, OCCL_ERR_MISMATCH for
+ * another dtype), and sets *message to OCCL_MESSAGE_NULL. The message is all
+ * there already, so this never waits for a peer. Blocking when work is NULL
+ * (then *status, if not NULL, is filled), else a handle whose status
+ * occl_work_recv_status gives. OCCL_MESSAGE_NO_PROC: the PROC_NULL status at
+ * once. OCCL_ERR_INVALID_ARGUMENT for NULL message, OCCL_MESSAGE_NULL, or a
+ * message this communicator does not hold.
+ */
+occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* message, occl_comm_t comm,
+                         const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
