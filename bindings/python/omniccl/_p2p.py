@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from .comm import Communicator
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL", "Prequest",
-           "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem"]
+           "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem", "Message", "MESSAGE_NULL",
+           "MESSAGE_NO_PROC"]
 
 #: Receive from any rank (mpi4py's MPI.ANY_SOURCE; OCCL_ANY_SOURCE).
 ANY_SOURCE = -1
@@ -431,6 +432,104 @@ class Prequest(Request):
         if self._freed:
             return "<omniccl.Prequest freed>"
         return "<omniccl.Prequest " + ("active" if self else "inactive") + ">"
+
+
+# ---------------------------------------------------------------- matched probes
+_MESSAGE_NULL = 0  # OCCL_MESSAGE_NULL
+_MESSAGE_NO_PROC = 1  # OCCL_MESSAGE_NO_PROC
+
+
+class Message:
+    """A message taken by a matched probe (mpi4py's ``MPI.Message``): ``Comm.Mprobe``/``Improbe`` for
+    buffers, ``mprobe``/``improbe`` for objects.
+
+    No other receive or probe can get the message; only this object's
+    ``Recv``/``Irecv`` (buffers) or ``recv``/``irecv`` (objects) receive it,
+    once, after which it is falsy (equal to :data:`MESSAGE_NULL`). A matched
+    probe of PROC_NULL gives :data:`MESSAGE_NO_PROC`, whose receives complete at
+    once with the PROC_NULL status.
+    """
+
+    __slots__ = ("_comm", "_handle")
+
+    def __init__(self, comm: Any = None, handle: int = _MESSAGE_NULL) -> None:
+        self._comm = comm  # omniccl.Communicator
+        self._handle = handle
+
+    def __bool__(self) -> bool:
+        """True until received (MESSAGE_NULL is falsy)."""
+        return self._handle != _MESSAGE_NULL
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Message) and (self is other or (self._handle == other._handle and
+                                                                 self._handle in (_MESSAGE_NULL, _MESSAGE_NO_PROC)))
+
+    __hash__ = object.__hash__
+
+    def _take(self, what: str) -> Tuple[Any, int]:
+        """(the communicator's native handle, the message number); the message is spent from here on."""
+        if self._handle == _MESSAGE_NULL:
+            raise InvalidArgumentError(f"Message.{what}: the message is MESSAGE_NULL (already received)")
+        handle, self._handle = self._handle, _MESSAGE_NULL
+        return self._comm._live(f"Message.{what}"), handle
+
+    def Recv(self, buf: Any, status: Optional[RecvStatus] = None) -> None:  # noqa: N802 - mpi4py's names
+        """Receives the message into ``buf`` (an upper bound, as ``Comm.Recv``'s); fills ``status``."""
+        from .comm import _p2p_message  # noqa: PLC0415 - comm imports this module
+        native, handle = self._take("Recv")
+        t = _p2p_message(buf, "buf", True, PROC_NULL if handle == _MESSAGE_NO_PROC else 0)
+        st = native.mrecv(t, handle, blocking=True)
+        if status is not None:
+            status._fill(st)
+
+    def Irecv(self, buf: Any) -> Request:  # noqa: N802
+        """Starts receiving the message into ``buf``; returns a :class:`Request` (its Wait fills a status)."""
+        from .comm import _p2p_message  # noqa: PLC0415
+        native, handle = self._take("Irecv")
+        t = _p2p_message(buf, "buf", True, PROC_NULL if handle == _MESSAGE_NO_PROC else 0)
+        return Request(native.mrecv(t, handle), outputs=[buf], recv=True)
+
+    def recv(self, status: Optional[RecvStatus] = None) -> Any:
+        """Receives the message as an object (sent with ``send``/``isend``...) and returns it."""
+        native, handle = self._take("recv")
+        buf = bytearray(8 + _FIRST)
+        st = native.mrecv(as_tensor(buf, True, "buf"), handle, blocking=True)
+        if status is not None:
+            status._fill(st)
+        return _unpack(self._comm, buf, st, "Message.recv")
+
+    def irecv(self) -> Request:
+        """Starts receiving the message as an object; the request's ``wait()`` returns it."""
+        native, handle = self._take("irecv")
+        buf = bytearray(8 + _FIRST)
+        work = native.mrecv(as_tensor(buf, True, "buf"), handle)
+        comm = self._comm
+        return Request(work, recv=True, then=lambda st: _unpack(comm, buf, st, "Message.irecv"))
+
+    def __repr__(self) -> str:
+        if self._handle == _MESSAGE_NULL:
+            return "<omniccl.Message null>"
+        if self._handle == _MESSAGE_NO_PROC:
+            return "<omniccl.Message no_proc>"
+        return f"<omniccl.Message #{self._handle}>"
+
+
+#: No message (mpi4py's MPI.MESSAGE_NULL): what a received Message equals.
+MESSAGE_NULL = Message()
+#: The message of a matched probe of PROC_NULL (MPI.MESSAGE_NO_PROC).
+MESSAGE_NO_PROC = Message(None, _MESSAGE_NO_PROC)
+
+
+def matched_probe(comm: Any, source: int, tag: int, status: Optional[RecvStatus], wait: bool,
+                  what: str) -> Optional[Message]:
+    """Mprobe (wait) / Improbe: the Message found (None if Improbe found none); fills status."""
+    native = comm._live(what)
+    found = native.mprobe(source, tag) if wait else native.improbe(source, tag)
+    if found is None:
+        return None
+    if status is not None:
+        status._fill(found[:4])
+    return Message(comm, int(found[4]))
 
 
 # ---------------------------------------------------------------- buffered sends

@@ -18,7 +18,7 @@ from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Unio
 
 from . import _failure, _logical, _objects, _omniccl, _p2p
 from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
-from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Prequest, RecvStatus, Request
+from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Message, Prequest, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
 from .errors import InvalidArgumentError
 from ._messages import in_place, message, vmessage
@@ -743,6 +743,34 @@ class Communicator:
             status._fill(st)
         return out
 
+    def Mprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,  # noqa: N802 - mpi4py's names
+               status: Optional[RecvStatus] = None) -> Message:
+        """Matched probe: waits for a message from ``source`` with ``tag`` and takes it out of matching.
+
+        Returns a :class:`Message` whose ``Recv``/``Irecv`` receive exactly that message (no other
+        receive can get it); fills ``status``. PROC_NULL gives MESSAGE_NO_PROC at once.
+        """
+        msg = _p2p.matched_probe(self, source, tag, status, True, "Mprobe")
+        assert msg is not None
+        return msg
+
+    def Improbe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,  # noqa: N802
+                status: Optional[RecvStatus] = None) -> Optional[Message]:
+        """Matched probe that does not wait: the :class:`Message` found (taken out of matching), or None."""
+        return _p2p.matched_probe(self, source, tag, status, False, "Improbe")
+
+    def mprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+               status: Optional[RecvStatus] = None) -> Message:
+        """Matched probe for an object: as :meth:`Mprobe`; receive it with the Message's ``recv``/``irecv``."""
+        msg = _p2p.matched_probe(self, source, tag, status, True, "mprobe")
+        assert msg is not None
+        return msg
+
+    def improbe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+                status: Optional[RecvStatus] = None) -> Optional[Message]:
+        """Matched probe for an object that does not wait: the :class:`Message` found, or None."""
+        return _p2p.matched_probe(self, source, tag, status, False, "improbe")
+
     def Dup(self) -> "Communicator":
         """A new communicator with the same ranks in the same order (collective; free it with Free)."""
         return self._split(0, self.rank, self._global_ranks)
@@ -863,8 +891,6 @@ def _p2p_message(buf: Any, name: str, writable: bool, peer: int) -> Tensor:
 # code ported from mpi4py learns why).
 _NOT_OFFERED = {
     "Isendrecv": "Isendrecv", "Isendrecv_replace": "Isendrecv_replace",
-    "Mprobe": "matched probes (Mprobe)", "Improbe": "matched probes (Improbe)",
-    "mprobe": "matched probes (mprobe)", "improbe": "matched probes (improbe)",
     "Alltoallw": "Alltoallw (derived datatypes)", "Ibarrier": "non-blocking collectives (Ibarrier)",
     "Ibcast": "non-blocking collectives (Ibcast)", "Iallreduce": "non-blocking collectives (Iallreduce)",
     "Iallgather": "non-blocking collectives (Iallgather)", "Igather": "non-blocking collectives (Igather)",

@@ -608,6 +608,57 @@ void bind_comm(py::module_& m) {
       "occl_iprobe: (source, tag, bytes, count) of a matching message that has arrived, without receiving "
       "it, or None (does not wait).");
   comm.def(
+      "mprobe",
+      [](Comm& c, int source, int tag) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        occl_message_t msg = OCCL_MESSAGE_NULL;
+        c.start(
+            "mprobe", {},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t*) {
+              return occl_mprobe(source, tag, h, o, &msg, &st);
+            },
+            true);
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count, msg);
+      },
+      py::arg("source"), py::arg("tag"),
+      "occl_mprobe: as probe, but takes the message out of matching; returns (source, tag, bytes, count, "
+      "message) where message is the number mrecv receives it by.");
+  comm.def(
+      "improbe",
+      [](Comm& c, int source, int tag) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        occl_message_t msg = OCCL_MESSAGE_NULL;
+        int flag = 0;
+        c.start(
+            "improbe", {},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t*) {
+              return occl_improbe(source, tag, h, o, &flag, &msg, &st);
+            },
+            true);
+        if (flag == 0) return py::none();
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count, msg);
+      },
+      py::arg("source"), py::arg("tag"),
+      "occl_improbe: as iprobe (does not wait), taking the message found as mprobe does; "
+      "(source, tag, bytes, count, message) or None.");
+  comm.def(
+      "mrecv",
+      [](Comm& c, py::object t, uint64_t message, bool blocking) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        occl_message_t msg = message;
+        py::object r = c.start(
+            "mrecv", {t},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_mrecv(dl_of(t), &msg, h, o, w == nullptr ? &st : nullptr, w);
+            },
+            blocking);
+        if (!blocking) return r;
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
+      },
+      py::arg("tensor"), py::arg("message"), py::arg("blocking") = false,
+      "occl_mrecv: receives the message a matched probe took. Blocking: returns (source, tag, bytes, count); "
+      "else a Work (its recv_status once done).");
+  comm.def(
       "broadcast",
       [](Comm& c, py::object t, int root, bool blocking) {
         return c.start(
