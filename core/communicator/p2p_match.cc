@@ -85,8 +85,8 @@ bool P2PMatcher::mrecv(uint64_t message, Posted& r) {
     Message m = std::move(it->second);
     claimed_.erase(it);
     unexpected_bytes_ -= m.data.size();
+    matched(m);  // the sender first: the receiver, once complete, may test it
     deliver(r, m);
-    matched(m);
     return true;
   }
   return false;
@@ -120,8 +120,8 @@ bool P2PMatcher::post(Posted r) {
     Message m = std::move(*it);
     unexpected_.erase(it);
     unexpected_bytes_ -= m.data.size();
+    matched(m);  // the sender first: the receiver, once complete, may test it
     deliver(r, m);
-    matched(m);
     return true;
   }
   posted_.push_back(std::move(r));
@@ -302,11 +302,11 @@ void P2PMatcher::landed(size_t token) {
     unexpected_.push_back(std::move(l.msg));
     answer_probe(l.posted, std::prev(unexpected_.end()));
   } else if (l.direct) {
+    matched(l.msg);
     finish(l.posted, Status::kSuccess, "", RecvStatus{l.msg.source, l.msg.tag, l.bytes});
-    matched(l.msg);
   } else if (l.posted.work) {
-    deliver(l.posted, l.msg);
     matched(l.msg);
+    deliver(l.posted, l.msg);
   } else {
     unexpected_.push_back(std::move(l.msg));
   }

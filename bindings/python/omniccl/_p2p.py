@@ -8,10 +8,15 @@ order it sent them, a receive buffer is an upper bound (a larger message raises
 the own rank are matched by receives from it, and ``PROC_NULL`` completes at
 once.
 
-Objects travel pickled as one message of at most ``_FIRST`` bytes (an 8-byte
-length, then the start of the pickle) and, for larger ones, a second message
-with the rest, sent with the same tag as int8 data. A receive posts the first
-part's buffer, then receives the rest from the rank and tag the status names.
+Objects travel pickled, as mpi4py sends them: a pickle of up to ``_BUF`` bytes
+is one message holding just the pickle (so raw pickle bytes sent with ``Isend``
+are received as an object, and an empty message as None, as mpi4py does). A
+larger pickle goes as a first message of ``_BUF`` bytes (``_MARK``, whose zero
+first byte no pickle starts with, the pickle's length as 8 bytes, then its start)
+and a second message with the rest, sent with the same tag as int8 data. A
+receive posts a ``_BUF``-byte buffer, then receives the rest from the rank and
+tag the status names (a matched probe's ``Message.recv`` sizes its buffer from
+the probe, so a raw pickle of any size from another library is received too).
 Limitation: with several object receives posted at once (``irecv``) that can
 match the same sender and tag, an object over 64 KiB from it can reach the
 wrong receive; that receive then fails with a MismatchError (dtype) rather than
@@ -46,7 +51,9 @@ PROC_NULL = -2
 #: The largest tag (tags are 0..TAG_UB).
 TAG_UB = 2147483647
 
-_FIRST = 64 << 10  # object bytes carried by the first message
+_BUF = (64 << 10) + 8  # bytes of an object's first (or only) message at most
+_MARK = b"\x00OMNICC"  # starts the first of two messages (no pickle starts with a zero byte)
+_HEAD = len(_MARK) + 8  # the mark and the pickle's length
 _UNDEFINED = _omniccl.SPLIT_NOCOLOR  # omniccl.UNDEFINED (mpi4py's MPI.UNDEFINED)
 
 _ITEMSIZE = {"F": 8, "D": 16}
@@ -450,11 +457,12 @@ class Message:
     once with the PROC_NULL status.
     """
 
-    __slots__ = ("_comm", "_handle")
+    __slots__ = ("_comm", "_handle", "_bytes")
 
-    def __init__(self, comm: Any = None, handle: int = _MESSAGE_NULL) -> None:
+    def __init__(self, comm: Any = None, handle: int = _MESSAGE_NULL, nbytes: int = 0) -> None:
         self._comm = comm  # omniccl.Communicator
         self._handle = handle
+        self._bytes = nbytes  # the message's size, from its probe
 
     def __bool__(self) -> bool:
         """True until received (MESSAGE_NULL is falsy)."""
@@ -492,7 +500,7 @@ class Message:
     def recv(self, status: Optional[RecvStatus] = None) -> Any:
         """Receives the message as an object (sent with ``send``/``isend``...) and returns it."""
         native, handle = self._take("recv")
-        buf = bytearray(8 + _FIRST)
+        buf = bytearray(self._bytes)
         st = native.mrecv(as_tensor(buf, True, "buf"), handle, blocking=True)
         if status is not None:
             status._fill(st)
@@ -501,7 +509,7 @@ class Message:
     def irecv(self) -> Request:
         """Starts receiving the message as an object; the request's ``wait()`` returns it."""
         native, handle = self._take("irecv")
-        buf = bytearray(8 + _FIRST)
+        buf = bytearray(self._bytes)
         work = native.mrecv(as_tensor(buf, True, "buf"), handle)
         comm = self._comm
         return Request(work, recv=True, then=lambda st: _unpack(comm, buf, st, "Message.irecv"))
@@ -529,7 +537,7 @@ def matched_probe(comm: Any, source: int, tag: int, status: Optional[RecvStatus]
         return None
     if status is not None:
         status._fill(found[:4])
-    return Message(comm, int(found[4]))
+    return Message(comm, int(found[4]), int(found[2]))
 
 
 # ---------------------------------------------------------------- buffered sends
@@ -619,12 +627,13 @@ def _status_at(statuses: Optional[List[RecvStatus]], k: int) -> Optional[RecvSta
 
 # ---------------------------------------------------------------- objects
 def _pack(obj: Any) -> Tuple[bytearray, Optional[Any]]:
-    """The first message (length + start of the pickle) and the rest (int8 view) or None."""
+    """The first message (the pickle, or the mark, its length and its start) and the rest (int8 view) or None."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    first = bytearray(struct.pack("<Q", len(data)))
-    first += data[:_FIRST]
-    rest = memoryview(data)[_FIRST:].cast("b") if len(data) > _FIRST else None
-    return first, rest
+    if len(data) <= _BUF:
+        return bytearray(data), None
+    first = bytearray(_MARK + struct.pack("<Q", len(data)))
+    first += data[:_BUF - _HEAD]
+    return first, memoryview(data)[_BUF - _HEAD:].cast("b")
 
 
 def isend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str, synchronous: bool = False) -> Request:
@@ -674,26 +683,28 @@ def send(comm: "Communicator", obj: Any, dest: int, tag: int, what: str, synchro
 
 
 def _unpack(comm: "Communicator", buf: bytearray, status: Tuple[int, int, int, int], what: str) -> Any:
-    """The object whose first part is in buf (status: its receive's), receiving the rest if any."""
+    """The object whose (first) message is in buf (status: its receive's), receiving the rest if any."""
     source, tag, nbytes = status[0], status[1], status[2]
-    if source == PROC_NULL:
-        return None
-    if nbytes < 8:
+    if source == PROC_NULL or nbytes == 0:
+        return None  # mpi4py's object for an empty message
+    if nbytes < _HEAD or buf[:len(_MARK)] != _MARK:
+        return pickle.loads(memoryview(buf)[:nbytes])  # the whole pickle
+    (size,) = struct.unpack_from("<Q", buf, len(_MARK))
+    head = nbytes - _HEAD
+    if size < head:
         raise InvalidArgumentError(f"{what}: a {nbytes}-byte message from rank {source} (tag {tag}) is not an "
                                    "object sent with send/isend")
-    (size,) = struct.unpack_from("<Q", buf)
     data = bytearray(size)
-    head = min(size, _FIRST)
-    data[:head] = buf[8:8 + head]
-    if size > _FIRST:
-        rest = memoryview(data)[_FIRST:].cast("b")
+    data[:head] = buf[_HEAD:nbytes]
+    if size > head:
+        rest = memoryview(data)[head:].cast("b")
         comm._live(what).recv(as_tensor(rest, True, "obj"), source, blocking=True, tag=tag)
     return pickle.loads(data)
 
 
 def recv(comm: "Communicator", source: int, tag: int, status: Optional[RecvStatus], what: str) -> Any:
     """Receives an object (blocking)."""
-    buf = bytearray(8 + _FIRST)
+    buf = bytearray(_BUF)
     st = comm._live(what).recv(as_tensor(buf, True, "buf"), source, blocking=True, tag=tag)
     if status is not None:
         status._fill(st)
@@ -702,7 +713,7 @@ def recv(comm: "Communicator", source: int, tag: int, status: Optional[RecvStatu
 
 def irecv(comm: "Communicator", source: int, tag: int, what: str) -> Request:
     """Starts receiving an object; its request's wait() returns it."""
-    buf = bytearray(8 + _FIRST)
+    buf = bytearray(_BUF)
     native = comm._live(what).recv(as_tensor(buf, True, "buf"), source, tag=tag)
     return Request(native, recv=True, then=lambda st: _unpack(comm, buf, st, what))
 

@@ -48,6 +48,12 @@ def test_matched_probes(size):
     assert [r.result["checks"] for r in results] == [13] * size, [r.result for r in results]
 
 
+@pytest.mark.parametrize("size", [1, 2])
+def test_object_messages_are_plain_pickles(size):
+    results = run_ranks(size, "p2p_pickle_format")
+    assert [r.result["checks"] for r in results] == [4] * size, [r.result for r in results]
+
+
 def test_constants_and_status_match_the_c_library():
     assert (omniccl.ANY_SOURCE, omniccl.ANY_TAG, omniccl.PROC_NULL, omniccl.TAG_UB) == (-1, -1, -2, 2**31 - 1)
     assert omniccl.Status.TRUNCATED == 14
