@@ -103,6 +103,41 @@ TEST_P(Ssend, ToAnotherRankCompletesOnlyOnceMatched) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
+// A receiver that never matches the message: the synchronous send ends with
+// an error (its deadline; the receiver leaving), never a hang.
+TEST_P(Ssend, FailsWhenTheReceiverNeverMatches) {
+  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return 0;  // leaves without receiving
+    }
+    int32_t v = 1;
+    Tensor1D t(&v, 1, dl_int(32));
+    occl_options_t o = OCCL_OPTIONS_INIT;
+    o.timeout_ms = 300;
+    auto t0 = Clock::now();
+    occl_status_t s = occl_ssend_tagged(&t, 1, 77, comm, &o, nullptr);
+    const int64_t took = ms_since(t0);
+    RANK_CHECK(
+        s == OCCL_ERR_TIMEOUT && took < 1400, rank,
+        cat("ssend with a 300 ms deadline: ", occl_status_string(s), " after ", took, " ms: ", occl_last_error()));
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+  JobResult left = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int) {
+    if (rank == 1) return 0;  // leaves at once without receiving
+    int32_t v = 1;
+    Tensor1D t(&v, 1, dl_int(32));
+    auto t0 = Clock::now();
+    occl_status_t s = occl_ssend_tagged(&t, 1, 78, comm, nullptr, nullptr);
+    const int64_t took = ms_since(t0);
+    RANK_CHECK((s == OCCL_ERR_PEER_FAILURE || s == OCCL_ERR_MISMATCH) && took < 10000, rank,
+               cat("ssend to a rank that left: ", occl_status_string(s), " after ", took, " ms: ", occl_last_error()));
+    return 0;
+  });
+  EXPECT_TRUE(left.ok()) << left.summary();
+}
+
 // Both ranks exchange by issend + recv (as mpi4py's ring test does): each
 // issend is matched by the other's receive, nothing deadlocks.
 TEST_P(Ssend, ExchangeByIssendAndRecv) {
