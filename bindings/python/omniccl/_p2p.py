@@ -475,18 +475,27 @@ class Message:
     __hash__ = object.__hash__
 
     def _take(self, what: str) -> Tuple[Any, int]:
-        """(the communicator's native handle, the message number); the message is spent from here on."""
+        """(the communicator's native handle, the message number); the message is spent from here on.
+
+        For MESSAGE_NO_PROC the native handle is None (nothing to receive); the module's
+        MESSAGE_NO_PROC constant itself stays as it is.
+        """
         if self._handle == _MESSAGE_NULL:
             raise InvalidArgumentError(f"Message.{what}: the message is MESSAGE_NULL (already received)")
-        handle, self._handle = self._handle, _MESSAGE_NULL
+        handle = self._handle
+        if self is not MESSAGE_NO_PROC:
+            self._handle = _MESSAGE_NULL
+        if handle == _MESSAGE_NO_PROC:
+            return None, handle
         return self._comm._live(f"Message.{what}"), handle
 
     def Recv(self, buf: Any, status: Optional[RecvStatus] = None) -> None:  # noqa: N802 - mpi4py's names
         """Receives the message into ``buf`` (an upper bound, as ``Comm.Recv``'s); fills ``status``."""
         from .comm import _p2p_message  # noqa: PLC0415 - comm imports this module
         native, handle = self._take("Recv")
-        t = _p2p_message(buf, "buf", True, PROC_NULL if handle == _MESSAGE_NO_PROC else 0)
-        st = native.mrecv(t, handle, blocking=True)
+        st: Tuple[int, int, int, int] = (PROC_NULL, ANY_TAG, 0, 0)
+        if native is not None:
+            st = native.mrecv(_p2p_message(buf, "buf", True, 0), handle, blocking=True)
         if status is not None:
             status._fill(st)
 
@@ -494,12 +503,17 @@ class Message:
         """Starts receiving the message into ``buf``; returns a :class:`Request` (its Wait fills a status)."""
         from .comm import _p2p_message  # noqa: PLC0415
         native, handle = self._take("Irecv")
-        t = _p2p_message(buf, "buf", True, PROC_NULL if handle == _MESSAGE_NO_PROC else 0)
-        return Request(native.mrecv(t, handle), outputs=[buf], recv=True)
+        if native is None:
+            return Request(None)  # complete: a Wait fills the PROC_NULL status
+        return Request(native.mrecv(_p2p_message(buf, "buf", True, 0), handle), outputs=[buf], recv=True)
 
     def recv(self, status: Optional[RecvStatus] = None) -> Any:
         """Receives the message as an object (sent with ``send``/``isend``...) and returns it."""
         native, handle = self._take("recv")
+        if native is None:
+            if status is not None:
+                status._fill((PROC_NULL, ANY_TAG, 0, 0))
+            return None
         buf = bytearray(self._bytes)
         st = native.mrecv(as_tensor(buf, True, "buf"), handle, blocking=True)
         if status is not None:
@@ -509,6 +523,8 @@ class Message:
     def irecv(self) -> Request:
         """Starts receiving the message as an object; the request's ``wait()`` returns it."""
         native, handle = self._take("irecv")
+        if native is None:
+            return Request(None)  # complete; its wait() returns None
         buf = bytearray(self._bytes)
         work = native.mrecv(as_tensor(buf, True, "buf"), handle)
         comm = self._comm

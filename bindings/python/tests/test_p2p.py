@@ -45,7 +45,7 @@ def test_synchronous_sends_cancel_and_empty_specs(size):
 @pytest.mark.parametrize("size", [1, 2, 3])
 def test_matched_probes(size):
     results = run_ranks(size, "p2p_mprobe", timeout=90)
-    assert [r.result["checks"] for r in results] == [13] * size, [r.result for r in results]
+    assert [r.result["checks"] for r in results] == [14] * size, [r.result for r in results]
 
 
 @pytest.mark.parametrize("size", [1, 2])

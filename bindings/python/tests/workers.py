@@ -1551,6 +1551,9 @@ def p2p_mprobe(rank, size):
     st = dist.RecvStatus()
     nmsg.Recv(None, st)
     chk.true(st.source == dist.PROC_NULL and st.Get_count() == 0 and not nmsg, f"NO_PROC Recv {st!r}")
+    st = dist.RecvStatus()
+    chk.true(dist.MESSAGE_NO_PROC.recv(st) is None and st.source == dist.PROC_NULL and bool(dist.MESSAGE_NO_PROC),
+             "MESSAGE_NO_PROC.recv leaves the constant as it is")
     world.Barrier()
     checks = chk.finish()
     dist.destroy_process_group()
