@@ -224,7 +224,7 @@ bool P2PMatcher::send_to_self(int tag, const char* src, uint64_t bytes, DType dt
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (!matches(*it, rank_, tag)) continue;
     if (it->probe) {
-      if (must_match) break;                  // a probe does not match it
+      if (must_match) continue;               // a probe does not match it: look for a receive
       reserve_unexpected(bytes, rank_, tag);  // throws with the probe still posted
       Posted r = std::move(*it);
       posted_.erase(it);
