@@ -34,7 +34,7 @@
 //                    is the acknowledged message's per-pair number. The
 //                    sender awaits it (listening to that peer) and completes
 //                    the send when it has both sent the payload and read the
-//                    ack. Ordinary sends set no flag and cost nothing more.
+//                    ack. Ordinary sends set no flag and cause no ack.
 //   to this rank     the kept message holds the send's Work, completed when
 //                    a receive takes it.
 // A matched probe (MPI_Mprobe / MPI_Improbe) is a probe that also takes the

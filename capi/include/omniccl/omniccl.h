@@ -645,7 +645,7 @@ occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const occl_optio
  * failure apply as to a receive. OCCL_ERR_MISMATCH also when peer moves on
  * to a collective operation (or leaves) before a receive matched the
  * message: a synchronous send must be matched before the operations issued
- * after it on its receiver. Ordinary sends are not slowed down by this.
+ * after it on its receiver. Ordinary sends carry no flag and cause no ack.
  * options may be NULL.
  */
 occl_status_t occl_ssend_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,

@@ -878,7 +878,7 @@ unsafe extern "C" {
     ) -> occl_status_t;
 }
 unsafe extern "C" {
-    #[doc = " MPI_Ssend / MPI_Issend: as occl_send_tagged, but the send completes only\n once a receive on peer has matched its message (a probe does not match\n it). Blocking when work is NULL. A blocking synchronous send to this rank\n itself with no matching receive already posted can never complete and is\n OCCL_ERR_MISMATCH (post the receive first, or use a handle); with a handle\n it completes when a receive takes the message. The deadline and peer\n failure apply as to a receive. OCCL_ERR_MISMATCH also when peer moves on\n to a collective operation (or leaves) before a receive matched the\n message: a synchronous send must be matched before the operations issued\n after it on its receiver. Ordinary sends are not slowed down by this.\n options may be NULL."]
+    #[doc = " MPI_Ssend / MPI_Issend: as occl_send_tagged, but the send completes only\n once a receive on peer has matched its message (a probe does not match\n it). Blocking when work is NULL. A blocking synchronous send to this rank\n itself with no matching receive already posted can never complete and is\n OCCL_ERR_MISMATCH (post the receive first, or use a handle); with a handle\n it completes when a receive takes the message. The deadline and peer\n failure apply as to a receive. OCCL_ERR_MISMATCH also when peer moves on\n to a collective operation (or leaves) before a receive matched the\n message: a synchronous send must be matched before the operations issued\n after it on its receiver. Ordinary sends carry no flag and cause no ack.\n options may be NULL."]
     pub fn occl_ssend_tagged(
         tensor: *const DLTensor,
         peer: ::core::ffi::c_int,
