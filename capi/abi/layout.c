@@ -195,3 +195,6 @@ ABI_ASSERT(offsetof(DLManagedTensorVersioned, manager_ctx) == 8, "DLManagedTenso
 ABI_ASSERT(offsetof(DLManagedTensorVersioned, deleter) == 16, "DLManagedTensorVersioned.deleter");
 ABI_ASSERT(offsetof(DLManagedTensorVersioned, flags) == 24, "DLManagedTensorVersioned.flags");
 ABI_ASSERT(offsetof(DLManagedTensorVersioned, dl_tensor) == 32, "DLManagedTensorVersioned.dl_tensor");
+
+ABI_ASSERT(sizeof(occl_message_t) == 8, "sizeof(occl_message_t)");
+ABI_ASSERT(OCCL_MESSAGE_NULL == 0 && OCCL_MESSAGE_NO_PROC == 1, "OCCL_MESSAGE_NULL, OCCL_MESSAGE_NO_PROC");

@@ -360,6 +360,23 @@ OCCL_API occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int ta
   });
 }
 
+OCCL_API occl_status_t occl_ssend_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
+                                         const occl_options_t* options, occl_work_t* work) {
+  return op("occl_ssend_tagged", options, work, [&](const CallOptions& call) {
+    return coll::ssend_tagged(*comm_of(comm), to_view(tensor, "tensor"), peer, tag, call);
+  });
+}
+
+OCCL_API occl_status_t occl_work_cancel(occl_work_t work, occl_comm_t comm, int* cancelled) {
+  if (cancelled != nullptr) *cancelled = 0;
+  return guard("occl_work_cancel", [&] {
+    check_arg(work != nullptr && work->impl != nullptr, "work is NULL");
+    std::shared_ptr<Communicator> c = comm_of(comm);
+    const bool done = c->cancel(work->impl);
+    if (cancelled != nullptr) *cancelled = done ? 1 : 0;
+  });
+}
+
 OCCL_API occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag, occl_comm_t comm,
                                         const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work) {
   RecvStatus rs;
@@ -421,6 +438,52 @@ OCCL_API occl_status_t occl_iprobe(int source, int tag, occl_comm_t comm, const 
     *flag = rs ? 1 : 0;
     if (rs) fill_status(status, *rs);
   });
+}
+
+static_assert(OCCL_MESSAGE_NULL == omniccl::kMessageNull && OCCL_MESSAGE_NO_PROC == omniccl::kMessageNoProc,
+              "message numbers as the matcher's");
+
+OCCL_API occl_status_t occl_mprobe(int source, int tag, occl_comm_t comm, const occl_options_t* options,
+                                   occl_message_t* message, occl_recv_status_t* status) {
+  if (message != nullptr) *message = OCCL_MESSAGE_NULL;
+  return guard("occl_mprobe", [&] {
+    std::shared_ptr<Communicator> c = comm_of(comm);
+    check_arg(message != nullptr, "message is NULL");
+    RecvStatus rs = c->mprobe(source, tag, call_options(options, false));
+    *message = rs.message;
+    fill_status(status, rs);
+  });
+}
+
+OCCL_API occl_status_t occl_improbe(int source, int tag, occl_comm_t comm, const occl_options_t* options, int* flag,
+                                    occl_message_t* message, occl_recv_status_t* status) {
+  if (message != nullptr) *message = OCCL_MESSAGE_NULL;
+  return guard("occl_improbe", [&] {
+    std::shared_ptr<Communicator> c = comm_of(comm);
+    check_arg(flag != nullptr, "flag is NULL");
+    check_arg(message != nullptr, "message is NULL");
+    std::optional<RecvStatus> rs = c->improbe(source, tag, call_options(options, false));
+    *flag = rs ? 1 : 0;
+    if (!rs) return;
+    *message = rs->message;
+    fill_status(status, *rs);
+  });
+}
+
+OCCL_API occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* message, occl_comm_t comm,
+                                  const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work) {
+  RecvStatus rs;
+  const bool blocking = work == nullptr;
+  occl_status_t st = op("occl_mrecv", options, work, [&](const CallOptions& call) {
+    std::shared_ptr<Communicator> c = comm_of(comm);
+    check_arg(message != nullptr, "message is NULL");
+    TensorView t = to_view(tensor, "tensor");
+    const uint64_t m = *message;
+    *message = OCCL_MESSAGE_NULL;  // taken, whatever the outcome (as MPI_Mrecv)
+    return c->mrecv(m, t, call, &rs);
+  });
+  if (blocking) fill_status(status, rs);
+  return st;
 }
 
 OCCL_API occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const occl_options_t* options,

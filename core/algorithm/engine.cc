@@ -382,6 +382,7 @@ bool Engine::advance_listen(State& s, TransferFeed& feed) {
       a.count = h.count;
       a.bytes = h.bytes;
       a.seq = h.seq;
+      a.flags = h.algo;
       s.t.dst = feed.land(a, s.land_token);
       s.t.bytes = h.bytes;
       m.payload = {s.t.dst, s.t.bytes, device_};
@@ -643,6 +644,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       wait.progressed();
       stalled_since_ = Clock::time_point{};
       owe_flush = true;
+      if (feed != nullptr && feed->owes()) pull_feed(feed);
       continue;
     }
     if (owe_flush) {

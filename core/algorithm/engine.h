@@ -55,9 +55,14 @@ struct OpSignature {
   int32_t root = -1;
   uint64_t count = 0;  ///< per-op meaning, equal on all ranks (0 for v-ops)
   uint64_t seq = 0;    ///< collective sequence number, or per-pair p2p number
-  uint8_t algo = 0;    ///< algorithm id (all ranks must pick the same)
+  uint8_t algo = 0;    ///< algorithm id (all ranks must pick the same); point-to-point: kP2P* flags
   const char* algo_name = "";
 };
+
+/// Flags of a point-to-point message, carried where a collective's header
+/// has its algorithm id (OpSignature::algo). An ordinary send sets none.
+constexpr uint8_t kP2PSync = 1;  ///< a synchronous send: the receiver acks the match
+constexpr uint8_t kP2PAck = 2;   ///< an ack (no payload); count: the acknowledged message's number
 
 struct Transfer {
   /// kListen (point-to-point batches only): receive the next message from
@@ -103,6 +108,7 @@ class TransferFeed {
     uint64_t count = 0;  ///< elements of dtype
     uint64_t bytes = 0;  ///< payload bytes
     uint64_t seq = 0;    ///< the sender's per-pair message number
+    uint8_t flags = 0;   ///< kP2PSync, kP2PAck
   };
   /// A listen on arrival.peer has read a message header: returns where its
   /// arrival.bytes payload goes (room for all of it) and a token for landed().
@@ -136,6 +142,9 @@ class TransferFeed {
     (void)peer;
     return true;
   }
+  /// Whether next() has a transfer that should join now rather than when
+  /// the step next waits (an ack a synchronous sender waits for).
+  virtual bool owes() { return false; }
 };
 
 class Engine {

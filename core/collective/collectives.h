@@ -24,6 +24,9 @@ WorkPtr recv(Communicator& c, const TensorView& t, int peer, const CallOptions& 
 /// Throws kInvalidArgument for a peer or tag a send (is_send) or recv refuses.
 void check_p2p_args(const Communicator& c, int peer, int tag, bool is_send);
 WorkPtr send_tagged(Communicator& c, const TensorView& t, int peer, int tag, const CallOptions& call);
+/// A synchronous send (MPI_Ssend): completes once a receive has matched it
+/// (communicator/p2p_match.h).
+WorkPtr ssend_tagged(Communicator& c, const TensorView& t, int peer, int tag, const CallOptions& call);
 WorkPtr recv_tagged(Communicator& c, const TensorView& t, int source, int tag, const CallOptions& call,
                     RecvStatus* status);
 WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOptions& call);

@@ -13,7 +13,7 @@ namespace omniccl::coll {
 namespace {
 
 WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, const CallOptions& call,
-            RecvStatus* status) {
+            RecvStatus* status, bool synchronous = false) {
   check_p2p_args(c, peer, tag, is_send);
   if (t.device != DeviceKind::kCPU && t.count > 0) {
     fail(Status::kUnsupported, is_send ? "send" : "recv", ": point-to-point operations on CUDA tensors are not ",
@@ -28,6 +28,7 @@ WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_sen
     return work;
   }
   P2POp op{is_send, peer, t, call.timeout_ms, tag, call.async ? nullptr : status};
+  op.synchronous = synchronous;
   return c.submit_p2p(op, call);
 }
 
@@ -51,6 +52,9 @@ WorkPtr recv(Communicator& c, const TensorView& t, int peer, const CallOptions& 
 }
 WorkPtr send_tagged(Communicator& c, const TensorView& t, int peer, int tag, const CallOptions& call) {
   return p2p(c, t, peer, tag, true, call, nullptr);
+}
+WorkPtr ssend_tagged(Communicator& c, const TensorView& t, int peer, int tag, const CallOptions& call) {
+  return p2p(c, t, peer, tag, true, call, nullptr, true);
 }
 WorkPtr recv_tagged(Communicator& c, const TensorView& t, int source, int tag, const CallOptions& call,
                     RecvStatus* status) {

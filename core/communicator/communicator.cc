@@ -242,6 +242,7 @@ std::shared_ptr<Work> Communicator::submit_p2p(const P2POp& op, const CallOption
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) fail(Status::kAborted, "the communicator was aborted");
     queue_.push_back(Task{nullptr, work, op});
+    queue_.back().p2p->blocking = !call.async;
     idle_.store(false, std::memory_order_release);
     if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
   }
@@ -282,10 +283,14 @@ void check_probe_args(const Communicator& c, const char* what, int source, int t
 
 }  // namespace
 
-RecvStatus Communicator::run_probe(P2POp::Probe kind, int source, int tag, const CallOptions& call) {
-  check_probe_args(*this, kind == P2POp::Probe::kIprobe ? "iprobe" : "probe", source, tag);
+RecvStatus Communicator::run_probe(P2POp::Probe kind, int source, int tag, const CallOptions& call, bool claim) {
+  const bool once = kind == P2POp::Probe::kIprobe;
+  check_probe_args(*this, claim ? (once ? "improbe" : "mprobe") : (once ? "iprobe" : "probe"), source, tag);
   RecvStatus rs;  // PROC_NULL's: source kProcNull, tag kAnyTag, 0 bytes
-  if (source == kProcNull) return rs;
+  if (source == kProcNull) {
+    if (claim) rs.message = kMessageNoProc;
+    return rs;
+  }
   P2POp op;
   op.is_send = false;
   op.peer = source;
@@ -293,6 +298,7 @@ RecvStatus Communicator::run_probe(P2POp::Probe kind, int source, int tag, const
   op.tag = tag;
   op.status = &rs;
   op.probe = kind;
+  op.claim = claim;
   CallOptions blocking = call;
   blocking.async = false;
   submit_p2p(op, blocking);
@@ -307,6 +313,51 @@ std::optional<RecvStatus> Communicator::iprobe(int source, int tag, const CallOp
 
 RecvStatus Communicator::probe(int source, int tag, const CallOptions& call) {
   return run_probe(P2POp::Probe::kProbe, source, tag, call);
+}
+
+std::optional<RecvStatus> Communicator::improbe(int source, int tag, const CallOptions& call) {
+  RecvStatus rs = run_probe(P2POp::Probe::kIprobe, source, tag, call, true);
+  if (source != kProcNull && rs.source == kAnySource) return std::nullopt;  // nothing there yet
+  return rs;
+}
+
+RecvStatus Communicator::mprobe(int source, int tag, const CallOptions& call) {
+  return run_probe(P2POp::Probe::kProbe, source, tag, call, true);
+}
+
+std::shared_ptr<Work> Communicator::mrecv(uint64_t message, const TensorView& t, const CallOptions& call,
+                                          RecvStatus* status) {
+  check_arg(message != kMessageNull, "mrecv: the message is MESSAGE_NULL (already received, or no matched probe)");
+  if (message == kMessageNoProc) {
+    RecvStatus none;  // a receive from PROC_NULL
+    if (status != nullptr) *status = none;
+    if (!call.async) return nullptr;
+    auto work = std::make_shared<Work>();
+    work->complete(Status::kSuccess, "", none);
+    return work;
+  }
+  P2POp op;
+  op.is_send = false;
+  op.peer = rank_;  // unused: the message names its source
+  op.tensor = t;
+  op.timeout_ms = call.timeout_ms;
+  op.status = call.async ? nullptr : status;
+  op.mrecv = message;
+  return submit_p2p(op, call);
+}
+
+bool Communicator::cancel(const std::shared_ptr<Work>& work) {
+  check_arg(work != nullptr, "cancel: the operation is NULL");
+  if (work->done()) return false;
+  RecvStatus rs;
+  P2POp op;
+  op.is_send = false;
+  op.peer = rank_;
+  op.status = &rs;
+  op.cancel = work;
+  CallOptions blocking;
+  submit_p2p(op, blocking);
+  return rs.cancelled;
 }
 
 /// Feeds queued send/recv tasks into a running engine step, in queue order,
@@ -333,6 +384,18 @@ class Communicator::QueueFeed final : public TransferFeed {
         tag = SIZE_MAX;
         return true;
       }
+      P2PMatcher::Ack ack;
+      if (c_.matcher_.take_ack(ack)) {
+        // A synchronous send from ack.peer was matched here: tell it.
+        sig.algo = kP2PAck;
+        sig.count = ack.seq;
+        sig.seq = c_.next_send_seq(ack.peer);
+        deadline = c_.op_deadline();
+        t = Transfer::send(ack.peer, nullptr, 0, 0);
+        tag = taken_.size();
+        taken_.push_back(Task{});
+        return true;
+      }
       Task task;
       if (!pending_.empty()) {
         task = std::move(pending_.back());
@@ -345,12 +408,37 @@ class Communicator::QueueFeed final : public TransferFeed {
       }
       const P2POp& op = *task.p2p;
       deadline = op.timeout_ms > 0 ? Deadline::after_ms(op.timeout_ms) : c_.op_deadline();
+      if (op.cancel) {
+        RecvStatus rs;
+        rs.cancelled = c_.matcher_.cancel(op.cancel.get());
+        if (op.status != nullptr) *op.status = rs;
+        task.work->complete(Status::kSuccess, "", rs);
+        continue;
+      }
+      if (op.mrecv != 0) {
+        P2PMatcher::Posted r;
+        r.dst = op.tensor.bytes_ptr();
+        r.capacity = op.tensor.bytes();
+        r.dtype = op.tensor.dtype;
+        r.work = task.work;
+        r.status = op.status;
+        if (!c_.matcher_.mrecv(op.mrecv, r)) {
+          task.work->complete(Status::kInvalidArgument,
+                              str_cat("mrecv: message #", op.mrecv,
+                                      " is not held by this communicator (already received, or from a matched probe "
+                                      "on another communicator)"));
+        }
+        continue;
+      }
       if (op.is_send && op.peer == c_.rank()) {
         try {
-          c_.matcher_.send_to_self(op.tag, op.tensor.bytes_ptr(), op.tensor.bytes(), op.tensor.dtype, op.tensor.count);
-          task.work->complete(Status::kSuccess, "");
+          const bool sync = op.synchronous;
+          const bool taken = c_.matcher_.send_to_self(op.tag, op.tensor.bytes_ptr(), op.tensor.bytes(), op.tensor.dtype,
+                                                      op.tensor.count, sync ? task.work : nullptr, sync && op.blocking);
+          // A synchronous one not yet received completes when a receive takes it.
+          if (!sync || taken) task.work->complete(Status::kSuccess, "");
         } catch (const Error& e) {
-          task.work->complete(e.status(), str_cat("send to self: ", e.what()));  // over the budget
+          task.work->complete(e.status(), str_cat(op.synchronous ? "ssend" : "send", " to self: ", e.what()));
         }
         continue;
       }
@@ -359,6 +447,11 @@ class Communicator::QueueFeed final : public TransferFeed {
         sig.count = op.tensor.count;
         sig.root = op.tag;  // a point-to-point header carries the tag here
         sig.seq = c_.next_send_seq(op.peer);
+        if (op.synchronous) {
+          sig.algo = kP2PSync;
+          c_.matcher_.await_ack(op.peer, sig.seq, task.work);
+          listen_for(op.peer, deadline);  // for the ack
+        }
         t = Transfer::send(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0);
         tag = taken_.size();
         taken_.push_back(std::move(task));
@@ -376,6 +469,7 @@ class Communicator::QueueFeed final : public TransferFeed {
       r.deadline = deadline;
       r.probe = op.probe != P2POp::Probe::kNone;
       r.once = op.probe == P2POp::Probe::kIprobe;
+      r.claim = op.claim;
       if (c_.matcher_.post(std::move(r))) continue;  // an unexpected message matched
       if (op.probe == P2POp::Probe::kIprobe) start_iprobe(op.peer);
       listen_for(op.peer, deadline);
@@ -388,6 +482,8 @@ class Communicator::QueueFeed final : public TransferFeed {
   void resume_posted() {
     for (const P2PMatcher::Posted& p : c_.matcher_.posted()) listen_for(p.source, p.deadline);
   }
+
+  bool owes() override { return c_.matcher_.owes_ack(); }
 
   void listen_for(int source, const Deadline& deadline) {
     for (int p = 0; p < c_.size(); ++p) {
@@ -419,14 +515,20 @@ class Communicator::QueueFeed final : public TransferFeed {
   void quiet(int peer) override { iprobe_heard(peer); }
 
   void done(size_t tag) override {
-    taken_[tag].work->complete(Status::kSuccess, "");
-    taken_[tag].work.reset();
+    Task& task = taken_[tag];
+    if (!task.work) return;  // an ack
+    if (task.p2p && task.p2p->synchronous) {
+      c_.matcher_.sent(task.work.get());  // completes once the ack has come too
+    } else {
+      task.work->complete(Status::kSuccess, "");
+    }
+    task.work.reset();
   }
 
   char* land(const Arrival& a, size_t& token) override { return c_.matcher_.land(a, c_.next_recv_seq(a.peer), token); }
   void landed(size_t token) override { c_.matcher_.landed(token); }
-  bool listening(int peer) override { return c_.matcher_.wants(peer); }
-  bool named(int peer) override { return c_.matcher_.names(peer); }
+  bool listening(int peer) override { return c_.matcher_.wants(peer) || c_.matcher_.awaits(peer); }
+  bool named(int peer) override { return c_.matcher_.names(peer) || c_.matcher_.awaits(peer); }
   void listen_ended(int peer, bool parked) override {
     iprobe_heard(peer);
     listening_[size_t(peer)] = 0;
@@ -439,6 +541,14 @@ class Communicator::QueueFeed final : public TransferFeed {
   /// before its send); the others fail (a blocking one's caller can issue
   /// nothing that would match it).
   void finish() {
+    // Synchronous sends whose receiver moved on (to a collective, or left)
+    // before a receive matched them: MPI would leave them pending across
+    // that collective; here they fail, as receives posted before one do.
+    c_.matcher_.fail_awaiting(Status::kMismatch, [&](int peer) {
+      return str_cat("ssend to rank ", peer,
+                     ": no receive matched it before that rank moved on (to a collective operation, or it left); a "
+                     "synchronous send must be matched before the operations issued after it on its receiver");
+    });
     if (!c_.matcher_.any_posted()) return;
     const int me = c_.rank();
     auto doomed = [&](const P2PMatcher::Posted& p) { return p.blocking || (p.source != me && p.source != kAnySource); };
@@ -463,7 +573,7 @@ class Communicator::QueueFeed final : public TransferFeed {
   /// Fails every task taken but not completed, and any not yet taken.
   void fail_rest(Status st, const std::string& msg) {
     for (auto& t : taken_) {
-      if (t.work) t.work->complete(st, msg);
+      if (t.work) t.work->complete(st, msg);  // (awaited synchronous sends among them: fail_all below again)
     }
     for (auto& t : pending_) t.work->complete(st, msg);
     c_.matcher_.fail_all(st, msg);

@@ -79,6 +79,16 @@ struct P2POp {
   /// arrived and ends (its status's source is kAnySource if none matched).
   enum class Probe : uint8_t { kNone, kProbe, kIprobe };
   Probe probe = Probe::kNone;
+  /// A send only: synchronous (MPI_Ssend), complete once a receive has matched it.
+  bool synchronous = false;
+  /// Set by submit_p2p: the caller waits for it (call.async false).
+  bool blocking = false;
+  /// Set: not a transfer but MPI_Cancel of this operation (see P2PMatcher::cancel).
+  std::shared_ptr<Work> cancel;
+  /// A probe only: a matched probe (MPI_Mprobe), which takes the message it finds.
+  bool claim = false;
+  /// A recv only, >= kFirstMessage: MPI_Mrecv of the message a matched probe took.
+  uint64_t mrecv = 0;
 };
 
 class Communicator {
@@ -143,6 +153,25 @@ class Communicator {
   /// blocking receive takes it). Throws kMismatch when every rank it could
   /// hear from moved on without a matching send.
   RecvStatus probe(int source, int tag, const CallOptions& call);
+  /// MPI_Cancel: cancels `work` if it is a receive still posted or a
+  /// synchronous send to this rank itself not yet matched (it then completes
+  /// with status kSuccess and RecvStatus::cancelled); else leaves it alone.
+  /// Runs in issue order after the operations queued before it. Returns
+  /// whether it was cancelled.
+  bool cancel(const std::shared_ptr<Work>& work);
+  /// MPI_Improbe / MPI_Mprobe: as iprobe / probe, but the message found is
+  /// taken out of matching (no other receive or probe gets it) and the
+  /// status's `message` names it for mrecv. PROC_NULL: the PROC_NULL status
+  /// with message kMessageNoProc.
+  std::optional<RecvStatus> improbe(int source, int tag, const CallOptions& call);
+  RecvStatus mprobe(int source, int tag, const CallOptions& call);
+  /// MPI_Mrecv / MPI_Imrecv: receives message `message` (from improbe or
+  /// mprobe on this communicator) into t, as a receive from its source and
+  /// tag would (t an upper bound; kTruncated, kMismatch as a recv). A
+  /// blocking one (call.async false) fills *status and returns nullptr.
+  /// kMessageNoProc: the PROC_NULL status at once. Throws kInvalidArgument
+  /// for kMessageNull; a message not held fails the operation with it.
+  std::shared_ptr<Work> mrecv(uint64_t message, const TensorView& t, const CallOptions& call, RecvStatus* status);
 
   /// Sequence numbers: call only from inside a submitted function.
   uint64_t next_collective_seq() { return ++collective_seq_; }
@@ -178,7 +207,7 @@ class Communicator {
  private:
   /// iprobe and probe: checks the arguments, then runs the probe as a
   /// blocking point-to-point operation; the status it filled.
-  RecvStatus run_probe(P2POp::Probe kind, int source, int tag, const CallOptions& call);
+  RecvStatus run_probe(P2POp::Probe kind, int source, int tag, const CallOptions& call, bool claim = false);
   Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh, uint64_t session);
   void worker_loop();
   class QueueFeed;

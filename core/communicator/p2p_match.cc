@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 #include "common/settings.h"
 
@@ -65,9 +67,29 @@ void P2PMatcher::deliver(Posted& r, const Message& m) {
   finish(r, Status::kSuccess, "", rs);
 }
 
-void P2PMatcher::answer_probe(Posted& r, const Message& m) {
-  r.dtype = m.dtype;  // the status's count is in the sender's elements
-  finish(r, Status::kSuccess, "", RecvStatus{m.source, m.tag, m.data.size()});
+void P2PMatcher::answer_probe(Posted& r, std::deque<Message>::iterator it) {
+  r.dtype = it->dtype;  // the status's count is in the sender's elements
+  RecvStatus rs{it->source, it->tag, it->data.size()};
+  if (r.claim) {
+    // Still counted in unexpected_bytes_ until mrecv takes it.
+    rs.message = next_message_++;
+    claimed_.emplace_back(rs.message, std::move(*it));
+    unexpected_.erase(it);
+  }
+  finish(r, Status::kSuccess, "", rs);
+}
+
+bool P2PMatcher::mrecv(uint64_t message, Posted& r) {
+  for (auto it = claimed_.begin(); it != claimed_.end(); ++it) {
+    if (it->first != message) continue;
+    Message m = std::move(it->second);
+    claimed_.erase(it);
+    unexpected_bytes_ -= m.data.size();
+    matched(m);  // the sender first: the receiver, once complete, may test it
+    deliver(r, m);
+    return true;
+  }
+  return false;
 }
 
 bool P2PMatcher::end_probe() {
@@ -75,8 +97,8 @@ bool P2PMatcher::end_probe() {
     if (!it->probe || !it->once) continue;
     Posted r = std::move(*it);
     posted_.erase(it);
-    for (const Message& m : unexpected_) {
-      if (!matches(r, m.source, m.tag)) continue;
+    for (auto m = unexpected_.begin(); m != unexpected_.end(); ++m) {
+      if (!matches(r, m->source, m->tag)) continue;
       answer_probe(r, m);
       return true;
     }
@@ -92,16 +114,92 @@ bool P2PMatcher::post(Posted r) {
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     if (!matches(r, it->source, it->tag)) continue;
     if (r.probe) {
-      answer_probe(r, *it);
+      answer_probe(r, it);
       return true;
     }
     Message m = std::move(*it);
     unexpected_.erase(it);
     unexpected_bytes_ -= m.data.size();
+    matched(m);  // the sender first: the receiver, once complete, may test it
     deliver(r, m);
     return true;
   }
   posted_.push_back(std::move(r));
+  return false;
+}
+
+void P2PMatcher::matched(Message& m) {
+  if (m.sync_work) {
+    m.sync_work->complete(Status::kSuccess, "");  // a synchronous send to this rank itself
+    m.sync_work.reset();
+  } else if (m.sync) {
+    acks_.push_back(Ack{m.source, m.seq});
+  }
+  m.sync = false;
+}
+
+bool P2PMatcher::take_ack(Ack& a) {
+  if (acks_.empty()) return false;
+  a = acks_.front();
+  acks_.pop_front();
+  return true;
+}
+
+void P2PMatcher::await_ack(int peer, uint64_t seq, std::shared_ptr<Work> work) {
+  awaiting_.push_back(Awaiting{peer, seq, std::move(work)});
+}
+
+void P2PMatcher::sent(const Work* w) {
+  for (auto it = awaiting_.begin(); it != awaiting_.end(); ++it) {
+    if (it->work.get() != w) continue;
+    it->sent = true;
+    if (it->acked) {
+      it->work->complete(Status::kSuccess, "");
+      awaiting_.erase(it);
+    }
+    return;
+  }
+}
+
+void P2PMatcher::acked(int peer, uint64_t seq) {
+  for (auto it = awaiting_.begin(); it != awaiting_.end(); ++it) {
+    if (it->peer != peer || it->seq != seq) continue;
+    it->acked = true;
+    if (it->sent) {
+      it->work->complete(Status::kSuccess, "");
+      awaiting_.erase(it);
+    }
+    return;
+  }
+  // No such send (it failed when its step ended before the ack came): nothing to do.
+}
+
+bool P2PMatcher::awaits(int peer) const {
+  return std::any_of(awaiting_.begin(), awaiting_.end(), [&](const Awaiting& a) { return a.peer == peer; });
+}
+
+bool P2PMatcher::cancel(const Work* w) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    if (it->work.get() != w || it->probe) continue;
+    Posted r = std::move(*it);
+    posted_.erase(it);
+    RecvStatus rs;
+    rs.source = r.source;
+    rs.tag = r.tag;
+    rs.cancelled = true;
+    finish(r, Status::kSuccess, "", rs);
+    return true;
+  }
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (it->sync_work.get() != w || w == nullptr) continue;
+    std::shared_ptr<Work> work = std::move(it->sync_work);
+    unexpected_bytes_ -= it->data.size();
+    unexpected_.erase(it);
+    RecvStatus rs;
+    rs.cancelled = true;
+    work->complete(Status::kSuccess, "", rs);
+    return true;
+  }
   return false;
 }
 
@@ -116,25 +214,38 @@ void P2PMatcher::reserve_unexpected(uint64_t bytes, int source, int tag) {
   unexpected_bytes_ += bytes;
 }
 
-void P2PMatcher::send_to_self(int tag, const char* src, uint64_t bytes, DType dtype, uint64_t count) {
+bool P2PMatcher::send_to_self(int tag, const char* src, uint64_t bytes, DType dtype, uint64_t count,
+                              const std::shared_ptr<Work>& sync, bool must_match) {
+  auto keep = [&] {
+    Message m{rank_, tag, dtype, count, std::vector<char>(src, src + bytes)};
+    m.sync_work = sync;
+    unexpected_.push_back(std::move(m));
+  };
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (!matches(*it, rank_, tag)) continue;
     if (it->probe) {
+      if (must_match) continue;               // a probe does not match it: look for a receive
       reserve_unexpected(bytes, rank_, tag);  // throws with the probe still posted
       Posted r = std::move(*it);
       posted_.erase(it);
-      unexpected_.push_back(Message{rank_, tag, dtype, count, std::vector<char>(src, src + bytes)});
-      answer_probe(r, unexpected_.back());
-      return;
+      keep();
+      answer_probe(r, std::prev(unexpected_.end()));
+      return false;
     }
     Posted r = std::move(*it);
     posted_.erase(it);
     Message m{rank_, tag, dtype, count, std::vector<char>(src, src + bytes)};
     deliver(r, m);
-    return;
+    return true;
+  }
+  if (must_match) {
+    fail(Status::kMismatch, "ssend to this rank itself (tag ", tag,
+         "): no matching receive is posted, and a blocking synchronous send to itself can never be matched (post "
+         "the receive first, or use a non-blocking issend)");
   }
   reserve_unexpected(bytes, rank_, tag);
-  unexpected_.push_back(Message{rank_, tag, dtype, count, std::vector<char>(src, src + bytes)});
+  keep();
+  return false;
 }
 
 char* P2PMatcher::land(const TransferFeed::Arrival& a, uint64_t expected_seq, size_t& token) {
@@ -145,12 +256,19 @@ char* P2PMatcher::land(const TransferFeed::Arrival& a, uint64_t expected_seq, si
   Landing& l = landing_[size_t(a.peer)];
   l = Landing{};
   l.active = true;
+  token = size_t(a.peer);
+  if ((a.flags & kP2PAck) != 0) {
+    l.ack = true;
+    l.ack_seq = a.count;
+    return nullptr;  // no payload
+  }
+  l.msg.sync = (a.flags & kP2PSync) != 0;
+  l.msg.seq = a.seq;
   l.msg.source = a.peer;
   l.msg.tag = a.tag;
   l.msg.dtype = a.dtype;
   l.msg.count = a.count;
   l.bytes = a.bytes;
-  token = size_t(a.peer);
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (!matches(*it, a.peer, a.tag)) continue;
     l.posted = std::move(*it);
@@ -178,12 +296,16 @@ void P2PMatcher::landed(size_t token) {
   Landing& l = landing_[token];
   if (!l.active) return;
   l.active = false;
-  if (l.probed) {
+  if (l.ack) {
+    acked(int(token), l.ack_seq);  // the token is the peer
+  } else if (l.probed) {
     unexpected_.push_back(std::move(l.msg));
-    answer_probe(l.posted, unexpected_.back());
+    answer_probe(l.posted, std::prev(unexpected_.end()));
   } else if (l.direct) {
+    matched(l.msg);
     finish(l.posted, Status::kSuccess, "", RecvStatus{l.msg.source, l.msg.tag, l.bytes});
   } else if (l.posted.work) {
+    matched(l.msg);
     deliver(l.posted, l.msg);
   } else {
     unexpected_.push_back(std::move(l.msg));
@@ -198,6 +320,16 @@ void P2PMatcher::fail_all(Status st, const std::string& message) {
   }
   for (Posted& p : posted_) finish(p, st, message, RecvStatus{});
   posted_.clear();
+  fail_awaiting(st, [&](int) { return message; });
+  for (Message& m : unexpected_) {
+    // Synchronous sends to this rank itself: their messages stay receivable.
+    if (m.sync_work) m.sync_work->complete(st, message);
+    m.sync_work.reset();
+  }
+  for (auto& [id, m] : claimed_) {
+    if (m.sync_work) m.sync_work->complete(st, message);
+    m.sync_work.reset();
+  }
 }
 
 bool P2PMatcher::names(int peer) const {

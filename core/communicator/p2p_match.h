@@ -24,6 +24,27 @@
 // status, and the message is kept as unexpected (within the budget), so a
 // receive naming the status's source and tag then gets exactly it. A probe
 // that found nothing completes with source kAnySource (never a sender).
+//
+// Synchronous sends (MPI_Ssend / MPI_Issend) complete only once a receive has
+// matched their message:
+//   to another rank  the message's header carries kP2PSync (engine.h); the
+//                    receiving rank, once a receive has matched it and its
+//                    payload is all there, owes the sender an ack: a
+//                    payload-less message flagged kP2PAck whose count field
+//                    is the acknowledged message's per-pair number. The
+//                    sender awaits it (listening to that peer) and completes
+//                    the send when it has both sent the payload and read the
+//                    ack. Ordinary sends set no flag and cause no ack.
+//   to this rank     the kept message holds the send's Work, completed when
+//                    a receive takes it.
+// A matched probe (MPI_Mprobe / MPI_Improbe) is a probe that also takes the
+// message it found out of matching: no other receive or probe can get it,
+// and only mrecv (MPI_Mrecv) with the number the probe's status carries
+// (RecvStatus::message, from kFirstMessage up) receives it.
+// Cancel (MPI_Cancel) removes a posted receive, or a synchronous send to this
+// rank itself that no receive has matched yet, and completes its Work as
+// cancelled (RecvStatus::cancelled, status kSuccess). A receive already
+// matched, or a message already sent to another rank, cannot be cancelled.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +60,12 @@
 
 namespace omniccl {
 
-constexpr int kAnySource = -1;  ///< OCCL_ANY_SOURCE
-constexpr int kProcNull = -2;   ///< OCCL_PROC_NULL
-constexpr int kAnyTag = -1;     ///< OCCL_ANY_TAG
+constexpr int kAnySource = -1;          ///< OCCL_ANY_SOURCE
+constexpr int kProcNull = -2;           ///< OCCL_PROC_NULL
+constexpr int kAnyTag = -1;             ///< OCCL_ANY_TAG
+constexpr uint64_t kMessageNull = 0;    ///< OCCL_MESSAGE_NULL: no message
+constexpr uint64_t kMessageNoProc = 1;  ///< OCCL_MESSAGE_NO_PROC: a matched probe of PROC_NULL
+constexpr uint64_t kFirstMessage = 2;   ///< matched probes number their messages from here
 
 class P2PMatcher {
  public:
@@ -57,6 +81,7 @@ class P2PMatcher {
     Deadline deadline = Deadline::never();  ///< for the listens it needs
     bool probe = false;                     ///< a probe: completes with a status, receives nothing
     bool once = false;                      ///< a probe that must not wait (iprobe): end_probe ends it
+    bool claim = false;                     ///< a matched probe: takes the message it finds out of matching
   };
 
   /// `rank` is this rank; the unexpected-message budget is read from
@@ -66,13 +91,51 @@ class P2PMatcher {
   /// Posts a receive. If an unexpected message matches, it is delivered and
   /// the receive completed now (returns true); else it waits (false).
   bool post(Posted r);
+  /// Cancels the posted receive or the unmatched synchronous send to this
+  /// rank itself whose Work is `w`: completes it as cancelled and returns
+  /// true; false if there is none (already matched, or never cancellable).
+  bool cancel(const Work* w);
+  /// MPI_Mrecv: receives into r the message a matched probe took (its
+  /// number `message`), completing r (and a synchronous sender); false (r
+  /// untouched) if no such message is held.
+  bool mrecv(uint64_t message, Posted& r);
   /// Ends the posted probe that must not wait (if it is still posted): completes it with the
   /// first matching unexpected message's status if there is one now, else
   /// with source kAnySource (nothing found). Returns whether it was posted.
   bool end_probe();
   /// A send to this rank itself: delivered to the first matching posted
   /// receive, else kept as unexpected (throws kOutOfMemory over budget).
-  void send_to_self(int tag, const char* src, uint64_t bytes, DType dtype, uint64_t count);
+  /// Returns whether a receive took it now. `sync` (a synchronous send's
+  /// Work): kept with the message and completed when a receive takes it;
+  /// with `must_match` (a blocking synchronous send, whose caller can post
+  /// no receive meanwhile) an unmatched message is refused (kMismatch).
+  bool send_to_self(int tag, const char* src, uint64_t bytes, DType dtype, uint64_t count,
+                    const std::shared_ptr<Work>& sync = nullptr, bool must_match = false);
+
+  /// A synchronous send to `peer`, message number `seq`, has been started:
+  /// its Work completes when it has been sent (sent()) and the ack has come.
+  void await_ack(int peer, uint64_t seq, std::shared_ptr<Work> work);
+  /// The synchronous send with Work `w` has been sent whole.
+  void sent(const Work* w);
+  /// Whether an ack from `peer` is awaited.
+  bool awaits(int peer) const;
+  /// Whether any ack is awaited.
+  bool any_awaited() const { return !awaiting_.empty(); }
+  /// Fails every awaited synchronous send with `st`; `why(peer)` explains.
+  template <typename Why>
+  void fail_awaiting(Status st, Why&& why) {
+    for (Awaiting& a : awaiting_) a.work->complete(st, why(a.peer));
+    awaiting_.clear();
+  }
+  /// An ack this rank owes: the peer and the acknowledged message's number.
+  struct Ack {
+    int peer = -1;
+    uint64_t seq = 0;
+  };
+  /// Whether an ack is owed and not yet taken.
+  bool owes_ack() const { return !acks_.empty(); }
+  /// Takes the oldest owed ack (false if none).
+  bool take_ack(Ack& a);
 
   /// A message from another rank has announced itself: returns where its
   /// payload goes and a token for landed() (see TransferFeed::land). Checks
@@ -117,12 +180,29 @@ class P2PMatcher {
     DType dtype = DType::kUInt8;
     uint64_t count = 0;
     std::vector<char> data;
+    bool sync = false;                ///< from a synchronous send: its sender waits for the match
+    uint64_t seq = 0;                 ///< the sender's per-pair number (acks name it)
+    std::shared_ptr<Work> sync_work;  ///< a synchronous send to this rank itself
   };
+  /// A synchronous send to another rank waiting for its ack.
+  struct Awaiting {
+    int peer = -1;
+    uint64_t seq = 0;
+    std::shared_ptr<Work> work;
+    bool sent = false;   ///< the payload has gone
+    bool acked = false;  ///< the ack has come
+  };
+  /// A receive took m: a synchronous sender learns of it.
+  void matched(Message& m);
+  /// The awaited send (peer, seq) got its ack.
+  void acked(int peer, uint64_t seq);
   /// A message whose payload is being read (one per peer at a time).
   struct Landing {
     bool active = false;
     bool direct = false;  ///< straight into posted.dst
     bool probed = false;  ///< posted is a probe: the message is kept as unexpected
+    bool ack = false;     ///< an ack for a synchronous send of this rank (no payload)
+    uint64_t ack_seq = 0;
     uint64_t bytes = 0;
     Posted posted;  ///< the receive it matched, if any (work set)
     Message msg;    ///< unexpected, or the staging of a truncated one
@@ -135,15 +215,20 @@ class P2PMatcher {
   void deliver(Posted& r, const Message& m);
   void finish(Posted& r, Status st, std::string message, RecvStatus rs);
   void reserve_unexpected(uint64_t bytes, int source, int tag);
-  /// Completes probe r with m's status (m stays where it is).
-  void answer_probe(Posted& r, const Message& m);
+  /// Completes probe r with the status of the unexpected message at `it`;
+  /// the message stays there, or for a matched probe moves to claimed_.
+  void answer_probe(Posted& r, std::deque<Message>::iterator it);
 
   int rank_;
   uint64_t budget_;
   uint64_t unexpected_bytes_ = 0;
   std::deque<Posted> posted_;
   std::deque<Message> unexpected_;
-  std::vector<Landing> landing_;  ///< per peer
+  std::vector<Landing> landing_;                      ///< per peer
+  std::deque<Ack> acks_;                              ///< acks owed, oldest first
+  std::deque<std::pair<uint64_t, Message>> claimed_;  ///< taken by matched probes, not yet received
+  uint64_t next_message_ = kFirstMessage;
+  std::vector<Awaiting> awaiting_;
 };
 
 }  // namespace omniccl

@@ -19,6 +19,8 @@ struct RecvStatus {
   int tag = -1;
   uint64_t bytes = 0;
   uint64_t elem_bytes = 1;  ///< element size of the receive buffer (count = bytes / it)
+  bool cancelled = false;   ///< the operation was cancelled (MPI_Test_cancelled); it moved nothing
+  uint64_t message = 0;     ///< a matched probe's message (P2PMatcher::mrecv), 0 if none
 };
 
 class Work {

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import _failure, _omniccl
-from ._p2p import (ANY_SOURCE, ANY_TAG, BSEND_OVERHEAD, PROC_NULL, REQUEST_NULL, TAG_UB, Alloc_mem, Attach_buffer,
-                   Detach_buffer, Free_mem, Prequest, RecvStatus, Request)
+from ._p2p import (ANY_SOURCE, ANY_TAG, BSEND_OVERHEAD, MESSAGE_NO_PROC, MESSAGE_NULL, PROC_NULL, REQUEST_NULL, TAG_UB,
+                   Alloc_mem, Attach_buffer, Detach_buffer, Free_mem, Message, Prequest, RecvStatus, Request)
 from ._cuda import cuda_stream, current_cuda_stream
 from .comm import COMM_NULL, IN_PLACE, UNDEFINED, Communicator, get_unique_id
 from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
@@ -66,6 +66,7 @@ __all__ = [
     "SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE",
     "NO_OP", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL",
     "Prequest", "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem",
+    "Message", "MESSAGE_NULL", "MESSAGE_NO_PROC",
     # CUDA arrays
     "cuda_stream", "current_cuda_stream",
     # errors

@@ -8,10 +8,15 @@ order it sent them, a receive buffer is an upper bound (a larger message raises
 the own rank are matched by receives from it, and ``PROC_NULL`` completes at
 once.
 
-Objects travel pickled as one message of at most ``_FIRST`` bytes (an 8-byte
-length, then the start of the pickle) and, for larger ones, a second message
-with the rest, sent with the same tag as int8 data. A receive posts the first
-part's buffer, then receives the rest from the rank and tag the status names.
+Objects travel pickled, as mpi4py sends them: a pickle of up to ``_BUF`` bytes
+is one message holding just the pickle (so raw pickle bytes sent with ``Isend``
+are received as an object, and an empty message as None, as mpi4py does). A
+larger pickle goes as a first message of ``_BUF`` bytes (``_MARK``, whose zero
+first byte no pickle starts with, the pickle's length as 8 bytes, then its start)
+and a second message with the rest, sent with the same tag as int8 data. A
+receive posts a ``_BUF``-byte buffer, then receives the rest from the rank and
+tag the status names (a matched probe's ``Message.recv`` sizes its buffer from
+the probe, so a raw pickle of any size from another library is received too).
 Limitation: with several object receives posted at once (``irecv``) that can
 match the same sender and tag, an object over 64 KiB from it can reach the
 wrong receive; that receive then fails with a MismatchError (dtype) rather than
@@ -34,7 +39,8 @@ if TYPE_CHECKING:
     from .comm import Communicator
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL", "Prequest",
-           "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem"]
+           "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem", "Message", "MESSAGE_NULL",
+           "MESSAGE_NO_PROC"]
 
 #: Receive from any rank (mpi4py's MPI.ANY_SOURCE; OCCL_ANY_SOURCE).
 ANY_SOURCE = -1
@@ -45,7 +51,9 @@ PROC_NULL = -2
 #: The largest tag (tags are 0..TAG_UB).
 TAG_UB = 2147483647
 
-_FIRST = 64 << 10  # object bytes carried by the first message
+_BUF = (64 << 10) + 8  # bytes of an object's first (or only) message at most
+_MARK = b"\x00OMNICC"  # starts the first of two messages (no pickle starts with a zero byte)
+_HEAD = len(_MARK) + 8  # the mark and the pickle's length
 _UNDEFINED = _omniccl.SPLIT_NOCOLOR  # omniccl.UNDEFINED (mpi4py's MPI.UNDEFINED)
 
 _ITEMSIZE = {"F": 8, "D": 16}
@@ -124,7 +132,7 @@ class RecvStatus:
         self._bytes = int(count) * _itemsize(datatype)
 
     def Is_cancelled(self) -> bool:  # noqa: N802
-        """False: OmniCCL cannot cancel requests."""
+        """Whether the request this status is of was cancelled (Request.Cancel)."""
         return self.cancelled
 
     def Set_cancelled(self, flag: bool) -> None:  # noqa: N802
@@ -149,26 +157,36 @@ class Request(Work):
     (and their lower-case object forms) work over lists of requests.
     """
 
-    __slots__ = ("_recv", "_then", "_value", "_status")
+    __slots__ = ("_recv", "_then", "_value", "_status", "_cancellable")
 
     def __init__(self, native: Any = None, outputs: Optional[List[Any]] = None, recv: bool = False,
-                 then: Optional[Callable[[Tuple[int, int, int, int]], Any]] = None) -> None:
+                 then: Optional[Callable[[Tuple[int, int, int, int]], Any]] = None,
+                 cancellable: bool = True) -> None:
         super().__init__(native, None, outputs)
         self._recv = recv
         self._then = then  # object receives: turns the first part into the object
         self._value: Any = None
         self._status: Optional[Tuple[int, int, int, int]] = None
+        self._cancellable = cancellable  # False: an object sent in two messages (Cancel leaves it alone)
+
+    def _fill_status(self, status: Optional[RecvStatus]) -> None:
+        """Fills status from the ended native work (a receive's source, tag and size; whether it was cancelled)."""
+        native = self._native
+        if self._status is None and self._recv:
+            self._status = tuple(native.recv_status)
+        if status is None:
+            return
+        if self._status is not None:
+            status._fill(self._status, 0 if native.status == Status.SUCCESS else int(native.status))
+        status.cancelled = bool(native.cancelled)
 
     def _settle(self, status: Optional[RecvStatus]) -> None:
         """After the native work ended (either way): finishes an object receive, fills status, raises."""
         native = self._native
-        if self._status is None:
-            self._status = tuple(native.recv_status) if self._recv else None
-            if native.status == Status.SUCCESS and self._then is not None:
-                then, self._then = self._then, None
-                self._value = then(self._status)
-        if status is not None and self._status is not None:
-            status._fill(self._status, 0 if native.status == Status.SUCCESS else int(native.status))
+        self._fill_status(status)
+        if native.status == Status.SUCCESS and self._then is not None and not native.cancelled:
+            then, self._then = self._then, None
+            self._value = then(self._status)
         self._finished = True
         Work.wait(self)  # raises the operation's error, if any
 
@@ -192,8 +210,17 @@ class Request(Work):
         return self.Wait(status)
 
     def Get_status(self, status: Optional[RecvStatus] = None) -> bool:  # noqa: N802
-        """Like Test, but the request stays active (here: the same as Test)."""
-        return self.Test(status)
+        """True (filling ``status``) once complete, like Test, but the request stays active until Wait/Test/Free."""
+        if self._native is None or self._finished:
+            return self.Test(status)
+        if not self._native.test():
+            return False
+        self._fill_status(status)
+        return True
+
+    def get_status(self, status: Optional[RecvStatus] = None) -> bool:
+        """Same as :meth:`Get_status` (mpi4py's lower-case spelling)."""
+        return self.Get_status(status)
 
     def wait(self, status: Optional[RecvStatus] = None) -> Any:  # type: ignore[override]
         """Waits; returns the received object (object receives) or None."""
@@ -207,11 +234,23 @@ class Request(Work):
         return True, self._value
 
     def Free(self) -> None:  # noqa: N802
-        """Lets the operation finish on its own (its arrays are kept until it does)."""
+        """Makes the request inactive (falsy); the operation finishes on its own (its arrays are kept until it does)."""
+        self._finished = True
 
     def Cancel(self) -> None:  # noqa: N802
-        """Not offered: OmniCCL cannot cancel a send or receive."""
-        raise NotImplementedError("Request.Cancel: mpi4py's request cancellation is not offered by OmniCCL")
+        """Cancels the operation if it still can be (MPI_Cancel): a receive no message has matched yet, or an
+        ``Issend`` to this rank itself that no receive has matched yet.
+
+        A cancelled request completes (Wait/Test) having moved nothing, and the
+        status they fill says ``Is_cancelled()``; one that could not be
+        cancelled goes on as before (sends to other ranks, matched receives).
+        """
+        if self._native is not None and not self._finished and self._cancellable:
+            self._native.cancel()
+
+    def cancel(self) -> None:
+        """Same as :meth:`Cancel` (mpi4py's lower-case spelling)."""
+        self.Cancel()
 
     # ---------------------------------------------------------- over lists
     @staticmethod
@@ -340,7 +379,8 @@ class Request(Work):
 #: A request that is already complete and inactive (mpi4py's MPI.REQUEST_NULL).
 REQUEST_NULL = Request(None)
 
-_REQUEST_SLOTS = ("_native", "_finish", "_outputs", "_finished", "_recv", "_then", "_value", "_status")
+_REQUEST_SLOTS = ("_native", "_finish", "_outputs", "_finished", "_recv", "_then", "_value", "_status",
+                  "_cancellable")
 
 
 class Prequest(Request):
@@ -399,6 +439,121 @@ class Prequest(Request):
         if self._freed:
             return "<omniccl.Prequest freed>"
         return "<omniccl.Prequest " + ("active" if self else "inactive") + ">"
+
+
+# ---------------------------------------------------------------- matched probes
+_MESSAGE_NULL = 0  # OCCL_MESSAGE_NULL
+_MESSAGE_NO_PROC = 1  # OCCL_MESSAGE_NO_PROC
+
+
+class Message:
+    """A message taken by a matched probe (mpi4py's ``MPI.Message``): ``Comm.Mprobe``/``Improbe`` for
+    buffers, ``mprobe``/``improbe`` for objects.
+
+    No other receive or probe can get the message; only this object's
+    ``Recv``/``Irecv`` (buffers) or ``recv``/``irecv`` (objects) receive it,
+    once, after which it is falsy (equal to :data:`MESSAGE_NULL`). A matched
+    probe of PROC_NULL gives :data:`MESSAGE_NO_PROC`, whose receives complete at
+    once with the PROC_NULL status.
+    """
+
+    __slots__ = ("_comm", "_handle", "_bytes")
+
+    def __init__(self, comm: Any = None, handle: int = _MESSAGE_NULL, nbytes: int = 0) -> None:
+        self._comm = comm  # omniccl.Communicator
+        self._handle = handle
+        self._bytes = nbytes  # the message's size, from its probe
+
+    def __bool__(self) -> bool:
+        """True until received (MESSAGE_NULL is falsy)."""
+        return self._handle != _MESSAGE_NULL
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Message) and (self is other or (self._handle == other._handle and
+                                                                 self._handle in (_MESSAGE_NULL, _MESSAGE_NO_PROC)))
+
+    __hash__ = object.__hash__
+
+    def _take(self, what: str) -> Tuple[Any, int]:
+        """(the communicator's native handle, the message number); the message is spent from here on.
+
+        For MESSAGE_NO_PROC the native handle is None (nothing to receive); the module's
+        MESSAGE_NO_PROC constant itself stays as it is.
+        """
+        if self._handle == _MESSAGE_NULL:
+            raise InvalidArgumentError(f"Message.{what}: the message is MESSAGE_NULL (already received)")
+        handle = self._handle
+        if self is not MESSAGE_NO_PROC:
+            self._handle = _MESSAGE_NULL
+        if handle == _MESSAGE_NO_PROC:
+            return None, handle
+        return self._comm._live(f"Message.{what}"), handle
+
+    def Recv(self, buf: Any, status: Optional[RecvStatus] = None) -> None:  # noqa: N802 - mpi4py's names
+        """Receives the message into ``buf`` (an upper bound, as ``Comm.Recv``'s); fills ``status``."""
+        from .comm import _p2p_message  # noqa: PLC0415 - comm imports this module
+        native, handle = self._take("Recv")
+        st: Tuple[int, int, int, int] = (PROC_NULL, ANY_TAG, 0, 0)
+        if native is not None:
+            st = native.mrecv(_p2p_message(buf, "buf", True, 0), handle, blocking=True)
+        if status is not None:
+            status._fill(st)
+
+    def Irecv(self, buf: Any) -> Request:  # noqa: N802
+        """Starts receiving the message into ``buf``; returns a :class:`Request` (its Wait fills a status)."""
+        from .comm import _p2p_message  # noqa: PLC0415
+        native, handle = self._take("Irecv")
+        if native is None:
+            return Request(None)  # complete: a Wait fills the PROC_NULL status
+        return Request(native.mrecv(_p2p_message(buf, "buf", True, 0), handle), outputs=[buf], recv=True)
+
+    def recv(self, status: Optional[RecvStatus] = None) -> Any:
+        """Receives the message as an object (sent with ``send``/``isend``...) and returns it."""
+        native, handle = self._take("recv")
+        if native is None:
+            if status is not None:
+                status._fill((PROC_NULL, ANY_TAG, 0, 0))
+            return None
+        buf = bytearray(self._bytes)
+        st = native.mrecv(as_tensor(buf, True, "buf"), handle, blocking=True)
+        if status is not None:
+            status._fill(st)
+        return _unpack(self._comm, buf, st, "Message.recv")
+
+    def irecv(self) -> Request:
+        """Starts receiving the message as an object; the request's ``wait()`` returns it."""
+        native, handle = self._take("irecv")
+        if native is None:
+            return Request(None)  # complete; its wait() returns None
+        buf = bytearray(self._bytes)
+        work = native.mrecv(as_tensor(buf, True, "buf"), handle)
+        comm = self._comm
+        return Request(work, recv=True, then=lambda st: _unpack(comm, buf, st, "Message.irecv"))
+
+    def __repr__(self) -> str:
+        if self._handle == _MESSAGE_NULL:
+            return "<omniccl.Message null>"
+        if self._handle == _MESSAGE_NO_PROC:
+            return "<omniccl.Message no_proc>"
+        return f"<omniccl.Message #{self._handle}>"
+
+
+#: No message (mpi4py's MPI.MESSAGE_NULL): what a received Message equals.
+MESSAGE_NULL = Message()
+#: The message of a matched probe of PROC_NULL (MPI.MESSAGE_NO_PROC).
+MESSAGE_NO_PROC = Message(None, _MESSAGE_NO_PROC)
+
+
+def matched_probe(comm: Any, source: int, tag: int, status: Optional[RecvStatus], wait: bool,
+                  what: str) -> Optional[Message]:
+    """Mprobe (wait) / Improbe: the Message found (None if Improbe found none); fills status."""
+    native = comm._live(what)
+    found = native.mprobe(source, tag) if wait else native.improbe(source, tag)
+    if found is None:
+        return None
+    if status is not None:
+        status._fill(found[:4])
+    return Message(comm, int(found[4]), int(found[2]))
 
 
 # ---------------------------------------------------------------- buffered sends
@@ -488,25 +643,31 @@ def _status_at(statuses: Optional[List[RecvStatus]], k: int) -> Optional[RecvSta
 
 # ---------------------------------------------------------------- objects
 def _pack(obj: Any) -> Tuple[bytearray, Optional[Any]]:
-    """The first message (length + start of the pickle) and the rest (int8 view) or None."""
+    """The first message (the pickle, or the mark, its length and its start) and the rest (int8 view) or None."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    first = bytearray(struct.pack("<Q", len(data)))
-    first += data[:_FIRST]
-    rest = memoryview(data)[_FIRST:].cast("b") if len(data) > _FIRST else None
-    return first, rest
+    if len(data) <= _BUF:
+        return bytearray(data), None
+    first = bytearray(_MARK + struct.pack("<Q", len(data)))
+    first += data[:_BUF - _HEAD]
+    return first, memoryview(data)[_BUF - _HEAD:].cast("b")
 
 
-def isend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Request:
-    """Starts sending an object; the request completes when both parts are sent."""
+def isend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str, synchronous: bool = False) -> Request:
+    """Starts sending an object; the request completes when both parts are sent.
+
+    synchronous (issend): the last part is sent synchronously, so the request
+    completes once the receiver has matched it (and so the first part too).
+    """
     native = comm._live(what)
     first, rest = _pack(obj)
-    w1 = native.send(as_tensor(first, False, "obj"), dest, tag=tag)
+    w1 = native.send(as_tensor(first, False, "obj"), dest, tag=tag, synchronous=synchronous and rest is None)
     if rest is None:
         return Request(w1)
     # The first part's work may be dropped: the library finishes it (it was
     # queued first, so it completes before the second) and keeps its buffer.
     del w1
-    return Request(native.send(as_tensor(rest, False, "obj"), dest, tag=tag))
+    return Request(native.send(as_tensor(rest, False, "obj"), dest, tag=tag, synchronous=synchronous),
+                   cancellable=False)
 
 
 def ibsend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Request:
@@ -527,36 +688,39 @@ def ibsend(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> Re
     return buffered(start, nbytes, what)
 
 
-def send(comm: "Communicator", obj: Any, dest: int, tag: int, what: str) -> None:
-    """Sends an object (blocking)."""
+def send(comm: "Communicator", obj: Any, dest: int, tag: int, what: str, synchronous: bool = False) -> None:
+    """Sends an object (blocking); synchronous (ssend): returns once the receiver has matched it."""
     native = comm._live(what)
     first, rest = _pack(obj)
-    native.send(as_tensor(first, False, "obj"), dest, blocking=True, tag=tag)
+    native.send(as_tensor(first, False, "obj"), dest, blocking=True, tag=tag,
+                synchronous=synchronous and rest is None)
     if rest is not None:
-        native.send(as_tensor(rest, False, "obj"), dest, blocking=True, tag=tag)
+        native.send(as_tensor(rest, False, "obj"), dest, blocking=True, tag=tag, synchronous=synchronous)
 
 
 def _unpack(comm: "Communicator", buf: bytearray, status: Tuple[int, int, int, int], what: str) -> Any:
-    """The object whose first part is in buf (status: its receive's), receiving the rest if any."""
+    """The object whose (first) message is in buf (status: its receive's), receiving the rest if any."""
     source, tag, nbytes = status[0], status[1], status[2]
-    if source == PROC_NULL:
-        return None
-    if nbytes < 8:
+    if source == PROC_NULL or nbytes == 0:
+        return None  # mpi4py's object for an empty message
+    if nbytes < _HEAD or buf[:len(_MARK)] != _MARK:
+        return pickle.loads(memoryview(buf)[:nbytes])  # the whole pickle
+    (size,) = struct.unpack_from("<Q", buf, len(_MARK))
+    head = nbytes - _HEAD
+    if size < head:
         raise InvalidArgumentError(f"{what}: a {nbytes}-byte message from rank {source} (tag {tag}) is not an "
                                    "object sent with send/isend")
-    (size,) = struct.unpack_from("<Q", buf)
     data = bytearray(size)
-    head = min(size, _FIRST)
-    data[:head] = buf[8:8 + head]
-    if size > _FIRST:
-        rest = memoryview(data)[_FIRST:].cast("b")
+    data[:head] = buf[_HEAD:nbytes]
+    if size > head:
+        rest = memoryview(data)[head:].cast("b")
         comm._live(what).recv(as_tensor(rest, True, "obj"), source, blocking=True, tag=tag)
     return pickle.loads(data)
 
 
 def recv(comm: "Communicator", source: int, tag: int, status: Optional[RecvStatus], what: str) -> Any:
     """Receives an object (blocking)."""
-    buf = bytearray(8 + _FIRST)
+    buf = bytearray(_BUF)
     st = comm._live(what).recv(as_tensor(buf, True, "buf"), source, blocking=True, tag=tag)
     if status is not None:
         status._fill(st)
@@ -565,7 +729,7 @@ def recv(comm: "Communicator", source: int, tag: int, status: Optional[RecvStatu
 
 def irecv(comm: "Communicator", source: int, tag: int, what: str) -> Request:
     """Starts receiving an object; its request's wait() returns it."""
-    buf = bytearray(8 + _FIRST)
+    buf = bytearray(_BUF)
     native = comm._live(what).recv(as_tensor(buf, True, "buf"), source, tag=tag)
     return Request(native, recv=True, then=lambda st: _unpack(comm, buf, st, what))
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Unio
 
 from . import _failure, _logical, _objects, _omniccl, _p2p
 from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
-from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Prequest, RecvStatus, Request
+from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Message, Prequest, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
 from .errors import InvalidArgumentError
 from ._messages import in_place, message, vmessage
@@ -589,20 +589,25 @@ class Communicator:
         native = self._live("Irecv").recv(_p2p_message(buf, "buf", True, source), source, tag=tag)
         return Request(native, outputs=[buf], recv=True)
 
-    # Send modes. MPI lets a synchronous send complete only once the matching
-    # receive has started, and a ready send be used only when it has been
-    # posted; a standard send is a correct ready send, but not a synchronous
-    # one: Ssend/Issend here are standard sends (they may complete before
-    # the receive is posted), which only matters to programs that use them to
-    # synchronise. Buffered sends copy the message and return at once,
+    # Send modes. A synchronous send (Ssend/Issend, occl_ssend_tagged)
+    # completes only once a receive has matched its message; a ready send may
+    # be used only when the receive has been posted, so a standard send is a
+    # correct one. Buffered sends copy the message and return at once,
     # accounted against the buffer given to omniccl.Attach_buffer.
     def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
-        """A standard :meth:`Send` (not synchronous: it may return before the receive is posted)."""
-        self._live("Ssend").send(_p2p_message(buf, "buf", False, dest), dest, blocking=True, tag=tag)
+        """A synchronous send: returns once a receive on ``dest`` has matched the message.
+
+        To this rank itself the receive must be posted first (else
+        :class:`~omniccl.MismatchError`: it could never be matched); use
+        :meth:`Issend` otherwise.
+        """
+        self._live("Ssend").send(_p2p_message(buf, "buf", False, dest), dest, blocking=True, tag=tag,
+                                 synchronous=True)
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
-        """A standard :meth:`Isend` (not synchronous: it may complete before the receive is posted)."""
-        return Request(self._live("Issend").send(_p2p_message(buf, "buf", False, dest), dest, tag=tag))
+        """Starts a synchronous send: its request completes once a receive on ``dest`` has matched the message."""
+        return Request(self._live("Issend").send(_p2p_message(buf, "buf", False, dest), dest, tag=tag,
+                                                 synchronous=True))
 
     def Rsend(self, buf: Any, dest: int, tag: int = 0) -> None:
         """A ready send (the receive must be posted already), done as a standard :meth:`Send`, as MPI allows."""
@@ -636,7 +641,7 @@ class Communicator:
         return Prequest(lambda: self.Isend(buf, dest, tag))
 
     def Ssend_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
-        """A persistent :meth:`Issend` (a standard send here)."""
+        """A persistent synchronous send (each Start is an :meth:`Issend`)."""
         self._live("Ssend_init")
         return Prequest(lambda: self.Issend(buf, dest, tag))
 
@@ -738,6 +743,34 @@ class Communicator:
             status._fill(st)
         return out
 
+    def Mprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,  # noqa: N802 - mpi4py's names
+               status: Optional[RecvStatus] = None) -> Message:
+        """Matched probe: waits for a message from ``source`` with ``tag`` and takes it out of matching.
+
+        Returns a :class:`Message` whose ``Recv``/``Irecv`` receive exactly that message (no other
+        receive can get it); fills ``status``. PROC_NULL gives MESSAGE_NO_PROC at once.
+        """
+        msg = _p2p.matched_probe(self, source, tag, status, True, "Mprobe")
+        assert msg is not None
+        return msg
+
+    def Improbe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,  # noqa: N802
+                status: Optional[RecvStatus] = None) -> Optional[Message]:
+        """Matched probe that does not wait: the :class:`Message` found (taken out of matching), or None."""
+        return _p2p.matched_probe(self, source, tag, status, False, "Improbe")
+
+    def mprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+               status: Optional[RecvStatus] = None) -> Message:
+        """Matched probe for an object: as :meth:`Mprobe`; receive it with the Message's ``recv``/``irecv``."""
+        msg = _p2p.matched_probe(self, source, tag, status, True, "mprobe")
+        assert msg is not None
+        return msg
+
+    def improbe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+                status: Optional[RecvStatus] = None) -> Optional[Message]:
+        """Matched probe for an object that does not wait: the :class:`Message` found, or None."""
+        return _p2p.matched_probe(self, source, tag, status, False, "improbe")
+
     def Dup(self) -> "Communicator":
         """A new communicator with the same ranks in the same order (collective; free it with Free)."""
         return self._split(0, self.rank, self._global_ranks)
@@ -794,8 +827,8 @@ class Communicator:
         _p2p.send(self, obj, dest, tag, "send")
 
     def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
-        """Same as :meth:`send`. Not synchronous: it may return before the receive is posted."""
-        _p2p.send(self, obj, dest, tag, "ssend")
+        """Sends an object synchronously: returns once a receive on ``dest`` has matched it (see :meth:`Ssend`)."""
+        _p2p.send(self, obj, dest, tag, "ssend", synchronous=True)
 
     def bsend(self, obj: Any, dest: int, tag: int = 0) -> None:
         """A buffered object send: returns at once (see :func:`omniccl.Attach_buffer`)."""
@@ -810,8 +843,8 @@ class Communicator:
         return _p2p.isend(self, obj, dest, tag, "isend")
 
     def issend(self, obj: Any, dest: int, tag: int = 0) -> Request:
-        """Same as :meth:`isend`. Not synchronous: the request may complete before the receive is posted."""
-        return _p2p.isend(self, obj, dest, tag, "issend")
+        """Starts a synchronous object send: the request completes once a receive on ``dest`` has matched it."""
+        return _p2p.isend(self, obj, dest, tag, "issend", synchronous=True)
 
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Optional[RecvStatus] = None) -> Any:
@@ -840,9 +873,16 @@ class Communicator:
 
 
 def _p2p_message(buf: Any, name: str, writable: bool, peer: int) -> Tensor:
-    """message(buf), where None is an empty buffer for a PROC_NULL peer (as mpi4py allows)."""
+    """message(buf), where None is an empty buffer as mpi4py allows: for a PROC_NULL peer, and as the
+    buffer of a spec with count 0 (``[None, 0, MPI.BYTE]``)."""
     if buf is None and peer == PROC_NULL:
         buf = bytearray(0)
+    elif isinstance(buf, (list, tuple)) and len(buf) == 3 and buf[0] is None:
+        count = buf[1]
+        if isinstance(count, (list, tuple)) and len(count) == 2:
+            count = count[0]  # (count, displ)
+        if count == 0 or peer == PROC_NULL:
+            buf = [bytearray(0), 0, buf[2]]
     return message(buf, name, writable)
 
 
@@ -851,8 +891,6 @@ def _p2p_message(buf: Any, name: str, writable: bool, peer: int) -> Tensor:
 # code ported from mpi4py learns why).
 _NOT_OFFERED = {
     "Isendrecv": "Isendrecv", "Isendrecv_replace": "Isendrecv_replace",
-    "Mprobe": "matched probes (Mprobe)", "Improbe": "matched probes (Improbe)",
-    "mprobe": "matched probes (mprobe)", "improbe": "matched probes (improbe)",
     "Alltoallw": "Alltoallw (derived datatypes)", "Ibarrier": "non-blocking collectives (Ibarrier)",
     "Ibcast": "non-blocking collectives (Ibcast)", "Iallreduce": "non-blocking collectives (Iallreduce)",
     "Iallgather": "non-blocking collectives (Iallgather)", "Igather": "non-blocking collectives (Igather)",

@@ -273,6 +273,20 @@ bool Work::test() {
   return true;
 }
 
+bool Work::cancel() {
+  if (done_ || cancelled_) return false;
+  occl_comm_t comm = state_->require("cancel");
+  int flag = 0;
+  occl_status_t st = OCCL_SUCCESS;
+  {
+    py::gil_scoped_release unlocked;  // runs after the operations queued before it
+    st = occl_work_cancel(handle_, comm, &flag);
+  }
+  if (st != OCCL_SUCCESS) raise_last(st, "cancel");
+  cancelled_ = flag != 0;
+  return cancelled_;
+}
+
 void Work::wait(std::optional<double> timeout_s) {
   std::optional<Clock::time_point> deadline;
   if (timeout_s) {
@@ -467,6 +481,10 @@ void bind_comm(py::module_& m) {
       .def("wait", &Work::wait, py::arg("timeout") = py::none(),
            "Waits (GIL released, signals checked every 100 ms); raises the operation's error.")
       .def("test", &Work::test, "True once the operation has ended, successfully or not (non-blocking).")
+      .def("cancel", &Work::cancel,
+           "occl_work_cancel: cancels a pending receive or an unmatched synchronous send to this rank itself; "
+           "True if it was cancelled (it then completes successfully, having moved nothing).")
+      .def_property_readonly("cancelled", &Work::cancelled, "Whether cancel() cancelled it.")
       .def_property_readonly("done", &Work::done, "Whether the end was observed (wait or test).")
       .def_property_readonly(
           "status", [](const Work& w) { return static_cast<int>(w.status()); }, "The C status once done.")
@@ -557,16 +575,19 @@ void bind_comm(py::module_& m) {
   // or with blocking=True runs to completion on this thread and returns None.
   comm.def(
       "send",
-      [](Comm& c, py::object t, int peer, bool blocking, int tag) {
+      [](Comm& c, py::object t, int peer, bool blocking, int tag, bool synchronous) {
         return c.start(
-            "send", {t},
+            synchronous ? "ssend" : "send", {t},
             [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
-              return occl_send_tagged(dl_of(t), peer, tag, h, o, w);
+              return synchronous ? occl_ssend_tagged(dl_of(t), peer, tag, h, o, w)
+                                 : occl_send_tagged(dl_of(t), peer, tag, h, o, w);
             },
             blocking);
       },
       py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false, py::arg("tag") = 0,
-      "occl_send_tagged: peer may be this rank or PROC_NULL.");
+      py::arg("synchronous") = false,
+      "occl_send_tagged (occl_ssend_tagged if synchronous: complete once a receive has matched it): peer may be "
+      "this rank or PROC_NULL.");
   comm.def(
       "recv",
       [](Comm& c, py::object t, int peer, bool blocking, int tag) -> py::object {
@@ -613,6 +634,57 @@ void bind_comm(py::module_& m) {
       py::arg("source"), py::arg("tag"),
       "occl_iprobe: (source, tag, bytes, count) of a matching message that has arrived, without receiving "
       "it, or None (does not wait).");
+  comm.def(
+      "mprobe",
+      [](Comm& c, int source, int tag) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        occl_message_t msg = OCCL_MESSAGE_NULL;
+        c.start(
+            "mprobe", {},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t*) {
+              return occl_mprobe(source, tag, h, o, &msg, &st);
+            },
+            true);
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count, msg);
+      },
+      py::arg("source"), py::arg("tag"),
+      "occl_mprobe: as probe, but takes the message out of matching; returns (source, tag, bytes, count, "
+      "message) where message is the number mrecv receives it by.");
+  comm.def(
+      "improbe",
+      [](Comm& c, int source, int tag) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        occl_message_t msg = OCCL_MESSAGE_NULL;
+        int flag = 0;
+        c.start(
+            "improbe", {},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t*) {
+              return occl_improbe(source, tag, h, o, &flag, &msg, &st);
+            },
+            true);
+        if (flag == 0) return py::none();
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count, msg);
+      },
+      py::arg("source"), py::arg("tag"),
+      "occl_improbe: as iprobe (does not wait), taking the message found as mprobe does; "
+      "(source, tag, bytes, count, message) or None.");
+  comm.def(
+      "mrecv",
+      [](Comm& c, py::object t, uint64_t message, bool blocking) -> py::object {
+        occl_recv_status_t st{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};
+        occl_message_t msg = message;
+        py::object r = c.start(
+            "mrecv", {t},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return occl_mrecv(dl_of(t), &msg, h, o, w == nullptr ? &st : nullptr, w);
+            },
+            blocking);
+        if (!blocking) return r;
+        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
+      },
+      py::arg("tensor"), py::arg("message"), py::arg("blocking") = false,
+      "occl_mrecv: receives the message a matched probe took. Blocking: returns (source, tag, bytes, count); "
+      "else a Work (its recv_status once done).");
   comm.def(
       "broadcast",
       [](Comm& c, py::object t, int root, bool blocking) {

@@ -105,6 +105,12 @@ class Work {
   void wait(std::optional<double> timeout_s);
   /// Non-blocking: true once the operation has ended (either way).
   bool test();
+  /// occl_work_cancel: cancels a pending receive or an unmatched synchronous
+  /// send to this rank itself; returns whether it was cancelled (then it
+  /// completes successfully, having moved nothing).
+  bool cancel();
+  /// Whether cancel() cancelled it.
+  bool cancelled() const { return cancelled_; }
   bool done() const { return done_; }
   occl_status_t status() const { return status_; }
   const std::string& message() const { return message_; }
@@ -122,6 +128,7 @@ class Work {
   std::vector<py::object> keep_;
   std::string what_;
   bool done_ = false;
+  bool cancelled_ = false;
   occl_status_t status_ = OCCL_ERR_IN_PROGRESS;
   std::string message_;
   occl_recv_status_t recv_status_{OCCL_PROC_NULL, OCCL_ANY_TAG, 0, 0};

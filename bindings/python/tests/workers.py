@@ -1016,7 +1016,7 @@ def mpi4py_messages(rank, size):
     chk.equal(np.asarray(x), np.array([size * (size - 1) / 2]), "Dup works")
     dup.Free()
     dup.Free()  # twice is fine
-    for name in ("Mprobe", "Ibcast", "Alltoallw", "Improbe"):
+    for name in ("Isendrecv", "Ibcast", "Alltoallw", "Iallreduce"):
         try:
             getattr(world, name)()
             chk.true(False, f"{name} did not raise")
@@ -1344,7 +1344,7 @@ def p2p_modes(rank, size):
     chk.equal(got, np.full(n, left, np.int32), "Bsend copy")
     chk.true(dist.Detach_buffer() is mem, "Detach_buffer returns the attached buffer")
     world.Bsend(None, dist.PROC_NULL)  # PROC_NULL needs no buffer
-    # Synchronous and ready sends: standard sends here.
+    # Synchronous and ready sends (p2p_sync_cancel checks what makes a send synchronous).
     for tag, send in ((4, world.Ssend), (5, world.Rsend), (6, lambda *a: world.Issend(*a).Wait()),
                       (7, lambda *a: world.Irsend(*a).Wait())):
         # Posted first (a synchronous send needs its receive to make progress). No
@@ -1394,6 +1394,200 @@ def p2p_modes(rank, size):
     dist.destroy_process_group()
     return {"checks": checks}
 
+
+@scenario
+def p2p_sync_cancel(rank, size):
+    """Synchronous sends complete only once matched (to this rank and to another), Cancel of a pending
+    receive or an unmatched Issend to itself (Is_cancelled), Get_status leaving a request active, and
+    [None, 0, type] buffer specs."""
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    chk = Checker()
+    # Issend to itself: pending until its receive, which a probe is not.
+    req = world.Issend(np.arange(3, dtype=np.int32), rank, 5)
+    time.sleep(0.02)
+    chk.true(bool(req) and not req.Test(), "Issend to self completed before its receive")
+    st = world.probe(rank, 5)
+    chk.true(st.source == rank and st.tag == 5 and not req.Test(), "a probe completed the Issend")
+    got = np.zeros(3, np.int32)
+    world.Recv(got, rank, 5)
+    chk.equal(got, np.arange(3, dtype=np.int32), "Issend to self received")
+    chk.true(req.Test() and not req, "Issend to self complete once its receive has returned")
+    # Object form: issend of an object (small, and one of two messages) to itself.
+    for obj in ({"r": rank}, bytes(100_000)):
+        oreq = world.issend(obj, rank, 6)
+        chk.true(not oreq.test()[0], f"issend of {len(repr(obj))}-char object completed before its recv")
+        chk.true(world.recv(source=rank, tag=6) == obj, "issend object to self received")
+        chk.true(oreq.wait() is None and not oreq, "issend object completes after its recv")
+    # Blocking Ssend to itself with no receive posted: an error, not a hang.
+    try:
+        world.Ssend(np.zeros(1, np.int32), rank, 7)
+        chk.true(False, "Ssend to self with no receive should raise")
+    except dist.MismatchError as e:
+        chk.true("itself" in str(e), f"Ssend to self: {e}")
+    chk.true(world.iprobe(rank, 7) is None, "the refused Ssend left a message")
+    # To another rank: pending until the receiver, 0.5 s later, has posted its receive.
+    world.Barrier()
+    if size > 1 and rank == 0:
+        t0 = time.monotonic()
+        req = world.Issend(np.full(4, 9, np.int64), 1, 8)
+        time.sleep(0.2)
+        chk.true(not req.Test(), "Issend to rank 1 completed before rank 1 received")
+        req.Wait()
+        chk.true(time.monotonic() - t0 >= 0.4, f"Issend completed after {time.monotonic() - t0:.3f} s")
+        t0 = time.monotonic()
+        world.ssend("x", 1, 9)
+        chk.true(time.monotonic() - t0 >= 0.4, f"ssend returned after {time.monotonic() - t0:.3f} s")
+    elif size > 1 and rank == 1:
+        time.sleep(0.5)
+        got = np.zeros(4, np.int64)
+        world.Recv(got, 0, 8)
+        chk.equal(got, np.full(4, 9, np.int64), "Issend from rank 0")
+        time.sleep(0.5)
+        chk.true(world.recv(source=0, tag=9) == "x", "ssend from rank 0")
+    # Cancel a pending receive (buffer and object): completes, moves nothing, status says so.
+    buf = np.full(2, -1, np.int32)
+    rreq = world.Irecv(buf, rank, 10)
+    rreq.Cancel()
+    st = dist.RecvStatus()
+    chk.true(rreq.Get_status(st) and st.Is_cancelled() and bool(rreq), "Get_status of a cancelled Irecv")
+    rreq.Wait(st)
+    chk.true(st.Is_cancelled() and not rreq, "Wait of a cancelled Irecv")
+    world.Send(np.full(2, 4, np.int32), rank, 10)
+    chk.equal(buf, np.full(2, -1, np.int32), "a cancelled Irecv wrote")
+    world.Recv(buf, rank, 10)
+    chk.equal(buf, np.full(2, 4, np.int32), "the message went to the next receive")
+    oreq = world.irecv(source=dist.ANY_SOURCE, tag=11)
+    oreq.cancel()
+    st = dist.RecvStatus()
+    chk.true(oreq.wait(st) is None and st.Is_cancelled(), "a cancelled object irecv")
+    # Cancel an Issend to itself no receive has matched: its message is gone; Free makes it falsy.
+    req = world.Issend(np.zeros(1, np.int32), rank, 12)
+    req.Cancel()
+    st = dist.RecvStatus()
+    chk.true(req.Get_status(st) and st.Is_cancelled() and bool(req), "Get_status of a cancelled Issend")
+    req.Free()
+    chk.true(not req and world.iprobe(rank, 12) is None, "a cancelled Issend left its message")
+    # A completed standard send is not cancelled; Get_status leaves it active until Wait.
+    sreq = world.Isend(np.zeros(1, np.int32), rank, 13)
+    time.sleep(0.01)
+    st = dist.RecvStatus()
+    while not sreq.Get_status(st):
+        time.sleep(0.001)
+    sreq.Cancel()
+    chk.true(bool(sreq), "Get_status made the request inactive")
+    sreq.Wait(st)
+    chk.true(not st.Is_cancelled() and not sreq, "a completed send reported cancelled")
+    world.Recv(np.zeros(1, np.int32), rank, 13)
+    # [None, 0, type]: an empty message, as mpi4py allows.
+    req = world.Issend([None, 0, "B"], rank, 14)
+    st = dist.RecvStatus()
+    world.Recv([None, 0, "B"], rank, 14, st)
+    chk.true(req.Wait() and st.Get_count("B") == 0 and st.tag == 14, f"[None, 0, 'B'] message: {st!r}")
+    try:
+        world.Send([None, 3, "B"], rank, 15)
+        chk.true(False, "[None, 3, 'B'] should be refused")
+    except TypeError as e:
+        chk.true("None" in str(e), f"[None, 3, 'B'] refused with: {e}")
+    world.Barrier()
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+
+@scenario
+def p2p_mprobe(rank, size):
+    """Matched probes: Mprobe/Improbe take the message out of matching (a plain receive then gets the
+    next one), Message.Recv/Irecv/recv/irecv receive exactly it, once; objects of one and two messages;
+    PROC_NULL gives MESSAGE_NO_PROC."""
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    chk = Checker()
+    right, left = (rank + 1) % size, (rank - 1) % size
+    chk.true(world.Improbe(left, 99) is None, "Improbe of a tag nobody sends")
+    world.Send(np.full(3, 1, np.int32), right, 20)
+    world.Send(np.full(3, 2, np.int32), right, 20)
+    st = dist.RecvStatus()
+    msg = world.Mprobe(dist.ANY_SOURCE, 20, st)
+    chk.true(bool(msg) and st.source == left and st.tag == 20 and st.Get_count("i") == 3, f"Mprobe status {st!r}")
+    got = np.zeros(3, np.int32)
+    world.Recv(got, left, 20)
+    chk.equal(got, np.full(3, 2, np.int32), "a plain Recv after Mprobe gets the next message")
+    msg.Recv(got, st)
+    chk.equal(got, np.full(3, 1, np.int32), "Message.Recv gets the probed message")
+    chk.true(not msg and msg == dist.MESSAGE_NULL and st.source == left, "a received Message is MESSAGE_NULL")
+    try:
+        msg.Recv(got)
+        chk.true(False, "a second Message.Recv should raise")
+    except dist.InvalidArgumentError as e:
+        chk.true("MESSAGE_NULL" in str(e), f"second Recv: {e}")
+    # Improbe until there, then Irecv.
+    world.Send(np.full(2, 7.5), right, 21)
+    found = None
+    for _ in range(20000):
+        found = world.Improbe(left, 21)
+        if found is not None:
+            break
+        time.sleep(0.0001)
+    chk.true(found is not None, "Improbe never found the message")
+    fbuf = np.zeros(2)
+    req = found.Irecv(fbuf)
+    st = dist.RecvStatus()
+    req.Wait(st)
+    chk.equal(fbuf, np.full(2, 7.5), "Message.Irecv")
+    chk.true(st.tag == 21 and st.Get_count("d") == 2 and not found, f"Irecv status {st!r}")
+    # Objects: one message and two (over 64 KiB).
+    big = bytes(range(256)) * 400
+    world.send({"from": rank}, right, 22)
+    world.send(big, right, 23)
+    chk.true(world.mprobe(left, 22).recv() == {"from": left}, "Message.recv of an object")
+    omsg = None
+    while omsg is None:
+        omsg = world.improbe(left, 23)
+    chk.true(omsg.irecv().wait() == big, "Message.irecv of a two-message object")
+    # PROC_NULL.
+    nmsg = world.Mprobe(dist.PROC_NULL)
+    chk.true(nmsg == dist.MESSAGE_NO_PROC and bool(nmsg), f"Mprobe(PROC_NULL) {nmsg!r}")
+    st = dist.RecvStatus()
+    nmsg.Recv(None, st)
+    chk.true(st.source == dist.PROC_NULL and st.Get_count() == 0 and not nmsg, f"NO_PROC Recv {st!r}")
+    st = dist.RecvStatus()
+    chk.true(dist.MESSAGE_NO_PROC.recv(st) is None and st.source == dist.PROC_NULL and bool(dist.MESSAGE_NO_PROC),
+             "MESSAGE_NO_PROC.recv leaves the constant as it is")
+    world.Barrier()
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
+
+@scenario
+def p2p_pickle_format(rank, size):
+    """Object messages are plain pickles, as mpi4py's: raw pickle bytes sent with Isend are received
+    as an object, an empty message as None, and a small object's message is its pickle."""
+    import pickle  # noqa: PLC0415
+    dist.init_process_group()
+    world = dist.COMM_WORLD
+    chk = Checker()
+    right, left = (rank + 1) % size, (rank - 1) % size
+    obj = {"rank": rank, "data": list(range(10))}
+    req = world.Isend([pickle.dumps(obj), "B"], right, 30)
+    chk.true(world.recv(source=left, tag=30) == {"rank": left, "data": list(range(10))}, "raw pickle as object")
+    req.Wait()
+    req = world.Isend([None, 0, "B"], right, 31)
+    chk.true(world.recv(source=left, tag=31) is None, "an empty message is None")
+    req.Wait()
+    world.send(obj, right, 32)
+    st = dist.RecvStatus()
+    world.Probe(left, 32, st)
+    buf = bytearray(st.Get_count("B"))
+    world.Recv([buf, "B"], left, 32)
+    chk.true(pickle.loads(buf) == {"rank": left, "data": list(range(10))}, "a sent object is its pickle")
+    big = bytes(200_000)
+    world.send(big, right, 33)
+    chk.true(world.recv(source=left, tag=33) == big, "an object over 64 KiB")
+    world.Barrier()
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks}
 
 def main():
     name = sys.argv[1]

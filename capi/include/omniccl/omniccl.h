@@ -631,6 +631,83 @@ occl_status_t occl_iprobe(int source, int tag, occl_comm_t comm, const occl_opti
 occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const occl_options_t* options,
                          occl_recv_status_t* status);
 
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.3 (ABI 1.2): synchronous sends and cancellation            */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * MPI_Ssend / MPI_Issend: as occl_send_tagged, but the send completes only
+ * once a receive on peer has matched its message (a probe does not match
+ * it). Blocking when work is NULL. A blocking synchronous send to this rank
+ * itself with no matching receive already posted can never complete and is
+ * OCCL_ERR_MISMATCH (post the receive first, or use a handle); with a handle
+ * it completes when a receive takes the message. The deadline and peer
+ * failure apply as to a receive. OCCL_ERR_MISMATCH also when peer moves on
+ * to a collective operation (or leaves) before a receive matched the
+ * message: a synchronous send must be matched before the operations issued
+ * after it on its receiver. Ordinary sends carry no flag and cause no ack.
+ * options may be NULL.
+ */
+occl_status_t occl_ssend_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
+                                const occl_options_t* options, occl_work_t* work);
+/**
+ * MPI_Cancel: cancels the operation of handle work, started on comm, if it
+ * can still be cancelled: a receive that no message has matched yet, or a
+ * synchronous send to this rank itself that no receive has matched yet.
+ * Its handle then completes with OCCL_SUCCESS having moved nothing, and
+ * *cancelled (if not NULL) is set to 1; otherwise (already matched or
+ * complete, a send to another rank, another operation) the operation goes on
+ * as if not asked and *cancelled is 0 (MPI_Test_cancelled). Runs after the
+ * operations issued on comm before it. Returns OCCL_ERR_INVALID_ARGUMENT for
+ * a NULL work or comm.
+ */
+occl_status_t occl_work_cancel(occl_work_t work, occl_comm_t comm, int* cancelled);
+
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.3 (ABI 1.2): matched probes                                */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * A message taken out of matching by occl_mprobe / occl_improbe
+ * (MPI_Message): only occl_mrecv with it receives that message, whatever
+ * other receives or probes are posted. A plain number, not an allocation.
+ */
+typedef uint64_t occl_message_t;
+/** No message (MPI_MESSAGE_NULL): what occl_mrecv leaves in its argument. */
+#define OCCL_MESSAGE_NULL ((occl_message_t)0)
+/** The message of a matched probe of OCCL_PROC_NULL (MPI_MESSAGE_NO_PROC). */
+#define OCCL_MESSAGE_NO_PROC ((occl_message_t)1)
+
+/**
+ * MPI_Mprobe: as occl_probe (waits for a message from source with tag), but
+ * the message found is taken out of matching and *message (not NULL) names
+ * it for occl_mrecv; *status (if not NULL) describes it as occl_probe's.
+ * OCCL_PROC_NULL: *message is OCCL_MESSAGE_NO_PROC. The message stays
+ * counted in OMNICCL_P2P_UNEXPECTED_BYTES until it is received.
+ */
+occl_status_t occl_mprobe(int source, int tag, occl_comm_t comm, const occl_options_t* options, occl_message_t* message,
+                          occl_recv_status_t* status);
+/**
+ * MPI_Improbe: as occl_iprobe (does not wait); when *flag is 1 the message
+ * found is taken out of matching as occl_mprobe takes it, and *message (not
+ * NULL) names it; when 0, *message is OCCL_MESSAGE_NULL.
+ */
+occl_status_t occl_improbe(int source, int tag, occl_comm_t comm, const occl_options_t* options, int* flag,
+                           occl_message_t* message, occl_recv_status_t* status);
+/**
+ * MPI_Mrecv / MPI_Imrecv: receives into tensor the message *message (from
+ * occl_mprobe or occl_improbe on comm) as occl_recv_tagged would receive it
+ * (the tensor is an upper bound; OCCL_ERR_TRUNCATED, OCCL_ERR_MISMATCH for
+ * another dtype), and sets *message to OCCL_MESSAGE_NULL. The message is all
+ * there already, so this never waits for a peer. Blocking when work is NULL
+ * (then *status, if not NULL, is filled), else a handle whose status
+ * occl_work_recv_status gives. OCCL_MESSAGE_NO_PROC: the PROC_NULL status at
+ * once. OCCL_ERR_INVALID_ARGUMENT for NULL message, OCCL_MESSAGE_NULL, or a
+ * message this communicator does not hold.
+ */
+occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* message, occl_comm_t comm,
+                         const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

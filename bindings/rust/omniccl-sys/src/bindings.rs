@@ -877,3 +877,54 @@ unsafe extern "C" {
         status: *mut occl_recv_status_t,
     ) -> occl_status_t;
 }
+unsafe extern "C" {
+    #[doc = " MPI_Ssend / MPI_Issend: as occl_send_tagged, but the send completes only\n once a receive on peer has matched its message (a probe does not match\n it). Blocking when work is NULL. A blocking synchronous send to this rank\n itself with no matching receive already posted can never complete and is\n OCCL_ERR_MISMATCH (post the receive first, or use a handle); with a handle\n it completes when a receive takes the message. The deadline and peer\n failure apply as to a receive. OCCL_ERR_MISMATCH also when peer moves on\n to a collective operation (or leaves) before a receive matched the\n message: a synchronous send must be matched before the operations issued\n after it on its receiver. Ordinary sends carry no flag and cause no ack.\n options may be NULL."]
+    pub fn occl_ssend_tagged(
+        tensor: *const DLTensor,
+        peer: ::core::ffi::c_int,
+        tag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " MPI_Cancel: cancels the operation of handle work, started on comm, if it\n can still be cancelled: a receive that no message has matched yet, or a\n synchronous send to this rank itself that no receive has matched yet.\n Its handle then completes with OCCL_SUCCESS having moved nothing, and\n *cancelled (if not NULL) is set to 1; otherwise (already matched or\n complete, a send to another rank, another operation) the operation goes on\n as if not asked and *cancelled is 0 (MPI_Test_cancelled). Runs after the\n operations issued on comm before it. Returns OCCL_ERR_INVALID_ARGUMENT for\n a NULL work or comm."]
+    pub fn occl_work_cancel(work: occl_work_t, comm: occl_comm_t, cancelled: *mut ::core::ffi::c_int) -> occl_status_t;
+}
+#[doc = " A message taken out of matching by occl_mprobe / occl_improbe\n (MPI_Message): only occl_mrecv with it receives that message, whatever\n other receives or probes are posted. A plain number, not an allocation."]
+pub type occl_message_t = u64;
+unsafe extern "C" {
+    #[doc = " MPI_Mprobe: as occl_probe (waits for a message from source with tag), but\n the message found is taken out of matching and *message (not NULL) names\n it for occl_mrecv; *status (if not NULL) describes it as occl_probe's.\n OCCL_PROC_NULL: *message is OCCL_MESSAGE_NO_PROC. The message stays\n counted in OMNICCL_P2P_UNEXPECTED_BYTES until it is received."]
+    pub fn occl_mprobe(
+        source: ::core::ffi::c_int,
+        tag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        message: *mut occl_message_t,
+        status: *mut occl_recv_status_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " MPI_Improbe: as occl_iprobe (does not wait); when *flag is 1 the message\n found is taken out of matching as occl_mprobe takes it, and *message (not\n NULL) names it; when 0, *message is OCCL_MESSAGE_NULL."]
+    pub fn occl_improbe(
+        source: ::core::ffi::c_int,
+        tag: ::core::ffi::c_int,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        flag: *mut ::core::ffi::c_int,
+        message: *mut occl_message_t,
+        status: *mut occl_recv_status_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " MPI_Mrecv / MPI_Imrecv: receives into tensor the message *message (from\n occl_mprobe or occl_improbe on comm) as occl_recv_tagged would receive it\n (the tensor is an upper bound; OCCL_ERR_TRUNCATED, OCCL_ERR_MISMATCH for\n another dtype), and sets *message to OCCL_MESSAGE_NULL. The message is all\n there already, so this never waits for a peer. Blocking when work is NULL\n (then *status, if not NULL, is filled), else a handle whose status\n occl_work_recv_status gives. OCCL_MESSAGE_NO_PROC: the PROC_NULL status at\n once. OCCL_ERR_INVALID_ARGUMENT for NULL message, OCCL_MESSAGE_NULL, or a\n message this communicator does not hold."]
+    pub fn occl_mrecv(
+        tensor: *const DLTensor,
+        message: *mut occl_message_t,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        status: *mut occl_recv_status_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}

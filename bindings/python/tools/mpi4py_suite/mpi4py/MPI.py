@@ -8,7 +8,9 @@ queries the test harness makes at import time (get_vendor, Get_version,
 Query_thread) answer for OmniCCL.
 """
 
+import pickle as _pickle
 import socket
+import types
 
 import omniccl
 
@@ -58,6 +60,11 @@ Status = omniccl.RecvStatus
 Request = omniccl.Request
 Prequest = omniccl.Prequest
 REQUEST_NULL = omniccl.REQUEST_NULL
+Message = omniccl.Message
+# mpi4py's pickler (MPI.pickle): OmniCCL's object messages are the standard
+# library's pickles at the highest protocol, as mpi4py's default.
+pickle = types.SimpleNamespace(dumps=lambda obj: _pickle.dumps(obj, _pickle.HIGHEST_PROTOCOL), loads=_pickle.loads)
+MESSAGE_NULL, MESSAGE_NO_PROC = omniccl.MESSAGE_NULL, omniccl.MESSAGE_NO_PROC
 BSEND_OVERHEAD = omniccl.BSEND_OVERHEAD
 Attach_buffer, Detach_buffer = omniccl.Attach_buffer, omniccl.Detach_buffer
 Alloc_mem, Free_mem = omniccl.Alloc_mem, omniccl.Free_mem

@@ -1,0 +1,257 @@
+// Synchronous sends (occl_ssend_tagged: complete only once a receive has
+// matched the message, to another rank through the receiver's ack, to this
+// rank itself when a receive takes it) and cancellation (occl_work_cancel of
+// a pending receive or of an unmatched synchronous send to itself), with
+// real ranks through the C ABI.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "reference.h"
+
+namespace {
+
+using occl_ref::cat;
+using omniccl::testing::contains_ci;
+using omniccl::testing::dl_int;
+using omniccl::testing::JobOptions;
+using omniccl::testing::JobResult;
+using omniccl::testing::run_ranks;
+using omniccl::testing::Tensor1D;
+using Clock = std::chrono::steady_clock;
+
+JobOptions opts(int n, const std::string& transport = "auto") {
+  JobOptions o;
+  o.nranks = n;
+  o.transport = transport;
+  o.timeout_ms = 30000;
+  o.job_timeout_s = 90;
+  return o;
+}
+
+/// all_reduce SUM of (rank + 1): the communicator still works and is in step.
+int sum_works(occl_comm_t comm, int rank, int n) {
+  int64_t v = rank + 1;
+  Tensor1D t(&v, 1, dl_int(64));
+  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
+  RANK_CHECK(v == int64_t(n) * (n + 1) / 2, rank, cat("all_reduce after the test gave ", v));
+  return 0;
+}
+
+int64_t ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+class Ssend : public ::testing::TestWithParam<std::string> {};
+
+// To another rank: the send completes only after the receiver (which waits
+// 300 ms before posting its receive) has matched it; a standard send of the
+// same message completes without waiting for the receive. Small and large
+// messages, blocking and not.
+TEST_P(Ssend, ToAnotherRankCompletesOnlyOnceMatched) {
+  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+    constexpr int64_t kDelayMs = 300;
+    for (size_t count : {size_t(1), size_t(1) << 18}) {  // 4 B and 1 MiB
+      std::vector<int32_t> buf(count, rank == 0 ? 7 : 0);
+      Tensor1D t(buf.data(), int64_t(count), dl_int(32));
+      if (rank == 0) {
+        // Non-blocking: still pending while the receiver waits.
+        auto t0 = Clock::now();
+        occl_work_t w = nullptr;
+        RANK_OK(occl_ssend_tagged(&t, 1, 4, comm, nullptr, &w), rank);
+        std::this_thread::sleep_for(std::chrono::milliseconds(kDelayMs / 3));
+        RANK_CHECK(occl_work_test(w) == OCCL_ERR_IN_PROGRESS, rank,
+                   cat("issend of ", count, " elements completed before its receive was posted"));
+        RANK_OK(occl_work_wait(w), rank);
+        RANK_OK(occl_work_free(w), rank);
+        const int64_t waited = ms_since(t0);
+        RANK_CHECK(waited >= kDelayMs - 50, rank, cat("issend completed after ", waited, " ms"));
+        // Blocking: returns only after the match.
+        t0 = Clock::now();
+        RANK_OK(occl_ssend_tagged(&t, 1, 5, comm, nullptr, nullptr), rank);
+        const int64_t blocked = ms_since(t0);
+        RANK_CHECK(blocked >= kDelayMs - 50, rank, cat("ssend returned after ", blocked, " ms"));
+        // A standard send does not wait for the receive (small messages).
+        if (count == 1) {
+          t0 = Clock::now();
+          RANK_OK(occl_send_tagged(&t, 1, 6, comm, nullptr, nullptr), rank);
+          const int64_t standard = ms_since(t0);
+          RANK_CHECK(standard < kDelayMs - 50, rank, cat("a standard send waited ", standard, " ms"));
+        }
+      } else {
+        for (int tag : {4, 5}) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(kDelayMs));
+          std::fill(buf.begin(), buf.end(), 0);
+          occl_recv_status_t st{};
+          RANK_OK(occl_recv_tagged(&t, 0, tag, comm, nullptr, &st, nullptr), rank);
+          RANK_CHECK(buf.front() == 7 && buf.back() == 7 && st.tag == tag && st.count == int64_t(count), rank,
+                     cat("received ", buf.front(), " with tag ", st.tag, " count ", st.count));
+        }
+        if (count == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(kDelayMs));
+          RANK_OK(occl_recv_tagged(&t, 0, 6, comm, nullptr, nullptr, nullptr), rank);
+        }
+      }
+    }
+    return sum_works(comm, rank, n);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// A receiver that never matches the message: the synchronous send ends with
+// an error (its deadline; the receiver leaving), never a hang.
+TEST_P(Ssend, FailsWhenTheReceiverNeverMatches) {
+  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int) {
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return 0;  // leaves without receiving
+    }
+    int32_t v = 1;
+    Tensor1D t(&v, 1, dl_int(32));
+    occl_options_t o = OCCL_OPTIONS_INIT;
+    o.timeout_ms = 300;
+    auto t0 = Clock::now();
+    occl_status_t s = occl_ssend_tagged(&t, 1, 77, comm, &o, nullptr);
+    const int64_t took = ms_since(t0);
+    RANK_CHECK(
+        s == OCCL_ERR_TIMEOUT && took < 1400, rank,
+        cat("ssend with a 300 ms deadline: ", occl_status_string(s), " after ", took, " ms: ", occl_last_error()));
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+  JobResult left = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int) {
+    if (rank == 1) return 0;  // leaves at once without receiving
+    int32_t v = 1;
+    Tensor1D t(&v, 1, dl_int(32));
+    auto t0 = Clock::now();
+    occl_status_t s = occl_ssend_tagged(&t, 1, 78, comm, nullptr, nullptr);
+    const int64_t took = ms_since(t0);
+    RANK_CHECK((s == OCCL_ERR_PEER_FAILURE || s == OCCL_ERR_MISMATCH) && took < 10000, rank,
+               cat("ssend to a rank that left: ", occl_status_string(s), " after ", took, " ms: ", occl_last_error()));
+    return 0;
+  });
+  EXPECT_TRUE(left.ok()) << left.summary();
+}
+
+// Both ranks exchange by issend + recv (as mpi4py's ring test does): each
+// issend is matched by the other's receive, nothing deadlocks.
+TEST_P(Ssend, ExchangeByIssendAndRecv) {
+  JobResult res = run_ranks(opts(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
+    for (int i = 0; i < 20; ++i) {
+      int32_t out = rank * 100 + i, in = -1;
+      Tensor1D to(&out, 1, dl_int(32)), ti(&in, 1, dl_int(32));
+      occl_work_t w = nullptr;
+      RANK_OK(occl_ssend_tagged(&to, (rank + 1) % n, 0, comm, nullptr, &w), rank);
+      RANK_OK(occl_recv_tagged(&ti, (rank + n - 1) % n, 0, comm, nullptr, nullptr, nullptr), rank);
+      RANK_OK(occl_work_wait(w), rank);
+      RANK_OK(occl_work_free(w), rank);
+      RANK_CHECK(in == ((rank + n - 1) % n) * 100 + i, rank, cat("round ", i, " got ", in));
+    }
+    return sum_works(comm, rank, n);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// To this rank itself: pending until a receive takes it (a probe does not);
+// a blocking one with no receive posted is an error, not a hang; one with a
+// receive posted first completes.
+TEST_P(Ssend, ToSelfCompletesWhenReceived) {
+  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+    int32_t a = 10 + rank, got = 0;
+    Tensor1D ta(&a, 1, dl_int(32)), tg(&got, 1, dl_int(32));
+    occl_work_t w = nullptr;
+    RANK_OK(occl_ssend_tagged(&ta, rank, 3, comm, nullptr, &w), rank);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    RANK_CHECK(occl_work_test(w) == OCCL_ERR_IN_PROGRESS, rank, "issend to self completed before its receive");
+    occl_recv_status_t st{};
+    RANK_OK(occl_probe(rank, 3, comm, nullptr, &st), rank);
+    RANK_CHECK(occl_work_test(w) == OCCL_ERR_IN_PROGRESS, rank, "a probe completed the issend");
+    RANK_OK(occl_recv_tagged(&tg, rank, 3, comm, nullptr, &st, nullptr), rank);
+    RANK_CHECK(got == 10 + rank && st.source == rank && st.tag == 3, rank, cat("received ", got));
+    // Complete by the time its receive has returned (a caller may test it at once).
+    RANK_CHECK(occl_work_test(w) == OCCL_SUCCESS, rank, "issend to self not complete when its receive returned");
+    RANK_OK(occl_work_free(w), rank);
+    // Blocking, no receive posted: refused at once.
+    occl_status_t s = occl_ssend_tagged(&ta, rank, 8, comm, nullptr, nullptr);
+    RANK_CHECK(s == OCCL_ERR_MISMATCH && contains_ci(occl_last_error(), "itself"), rank,
+               cat(occl_status_string(s), ": ", occl_last_error()));
+    int flag = 1;
+    RANK_OK(occl_iprobe(rank, 8, comm, nullptr, &flag, nullptr), rank);
+    RANK_CHECK(flag == 0, rank, "the refused ssend left a message behind");
+    // Blocking, receive posted first: completes.
+    got = 0;
+    RANK_OK(occl_recv_tagged(&tg, rank, 9, comm, nullptr, nullptr, &w), rank);
+    RANK_OK(occl_ssend_tagged(&ta, rank, 9, comm, nullptr, nullptr), rank);
+    RANK_OK(occl_work_wait(w), rank);
+    RANK_OK(occl_work_free(w), rank);
+    RANK_CHECK(got == 10 + rank, rank, cat("irecv then ssend to self got ", got));
+    return sum_works(comm, rank, n);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// Cancel: a pending receive (from itself, or from a rank that never sends)
+// and an unmatched issend to itself are cancelled, complete successfully and
+// move nothing; a completed one is not cancelled; bad arguments are errors.
+TEST_P(Ssend, CancelPendingOperations) {
+  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+    int32_t a = 5, got = -1;
+    Tensor1D ta(&a, 1, dl_int(32)), tg(&got, 1, dl_int(32));
+    // A receive from itself.
+    occl_work_t w = nullptr;
+    RANK_OK(occl_recv_tagged(&tg, rank, 1, comm, nullptr, nullptr, &w), rank);
+    int cancelled = 0;
+    RANK_OK(occl_work_cancel(w, comm, &cancelled), rank);
+    RANK_CHECK(cancelled == 1, rank, "a pending receive from itself was not cancelled");
+    RANK_OK(occl_work_wait(w), rank);
+    RANK_OK(occl_work_free(w), rank);
+    // The next message with that tag goes to the next receive, not the cancelled one.
+    RANK_OK(occl_send_tagged(&ta, rank, 1, comm, nullptr, nullptr), rank);
+    RANK_CHECK(got == -1, rank, "the cancelled receive got the message");
+    int32_t got2 = 0;
+    Tensor1D tg2(&got2, 1, dl_int(32));
+    RANK_OK(occl_recv_tagged(&tg2, rank, 1, comm, nullptr, nullptr, nullptr), rank);
+    RANK_CHECK(got2 == 5, rank, cat("the receive after the cancelled one got ", got2));
+    // A receive from the other rank, which sends nothing.
+    RANK_OK(occl_recv_tagged(&tg, 1 - rank, 2, comm, nullptr, nullptr, &w), rank);
+    RANK_OK(occl_work_cancel(w, comm, &cancelled), rank);
+    RANK_CHECK(cancelled == 1, rank, "a pending receive from the other rank was not cancelled");
+    RANK_OK(occl_work_wait(w), rank);
+    RANK_CHECK(got == -1, rank, "the cancelled receive wrote");
+    // Cancelling a completed operation does nothing.
+    RANK_OK(occl_work_cancel(w, comm, &cancelled), rank);
+    RANK_CHECK(cancelled == 0, rank, "a completed receive reported cancelled");
+    RANK_OK(occl_work_free(w), rank);
+    // An issend to itself that no receive took: cancelled, and its message gone.
+    RANK_OK(occl_ssend_tagged(&ta, rank, 3, comm, nullptr, &w), rank);
+    RANK_OK(occl_work_cancel(w, comm, &cancelled), rank);
+    RANK_CHECK(cancelled == 1, rank, "an unmatched issend to itself was not cancelled");
+    RANK_OK(occl_work_wait(w), rank);
+    RANK_OK(occl_work_free(w), rank);
+    int flag = 1;
+    RANK_OK(occl_iprobe(rank, 3, comm, nullptr, &flag, nullptr), rank);
+    RANK_CHECK(flag == 0, rank, "the cancelled issend's message is still there");
+    // A standard send (already complete) is not cancelled.
+    RANK_OK(occl_send_tagged(&ta, rank, 4, comm, nullptr, &w), rank);
+    RANK_OK(occl_work_wait(w), rank);
+    RANK_OK(occl_work_cancel(w, comm, &cancelled), rank);
+    RANK_CHECK(cancelled == 0, rank, "a completed send reported cancelled");
+    RANK_OK(occl_work_free(w), rank);
+    RANK_OK(occl_recv_tagged(&tg2, rank, 4, comm, nullptr, nullptr, nullptr), rank);
+    // Bad arguments.
+    occl_status_t s = occl_work_cancel(nullptr, comm, &cancelled);
+    RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && cancelled == 0, rank, cat("NULL work gave ", occl_status_string(s)));
+    return sum_works(comm, rank, n);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Ssend, ::testing::Values("shm", "tcp"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
