@@ -585,6 +585,9 @@ void Engine::sleep_step() {
       case transport::WaitOn::How::kDoorbell: break;  // Mesh::sleep polls the control sockets
     }
   }
+  // Every transfer may have completed during the last pass (it started
+  // with one incomplete): nothing to sleep on, the next pass sees it done.
+  if (!ready && waiting.empty()) return;
   if (!ready) {
     State* first = earliest_deadline(waiting);
     if (first->deadline.expired()) {

@@ -15,10 +15,7 @@ namespace {
 WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, const CallOptions& call,
             RecvStatus* status, bool synchronous = false) {
   check_p2p_args(c, peer, tag, is_send);
-  if (t.device != DeviceKind::kCPU && t.count > 0) {
-    fail(Status::kUnsupported, is_send ? "send" : "recv", ": point-to-point operations on CUDA tensors are not ",
-         "implemented yet (collectives are); copy the tensor to host memory first");
-  }
+  check_p2p_device(t, is_send ? "send" : "recv");
   if (peer == kProcNull) {
     RecvStatus none;  // source PROC_NULL, ANY_TAG, 0 bytes
     if (status != nullptr) *status = none;
@@ -33,6 +30,13 @@ WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_sen
 }
 
 }  // namespace
+
+void check_p2p_device(const TensorView& t, const char* what) {
+  if (t.device != DeviceKind::kCPU && t.count > 0) {
+    fail(Status::kUnsupported, what, ": point-to-point operations on CUDA tensors are not ",
+         "implemented yet (collectives are); copy the tensor to host memory first");
+  }
+}
 
 void check_p2p_args(const Communicator& c, int peer, int tag, bool is_send) {
   const char* what = is_send ? "send" : "recv";
