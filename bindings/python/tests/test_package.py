@@ -73,14 +73,14 @@ TORCH_SIGNATURES = {
     "scatter": "(tensor, scatter_list=None, src=0, group=None, async_op=False",
     "gather": "(tensor, gather_list=None, dst=0, group=None, async_op=False",
     "reduce": "(tensor, dst=None, op=<ReduceOp.SUM: 0>, group=None, async_op=False",
-    "all_reduce": "(tensor, op=<ReduceOp.SUM: 0>, group=None, async_op=False)",
+    "all_reduce": "(tensor, op=<ReduceOp.SUM: 0>, group=None, async_op=False",
     "all_gather": "(tensor_list, tensor, group=None, async_op=False)",
-    "all_gather_into_tensor": "(output_tensor, input_tensor, group=None, async_op=False)",
+    "all_gather_into_tensor": "(output_tensor, input_tensor, group=None, async_op=False",
     "reduce_scatter": "(output, input_list, op=<ReduceOp.SUM: 0>, group=None, async_op=False)",
-    "reduce_scatter_tensor": "(output, input, op=<ReduceOp.SUM: 0>, group=None, async_op=False)",
+    "reduce_scatter_tensor": "(output, input, op=<ReduceOp.SUM: 0>, group=None, async_op=False",
     "all_to_all": "(output_tensor_list, input_tensor_list, group=None, async_op=False)",
     "all_to_all_single": "(output, input, output_split_sizes=None, input_split_sizes=None, group=None, "
-                         "async_op=False)",
+                         "async_op=False",
     "barrier": "(group=None, async_op=False",
     "send": "(tensor, dst=None, group=None, tag=0",
     "recv": "(tensor, src=None, group=None, tag=0",
@@ -99,6 +99,13 @@ def test_torch_distributed_signatures(name):
     text = str(sig.replace(parameters=[p.replace(annotation=inspect.Parameter.empty) for p in
                                        sig.parameters.values()], return_annotation=inspect.Signature.empty))
     assert text.startswith(TORCH_SIGNATURES[name]), text
+    # What OmniCCL adds after torch's parameters (group_src, stream, ...) is
+    # optional, so torch's calls keep working; stream is keyword-only.
+    torch_count = TORCH_SIGNATURES[name].count(",") + 1
+    for p in list(sig.parameters.values())[torch_count:]:
+        assert p.default is not inspect.Parameter.empty, f"{name}: extra parameter {p.name} has no default"
+    if "stream" in sig.parameters:
+        assert sig.parameters["stream"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 def test_reduce_ops():
