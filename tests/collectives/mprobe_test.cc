@@ -15,43 +15,26 @@
 namespace {
 
 using occl_ref::cat;
+using omniccl::testing::all_reduce_works;
 using omniccl::testing::contains_ci;
 using omniccl::testing::dl_int;
-using omniccl::testing::JobOptions;
+using omniccl::testing::job_options;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
 using omniccl::testing::Tensor1D;
-
-JobOptions opts(int n, const std::string& transport = "auto") {
-  JobOptions o;
-  o.nranks = n;
-  o.transport = transport;
-  o.timeout_ms = 30000;
-  o.job_timeout_s = 90;
-  return o;
-}
-
-/// all_reduce SUM of (rank + 1): the communicator still works and is in step.
-int sum_works(occl_comm_t comm, int rank, int n) {
-  int64_t v = rank + 1;
-  Tensor1D t(&v, 1, dl_int(64));
-  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
-  RANK_CHECK(v == int64_t(n) * (n + 1) / 2, rank, cat("all_reduce after the test gave ", v));
-  return 0;
-}
 
 class Mprobe : public ::testing::TestWithParam<std::string> {};
 
 // Rank 1 sends two messages with one tag; rank 0's matched probe takes the
 // first, so a plain receive then gets the second, and occl_mrecv the first.
 TEST_P(Mprobe, TakesTheMessageOutOfMatching) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     if (rank == 1) {
       int32_t a[3] = {1, 2, 3}, b[3] = {4, 5, 6};
       Tensor1D ta(a, 3, dl_int(32)), tb(b, 3, dl_int(32));
       RANK_OK(occl_send_tagged(&ta, 0, 5, comm, nullptr, nullptr), rank);
       RANK_OK(occl_send_tagged(&tb, 0, 5, comm, nullptr, nullptr), rank);
-      return sum_works(comm, rank, n);
+      return all_reduce_works(comm, rank, n);
     }
     occl_message_t m = 12345;
     occl_recv_status_t st{};
@@ -82,7 +65,7 @@ TEST_P(Mprobe, TakesTheMessageOutOfMatching) {
     RANK_CHECK(flag == 0 && m == OCCL_MESSAGE_NULL, rank, cat("improbe with nothing: ", flag, " ", m));
     s = occl_mprobe(0, 1, comm, nullptr, nullptr, nullptr);
     RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT, rank, cat("mprobe with NULL message gave ", occl_status_string(s)));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -90,7 +73,7 @@ TEST_P(Mprobe, TakesTheMessageOutOfMatching) {
 // improbe until the message is there, then a non-blocking mrecv (Imrecv);
 // truncation through mrecv leaves the communicator usable; PROC_NULL.
 TEST_P(Mprobe, ImprobeImrecvTruncationAndProcNull) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     const int other = 1 - rank;
     int32_t out[4] = {rank, rank, rank, rank};
     Tensor1D to(out, 4, dl_int(32));
@@ -124,7 +107,7 @@ TEST_P(Mprobe, ImprobeImrecvTruncationAndProcNull) {
     RANK_CHECK(m == OCCL_MESSAGE_NO_PROC && st.source == OCCL_PROC_NULL, rank, cat("mprobe PROC_NULL: ", m));
     RANK_OK(occl_mrecv(&tg, &m, comm, nullptr, &st, nullptr), rank);
     RANK_CHECK(st.source == OCCL_PROC_NULL && st.count == 0 && m == OCCL_MESSAGE_NULL, rank, "mrecv NO_PROC");
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -132,7 +115,7 @@ TEST_P(Mprobe, ImprobeImrecvTruncationAndProcNull) {
 // A matched probe of a synchronous send to this rank itself does not
 // complete it; the mrecv does. A posted receive cannot take the probed message.
 TEST_P(Mprobe, OfASynchronousSendToSelf) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     int32_t v = 40 + rank, got = 0;
     Tensor1D tv(&v, 1, dl_int(32)), tg(&got, 1, dl_int(32));
     occl_work_t sw = nullptr, rw = nullptr;
@@ -153,7 +136,7 @@ TEST_P(Mprobe, OfASynchronousSendToSelf) {
     RANK_CHECK(cancelled == 1, rank, "the irecv was not pending any more");
     RANK_OK(occl_work_wait(rw), rank);
     RANK_OK(occl_work_free(rw), rank);
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }

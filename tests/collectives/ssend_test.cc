@@ -17,31 +17,14 @@
 namespace {
 
 using occl_ref::cat;
+using omniccl::testing::all_reduce_works;
 using omniccl::testing::contains_ci;
 using omniccl::testing::dl_int;
-using omniccl::testing::JobOptions;
+using omniccl::testing::job_options;
 using omniccl::testing::JobResult;
 using omniccl::testing::run_ranks;
 using omniccl::testing::Tensor1D;
 using Clock = std::chrono::steady_clock;
-
-JobOptions opts(int n, const std::string& transport = "auto") {
-  JobOptions o;
-  o.nranks = n;
-  o.transport = transport;
-  o.timeout_ms = 30000;
-  o.job_timeout_s = 90;
-  return o;
-}
-
-/// all_reduce SUM of (rank + 1): the communicator still works and is in step.
-int sum_works(occl_comm_t comm, int rank, int n) {
-  int64_t v = rank + 1;
-  Tensor1D t(&v, 1, dl_int(64));
-  RANK_OK(occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), rank);
-  RANK_CHECK(v == int64_t(n) * (n + 1) / 2, rank, cat("all_reduce after the test gave ", v));
-  return 0;
-}
 
 int64_t ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
@@ -54,7 +37,7 @@ class Ssend : public ::testing::TestWithParam<std::string> {};
 // same message completes without waiting for the receive. Small and large
 // messages, blocking and not.
 TEST_P(Ssend, ToAnotherRankCompletesOnlyOnceMatched) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     constexpr int64_t kDelayMs = 300;
     for (size_t count : {size_t(1), size_t(1) << 18}) {  // 4 B and 1 MiB
       std::vector<int32_t> buf(count, rank == 0 ? 7 : 0);
@@ -98,7 +81,7 @@ TEST_P(Ssend, ToAnotherRankCompletesOnlyOnceMatched) {
         }
       }
     }
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -106,7 +89,7 @@ TEST_P(Ssend, ToAnotherRankCompletesOnlyOnceMatched) {
 // A receiver that never matches the message: the synchronous send ends with
 // an error (its deadline; the receiver leaving), never a hang.
 TEST_P(Ssend, FailsWhenTheReceiverNeverMatches) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int) {
     if (rank == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       return 0;  // leaves without receiving
@@ -124,7 +107,7 @@ TEST_P(Ssend, FailsWhenTheReceiverNeverMatches) {
     return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
-  JobResult left = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int) {
+  JobResult left = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int) {
     if (rank == 1) return 0;  // leaves at once without receiving
     int32_t v = 1;
     Tensor1D t(&v, 1, dl_int(32));
@@ -141,7 +124,7 @@ TEST_P(Ssend, FailsWhenTheReceiverNeverMatches) {
 // Both ranks exchange by issend + recv (as mpi4py's ring test does): each
 // issend is matched by the other's receive, nothing deadlocks.
 TEST_P(Ssend, ExchangeByIssendAndRecv) {
-  JobResult res = run_ranks(opts(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(3, GetParam()), [](occl_comm_t comm, int rank, int n) {
     for (int i = 0; i < 20; ++i) {
       int32_t out = rank * 100 + i, in = -1;
       Tensor1D to(&out, 1, dl_int(32)), ti(&in, 1, dl_int(32));
@@ -152,7 +135,7 @@ TEST_P(Ssend, ExchangeByIssendAndRecv) {
       RANK_OK(occl_work_free(w), rank);
       RANK_CHECK(in == ((rank + n - 1) % n) * 100 + i, rank, cat("round ", i, " got ", in));
     }
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -161,7 +144,7 @@ TEST_P(Ssend, ExchangeByIssendAndRecv) {
 // a blocking one with no receive posted is an error, not a hang; one with a
 // receive posted first completes.
 TEST_P(Ssend, ToSelfCompletesWhenReceived) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     int32_t a = 10 + rank, got = 0;
     Tensor1D ta(&a, 1, dl_int(32)), tg(&got, 1, dl_int(32));
     occl_work_t w = nullptr;
@@ -190,7 +173,7 @@ TEST_P(Ssend, ToSelfCompletesWhenReceived) {
     RANK_OK(occl_work_wait(w), rank);
     RANK_OK(occl_work_free(w), rank);
     RANK_CHECK(got == 10 + rank, rank, cat("irecv then ssend to self got ", got));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -199,7 +182,7 @@ TEST_P(Ssend, ToSelfCompletesWhenReceived) {
 // and an unmatched issend to itself are cancelled, complete successfully and
 // move nothing; a completed one is not cancelled; bad arguments are errors.
 TEST_P(Ssend, CancelPendingOperations) {
-  JobResult res = run_ranks(opts(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
     int32_t a = 5, got = -1;
     Tensor1D ta(&a, 1, dl_int(32)), tg(&got, 1, dl_int(32));
     // A receive from itself.
@@ -246,7 +229,7 @@ TEST_P(Ssend, CancelPendingOperations) {
     // Bad arguments.
     occl_status_t s = occl_work_cancel(nullptr, comm, &cancelled);
     RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && cancelled == 0, rank, cat("NULL work gave ", occl_status_string(s)));
-    return sum_works(comm, rank, n);
+    return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
