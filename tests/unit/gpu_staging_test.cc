@@ -216,6 +216,25 @@ TEST(GpuStaging, EveryCollectiveGivesTheCpuResults) {
   }
 }
 
+TEST(GpuStaging, RanksMayMixCudaAndCpuTensorsInOneCollective) {
+  // Rank 0 stages CUDA tensors, rank 1 passes CPU tensors: one operation
+  // each, the same messages on the wire.
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<float> x((size_t(1) << 20) + 3, float(c.rank() + 1));
+    TensorView v = dev_view(x, DType::kFloat32);
+    if (c.rank() == 1) v.device = DeviceKind::kCPU;
+    coll::all_reduce(c, v, v, int(RedOp::kSum), on(s));
+    std::vector<int32_t> b(1000, c.rank() == 0 ? 42 : 0);
+    TensorView bv = dev_view(b, DType::kInt32);
+    if (c.rank() == 1) bv.device = DeviceKind::kCPU;
+    coll::broadcast(c, bv, 0, on(s));
+    ck.expect(s.sync(), "the stream finished");
+    ck.expect(x.front() == 3.0f && x.back() == 3.0f, "all_reduce result on both ranks");
+    ck.expect(b.front() == 42 && b.back() == 42, "broadcast result on both ranks");
+  }));
+}
+
 TEST(GpuStaging, CallReturnsBeforeTheStreamReachesItAndLaterWorkSeesTheResult) {
   expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
     EmuStream s;
