@@ -179,7 +179,7 @@ class Engine {
   /// scaling of tensor memory goes through it (executor/executor.h).
   Executor& exec() { return *exec_; }
   /// Picks the executor for an operation whose tensors are on `device`
-  /// (call_device); throws kUnsupported for a device without one.
+  /// (coll::Staging); throws kUnsupported for a device without one.
   void use_device(DeviceKind device);
 
   /// Lets this operation's sends go by reference where the link can (see

@@ -59,10 +59,7 @@ const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t
 WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op) {
   // Refused at once, as a blocking call would be: nothing is enqueued on
   // the stream for an operation that cannot run.
-  std::string failed;
-  if (const Status st = c.async_error(failed); st != Status::kSuccess) {
-    fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(st), "): ", failed);
-  }
+  c.check_usable();
   std::shared_ptr<StagedCall> staged = staging.start();
   const int64_t timeout_ms = call.timeout_ms > 0 ? call.timeout_ms : c.timeout_ms();
   WorkPtr work = c.submit(

@@ -30,7 +30,7 @@ void check_overlap(const TensorView& a, const char* a_name, const TensorView& b,
                    long long allowed_offset_bytes);
 /// Resolves op for t's dtype; throws kInvalidArgument when undefined.
 ReduceSpec resolve_op(const Communicator& c, int op, DType t);
-/// The tensor an optional holds, or nullptr (for call_device).
+/// The tensor an optional holds, or nullptr (for Staging).
 inline const TensorView* opt(const OptTensor& t) { return t ? &*t : nullptr; }
 /// SUM for AVG and PREMUL_SUM (scaled separately), else op.
 RedOp combine_op(RedOp op);

@@ -57,7 +57,7 @@ inline Use out_use(const Communicator& c, int root) { return c.rank() == root ? 
 
 class Staging {
  public:
-  /// Checks that every non-empty tensor is on one device (call_device); for
+  /// Checks that every non-empty tensor is on one device (else kInvalidArgument); for
   /// CUDA tensors, that it is the calling thread's current device, and plans
   /// their host copies (tensors inside another one share its copy).
   Staging(std::initializer_list<TensorUse> uses, const CallOptions& call);

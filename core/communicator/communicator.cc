@@ -143,13 +143,17 @@ Status Communicator::async_error(std::string& message) const {
   return failed_status_.load(std::memory_order_relaxed);
 }
 
-void Communicator::run_one(OpRef fn) {
+void Communicator::check_usable() const {
   if (mesh_->aborted()) fail(Status::kAborted, "the communicator was aborted");
   if (Status st = failed_status_.load(std::memory_order_acquire); st != Status::kSuccess) {
     std::string msg;
     async_error(msg);
     fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(st), "): ", msg);
   }
+}
+
+void Communicator::run_one(OpRef fn) {
+  check_usable();
   try {
     fn(engine_);
   } catch (const Error& e) {

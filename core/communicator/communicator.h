@@ -112,6 +112,9 @@ class Communicator {
   /// The error that made this communicator unusable (kSuccess if none), with
   /// its message: NCCL's async error. Any thread.
   Status async_error(std::string& message) const;
+  /// Throws kAborted after abort, kCommFailed (naming the first error) once
+  /// an operation has failed; what every operation checks before it runs.
+  void check_usable() const;
 
   int rank() const { return rank_; }
   int size() const { return size_; }

@@ -13,7 +13,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -54,25 +53,8 @@ class CpuExecutor final : public Executor {
   std::vector<std::vector<char>> scratch_;
 };
 
-/// Throws the error call_device reports for tensors a and b on different
-/// devices (out of line: the checks stay a few instructions on every call).
+/// Throws kInvalidArgument naming tensors a and b, which one call has on
+/// different devices (mixed CPU/CUDA, or two GPUs); coll::Staging checks.
 [[noreturn]] void fail_call_device(const TensorView* a, const TensorView* b);
-
-/// The device every tensor of one call lives on (CPU when all are empty):
-/// throws kInvalidArgument naming both when they differ (mixed CPU/CUDA, or
-/// two GPUs). Empty tensors (count 0) do not count. CUDA tensors reach here
-/// only where the DLPack edge found them usable (common/gpu_runtime.h).
-inline const TensorView* call_device(std::initializer_list<const TensorView*> tensors) {
-  const TensorView* first = nullptr;
-  for (const TensorView* t : tensors) {
-    if (t == nullptr || t->count == 0) continue;
-    if (first == nullptr) {
-      first = t;
-    } else if (t->device != first->device || t->device_id != first->device_id) {
-      fail_call_device(first, t);
-    }
-  }
-  return first;
-}
 
 }  // namespace omniccl
