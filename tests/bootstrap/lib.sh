@@ -15,12 +15,26 @@ ok() { echo "ok: $*"; }
 show() { echo "  --- $1:" >&2; sed 's/^/    | /' "$1" >&2; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# free_port: a TCP port nobody listens on now (bind port 0 through bash is not
-# possible, so probe a random high port with /dev/tcp).
+# free_port: a TCP port nobody uses now, outside the kernel's ephemeral range.
+# A port in that range may be the local end of some connection (or of one in
+# TIME_WAIT, e.g. left by the previous round of this very test), and then
+# binding a server to it fails with "address already in use" although nobody
+# listens there. Bash cannot bind port 0, so probe a random port below the
+# ephemeral range (or above it, where that range starts low) with /dev/tcp
+# and, where `ss` exists, check that no socket uses it at all.
 free_port() {
-  local p
+  local p lo=32768 hi=60999 base span
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  if ((lo > 12000)); then
+    base=10000 span=$((lo - 10000))
+  else
+    base=$((hi + 1)) span=$((65535 - hi - 1))
+  fi
   for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((base + RANDOM % span))
+    if command -v ss >/dev/null && ss -Htan "( sport = :$p or sport = :$((p + 1)) )" 2>/dev/null | grep -q .; then
+      continue
+    fi
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + 1))") 2>/dev/null; then
       echo "$p"
       return 0

@@ -77,7 +77,7 @@ WANT=(mixed mixed mixed mixed tcp)  # rank -> its transport (hostC has no local 
 start_job() {  # start_job PREFIX [VAR=VALUE...]
   local prefix=$1 r
   shift
-  port=$((20000 + RANDOM % 30000))
+  port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
   for r in 0 1 2 3 4; do start_host_rank "$prefix$r" "${PLACE[$r]}" "$r" 5 "$port" "$@"; done
 }
 wait_rank() {  # wait_rank NAME -> sets rc, took_ms (since $t0)
