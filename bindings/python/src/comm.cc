@@ -70,7 +70,7 @@ int red_op_value(occl_red_op_t op) {
   return v;
 }
 
-/// A probed message's status as Python sees it: (source, tag, bytes, count).
+/// A receive's or a probe's status as Python sees it: (source, tag, bytes, count).
 py::tuple status_tuple(const occl_recv_status_t& st) { return py::make_tuple(st.source, st.tag, st.bytes, st.count); }
 
 /// Refuses reduce ops that are not element-wise on complex arrays (handed to
@@ -491,11 +491,7 @@ void bind_comm(py::module_& m) {
       .def_property_readonly("message", &Work::message, "The error message once done (empty on success).")
       .def_property_readonly("what", &Work::what, "The operation's name.")
       .def_property_readonly(
-          "recv_status",
-          [](const Work& w) {
-            const occl_recv_status_t& s = w.recv_status();
-            return py::make_tuple(s.source, s.tag, s.bytes, s.count);
-          },
+          "recv_status", [](const Work& w) { return status_tuple(w.recv_status()); },
           "A receive's (source, tag, bytes, count) once done.");
 
   py::class_<Comm> comm(m, "Comm", "A communicator handle (internal; omniccl.Communicator wraps it).");
@@ -599,7 +595,7 @@ void bind_comm(py::module_& m) {
             },
             blocking);
         if (!blocking) return r;
-        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
+        return status_tuple(st);
       },
       py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false, py::arg("tag") = 0,
       "occl_recv_tagged: peer may be ANY_SOURCE or PROC_NULL, tag ANY_TAG. Blocking: returns "
@@ -680,7 +676,7 @@ void bind_comm(py::module_& m) {
             },
             blocking);
         if (!blocking) return r;
-        return py::make_tuple(st.source, st.tag, st.bytes, st.count);
+        return status_tuple(st);
       },
       py::arg("tensor"), py::arg("message"), py::arg("blocking") = false,
       "occl_mrecv: receives the message a matched probe took. Blocking: returns (source, tag, bytes, count); "
