@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <thread>
@@ -34,6 +35,13 @@ CommConfig CommConfig::from_environment() {
   if (auto v = get_setting("OMNICCL_SHM_SINGLE_COPY")) {
     check_arg(*v == "0" || *v == "1" || *v == "auto", "OMNICCL_SHM_SINGLE_COPY is '", *v, "'; use 0, 1 or auto");
     if (*v != "auto") c.single_copy = *v == "1";
+  }
+  if (auto v = get_setting("OMNICCL_TCP_STREAMS")) {
+    char* end = nullptr;
+    const long n = std::strtol(v->c_str(), &end, 10);
+    check_arg(*end == '\0' && n >= 1 && n <= transport::kMaxTcpStreams, "OMNICCL_TCP_STREAMS is '", *v,
+              "'; use a number of sockets from 1 to ", transport::kMaxTcpStreams);
+    c.tcp_streams = static_cast<int>(n);
   }
   return c;
 }
@@ -78,6 +86,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.size = n;
   opts.session = session;
   opts.transport = config.transport;
+  opts.tcp_streams = config.tcp_streams;
   opts.tcp_ip = tcp_ip;
   opts.deadline = deadline;
   CommConfig resolved = config;
@@ -750,6 +759,7 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   opts.size = static_cast<int>(members.size());
   opts.session = session;
   opts.transport = cfg.transport;
+  opts.tcp_streams = cfg.tcp_streams;
   opts.tcp_ip = tcp_ip_;
   opts.deadline = deadline;
   CommConfig resolved = cfg;

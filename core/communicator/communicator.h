@@ -50,8 +50,10 @@ struct CommConfig {
   /// set when it is created (nullopt: none, no shared memory possible).
   std::optional<SingleCopyChoice> copy_choice;
   bool blocking = true;  ///< occl_config_t.blocking: creation waits until ready
+  int tcp_streams = 1;   ///< OMNICCL_TCP_STREAMS: data sockets per TCP peer
 
-  /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO.
+  /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO /
+  /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS.
   static CommConfig from_environment();
   /// Validates every field (throws kInvalidArgument naming the bad one).
   void validate() const;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "transport/transport.h"
 
 namespace omniccl::transport::wire {
 
@@ -22,7 +23,7 @@ inline constexpr uint32_t kMaxControlPayload = 1 << 20;
 
 struct Hello {
   uint32_t magic;
-  uint32_t channel;  // 0 control, 1 data
+  uint32_t channel;  // 0 control, 1 + i data stream i
   uint64_t session;
   int32_t rank;
   int32_t pad;
@@ -34,7 +35,7 @@ static_assert(sizeof(Hello) == 24, "the hello is 24 bytes on the wire");
 inline std::string check_hello(const Hello& h, uint64_t session, int my_rank, int size) {
   if (h.magic != kHelloMagic) return "bad magic";
   if (h.session != session) return "another session";
-  if (h.channel > 1) return str_cat("unknown channel ", h.channel);
+  if (h.channel > uint32_t(kMaxTcpStreams)) return str_cat("unknown channel ", h.channel);
   if (h.rank <= my_rank || h.rank >= size) return str_cat("rank ", h.rank, " may not connect to rank ", my_rank);
   return {};
 }

@@ -119,8 +119,12 @@ struct Mesh::Setup {
   UniqueFd unix_listener, tcp_listener;
   std::vector<Endpoint> remote;                  // by rank (this rank's own record too)
   std::vector<const TransportEntry*> transport;  // by peer
-  std::vector<UniqueFd> data_fd;                 // by peer, for transports that need one
-  bool needs_data(int p) const { return transport[p]->needs_data_socket; }
+  std::vector<std::vector<UniqueFd>> data_fd;    // by peer: its data sockets, for transports that need them
+  /// Data sockets to peer p: none, or as many as both ranks asked for.
+  int data_streams(int p) const {
+    if (!transport[p]->needs_data_socket) return 0;
+    return std::max(1, std::min(remote[size_t(opts.rank)].tcp_streams, remote[size_t(p)].tcp_streams));
+  }
 };
 
 std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& exchange) {
@@ -157,6 +161,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   me.host_id = host_identity();
   me.hostname = hostname();
   me.single_copy = opts.single_copy;
+  me.tcp_streams = opts.tcp_streams;
   net::SocketAddress unix_addr, tcp_addr;
   s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
   s.tcp_listener = net::listen_tcp(opts.tcp_ip, tcp_addr);
@@ -173,14 +178,12 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
     fail(Status::kInternal, "address exchange returned ", all.size(), " entries for ", opts.size, " ranks");
   }
   s.remote.resize(opts.size);
+  s.remote[opts.rank] = me;  // data_streams() reads both records
   s.transport.resize(opts.size);
   const TransportEntry* only = nullptr;  // the transport of every peer so far
   bool mixed = false;
   for (int p = 0; p < opts.size; ++p) {
-    if (p == opts.rank) {
-      s.remote[p] = me;
-      continue;
-    }
+    if (p == opts.rank) continue;
     s.remote[p] = Endpoint::decode(all[p], p);
     const Endpoint& e = s.remote[p];
     auto peer = std::make_unique<Peer>();
@@ -191,7 +194,10 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
     local_size_ += peer->same_host;
     peers_[p] = std::move(peer);
     TransportChoice c = choose_transport(transports(), me, e, opts.transport);
-    OCCL_LOG(kInfo, kTransport, "rank ", opts.rank, " -> rank ", p, ": ", c.entry->name, " (", c.reason, ")");
+    s.transport[p] = c.entry;
+    const int streams = s.data_streams(p);
+    OCCL_LOG(kInfo, kTransport, "rank ", opts.rank, " -> rank ", p, ": ", c.entry->name, " (", c.reason, ")",
+             streams > 1 ? str_cat(", ", streams, " data streams") : std::string());
     s.transport[p] = c.entry;
     mixed |= only != nullptr && only != c.entry;
     only = c.entry;
@@ -204,11 +210,12 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
 void Mesh::connect_peers(Setup& s) {
   const MeshOptions& opts = s.opts;
   s.data_fd.resize(opts.size);
+  for (int p = 0; p < opts.size; ++p) s.data_fd[p].resize(size_t(p == opts.rank ? 0 : s.data_streams(p)));
   // Every hello goes out first, then the verdicts are read: one round trip
   // for all of them rather than one each (setup over a slow or lossy link).
   struct Out {
     int peer;
-    uint32_t channel;  // 0 control, 1 data
+    uint32_t channel;  // 0 control, 1 + i data stream i
     net::SocketAddress addr;
     UniqueFd fd;
   };
@@ -216,7 +223,9 @@ void Mesh::connect_peers(Setup& s) {
   for (int p = 0; p < opts.rank; ++p) {
     const Endpoint& e = s.remote[p];
     out.push_back({p, 0, net::SocketAddress{peers_[p]->same_host ? e.unix_addr : e.tcp_addr}, UniqueFd()});
-    if (s.needs_data(p)) out.push_back({p, 1, net::SocketAddress{e.tcp_addr}, UniqueFd()});
+    for (int i = 0; i < s.data_streams(p); ++i) {
+      out.push_back({p, uint32_t(1 + i), net::SocketAddress{e.tcp_addr}, UniqueFd()});
+    }
   }
   auto hello_of = [&](const Out& o) { return Hello{kHelloMagic, o.channel, opts.session, opts.rank, 0}; };
   auto what_of = [&](const Out& o) { return str_cat("rank ", opts.rank, ": hello to rank ", o.peer); };
@@ -232,7 +241,7 @@ void Mesh::connect_peers(Setup& s) {
       o.fd = auth::connect_hello([&] { return connect_checked(o.addr, opts); }, hello_of(o), opts.token, opts.deadline,
                                  opts.check_peers, what_of(o));
     }
-    (o.channel == 0 ? peers_[o.peer]->ctrl : s.data_fd[o.peer]) = std::move(o.fd);
+    (o.channel == 0 ? peers_[o.peer]->ctrl : s.data_fd[o.peer][o.channel - 1]) = std::move(o.fd);
   }
 }
 
@@ -244,7 +253,7 @@ void Mesh::connect_peers(Setup& s) {
 void Mesh::accept_peers(Setup& s) {
   const MeshOptions& opts = s.opts;
   int expected = 0;
-  for (int p = opts.rank + 1; p < opts.size; ++p) expected += s.needs_data(p) ? 2 : 1;
+  for (int p = opts.rank + 1; p < opts.size; ++p) expected += 1 + s.data_streams(p);
   struct Pending {
     UniqueFd fd;
     Deadline until;
@@ -289,7 +298,13 @@ void Mesh::accept_peers(Setup& s) {
         drop(i, "bad hello: " + why);
         continue;
       }
-      UniqueFd& slot = h.channel == 0 ? peers_[h.rank]->ctrl : s.data_fd[h.rank];
+      if (h.channel > s.data_fd[h.rank].size()) {
+        auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
+        drop(i,
+             str_cat("bad hello: rank ", h.rank, " opened data stream ", h.channel, " of ", s.data_fd[h.rank].size()));
+        continue;
+      }
+      UniqueFd& slot = h.channel == 0 ? peers_[h.rank]->ctrl : s.data_fd[h.rank][h.channel - 1];
       if (slot.valid()) fail(Status::kMismatch, "two processes connected as rank ", h.rank, " (duplicate rank)");
       auth::send_verdict(c.fd.get(), auth::kAcceptedMagic);
       slot = std::move(c.fd);
@@ -328,7 +343,7 @@ void Mesh::make_links(Setup& s) {
     ls.rank = rank_;
     ls.nranks = size_;
     ls.peer = &s.remote[p];
-    ls.data_fd = std::move(s.data_fd[p]);
+    ls.data_fds = std::move(s.data_fd[p]);
     ls.own_segment = own_segment_.get();
     ls.doorbell = [this, p] { doorbell(p); };
     ls.single_copy = s.opts.single_copy;
@@ -382,7 +397,7 @@ Mesh::~Mesh() {
       } catch (...) {}
       if (healthy) {
         streams.push_back(peers_[p]->ctrl.get());
-        if (links_[p]) streams.push_back(links_[p]->poll_fd());
+        if (links_[p]) links_[p]->append_sockets(streams);
       }
     }
   }

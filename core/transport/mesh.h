@@ -54,6 +54,7 @@ struct MeshOptions {
   std::string transport;    ///< "auto", "shm" or "tcp"
   std::string tcp_ip;       ///< IP to listen on for TCP
   bool single_copy = true;  ///< shared memory may move large payloads by reference
+  int tcp_streams = 1;      ///< data sockets per TCP peer (1..kMaxTcpStreams; a pair uses the smaller count)
   Deadline deadline = Deadline::never();
   /// Called often (every <= 100 ms) while create() waits for peers to
   /// connect, to accept, or to be ready; throws to end the setup at once when a member is

@@ -11,7 +11,7 @@ namespace omniccl::transport {
 namespace {
 
 constexpr char kSep = '\x1f';
-constexpr size_t kEndpointFields = 7;
+constexpr size_t kEndpointFields = 8;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
@@ -57,7 +57,7 @@ Verdict tcp_can_connect(const Endpoint& local, const Endpoint& peer) {
 }
 
 std::unique_ptr<Link> tcp_make_link(LinkSetup& s) {
-  return std::make_unique<TcpLink>(std::move(s.data_fd), s.peer->rank);
+  return std::make_unique<TcpLink>(std::move(s.data_fds), s.peer->rank);
 }
 
 constexpr TransportEntry kTransports[] = {
@@ -69,7 +69,7 @@ constexpr TransportEntry kTransports[] = {
 
 std::string Endpoint::encode() const {
   return str_cat(pid, kSep, host_id, kSep, hostname, kSep, unix_addr, kSep, tcp_addr, kSep, shm_name, kSep,
-                 single_copy ? 1 : 0);
+                 single_copy ? 1 : 0, kSep, tcp_streams);
 }
 
 Endpoint Endpoint::decode(const std::string& text, int rank) {
@@ -86,6 +86,10 @@ Endpoint Endpoint::decode(const std::string& text, int rank) {
   e.tcp_addr = f[4];
   e.shm_name = f[5];
   e.single_copy = f[6] == "1";
+  e.tcp_streams = std::atoi(f[7].c_str());
+  if (e.tcp_streams < 1 || e.tcp_streams > kMaxTcpStreams) {
+    fail(Status::kInternal, "malformed address record from rank ", rank, ": ", f[7], " TCP streams");
+  }
   return e;
 }
 

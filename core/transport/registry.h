@@ -34,6 +34,7 @@ struct Endpoint {
   std::string tcp_addr;      ///< control and data listener across hosts
   std::string shm_name;      ///< this rank's segment; "" = it offers no shared memory
   bool single_copy = false;  ///< it asks for large payloads by reference
+  int tcp_streams = 1;       ///< data sockets it asks for per TCP peer (a pair uses the smaller count)
 
   /// The record as sent in the exchange (fields in a fixed order).
   std::string encode() const;
@@ -51,7 +52,7 @@ struct LinkSetup {
   int rank = -1;  ///< this rank
   int nranks = 0;
   const Endpoint* peer = nullptr;
-  UniqueFd data_fd;                   ///< connected data socket (transports with needs_data_socket)
+  std::vector<UniqueFd> data_fds;     ///< connected data sockets (transports with needs_data_socket)
   ShmSegment* own_segment = nullptr;  ///< this rank's segment (shm)
   std::function<void()> doorbell;     ///< rings the peer over its control socket
   bool single_copy = false;           ///< this rank's setting

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 #include "common/device.h"
 #include "common/status.h"
@@ -85,6 +86,8 @@ struct Message {
 };
 
 inline constexpr uint32_t kMaxHeader = 64;
+/// The most data sockets one TCP link may use (OMNICCL_TCP_STREAMS).
+inline constexpr int kMaxTcpStreams = 16;
 /// The engine's header size: a link may copy headers of this size with a
 /// fixed-size copy (a few moves instead of a call).
 inline constexpr uint32_t kEngineHeaderBytes = 40;
@@ -143,6 +146,9 @@ class Link {
   /// A descriptor whose EOF tells that the peer left (TCP), or -1 when the
   /// control socket tells (shared memory).
   virtual int poll_fd() const = 0;
+  /// Appends the sockets that carry this link's data (TCP: each of them),
+  /// so that closing can wait until what was sent on them has arrived.
+  virtual void append_sockets(std::vector<int>& /*out*/) const {}
   /// "shm" or "tcp".
   virtual const char* kind() const = 0;
 };

@@ -966,6 +966,39 @@ TEST(SingleCopy, OffByEnvironment) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
+// OMNICCL_TCP_STREAMS differs between the ranks (2 and 5): the pair uses
+// the smaller count, says so at INFO, and striped payloads arrive intact.
+TEST(TcpStreams, APairUsesTheSmallerCountOfItsRanks) {
+  JobOptions o = opts(2, "tcp");
+  o.create_comm = false;
+  o.env = {{"OMNICCL_DEBUG", "INFO"}, {"OMNICCL_DEBUG_SUBSYS", "TRANSPORT"}};
+  JobResult res = run_ranks(o, [](occl_comm_t, int rank, int n) {
+    ::setenv("OMNICCL_TCP_STREAMS", rank == 0 ? "2" : "5", 1);
+    int rc = 0;
+    occl_comm_t comm = nullptr;
+    std::string log = capture_stderr(
+        rank,
+        [&] {
+          occl_config_t cfg = OCCL_CONFIG_INIT;
+          cfg.timeout_ms = 60000;
+          cfg.transport = "tcp";
+          return occl_comm_init(&comm, std::getenv("OCCL_TEST_INIT"), OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg) ==
+                         OCCL_SUCCESS
+                     ? 0
+                     : 1;
+        },
+        &rc);
+    RANK_CHECK(rc == 0, rank, cat("occl_comm_init: ", occl_last_error()));
+    RANK_CHECK(
+        log.find(cat("-> rank ", 1 - rank, ": tcp (OMNICCL_TRANSPORT=tcp), 2 data streams")) != std::string::npos, rank,
+        "no '2 data streams' line in:\n" + log);
+    const int rc2 = all_reduce_works(comm, rank, n, int64_t(3) << 18);  // 3 MiB: twelve stripes
+    RANK_OK(occl_comm_destroy(comm), rank);
+    return rc2;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
 /// Makes this process's memory unreadable to its siblings: not dumpable, and
 /// without CAP_SYS_PTRACE (which would override that) in the effective set.
 bool forbid_memory_reads() {

@@ -992,6 +992,14 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveLarge,
                                             ::testing::Values(0, 1, 2, 3)),
                          param_name);
 
+// Payloads striped over three TCP sockets per pair (OMNICCL_TCP_STREAMS=3):
+// every collective and algorithm at 16 MiB, reductions taking the stripes
+// as they come.
+INSTANTIATE_TEST_SUITE_P(TcpStreams, CollectiveLarge,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values("tcp3"),
+                                            ::testing::Values(0, 1, 2, 3)),
+                         param_name);
+
 // The algorithm sets cover every (collective, algorithm) pair exactly once.
 TEST(CollectiveMatrixSets, CoverEveryAlgorithmOnce) {
   for (size_t k = 0; k < colls().size(); ++k) {

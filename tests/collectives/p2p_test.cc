@@ -296,7 +296,53 @@ TEST_P(P2P, AnySourceReceiveWhenAnotherRankHasLeft) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, P2P, ::testing::Values("shm", "tcp"),
+// Messages of several MiB (striped over the sockets with tcp3) received out
+// of order by tag: the later ones wait as unexpected messages while the first
+// one asked for arrives; a large one is truncated into a smaller receive;
+// each arrives intact, and the link stays in step for a collective after.
+TEST_P(P2P, LargeMessagesOutOfOrderAndTruncatedArriveIntact) {
+  JobResult res = run_ranks(job_options(2, GetParam()), [](occl_comm_t comm, int rank, int n) {
+    const int64_t sizes[3] = {(int64_t(1) << 18) + 3, 150000, (int64_t(3) << 18) + 1};  // int32 elements
+    auto value = [](int tag, int64_t i) { return int32_t(tag * 100000000 + i * 7 % 99991); };
+    if (rank == 0) {
+      for (int tag = 1; tag <= 3; ++tag) {
+        std::vector<int32_t> v(static_cast<size_t>(sizes[tag - 1]));
+        for (int64_t i = 0; i < sizes[tag - 1]; ++i) v[size_t(i)] = value(tag, i);
+        Tensor1D t(v.data(), sizes[tag - 1], dl_int(32));
+        RANK_OK(occl_send_tagged(&t, 1, tag, comm, nullptr, nullptr), rank);
+      }
+    } else {
+      auto check = [&](const std::vector<int32_t>& v, int tag, int64_t count) {
+        for (int64_t i = 0; i < count; ++i) {
+          if (v[size_t(i)] != value(tag, i)) return cat("tag ", tag, " element ", i, ": ", v[size_t(i)]);
+        }
+        return std::string();
+      };
+      occl_recv_status_t st{};
+      std::vector<int32_t> big(size_t(sizes[2]), -1);
+      Tensor1D t3(big.data(), sizes[2], dl_int(32));
+      RANK_OK(occl_recv_tagged(&t3, 0, 3, comm, nullptr, &st, nullptr), rank);
+      std::string bad = check(big, 3, sizes[2]);
+      RANK_CHECK(bad.empty() && st.count == sizes[2] && st.tag == 3, rank, "tag 3: " + bad);
+      const int64_t part = 100000;  // tag 1 is larger: truncated
+      std::vector<int32_t> small(size_t(part), -1);
+      Tensor1D t1(small.data(), part, dl_int(32));
+      occl_status_t s = occl_recv_tagged(&t1, 0, 1, comm, nullptr, &st, nullptr);
+      RANK_CHECK(s == OCCL_ERR_TRUNCATED, rank, cat("tag 1 into ", part, " elements: ", occl_status_string(s)));
+      bad = check(small, 1, part);
+      RANK_CHECK(bad.empty() && st.count == part, rank, "truncated tag 1 holds its first part: " + bad);
+      std::vector<int32_t> mid(size_t(sizes[1]), -1);
+      Tensor1D t2(mid.data(), sizes[1], dl_int(32));
+      RANK_OK(occl_recv_tagged(&t2, OCCL_ANY_SOURCE, OCCL_ANY_TAG, comm, nullptr, &st, nullptr), rank);
+      bad = check(mid, 2, sizes[1]);
+      RANK_CHECK(bad.empty() && st.tag == 2 && st.source == 0, rank, "tag 2: " + bad);
+    }
+    return all_reduce_works(comm, rank, n, int64_t(1) << 20);  // 4 MiB: striped too
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, P2P, ::testing::Values("shm", "tcp", "tcp3"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // More unexpected data than OMNICCL_P2P_UNEXPECTED_BYTES: a clear error

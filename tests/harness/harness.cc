@@ -45,9 +45,17 @@ std::string make_temp_dir() {
   return buf.data();
 }
 
+/// "tcpN": the number N of TCP data streams it asks for, else 0.
+int tcp_streams_of(const std::string& transport) {
+  if (transport.size() <= 3 || transport.compare(0, 3, "tcp") != 0) return 0;
+  return std::atoi(transport.c_str() + 3);
+}
+
 int child_main(const JobOptions& opts, const RankFn& fn, int rank, const std::string& init,
                const occl_unique_id_t* uid) {
   for (const auto& [k, v] : opts.env) ::setenv(k.c_str(), v.c_str(), 1);
+  const int streams = tcp_streams_of(opts.transport);
+  if (streams > 0) ::setenv("OMNICCL_TCP_STREAMS", std::to_string(streams).c_str(), 1);
   if (!opts.create_comm) {
     ::setenv("OCCL_TEST_INIT", init.c_str(), 1);
     ::setenv("RANK", std::to_string(rank).c_str(), 1);
@@ -56,7 +64,7 @@ int child_main(const JobOptions& opts, const RankFn& fn, int rank, const std::st
   }
   occl_config_t cfg = OCCL_CONFIG_INIT;
   cfg.timeout_ms = opts.timeout_ms;
-  cfg.transport = opts.transport.c_str();
+  cfg.transport = streams > 0 ? "tcp" : opts.transport.c_str();
   cfg.algorithm = opts.algorithm.empty() ? nullptr : opts.algorithm.c_str();
   occl_comm_t comm = nullptr;
   occl_status_t st;
@@ -114,7 +122,7 @@ JobResult run_rank_threads(const JobOptions& opts, const RankFn& fn, const std::
                            const occl_unique_id_t* uid) {
   JobResult res;
   res.ranks.resize(opts.nranks);
-  if (!opts.create_comm || !opts.env.empty() || opts.init == "env") {
+  if (!opts.create_comm || !opts.env.empty() || opts.init == "env" || tcp_streams_of(opts.transport) > 0) {
     std::fprintf(stderr, "run_ranks: threads need create_comm, no env and a tcp, file or uid rendezvous\n");
     return res;  // every rank failed (exit_code -1)
   }

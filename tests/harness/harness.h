@@ -23,7 +23,8 @@ namespace omniccl::testing {
 
 struct JobOptions {
   int nranks = 2;
-  /// "auto", "shm" or "tcp" (occl_config_t.transport).
+  /// "auto", "shm" or "tcp" (occl_config_t.transport); "tcpN" is "tcp"
+  /// with OMNICCL_TCP_STREAMS=N (N data sockets per pair; processes only).
   std::string transport = "auto";
   /// Rendezvous: "tcp" (tcp://127.0.0.1:port), "file" (file:// temp dir),
   /// "uid" (unique id made by the parent) or "env" (env:// variables).

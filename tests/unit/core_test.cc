@@ -238,6 +238,23 @@ TEST(Settings, ShmSingleCopyTakesZeroOneOrAuto) {
   EXPECT_EQ(omniccl::CommConfig::from_environment().single_copy, std::nullopt);
 }
 
+TEST(Settings, TcpStreamsTakesOneToSixteen) {
+  EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_streams, 1);
+  ::setenv("OMNICCL_TCP_STREAMS", "16", 1);
+  EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_streams, 16);
+  for (const char* bad : {"0", "17", "-2", "4x", "two"}) {
+    ::setenv("OMNICCL_TCP_STREAMS", bad, 1);
+    try {
+      omniccl::CommConfig::from_environment();
+      ADD_FAILURE() << "OMNICCL_TCP_STREAMS=" << bad << " was accepted";
+    } catch (const omniccl::Error& e) {
+      EXPECT_EQ(e.status(), omniccl::Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("OMNICCL_TCP_STREAMS"), std::string::npos) << e.what();
+    }
+  }
+  ::unsetenv("OMNICCL_TCP_STREAMS");
+}
+
 // A log line written before any communicator exists names no rank (it used
 // to say "rank -1"); afterwards it names the rank.
 TEST(LogTest, LinesBeforeInitNameNoRank) {

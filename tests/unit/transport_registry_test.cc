@@ -120,6 +120,7 @@ TEST(TransportRegistry, PriorityOrdersTheTable) {
 TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   Endpoint e = endpoint(3, "hostA");
   e.single_copy = false;
+  e.tcp_streams = 4;
   Endpoint d = Endpoint::decode(e.encode(), 3);
   EXPECT_EQ(d.rank, 3);
   EXPECT_EQ(d.pid, e.pid);
@@ -129,6 +130,13 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   EXPECT_EQ(d.tcp_addr, e.tcp_addr);
   EXPECT_EQ(d.shm_name, e.shm_name);
   EXPECT_FALSE(d.single_copy);
+  EXPECT_EQ(d.tcp_streams, 4);
+  // A stream count outside 1..kMaxTcpStreams is malformed.
+  for (int bad : {0, kMaxTcpStreams + 1}) {
+    Endpoint b = e;
+    b.tcp_streams = bad;
+    EXPECT_THROW(Endpoint::decode(b.encode(), 3), Error) << bad;
+  }
   EXPECT_THROW(Endpoint::decode("1\x1f"
                                 "2",
                                 3),

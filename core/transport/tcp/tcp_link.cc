@@ -12,18 +12,25 @@
 
 namespace omniccl::transport {
 
-TcpLink::TcpLink(UniqueFd fd, int peer) : fd_(std::move(fd)), peer_(peer) {
-  net::set_nonblocking(fd_.get());
-  net::tune_data_socket(fd_.get());
+TcpLink::TcpLink(std::vector<UniqueFd> fds, int peer) : fds_(std::move(fds)), peer_(peer) {
+  if (fds_.empty()) fail(Status::kInternal, "a TCP link to rank ", peer, " needs at least one socket");
+  for (const UniqueFd& fd : fds_) {
+    net::set_nonblocking(fd.get());
+    net::tune_data_socket(fd.get());
+  }
 }
 
-size_t TcpLink::try_sendv(const void* a, size_t na, const void* b, size_t nb) {
+void TcpLink::append_sockets(std::vector<int>& out) const {
+  for (const UniqueFd& fd : fds_) out.push_back(fd.get());
+}
+
+size_t TcpLink::try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb) {
   iovec iov[2] = {{const_cast<void*>(a), na}, {const_cast<void*>(b), nb}};
   msghdr msg{};
   msg.msg_iov = na > 0 ? iov : iov + 1;
   msg.msg_iovlen = (na > 0) + (nb > 0);
   if (msg.msg_iovlen == 0) return 0;
-  ssize_t w = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (w >= 0) return static_cast<size_t>(w);
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
   if (errno == EPIPE || errno == ECONNRESET) {
@@ -33,9 +40,9 @@ size_t TcpLink::try_sendv(const void* a, size_t na, const void* b, size_t nb) {
   fail_errno(str_cat("send to rank ", peer_), errno);
 }
 
-size_t TcpLink::try_recv(void* data, size_t n) {
+size_t TcpLink::try_recv(int fd, void* data, size_t n) {
   if (n == 0) return 0;
-  ssize_t r = ::recv(fd_.get(), data, n, MSG_DONTWAIT);
+  ssize_t r = ::recv(fd, data, n, MSG_DONTWAIT);
   if (r > 0) return static_cast<size_t>(r);
   if (r == 0) {
     fail(Status::kPeerFailure, "rank ", peer_,
@@ -50,8 +57,10 @@ bool TcpLink::send(Message& m) {
   bool progressed = false;
   const char* header = static_cast<const char*>(m.header);
   while (m.header_done < m.header_bytes || m.done < m.payload.bytes) {
+    // The header and stripe 0 share socket 0; each write stays in one stripe.
     const size_t hdr_left = m.header_bytes - m.header_done;
-    size_t k = try_sendv(header + m.header_done, hdr_left, m.payload.ptr + m.done, m.payload.bytes - m.done);
+    size_t k = try_sendv(fd_for(m), header + m.header_done, hdr_left, m.payload.ptr + m.done,
+                         stripe_left(m.done, m.payload.bytes));
     if (k == 0) break;
     const size_t kh = std::min(k, hdr_left);
     m.header_done += kh;
@@ -63,7 +72,7 @@ bool TcpLink::send(Message& m) {
 }
 
 bool TcpLink::recv_header(Message& m) {
-  size_t k = try_recv(static_cast<char*>(m.header) + m.header_done, m.header_bytes - m.header_done);
+  size_t k = try_recv(fds_[0].get(), static_cast<char*>(m.header) + m.header_done, m.header_bytes - m.header_done);
   m.header_done += k;
   return k > 0;
 }
@@ -73,7 +82,7 @@ bool TcpLink::recv_payload(Message& m) {
   const size_t bytes = m.payload.bytes;
   if (m.sink == nullptr) {
     while (m.done < bytes) {
-      size_t k = try_recv(m.payload.ptr + m.done, bytes - m.done);
+      size_t k = try_recv(fd_at(m.done), m.payload.ptr + m.done, stripe_left(m.done, bytes));
       if (k == 0) break;
       m.done += k;
       progressed = true;
@@ -83,8 +92,8 @@ bool TcpLink::recv_payload(Message& m) {
   }
   // Through the stage: the sink takes whole granules, the rest waits there.
   while (m.done < bytes) {
-    size_t want = std::min(m.stage.bytes - m.staged, bytes - m.done);
-    size_t k = want > 0 ? try_recv(m.stage.ptr + m.staged, want) : 0;
+    size_t want = std::min(m.stage.bytes - m.staged, stripe_left(m.done, bytes));
+    size_t k = want > 0 ? try_recv(fd_at(m.done), m.stage.ptr + m.staged, want) : 0;
     take_staged(m, k);
     if (k > 0) progressed = true;
     if (k == 0) break;

@@ -1,9 +1,21 @@
-// TCP transport: one non-blocking stream socket per peer carries the data.
-// A message is its header then its payload on the stream, written with one
-// sendmsg where the socket takes it; waits poll the socket.
+// TCP transport: one or more non-blocking stream sockets per peer carry the
+// data. A message is its header then its payload. With one socket (the
+// default) both follow each other on it, written with one sendmsg where the
+// socket takes it. With several (OMNICCL_TCP_STREAMS), a payload is cut into
+// stripes of kStripeBytes dealt round-robin over the sockets: stripe j of
+// every message goes on socket j % n, the header always on socket 0 with
+// stripe 0. Both sides derive the socket from the bytes moved so far, so the
+// link keeps no state of its own, a message shorter than one stripe uses
+// socket 0 only, and the receiver takes the payload in order (a reduction
+// consumes it as it comes). Several flows let the kernel and the network
+// card spread one peer's traffic over several queues, cores and congestion
+// windows; the engine's one thread still does every copy.
+// Waits poll the socket the message goes on next.
 #pragma once
 
 #include <poll.h>
+
+#include <vector>
 
 #include "common/fd.h"
 #include "transport/transport.h"
@@ -12,23 +24,41 @@ namespace omniccl::transport {
 
 class TcpLink final : public Link {
  public:
-  /// Takes a connected socket (made non-blocking here); `peer` for messages.
-  TcpLink(UniqueFd fd, int peer);
+  /// Payload bytes per stripe when a link has several sockets (the same on
+  /// every rank: it decides where the receiver reads).
+  static constexpr size_t kStripeBytes = size_t(256) << 10;
+
+  /// Takes connected sockets, socket 0 first (made non-blocking here);
+  /// `peer` for messages. At least one.
+  TcpLink(std::vector<UniqueFd> fds, int peer);
   bool send(Message& m) override;
   bool recv_header(Message& m) override;
   bool recv_payload(Message& m) override;
-  WaitOn arm_send(const Message&) override { return {WaitOn::How::kPoll, fd_.get(), POLLOUT}; }
-  WaitOn arm_recv(const Message&) override { return {WaitOn::How::kPoll, fd_.get(), POLLIN}; }
+  WaitOn arm_send(const Message& m) override { return {WaitOn::How::kPoll, fd_for(m), POLLOUT}; }
+  WaitOn arm_recv(const Message& m) override { return {WaitOn::How::kPoll, fd_for(m), POLLIN}; }
   void disarm() override {}
-  int poll_fd() const override { return fd_.get(); }
+  int poll_fd() const override { return fds_.front().get(); }
+  void append_sockets(std::vector<int>& out) const override;
   const char* kind() const override { return "tcp"; }
+  /// How many sockets carry this link.
+  size_t streams() const { return fds_.size(); }
 
  private:
-  /// Writes up to na bytes of a then nb of b, as one sendmsg; returns how many.
-  size_t try_sendv(const void* a, size_t na, const void* b, size_t nb);
-  /// Reads up to n available bytes; returns how many (0 when none).
-  size_t try_recv(void* data, size_t n);
-  UniqueFd fd_;
+  /// The socket that carries payload byte `done` (socket 0 for the header).
+  int fd_at(size_t done) const {
+    return fds_.size() == 1 ? fds_[0].get() : fds_[(done / kStripeBytes) % fds_.size()].get();
+  }
+  /// Where message m moves next.
+  int fd_for(const Message& m) const { return m.header_done < m.header_bytes ? fds_[0].get() : fd_at(m.done); }
+  /// Payload bytes from `done` up to the end of its stripe (or of `bytes`).
+  size_t stripe_left(size_t done, size_t bytes) const {
+    return fds_.size() == 1 ? bytes - done : std::min(kStripeBytes - done % kStripeBytes, bytes - done);
+  }
+  /// Writes up to na bytes of a then nb of b on fd, as one sendmsg; returns how many.
+  size_t try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb);
+  /// Reads up to n available bytes from fd; returns how many (0 when none).
+  size_t try_recv(int fd, void* data, size_t n);
+  std::vector<UniqueFd> fds_;
   int peer_;
 };
 
