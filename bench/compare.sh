@@ -2,7 +2,7 @@
 # bench/compare.sh - OmniCCL against Open MPI, MPICH and Gloo on this machine,
 # in one run, with the same sizes, iteration schedule and CSV; then the ratio
 # table of bench/report.py (OmniCCL / best peer, PASS/MISS per target of
-# issue 4) and single-thread memcpy bandwidth as the physical reference.
+# issue 12) and single-thread memcpy bandwidth as the physical reference.
 #
 # Usage: bench/compare.sh [--no-install] [--quick]
 #   BUILD_DIR    OmniCCL build directory (default: build-bench)
@@ -34,7 +34,7 @@
 #          Open MPI btl self,tcp; MPICH MPIR_CVAR_NOLOCAL=1 with
 #          UCX_TLS=tcp,self; Gloo TCP.
 #   shm4   4 ranks on 2 cores (taskset -c 0,1 where the machine has more),
-#          allreduce, allgather, bcast, alltoall; sizes 8, 1M, 16M, 256M.
+#          every collective and barrier; sizes 8, 1M, 16M, 256M.
 #   blocked  CPU share of a rank blocked ~1 s in a barrier (2 ranks), each
 #          library in its shm2 setting (and OmniCCL also over TCP).
 #   footprint  OmniCCL's resident memory per communicator and its growth over
@@ -201,7 +201,7 @@ runp tcp2 mpich 120 env MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self "${mpich_base[@]}" 
 runp tcp2 gloo 120 "${gloo[@]}" 2 --coll all "${common[@]}" --peer-name gloo --transport tcp
 
 load shm4
-c4=allreduce,allgather,bcast,alltoall
+c4=all
 common4=(--sizes "$sizes4" -n auto -w auto -c --csv)
 runp shm4 omniccl 120 "${pin4[@]}" "$run" -n 4 --no-prefix "$bench" --coll "$c4" "${common4[@]}"
 runp shm4 openmpi 120 "${pin4[@]}" "${ompi_base[@]}" --mca btl self,vader -n 4 \

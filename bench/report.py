@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/report.py - the ratio table of bench/compare.sh (Python 3, stdlib only).
 
-Usage: report.py RESULTS_DIR [--markdown FILE]
+Usage: report.py RESULTS_DIR [--markdown FILE] [--issue 12|4] [--spread DIR ...]
 
 Reads what compare.sh wrote into RESULTS_DIR:
   memcpy.csv                 memcpy_bytes,reps,best_GBps,median_GBps
@@ -12,14 +12,18 @@ Reads what compare.sh wrote into RESULTS_DIR:
   footprint/*.csv            omniccl-bench --footprint CSV
   machine.txt, load.txt      the machine and its load before each phase
 
-and prints, for every target of issue 4, one row per (collective, size):
+and prints, for every target of issue 12 (the default; --issue 4 gives the
+targets of the first round), one row per (collective, size):
 OmniCCL's value, the best peer's (or the named peer's) value, the ratio
 OmniCCL / peer and PASS or MISS. Bandwidth rows compare bus bandwidth
 (higher is better, ratio must be >= the target); latency rows compare the
 mean time per operation at the smallest size (8 B; lower is better, ratio
 must be <= the target). Then the same folded to one row per target and
 collective, the -c results (wrong elements per library), and the raw
-numbers of every phase. Writes the same
+numbers of every phase. --spread DIR... names the results folders of further
+runs: issue 12's run-to-run spread of OmniCCL's own 16 MiB points (the
+largest time over the smallest, minus one, across RESULTS_DIR and them) is
+then one more target. Writes the same
 as Markdown to RESULTS_DIR/report.md (or FILE). Exit status 0 (a missed
 target is a measurement, not an error); 2 if RESULTS_DIR has no data.
 """
@@ -37,6 +41,7 @@ ALL = ["allreduce", "allgather", "bcast", "reduce", "reduce_scatter", "alltoall"
        "gather", "scatter", "barrier"]
 OVERSUB = ["allreduce", "allgather", "bcast", "alltoall"]
 PEERS = ["openmpi", "mpich", "gloo"]
+MPIS = ["openmpi", "mpich"]
 
 
 def size_name(b):
@@ -196,6 +201,80 @@ def footprint(results):
     return out
 
 
+def memcpy_row(t, data, memcpy, target):
+    """All_reduce at 256 MiB against single-thread memcpy bandwidth (>= 0.40)."""
+    o = omni_value(data, "shm2", "allreduce", 256 * MIB, "busbw_GBps")
+    if o is None or memcpy is None:
+        t.add(target, "allreduce", "256 MiB", fmt(o, "GB/s"), "memcpy", fmt(memcpy, "GB/s"), "n/a",
+              ">= 0.40", None)
+    else:
+        r = o / memcpy
+        t.add(target, "allreduce", "256 MiB", fmt(o, "GB/s"), "memcpy", fmt(memcpy, "GB/s"), "%.2f" % r,
+              ">= 0.40", r >= 0.40)
+
+
+def measured(data, phase, colls):
+    """The collectives of `colls` that `phase` measured for OmniCCL (shm4 may
+    hold fewer than all)."""
+    pts = data.get(phase, {}).get("omniccl", {})
+    return [c for c in colls if any(k[0] == c for k in pts)] or colls
+
+
+def spread_rows(t, data, others):
+    """Issue 12: OmniCCL's 16 MiB points vary <= 25% across runs."""
+    runs = [data] + [load_points(d) for d in others]
+    for phase in ("shm2", "tcp2", "shm4"):
+        keys = sorted(k for k in data.get(phase, {}).get("omniccl", {}) if k[1] == 16 * MIB)
+        for k in keys:
+            vals = [r.get(phase, {}).get("omniccl", {}).get(k) for r in runs]
+            vals = [v["time_us"] for v in vals if v is not None and v["time_us"] > 0]
+            target = "R7 %s: 16 MiB run-to-run spread <= 25%% (%d runs)" % (phase, len(vals))
+            if len(vals) < 2:
+                t.add(target, k[0], "16 MiB", "n/a", "-", "-", "n/a", "<= 25 %", None)
+                continue
+            sp = max(vals) / min(vals) - 1.0
+            t.add(target, k[0], "16 MiB", "%.0f-%.0f us" % (min(vals), max(vals)), "-", "-",
+                  "%.0f %%" % (100 * sp), "<= 25 %", sp <= 0.25)
+
+
+def blocked_rows(t, cpu, prefix):
+    """A rank blocked ~1 s in a barrier uses <= 5% of a core (shm; tcp too)."""
+    o = cpu.get("omniccl")
+    g = cpu.get("gloo")
+    t.add(prefix + " rank blocked 1 s in barrier: <= 5% of a core", "barrier", "-", fmt(o, "%"),
+          "gloo", fmt(g, "%"), "n/a" if o is None else "%.2f %%" % o, "<= 5 %",
+          None if o is None else o <= 5.0)
+    o = cpu.get("omniccl-tcp")
+    if o is not None:
+        t.add(prefix + " (tcp) rank blocked 1 s in barrier: <= 5% of a core", "barrier", "-",
+              fmt(o, "%"), "gloo", fmt(g, "%"), "%.2f %%" % o, "<= 5 %", o <= 5.0)
+
+
+def build_targets_12(results, data, spread_dirs):
+    """The target table of issue 12 (CPU performance, round 2): against the
+    best of Open MPI and MPICH, 2 ranks and 4 ranks on 2 cores."""
+    t = Table()
+    mem = read_csv(os.path.join(results, "memcpy.csv"))
+    memcpy = float(mem[0]["best_GBps"]) if mem else None
+    four = measured(data, "shm4", ALL)
+    bw_rows(t, data, "R1 shm 2r: busbw >= 1.0x best MPI", "shm2", ALL[:-1], BW_SIZES, MPIS, 1.0)
+    bw_rows(t, data, "R1 shm 4r/2 cores: busbw >= 1.0x best MPI", "shm4", [c for c in four if c != "barrier"],
+            BW_SIZES, MPIS, 1.0)
+    bw_rows(t, data, "R2 reductions shm 2r: busbw >= 1.5x best MPI", "shm2", REDUCTIONS, BW_SIZES[1:], MPIS, 1.5)
+    bw_rows(t, data, "R2 reductions shm 4r/2 cores: busbw >= 1.5x best MPI", "shm4",
+            [c for c in REDUCTIONS if c in four], BW_SIZES[1:], MPIS, 1.5)
+    memcpy_row(t, data, memcpy, "R3 allreduce 256 MiB >= 40% of memcpy")
+    lat_rows(t, data, "R4 latency 8 B shm 2r: time <= Open MPI", "shm2", ALL, ["openmpi"], 1.0)
+    lat_rows(t, data, "R4 latency 8 B shm 4r/2 cores: time <= Open MPI", "shm4", four, ["openmpi"], 1.0)
+    cpu = blocked(results)
+    blocked_rows(t, cpu, "R5")
+    bw_rows(t, data, "R6 tcp: busbw >= 1.0x Open MPI (tcp)", "tcp2", ALL[:-1], BW_SIZES, ["openmpi"], 1.0)
+    lat_rows(t, data, "R6 tcp latency 8 B: time <= Open MPI (tcp)", "tcp2", ALL, ["openmpi"], 1.0)
+    if spread_dirs:
+        spread_rows(t, data, spread_dirs)
+    return t, memcpy, cpu, footprint(results)
+
+
 def build_targets(results, data):
     """The target table of issue 4."""
     t = Table()
@@ -204,14 +283,7 @@ def build_targets(results, data):
 
     bw_rows(t, data, "T1 reductions shm 2r: busbw >= 2x best peer", "shm2", REDUCTIONS,
             BW_SIZES, PEERS, 2.0)
-    o = omni_value(data, "shm2", "allreduce", 256 * MIB, "busbw_GBps")
-    if o is None or memcpy is None:
-        t.add("T2 allreduce 256 MiB >= 40% of memcpy", "allreduce", "256 MiB", fmt(o, "GB/s"),
-              "memcpy", fmt(memcpy, "GB/s"), "n/a", ">= 0.40", None)
-    else:
-        r = o / memcpy
-        t.add("T2 allreduce 256 MiB >= 40% of memcpy", "allreduce", "256 MiB", fmt(o, "GB/s"),
-              "memcpy", fmt(memcpy, "GB/s"), "%.2f" % r, ">= 0.40", r >= 0.40)
+    memcpy_row(t, data, memcpy, "T2 allreduce 256 MiB >= 40% of memcpy")
     bw_rows(t, data, "T3 data movement shm 2r: busbw >= 1.2x best peer", "shm2", MOVEMENT,
             BW_SIZES[1:], PEERS, 1.2)
     bw_rows(t, data, "T3 data movement shm 2r: busbw >= 1.0x best peer", "shm2", MOVEMENT,
@@ -223,15 +295,7 @@ def build_targets(results, data):
             PEERS, 1.5)
 
     cpu = blocked(results)
-    o = cpu.get("omniccl")
-    g = cpu.get("gloo")
-    t.add("T6 rank blocked 1 s in barrier: <= 5% of a core", "barrier", "-", fmt(o, "%"),
-          "gloo", fmt(g, "%"), "n/a" if o is None else "%.2f %%" % o, "<= 5 %",
-          None if o is None else o <= 5.0)
-    o = cpu.get("omniccl-tcp")
-    if o is not None:
-        t.add("T6 (tcp) rank blocked 1 s in barrier: <= 5% of a core", "barrier", "-",
-              fmt(o, "%"), "gloo", fmt(g, "%"), "%.2f %%" % o, "<= 5 %", o <= 5.0)
+    blocked_rows(t, cpu, "T6")
 
     bw_rows(t, data, "T7 tcp: busbw >= 1.5x Gloo", "tcp2", ALL[:-1], BW_SIZES, ["gloo"], 1.5)
     bw_rows(t, data, "T7 tcp: busbw >= 1.0x Open MPI (tcp)", "tcp2", ALL[:-1], BW_SIZES,
@@ -259,7 +323,7 @@ def compact_rows(t):
         if key not in index:
             index[key] = len(out)
             out.append([target, coll, need, []])
-        who = "" if peer_name in ("-", "memcpy") or target.startswith("T6") else " vs " + peer_name
+        who = "" if peer_name in ("-", "memcpy") or target[:2] in ("T6", "R5") else " vs " + peer_name
         out[index[key]][3].append("%s: %s%s %s" % (size, ratio, who, verdict))
     return [r[:3] + ["; ".join(r[3])] for r in out]
 
@@ -306,13 +370,29 @@ def main(argv):
         return 0 if len(argv) >= 2 else 2
     results = argv[1]
     md_path = os.path.join(results, "report.md")
-    if len(argv) >= 4 and argv[2] == "--markdown":
-        md_path = argv[3]
+    issue, spread_dirs = "12", []
+    rest = argv[2:]
+    while rest:
+        if rest[0] == "--markdown" and len(rest) >= 2:
+            md_path, rest = rest[1], rest[2:]
+        elif rest[0] == "--issue" and len(rest) >= 2 and rest[1] in ("12", "4"):
+            issue, rest = rest[1], rest[2:]
+        elif rest[0] == "--spread" and len(rest) >= 2:
+            rest = rest[1:]
+            while rest and not rest[0].startswith("--"):
+                spread_dirs.append(rest[0])
+                rest = rest[1:]
+        else:
+            print("report.py: unknown argument %r\n%s" % (rest[0], __doc__), file=sys.stderr)
+            return 2
     data = load_points(results)
     if not any(data[p] for p in data):
         print("report.py: no results in %s" % results, file=sys.stderr)
         return 2
-    t, memcpy, cpu, fp = build_targets(results, data)
+    if issue == "12":
+        t, memcpy, cpu, fp = build_targets_12(results, data, spread_dirs)
+    else:
+        t, memcpy, cpu, fp = build_targets(results, data)
     checked = {}
     for phase in data:
         for peer, pts in data[phase].items():
@@ -354,7 +434,8 @@ def main(argv):
     for ln in loads:
         print("# load: " + ln)
     print()
-    print("Targets (ratio = OmniCCL / peer; bandwidth = nccl-tests bus bandwidth, latency = mean "
+    print("Targets of issue %s (ratio = OmniCCL / peer;" % issue, end=" ")
+    print(" bandwidth = nccl-tests bus bandwidth, latency = mean "
           "time per op):")
     print(text_table(header, t.rows))
     print("\nSummary: " + summary + "\n")
