@@ -12,7 +12,7 @@ void check_same_dtype(const TensorView& a, const char* a_name, const TensorView&
             dtype_name(b.dtype), "; they must match");
 }
 
-void check_count(const TensorView& t, const char* name, size_t expected, const std::string& why) {
+void check_count(const TensorView& t, const char* name, size_t expected, const char* why) {
   check_arg(t.count == expected, name, " has ", t.count, " elements but ", expected, " are needed (", why, ")");
 }
 

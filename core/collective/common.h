@@ -20,7 +20,7 @@ void check_root(const Communicator& c, int root, const char* what = "root");
 /// Throws kInvalidArgument unless the two tensors have the same dtype.
 void check_same_dtype(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name);
 /// Throws kInvalidArgument unless t has `expected` elements.
-void check_count(const TensorView& t, const char* name, size_t expected, const std::string& why);
+void check_count(const TensorView& t, const char* name, size_t expected, const char* why);
 /// t.count x nranks (the size of a gathered buffer); throws kInvalidArgument
 /// naming `name` when it overflows.
 size_t times_ranks(const TensorView& t, const char* name, int nranks);
