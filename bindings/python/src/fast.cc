@@ -89,12 +89,12 @@ py::object all_reduce(Comm& c, py::handle send, py::handle recv, py::handle op_o
   if (c.state().closed()) return not_implemented();  // the general path names why
   const int op = plain_op(op_obj);
   if (op < 0 || recv.is_none() || is_message_list(recv) || is_message_list(send)) return not_implemented();
+  // CUDA arrays (nullptr): the general path keeps them until the stream is done.
   std::unique_ptr<Tensor> r = Tensor::import_fast(recv, true, name);
+  if (!r) return not_implemented();
   std::unique_ptr<Tensor> s;
-  if (!send.is_none()) s = Tensor::import_fast(send, false, "sendbuf");
+  if (!send.is_none() && !(s = Tensor::import_fast(send, false, "sendbuf"))) return not_implemented();
   if ((r->is_complex() || (s && s->is_complex())) && !complex_ok(op)) return not_implemented();
-  // CUDA arrays: the general path keeps them until the stream is done.
-  if (r->on_cuda() || (s && s->on_cuda())) return not_implemented();
   const DLTensor* sd = s ? s->dl() : r->dl();
   const DLTensor* rd = r->dl();
   return c.start(
@@ -111,7 +111,7 @@ py::object broadcast(Comm& c, py::handle buf, py::handle root_obj, const char* n
   const int root = rank_in(root_obj, c.state().size());
   if (root < 0 || buf.is_none() || is_message_list(buf)) return not_implemented();
   std::unique_ptr<Tensor> t = Tensor::import_fast(buf, c.state().rank() != root, name);
-  if (t->on_cuda()) return not_implemented();
+  if (!t) return not_implemented();  // a CUDA array
   const DLTensor* d = t->dl();
   return c.start(
       "broadcast", {},
@@ -123,10 +123,11 @@ py::object all_gather(Comm& c, py::handle send, py::handle recv) {
   if (c.state().closed()) return not_implemented();
   if (send.is_none() || recv.is_none() || is_message_list(send) || is_message_list(recv)) return not_implemented();
   std::unique_ptr<Tensor> s = Tensor::import_fast(send, false, "sendbuf");
+  if (!s) return not_implemented();  // a CUDA array
   std::unique_ptr<Tensor> r = Tensor::import_fast(recv, true, "recvbuf");
+  if (!r) return not_implemented();
   // Sizes that do not fit are the general path's to explain.
   if (!same_dtype(s->dtype(), r->dtype()) || r->count() != s->count() * c.state().size()) return not_implemented();
-  if (s->on_cuda() || r->on_cuda()) return not_implemented();
   const DLTensor* sd = s->dl();
   const DLTensor* rd = r->dl();
   return c.start(

@@ -249,7 +249,7 @@ std::unique_ptr<Tensor> Tensor::import(py::handle obj, bool writable, const std:
   if (obj.is_none()) raise_type_error(name + " is None; expected an array");
   if (py::isinstance<Tensor>(obj)) raise_type_error(name + " is an omniccl._omniccl.Tensor already");
   if (PyObject_HasAttrString(obj.ptr(), "__dlpack__")) {
-    if (auto t = import_dlpack(obj, writable, name)) return t;
+    if (auto t = import_dlpack(obj, writable, name, dlpack_device(obj, name))) return t;
   }
   if (PyObject_CheckBuffer(obj.ptr())) return import_buffer(obj, writable, name);
   if (PyObject_HasAttrString(obj.ptr(), "__cuda_array_interface__") != 0) {
@@ -267,6 +267,13 @@ std::unique_ptr<Tensor> Tensor::import_fast(py::handle obj, bool writable, const
   // may override __dlpack__ or the buffer protocol) take the general path.
   if (std::strcmp(Py_TYPE(obj.ptr())->tp_name, "numpy.ndarray") == 0) {
     if (auto t = import_numpy(obj, writable, name)) return t;
+  }
+  // Where the memory is, before anything is exported: a CUDA array leaves
+  // the fast path here, so the general path's export is its only one.
+  if (!obj.is_none() && !py::isinstance<Tensor>(obj) && PyObject_HasAttrString(obj.ptr(), "__dlpack__")) {
+    const auto device = dlpack_device(obj, name);
+    if (is_cuda(device.first)) return nullptr;
+    if (auto t = import_dlpack(obj, writable, name, device)) return t;
   }
   return import(obj, writable, name);
 }
@@ -310,16 +317,18 @@ std::unique_ptr<Tensor> Tensor::import_numpy(py::handle obj, bool writable, cons
   return t;
 }
 
-std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, const std::string& name) {
-  bool cuda = false;
-  if (PyObject_HasAttrString(obj.ptr(), "__dlpack_device__")) {
-    py::tuple device = obj.attr("__dlpack_device__")();
-    if (device.size() != 2) raise_type_error(name + ".__dlpack_device__() did not return (device_type, device_id)");
-    auto type = device[0].cast<int32_t>();
-    auto id = device[1].cast<int32_t>();
-    if (type != kDLCPU && !is_cuda(type)) raise_unsupported_device(name, type, id);
-    cuda = is_cuda(type);
-  }
+std::pair<int32_t, int32_t> Tensor::dlpack_device(py::handle obj, const std::string& name) {
+  if (!PyObject_HasAttrString(obj.ptr(), "__dlpack_device__")) return {kDLCPU, 0};
+  py::tuple device = obj.attr("__dlpack_device__")();
+  if (device.size() != 2) raise_type_error(name + ".__dlpack_device__() did not return (device_type, device_id)");
+  return {device[0].cast<int32_t>(), device[1].cast<int32_t>()};
+}
+
+std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, const std::string& name,
+                                              std::pair<int32_t, int32_t> device) {
+  const auto [type, id] = device;
+  if (type != kDLCPU && !is_cuda(type)) raise_unsupported_device(name, type, id);
+  const bool cuda = is_cuda(type);
   py::object capsule = export_capsule(obj, name, cuda);
   if (capsule.is_none()) return nullptr;
 

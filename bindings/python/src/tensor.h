@@ -51,7 +51,9 @@ class Tensor {
   /// (numpy_view.h), else through the buffer protocol: the same memory as
   /// DLPack without building and consuming a capsule. Anything else, or a
   /// numpy array neither way takes (read-only, strided, ...), goes through
-  /// import() and its messages.
+  /// import() and its messages, except a CUDA array: for it this returns
+  /// nullptr before the producer exports anything (CUDA arrays take the
+  /// general path, which keeps them until the stream is done with them).
   static std::unique_ptr<Tensor> import_fast(py::handle obj, bool writable, const std::string& name);
   /// A new, uninitialised tensor of `count` elements of `dtype`, owned by the
   /// binding (64-byte aligned).
@@ -90,7 +92,13 @@ class Tensor {
 
  private:
   Tensor() = default;
-  static std::unique_ptr<Tensor> import_dlpack(py::handle obj, bool writable, const std::string& name);
+  /// Where a DLPack producer says its memory is: (device type, id) from
+  /// __dlpack_device__, or (kDLCPU, 0) when it has none; raises for a
+  /// malformed answer.
+  static std::pair<int32_t, int32_t> dlpack_device(py::handle obj, const std::string& name);
+  /// DLPack import of memory at `device` (dlpack_device's answer).
+  static std::unique_ptr<Tensor> import_dlpack(py::handle obj, bool writable, const std::string& name,
+                                               std::pair<int32_t, int32_t> device);
   static std::unique_ptr<Tensor> import_buffer(py::handle obj, bool writable, const std::string& name);
   /// The numpy half of import_fast: nullptr (no error set) if `obj` is not
   /// a suitable array.

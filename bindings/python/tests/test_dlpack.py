@@ -318,15 +318,26 @@ def test_cuda_array_is_exported_for_the_legacy_default_stream(comm):
     assert fake.deleted == 1  # the capsule was consumed and given back once
 
 
-def test_cuda_array_in_a_fast_path_call_gives_every_capsule_back(comm):
-    # A plain SUM all_reduce tries the one-call fast path first; CUDA arrays
-    # leave it for the general path, which keeps arrays until the stream is done.
+@pytest.mark.parametrize("form", ["Allreduce", "all_reduce", "broadcast", "all_gather_into_tensor"])
+def test_cuda_array_in_a_fast_path_call_is_exported_once(comm, form):
+    # These forms try the one-call fast path first; a CUDA array leaves it
+    # before anything is exported (the fast path asks __dlpack_device__) for
+    # the general path, which keeps arrays until the stream is done: one
+    # export, its capsule given back.
     fake = FakeArray([1.0], device=(2, 0))
+    out = FakeArray([0.0], device=(2, 0))  # all_gather's output (1 rank)
+    calls = {
+        "Allreduce": lambda: comm.Allreduce(omniccl.IN_PLACE, fake),
+        "all_reduce": lambda: omniccl.all_reduce(fake, group=comm),
+        "broadcast": lambda: omniccl.broadcast(fake, 0, group=comm),
+        "all_gather_into_tensor": lambda: omniccl.all_gather_into_tensor(out, fake, group=comm),
+    }
     with pytest.raises(omniccl.UnsupportedError, match="cuda:0") as info:
-        comm.Allreduce(omniccl.IN_PLACE, fake)
+        calls[form]()
     del info
     gc.collect()
-    assert fake.exports >= 1 and fake.deleted == fake.exports
+    assert fake.exports == 1 and fake.deleted == 1
+    assert out.exports == out.deleted == (1 if form == "all_gather_into_tensor" else 0)
 
 
 def test_cuda_stream_context_sets_the_stream_of_the_handshake(comm):
