@@ -46,6 +46,19 @@ import java.util.concurrent.atomic.AtomicLong;
  * run on that thread and delay later completions: chain long work with the
  * {@code ...Async} forms of CompletableFuture.
  *
+ * <p><b>Point to point, MPI style.</b> {@code send(data, dest, tag)}, {@code
+ * ssend} (synchronous), {@code recv(data, source, tag)} returning a {@link
+ * RecvStatus}, {@code sendrecv}, their {@code ...Async} forms, {@link
+ * #probe}, {@link #iprobe}, {@link #mprobe} and {@link #improbe} (a {@link
+ * Message}); sources may be {@link #ANY_SOURCE} or {@link #PROC_NULL}, tags
+ * {@link #ANY_TAG} on the receiving side. Receive buffers are upper bounds
+ * ({@link TruncatedException} for a longer message). {@code cancel(true)} on
+ * the future of {@code recvAsync(data, source, tag)} (or of {@code
+ * ssendAsync} to this rank itself) asks the library to cancel it
+ * (MPI_Cancel): the future ends cancelled only if the library did, with the
+ * buffer untouched; otherwise cancel returns false and it completes as usual.
+ * Futures derived from it ({@code thenApply}, ...) do not pass a cancel on.
+ *
  * <p><b>Threads.</b> Issue operations on one communicator from one thread at
  * a time (calls from several threads are serialised here, but their order
  * across ranks would not be defined). {@link #abort()} and {@link #close()}
