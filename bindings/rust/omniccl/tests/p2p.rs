@@ -260,6 +260,9 @@ fn a_pending_receive_can_be_cancelled() {
                 Ok(())
             })
             .unwrap();
+            // Only now may rank 0 go on (to its collective, which would fail a
+            // receive from it still pending: "matched before that collective runs").
+            comm.send_tagged(&[1u8], 0, 45).unwrap();
             // A matched receive cannot be cancelled any more.
             let mut buf = [0i16; 2];
             comm.scope(|s| {
@@ -276,6 +279,7 @@ fn a_pending_receive_can_be_cancelled() {
             })
             .unwrap();
         } else {
+            comm.recv_tagged(&mut [0u8], 1, 45).unwrap();
             comm.send_tagged(&[4i16, 3], 1, 43).unwrap();
         }
         all_reduce_works(&comm);
