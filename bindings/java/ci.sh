@@ -34,7 +34,7 @@ cp="examples/java/target/classes:$(cat examples/java/target/classpath.txt)"
 
 echo "== examples/java: tutorial programs, 4 ranks"
 run="$build/tools/omniccl-run"
-for ex in Broadcast Scatter Gather Reduce AllReduce AllGather; do
+for ex in Broadcast Scatter Gather Reduce AllReduce AllGather Tagged; do
   bash examples/check_output.sh "examples/java/src/main/java/org/omniccl/examples/$ex.java" \
     -- "$run" -n 4 --timeout 120 java -XX:TieredStopAtLevel=1 -cp "$cp" "org.omniccl.examples.$ex"
 done

@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
 """Writes src/main/java/org/omniccl/ArrayCollectives.java: the public
-overloads of every collective for each primitive array type, for direct
+overloads of every collective (and point-to-point call) for each primitive array type, for direct
 ByteBuffers and for DeviceBuffers (CUDA device pointers), blocking and
 non-blocking, each delegating to one generic method (doAllReduce, ...) with
 the per-call options of the object it is called on (options(): none on a
 Communicator, the given ones on the view Communicator.withOptions returns).
 
-Run after changing the table below:  python3 bindings/java/tools/gen_collectives.py
+It also writes MessageReceives.java: the overloads of Message.recv (a
+matched probe's receive), from MESSAGE_OPS.
+
+Run after changing the tables below:  python3 bindings/java/tools/gen_collectives.py
 `--check` exits 1 if the checked-in file differs (bindings/java/ci.sh runs it).
 """
 import pathlib
 import sys
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "src/main/java/org/omniccl/ArrayCollectives.java"
+MESSAGE_OUT = OUT.with_name("MessageReceives.java")
 
 ARRAYS = ["byte", "short", "int", "long", "float", "double", "boolean"]
 
@@ -53,6 +57,23 @@ OPS = [
      ["B:data:IN", "I:peer"], "doSend({data}, peer, options(), {is_async})"),
     ("recv", "Receives into {@code data} from rank {@code peer}; the peer's matching {@code send} has the same length.",
      ["B:data:OUT", "I:peer"], "doRecv({data}, peer, options(), {is_async})"),
+    # MPI-style point-to-point (C ABI 1.2). Receive buffers are upper bounds,
+    # so they are INOUT: elements past the message keep their values.
+    ("send", "Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).",
+     ["B:data:IN", "I:dest", "I:tag"], "doSendTagged({data}, dest, tag, false, options(), {is_async})"),
+    ("ssend", "Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).",
+     ["B:data:IN", "I:dest", "I:tag"], "doSendTagged({data}, dest, tag, true, options(), {is_async})"),
+    ("recv", "Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.",
+     ["B:data:INOUT", "I:source", "I:tag"], "doRecvTagged({data}, source, tag, options(), {is_async})", {"ret": "RecvStatus", "cancel": True}),
+    ("sendrecv", "Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).",
+     ["B:send:IN", "I:dest", "I:sendTag", "B:recv:INOUT", "I:source", "I:recvTag"],
+     "doSendrecv({send}, dest, sendTag, {recv}, source, recvTag, options())", {"ret": "RecvStatus", "blocking_only": True}),
+]
+
+# Message.recv: the overloads of a matched probe's receive (MessageReceives.java).
+MESSAGE_OPS = [
+    ("recv", "Receives this message into {@code data} (MPI_Mrecv): exactly the message the matched probe took, never waiting for a peer. {@code data} is an upper bound, as for Communicator.recv(data, source, tag); the message is spent whatever the outcome.",
+     ["B:data:INOUT"], "doMrecv({data}, {is_async})", {"ret": "RecvStatus"}),
 ]
 
 PARAM_DOC = {
@@ -66,10 +87,17 @@ PARAM_DOC = {
     "recvDispls": "where each rank's elements start in recv, or null for packed in rank order",
     "sendCounts": "elements for each rank, size() entries",
     "sendDispls": "where each rank's elements start in send, or null for packed in rank order",
+    "dest": "the receiving rank, or Communicator.PROC_NULL",
+    "source": "the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL",
+    "tag": "the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)",
+    "sendTag": "the tag of the message sent, 0 to Communicator.TAG_UB",
+    "recvTag": "the tag of the message received, or Communicator.ANY_TAG",
 }
 
 
-def method(name, summary, params, call, jtype, is_async):
+def method(name, summary, params, call, jtype, is_async, flags=None):
+    flags = flags or {}
+    result = flags.get("ret")
     bytebuffer = jtype == "ByteBuffer"
     device = jtype == "DeviceBuffer"  # carries its own type, no array
     sig, docs, binds = [], [], {}
@@ -108,7 +136,10 @@ def method(name, summary, params, call, jtype, is_async):
         sig.insert(last_buf + 1, "DataType type")
         docs.insert(last_buf + 1, ("type", "the element type of the buffers"))
     mname = name + ("Async" if is_async else "")
-    ret = "CompletableFuture<Void>" if is_async else "void"
+    if result:
+        ret = f"CompletableFuture<{result}>" if is_async else result
+    else:
+        ret = "CompletableFuture<Void>" if is_async else "void"
     pre = []
     for pn in list(binds):
         if call.count("{" + pn + "}") > 1:  # in place: one buffer, staged once
@@ -121,16 +152,64 @@ def method(name, summary, params, call, jtype, is_async):
     lines.append("   *")
     for pn, d in docs:
         lines.append(f"   * @param {pn} {d}")
-    if is_async:
+    if flags.get("cancel") and is_async:
+        lines.insert(lines.index("   *"), "   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.")
+    if is_async and result:
+        lines.append("   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException")
+    elif is_async:
         lines.append("   * @return a future completing when the operation has, or exceptionally with its OmniCCLException")
     else:
+        if result:
+            lines.append("   * @return the receive's status: source, tag, bytes and count received")
         lines.append("   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)")
     lines.append("   */")
     lines.append(f"  public final {ret} {mname}({', '.join(sig)}) {{")
     lines += pre
-    lines.append(f"    {'return ' if is_async else ''}{body_call};")
+    if result and not is_async:
+        body_call += ".join()" if not flags.get("blocking_only") else ""
+    lines.append(f"    {'return ' if is_async or result else ''}{body_call};")
     lines.append("  }")
     return "\n".join(lines)
+
+
+def overloads(ops):
+    """The public overloads of every op: each array type, ByteBuffer, DeviceBuffer; blocking and async."""
+    out = []
+    for name, summary, params, call, *rest in ops:
+        flags = rest[0] if rest else {}
+        out.append(f"  // ---- {name}({', '.join(p.split(':')[1] for p in params)})")
+        out.append("")
+        for jtype in ARRAYS + ["ByteBuffer", "DeviceBuffer"]:
+            for is_async in (False, True):
+                if is_async and flags.get("blocking_only"):
+                    continue
+                out.append(method(name, summary, params, call, jtype, is_async, flags))
+                out.append("")
+    return out
+
+
+def generate_message():
+    out = [
+        "// Generated by bindings/java/tools/gen_collectives.py; do not edit by hand.",
+        "package org.omniccl;",
+        "",
+        "import java.nio.ByteBuffer;",
+        "import java.util.concurrent.CompletableFuture;",
+        "",
+        "/**",
+        " * The typed overloads of {@link Message}'s receive, for each primitive array",
+        " * type, for direct ByteBuffers and for {@link DeviceBuffer}s, blocking and",
+        " * non-blocking; {@link Message} implements the generic method they call.",
+        " */",
+        "abstract class MessageReceives {",
+        "  MessageReceives() {}",
+        "",
+        "  abstract CompletableFuture<RecvStatus> doMrecv(Buf data, boolean async);",
+        "",
+    ]
+    out += overloads(MESSAGE_OPS)
+    out[-1] = "}"
+    return "\n".join(out) + "\n"
 
 
 def generate():
@@ -165,27 +244,25 @@ def generate():
         "abstract CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int root, CallOptions opts, boolean async);",
         "abstract CompletableFuture<Void> doSend(Buf data, int peer, CallOptions opts, boolean async);",
         "abstract CompletableFuture<Void> doRecv(Buf data, int peer, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doSendTagged(Buf data, int dest, int tag, boolean synchronous, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<RecvStatus> doRecvTagged(Buf data, int source, int tag, CallOptions opts, boolean async);",
+        "abstract RecvStatus doSendrecv(Buf send, int dest, int sendTag, Buf recv, int source, int recvTag, CallOptions opts);",
         "/** The per-call options of the calls made through this object; null for defaults. */",
         "abstract CallOptions options();",
     ]
     out += ["  " + g for g in generics] + [""]
-    for name, summary, params, call in OPS:
-        out.append(f"  // ---- {name}({', '.join(p.split(':')[1] for p in params)})")
-        out.append("")
-        for jtype in ARRAYS + ["ByteBuffer", "DeviceBuffer"]:
-            for is_async in (False, True):
-                out.append(method(name, summary, params, call, jtype, is_async))
-                out.append("")
+    out += overloads(OPS)
     out[-1] = "}"
     return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
-    text = generate()
+    outputs = {OUT: generate(), MESSAGE_OUT: generate_message()}
     if "--check" in sys.argv[1:]:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT} is out of date: run python3 {pathlib.Path(__file__).name}", file=sys.stderr)
-            sys.exit(1)
-        sys.exit(0)
-    OUT.write_text(text)
-    print(f"wrote {OUT} ({text.count(chr(10))} lines)")
+        stale = [path for path, text in outputs.items() if not path.exists() or path.read_text() != text]
+        for path in stale:
+            print(f"{path} is out of date: run python3 {pathlib.Path(__file__).name}", file=sys.stderr)
+        sys.exit(1 if stale else 0)
+    for path, text in outputs.items():
+        path.write_text(text)
+        print(f"wrote {path} ({text.count(chr(10))} lines)")

@@ -40,6 +40,11 @@ pub enum ErrorKind {
     OutOfMemory,
     /// The communicator is unusable after an earlier error.
     CommFailed,
+    /// A blocking call was ended by its interrupt callback.
+    Interrupted,
+    /// A received message was longer than the receive buffer (which holds
+    /// its first part); the communicator stays usable.
+    Truncated,
     /// A status this crate does not know (from a newer library).
     Unknown(i32),
 }
@@ -65,6 +70,8 @@ impl ErrorKind {
             sys::OCCL_ERR_VERSION => ErrorKind::Version,
             sys::OCCL_ERR_OUT_OF_MEMORY => ErrorKind::OutOfMemory,
             sys::OCCL_ERR_COMM_FAILED => ErrorKind::CommFailed,
+            sys::OCCL_ERR_INTERRUPTED => ErrorKind::Interrupted,
+            sys::OCCL_ERR_TRUNCATED => ErrorKind::Truncated,
             other => ErrorKind::Unknown(other as i32),
         }
     }
@@ -136,6 +143,8 @@ impl fmt::Display for Error {
             ErrorKind::Version => "version mismatch",
             ErrorKind::OutOfMemory => "out of memory",
             ErrorKind::CommFailed => "communicator failed",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Truncated => "message truncated",
             ErrorKind::Unknown(_) => "unknown status",
         };
         write!(f, "{kind}: {}", self.message)

@@ -13,6 +13,10 @@
 //!   blocking call has a deadline ([`Config::timeout`]).
 //! - Non-blocking operations run inside [`Communicator::scope`]; the borrow
 //!   checker keeps their buffers untouched until they end.
+//! - MPI-style point-to-point: tagged sends and receives with a
+//!   [`RecvStatus`], [`Source::Any`] / [`Tag::Any`] / [`PROC_NULL`], probes,
+//!   synchronous sends, cancel and matched probes ([`Message`]); see
+//!   [`Communicator::recv_tagged`].
 //! - [`dlpack`]: an `unsafe` DLPack-level API for memory Rust does not own;
 //!   feature `ndarray`: `ndarray` arrays as buffers.
 //! - [`device`]: every collective on CUDA device pointers, with per-call
@@ -45,6 +49,7 @@ mod error;
 #[cfg(feature = "ndarray")]
 mod ndarray;
 mod op;
+mod p2p;
 mod scope;
 mod tensor;
 
@@ -53,7 +58,8 @@ pub use config::{Config, InitMethod, UniqueId};
 pub use element::Element;
 pub use error::{Error, ErrorKind, Result};
 pub use op::ReduceOp;
-pub use scope::{Request, Scope};
+pub use p2p::{Dest, Message, PROC_NULL, ProcNull, RecvStatus, Source, TAG_UB, Tag};
+pub use scope::{RecvRequest, Request, Scope};
 
 /// The raw C bindings (`omniccl-sys`), for what this crate does not wrap.
 pub use omniccl_sys as sys;

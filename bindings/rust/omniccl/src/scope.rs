@@ -18,6 +18,7 @@ use crate::comm::Communicator;
 use crate::element::Element;
 use crate::error::{Error, Result, check};
 use crate::op::{RawOp, ReduceOp};
+use crate::p2p::RecvStatus;
 
 /// One started operation: its work handle and the reduce op it uses (a
 /// pre-multiplied sum must outlive the operation).
@@ -27,29 +28,51 @@ struct Slot {
 }
 
 impl Slot {
-    /// Waits for the operation, then frees the handle (and the op).
-    fn finish(self) -> Result<()> {
+    /// Waits for the operation, reads its receive status (a PROC_NULL one
+    /// for operations that are not receives), then frees the handle (and
+    /// the op).
+    fn finish(self) -> (Result<()>, sys::occl_recv_status_t) {
         // SAFETY: the handle is live (freed only here, once).
         let status = unsafe { sys::occl_work_wait(self.work.as_ptr()) };
+        // Read the error message before any other call overwrites it.
         let result = check(status);
+        let mut raw = RecvStatus::raw_empty();
+        // SAFETY: the handle is live and its operation has ended; raw is a
+        // valid place. The call cannot fail for a live handle and non-NULL
+        // status; if it did, raw keeps the PROC_NULL status.
+        unsafe { sys::occl_work_recv_status(self.work.as_ptr(), &mut raw) };
         // SAFETY: as above; the operation has ended.
         unsafe { sys::occl_work_free(self.work.as_ptr()) };
-        result
+        (result, raw)
     }
 }
 
 /// The scope's list of started operations.
-#[derive(Default)]
 struct State {
+    /// The communicator's handle, for cancelling (live for the scope).
+    comm: sys::occl_comm_t,
     slots: RefCell<Vec<Option<Slot>>>,
     /// The first failure of a request nobody waited for.
     deferred: RefCell<Option<Error>>,
 }
 
 impl State {
+    fn new(comm: sys::occl_comm_t) -> State {
+        State {
+            comm,
+            slots: RefCell::new(Vec::new()),
+            deferred: RefCell::new(None),
+        }
+    }
+
     fn finish(&self, index: usize) -> Result<()> {
+        self.finish_status(index).0
+    }
+
+    /// Waits for operation `index` (if still pending); also its receive status.
+    fn finish_status(&self, index: usize) -> (Result<()>, sys::occl_recv_status_t) {
         let slot = self.slots.borrow_mut()[index].take();
-        slot.map_or(Ok(()), Slot::finish)
+        slot.map_or((Ok(()), RecvStatus::raw_empty()), Slot::finish)
     }
 
     fn defer(&self, result: Result<()>) {
@@ -144,10 +167,48 @@ impl<'scope, Out> Request<'scope, Out> {
     /// })?;
     /// # Ok::<(), omniccl::Error>(())
     /// ```
-    pub fn wait(mut self) -> Result<Out> {
-        let result = self.state.finish(self.index);
+    pub fn wait(self) -> Result<Out> {
+        self.wait_status().map(|(out, _)| out)
+    }
+
+    /// Waits; also the operation's receive status.
+    fn wait_status(mut self) -> Result<(Out, RecvStatus)> {
+        let (result, raw) = self.state.finish_status(self.index);
         let out = self.out.take().expect("a request's output is taken only by wait()");
-        result.map(|()| out)
+        result.map(|()| (out, RecvStatus::from_raw(&raw)))
+    }
+
+    /// Cancels the operation if it still can be (MPI_Cancel): a receive no
+    /// message has matched yet, or a synchronous send to this rank itself
+    /// no receive has matched yet. Returns whether it was cancelled
+    /// (MPI_Test_cancelled); a cancelled operation then completes
+    /// successfully having moved nothing (its buffer untouched). Otherwise
+    /// (already matched or done, a send to another rank, a collective) the
+    /// operation goes on as if not asked. Runs after the operations issued
+    /// on the communicator before it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// comm.scope(|s| {
+    ///     let send = s.issend(&[1u8; 4], 0, 99)?; // to itself, not received yet
+    ///     assert!(send.cancel()?);
+    ///     send.wait()?;
+    ///     assert!(s.comm().iprobe(0, 99)?.is_none()); // the message is gone
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn cancel(&self) -> Result<bool> {
+        let slots = self.state.slots.borrow();
+        let Some(slot) = slots[self.index].as_ref() else {
+            return Ok(false);
+        };
+        let mut cancelled = 0;
+        // SAFETY: the handle is live while its slot holds it; the
+        // communicator outlives the scope; cancelled is a valid place.
+        check(unsafe { sys::occl_work_cancel(slot.work.as_ptr(), self.state.comm, &mut cancelled) })?;
+        Ok(cancelled != 0)
     }
 
     /// Whether the operation has ended (`Ok(true)`), is running (`Ok(false)`),
@@ -184,6 +245,83 @@ impl<Out> Drop for Request<'_, Out> {
             let result = self.state.finish(self.index);
             self.state.defer(result);
         }
+    }
+}
+
+/// A started non-blocking receive ([`Scope::irecv_tagged`],
+/// [`Scope::imrecv`]): a [`Request`] whose [`wait`](RecvRequest::wait) also
+/// gives the [`RecvStatus`]. Dropping it unwaited waits, as for a `Request`.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+/// let mut buf = [0u32; 4];
+/// comm.scope(|s| {
+///     let got = s.irecv_tagged(&mut buf, omniccl::Source::Any, omniccl::Tag::Any)?;
+///     s.isend_tagged(&[7u32, 8], 0, 3)?.wait()?;
+///     let (data, status) = got.wait()?;
+///     assert_eq!((&data[..2], status.tag, status.count), (&[7, 8][..], Some(3), 2));
+///     Ok(())
+/// })?;
+/// # Ok::<(), omniccl::Error>(())
+/// ```
+#[must_use = "a request runs until waited; call wait() to see its result"]
+pub struct RecvRequest<'scope, T>(pub(crate) Request<'scope, &'scope mut [T]>);
+
+impl<'scope, T> RecvRequest<'scope, T> {
+    /// Blocks until the receive ends; returns the buffer and what came.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut buf = [0i8; 2];
+    /// comm.scope(|s| {
+    ///     let (_, status) = s.irecv_tagged(&mut buf, omniccl::PROC_NULL, 0)?.wait()?;
+    ///     assert!(status.is_proc_null());
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn wait(self) -> Result<(&'scope mut [T], RecvStatus)> {
+        self.0.wait_status()
+    }
+
+    /// As [`Request::test`]: whether the receive has ended. Never blocks.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut buf = [0u8];
+    /// comm.scope(|s| {
+    ///     let req = s.irecv_tagged(&mut buf, 0, 1)?;
+    ///     assert!(!req.test()?); // nothing sent yet
+    ///     s.isend_tagged(&[1u8], 0, 1)?.wait()?;
+    ///     req.wait().map(drop)
+    /// })?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn test(&self) -> Result<bool> {
+        self.0.test()
+    }
+
+    /// As [`Request::cancel`]: cancels the receive if no message has matched
+    /// it yet; returns whether it did.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut buf = [5u8];
+    /// comm.scope(|s| {
+    ///     let req = s.irecv_tagged(&mut buf, omniccl::Source::Any, omniccl::Tag::Any)?;
+    ///     assert!(req.cancel()?);
+    ///     let (data, _) = req.wait()?;
+    ///     assert_eq!(data, [5]); // untouched
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn cancel(&self) -> Result<bool> {
+        self.0.cancel()
     }
 }
 
@@ -264,7 +402,7 @@ impl Communicator {
     ) -> Result<R> {
         let scope = Scope {
             comm: self,
-            state: State::default(),
+            state: State::new(self.as_raw()),
             _scope: PhantomData,
             _env: PhantomData,
         };

@@ -552,3 +552,95 @@ OCCL_CALL(occl_scatterv_ex, scattervEx)
 occl_status_t occl_scatterv_ex(const DLTensor* sendbuf, const int64_t* COUNTS,
                                const int64_t* COUNTS, const DLTensor* recvbuf, int root,
                                occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);
+
+/* ABI 1.2: point-to-point matching (tags, status, probes), synchronous sends,
+ * cancel, matched probes. */
+
+/* occl_recv_status_t* STATUS: a long[] of at least 4 elements receiving
+ * {source, tag, bytes, count}, or null for NULL. Written also when the call
+ * fails (a truncated receive fills it). */
+%typemap(jni) occl_recv_status_t* STATUS "jlongArray"
+%typemap(jtype) occl_recv_status_t* STATUS "long[]"
+%typemap(jstype) occl_recv_status_t* STATUS "long[]"
+%typemap(javain) occl_recv_status_t* STATUS "$javainput"
+%typemap(in) occl_recv_status_t* STATUS (occl_recv_status_t st) %{
+  $1 = NULL;
+  st.source = OCCL_PROC_NULL;
+  st.tag = OCCL_ANY_TAG;
+  st.bytes = 0;
+  st.count = 0;
+  if ($input != NULL) {
+    if ((*jenv)->GetArrayLength(jenv, $input) < 4) {
+      occl_java_illegal_argument(jenv, "status: need a long[] of length >= 4 or null");
+      return $null;
+    }
+    $1 = &st;
+  }
+%}
+%typemap(argout) occl_recv_status_t* STATUS %{
+  if ($input != NULL) {
+    jlong v[4] = {st$argnum.source, st$argnum.tag, st$argnum.bytes, st$argnum.count};
+    (*jenv)->SetLongArrayRegion(jenv, $input, 0, 4, v);
+  }
+%}
+
+/* occl_message_t* MESSAGE: a long[1] holding the message number, read
+ * (occl_mrecv) and written back (every call that takes one). */
+%typemap(jni) occl_message_t* MESSAGE "jlongArray"
+%typemap(jtype) occl_message_t* MESSAGE "long[]"
+%typemap(jstype) occl_message_t* MESSAGE "long[]"
+%typemap(javain) occl_message_t* MESSAGE "$javainput"
+%typemap(in) occl_message_t* MESSAGE (occl_message_t msg) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    occl_java_illegal_argument(jenv, "message: need a long[] of length >= 1");
+    return $null;
+  }
+  {
+    jlong v;
+    (*jenv)->GetLongArrayRegion(jenv, $input, 0, 1, &v);
+    msg = (occl_message_t)v;
+  }
+  $1 = &msg;
+%}
+%typemap(argout) occl_message_t* MESSAGE %{
+  {
+    jlong v = (jlong)msg$argnum;
+    (*jenv)->SetLongArrayRegion(jenv, $input, 0, 1, &v);
+  }
+%}
+%apply int* OUTPUT { int* flag, int* cancelled };
+
+OCCL_CALL(occl_send_tagged, sendTagged)
+occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
+                               const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_recv_tagged, recvTagged)
+occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int tag, occl_comm_t comm,
+                               const occl_options_t* OPTS, occl_recv_status_t* STATUS,
+                               occl_work_t* WORK);
+OCCL_CALL(occl_work_recv_status, workRecvStatus)
+occl_status_t occl_work_recv_status(occl_work_t work, occl_recv_status_t* STATUS);
+OCCL_CALL(occl_sendrecv, sendrecv)
+occl_status_t occl_sendrecv(const DLTensor* sendbuf, int dest, int sendtag, const DLTensor* recvbuf,
+                            int source, int recvtag, occl_comm_t comm, const occl_options_t* OPTS,
+                            occl_recv_status_t* STATUS);
+OCCL_CALL(occl_iprobe, iprobe)
+occl_status_t occl_iprobe(int source, int tag, occl_comm_t comm, const occl_options_t* OPTS,
+                          int* flag, occl_recv_status_t* STATUS);
+OCCL_CALL(occl_probe, probe)
+occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const occl_options_t* OPTS,
+                         occl_recv_status_t* STATUS);
+OCCL_CALL(occl_ssend_tagged, ssendTagged)
+occl_status_t occl_ssend_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
+                                const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_work_cancel, workCancel)
+occl_status_t occl_work_cancel(occl_work_t work, occl_comm_t comm, int* cancelled);
+OCCL_CALL(occl_mprobe, mprobe)
+occl_status_t occl_mprobe(int source, int tag, occl_comm_t comm, const occl_options_t* OPTS,
+                          occl_message_t* MESSAGE, occl_recv_status_t* STATUS);
+OCCL_CALL(occl_improbe, improbe)
+occl_status_t occl_improbe(int source, int tag, occl_comm_t comm, const occl_options_t* OPTS,
+                           int* flag, occl_message_t* MESSAGE, occl_recv_status_t* STATUS);
+OCCL_CALL(occl_mrecv, mrecv)
+occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* MESSAGE, occl_comm_t comm,
+                         const occl_options_t* OPTS, occl_recv_status_t* STATUS,
+                         occl_work_t* WORK);

@@ -26,6 +26,9 @@ abstract class ArrayCollectives {
   abstract CompletableFuture<Void> doScatterv(Buf send, int[] sendCounts, int[] sendDispls, Buf recv, int root, CallOptions opts, boolean async);
   abstract CompletableFuture<Void> doSend(Buf data, int peer, CallOptions opts, boolean async);
   abstract CompletableFuture<Void> doRecv(Buf data, int peer, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doSendTagged(Buf data, int dest, int tag, boolean synchronous, CallOptions opts, boolean async);
+  abstract CompletableFuture<RecvStatus> doRecvTagged(Buf data, int source, int tag, CallOptions opts, boolean async);
+  abstract RecvStatus doSendrecv(Buf send, int dest, int sendTag, Buf recv, int source, int recvTag, CallOptions opts);
   /** The per-call options of the calls made through this object; null for defaults. */
   abstract CallOptions options();
 
@@ -3534,5 +3537,857 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> recvAsync(DeviceBuffer data, int peer) {
     return doRecv(Buf.of(data, "data", Buf.OUT), peer, options(), true);
+  }
+
+  // ---- send(data, dest, tag)
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(byte[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(byte[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(short[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(short[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(int[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(int[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(long[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(long[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(float[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(float[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(double[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(double[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(boolean[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(boolean[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(ByteBuffer data, DataType type, int dest, int tag) {
+    doSendTagged(Buf.of(data, type, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(ByteBuffer data, DataType type, int dest, int tag) {
+    return doSendTagged(Buf.of(data, type, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void send(DeviceBuffer data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), false);
+  }
+
+  /**
+   * Sends {@code data} to rank {@code dest} (or {@link Communicator#PROC_NULL}: nothing happens) with {@code tag}; matched by a receive on dest whose source and tag fit (MPI_Send).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> sendAsync(DeviceBuffer data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, false, options(), true);
+  }
+
+  // ---- ssend(data, dest, tag)
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(byte[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(byte[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(short[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(short[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(int[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(int[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(long[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(long[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(float[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(float[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(double[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(double[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(boolean[] data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(boolean[] data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(ByteBuffer data, DataType type, int dest, int tag) {
+    doSendTagged(Buf.of(data, type, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(ByteBuffer data, DataType type, int dest, int tag) {
+    return doSendTagged(Buf.of(data, type, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void ssend(DeviceBuffer data, int dest, int tag) {
+    doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), false);
+  }
+
+  /**
+   * Synchronous send (MPI_Ssend): as {@code send(data, dest, tag)}, but completes only once a receive on {@code dest} has matched the message (a probe does not). Blocking to this rank itself with no receive posted is a MismatchException (use ssendAsync).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> ssendAsync(DeviceBuffer data, int dest, int tag) {
+    return doSendTagged(Buf.of(data, "data", Buf.IN), dest, tag, true, options(), true);
+  }
+
+  // ---- recv(data, source, tag)
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(byte[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(byte[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(short[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(short[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(int[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(int[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(long[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(long[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(float[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(float[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(double[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(double[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(boolean[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(boolean[] data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(ByteBuffer data, DataType type, int source, int tag) {
+    return doRecvTagged(Buf.of(data, type, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(ByteBuffer data, DataType type, int source, int tag) {
+    return doRecvTagged(Buf.of(data, type, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus recv(DeviceBuffer data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), false).join();
+  }
+
+  /**
+   * Receives into {@code data} the first message from {@code source} ({@link Communicator#ANY_SOURCE}, {@link Communicator#PROC_NULL} or a rank) with {@code tag} (or {@link Communicator#ANY_TAG}) (MPI_Recv). {@code data} is an upper bound: a shorter message fills its first part (the rest keeps its values), a longer one is a TruncatedException (data holds the message's first part), another element type a MismatchException; the communicator stays usable.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   * {@code cancel(true)} on the future cancels the receive if no message has matched it yet (MPI_Cancel); the future is then cancelled and data untouched, else cancel returns false and it completes as usual.
+   *
+   * @param data the buffer
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param tag the message tag, 0 to Communicator.TAG_UB (receives: also Communicator.ANY_TAG)
+   * @return a future completing with the receive's status (source, tag, bytes, count), or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<RecvStatus> recvAsync(DeviceBuffer data, int source, int tag) {
+    return doRecvTagged(Buf.of(data, "data", Buf.INOUT), source, tag, options(), true);
+  }
+
+  // ---- sendrecv(send, dest, sendTag, recv, source, recvTag)
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(byte[] send, int dest, int sendTag, byte[] recv, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, "send", Buf.IN), dest, sendTag, Buf.of(recv, "recv", Buf.INOUT), source, recvTag, options());
+  }
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(short[] send, int dest, int sendTag, short[] recv, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, "send", Buf.IN), dest, sendTag, Buf.of(recv, "recv", Buf.INOUT), source, recvTag, options());
+  }
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(int[] send, int dest, int sendTag, int[] recv, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, "send", Buf.IN), dest, sendTag, Buf.of(recv, "recv", Buf.INOUT), source, recvTag, options());
+  }
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(long[] send, int dest, int sendTag, long[] recv, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, "send", Buf.IN), dest, sendTag, Buf.of(recv, "recv", Buf.INOUT), source, recvTag, options());
+  }
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(float[] send, int dest, int sendTag, float[] recv, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, "send", Buf.IN), dest, sendTag, Buf.of(recv, "recv", Buf.INOUT), source, recvTag, options());
+  }
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(double[] send, int dest, int sendTag, double[] recv, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, "send", Buf.IN), dest, sendTag, Buf.of(recv, "recv", Buf.INOUT), source, recvTag, options());
+  }
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(boolean[] send, int dest, int sendTag, boolean[] recv, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, "send", Buf.IN), dest, sendTag, Buf.of(recv, "recv", Buf.INOUT), source, recvTag, options());
+  }
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param type the element type of the buffers
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(ByteBuffer send, int dest, int sendTag, ByteBuffer recv, DataType type, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, type, "send", Buf.IN), dest, sendTag, Buf.of(recv, type, "recv", Buf.INOUT), source, recvTag, options());
+  }
+
+  /**
+   * Sends {@code send} to {@code dest} with {@code sendTag} and receives into {@code recv} from {@code source} with {@code recvTag}, both in progress at once, so ranks that exchange never deadlock (MPI_Sendrecv). recv is an upper bound, as for recv(data, source, tag).
+   *
+   * @param send the data this rank contributes
+   * @param dest the receiving rank, or Communicator.PROC_NULL
+   * @param sendTag the tag of the message sent, 0 to Communicator.TAG_UB
+   * @param recv where the result goes
+   * @param source the sending rank, Communicator.ANY_SOURCE or Communicator.PROC_NULL
+   * @param recvTag the tag of the message received, or Communicator.ANY_TAG
+   * @return the receive's status: source, tag, bytes and count received
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final RecvStatus sendrecv(DeviceBuffer send, int dest, int sendTag, DeviceBuffer recv, int source, int recvTag) {
+    return doSendrecv(Buf.of(send, "send", Buf.IN), dest, sendTag, Buf.of(recv, "recv", Buf.INOUT), source, recvTag, options());
   }
 }

@@ -133,6 +133,22 @@ public final class Collectives extends ArrayCollectives {
   }
 
   @Override
+  CompletableFuture<Void> doSendTagged(Buf data, int dest, int tag, boolean synchronous, CallOptions o,
+      boolean async) {
+    return comm.doSendTagged(data, dest, tag, synchronous, o, async);
+  }
+
+  @Override
+  CompletableFuture<RecvStatus> doRecvTagged(Buf data, int source, int tag, CallOptions o, boolean async) {
+    return comm.doRecvTagged(data, source, tag, o, async);
+  }
+
+  @Override
+  RecvStatus doSendrecv(Buf send, int dest, int sendTag, Buf recv, int source, int recvTag, CallOptions o) {
+    return comm.doSendrecv(send, dest, sendTag, recv, source, recvTag, o);
+  }
+
+  @Override
   public String toString() {
     return comm + ".withOptions(" + opts + ")";
   }

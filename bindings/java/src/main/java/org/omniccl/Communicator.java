@@ -46,6 +46,19 @@ import java.util.concurrent.atomic.AtomicLong;
  * run on that thread and delay later completions: chain long work with the
  * {@code ...Async} forms of CompletableFuture.
  *
+ * <p><b>Point to point, MPI style.</b> {@code send(data, dest, tag)}, {@code
+ * ssend} (synchronous), {@code recv(data, source, tag)} returning a {@link
+ * RecvStatus}, {@code sendrecv}, their {@code ...Async} forms, {@link
+ * #probe}, {@link #iprobe}, {@link #mprobe} and {@link #improbe} (a {@link
+ * Message}); sources may be {@link #ANY_SOURCE} or {@link #PROC_NULL}, tags
+ * {@link #ANY_TAG} on the receiving side. Receive buffers are upper bounds
+ * ({@link TruncatedException} for a longer message). {@code cancel(true)} on
+ * the future of {@code recvAsync(data, source, tag)} (or of {@code
+ * ssendAsync} to this rank itself) asks the library to cancel it
+ * (MPI_Cancel): the future ends cancelled only if the library did, with the
+ * buffer untouched; otherwise cancel returns false and it completes as usual.
+ * Futures derived from it ({@code thenApply}, ...) do not pass a cancel on.
+ *
  * <p><b>Threads.</b> Issue operations on one communicator from one thread at
  * a time (calls from several threads are serialised here, but their order
  * across ranks would not be defined). {@link #abort()} and {@link #close()}
@@ -59,6 +72,18 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class Communicator extends ArrayCollectives implements AutoCloseable {
   /** Color for {@link #split(int, int)} on ranks that want no new communicator. */
   public static final int SPLIT_NOCOLOR = -1;
+  /** Receive source of {@code recv(data, source, tag)} and the probes: any rank (MPI_ANY_SOURCE). */
+  public static final int ANY_SOURCE = -1;
+  /** Receive tag of {@code recv(data, source, tag)} and the probes: any tag (MPI_ANY_TAG). */
+  public static final int ANY_TAG = -1;
+  /**
+   * The null process (MPI_PROC_NULL), as a destination or source: the send or
+   * receive completes at once and moves nothing; the status of a receive
+   * from it has source PROC_NULL, tag {@link #ANY_TAG} and count 0.
+   */
+  public static final int PROC_NULL = -2;
+  /** The largest tag: tags are 0 to TAG_UB ({@code Integer.MAX_VALUE}). */
+  public static final int TAG_UB = Integer.MAX_VALUE;
   /** Rank or size argument meaning "from the environment" (env:// launchers). */
   static final int FROM_ENV = -1;
 
@@ -577,6 +602,328 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
     checkPeer("recv", peer);
     return run("recv", new Buf[] {data}, null,
         (c, o, w) -> OmniCCLNative.recvEx(t(data), peer, c, nat(opts), w), async);
+  }
+
+  // ---------------------------------------------------------------- point to point (MPI style)
+
+  @Override
+  CompletableFuture<Void> doSendTagged(Buf data, int dest, int tag, boolean synchronous, CallOptions opts,
+      boolean async) {
+    String what = synchronous ? "ssend" : "send";
+    need(what, data);
+    checkDest(what, dest);
+    checkTag(what, tag, false);
+    return this.<Void>runP2P(what, new Buf[] {data}, false, (c, w, st) -> {
+      if (synchronous) {
+        OmniCCLNative.ssendTagged(t(data), dest, tag, c, nat(opts), w);
+      } else {
+        OmniCCLNative.sendTagged(t(data), dest, tag, c, nat(opts), w);
+      }
+    }, async);
+  }
+
+  @Override
+  CompletableFuture<RecvStatus> doRecvTagged(Buf data, int source, int tag, CallOptions opts, boolean async) {
+    need("recv", data);
+    checkSource("recv", source);
+    checkTag("recv", tag, true);
+    return runP2P("recv", new Buf[] {data}, true,
+        (c, w, st) -> OmniCCLNative.recvTagged(t(data), source, tag, c, nat(opts), st, w), async);
+  }
+
+  @Override
+  RecvStatus doSendrecv(Buf send, int dest, int sendTag, Buf recv, int source, int recvTag, CallOptions opts) {
+    String what = "sendrecv";
+    need(what, send, recv);
+    checkDest(what, dest);
+    checkTag(what, sendTag, false);
+    checkSource(what, source);
+    checkTag(what, recvTag, true);
+    if (!send.device().equals(recv.device())) {
+      throw new InvalidArgumentException(what + ": " + send.name + " is on " + send.device() + " but "
+          + recv.name + " is on " + recv.device() + "; the buffers of one call must not be on different devices");
+    }
+    CompletableFuture<RecvStatus> done = runP2P(what, new Buf[] {send, recv}, true, (c, w, st) ->
+        OmniCCLNative.sendrecv(t(send), dest, sendTag, t(recv), source, recvTag, c, nat(opts), st), false);
+    return done.join();
+  }
+
+  /**
+   * Waits until a message from {@code source} with {@code tag} can be
+   * received, without receiving it (MPI_Probe). The status describes the
+   * whole message ({@code count} in the sender's element type), e.g. to size
+   * the buffer; a receive from this thread naming the status's source and tag
+   * then gets exactly that message.
+   *
+   * <pre>{@code
+   * RecvStatus st = comm.probe(Communicator.ANY_SOURCE, Communicator.ANY_TAG);
+   * double[] data = new double[(int) st.count()];
+   * comm.recv(data, st.source(), st.tag());
+   * }</pre>
+   *
+   * @param source a rank, {@link #ANY_SOURCE} or {@link #PROC_NULL}
+   * @param tag 0 to {@link #TAG_UB}, or {@link #ANY_TAG}
+   * @return the message's status
+   * @throws OmniCCLException on timeout, peer failure, or a {@link MismatchException} when
+   *     every rank it could hear from moved on to a collective without a matching send
+   */
+  public RecvStatus probe(int source, int tag) {
+    checkSource("probe", source);
+    checkTag("probe", tag, true);
+    long[] st = new long[4];
+    synchronized (issueLock) {
+      OmniCCLNative.probe(source, tag, handle("probe"), null, st);
+    }
+    return RecvStatus.of(st);
+  }
+
+  /**
+   * Whether a message from {@code source} with {@code tag} can be received
+   * now (MPI_Iprobe); never waits. Empty rather than null, as {@link
+   * #split(int, int)} answers "no communicator": the API has no null results.
+   *
+   * @param source a rank, {@link #ANY_SOURCE} or {@link #PROC_NULL}
+   * @param tag 0 to {@link #TAG_UB}, or {@link #ANY_TAG}
+   * @return the status as {@link #probe} gives it, or empty
+   * @throws OmniCCLException if the communicator failed
+   */
+  public Optional<RecvStatus> iprobe(int source, int tag) {
+    checkSource("iprobe", source);
+    checkTag("iprobe", tag, true);
+    long[] st = new long[4];
+    int[] flag = new int[1];
+    synchronized (issueLock) {
+      OmniCCLNative.iprobe(source, tag, handle("iprobe"), null, flag, st);
+    }
+    return flag[0] != 0 ? Optional.of(RecvStatus.of(st)) : Optional.empty();
+  }
+
+  /**
+   * Matched probe (MPI_Mprobe): waits for a message from {@code source} with
+   * {@code tag} and takes it out of matching; only the returned {@link
+   * Message} receives it (see there, also for what closing it does).
+   *
+   * @param source a rank, {@link #ANY_SOURCE} or {@link #PROC_NULL}
+   * @param tag 0 to {@link #TAG_UB}, or {@link #ANY_TAG}
+   * @return the message, to receive with {@code message.recv(data)}
+   * @throws OmniCCLException as {@link #probe}
+   */
+  public Message mprobe(int source, int tag) {
+    checkSource("mprobe", source);
+    checkTag("mprobe", tag, true);
+    long[] st = new long[4];
+    long[] msg = {Message.NULL};
+    synchronized (issueLock) {
+      OmniCCLNative.mprobe(source, tag, handle("mprobe"), null, msg, st);
+    }
+    return new Message(this, msg[0], RecvStatus.of(st));
+  }
+
+  /**
+   * Matched probe that does not wait (MPI_Improbe).
+   *
+   * @param source a rank, {@link #ANY_SOURCE} or {@link #PROC_NULL}
+   * @param tag 0 to {@link #TAG_UB}, or {@link #ANY_TAG}
+   * @return the message as {@link #mprobe} gives it, or empty when none has come
+   * @throws OmniCCLException if the communicator failed
+   */
+  public Optional<Message> improbe(int source, int tag) {
+    checkSource("improbe", source);
+    checkTag("improbe", tag, true);
+    long[] st = new long[4];
+    long[] msg = {Message.NULL};
+    int[] flag = new int[1];
+    synchronized (issueLock) {
+      OmniCCLNative.improbe(source, tag, handle("improbe"), null, flag, msg, st);
+    }
+    return flag[0] != 0 ? Optional.of(new Message(this, msg[0], RecvStatus.of(st))) : Optional.empty();
+  }
+
+  /** Message.recv: receives message {@code m} into data. */
+  CompletableFuture<RecvStatus> doMrecv(Message m, Buf data, boolean async) {
+    need("Message.recv", data);
+    handle("Message.recv"); // closed: IllegalStateException before the message is spent
+    long[] msg = {m.take("Message.recv")};
+    return runP2P("Message.recv", new Buf[] {data}, true,
+        (c, w, st) -> OmniCCLNative.mrecv(t(data), msg, c, null, st, w), async);
+  }
+
+  /** Message.close: receives message {@code h} into nothing, freeing it. */
+  void discard(long h) {
+    java.nio.ByteBuffer empty = java.nio.ByteBuffer.allocateDirect(1);
+    NativeTensor nothing = new NativeTensor(empty, 0, DataType.UINT8, 0);
+    try {
+      synchronized (issueLock) {
+        OmniCCLNative.mrecv(nothing, new long[] {h}, handle("Message.close"), null, null, null);
+      }
+    } catch (TruncatedException | MismatchException freed) {
+      // a non-empty message into no room, or one of another type: freed either way
+    } catch (IllegalStateException closed) {
+      // the communicator was closed meanwhile: its messages went with it
+    }
+  }
+
+  /** occl_work_cancel: whether the library cancelled the operation of {@code work}. */
+  private boolean cancelWork(long work) {
+    int[] cancelled = new int[1];
+    synchronized (issueLock) {
+      long h = handle.get();
+      if (h == 0) {
+        return false; // closed: its pending operations end as aborted
+      }
+      OmniCCLNative.workCancel(work, h, cancelled);
+    }
+    return cancelled[0] != 0;
+  }
+
+  private void checkDest(String what, int dest) {
+    if (dest != PROC_NULL && (dest < 0 || dest >= size)) {
+      throw new InvalidArgumentException(what + ": dest " + dest + " is not a rank of this " + size
+          + "-rank communicator nor PROC_NULL");
+    }
+  }
+
+  private void checkSource(String what, int source) {
+    if (source != PROC_NULL && source != ANY_SOURCE && (source < 0 || source >= size)) {
+      throw new InvalidArgumentException(what + ": source " + source + " is not a rank of this " + size
+          + "-rank communicator, ANY_SOURCE nor PROC_NULL");
+    }
+  }
+
+  private static void checkTag(String what, int tag, boolean anyAllowed) {
+    if (tag < 0 && !(anyAllowed && tag == ANY_TAG)) {
+      throw new InvalidArgumentException(what + ": tag " + tag + " is negative; tags are 0 to TAG_UB ("
+          + TAG_UB + ")" + (anyAllowed ? " or ANY_TAG" : ""));
+    }
+  }
+
+  /** A receive's status as a future's type (RecvStatus; null, a Void, for sends). */
+  @SuppressWarnings("unchecked")
+  private static <T> T p2pResult(RecvStatus status) {
+    return (T) status;
+  }
+
+  /** One native point-to-point call: comm handle, work (null = blocking), status (long[4], or null). */
+  @FunctionalInterface
+  private interface P2PCall {
+    void invoke(long comm, long[] work, long[] status);
+  }
+
+  /**
+   * Issues a point-to-point operation as {@link #run} does a collective; a
+   * receive ({@code receives}) also yields its status. A blocking receive
+   * that fails with {@link TruncatedException} still copies what came into
+   * an array (as into a direct buffer) before the exception propagates.
+   */
+  private <T> CompletableFuture<T> runP2P(String what, Buf[] bufs, boolean receives, P2PCall call,
+      boolean async) {
+    synchronized (issueLock) {
+      long h = handle(what);
+      for (Integer retired; (retired = retiredOps.poll()) != null; ) {
+        destroyOp(h, retired);
+      }
+      if (!async) {
+        long[] st = receives ? new long[4] : null;
+        current = scratch.begin();
+        try {
+          call.invoke(h, null, st);
+        } catch (TruncatedException e) {
+          finishAll(bufs);
+          throw e;
+        } finally {
+          current = null;
+        }
+        finishAll(bufs);
+        return CompletableFuture.completedFuture(p2pResult(receives ? RecvStatus.of(st) : null));
+      }
+      long[] work = new long[1];
+      current = null; // fresh staging: the memory lives until the operation ends
+      call.invoke(h, work, null);
+      Pending<T> future = new Pending<>(work[0], bufs, receives);
+      waiter().execute(future::await);
+      return future;
+    }
+  }
+
+  private static void finishAll(Buf[] bufs) {
+    for (Buf b : bufs) {
+      if (b != null) {
+        b.finish();
+      }
+    }
+  }
+
+  /**
+   * The future of a non-blocking point-to-point operation. {@link
+   * #cancel(boolean)} asks the library to cancel it (occl_work_cancel): the
+   * future is cancelled only if the library did, and then the buffers are
+   * left as they were; otherwise cancel returns false and the operation
+   * completes as usual. The waiter thread and cancel take this object's lock
+   * around completion, so a cancelled receive's staging memory is never
+   * copied back and the work handle is never freed while cancel uses it.
+   */
+  private final class Pending<T> extends CompletableFuture<T> {
+    private final long work;
+    private final Buf[] bufs;
+    private final boolean receives;
+    /** The work handle was freed (under this object's lock). */
+    private boolean ended;
+
+    Pending(long work, Buf[] bufs, boolean receives) {
+      this.work = work;
+      this.bufs = bufs;
+      this.receives = receives;
+    }
+
+    /** On the waiter thread: waits for the operation and completes this future. */
+    void await() {
+      Throwable failure = null;
+      try {
+        OmniCCLNative.workWait(work);
+      } catch (Throwable e) {
+        failure = e;
+      }
+      synchronized (this) {
+        try {
+          if (isCancelled()) {
+            return; // cancelled by the library: nothing moved, nothing to copy back
+          }
+          if (failure != null) {
+            if (failure instanceof TruncatedException) {
+              finishAll(bufs);
+            }
+            completeExceptionally(failure);
+            return;
+          }
+          RecvStatus status = null;
+          if (receives) {
+            long[] st = new long[4];
+            OmniCCLNative.workRecvStatus(work, st);
+            status = RecvStatus.of(st);
+          }
+          finishAll(bufs);
+          complete(p2pResult(status));
+        } catch (Throwable e) {
+          completeExceptionally(e);
+        } finally {
+          ended = true;
+          OmniCCLNative.workFree(work);
+          // The arrays and buffers (and their staging memory) stay reachable
+          // until the operation has ended.
+          Reference.reachabilityFence(bufs);
+        }
+      }
+    }
+
+    @Override
+    public boolean cancel(boolean mayInterruptIfRunning) {
+      synchronized (this) {
+        if (ended || isDone() || !cancelWork(work)) {
+          return false;
+        }
+        return super.cancel(mayInterruptIfRunning);
+      }
+    }
   }
 
   // ---------------------------------------------------------------- running a call

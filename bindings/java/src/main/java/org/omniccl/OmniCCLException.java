@@ -5,7 +5,8 @@ package org.omniccl;
  * description of what was wrong (argument, rank, peer, operation, sequence
  * number, hint). Subclasses name the failures callers most often handle:
  * {@link TimeoutException}, {@link PeerFailureException},
- * {@link MismatchException} and {@link InvalidArgumentException}.
+ * {@link MismatchException}, {@link InvalidArgumentException} and
+ * {@link TruncatedException}.
  */
 public class OmniCCLException extends RuntimeException {
   private static final long serialVersionUID = 1L;
@@ -15,6 +16,7 @@ public class OmniCCLException extends RuntimeException {
   static final int TIMEOUT = 3;
   static final int PEER_FAILURE = 4;
   static final int MISMATCH = 5;
+  static final int TRUNCATED = 14;
 
   /** The C status code ({@code occl_status_t}). */
   private final int status;
@@ -60,6 +62,8 @@ public class OmniCCLException extends RuntimeException {
         return new PeerFailureException(message);
       case MISMATCH:
         return new MismatchException(message);
+      case TRUNCATED:
+        return new TruncatedException(message);
       default:
         return new OmniCCLException(status, message);
     }
