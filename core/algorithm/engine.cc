@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -37,14 +38,24 @@ constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
 // differ only where no message is exchanged (e.g. the root) are found this way.
 constexpr auto kProbeAfter = std::chrono::milliseconds(300);
 // Waiting: spin, then yield (cheap when nothing else wants the core, and it
-// lets co-scheduled ranks run when ranks outnumber cores), then sleep in
-// poll() until a doorbell. Spinning is longer when every rank of this host
-// has a core of its own (a peer's answer usually comes within microseconds)
-// and short when ranks outnumber cores (the peer may need this core). A rank
-// blocked for long burns about spin + kYieldFor per wake-up.
+// lets co-scheduled ranks run when ranks outnumber cores), then sleep.
+// Spinning is longer when every rank of this host has a core of its own (a
+// peer's answer usually comes within microseconds) and short when ranks
+// outnumber cores (the peer may need this core). Yielding stays even then:
+// going to sleep at once was measured slower (4 ranks on 2 cores, 8 B
+// barrier: ~30 us instead of ~9 us), as a core left idle takes long to wake
+// (a virtual machine's idle vCPU above all).
+// Sleep: first on this rank's futex word, which the peer that sends or makes
+// room bumps and wakes (no socket, no poll), in waits of kFutexSliceMs, each
+// that times out reading the control sockets (notices, a peer's death); after
+// kFutexPhase without progress, in poll() on the control sockets until a
+// doorbell, costing nothing while blocked. A rank blocked for long burns
+// about spin + kYieldFor per wake-up.
 constexpr auto kSpinAlone = std::chrono::microseconds(20);
 constexpr auto kSpinShared = std::chrono::microseconds(2);
 constexpr auto kYieldFor = std::chrono::microseconds(50);
+constexpr auto kFutexPhase = std::chrono::milliseconds(100);
+constexpr int kFutexSliceMs = 10;
 
 int usable_cpus() {
   cpu_set_t set;
@@ -168,6 +179,11 @@ Engine::~Engine() = default;
 Engine::Engine(transport::Mesh& mesh) : mesh_(mesh), states_(std::make_unique<StateQueue>()) {
   oversubscribed_ = mesh_.local_size() > usable_cpus();
   spin_for_ = oversubscribed_ ? kSpinShared : kSpinAlone;
+  yield_for_ = kYieldFor;
+  // TEMPORARY (measurement): override the wait policy.
+  if (const char* e = std::getenv("OCCL_X_SPIN_NS")) spin_for_ = std::chrono::nanoseconds(std::atoll(e));
+  if (const char* e = std::getenv("OCCL_X_YIELD_NS")) yield_for_ = std::chrono::nanoseconds(std::atoll(e));
+  if (const char* e = std::getenv("OCCL_X_NOFUTEX")) no_futex_ = std::atoi(e) != 0;
   mesh_.set_op_describer([this] {
     // Point-to-point numbers are per pair, so they carry no comparable signature.
     bool p2p = sig_.kind == OpKind::kSendRecv;
@@ -438,7 +454,7 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
 class Engine::WaitPolicy {
  public:
   enum class Action { kSpin, kYield, kSleep };
-  explicit WaitPolicy(std::chrono::nanoseconds spin) : spin_(spin) {}
+  WaitPolicy(std::chrono::nanoseconds spin, std::chrono::nanoseconds yield) : spin_(spin), yield_(yield) {}
 
   /// What to do after a pass without progress.
   Action next() {
@@ -448,17 +464,23 @@ class Engine::WaitPolicy {
     const auto now = Clock::now();
     if (idle_since_ == Clock::time_point{}) idle_since_ = now;
     if (now - idle_since_ < spin_) return Action::kSpin;
-    if (now - idle_since_ < spin_ + kYieldFor) return Action::kYield;
+    if (now - idle_since_ < spin_ + yield_) return Action::kYield;
+    if (asleep_since_ == Clock::time_point{}) asleep_since_ = now;
     return Action::kSleep;
   }
   /// Something moved: start over.
-  void progressed() { idle_since_ = Clock::time_point{}; }
+  void progressed() { idle_since_ = asleep_since_ = Clock::time_point{}; }
   /// After a wake-up from sleep: yield a while, then sleep again.
   void woke() { idle_since_ = Clock::now() - spin_; }
+  /// Whether the sleep that next() asked for is still short enough for
+  /// futex waits (kFutexPhase since the first sleep without progress).
+  bool futex_phase() const { return Clock::now() - asleep_since_ < kFutexPhase; }
 
  private:
   std::chrono::nanoseconds spin_;
-  Clock::time_point idle_since_{};  // first pass without progress (epoch = progressing)
+  std::chrono::nanoseconds yield_;
+  Clock::time_point idle_since_{};   // first pass without progress (epoch = progressing)
+  Clock::time_point asleep_since_{};  // first sleep without progress (epoch = none yet)
   unsigned idle_passes_ = 0;
 };
 
@@ -546,7 +568,7 @@ void Engine::probe_if_stalled() {
   if (probed_) probe_signatures();
 }
 
-void Engine::sleep_step() {
+void Engine::sleep_step(bool futex) {
   // Arm every pending transfer's link (the first of each peer and
   // direction), re-check, then sleep until one can move or a deadline.
   flush_links();
@@ -577,24 +599,40 @@ void Engine::sleep_step() {
     }
     waiting.push_back(&s);
     mesh_.check_peer(s.t.peer);
-    transport::Link& link = mesh_.link(s.t.peer);
-    const transport::WaitOn w = sending ? link.arm_send(s.msg) : link.arm_recv(s.msg);
-    switch (w.how) {
-      case transport::WaitOn::How::kReady: ready = true; break;
-      case transport::WaitOn::How::kPoll: fds.push_back({w.fd, w.events, 0}); break;
-      case transport::WaitOn::How::kDoorbell: break;  // Mesh::sleep polls the control sockets
-    }
   }
   // Every transfer may have completed during the last pass (it started
   // with one incomplete): nothing to sleep on, the next pass sees it done.
   if (!ready && waiting.empty()) return;
+  // The futex word wakes only from links that can bump it: with a TCP link
+  // among them, every link rings (doorbells) and this rank polls.
+  futex = futex && !no_futex_ && mesh_.sleeps_on_futex();
+  for (State* s : waiting) futex = futex && mesh_.link(s->t.peer).wakes_futex();
+  const transport::WakeBy by = futex ? transport::WakeBy::kFutex : transport::WakeBy::kDoorbell;
+  const uint32_t seq = futex ? mesh_.futex_seq() : 0;  // before arming: a wake after it changes the word
+  for (State* s : waiting) {
+    if (ready) break;  // no sleep: the rest need not be armed
+    transport::Link& link = mesh_.link(s->t.peer);
+    const transport::WaitOn w =
+        s->t.kind == Transfer::Kind::kSend ? link.arm_send(s->msg, by) : link.arm_recv(s->msg, by);
+    switch (w.how) {
+      case transport::WaitOn::How::kReady: ready = true; break;
+      case transport::WaitOn::How::kPoll: fds.push_back({w.fd, w.events, 0}); break;
+      case transport::WaitOn::How::kDoorbell: break;  // Mesh::sleep polls the control sockets
+      case transport::WaitOn::How::kFutex: break;     // Mesh::sleep_on_futex waits on the word
+    }
+  }
   if (!ready) {
     State* first = earliest_deadline(waiting);
     if (first->deadline.expired()) {
       for (State* s : waiting) mesh_.link(s->t.peer).disarm();
       fail_deadline(*first, waiting);
     }
-    mesh_.sleep(fds, first->deadline.remaining_ms(interrupt_ ? 50 : 200));
+    const int timeout_ms = first->deadline.remaining_ms(interrupt_ ? 50 : 200);
+    if (futex) {
+      mesh_.sleep_on_futex(seq, std::min(timeout_ms, kFutexSliceMs));
+    } else {
+      mesh_.sleep(fds, timeout_ms);
+    }
   }
   for (State* s : waiting) mesh_.link(s->t.peer).disarm();
 }
@@ -633,7 +671,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
   pull_feed(feed);
   feed_ = feed;
 
-  WaitPolicy wait(spin_for_);
+  WaitPolicy wait(spin_for_, yield_for_);
   stalled_since_ = Clock::time_point{};
   bool owe_flush = false;
   for (;;) {
@@ -671,7 +709,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       continue;
     }
     probe_if_stalled();
-    sleep_step();
+    sleep_step(wait.futex_phase());
     wait.woke();
   }
 }

@@ -17,8 +17,8 @@ class TcpLink final : public Link {
   bool send(Message& m) override;
   bool recv_header(Message& m) override;
   bool recv_payload(Message& m) override;
-  WaitOn arm_send(const Message&) override { return {WaitOn::How::kPoll, fd_.get(), POLLOUT}; }
-  WaitOn arm_recv(const Message&) override { return {WaitOn::How::kPoll, fd_.get(), POLLIN}; }
+  WaitOn arm_send(const Message&, WakeBy) override { return {WaitOn::How::kPoll, fd_.get(), POLLOUT}; }
+  WaitOn arm_recv(const Message&, WakeBy) override { return {WaitOn::How::kPoll, fd_.get(), POLLIN}; }
   void disarm() override {}
   int poll_fd() const override { return fd_.get(); }
   const char* kind() const override { return "tcp"; }
