@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -179,11 +178,6 @@ Engine::~Engine() = default;
 Engine::Engine(transport::Mesh& mesh) : mesh_(mesh), states_(std::make_unique<StateQueue>()) {
   oversubscribed_ = mesh_.local_size() > usable_cpus();
   spin_for_ = oversubscribed_ ? kSpinShared : kSpinAlone;
-  yield_for_ = kYieldFor;
-  // TEMPORARY (measurement): override the wait policy.
-  if (const char* e = std::getenv("OCCL_X_SPIN_NS")) spin_for_ = std::chrono::nanoseconds(std::atoll(e));
-  if (const char* e = std::getenv("OCCL_X_YIELD_NS")) yield_for_ = std::chrono::nanoseconds(std::atoll(e));
-  if (const char* e = std::getenv("OCCL_X_NOFUTEX")) no_futex_ = std::atoi(e) != 0;
   mesh_.set_op_describer([this] {
     // Point-to-point numbers are per pair, so they carry no comparable signature.
     bool p2p = sig_.kind == OpKind::kSendRecv;
@@ -454,7 +448,7 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
 class Engine::WaitPolicy {
  public:
   enum class Action { kSpin, kYield, kSleep };
-  WaitPolicy(std::chrono::nanoseconds spin, std::chrono::nanoseconds yield) : spin_(spin), yield_(yield) {}
+  explicit WaitPolicy(std::chrono::nanoseconds spin) : spin_(spin) {}
 
   /// What to do after a pass without progress.
   Action next() {
@@ -464,7 +458,7 @@ class Engine::WaitPolicy {
     const auto now = Clock::now();
     if (idle_since_ == Clock::time_point{}) idle_since_ = now;
     if (now - idle_since_ < spin_) return Action::kSpin;
-    if (now - idle_since_ < spin_ + yield_) return Action::kYield;
+    if (now - idle_since_ < spin_ + kYieldFor) return Action::kYield;
     if (asleep_since_ == Clock::time_point{}) asleep_since_ = now;
     return Action::kSleep;
   }
@@ -478,7 +472,6 @@ class Engine::WaitPolicy {
 
  private:
   std::chrono::nanoseconds spin_;
-  std::chrono::nanoseconds yield_;
   Clock::time_point idle_since_{};   // first pass without progress (epoch = progressing)
   Clock::time_point asleep_since_{};  // first sleep without progress (epoch = none yet)
   unsigned idle_passes_ = 0;
@@ -605,7 +598,7 @@ void Engine::sleep_step(bool futex) {
   if (!ready && waiting.empty()) return;
   // The futex word wakes only from links that can bump it: with a TCP link
   // among them, every link rings (doorbells) and this rank polls.
-  futex = futex && !no_futex_ && mesh_.sleeps_on_futex();
+  futex = futex && mesh_.sleeps_on_futex();
   for (State* s : waiting) futex = futex && mesh_.link(s->t.peer).wakes_futex();
   const transport::WakeBy by = futex ? transport::WakeBy::kFutex : transport::WakeBy::kDoorbell;
   const uint32_t seq = futex ? mesh_.futex_seq() : 0;  // before arming: a wake after it changes the word
@@ -671,7 +664,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
   pull_feed(feed);
   feed_ = feed;
 
-  WaitPolicy wait(spin_for_, yield_for_);
+  WaitPolicy wait(spin_for_);
   stalled_since_ = Clock::time_point{};
   bool owe_flush = false;
   for (;;) {

@@ -315,8 +315,6 @@ class Engine {
   size_t stage_used_ = 0;              ///< recv-reduce staging slots taken this step
   Clock::time_point stalled_since_{};  ///< first sleep without progress (mismatch probing)
   std::chrono::nanoseconds spin_for_{0};
-  std::chrono::nanoseconds yield_for_{0};
-  bool no_futex_ = false;  // TEMPORARY (measurement)
   bool oversubscribed_ = false;
   CpuExecutor cpu_;
   Executor* exec_ = &cpu_;
