@@ -42,8 +42,8 @@ constexpr auto kProbeAfter = std::chrono::milliseconds(300);
 // peer's answer usually comes within microseconds), then yields every 16th
 // pass. When ranks outnumber cores the awaited peer may need this very core:
 // the rank does not spin and yields at every pass (as Open MPI's ranks do
-// when oversubscribed; 4 ranks on 2 cores, 8 B: barrier and all_to_all
-// ~10-30 % faster than spinning 2 us first, all_reduce about even). It still
+// when oversubscribed; 4 ranks on 2 cores, 8 B, against spinning 2 us first:
+// about even on a quiet machine, 0-54 % faster under load). It still
 // yields before it sleeps: going to sleep at once was measured slower (8 B
 // barrier ~30 us instead of ~9 us), as a core left idle takes long to wake
 // (a virtual machine's idle vCPU above all).
