@@ -37,14 +37,27 @@ constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
 // differ only where no message is exchanged (e.g. the root) are found this way.
 constexpr auto kProbeAfter = std::chrono::milliseconds(300);
 // Waiting: spin, then yield (cheap when nothing else wants the core, and it
-// lets co-scheduled ranks run when ranks outnumber cores), then sleep in
-// poll() until a doorbell. Spinning is longer when every rank of this host
-// has a core of its own (a peer's answer usually comes within microseconds)
-// and short when ranks outnumber cores (the peer may need this core). A rank
-// blocked for long burns about spin + kYieldFor per wake-up.
+// lets co-scheduled ranks run when ranks outnumber cores), then sleep.
+// When every rank of this host has a core of its own, a rank spins 20 us (a
+// peer's answer usually comes within microseconds), then yields every 16th
+// pass. When ranks outnumber cores the awaited peer may need this very core:
+// the rank does not spin and yields at every pass (as Open MPI's ranks do
+// when oversubscribed; 4 ranks on 2 cores, 8 B, against spinning 2 us first:
+// about even on a quiet machine, 0-54 % faster under load). It still
+// yields before it sleeps: going to sleep at once was measured slower (8 B
+// barrier ~30 us instead of ~9 us), as a core left idle takes long to wake
+// (a virtual machine's idle vCPU above all).
+// Sleep: first on this rank's futex word, which the peer that sends or makes
+// room bumps and wakes (no socket, no poll), in waits of kFutexSliceMs, each
+// that times out reading the control sockets (notices, a peer's death); after
+// kFutexPhase without progress, in poll() on the control sockets until a
+// doorbell, costing nothing while blocked. A rank blocked for long burns
+// about spin + kYieldFor per wake-up.
 constexpr auto kSpinAlone = std::chrono::microseconds(20);
-constexpr auto kSpinShared = std::chrono::microseconds(2);
+constexpr auto kSpinShared = std::chrono::microseconds(0);
 constexpr auto kYieldFor = std::chrono::microseconds(50);
+constexpr auto kFutexPhase = std::chrono::milliseconds(100);
+constexpr int kFutexSliceMs = 10;
 
 int usable_cpus() {
   cpu_set_t set;
@@ -438,27 +451,43 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
 class Engine::WaitPolicy {
  public:
   enum class Action { kSpin, kYield, kSleep };
-  explicit WaitPolicy(std::chrono::nanoseconds spin) : spin_(spin) {}
+  /// Spins `spin`, then yields for kYieldFor: at every pass with
+  /// `yield_each_pass` (ranks outnumber cores), else every 16th.
+  WaitPolicy(std::chrono::nanoseconds spin, bool yield_each_pass) : spin_(spin), yield_each_pass_(yield_each_pass) {}
 
   /// What to do after a pass without progress.
   Action next() {
-    // Reading the clock costs more than a pass over the transfers: spin a
-    // few passes between readings.
-    if ((++idle_passes_ & 15) != 0 && idle_since_ != Clock::time_point{}) return Action::kSpin;
+    // Reading the clock costs more than a pass over the transfers: spin (or
+    // yield) a few passes between readings.
+    if ((++idle_passes_ & 15) != 0 && idle_since_ != Clock::time_point{}) {
+      return yielding_ && yield_each_pass_ ? Action::kYield : Action::kSpin;
+    }
     const auto now = Clock::now();
     if (idle_since_ == Clock::time_point{}) idle_since_ = now;
+    yielding_ = false;
     if (now - idle_since_ < spin_) return Action::kSpin;
-    if (now - idle_since_ < spin_ + kYieldFor) return Action::kYield;
+    yielding_ = now - idle_since_ < spin_ + kYieldFor;
+    if (yielding_) return Action::kYield;
+    if (asleep_since_ == Clock::time_point{}) asleep_since_ = now;
     return Action::kSleep;
   }
   /// Something moved: start over.
-  void progressed() { idle_since_ = Clock::time_point{}; }
+  void progressed() {
+    idle_since_ = asleep_since_ = Clock::time_point{};
+    yielding_ = false;
+  }
   /// After a wake-up from sleep: yield a while, then sleep again.
   void woke() { idle_since_ = Clock::now() - spin_; }
+  /// Whether the sleep that next() asked for is still short enough for
+  /// futex waits (kFutexPhase since the first sleep without progress).
+  bool futex_phase() const { return Clock::now() - asleep_since_ < kFutexPhase; }
 
  private:
   std::chrono::nanoseconds spin_;
-  Clock::time_point idle_since_{};  // first pass without progress (epoch = progressing)
+  bool yield_each_pass_;
+  bool yielding_ = false;            // in the yield phase (as of the last clock reading)
+  Clock::time_point idle_since_{};   // first pass without progress (epoch = progressing)
+  Clock::time_point asleep_since_{};  // first sleep without progress (epoch = none yet)
   unsigned idle_passes_ = 0;
 };
 
@@ -546,7 +575,7 @@ void Engine::probe_if_stalled() {
   if (probed_) probe_signatures();
 }
 
-void Engine::sleep_step() {
+void Engine::sleep_step(bool futex) {
   // Arm every pending transfer's link (the first of each peer and
   // direction), re-check, then sleep until one can move or a deadline.
   flush_links();
@@ -577,24 +606,40 @@ void Engine::sleep_step() {
     }
     waiting.push_back(&s);
     mesh_.check_peer(s.t.peer);
-    transport::Link& link = mesh_.link(s.t.peer);
-    const transport::WaitOn w = sending ? link.arm_send(s.msg) : link.arm_recv(s.msg);
-    switch (w.how) {
-      case transport::WaitOn::How::kReady: ready = true; break;
-      case transport::WaitOn::How::kPoll: fds.push_back({w.fd, w.events, 0}); break;
-      case transport::WaitOn::How::kDoorbell: break;  // Mesh::sleep polls the control sockets
-    }
   }
   // Every transfer may have completed during the last pass (it started
   // with one incomplete): nothing to sleep on, the next pass sees it done.
   if (!ready && waiting.empty()) return;
+  // The futex word wakes only from links that can bump it: with a TCP link
+  // among them, every link rings (doorbells) and this rank polls.
+  futex = futex && mesh_.sleeps_on_futex();
+  for (State* s : waiting) futex = futex && mesh_.link(s->t.peer).wakes_futex();
+  const transport::WakeBy by = futex ? transport::WakeBy::kFutex : transport::WakeBy::kDoorbell;
+  const uint32_t seq = futex ? mesh_.futex_seq() : 0;  // before arming: a wake after it changes the word
+  for (State* s : waiting) {
+    if (ready) break;  // no sleep: the rest need not be armed
+    transport::Link& link = mesh_.link(s->t.peer);
+    const transport::WaitOn w =
+        s->t.kind == Transfer::Kind::kSend ? link.arm_send(s->msg, by) : link.arm_recv(s->msg, by);
+    switch (w.how) {
+      case transport::WaitOn::How::kReady: ready = true; break;
+      case transport::WaitOn::How::kPoll: fds.push_back({w.fd, w.events, 0}); break;
+      case transport::WaitOn::How::kDoorbell: break;  // Mesh::sleep polls the control sockets
+      case transport::WaitOn::How::kFutex: break;     // Mesh::sleep_on_futex waits on the word
+    }
+  }
   if (!ready) {
     State* first = earliest_deadline(waiting);
     if (first->deadline.expired()) {
       for (State* s : waiting) mesh_.link(s->t.peer).disarm();
       fail_deadline(*first, waiting);
     }
-    mesh_.sleep(fds, first->deadline.remaining_ms(interrupt_ ? 50 : 200));
+    const int timeout_ms = first->deadline.remaining_ms(interrupt_ ? 50 : 200);
+    if (futex) {
+      mesh_.sleep_on_futex(seq, std::min(timeout_ms, kFutexSliceMs));
+    } else {
+      mesh_.sleep(fds, timeout_ms);
+    }
   }
   for (State* s : waiting) mesh_.link(s->t.peer).disarm();
 }
@@ -633,7 +678,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
   pull_feed(feed);
   feed_ = feed;
 
-  WaitPolicy wait(spin_for_);
+  WaitPolicy wait(spin_for_, oversubscribed_);
   stalled_since_ = Clock::time_point{};
   bool owe_flush = false;
   for (;;) {
@@ -671,7 +716,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
       continue;
     }
     probe_if_stalled();
-    sleep_step();
+    sleep_step(wait.futex_phase());
     wait.woke();
   }
 }

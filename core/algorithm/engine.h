@@ -236,8 +236,10 @@ class Engine {
   /// (calls that differ only where no message flows, e.g. the root).
   void probe_if_stalled();
   /// Arms every pending transfer's link and sleeps until one can move, a
-  /// control message or wake-up arrives, or a deadline (which fails).
-  void sleep_step();
+  /// control message or wake-up arrives, or a deadline (which fails). With
+  /// `futex` and only shared-memory links to wait on, sleeps on this rank's
+  /// futex word for at most kFutexSlice; else in Mesh::sleep (doorbells).
+  void sleep_step(bool futex);
   State* earliest_deadline(std::vector<State*>& waiting);
   [[noreturn]] void fail_deadline(const State& first, const std::vector<State*>& waiting);
   void probe_signatures();

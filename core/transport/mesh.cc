@@ -496,6 +496,22 @@ void Mesh::wake() {
   uint64_t one = 1;
   ssize_t w = ::write(wake_fd_.get(), &one, sizeof one);
   (void)w;
+  if (own_segment_) wake_futex(own_segment_->wake_word());
+}
+
+uint32_t Mesh::futex_seq() const { return own_segment_->wake_word().load(std::memory_order_acquire); }
+
+void Mesh::sleep_on_futex(uint32_t seq, int timeout_ms) {
+  std::atomic<uint32_t>& word = own_segment_->wake_word();
+  futex_wait(word, seq, timeout_ms);
+  if (word.load(std::memory_order_acquire) != seq) {
+    // Woken (the usual case, on the hot path): no poll. The control sockets
+    // are read at the latest when a wait times out.
+    if (aborted()) fail(Status::kAborted, "the communicator was aborted");
+    return;
+  }
+  std::vector<pollfd> none;
+  sleep(none, 0);
 }
 
 void Mesh::broadcast_error(Status status, const std::string& message) {

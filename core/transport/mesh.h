@@ -121,6 +121,18 @@ class Mesh {
   /// operation it belongs to; a closed connection marks its peer gone
   /// (check_peer). Throws only kAborted.
   void sleep(std::vector<pollfd>& fds, int timeout_ms);
+  /// Whether this rank has a futex word that its shared-memory links can
+  /// wake (it has a segment: some peer is on this host).
+  bool sleeps_on_futex() const { return own_segment_ != nullptr; }
+  /// The futex word's value: read before arming links with WakeBy::kFutex,
+  /// then handed to sleep_on_futex.
+  uint32_t futex_seq() const;
+  /// Sleeps in FUTEX_WAIT while the futex word still holds `seq` (a link's
+  /// peer or wake() bumps it), at most timeout_ms. When it was not woken,
+  /// then handles what arrived on the control sockets as sleep() does
+  /// (without waiting for it: keep timeout_ms short, so that notices and a
+  /// peer's death are seen soon). Throws only kAborted.
+  void sleep_on_futex(uint32_t seq, int timeout_ms);
   /// Throws the first error reported on the control sockets (an error
   /// notice, a heartbeat watch) or kAborted, if any. A peer that left is not
   /// one by itself (check_peer, throw_if_peer_failed).
@@ -135,7 +147,7 @@ class Mesh {
   /// Tells every peer (best effort, never blocks long) that this rank failed
   /// with status/message, so that they fail too instead of waiting.
   void broadcast_error(Status status, const std::string& message);
-  /// Interrupts a sleep() on another thread (abort).
+  /// Interrupts a sleep() or sleep_on_futex() on another thread (abort).
   void wake();
   /// Set by abort: sleeping and progressing operations throw kAborted.
   void set_aborted() {

@@ -14,6 +14,9 @@
 //            a reduction takes it in pieces (PayloadSink).
 //   doorbell a wake-up sent over the peer's control socket when the other side
 //            said (by "arming") that it is about to sleep.
+//   futex    the other wake-up, for peers on this host: a word in the
+//            sleeper's shared-memory segment that the peer bumps and
+//            FUTEX_WAKEs (no socket, no poll: the awaited rank runs at once).
 // Every call is non-blocking: it moves what it can and returns. The caller
 // keeps the waiting policy (spin, yield, sleep) and asks the link only how to
 // wait (arm_send/arm_recv). Transports know nothing of algorithms.
@@ -103,12 +106,20 @@ inline void take_staged(Message& m, size_t k) {
   m.staged -= whole;
 }
 
+/// How a sleeper asks to be woken when it arms a wait (arm_send/arm_recv).
+/// A link that has only one way (TCP: poll its socket) ignores it.
+enum class WakeBy : uint8_t {
+  kDoorbell,  ///< over the control socket: the sleeper polls (Mesh::sleep)
+  kFutex,     ///< through this rank's futex word (Mesh::sleep_on_futex)
+};
+
 /// How to wait for a link to be able to move a message again.
 struct WaitOn {
   enum class How : uint8_t {
     kReady,     ///< it can move now: do not sleep
     kDoorbell,  ///< armed: the peer rings over its control socket
     kPoll,      ///< poll `fd` for `events`
+    kFutex,     ///< armed: the peer bumps and wakes this rank's futex word
   };
   How how = How::kReady;
   int fd = -1;
@@ -131,10 +142,13 @@ class Link {
   /// m.complete when all of it has. Throws Error(kPeerFailure).
   virtual bool recv_payload(Message& m) = 0;
   /// About to sleep until `m` (the first incomplete send to this peer) can
-  /// move: arms a wait and says how to wait (kReady: it can move now).
-  virtual WaitOn arm_send(const Message& m) = 0;
+  /// move: arms a wait, to be woken as `by` asks where the link can, and
+  /// says how to wait (kReady: it can move now).
+  virtual WaitOn arm_send(const Message& m, WakeBy by) = 0;
   /// About to sleep until the next message (or more of it) arrives.
-  virtual WaitOn arm_recv(const Message& m) = 0;
+  virtual WaitOn arm_recv(const Message& m, WakeBy by) = 0;
+  /// Whether this link can wake a sleeper through its futex word (WakeBy::kFutex).
+  virtual bool wakes_futex() const { return false; }
   /// Drops any armed wait (called after waking).
   virtual void disarm() = 0;
   /// Delivers the wake-ups owed for data sent or room made since the last

@@ -889,14 +889,19 @@ TEST(FaultsTest, StrayClientGarbageDoesNotDisturbTheJob) {
 
 // Rank 0 blocks in an all_reduce that rank 1 never joins; another thread of
 // rank 0 aborts the communicator. The blocked call returns ABORTED within
-// 1 s and the abort itself returns promptly.
-TEST(FaultsTest, AbortFromAnotherThreadUnblocksCall) {
+// 1 s and the abort itself returns promptly. The abort comes 300 ms into the
+// call (the rank sleeps in poll() on its control sockets by then) or 30 ms
+// into it (it sleeps on its futex word then).
+class AbortTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(AbortTest, FromAnotherThreadUnblocksCall) {
+  const int abort_after_ms = GetParam();
   SharedBlock sh;
   ASSERT_NE(sh.get(), nullptr);
   Shared* s = sh.get();
   JobOptions o = job(2, 60000);
   o.create_comm = false;  // rank 0's communicator is freed by the abort
-  JobResult res = run_ranks(o, [s](occl_comm_t, int rank, int n) {
+  JobResult res = run_ranks(o, [s, abort_after_ms](occl_comm_t, int rank, int n) {
     Checks ck(rank);
     occl_comm_t comm = nullptr;
     if (init_own_comm(&comm, rank, n, 60000) != OCCL_SUCCESS) {
@@ -924,7 +929,7 @@ TEST(FaultsTest, AbortFromAnotherThreadUnblocksCall) {
       returned.store(1);
     });
     wait_until([&] { return entered.load() != 0; }, 5.0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // well inside the all_reduce
+    std::this_thread::sleep_for(std::chrono::milliseconds(abort_after_ms));  // inside the all_reduce
     CK_TRUE(ck, returned.load() == 0, "the all_reduce returned before the abort");
     const long long t_abort = now_ns();
     const auto a0 = Clock::now();
@@ -950,6 +955,11 @@ TEST(FaultsTest, AbortFromAnotherThreadUnblocksCall) {
   print_reports("occl_comm_abort from another thread (report: blocked call; 'next call' = the abort itself)", s, res);
   EXPECT_TRUE(res.ok()) << res.summary();
 }
+
+INSTANTIATE_TEST_SUITE_P(FaultsTest, AbortTest, ::testing::Values(300, 30),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return p.param >= 100 ? std::string("SleepingInPoll") : std::string("SleepingOnFutex");
+                         });
 
 // The same with async operations: their work handles stay valid and complete
 // with ABORTED, after occl_comm_abort and after occl_comm_destroy alike.

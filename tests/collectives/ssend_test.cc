@@ -229,6 +229,15 @@ TEST_P(Ssend, CancelPendingOperations) {
     // Bad arguments.
     occl_status_t s = occl_work_cancel(nullptr, comm, &cancelled);
     RANK_CHECK(s == OCCL_ERR_INVALID_ARGUMENT && cancelled == 0, rank, cat("NULL work gave ", occl_status_string(s)));
+    // A token each way before the collective: a rank that moved on to it
+    // while the other still had its receive from it posted would fail that
+    // receive ("cannot be matched") before the cancel came (a race that
+    // faster wake-ups made frequent).
+    int32_t token = 20 + rank, theirs = -1;
+    Tensor1D tt(&token, 1, dl_int(32)), th(&theirs, 1, dl_int(32));
+    RANK_OK(occl_send_tagged(&tt, 1 - rank, 5, comm, nullptr, nullptr), rank);
+    RANK_OK(occl_recv_tagged(&th, 1 - rank, 5, comm, nullptr, nullptr, nullptr), rank);
+    RANK_CHECK(theirs == 21 - rank, rank, cat("the token from the other rank was ", theirs));
     return all_reduce_works(comm, rank, n);
   });
   EXPECT_TRUE(res.ok()) << res.summary();

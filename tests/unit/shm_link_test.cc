@@ -2,10 +2,13 @@
 // ends in this process: headers and payloads arrive in order and intact
 // across the ring's wrap, a sink gets whole granules, large payloads go by
 // reference only when allowed (and then complete only once read), and waits
-// are armed as doorbells.
+// are armed as doorbells or on the sleeper's futex word (woken from another
+// process too).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -282,7 +285,7 @@ TEST(ShmLinkMessages, ReceiveWaitIsADoorbellRungOnFlush) {
   Message r;
   r.header = &hr;
   r.header_bytes = sizeof hr;
-  EXPECT_EQ(p.link[1]->arm_recv(r).how, WaitOn::How::kDoorbell);
+  EXPECT_EQ(p.link[1]->arm_recv(r, WakeBy::kDoorbell).how, WaitOn::How::kDoorbell);
   Header hs{2, "wake"};
   std::vector<char> payload = pattern(16, 5);
   Message s = send_msg(hs, payload);
@@ -291,8 +294,120 @@ TEST(ShmLinkMessages, ReceiveWaitIsADoorbellRungOnFlush) {
   p.link[0]->flush();
   EXPECT_EQ(p.doorbells[1], 1);
   p.link[1]->disarm();
-  EXPECT_EQ(p.link[1]->arm_recv(r).how, WaitOn::How::kReady);
+  EXPECT_EQ(p.link[1]->arm_recv(r, WakeBy::kDoorbell).how, WaitOn::How::kReady);
   p.link[1]->disarm();
+}
+
+TEST(ShmLinkMessages, FutexReceiveWaitBumpsTheSleepersWordNotTheDoorbell) {
+  Pair p;
+  Header hr{};
+  Message r;
+  r.header = &hr;
+  r.header_bytes = sizeof hr;
+  const uint32_t seq = p.seg[1]->wake_word().load();
+  EXPECT_EQ(p.link[1]->arm_recv(r, WakeBy::kFutex).how, WaitOn::How::kFutex);
+  Header hs{3, "futex"};
+  std::vector<char> payload = pattern(16, 6);
+  Message s = send_msg(hs, payload);
+  p.link[0]->send(s);
+  EXPECT_EQ(p.seg[1]->wake_word().load(), seq);  // deferred to flush
+  p.link[0]->flush();
+  EXPECT_EQ(p.seg[1]->wake_word().load(), seq + 1);
+  EXPECT_EQ(p.doorbells[1], 0);
+  EXPECT_EQ(p.seg[0]->wake_word().load(), 0u);  // the sender's own word is untouched
+  p.link[0]->flush();                            // nothing owed: no second wake
+  EXPECT_EQ(p.seg[1]->wake_word().load(), seq + 1);
+  p.link[1]->disarm();
+  EXPECT_EQ(p.link[1]->arm_recv(r, WakeBy::kFutex).how, WaitOn::How::kReady);
+  p.link[1]->disarm();
+}
+
+TEST(ShmLinkMessages, FutexSendWaitForRoomIsWokenWhenTheReceiverFreesIt) {
+  Pair p;
+  // Fill the ring from 0 to 1 until a send stalls.
+  std::vector<char> payload = pattern(64 * 1024, 8);
+  Header hs{4, "fill"};
+  Message s;
+  for (int i = 0; i < 100; ++i) {
+    s = send_msg(hs, payload);
+    p.link[0]->send(s);
+    if (!s.complete) break;
+  }
+  ASSERT_FALSE(s.complete) << "the ring never filled";
+  const uint32_t seq = p.seg[0]->wake_word().load();
+  EXPECT_EQ(p.link[0]->arm_send(s, WakeBy::kFutex).how, WaitOn::How::kFutex);
+  // The receiver takes one message: room, and the sender's word is bumped.
+  Header hr{};
+  std::vector<char> got(payload.size());
+  Message r;
+  r.header = &hr;
+  r.header_bytes = sizeof hr;
+  r.payload = {got.data(), got.size(), DeviceKind::kCPU};
+  while (!r.complete) {
+    p.link[1]->recv_header(r);
+    p.link[1]->recv_payload(r);
+  }
+  p.link[1]->flush();
+  EXPECT_EQ(p.seg[0]->wake_word().load(), seq + 1);
+  EXPECT_EQ(p.doorbells[0], 0);
+  p.link[0]->disarm();
+}
+
+// The sleeper waits in FUTEX_WAIT (5 s at most) and a forked process writes
+// after ~100 ms: the wait ends soon after, woken across processes (a private
+// futex would not be), and the message is there.
+TEST(ShmLinkMessages, FutexSleeperIsWokenByAWriteFromAnotherProcess) {
+  Pair p;
+  Header hr{};
+  Message r;
+  r.header = &hr;
+  r.header_bytes = sizeof hr;
+  std::atomic<uint32_t>& word = p.seg[1]->wake_word();
+  const uint32_t seq = word.load();
+  ASSERT_EQ(p.link[1]->arm_recv(r, WakeBy::kFutex).how, WaitOn::How::kFutex);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::usleep(100 * 1000);
+    Header hs{5, "from child"};
+    std::vector<char> payload = pattern(32, 9);
+    Message s = send_msg(hs, payload);
+    p.link[0]->send(s);
+    p.link[0]->flush();
+    ::_exit(s.complete ? 0 : 1);
+  }
+  while (word.load() == seq && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    futex_wait(word, seq, 5000);
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_NE(word.load(), seq) << "not woken within 5 s";
+  EXPECT_LT(waited, 2.0) << "the wait ended by its timeout, not by the wake";
+  p.link[1]->disarm();
+  EXPECT_TRUE(p.link[1]->recv_header(r));
+  EXPECT_EQ(hr.n, 5u);
+  EXPECT_STREQ(hr.text, "from child");
+}
+
+// A futex wait that nobody wakes ends at its timeout (the engine relies on it
+// to read the control sockets), and one whose word already moved returns at once.
+TEST(ShmLinkMessages, FutexWaitEndsAtItsTimeoutOrAtOnceIfTheWordMoved) {
+  Pair p;
+  std::atomic<uint32_t>& word = p.seg[0]->wake_word();
+  auto t0 = std::chrono::steady_clock::now();
+  futex_wait(word, word.load(), 50);
+  const double slept = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(slept, 0.045);
+  EXPECT_LT(slept, 2.0);
+  const uint32_t old = word.load();
+  wake_futex(word);
+  EXPECT_EQ(word.load(), old + 1);
+  t0 = std::chrono::steady_clock::now();
+  futex_wait(word, old, 5000);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
 }
 
 }  // namespace

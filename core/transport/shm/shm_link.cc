@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -12,6 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <ctime>
 #include <cstring>
 #include <string>
 #include <new>
@@ -37,6 +40,21 @@ const uint64_t& probe_word() {
   return word;
 }
 }  // namespace
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4,
+              "a futex word is a plain 32-bit word");
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, int timeout_ms) {
+  timespec ts{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
+  // Not FUTEX_PRIVATE_FLAG: the word is shared with other processes. EAGAIN
+  // (the word changed), EINTR and ETIMEDOUT all mean: look again.
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void wake_futex(std::atomic<uint32_t>& word) {
+  word.fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
 
 size_t ShmSegment::bytes_for(int nranks) { return kHeaderBytes + kPerRing * size_t(nranks); }
 
@@ -110,6 +128,7 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& name, int nran
   sh->pid = static_cast<uint64_t>(::getpid());
   sh->probe_addr = reinterpret_cast<uint64_t>(&probe_word());
   sh->probe_value = probe_word();
+  sh->wake_word.store(0);
   for (int p = 0; p < nranks; ++p) {
     RingHeader* h = new (seg->ring(p)) RingHeader;  // placement-new on shared memory (no ownership)
     h->consumer_membarrier.store(0);
@@ -285,8 +304,8 @@ constexpr size_t kRefChunk = 4 << 20;  // by-reference copy per call (other tran
 
 bool ShmLink::ticket_done(uint64_t ticket) const { return out_->refs_done.load(std::memory_order_acquire) >= ticket; }
 
-bool ShmLink::arm_ticket_wait(uint64_t ticket) {
-  out_->producer_sleeping.store(1);
+bool ShmLink::arm_ticket_wait(uint64_t ticket, uint32_t flag) {
+  out_->producer_sleeping.store(flag);
   sleeper_fence();
   if (ticket_done(ticket)) {
     out_->producer_sleeping.store(0);
@@ -608,37 +627,50 @@ void ShmLink::flush() {
   } else {
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
-  if (owe_consumer_ && out_->consumer_sleeping.load(std::memory_order_relaxed) != 0 &&
-      out_->consumer_sleeping.exchange(0) != 0) {
-    doorbell_();
+  // The peer sleeps on one thing: wake it once even when it armed both
+  // directions (a bit per way it asked for).
+  uint32_t found = 0;
+  if (owe_consumer_ && out_->consumer_sleeping.load(std::memory_order_relaxed) != 0) {
+    found |= out_->consumer_sleeping.exchange(0);
   }
-  if (owe_producer_ && in_->producer_sleeping.load(std::memory_order_relaxed) != 0 &&
-      in_->producer_sleeping.exchange(0) != 0) {
-    doorbell_();
+  if (owe_producer_ && in_->producer_sleeping.load(std::memory_order_relaxed) != 0) {
+    found |= in_->producer_sleeping.exchange(0);
   }
   owe_consumer_ = owe_producer_ = false;
+  if (found != 0) wake_peer(found);
 }
 
-WaitOn ShmLink::arm_send(const Message& m) {
+void ShmLink::wake_peer(uint32_t flags) {
+  if ((flags & kSleepFutex) != 0) wake_futex(peer_segment_->wake_word());
+  if ((flags & kSleepDoorbell) != 0) doorbell_();
+}
+
+namespace {
+uint32_t sleep_flag(WakeBy by) { return by == WakeBy::kFutex ? kSleepFutex : kSleepDoorbell; }
+WaitOn::How armed_how(WakeBy by) { return by == WakeBy::kFutex ? WaitOn::How::kFutex : WaitOn::How::kDoorbell; }
+}  // namespace
+
+WaitOn ShmLink::arm_send(const Message& m, WakeBy by) {
   const size_t remaining =
       m.by_reference ? m.header_bytes + sizeof(RefDesc) : (m.header_bytes - m.header_done) + (m.payload.bytes - m.done);
-  const bool armed =
-      m.by_reference && m.header_done == m.header_bytes ? arm_ticket_wait(m.ticket) : arm_room_wait(remaining);
-  return {armed ? WaitOn::How::kDoorbell : WaitOn::How::kReady, -1, 0};
+  const uint32_t flag = sleep_flag(by);
+  const bool armed = m.by_reference && m.header_done == m.header_bytes ? arm_ticket_wait(m.ticket, flag)
+                                                                       : arm_room_wait(remaining, flag);
+  return {armed ? armed_how(by) : WaitOn::How::kReady, -1, 0};
 }
 
-WaitOn ShmLink::arm_recv(const Message&) {
-  in_->consumer_sleeping.store(1);
+WaitOn ShmLink::arm_recv(const Message&, WakeBy by) {
+  in_->consumer_sleeping.store(sleep_flag(by));
   sleeper_fence();
   if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0) {
     in_->consumer_sleeping.store(0);
     return {WaitOn::How::kReady, -1, 0};
   }
-  return {WaitOn::How::kDoorbell, -1, 0};
+  return {armed_how(by), -1, 0};
 }
 
-bool ShmLink::arm_room_wait(size_t remaining) {
-  out_->producer_sleeping.store(1);
+bool ShmLink::arm_room_wait(size_t remaining, uint32_t flag) {
+  out_->producer_sleeping.store(flag);
   sleeper_fence();
   tail_seen_ = out_->tail.load(std::memory_order_acquire);
   bool skip = false;

@@ -19,6 +19,11 @@
 // system call, which also orders the other side's writes and reads, so
 // flush() needs no fence of its own (an asymmetric fence: the rare side, going
 // to sleep, pays for the common side, which sends and receives).
+// A sleep flag holds how the sleeper wants to be woken (kSleepDoorbell or
+// kSleepFutex): with the futex, the waker bumps the sleeper's wake word (in the
+// sleeper's segment header) and FUTEX_WAKEs it, and the sleeper waits in
+// FUTEX_WAIT on that one word whichever of its links it armed. The word is in
+// a shared mapping of separate processes, so the futex calls are not private.
 #pragma once
 
 #include <atomic>
@@ -34,6 +39,10 @@
 namespace omniccl::transport {
 
 inline constexpr size_t kShmRingBytes = size_t(1) << 21;  // 2 MiB per ordered pair
+
+/// Values of RingHeader's sleep flags (bits): how the sleeper asked to be woken.
+inline constexpr uint32_t kSleepDoorbell = 1;
+inline constexpr uint32_t kSleepFutex = 2;
 
 struct alignas(64) RingHeader {
   /// Set once by a side that arms its waits with membarrier() (see flush()).
@@ -55,7 +64,17 @@ struct SegmentHeader {
   uint64_t pid;
   uint64_t probe_addr;
   uint64_t probe_value;
+  /// The owner's futex word: a peer that finds the owner asleep with
+  /// kSleepFutex adds one and wakes it (wake_futex); the owner sleeps while
+  /// it holds the value read before arming (futex_wait).
+  alignas(64) std::atomic<uint32_t> wake_word;
 };
+
+/// Sleeps in FUTEX_WAIT while `word` holds `expected`, at most timeout_ms:
+/// returns on a wake, a change of the word, a signal or the timeout.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, int timeout_ms);
+/// Bumps `word` and wakes every process sleeping on it.
+void wake_futex(std::atomic<uint32_t>& word);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings need lock-free atomics");
 
 /// A mapped shared-memory segment (RAII: unmapped on destruction).
@@ -73,6 +92,8 @@ class ShmSegment {
   RingHeader* ring(int from) const;
   char* ring_data(int from) const;
   const SegmentHeader& header() const { return *static_cast<const SegmentHeader*>(base_); }
+  /// The owner's futex word (SegmentHeader::wake_word).
+  std::atomic<uint32_t>& wake_word() const { return static_cast<SegmentHeader*>(base_)->wake_word; }
   /// Removes the name (mapping stays valid). Idempotent.
   void unlink();
   static size_t bytes_for(int nranks);
@@ -100,7 +121,8 @@ class ShmSegment {
 /// reference is a single record, marked so in its ready word, holding the
 /// header and the payload's address (the receiver reads the payload from the
 /// sender's memory and counts it in `refs_done`, which completes the send).
-/// `doorbell` rings the peer over its control socket. With `single_copy`,
+/// `doorbell` rings the peer over its control socket; a peer that sleeps on
+/// its futex word instead is woken through `peer_segment`. With `single_copy`,
 /// large payloads of collectives may go by reference: the receiver copies
 /// them straight from the sender's memory with process_vm_readv (one copy
 /// instead of two), when a probe of `peer_segment`'s header shows it can.
@@ -118,8 +140,9 @@ class ShmLink final : public Link {
   bool send(Message& m) override;
   bool recv_header(Message& m) override;
   bool recv_payload(Message& m) override;
-  WaitOn arm_send(const Message& m) override;
-  WaitOn arm_recv(const Message& m) override;
+  WaitOn arm_send(const Message& m, WakeBy by) override;
+  WaitOn arm_recv(const Message& m, WakeBy by) override;
+  bool wakes_futex() const override { return true; }
   void disarm() override;
   void flush() override;
   int poll_fd() const override { return -1; }
@@ -153,8 +176,10 @@ class ShmLink final : public Link {
   void read_remote(void* dst, uint64_t remote, size_t n);
   /// Arms the wait for room for the next record of a message with
   /// `remaining` bytes left to write (false: there is room now).
-  bool arm_room_wait(size_t remaining);
-  bool arm_ticket_wait(uint64_t ticket);
+  bool arm_room_wait(size_t remaining, uint32_t flag);
+  bool arm_ticket_wait(uint64_t ticket, uint32_t flag);
+  /// Wakes the peer found asleep as `flags` say (kSleepDoorbell, kSleepFutex bits).
+  void wake_peer(uint32_t flags);
   void announce_membarrier();
   /// Full barrier before re-checking after arming a wait.
   void sleeper_fence() const;

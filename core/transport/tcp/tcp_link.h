@@ -34,8 +34,8 @@ class TcpLink final : public Link {
   bool send(Message& m) override;
   bool recv_header(Message& m) override;
   bool recv_payload(Message& m) override;
-  WaitOn arm_send(const Message& m) override { return {WaitOn::How::kPoll, fd_for(m), POLLOUT}; }
-  WaitOn arm_recv(const Message& m) override { return {WaitOn::How::kPoll, fd_for(m), POLLIN}; }
+  WaitOn arm_send(const Message& m, WakeBy) override { return {WaitOn::How::kPoll, fd_for(m), POLLOUT}; }
+  WaitOn arm_recv(const Message& m, WakeBy) override { return {WaitOn::How::kPoll, fd_for(m), POLLIN}; }
   void disarm() override {}
   int poll_fd() const override { return fds_.front().get(); }
   void append_sockets(std::vector<int>& out) const override;
