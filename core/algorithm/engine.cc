@@ -183,6 +183,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   lazy_timeout_ms_ = -1;
   probed_ = false;
   single_copy_ = false;
+  stream_min_ = 0;
   interrupt_ = {};
 }
 
@@ -192,6 +193,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
   lazy_timeout_ms_ = std::max<int64_t>(timeout_ms, 0);
   probed_ = false;
   single_copy_ = false;
+  stream_min_ = 0;
   interrupt_ = {};
 }
 
@@ -267,7 +269,11 @@ size_t Engine::reduce_next(State& s, const char* from, size_t n) {
   const size_t esize = dtype_size(s.sig.dtype);
   n = std::min(n, s.t.bytes - s.reduced) / esize * esize;
   if (n > 0) {
-    exec_->reduce(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
+    if (streams(s.t.bytes)) {
+      exec_->reduce_streaming(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
+    } else {
+      exec_->reduce(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
+    }
     s.reduced += n;
   }
   return n;
@@ -415,6 +421,7 @@ void Engine::run_feed(TransferFeed& feed) {
   sig_.kind = OpKind::kSendRecv;
   probed_ = false;
   single_copy_ = false;
+  stream_min_ = 0;
   interrupt_ = {};  // runs on the worker: a blocking caller's check must not leak here
   run_guarded({}, &feed);
 }
@@ -486,6 +493,7 @@ Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, D
     m.may_reference = single_copy_ && sig.kind != OpKind::kSendRecv;
   } else {
     m.payload = {s.t.dst, s.t.bytes, device_};
+    m.stream = streams(s.t.bytes) && device_ == DeviceKind::kCPU;
   }
   if (s.t.kind == Transfer::Kind::kRecvReduce) {
     m.stage = {staging_.data() + kStageBytes * stage_used_++, kStageBytes, DeviceKind::kCPU};

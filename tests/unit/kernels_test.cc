@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/half_f16c.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/stream.h"
 #include "kernels/types.h"
 
 namespace omniccl::kernels {
@@ -527,6 +528,34 @@ TEST_P(ReduceAllPairs, MatchesReference) {
   }
 }
 
+// Streaming stores (kernels/cpu/stream.h): the same bits as the reference,
+// across the 8 KiB blocks stream_reduce works in, at any alignment, in place.
+TEST_P(ReduceAllPairs, StreamingMatchesReference) {
+  const auto [t, op] = GetParam();
+  const size_t n = dtype_size(t);
+  uint64_t seed = 100;
+  for (size_t count : {size_t{0}, size_t{1}, size_t{33}, size_t{20011}}) {
+    for (size_t offset : {size_t{0}, n, size_t{1}}) {
+      SCOPED_TRACE("count " + std::to_string(count) + " offset " + std::to_string(offset));
+      const auto a = make_data(t, count, seed++);
+      const auto b = make_data(t, count, seed++);
+      const auto want = ref_reduce(t, op, a, b);
+      Buffer out(std::vector<unsigned char>(a.size()), offset), ba(a, offset + 1), bb(b, offset + 2);
+      cpu::stream_reduce(out.data(), ba.data(), bb.data(), count, t, op);
+      EXPECT_EQ(first_mismatch(out.data(), want, n), -1) << "stream_reduce";
+      EXPECT_TRUE(out.guards_intact());
+      Buffer oa(a, offset), ob(b, offset + 5);
+      cpu::stream_reduce(oa.data(), oa.data(), ob.data(), count, t, op);
+      EXPECT_EQ(first_mismatch(oa.data(), want, n), -1) << "stream_reduce out == a";
+      EXPECT_TRUE(oa.guards_intact());
+      Buffer pa(a, offset + 7), pb(b, offset);
+      cpu::stream_reduce(pb.data(), pa.data(), pb.data(), count, t, op);
+      EXPECT_EQ(first_mismatch(pb.data(), want, n), -1) << "stream_reduce out == b";
+      EXPECT_TRUE(pb.guards_intact());
+    }
+  }
+}
+
 TEST_P(ReduceAllPairs, CommutativeBitForBit) {
   const auto [t, op] = GetParam();
   const size_t n = dtype_size(t);
@@ -609,6 +638,34 @@ std::string pair_name(const ::testing::TestParamInfo<std::pair<DType, RedOp>>& i
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ReduceAllPairs, ::testing::ValuesIn(defined_pairs()), pair_name);
+
+TEST(Stream, CopyEverySizeAndAlignment) {
+  std::mt19937 rng(7);
+  std::vector<unsigned char> src(4096 + 64);
+  for (auto& c : src) c = static_cast<unsigned char>(rng());
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{63}, size_t{64}, size_t{65}, size_t{1000},
+                       size_t{4096}}) {
+    for (size_t doff = 0; doff < 17; ++doff) {
+      for (size_t soff : {size_t{0}, size_t{3}}) {
+        std::vector<unsigned char> dst(bytes + 64, 0xA5);
+        cpu::stream_copy(dst.data() + doff, src.data() + soff, bytes);
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const bool inside = i >= doff && i < doff + bytes;
+          const unsigned char want = inside ? src[soff + i - doff] : 0xA5;
+          ASSERT_EQ(dst[i], want) << "bytes " << bytes << " dst offset " << doff << " src offset " << soff << " at "
+                                  << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Stream, UndefinedPairThrowsBeforeWriting) {
+  std::vector<float> a(3000, 1.0f), out(3000, 5.0f);
+  EXPECT_THROW(cpu::stream_reduce(out.data(), a.data(), a.data(), a.size(), DType::kFloat32, RedOp::kBXor),
+               std::invalid_argument);
+  EXPECT_EQ(out[0], 5.0f);
+}
 
 TEST(Reduce, ZeroCountTouchesNothing) {
   cpu::reduce_inplace(nullptr, nullptr, 0, DType::kFloat32, RedOp::kSum);
