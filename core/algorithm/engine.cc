@@ -269,11 +269,7 @@ size_t Engine::reduce_next(State& s, const char* from, size_t n) {
   const size_t esize = dtype_size(s.sig.dtype);
   n = std::min(n, s.t.bytes - s.reduced) / esize * esize;
   if (n > 0) {
-    if (streams(s.t.bytes)) {
-      exec_->reduce_streaming(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
-    } else {
-      exec_->reduce(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
-    }
+    exec_->reduce(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
     s.reduced += n;
   }
   return n;

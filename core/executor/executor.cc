@@ -4,7 +4,6 @@
 
 #include "common/status.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/cpu/stream.h"
 
 namespace omniccl {
 
@@ -14,14 +13,6 @@ void CpuExecutor::copy(void* dst, const void* src, size_t bytes) {
 
 void CpuExecutor::reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) {
   kernels::cpu::reduce(out, a, b, count, t, op);
-}
-
-void CpuExecutor::copy_streaming(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) kernels::cpu::stream_copy(dst, src, bytes);
-}
-
-void CpuExecutor::reduce_streaming(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) {
-  kernels::cpu::stream_reduce(out, a, b, count, t, op);
 }
 
 void CpuExecutor::scale_divide(void* data, size_t count, DType t, int64_t divisor) {

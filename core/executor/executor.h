@@ -29,15 +29,6 @@ class Executor {
   /// out[i] = op(a[i], b[i]); out may equal a or b (kernels/cpu/reduce.h
   /// gives the semantics every executor follows: bit-identical on every rank).
   virtual void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) = 0;
-  /// copy() of a large result not read again soon: where the device has
-  /// streaming stores they bypass the caches (kernels/cpu/stream.h); the
-  /// regions do not overlap. Defaults to copy().
-  virtual void copy_streaming(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes); }
-  /// reduce() of a large result not read again soon, as copy_streaming();
-  /// the same bits as reduce(). Defaults to reduce().
-  virtual void reduce_streaming(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) {
-    reduce(out, a, b, count, t, op);
-  }
   /// data[i] /= divisor (AVG finalisation).
   virtual void scale_divide(void* data, size_t count, DType t, int64_t divisor) = 0;
   /// out[i] = in[i] * scalar (PREMUL_SUM pre-multiplication); out may equal in.
@@ -54,8 +45,6 @@ class CpuExecutor final : public Executor {
   DeviceKind device() const override { return DeviceKind::kCPU; }
   void copy(void* dst, const void* src, size_t bytes) override;
   void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) override;
-  void copy_streaming(void* dst, const void* src, size_t bytes) override;
-  void reduce_streaming(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) override;
   void scale_divide(void* data, size_t count, DType t, int64_t divisor) override;
   void scale_multiply(void* out, const void* in, size_t count, DType t, double scalar) override;
   char* scratch(size_t bytes, int slot) override;

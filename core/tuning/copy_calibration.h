@@ -24,14 +24,14 @@
 //               receives at once, both cores already busy, so the ring's
 //               second copy costs time the exchange needs and single copy
 //               pays off from a lower rate (kExchangeShare of the ring's).
-//   copy rate   bytes per second of memcpy into a destination far larger
-//               than the caches, one ring record (64 KiB) per call, as a
-//               receiver copies a large payload out of the ring (kStreamProbe
-//               bytes, fastest of a few passes);
+//   copy rate   bytes per second of memcpy of one cache-resident 64 KiB
+//               record after another into a destination far larger than
+//               the caches, as a receiver copies a large payload out of the
+//               ring (kStreamProbe bytes, fastest of a few passes);
 //   stream rate the same with streaming stores (kernels/cpu/stream.h). Where
-//               it beats the copy rate by kStreamGain, received and reduced
-//               payloads of kStreamMin bytes and more are stored that way
-//               (OMNICCL_STREAM_STORES=0/1 overrides).
+//               it beats the copy rate by kStreamGain, payloads of
+//               kStreamMin bytes and more received through the rings are
+//               stored that way (OMNICCL_STREAM_STORES=0/1 overrides).
 #pragma once
 
 #include <optional>
@@ -52,9 +52,9 @@ struct CopyRates {
 /// Streaming stores are used from this payload size (a transfer's bytes) up:
 /// the caches of the machines measured hold a few MiB, and a payload of this
 /// size no longer stays in them across an operation. On the development VM
-/// (AMD EPYC, 2 cores, 1 MiB L2 and 8 MiB L3 each) a reduction of a 4 MiB
-/// block took 0.20 ms with streaming stores vs 0.37 ms, 8 MiB 0.71 vs 1.24 ms,
-/// 32 MiB 3.8 vs 4.9 ms; at 1-2 MiB streaming was 5-20% slower.
+/// (AMD EPYC, 2 cores, 1 MiB L2, 8 MiB L3) copies into a 4 MiB destination
+/// took 0.20 ms with streaming stores vs 0.35 ms, 8 MiB 0.67 vs 1.13 ms,
+/// 32 MiB 3.7 vs 5.0 ms; at 1-2 MiB streaming was 5-20% slower.
 inline constexpr uint64_t kStreamMin = uint64_t(4) << 20;
 /// Bytes copied to measure the copy and stream rates.
 inline constexpr size_t kStreamProbe = size_t(16) << 20;
@@ -88,8 +88,8 @@ struct SingleCopyChoice {
   std::string reason;     ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Without one_way, broadcasts of up to this many bytes still may.
   uint64_t broadcast_max = 0;
-  /// Received and reduced payloads of this many bytes and more are stored
-  /// past the caches (0: never); see Engine::set_stream_min.
+  /// Payloads of this many bytes and more received through the rings are
+  /// stored past the caches (0: never); see Engine::set_stream_min.
   uint64_t stream_min = 0;
   std::string stream_reason;  ///< the part of `reason` about streaming stores
   /// Whether shared-memory links should offer to read by reference at all.

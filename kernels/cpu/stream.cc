@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/reduce.h"
 
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <emmintrin.h>
@@ -14,7 +13,9 @@
 
 namespace omniccl::kernels::cpu {
 
-void stream_copy(void* dst, const void* src, size_t bytes) {
+namespace {
+/// stream_copy without the closing fence.
+void stream_unfenced(void* dst, const void* src, size_t bytes) {
 #ifdef OMNICCL_HAVE_STREAM
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
@@ -36,32 +37,17 @@ void stream_copy(void* dst, const void* src, size_t bytes) {
     _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), x3);
   }
   std::memcpy(d, s, bytes);
-  _mm_sfence();
 #else
   std::memcpy(dst, src, bytes);
 #endif
 }
 
-void stream_reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) {
+}  // namespace
+
+void stream_copy(void* dst, const void* src, size_t bytes) {
+  stream_unfenced(dst, src, bytes);
 #ifdef OMNICCL_HAVE_STREAM
-  // Reduce a block into an L1-resident buffer, then stream it out: the
-  // element kernels stay the ones of reduce() (same bits), and the block of
-  // a or b that out may share has been read before it is overwritten.
-  constexpr size_t kBlock = 8192;
-  alignas(64) unsigned char tmp[kBlock];
-  const size_t es = dtype_size(t);
-  const size_t per = kBlock / es;
-  auto* o = static_cast<char*>(out);
-  const auto* x = static_cast<const char*>(a);
-  const auto* y = static_cast<const char*>(b);
-  for (size_t i = 0; i < count; i += per) {
-    const size_t m = std::min(per, count - i);
-    reduce(tmp, x + i * es, y + i * es, m, t, op);
-    stream_copy(o + i * es, tmp, m * es);
-  }
-  if (count == 0) reduce(out, a, b, 0, t, op);  // validates (dtype, op) as reduce() does
-#else
-  reduce(out, a, b, count, t, op);
+  _mm_sfence();  // streaming stores are weakly ordered: before any later store
 #endif
 }
 
