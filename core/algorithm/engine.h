@@ -185,9 +185,10 @@ class Engine {
   /// Lets this operation's sends go by reference where the link can (see
   /// transport::Message::may_reference); begin() turns it off.
   void set_single_copy(bool on) { single_copy_ = on; }
-  /// Lets this operation's receives of `min_bytes` and more store their
-  /// payload past the caches where the link can (streaming stores; 0: never;
-  /// see transport::Message::stream); begin() turns it off.
+  /// Lets this operation's receives and local copies of `min_bytes` and more
+  /// store their data past the caches where the link or the executor can
+  /// (streaming stores; 0: never; see transport::Message::stream and
+  /// Executor::copy_streaming); begin() turns it off.
   void set_stream_min(uint64_t min_bytes) { stream_min_ = min_bytes; }
   /// Whether a transfer of `bytes` stores its result past the caches.
   bool streams(uint64_t bytes) const { return stream_min_ > 0 && bytes >= stream_min_; }

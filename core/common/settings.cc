@@ -28,7 +28,8 @@ constexpr SettingInfo kSettings[] = {
      "reads the sender's buffer with process_vm_readv, where the OS allows it); 0: always two copies through "
      "the shared rings."},
     {"OMNICCL_STREAM_STORES", "auto",
-     "auto: payloads of 4 MiB and more received through the shared-memory rings are stored with streaming "
+     "auto: payloads of 4 MiB and more received through the shared-memory rings, and local copies of blocks "
+     "of 4 MiB and more into a collective's output, are stored with streaming "
      "(non-temporal) stores, past the caches, where the calibration (see OMNICCL_SHM_SINGLE_COPY) measured "
      "them faster than memcpy; 1: always; 0: never."},
     {"OMNICCL_SHM_CALIBRATION", "cached",

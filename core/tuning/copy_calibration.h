@@ -30,7 +30,8 @@
 //               ring (kStreamProbe bytes, fastest of a few passes);
 //   stream rate the same with streaming stores (kernels/cpu/stream.h). Where
 //               it beats the copy rate by kStreamGain, payloads of
-//               kStreamMin bytes and more received through the rings are
+//               kStreamMin bytes and more received through the rings, and
+//               local copies of such blocks into a collective's output, are
 //               stored that way (OMNICCL_STREAM_STORES=0/1 overrides).
 #pragma once
 
@@ -88,8 +89,9 @@ struct SingleCopyChoice {
   std::string reason;     ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Without one_way, broadcasts of up to this many bytes still may.
   uint64_t broadcast_max = 0;
-  /// Payloads of this many bytes and more received through the rings are
-  /// stored past the caches (0: never); see Engine::set_stream_min.
+  /// Payloads of this many bytes and more received through the rings (and
+  /// local copies of such blocks) are stored past the caches (0: never); see
+  /// Engine::set_stream_min.
   uint64_t stream_min = 0;
   std::string stream_reason;  ///< the part of `reason` about streaming stores
   /// Whether shared-memory links should offer to read by reference at all.
