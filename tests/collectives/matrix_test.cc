@@ -994,7 +994,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveLarge,
 
 // The large suite on shared memory with streaming stores forced on
 // (OMNICCL_STREAM_STORES=1: every receive of 4 MiB and more through the
-// rings stores past the caches), whatever this machine's calibration chose,
+// rings, and every local copy of such a block into the output, stores past
+// the caches), whatever this machine's calibration chose,
 // with single copy on and off (receives through the rings and by reference
 // in one step, and recv-reduce beside streaming receives).
 using StoresParam = std::tuple<int, std::string, int>;  // nranks, OMNICCL_SHM_SINGLE_COPY, algorithm set
