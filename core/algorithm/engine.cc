@@ -196,6 +196,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   lazy_timeout_ms_ = -1;
   probed_ = false;
   single_copy_ = false;
+  stream_min_ = 0;
   interrupt_ = {};
 }
 
@@ -205,6 +206,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
   lazy_timeout_ms_ = std::max<int64_t>(timeout_ms, 0);
   probed_ = false;
   single_copy_ = false;
+  stream_min_ = 0;
   interrupt_ = {};
 }
 
@@ -428,6 +430,7 @@ void Engine::run_feed(TransferFeed& feed) {
   sig_.kind = OpKind::kSendRecv;
   probed_ = false;
   single_copy_ = false;
+  stream_min_ = 0;
   interrupt_ = {};  // runs on the worker: a blocking caller's check must not leak here
   run_guarded({}, &feed);
 }
@@ -515,6 +518,7 @@ Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, D
     m.may_reference = single_copy_ && sig.kind != OpKind::kSendRecv;
   } else {
     m.payload = {s.t.dst, s.t.bytes, device_};
+    m.stream = streams(s.t.bytes) && device_ == DeviceKind::kCPU;
   }
   if (s.t.kind == Transfer::Kind::kRecvReduce) {
     m.stage = {staging_.data() + kStageBytes * stage_used_++, kStageBytes, DeviceKind::kCPU};

@@ -185,6 +185,13 @@ class Engine {
   /// Lets this operation's sends go by reference where the link can (see
   /// transport::Message::may_reference); begin() turns it off.
   void set_single_copy(bool on) { single_copy_ = on; }
+  /// Lets this operation's receives and local copies of `min_bytes` and more
+  /// store their data past the caches where the link or the executor can
+  /// (streaming stores; 0: never; see transport::Message::stream and
+  /// Executor::copy_streaming); begin() turns it off.
+  void set_stream_min(uint64_t min_bytes) { stream_min_ = min_bytes; }
+  /// Whether a transfer of `bytes` stores its result past the caches.
+  bool streams(uint64_t bytes) const { return stream_min_ > 0 && bytes >= stream_min_; }
   /// The caller's interrupt check for this operation (a blocking call's
   /// occl_options_t.interrupt): asked before each sleep; when it fires the
   /// operation fails with kInterrupted. begin() clears it.
@@ -253,6 +260,7 @@ class Engine {
   Deadline deadline_ = Deadline::never();
   bool probed_ = false;  ///< peers were asked for their signatures in this op
   bool single_copy_ = false;
+  uint64_t stream_min_ = 0;
   InterruptHook interrupt_;
   int64_t lazy_timeout_ms_ = -1;  ///< >= 0: deadline_ not computed yet
   const Deadline& op_deadline() {

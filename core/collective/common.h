@@ -68,6 +68,7 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     e.use_device(DeviceKind::kCPU);  // staged tensors are host copies
     const auto& copy = comm->config().copy_choice;
     e.set_single_copy(copy && copy->allows(kind, tune_bytes) && single_copy_for(kind, tune_bytes, e.oversubscribed()));
+    e.set_stream_min(copy ? copy->stream_min : 0);
     body(e, find_algorithm(kind, a));
   };
   if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));

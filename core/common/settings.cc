@@ -27,6 +27,11 @@ constexpr SettingInfo kSettings[] = {
      "faster; 1: collectives on shared memory move payloads of 256 KiB and more with one copy (the receiver "
      "reads the sender's buffer with process_vm_readv, where the OS allows it); 0: always two copies through "
      "the shared rings."},
+    {"OMNICCL_STREAM_STORES", "auto",
+     "auto: payloads of 4 MiB and more received through the shared-memory rings, and local copies of blocks "
+     "of 4 MiB and more into a collective's output, are stored with streaming "
+     "(non-temporal) stores, past the caches, where the calibration (see OMNICCL_SHM_SINGLE_COPY) measured "
+     "them faster than memcpy; 1: always; 0: never."},
     {"OMNICCL_SHM_CALIBRATION", "cached",
      "cached: reuse a valid calibration file for this host and kernel; force: measure again and rewrite it."},
     {"OMNICCL_SHM_CALIBRATION_FILE", "(runtime dir)",

@@ -4,11 +4,16 @@
 
 #include "common/status.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/stream.h"
 
 namespace omniccl {
 
 void CpuExecutor::copy(void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+void CpuExecutor::copy_streaming(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) kernels::cpu::stream_copy(dst, src, bytes);
 }
 
 void CpuExecutor::reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) {

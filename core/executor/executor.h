@@ -29,6 +29,10 @@ class Executor {
   /// out[i] = op(a[i], b[i]); out may equal a or b (kernels/cpu/reduce.h
   /// gives the semantics every executor follows: bit-identical on every rank).
   virtual void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) = 0;
+  /// copy() of a large result not read again soon, into a region that does
+  /// not overlap src: past the caches where the device has streaming stores
+  /// (kernels/cpu/stream.h). Defaults to copy().
+  virtual void copy_streaming(void* dst, const void* src, size_t bytes) { copy(dst, src, bytes); }
   /// data[i] /= divisor (AVG finalisation).
   virtual void scale_divide(void* data, size_t count, DType t, int64_t divisor) = 0;
   /// out[i] = in[i] * scalar (PREMUL_SUM pre-multiplication); out may equal in.
@@ -44,6 +48,7 @@ class CpuExecutor final : public Executor {
  public:
   DeviceKind device() const override { return DeviceKind::kCPU; }
   void copy(void* dst, const void* src, size_t bytes) override;
+  void copy_streaming(void* dst, const void* src, size_t bytes) override;
   void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op) override;
   void scale_divide(void* data, size_t count, DType t, int64_t divisor) override;
   void scale_multiply(void* out, const void* in, size_t count, DType t, double scalar) override;

@@ -77,6 +77,9 @@ struct Message {
   /// collective's step), so the payload may go by reference and the send
   /// then completes only when the receiver has copied it.
   bool may_reference = false;
+  /// Receive into CPU memory (no sink): the payload is large and not read
+  /// again soon, so the link may store it past the caches (streaming stores).
+  bool stream = false;
 
   // --- kept by the link ---
   size_t header_done = 0;  ///< header bytes moved

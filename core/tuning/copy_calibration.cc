@@ -23,12 +23,13 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "common/status.h"
+#include "kernels/cpu/stream.h"
 
 namespace omniccl {
 
 namespace {
 
-constexpr const char* kMagic = "omniccl-shm-calibration 1";
+constexpr const char* kMagic = "omniccl-shm-calibration 2";
 // Both mechanisms are timed per unit of kChunk bytes over a kPayload buffer,
 // kPasses times, alternating; each rate comes from its fastest unit. Many
 // short samples make it likely that some ran undisturbed on a busy host
@@ -37,6 +38,7 @@ constexpr const char* kMagic = "omniccl-shm-calibration 1";
 constexpr size_t kPayload = size_t(2) << 20;
 constexpr size_t kChunk = size_t(256) << 10;  // one by-reference read / a ring's worth of records
 constexpr int kPasses = 4;
+constexpr int kStreamPasses = 3;
 constexpr auto kLockWait = std::chrono::seconds(2);
 
 std::mutex g_mu;
@@ -141,7 +143,12 @@ SingleCopyChoice calibrate() {
   }
   std::string error;
   auto rates = measure_copy_rates(&error);
-  if (!rates) return SingleCopyChoice{false, false, str_cat("single copy off: ", error)};
+  if (!rates) {
+    SingleCopyChoice c{false, false, str_cat("single copy off: ", error)};
+    c.stream_reason = "no streaming stores (not measured)";
+    c.reason = str_cat(c.reason, "; ", c.stream_reason);
+    return c;
+  }
   std::string how = str_cat("calibrated: ", why, "; cached in ", path);
   std::string werr;
   if (!write_cache(path, format_calibration(*rates), &werr)) how = str_cat("calibrated: ", why, "; not cached: ", werr);
@@ -185,7 +192,18 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
   } else {
     c.reason = str_cat("single copy off: ", rates, ", also < ", kExchangeShare, " x ring for exchanges (", how, ")");
   }
+  c.stream_min = stream_min_from_rates(r);
+  const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ",
+                                     c.stream_min > 0 ? ">=" : "<", " ", kStreamGain, " x memcpy ",
+                                     gbps(r.copy_gbps), " GB/s");
+  c.stream_reason = c.stream_min > 0 ? str_cat("streaming stores from ", kStreamMin >> 20, " MiB (", stores, ")")
+                                     : str_cat("no streaming stores (", stores, ")");
+  c.reason = str_cat(c.reason, "; ", c.stream_reason);
   return c;
+}
+
+uint64_t stream_min_from_rates(const CopyRates& r) {
+  return r.stream_gbps >= kStreamGain * r.copy_gbps ? kStreamMin : 0;
 }
 
 std::string calibration_cache_path() {
@@ -236,13 +254,31 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
     }
   }
   ::munmap(stage, kChunk);
+  // A receiver copying a payload larger than the caches out of the ring: one
+  // cache-resident record at a time into the destination, with regular and
+  // with streaming stores, alternating; fastest pass of each.
+  constexpr size_t kRecord = size_t(64) << 10;
+  std::vector<char> record(kRecord, 1), big_dst(kStreamProbe, 0);
+  double best_copy = 1e30, best_stream = 1e30;  // seconds per kStreamProbe
+  for (int pass = 0; pass < kStreamPasses; ++pass) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (size_t off = 0; off < kStreamProbe; off += kRecord) std::memcpy(&big_dst[off], record.data(), kRecord);
+    best_copy = std::min(best_copy, seconds_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    for (size_t off = 0; off < kStreamProbe; off += kRecord) {
+      kernels::cpu::stream_copy(&big_dst[off], record.data(), kRecord);
+    }
+    best_stream = std::min(best_stream, seconds_since(t0));
+  }
   // The ring's two copies overlap on two cores: it moves the payload in half
   // the time one core took for both.
-  return CopyRates{double(kChunk) / best_readv / 1e9, double(kChunk) / (best_ring / 2) / 1e9};
+  return CopyRates{double(kChunk) / best_readv / 1e9, double(kChunk) / (best_ring / 2) / 1e9,
+                   double(kStreamProbe) / best_copy / 1e9, double(kStreamProbe) / best_stream / 1e9};
 }
 
 std::string format_calibration(const CopyRates& r) {
-  return str_cat(kMagic, "\nmachine ", machine_key(), "\nreadv_gbps ", r.readv_gbps, "\nring_gbps ", r.ring_gbps, "\n");
+  return str_cat(kMagic, "\nmachine ", machine_key(), "\nreadv_gbps ", r.readv_gbps, "\nring_gbps ", r.ring_gbps,
+                 "\ncopy_gbps ", r.copy_gbps, "\nstream_gbps ", r.stream_gbps, "\n");
 }
 
 std::optional<CopyRates> parse_calibration(const std::string& text) {
@@ -251,7 +287,8 @@ std::optional<CopyRates> parse_calibration(const std::string& text) {
   if (!std::getline(in, line) || line != kMagic) return std::nullopt;
   if (!std::getline(in, line) || line != str_cat("machine ", machine_key())) return std::nullopt;
   CopyRates r;
-  for (auto [name, field] : {std::pair{"readv_gbps ", &r.readv_gbps}, std::pair{"ring_gbps ", &r.ring_gbps}}) {
+  for (auto [name, field] : {std::pair{"readv_gbps ", &r.readv_gbps}, std::pair{"ring_gbps ", &r.ring_gbps},
+                             std::pair{"copy_gbps ", &r.copy_gbps}, std::pair{"stream_gbps ", &r.stream_gbps}}) {
     if (!std::getline(in, line) || line.rfind(name, 0) != 0) return std::nullopt;
     std::string num = line.substr(std::strlen(name));
     char* end = nullptr;
@@ -265,21 +302,38 @@ std::optional<CopyRates> parse_calibration(const std::string& text) {
 }
 
 SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
+  std::string stream = "auto";
+  if (auto v = get_setting("OMNICCL_STREAM_STORES")) stream = *v;
+  check_arg(stream == "auto" || stream == "0" || stream == "1", "OMNICCL_STREAM_STORES is '", stream,
+            "'; use auto, 0 or 1");
+  SingleCopyChoice c;
   if (forced) {
-    SingleCopyChoice c{
-        *forced, *forced,
-        str_cat("single copy ", *forced ? "on" : "off", " (OMNICCL_SHM_SINGLE_COPY=", *forced ? 1 : 0, ")")};
-    OCCL_LOG(kInfo, kTransport, c.reason);
-    return c;
+    c.one_way = c.exchange = *forced;
+    c.reason = str_cat("single copy ", *forced ? "on" : "off", " (OMNICCL_SHM_SINGLE_COPY=", *forced ? 1 : 0, ")");
   }
-  std::lock_guard<std::mutex> lock(g_mu);
-  std::string path = calibration_cache_path();
-  if (!g_memo || g_memo_path != path) {
-    g_memo = calibrate();
-    g_memo_path = path;
+  if (!forced || stream == "auto") {
+    std::lock_guard<std::mutex> lock(g_mu);
+    std::string path = calibration_cache_path();
+    if (!g_memo || g_memo_path != path) {
+      g_memo = calibrate();
+      g_memo_path = path;
+    }
+    if (!forced) {
+      c = *g_memo;
+    } else {
+      c.stream_min = g_memo->stream_min;
+      c.stream_reason = g_memo->stream_reason;
+      c.reason = str_cat(c.reason, "; ", c.stream_reason);
+    }
   }
-  OCCL_LOG(kInfo, kTransport, g_memo->reason);
-  return *g_memo;
+  if (stream != "auto") {
+    c.stream_min = stream == "1" ? kStreamMin : 0;
+    c.stream_reason = stream == "1" ? str_cat("streaming stores from ", kStreamMin >> 20, " MiB (OMNICCL_STREAM_STORES=1)")
+                                    : std::string("no streaming stores (OMNICCL_STREAM_STORES=0)");
+    c.reason = str_cat(c.reason, "; ", c.stream_reason);
+  }
+  OCCL_LOG(kInfo, kTransport, c.reason);
+  return c;
 }
 
 void reset_single_copy_memo() {

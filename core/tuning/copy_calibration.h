@@ -24,6 +24,15 @@
 //               receives at once, both cores already busy, so the ring's
 //               second copy costs time the exchange needs and single copy
 //               pays off from a lower rate (kExchangeShare of the ring's).
+//   copy rate   bytes per second of memcpy of one cache-resident 64 KiB
+//               record after another into a destination far larger than
+//               the caches, as a receiver copies a large payload out of the
+//               ring (kStreamProbe bytes, fastest of a few passes);
+//   stream rate the same with streaming stores (kernels/cpu/stream.h). Where
+//               it beats the copy rate by kStreamGain, payloads of
+//               kStreamMin bytes and more received through the rings, and
+//               local copies of such blocks into a collective's output, are
+//               stored that way (OMNICCL_STREAM_STORES=0/1 overrides).
 #pragma once
 
 #include <optional>
@@ -37,7 +46,21 @@ namespace omniccl {
 struct CopyRates {
   double readv_gbps = 0;
   double ring_gbps = 0;
+  double copy_gbps = 0;    ///< regular stores, out of the caches
+  double stream_gbps = 0;  ///< streaming stores, out of the caches
 };
+
+/// Streaming stores are used from this payload size (a transfer's bytes) up:
+/// the caches of the machines measured hold a few MiB, and a payload of this
+/// size no longer stays in them across an operation. On the development VM
+/// (AMD EPYC, 2 cores, 1 MiB L2, 8 MiB L3) copies into a 4 MiB destination
+/// took 0.20 ms with streaming stores vs 0.35 ms, 8 MiB 0.67 vs 1.13 ms,
+/// 32 MiB 3.7 vs 5.0 ms; at 1-2 MiB streaming was 5-20% slower.
+inline constexpr uint64_t kStreamMin = uint64_t(4) << 20;
+/// Bytes copied to measure the copy and stream rates.
+inline constexpr size_t kStreamProbe = size_t(16) << 20;
+/// Streaming stores must beat regular ones by this factor to be used.
+inline constexpr double kStreamGain = 1.1;
 
 /// Single copy pays off for exchanges once process_vm_readv reaches this
 /// share of the ring rate. The simple model says 0.5 (the ring costs each core
@@ -66,6 +89,11 @@ struct SingleCopyChoice {
   std::string reason;     ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Without one_way, broadcasts of up to this many bytes still may.
   uint64_t broadcast_max = 0;
+  /// Payloads of this many bytes and more received through the rings (and
+  /// local copies of such blocks) are stored past the caches (0: never); see
+  /// Engine::set_stream_min.
+  uint64_t stream_min = 0;
+  std::string stream_reason;  ///< the part of `reason` about streaming stores
   /// Whether shared-memory links should offer to read by reference at all.
   bool any() const { return one_way || exchange || broadcast_max > 0; }
   /// Whether operation `kind` on `bytes` may move payloads by reference
@@ -76,6 +104,10 @@ struct SingleCopyChoice {
 /// The decision that follows from measured rates (`how` ends the reason).
 SingleCopyChoice choice_from_rates(const CopyRates& rates, const std::string& how);
 
+/// The streaming-store threshold that follows from measured rates: kStreamMin
+/// where stream_gbps >= kStreamGain x copy_gbps, else 0.
+uint64_t stream_min_from_rates(const CopyRates& rates);
+
 /// Decides whether shared-memory links of communicators created by this
 /// process may move large payloads by reference. Order: `forced` (the value of
 /// OMNICCL_SHM_SINGLE_COPY=0/1, or occl_config_t's) wins; else the result remembered by this process; else a valid
@@ -84,13 +116,15 @@ SingleCopyChoice choice_from_rates(const CopyRates& rates, const std::string& ho
 /// others read its result. Never throws for cache or lock trouble (logged,
 /// then measured without caching); throws Error(kInvalidArgument) for a bad
 /// setting value. Logs the choice at INFO (subsystem TRANSPORT).
+/// stream_min follows OMNICCL_STREAM_STORES: 0 never, 1 from kStreamMin,
+/// auto (the default) from the same calibration (measured even when `forced`).
 SingleCopyChoice decide_single_copy(std::optional<bool> forced);
 
 /// The cache file used: OMNICCL_SHM_CALIBRATION_FILE, else
 /// $XDG_RUNTIME_DIR/omniccl-shm-calibration, else /tmp/omniccl-shm-calibration-<uid>.
 std::string calibration_cache_path();
 
-/// Measures both rates now (a few ms). nullopt, with *error set, when
+/// Measures all four rates now (a few ms). nullopt, with *error set, when
 /// process_vm_readv does not work in this process.
 std::optional<CopyRates> measure_copy_rates(std::string* error);
 

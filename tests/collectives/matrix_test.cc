@@ -1000,6 +1000,38 @@ INSTANTIATE_TEST_SUITE_P(TcpStreams, CollectiveLarge,
                                             ::testing::Values(0, 1, 2, 3)),
                          param_name);
 
+// The large suite on shared memory with streaming stores forced on
+// (OMNICCL_STREAM_STORES=1: every receive of 4 MiB and more through the
+// rings, and every local copy of such a block into the output, stores past
+// the caches), whatever this machine's calibration chose,
+// with single copy on and off (receives through the rings and by reference
+// in one step, and recv-reduce beside streaming receives).
+using StoresParam = std::tuple<int, std::string, int>;  // nranks, OMNICCL_SHM_SINGLE_COPY, algorithm set
+
+class CollectiveLargeStreaming : public ::testing::TestWithParam<StoresParam> {};
+
+TEST_P(CollectiveLargeStreaming, SixteenMiBWithStreamingStores) {
+  const auto& [nranks, single_copy, set] = GetParam();
+  JobOptions o = job(Param{nranks, "shm", set});
+  o.env = {{"OMNICCL_STREAM_STORES", "1"}, {"OMNICCL_SHM_SINGLE_COPY", single_copy}};
+  JobResult res = run_ranks(o, [&](occl_comm_t comm, int rank, int n) { return large_rank(comm, rank, n, set); });
+  EXPECT_TRUE(res.ok()) << describe(Param{nranks, "shm", set}) << " single_copy=" << single_copy << res.summary();
+}
+
+std::string stores_name(const ::testing::TestParamInfo<StoresParam>& info) {
+  return cat("n", std::get<0>(info.param), "_copy", std::get<1>(info.param), "_", set_name(std::get<2>(info.param)));
+}
+
+// The tuned choice at 2, 3 and 4 ranks; the other algorithms once (3 ranks,
+// where no block size divides evenly).
+INSTANTIATE_TEST_SUITE_P(Tuned, CollectiveLargeStreaming,
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values("0", "1"),
+                                            ::testing::Values(kTuned)),
+                         stores_name);
+INSTANTIATE_TEST_SUITE_P(Sets, CollectiveLargeStreaming,
+                         ::testing::Combine(::testing::Values(3), ::testing::Values("0"), ::testing::Values(1, 2, 3)),
+                         stores_name);
+
 // The algorithm sets cover every (collective, algorithm) pair exactly once.
 TEST(CollectiveMatrixSets, CoverEveryAlgorithmOnce) {
   for (size_t k = 0; k < colls().size(); ++k) {

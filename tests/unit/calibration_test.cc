@@ -31,7 +31,7 @@ std::string header_for_this_machine() {
   for (char& c : key) {
     if (c == '\n') c = ' ';
   }
-  return "omniccl-shm-calibration 1\nmachine " + key + "\n";
+  return "omniccl-shm-calibration 2\nmachine " + key + "\n";
 }
 
 std::string read_file(const std::string& path) {
@@ -65,6 +65,7 @@ class Calibration : public ::testing::Test {
     ::setenv("OMNICCL_SHM_CALIBRATION_FILE", path_.c_str(), 1);
     ::unsetenv("OMNICCL_SHM_SINGLE_COPY");
     ::unsetenv("OMNICCL_SHM_CALIBRATION");
+    ::unsetenv("OMNICCL_STREAM_STORES");
     reset_single_copy_memo();
   }
   void TearDown() override {
@@ -86,35 +87,102 @@ TEST_F(Calibration, MeasuresBothRatesInAFewMilliseconds) {
   ASSERT_TRUE(rates.has_value()) << error;
   EXPECT_TRUE(std::isfinite(rates->readv_gbps) && rates->readv_gbps > 0.01) << rates->readv_gbps;
   EXPECT_TRUE(std::isfinite(rates->ring_gbps) && rates->ring_gbps > 0.01) << rates->ring_gbps;
+  EXPECT_TRUE(std::isfinite(rates->copy_gbps) && rates->copy_gbps > 0.01) << rates->copy_gbps;
+  EXPECT_TRUE(std::isfinite(rates->stream_gbps) && rates->stream_gbps > 0.01) << rates->stream_gbps;
   // A few ms on a quiet machine; generous for a loaded one.
   EXPECT_LT(ms, 500.0);
 }
 
 TEST_F(Calibration, ParsesOnlyItsOwnFormatForThisMachine) {
   const std::string h = header_for_this_machine();
-  auto ok = parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n");
+  const std::string tail = "copy_gbps 4\nstream_gbps 6.5\n";
+  auto ok = parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n" + tail);
   ASSERT_TRUE(ok.has_value());
   EXPECT_DOUBLE_EQ(ok->readv_gbps, 2.5);
   EXPECT_DOUBLE_EQ(ok->ring_gbps, 6.0);
+  EXPECT_DOUBLE_EQ(ok->copy_gbps, 4.0);
+  EXPECT_DOUBLE_EQ(ok->stream_gbps, 6.5);
   EXPECT_FALSE(parse_calibration(""));
-  EXPECT_FALSE(
-      parse_calibration("omniccl-shm-calibration 2\n" + h.substr(h.find('\n') + 1) + "readv_gbps 2.5\nring_gbps 6\n"));
-  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 1\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n"));
+  // The first format (no copy and stream rates) is measured again.
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 1\n" + h.substr(h.find('\n') + 1) +
+                                 "readv_gbps 2.5\nring_gbps 6\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n"));
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 3\n" + h.substr(h.find('\n') + 1) +
+                                 "readv_gbps 2.5\nring_gbps 6\n" + tail));
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 2\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" +
+                                 tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\n"));
-  EXPECT_FALSE(parse_calibration(h + "readv_gbps -1\nring_gbps 6\n"));
-  EXPECT_FALSE(parse_calibration(h + "readv_gbps nan\nring_gbps 6\n"));
-  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5x\nring_gbps 6\n"));
-  EXPECT_FALSE(parse_calibration(h + "ring_gbps 6\nreadv_gbps 2.5\n"));
-  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\nextra 1\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps -1\nring_gbps 6\n" + tail));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps nan\nring_gbps 6\n" + tail));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5x\nring_gbps 6\n" + tail));
+  EXPECT_FALSE(parse_calibration(h + "ring_gbps 6\nreadv_gbps 2.5\n" + tail));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\nstream_gbps 6.5\ncopy_gbps 4\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\ncopy_gbps 4\nstream_gbps 0\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n" + tail + "extra 1\n"));
   // What format_calibration writes is read back.
-  auto back = parse_calibration(format_calibration(CopyRates{1.25, 7.5}));
+  auto back = parse_calibration(format_calibration(CopyRates{1.25, 7.5, 3.5, 4.75}));
   ASSERT_TRUE(back.has_value());
   EXPECT_DOUBLE_EQ(back->readv_gbps, 1.25);
   EXPECT_DOUBLE_EQ(back->ring_gbps, 7.5);
+  EXPECT_DOUBLE_EQ(back->copy_gbps, 3.5);
+  EXPECT_DOUBLE_EQ(back->stream_gbps, 4.75);
+}
+
+// Streaming stores: used from kStreamMin where the cached stream rate beats
+// memcpy's by kStreamGain, never where it does not; OMNICCL_STREAM_STORES=0/1
+// wins over the cache, also when single copy is forced.
+TEST_F(Calibration, CachedFasterStreamingStoresAreUsedFromFourMiB) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3.1\nstream_gbps 4.2\n");
+  SingleCopyChoice c = decide();
+  EXPECT_EQ(c.stream_min, uint64_t(4) << 20) << c.reason;
+  EXPECT_EQ(kStreamMin, uint64_t(4) << 20);
+  EXPECT_NE(c.reason.find("streaming stores from 4 MiB (streaming stores 4.2 GB/s >= 1.1 x memcpy 3.1 GB/s)"),
+            std::string::npos)
+      << c.reason;
+  // Just under the gain: not used.
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 4\nstream_gbps 4.3\n");
+  reset_single_copy_memo();
+  SingleCopyChoice slow = decide();
+  EXPECT_EQ(slow.stream_min, 0u) << slow.reason;
+  EXPECT_NE(slow.reason.find("no streaming stores (streaming stores 4.3 GB/s < 1.1 x memcpy 4 GB/s)"),
+            std::string::npos)
+      << slow.reason;
+}
+
+TEST_F(Calibration, StreamStoresSettingWinsOverTheCache) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3\nstream_gbps 6\n");
+  ::setenv("OMNICCL_STREAM_STORES", "0", 1);
+  SingleCopyChoice off = decide();
+  EXPECT_EQ(off.stream_min, 0u);
+  EXPECT_TRUE(off.one_way);  // the rest still from the cache
+  EXPECT_NE(off.reason.find("no streaming stores (OMNICCL_STREAM_STORES=0)"), std::string::npos) << off.reason;
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 6\nstream_gbps 3\n");
+  reset_single_copy_memo();
+  ::setenv("OMNICCL_STREAM_STORES", "1", 1);
+  SingleCopyChoice on = decide();
+  EXPECT_EQ(on.stream_min, kStreamMin);
+  EXPECT_NE(on.reason.find("streaming stores from 4 MiB (OMNICCL_STREAM_STORES=1)"), std::string::npos) << on.reason;
+  // Single copy forced: streaming stores still follow the cache (auto).
+  ::unsetenv("OMNICCL_STREAM_STORES");
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3\nstream_gbps 6\n");
+  reset_single_copy_memo();
+  SingleCopyChoice forced = decide();
+  EXPECT_FALSE(forced.any());
+  EXPECT_EQ(forced.stream_min, kStreamMin) << forced.reason;
+  ::setenv("OMNICCL_STREAM_STORES", "yes", 1);
+  try {
+    decide();
+    ADD_FAILURE() << "OMNICCL_STREAM_STORES=yes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("OMNICCL_STREAM_STORES"), std::string::npos) << e.what();
+  }
+  ::unsetenv("OMNICCL_STREAM_STORES");
 }
 
 TEST_F(Calibration, CachedSlowerReadvTurnsSingleCopyOff) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 2.1\nring_gbps 6.3\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 2.1\nring_gbps 6.3\ncopy_gbps 5\nstream_gbps 5\n");
   SingleCopyChoice c = decide();
   EXPECT_FALSE(c.one_way) << c.reason;
   EXPECT_FALSE(c.exchange) << c.reason;  // 2.1 < 0.35 x 6.3
@@ -124,7 +192,7 @@ TEST_F(Calibration, CachedSlowerReadvTurnsSingleCopyOff) {
 }
 
 TEST_F(Calibration, SomewhatSlowerReadvKeepsSingleCopyForExchangesOnly) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\ncopy_gbps 5\nstream_gbps 5\n");
   SingleCopyChoice c = decide();
   EXPECT_FALSE(c.one_way) << c.reason;
   EXPECT_TRUE(c.exchange) << c.reason;  // 4.2 >= 0.35 x 9.6
@@ -146,7 +214,7 @@ TEST_F(Calibration, SomewhatSlowerReadvKeepsSingleCopyForExchangesOnly) {
 // caches (see kBroadcastCacheBytes for what was measured); gather and scatter
 // stay on the ring, exchanges go by reference at any size.
 TEST_F(Calibration, HalfTheRingRateKeepsSingleCopyForCacheSizedBroadcasts) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 9.3\nring_gbps 17.2\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 9.3\nring_gbps 17.2\ncopy_gbps 5\nstream_gbps 5\n");
   SingleCopyChoice c = decide();
   EXPECT_FALSE(c.one_way) << c.reason;
   EXPECT_TRUE(c.exchange) << c.reason;
@@ -163,19 +231,19 @@ TEST_F(Calibration, HalfTheRingRateKeepsSingleCopyForCacheSizedBroadcasts) {
             std::string::npos)
       << c.reason;
   // Faster than the ring: every one-way operation, every size.
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n");
   reset_single_copy_memo();
   SingleCopyChoice fast = decide();
   EXPECT_TRUE(fast.allows(OpKind::kBroadcast, 64 * kMiB));
   EXPECT_TRUE(fast.allows(OpKind::kScatter, 64 * kMiB));
   // Under half: broadcasts on the ring too (4.2 < 0.5 x 9.6).
-  write_file(path_, header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\ncopy_gbps 5\nstream_gbps 5\n");
   reset_single_copy_memo();
   EXPECT_FALSE(decide().allows(OpKind::kBroadcast, 256 * 1024));
 }
 
 TEST_F(Calibration, CachedFasterReadvTurnsSingleCopyOn) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n");
   SingleCopyChoice c = decide();
   EXPECT_TRUE(c.one_way) << c.reason;
   EXPECT_TRUE(c.exchange) << c.reason;
@@ -186,12 +254,12 @@ TEST_F(Calibration, CachedFasterReadvTurnsSingleCopyOn) {
 }
 
 TEST_F(Calibration, SettingWinsOverTheCache) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n");
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
   SingleCopyChoice off = decide();
   EXPECT_FALSE(off.any());
   EXPECT_NE(off.reason.find("OMNICCL_SHM_SINGLE_COPY=0"), std::string::npos) << off.reason;
-  write_file(path_, header_for_this_machine() + "readv_gbps 1\nring_gbps 4.5\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 1\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n");
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "1", 1);
   SingleCopyChoice on = decide();
   EXPECT_TRUE(on.one_way && on.exchange);
@@ -226,7 +294,7 @@ TEST_F(Calibration, CorruptedCacheIsIgnoredAndRewritten) {
 
 TEST_F(Calibration, CacheWritableByOthersIsNotTrusted) {
   // Valid content, but group-writable: someone else could have planted it.
-  write_file(path_, header_for_this_machine() + "readv_gbps 1e-3\nring_gbps 1e3\n", 0620);
+  write_file(path_, header_for_this_machine() + "readv_gbps 1e-3\nring_gbps 1e3\ncopy_gbps 5\nstream_gbps 5\n", 0620);
   SingleCopyChoice c = decide();
   EXPECT_EQ(c.reason.find("from the cache"), std::string::npos) << c.reason;
   EXPECT_NE(c.reason.find("calibrated"), std::string::npos) << c.reason;
@@ -236,7 +304,7 @@ TEST_F(Calibration, CacheWritableByOthersIsNotTrusted) {
 }
 
 TEST_F(Calibration, ForceMeasuresAgainAndRewrites) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 0.001\nring_gbps 1000\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 0.001\nring_gbps 1000\ncopy_gbps 5\nstream_gbps 5\n");
   ::setenv("OMNICCL_SHM_CALIBRATION", "force", 1);
   SingleCopyChoice c = decide();
   EXPECT_NE(c.reason.find("calibrated: OMNICCL_SHM_CALIBRATION=force"), std::string::npos) << c.reason;

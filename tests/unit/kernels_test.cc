@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/half_f16c.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/stream.h"
 #include "kernels/types.h"
 
 namespace omniccl::kernels {
@@ -609,6 +610,29 @@ std::string pair_name(const ::testing::TestParamInfo<std::pair<DType, RedOp>>& i
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ReduceAllPairs, ::testing::ValuesIn(defined_pairs()), pair_name);
+
+// Streaming stores (kernels/cpu/stream.h): every byte copied, nothing around
+// it touched, at every alignment of the destination.
+TEST(Stream, CopyEverySizeAndAlignment) {
+  std::mt19937 rng(7);
+  std::vector<unsigned char> src(4096 + 64);
+  for (auto& c : src) c = static_cast<unsigned char>(rng());
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{63}, size_t{64}, size_t{65}, size_t{1000},
+                       size_t{4096}}) {
+    for (size_t doff = 0; doff < 17; ++doff) {
+      for (size_t soff : {size_t{0}, size_t{3}}) {
+        std::vector<unsigned char> dst(bytes + 64, 0xA5);
+        cpu::stream_copy(dst.data() + doff, src.data() + soff, bytes);
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const bool inside = i >= doff && i < doff + bytes;
+          const unsigned char want = inside ? src[soff + i - doff] : 0xA5;
+          ASSERT_EQ(dst[i], want) << "bytes " << bytes << " dst offset " << doff << " src offset " << soff << " at "
+                                  << i;
+        }
+      }
+    }
+  }
+}
 
 TEST(Reduce, ZeroCountTouchesNothing) {
   cpu::reduce_inplace(nullptr, nullptr, 0, DType::kFloat32, RedOp::kSum);

@@ -23,6 +23,7 @@
 #include "common/fd.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "kernels/cpu/stream.h"
 
 namespace omniccl::transport {
 
@@ -507,6 +508,18 @@ bool ShmLink::recv_header(Message& m) {
   return progressed;
 }
 
+namespace {
+/// Copies part of a received payload out of the ring: past the caches for a
+/// large payload (Message::stream), else memcpy.
+void copy_out(const Message& m, char* dst, const char* src, size_t n) {
+  if (m.stream) {
+    kernels::cpu::stream_copy(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+}  // namespace
+
 bool ShmLink::recv_payload(Message& m) {
   if (m.by_reference) return recv_by_reference(m);
   bool progressed = false;
@@ -518,7 +531,7 @@ bool ShmLink::recv_payload(Message& m) {
       const uint64_t w = word_at(in_data_, read_pos_).load(std::memory_order_relaxed);  // seen by recv_header
       const size_t len = static_cast<size_t>(w - 1);
       if (len - read_off_ == bytes) {
-        std::memcpy(m.payload.ptr, in_data_ + read_pos_ % kShmRingBytes + 8 + read_off_, bytes);
+        copy_out(m, m.payload.ptr, in_data_ + read_pos_ % kShmRingBytes + 8 + read_off_, bytes);
         next_record(len);
         m.done = bytes;
         m.complete = true;
@@ -530,7 +543,7 @@ bool ShmLink::recv_payload(Message& m) {
       std::span<const char> avail = peek();
       if (avail.empty()) break;
       size_t k = std::min(avail.size(), bytes - m.done);
-      std::memcpy(m.payload.ptr + m.done, avail.data(), k);
+      copy_out(m, m.payload.ptr + m.done, avail.data(), k);
       consume(k);
       m.done += k;
       progressed = true;
