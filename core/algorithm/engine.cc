@@ -488,8 +488,8 @@ class Engine::WaitPolicy {
  private:
   std::chrono::nanoseconds spin_;
   bool yield_each_pass_;
-  bool yielding_ = false;            // in the yield phase (as of the last clock reading)
-  Clock::time_point idle_since_{};   // first pass without progress (epoch = progressing)
+  bool yielding_ = false;             // in the yield phase (as of the last clock reading)
+  Clock::time_point idle_since_{};    // first pass without progress (epoch = progressing)
   Clock::time_point asleep_since_{};  // first sleep without progress (epoch = none yet)
   unsigned idle_passes_ = 0;
 };

@@ -16,7 +16,7 @@ using patterns::lowbit;
 using patterns::subtree_size;
 using patterns::to_vrank;
 
-constexpr size_t kChainChunk = 512 * 1024;  // pipelining unit of the broadcast chain
+constexpr size_t kChainChunk = 512 * 1024;         // pipelining unit of the broadcast chain
 constexpr size_t kSendFirstMax = size_t(4) << 20;  // all_gather_ring: see there
 
 // A local copy of a block into the operation's output. Blocks from the

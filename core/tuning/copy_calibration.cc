@@ -193,9 +193,8 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
     c.reason = str_cat("single copy off: ", rates, ", also < ", kExchangeShare, " x ring for exchanges (", how, ")");
   }
   c.stream_min = stream_min_from_rates(r);
-  const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ",
-                                     c.stream_min > 0 ? ">=" : "<", " ", kStreamGain, " x memcpy ",
-                                     gbps(r.copy_gbps), " GB/s");
+  const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ", c.stream_min > 0 ? ">=" : "<",
+                                     " ", kStreamGain, " x memcpy ", gbps(r.copy_gbps), " GB/s");
   c.stream_reason = c.stream_min > 0 ? str_cat("streaming stores from ", kStreamMin >> 20, " MiB (", stores, ")")
                                      : str_cat("no streaming stores (", stores, ")");
   c.reason = str_cat(c.reason, "; ", c.stream_reason);
@@ -328,8 +327,9 @@ SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
   }
   if (stream != "auto") {
     c.stream_min = stream == "1" ? kStreamMin : 0;
-    c.stream_reason = stream == "1" ? str_cat("streaming stores from ", kStreamMin >> 20, " MiB (OMNICCL_STREAM_STORES=1)")
-                                    : std::string("no streaming stores (OMNICCL_STREAM_STORES=0)");
+    c.stream_reason = stream == "1"
+                          ? str_cat("streaming stores from ", kStreamMin >> 20, " MiB (OMNICCL_STREAM_STORES=1)")
+                          : std::string("no streaming stores (OMNICCL_STREAM_STORES=0)");
     c.reason = str_cat(c.reason, "; ", c.stream_reason);
   }
   OCCL_LOG(kInfo, kTransport, c.reason);

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstring>
 
-
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <emmintrin.h>
 #define OMNICCL_HAVE_STREAM 1

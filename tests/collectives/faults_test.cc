@@ -956,10 +956,9 @@ TEST_P(AbortTest, FromAnotherThreadUnblocksCall) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
-INSTANTIATE_TEST_SUITE_P(FaultsTest, AbortTest, ::testing::Values(300, 30),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           return p.param >= 100 ? std::string("SleepingInPoll") : std::string("SleepingOnFutex");
-                         });
+INSTANTIATE_TEST_SUITE_P(FaultsTest, AbortTest, ::testing::Values(300, 30), [](const ::testing::TestParamInfo<int>& p) {
+  return p.param >= 100 ? std::string("SleepingInPoll") : std::string("SleepingOnFutex");
+});
 
 // The same with async operations: their work handles stay valid and complete
 // with ABORTED, after occl_comm_abort and after occl_comm_destroy alike.

@@ -104,13 +104,13 @@ TEST_F(Calibration, ParsesOnlyItsOwnFormatForThisMachine) {
   EXPECT_DOUBLE_EQ(ok->stream_gbps, 6.5);
   EXPECT_FALSE(parse_calibration(""));
   // The first format (no copy and stream rates) is measured again.
-  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 1\n" + h.substr(h.find('\n') + 1) +
-                                 "readv_gbps 2.5\nring_gbps 6\n"));
+  EXPECT_FALSE(
+      parse_calibration("omniccl-shm-calibration 1\n" + h.substr(h.find('\n') + 1) + "readv_gbps 2.5\nring_gbps 6\n"));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n"));
   EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 3\n" + h.substr(h.find('\n') + 1) +
                                  "readv_gbps 2.5\nring_gbps 6\n" + tail));
-  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 2\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" +
-                                 tail));
+  EXPECT_FALSE(
+      parse_calibration("omniccl-shm-calibration 2\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\n"));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps -1\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps nan\nring_gbps 6\n" + tail));

@@ -617,8 +617,8 @@ TEST(Stream, CopyEverySizeAndAlignment) {
   std::mt19937 rng(7);
   std::vector<unsigned char> src(4096 + 64);
   for (auto& c : src) c = static_cast<unsigned char>(rng());
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{63}, size_t{64}, size_t{65}, size_t{1000},
-                       size_t{4096}}) {
+  for (size_t bytes :
+       {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{63}, size_t{64}, size_t{65}, size_t{1000}, size_t{4096}}) {
     for (size_t doff = 0; doff < 17; ++doff) {
       for (size_t soff : {size_t{0}, size_t{3}}) {
         std::vector<unsigned char> dst(bytes + 64, 0xA5);

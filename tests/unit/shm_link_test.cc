@@ -315,7 +315,7 @@ TEST(ShmLinkMessages, FutexReceiveWaitBumpsTheSleepersWordNotTheDoorbell) {
   EXPECT_EQ(p.seg[1]->wake_word().load(), seq + 1);
   EXPECT_EQ(p.doorbells[1], 0);
   EXPECT_EQ(p.seg[0]->wake_word().load(), 0u);  // the sender's own word is untouched
-  p.link[0]->flush();                            // nothing owed: no second wake
+  p.link[0]->flush();                           // nothing owed: no second wake
   EXPECT_EQ(p.seg[1]->wake_word().load(), seq + 1);
   p.link[1]->disarm();
   EXPECT_EQ(p.link[1]->arm_recv(r, WakeBy::kFutex).how, WaitOn::How::kReady);
