@@ -60,6 +60,17 @@ for src in omniccl/examples/*.rs; do
 done
 
 step "cargo package (both crates; builds the packaged sources)"
-cargo package --locked --workspace --allow-dirty
+# `cargo package --workspace` verifies omniccl against the omniccl-sys it just
+# packaged, through a local overlay registry extracted under
+# $CARGO_HOME/registry/src/-<hash of the overlay's path>/ and never extracted
+# again for the same name and version, and builds it where a registry crate of
+# that name and version built before counts as up to date: a copy left by an
+# earlier run from the same path (an older omniccl-sys 0.3.0) would stand in
+# for this one. So our crates' copies there are removed first (crates.io's are
+# untouched) and the packages are verified in a target directory of their own.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+rm -rf "$cargo_home"/registry/src/-*/omniccl-sys-* "$cargo_home"/registry/src/-*/omniccl-[0-9]* \
+  "$cargo_home"/registry/cache/-*/omniccl-*.crate target/package-verify
+cargo package --locked --workspace --allow-dirty --target-dir target/package-verify
 
 step "all Rust checks passed in $((SECONDS - start)) s"

@@ -1011,7 +1011,11 @@ using StoresParam = std::tuple<int, std::string, int>;  // nranks, OMNICCL_SHM_S
 class CollectiveLargeStreaming : public ::testing::TestWithParam<StoresParam> {};
 
 TEST_P(CollectiveLargeStreaming, SixteenMiBWithStreamingStores) {
-  const auto& [nranks, single_copy, set] = GetParam();
+  // Named copies, not a structured binding: clang 14 (the sanitizer build)
+  // cannot capture structured bindings in a lambda.
+  const int nranks = std::get<0>(GetParam());
+  const std::string single_copy = std::get<1>(GetParam());
+  const int set = std::get<2>(GetParam());
   JobOptions o = job(Param{nranks, "shm", set});
   o.env = {{"OMNICCL_STREAM_STORES", "1"}, {"OMNICCL_SHM_SINGLE_COPY", single_copy}};
   JobResult res = run_ranks(o, [&](occl_comm_t comm, int rank, int n) { return large_rank(comm, rank, n, set); });
