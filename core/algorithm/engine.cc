@@ -6,7 +6,10 @@
 #include <sstream>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
 #include "common/log.h"
 
@@ -30,9 +33,16 @@ struct WireHeader {
   uint64_t bytes;
 };
 static_assert(sizeof(WireHeader) == 40 && sizeof(WireHeader) == transport::kEngineHeaderBytes, "wire header layout");
+static_assert(std::has_unique_object_representations_v<WireHeader>, "no padding: headers compare with memcmp");
 static_assert(sizeof(WireHeader) <= transport::kMaxHeader, "the header fits every link");
 
 constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
+// The small-step path (Engine::run_quick): steps of up to this many
+// transfers of up to this many bytes each. A <= 1 KiB operation's messages
+// fit (a tree's gathered blocks of a few ranks included), and on shared
+// memory each is one ring record.
+constexpr size_t kQuickTransfers = 8;
+constexpr size_t kQuickBytes = 4096;
 // After this long without progress, ask peers for their signatures: calls that
 // differ only where no message is exchanged (e.g. the root) are found this way.
 constexpr auto kProbeAfter = std::chrono::milliseconds(300);
@@ -170,15 +180,25 @@ struct Engine::State final : transport::PayloadSink {
 
 struct Engine::StateQueue : std::vector<State> {};
 
+struct Engine::QuickSet {
+  std::array<State, kQuickTransfers> s;
+};
+
 struct Engine::Held {
   bool has = false;
   WireHeader hdr{};
   transport::Message msg;  // the link's progress on that message (its header is all there)
 };
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (quick_stats_.done + quick_stats_.handed_over > 0) {
+    OCCL_LOG(kInfo, kColl, "small-step path: ", quick_stats_.done, " steps done there, ", quick_stats_.handed_over,
+             " handed to the general loop to wait");
+  }
+}
 
-Engine::Engine(transport::Mesh& mesh) : mesh_(mesh), states_(std::make_unique<StateQueue>()) {
+Engine::Engine(transport::Mesh& mesh)
+    : quick_(std::make_unique<QuickSet>()), mesh_(mesh), states_(std::make_unique<StateQueue>()) {
   oversubscribed_ = mesh_.local_size() > usable_cpus();
   spin_for_ = oversubscribed_ ? kSpinShared : kSpinAlone;
   mesh_.set_op_describer([this] {
@@ -245,6 +265,24 @@ void Engine::run(std::initializer_list<Transfer> transfers) {
 }
 
 void Engine::check_header(const State& s) {
+  // The common case, everything equal, without building a description: the
+  // header this rank would have sent, compared whole (no padding in it).
+  const OpSignature& mine = s.sig;
+  const WireHeader want{kWireMagic,
+                        uint8_t(mine.kind),
+                        uint8_t(mine.dtype),
+                        uint8_t(mine.redop),
+                        mine.algo,
+                        mine.root,
+                        s.t.step,
+                        mine.seq,
+                        mine.count,
+                        s.t.bytes};
+  if (std::memcmp(&s.hdr, &want, sizeof want) == 0) return;
+  fail_header(s);
+}
+
+void Engine::fail_header(const State& s) {
   const WireHeader& h = s.hdr;
   const int peer = s.t.peer;
   const OpSignature& mine = s.sig;
@@ -253,12 +291,6 @@ void Engine::check_header(const State& s) {
                               " (bad magic); the byte streams are out of step");
     mesh_.broadcast_error(Status::kInternal, msg);
     throw transport::PeerReportedError(Status::kInternal, msg);
-  }
-  // The common case, everything equal, without building a description.
-  if (h.kind == uint8_t(mine.kind) && h.dtype == uint8_t(mine.dtype) && h.redop == uint8_t(mine.redop) &&
-      h.algo == mine.algo && h.root == mine.root && h.seq == mine.seq && h.count == mine.count &&
-      h.bytes == s.t.bytes && h.step == s.t.step) {
-    return;
   }
   SigFields theirs{h.kind, h.dtype, h.redop, h.algo, h.root, h.seq, h.count};
   std::string diff = diff_fields(fields_of(mine), theirs, mesh_.rank(), peer, mine.kind == OpKind::kSendRecv);
@@ -269,11 +301,10 @@ void Engine::check_header(const State& s) {
   if (diff.empty() && h.step != s.t.step) {
     diff = str_cat("algorithm step ", s.t.step, " on rank ", mesh_.rank(), " vs ", h.step, " on rank ", peer);
   }
-  if (!diff.empty()) {
-    std::string msg = str_cat(op_text(mine), ": calls do not match across ranks: ", diff);
-    mesh_.broadcast_error(Status::kMismatch, msg);
-    throw transport::PeerReportedError(Status::kMismatch, msg);
-  }
+  if (diff.empty()) diff = str_cat("message header from rank ", peer, " differs from the expected one");
+  std::string msg = str_cat(op_text(mine), ": calls do not match across ranks: ", diff);
+  mesh_.broadcast_error(Status::kMismatch, msg);
+  throw transport::PeerReportedError(Status::kMismatch, msg);
 }
 
 // Recv-reduce: reduces the whole elements among the first n bytes at `from`
@@ -437,7 +468,16 @@ void Engine::run_feed(TransferFeed& feed) {
 
 void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed) {
   try {
-    run_impl(transfers, feed);
+    bool adopt = false;
+    if (feed == nullptr && quick_fits(transfers)) {
+      if (run_quick(transfers)) {
+        ++quick_stats_.done;
+        return;
+      }
+      ++quick_stats_.handed_over;
+      adopt = true;
+    }
+    run_impl(transfers, feed, adopt);
   } catch (const transport::PeerReportedError&) {
     throw;  // came from a peer, or was already sent to every peer
   } catch (const Error& e) {
@@ -495,12 +535,21 @@ class Engine::WaitPolicy {
 };
 
 Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline) {
-  std::vector<State>& states = *states_;
-  State& s = states.emplace_back();
+  State& s = states_->emplace_back();
+  init_state(s, t, sig, deadline);
+  return s;
+}
+
+void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Deadline deadline) {
   s.engine = this;
   s.t = t;
   s.sig = sig;
   s.deadline = deadline;
+  s.tag = 0;
+  s.from_feed = false;
+  s.reduced = 0;
+  s.complete = false;
+  s.land_token = 0;
   if (s.t.peer < 0 || s.t.peer >= mesh_.size() || s.t.peer == mesh_.rank()) {
     fail(Status::kInternal, op_text(sig), ": transfer to invalid peer ", s.t.peer);
   }
@@ -509,6 +558,21 @@ Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, D
                        s.t.step,   sig.seq,           sig.count,          s.t.bytes};
   }
   transport::Message& m = s.msg;
+  // Every field, as Message{} would leave it (assigning a fresh Message
+  // costs twice the stores), then this transfer's.
+  m.header = nullptr;
+  m.sink = nullptr;
+  m.stage = {};
+  m.granule = 1;
+  m.may_reference = false;
+  m.stream = false;
+  m.header_done = 0;
+  m.done = 0;
+  m.staged = 0;
+  m.ticket = 0;
+  m.remote = 0;
+  m.by_reference = false;
+  m.complete = false;
   m.header_bytes = sizeof(WireHeader);
   if (s.t.kind == Transfer::Kind::kSend) {
     m.payload = {const_cast<char*>(s.t.src), s.t.bytes, device_};
@@ -524,7 +588,13 @@ Engine::State& Engine::add_transfer(const Transfer& t, const OpSignature& sig, D
     m.stage = {staging_.data() + kStageBytes * stage_used_++, kStageBytes, DeviceKind::kCPU};
     m.granule = static_cast<uint32_t>(dtype_size(sig.dtype));
   }
-  return s;
+}
+
+void Engine::prepare_staging(std::span<const Transfer> transfers) {
+  size_t n_reduce = 0;
+  for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
+  if (staging_.size() < n_reduce * kStageBytes) staging_.resize(n_reduce * kStageBytes);
+  stage_used_ = 0;
 }
 
 bool Engine::pull_feed(TransferFeed* feed) {
@@ -669,16 +739,85 @@ void Engine::fail_deadline(const State& first, const std::vector<State*>& waitin
   mesh_.fail_timeout(op_text(first.sig), first.sig.seq, peers);
 }
 
-void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed) {
+bool Engine::quick_fits(std::span<const Transfer> transfers) const {
+  if (!quick_on_ || transfers.size() > kQuickTransfers || device_ != DeviceKind::kCPU) return false;
+  for (const Transfer& t : transfers) {
+    if (t.bytes > kQuickBytes || t.kind == Transfer::Kind::kListen) return false;
+    // A collective's header a point-to-point listen read waits in held_:
+    // the general loop hands it over.
+    if (!held_.empty() && t.peer >= 0 && t.peer < mesh_.size() && held_[size_t(t.peer)].has) return false;
+  }
+  return true;
+}
+
+bool Engine::run_quick(std::span<const Transfer> transfers) {
+  std::array<State, kQuickTransfers>& qs = quick_->s;
+  const size_t n = transfers.size();
+  size_t n_reduce = 0;
+  for (size_t i = 0; i < n; ++i) n_reduce += transfers[i].kind == Transfer::Kind::kRecvReduce;
+  if (n_reduce > 0) prepare_staging(transfers);  // (before any state points into it)
+  stage_used_ = 0;
+  for (size_t i = 0; i < n; ++i) init_state(qs[i], transfers[i], sig_, Deadline::never());  // op_deadline() applies
+  busy_.reset(size_t(mesh_.size()) * 2);
+  std::optional<WaitPolicy> wait;  // built at the first pass that moves nothing
+  size_t remaining = n;
+  bool owe_flush = false;
+  for (;;) {
+    // As progress_pass: only the first incomplete transfer of each peer and
+    // direction moves (one transfer alone needs no bookkeeping).
+    bool progressed = false;
+    if (n == 1) {
+      progressed = advance(qs[0]);
+      remaining = qs[0].complete ? 0 : 1;
+    } else {
+      busy_.clear();
+      for (size_t i = 0; i < n; ++i) {
+        State& s = qs[i];
+        if (s.complete) continue;
+        const size_t key = size_t(s.t.peer) * 2 + (s.t.kind == Transfer::Kind::kSend);
+        if (busy_.has(key)) continue;
+        busy_.add(key);
+        progressed |= advance(s);
+        if (s.complete) {
+          busy_.remove(key);
+          --remaining;
+        }
+      }
+    }
+    if (remaining == 0) {
+      for (size_t i = 0; i < n; ++i) mesh_.link(qs[i].t.peer).flush();
+      return true;
+    }
+    if (progressed) {
+      if (wait) wait->progressed();
+      owe_flush = true;
+      continue;
+    }
+    if (owe_flush) {
+      for (size_t i = 0; i < n; ++i) mesh_.link(qs[i].t.peer).flush();
+      owe_flush = false;
+    }
+    // Past the spin phase the general loop waits (yield, sleep, deadlines,
+    // errors, probes), from where these transfers are.
+    if (!wait) wait.emplace(spin_for_, oversubscribed_);
+    if (wait->next() != WaitPolicy::Action::kSpin) return false;
+    cpu_relax();
+  }
+}
+
+void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt) {
   // Members, so steady state reuses their memory. References into states_
   // are not held across add_transfer (a feed may append while it runs).
   states_->clear();
-  size_t n_reduce = 0;
-  for (const auto& t : transfers) n_reduce += t.kind == Transfer::Kind::kRecvReduce;
-  if (staging_.size() < n_reduce * kStageBytes) staging_.resize(n_reduce * kStageBytes);
-  stage_used_ = 0;
   busy_.reset(size_t(mesh_.size()) * 2);
-  for (const auto& t : transfers) add_transfer(t, sig_, Deadline::never());  // op_deadline() applies
+  if (adopt) {
+    // The small path's transfers, with their progress (their staging slots
+    // are still staging_'s: prepare_staging ran for these transfers).
+    states_->assign(quick_->s.begin(), quick_->s.begin() + static_cast<std::ptrdiff_t>(transfers.size()));
+  } else {
+    prepare_staging(transfers);
+    for (const auto& t : transfers) add_transfer(t, sig_, Deadline::never());  // op_deadline() applies
+  }
   pull_feed(feed);
   feed_ = feed;
 

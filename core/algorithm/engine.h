@@ -200,6 +200,16 @@ class Engine {
   /// may use cores (then waits cannot spin long, and every hand-off between
   /// ranks may need a context switch).
   bool oversubscribed() const { return oversubscribed_; }
+  /// Turns the small-step path (run_quick; OMNICCL_SMALL_PATH) on or off.
+  /// Either way the same messages cross: ranks may differ in it.
+  void set_small_path(bool on) { quick_on_ = on; }
+  /// Steps the small-step path took: `done` ended there, `handed_over`
+  /// had to wait longer and finished in the general loop.
+  struct SmallPathStats {
+    uint64_t done = 0;
+    uint64_t handed_over = 0;
+  };
+  const SmallPathStats& small_path_stats() const { return quick_stats_; }
 
   /// An empty transfer list to build a step in, reused across operations
   /// (no allocation in steady state). Valid until the next call.
@@ -218,6 +228,8 @@ class Engine {
   bool advance(State& s);
   size_t reduce_next(State& s, const char* from, size_t n);
   void check_header(const State& s);
+  /// check_header's error: what differs, told to every rank (throws).
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_header(const State& s);
   void flush_links();
   bool advance_listen(State& s, TransferFeed& feed);
   /// A collective's message whose header a point-to-point listen read, given
@@ -227,14 +239,32 @@ class Engine {
   std::vector<Held> held_;        ///< per peer
   TransferFeed* feed_ = nullptr;  ///< the running step's feed (point-to-point steps)
   void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
+  /// The small-step path: a step of at most kQuickTransfers transfers of at
+  /// most kQuickBytes each (a <= 1 KiB operation's messages), no feed, host
+  /// memory, moved straight through the links (one record per message on
+  /// shared memory) while the wait policy would spin, without building the
+  /// step's state queue. Returns true when every transfer completed; false
+  /// when one has to wait longer (yield or sleep): the general loop then
+  /// adopts their progress (run_impl with `adopt`).
+  bool run_quick(std::span<const Transfer> transfers);
+  bool quick_fits(std::span<const Transfer> transfers) const;
+  struct QuickSet;                   // the small path's transfers, defined in engine.cc
+  std::unique_ptr<QuickSet> quick_;  ///< reused across steps
+  bool quick_on_ = true;             ///< OMNICCL_SMALL_PATH (default on)
+  SmallPathStats quick_stats_;
   // One step: run_impl alternates progress passes with the wait policy.
   class WaitPolicy;
   struct Pass {
     bool all_done = true;     ///< every transfer is complete
     bool progressed = false;  ///< something moved in this pass
   };
-  void run_impl(std::span<const Transfer> transfers, TransferFeed* feed);
+  void run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt = false);
   State& add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline);
+  /// Resets `s` to transfer t of operation sig (add_transfer's part, also
+  /// the small path's).
+  void init_state(State& s, const Transfer& t, const OpSignature& sig, Deadline deadline);
+  /// Sizes the recv-reduce staging for `transfers` and restarts its slots.
+  void prepare_staging(std::span<const Transfer> transfers);
   /// Takes every transfer queued behind this step; true if any arrived.
   bool pull_feed(TransferFeed* feed);
   /// Moves each transfer that can move (the first of each peer and direction).

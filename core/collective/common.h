@@ -53,7 +53,7 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
   const int64_t timeout_ms = call.timeout_ms;
   const InterruptHook interrupt = call.async || staging.staged() ? InterruptHook{} : call.interrupt;
   auto op = [=](Engine& e) {
-    Algo a = comm->choose_algo(kind, tune_bytes);
+    const Communicator::OpChoice& choice = comm->choose(kind, tune_bytes);
     OpSignature sig;
     sig.kind = kind;
     sig.dtype = dtype;
@@ -61,15 +61,14 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     sig.root = root;
     sig.count = count;
     sig.seq = comm->next_collective_seq();
-    sig.algo = uint8_t(a);
-    sig.algo_name = algo_name(a);
+    sig.algo = uint8_t(choice.algo);
+    sig.algo_name = choice.algo_name;
     e.begin(sig, combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
     e.set_interrupt(interrupt);
     e.use_device(DeviceKind::kCPU);  // staged tensors are host copies
-    const auto& copy = comm->config().copy_choice;
-    e.set_single_copy(copy && copy->allows(kind, tune_bytes) && single_copy_for(kind, tune_bytes, e.oversubscribed()));
-    e.set_stream_min(copy ? copy->stream_min : 0);
-    body(e, find_algorithm(kind, a));
+    e.set_single_copy(choice.single_copy);
+    e.set_stream_min(choice.stream_min);
+    body(e, *choice.entry);
   };
   if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
   if (!call.async) {

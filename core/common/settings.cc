@@ -32,6 +32,10 @@ constexpr SettingInfo kSettings[] = {
      "of 4 MiB and more into a collective's output, are stored with streaming "
      "(non-temporal) stores, past the caches, where the calibration (see OMNICCL_SHM_SINGLE_COPY) measured "
      "them faster than memcpy; 1: always; 0: never."},
+    {"OMNICCL_SMALL_PATH", "1",
+     "1: steps of up to 8 messages of at most 4 KiB each (operations of about 1 KiB and less) move straight "
+     "through the links while the rank would spin, without building the engine's step state; 0: every step takes "
+     "the general loop. The messages on the wire are the same either way."},
     {"OMNICCL_SHM_CALIBRATION", "cached",
      "cached: reuse a valid calibration file for this host and kernel; force: measure again and rewrite it."},
     {"OMNICCL_SHM_CALIBRATION_FILE", "(runtime dir)",

@@ -43,6 +43,10 @@ CommConfig CommConfig::from_environment() {
               "'; use a number of sockets from 1 to ", transport::kMaxTcpStreams);
     c.tcp_streams = static_cast<int>(n);
   }
+  if (auto v = get_setting("OMNICCL_SMALL_PATH")) {
+    check_arg(*v == "0" || *v == "1", "OMNICCL_SMALL_PATH is '", *v, "'; use 1 (on) or 0 (off)");
+    c.small_path = *v == "1";
+  }
   return c;
 }
 
@@ -66,6 +70,7 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
       send_seq_(size, 0),
       recv_seq_(size, 0) {
   if (!config_.algorithm.empty()) override_ = AlgoOverride::parse(config_.algorithm, config_.algorithm_source);
+  engine_.set_small_path(config_.small_path);
   log::set_rank(rank);
 }
 
@@ -159,6 +164,19 @@ void Communicator::check_usable() const {
     async_error(msg);
     fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(st), "): ", msg);
   }
+}
+
+void Communicator::rechoose(OpKind kind, uint64_t bytes) {
+  OpChoice c;
+  c.kind = kind;
+  c.bytes = bytes;
+  c.algo = omniccl::choose_algo(kind, bytes, size(), override_);
+  c.entry = &find_algorithm(kind, c.algo);
+  c.algo_name = algo_name(c.algo);
+  const auto& copy = config_.copy_choice;
+  c.single_copy = copy && copy->allows(kind, bytes) && single_copy_for(kind, bytes, engine_.oversubscribed());
+  c.stream_min = copy ? copy->stream_min : 0;
+  last_choice_ = c;
 }
 
 void Communicator::run_one(OpRef fn) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "algorithm/engine.h"
+#include "algorithm/registry.h"
 #include "bootstrap/rendezvous.h"
 #include "communicator/p2p_match.h"
 #include "communicator/work.h"
@@ -49,11 +50,12 @@ struct CommConfig {
   /// What this communicator's shared-memory links may move by reference;
   /// set when it is created (nullopt: none, no shared memory possible).
   std::optional<SingleCopyChoice> copy_choice;
-  bool blocking = true;  ///< occl_config_t.blocking: creation waits until ready
-  int tcp_streams = 1;   ///< OMNICCL_TCP_STREAMS: data sockets per TCP peer
+  bool blocking = true;    ///< occl_config_t.blocking: creation waits until ready
+  int tcp_streams = 1;     ///< OMNICCL_TCP_STREAMS: data sockets per TCP peer
+  bool small_path = true;  ///< OMNICCL_SMALL_PATH: small steps skip the engine's step state
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO /
-  /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS.
+  /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS / OMNICCL_SMALL_PATH.
   static CommConfig from_environment();
   /// Validates every field (throws kInvalidArgument naming the bad one).
   void validate() const;
@@ -191,11 +193,28 @@ class Communicator {
   /// with this communicator's size and override), remembered for the last
   /// kind and size asked: a loop of one operation reads the table (and logs
   /// the choice) once. Call only from inside a submitted function.
-  Algo choose_algo(OpKind kind, uint64_t bytes) {
+  Algo choose_algo(OpKind kind, uint64_t bytes) { return choose(kind, bytes).algo; }
+  /// What a collective of `kind` with `bytes` per rank runs with: its
+  /// algorithm (choose_algo), the algorithm's table row and name, and
+  /// whether its sends may go by reference (single copy: the calibration's
+  /// choice and single_copy_for) and from what size receives stream.
+  struct OpChoice {
+    OpKind kind = OpKind::kBarrier;
+    uint64_t bytes = 0;
+    Algo algo = Algo::kNone;  ///< none yet
+    const AlgoEntry* entry = nullptr;
+    const char* algo_name = "";
+    bool single_copy = false;
+    uint64_t stream_min = 0;
+  };
+  /// OpChoice for (kind, bytes), remembered for the last kind and size asked
+  /// (a loop of one operation works it out, and logs it, once). Call only
+  /// from inside a submitted function.
+  const OpChoice& choose(OpKind kind, uint64_t bytes) {
     if (kind != last_choice_.kind || bytes != last_choice_.bytes || last_choice_.algo == Algo::kNone) {
-      last_choice_ = {kind, bytes, omniccl::choose_algo(kind, bytes, size(), override_)};
+      rechoose(kind, bytes);
     }
-    return last_choice_.algo;
+    return last_choice_;
   }
 
   /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
@@ -252,11 +271,8 @@ class Communicator {
   int size_;
   CommConfig config_;
   AlgoOverride override_;
-  struct {
-    OpKind kind = OpKind::kBarrier;
-    uint64_t bytes = 0;
-    Algo algo = Algo::kNone;  ///< none yet
-  } last_choice_;
+  OpChoice last_choice_;
+  void rechoose(OpKind kind, uint64_t bytes);
   std::atomic<int64_t> timeout_ms_;
   uint64_t session_;
   std::string tcp_ip_;  ///< address this rank listens on for TCP peers

@@ -956,6 +956,35 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveMatrix,
                                             ::testing::Values(kTuned, 0, 1, 2, 3)),
                          param_name);
 
+// The matrix with the small-step path (OMNICCL_SMALL_PATH) off on every rank,
+// and on only on the even ranks (the same messages cross either way).
+using SmallParam = std::tuple<int, std::string>;  // nranks, "off" or "mixed"
+
+class CollectiveMatrixSmallPath : public ::testing::TestWithParam<SmallParam> {};
+
+TEST_P(CollectiveMatrixSmallPath, EveryOpDtypeRedopSize) {
+  const int nranks = std::get<0>(GetParam());
+  const std::string mode = std::get<1>(GetParam());
+  Shared* shared = map_shared();
+  ASSERT_NE(shared, nullptr);
+  JobOptions o = job(Param{nranks, "shm", kTuned});
+  if (mode == "off") {
+    o.env = {{"OMNICCL_SMALL_PATH", "0"}};
+  } else {
+    o.env_odd_ranks = {{"OMNICCL_SMALL_PATH", "0"}};
+  }
+  JobResult res = run_ranks(
+      o, [&](occl_comm_t comm, int rank, int n) { return matrix_rank(comm, rank, n, kTuned, "shm", shared); });
+  unmap_shared(shared);
+  EXPECT_TRUE(res.ok()) << describe(Param{nranks, "shm", kTuned}) << " small path " << mode << res.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CollectiveMatrixSmallPath,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values("off", "mixed")),
+                         [](const ::testing::TestParamInfo<SmallParam>& info) {
+                           return cat("n", std::get<0>(info.param), "_", std::get<1>(info.param));
+                         });
+
 // The same matrix with the ranks as threads of one process (the in-process
 // test mesh: no fork, each thread its own communicator).
 class CollectiveMatrixThreads : public ::testing::TestWithParam<Param> {};

@@ -54,6 +54,9 @@ int tcp_streams_of(const std::string& transport) {
 int child_main(const JobOptions& opts, const RankFn& fn, int rank, const std::string& init,
                const occl_unique_id_t* uid) {
   for (const auto& [k, v] : opts.env) ::setenv(k.c_str(), v.c_str(), 1);
+  if (rank % 2 == 1) {
+    for (const auto& [k, v] : opts.env_odd_ranks) ::setenv(k.c_str(), v.c_str(), 1);
+  }
   const int streams = tcp_streams_of(opts.transport);
   if (streams > 0) ::setenv("OMNICCL_TCP_STREAMS", std::to_string(streams).c_str(), 1);
   if (!opts.create_comm) {
@@ -122,7 +125,8 @@ JobResult run_rank_threads(const JobOptions& opts, const RankFn& fn, const std::
                            const occl_unique_id_t* uid) {
   JobResult res;
   res.ranks.resize(opts.nranks);
-  if (!opts.create_comm || !opts.env.empty() || opts.init == "env" || tcp_streams_of(opts.transport) > 0) {
+  if (!opts.create_comm || !opts.env.empty() || !opts.env_odd_ranks.empty() || opts.init == "env" ||
+      tcp_streams_of(opts.transport) > 0) {
     std::fprintf(stderr, "run_ranks: threads need create_comm, no env and a tcp, file or uid rendezvous\n");
     return res;  // every rank failed (exit_code -1)
   }

@@ -37,6 +37,9 @@ struct JobOptions {
   int job_timeout_s = 180;
   /// Extra environment variables set in every rank.
   std::map<std::string, std::string> env;
+  /// Set after `env` in the odd-numbered ranks only (ranks that differ in a
+  /// setting).
+  std::map<std::string, std::string> env_odd_ranks;
   /// When false, the ranks call fn with a NULL communicator and create it
   /// themselves (for init tests); init information is then in the
   /// environment: OCCL_TEST_INIT (init method), RANK, WORLD_SIZE.

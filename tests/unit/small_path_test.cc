@@ -1,0 +1,253 @@
+// The engine's small-step path (Engine::run_quick, OMNICCL_SMALL_PATH): steps
+// of a few small transfers that move straight through the links, and hand
+// their progress to the general loop when they have to wait longer.
+// Two ranks as threads of this process over real meshes (shared memory and
+// TCP), each with its own engine:
+//   - an exchange loop completes on the small path (its counter moves) and
+//     every value arrives, on both transports;
+//   - with the path off nothing takes it, and the results are the same;
+//   - a receive whose message comes 100 ms late is handed to the general
+//     loop, which finishes it with the right data;
+//   - ranks that differ in the setting interoperate (the same messages);
+//   - a reduction (recv-reduce) on the path, and one handed over;
+//   - a mismatch seen on the path is still reported with the differing field.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithm/engine.h"
+#include "common/status.h"
+#include "common/time.h"
+#include "transport/mesh.h"
+
+namespace omniccl {
+namespace {
+
+using transport::Mesh;
+using transport::MeshOptions;
+
+/// The ranks' address blobs, handed out once every rank has posted.
+struct Exchange {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> blobs = std::vector<std::string>(2);
+  int posted = 0;
+
+  std::vector<std::string> all_gather(int rank, const std::string& mine) {
+    std::unique_lock<std::mutex> lock(mu);
+    blobs[static_cast<size_t>(rank)] = mine;
+    ++posted;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return posted == 2; });
+    return blobs;
+  }
+};
+
+uint64_t fresh_session() { return std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1; }
+
+/// Two meshes over `transport` ("shm" or "tcp"), built by two threads.
+std::vector<std::unique_ptr<Mesh>> two_meshes(const std::string& transport) {
+  Exchange ex;
+  const uint64_t session = fresh_session();
+  std::vector<std::unique_ptr<Mesh>> meshes(2);
+  std::string errors[2];
+  auto build = [&](int rank) {
+    try {
+      MeshOptions o;
+      o.rank = rank;
+      o.size = 2;
+      o.session = session;
+      o.transport = transport;
+      o.tcp_ip = "127.0.0.1";
+      o.deadline = Deadline::after_ms(30000);
+      meshes[static_cast<size_t>(rank)] =
+          Mesh::create(o, [&](const std::string& mine) { return ex.all_gather(rank, mine); });
+    } catch (const std::exception& e) {
+      errors[rank] = e.what();
+    }
+  };
+  std::thread b0(build, 0), b1(build, 1);
+  b0.join();
+  b1.join();
+  EXPECT_TRUE(meshes[0] && meshes[1]) << "rank 0: " << errors[0] << "\nrank 1: " << errors[1];
+  return meshes;
+}
+
+OpSignature sig_of(OpKind kind, uint64_t seq, uint64_t count, DType dtype = DType::kFloat32) {
+  OpSignature s;
+  s.kind = kind;
+  s.dtype = dtype;
+  s.redop = RedOp::kSum;
+  s.seq = seq;
+  s.count = count;
+  s.algo = 1;
+  return s;
+}
+
+/// Runs body(rank, engine) on two threads; returns each rank's error ("" if none).
+template <typename Body>
+std::vector<std::string> on_two_ranks(std::vector<std::unique_ptr<Mesh>>& meshes, std::vector<bool> small_path,
+                                      std::vector<Engine::SmallPathStats>& stats, Body body) {
+  std::vector<std::string> errors(2);
+  stats.assign(2, {});
+  auto rank_main = [&](int rank) {
+    try {
+      Engine e(*meshes[static_cast<size_t>(rank)]);
+      e.set_small_path(small_path[static_cast<size_t>(rank)]);
+      body(rank, e);
+      stats[static_cast<size_t>(rank)] = e.small_path_stats();
+    } catch (const std::exception& ex) {
+      errors[static_cast<size_t>(rank)] = ex.what();
+    }
+  };
+  std::thread t0(rank_main, 0), t1(rank_main, 1);
+  t0.join();
+  t1.join();
+  return errors;
+}
+
+/// `iters` steps of {send 8 bytes to the peer, receive 8 bytes from it},
+/// each value naming its sender and iteration; every received value checked.
+void exchange_loop(int rank, Engine& e, int iters, std::atomic<int>& wrong) {
+  const int peer = 1 - rank;
+  for (int i = 0; i < iters; ++i) {
+    float out[2] = {float(rank * 100000 + i), float(-i)};
+    float in[2] = {0, 0};
+    e.begin(sig_of(OpKind::kAllGather, uint64_t(i + 1), 2), RedOp::kSum, 20000);
+    e.run({Transfer::send(peer, out, sizeof out, 0), Transfer::recv(peer, in, sizeof in, 0)});
+    if (in[0] != float(peer * 100000 + i) || in[1] != float(-i)) ++wrong;
+  }
+}
+
+class SmallPath : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SmallPath, ExchangeLoopTakesThePathAndDeliversEveryValue) {
+  auto meshes = two_meshes(GetParam());
+  ASSERT_TRUE(meshes[0] && meshes[1]);
+  constexpr int kIters = 2000;
+  std::atomic<int> wrong{0};
+  std::vector<Engine::SmallPathStats> stats;
+  auto errors =
+      on_two_ranks(meshes, {true, true}, stats, [&](int rank, Engine& e) { exchange_loop(rank, e, kIters, wrong); });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(wrong.load(), 0);
+  for (int r = 0; r < 2; ++r) {
+    // Every step went the small way (done there, or handed over to wait);
+    // most end there when the peer answers within the spin phase, but on a
+    // loaded machine waits may be longer: at least some must.
+    EXPECT_EQ(stats[r].done + stats[r].handed_over, uint64_t(kIters)) << "rank " << r;
+    EXPECT_GT(stats[r].done, 0u) << "rank " << r;
+  }
+}
+
+TEST_P(SmallPath, OffTakesTheGeneralLoopWithTheSameResults) {
+  auto meshes = two_meshes(GetParam());
+  ASSERT_TRUE(meshes[0] && meshes[1]);
+  std::atomic<int> wrong{0};
+  std::vector<Engine::SmallPathStats> stats;
+  auto errors =
+      on_two_ranks(meshes, {false, false}, stats, [&](int rank, Engine& e) { exchange_loop(rank, e, 500, wrong); });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(wrong.load(), 0);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(stats[r].done + stats[r].handed_over, 0u) << "rank " << r;
+}
+
+TEST_P(SmallPath, RanksThatDifferInTheSettingInteroperate) {
+  auto meshes = two_meshes(GetParam());
+  ASSERT_TRUE(meshes[0] && meshes[1]);
+  std::atomic<int> wrong{0};
+  std::vector<Engine::SmallPathStats> stats;
+  auto errors =
+      on_two_ranks(meshes, {true, false}, stats, [&](int rank, Engine& e) { exchange_loop(rank, e, 500, wrong); });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(stats[0].done + stats[0].handed_over, 500u);
+  EXPECT_EQ(stats[1].done + stats[1].handed_over, 0u);
+}
+
+TEST_P(SmallPath, ALateMessageIsHandedToTheGeneralLoop) {
+  auto meshes = two_meshes(GetParam());
+  ASSERT_TRUE(meshes[0] && meshes[1]);
+  std::vector<Engine::SmallPathStats> stats;
+  float got = 0;
+  auto errors = on_two_ranks(meshes, {true, true}, stats, [&](int rank, Engine& e) {
+    e.begin(sig_of(OpKind::kBroadcast, 1, 1), RedOp::kSum, 20000);
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const float v = 42.5f;
+      e.run({Transfer::send(1, &v, sizeof v, 1)});
+    } else {
+      e.run({Transfer::recv(0, &got, sizeof got, 1)});
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(got, 42.5f);
+  EXPECT_EQ(stats[0].done, 1u);  // the send found room at once
+  EXPECT_EQ(stats[1].handed_over, 1u);
+  EXPECT_EQ(stats[1].done, 0u);
+}
+
+TEST_P(SmallPath, ReductionsOnThePathAndHandedOver) {
+  auto meshes = two_meshes(GetParam());
+  ASSERT_TRUE(meshes[0] && meshes[1]);
+  std::vector<Engine::SmallPathStats> stats;
+  constexpr int kN = 256;  // 1 KiB of float32
+  auto errors = on_two_ranks(meshes, {true, true}, stats, [&](int rank, Engine& e) {
+    const int peer = 1 - rank;
+    for (int round = 0; round < 3; ++round) {
+      std::vector<float> mine(kN), acc(kN);
+      for (int i = 0; i < kN; ++i) mine[size_t(i)] = float((rank + 1) * 1000 + i + round);
+      e.begin(sig_of(OpKind::kAllReduce, uint64_t(round + 1), kN), RedOp::kSum, 20000);
+      // Round 1: rank 0 sends late, so rank 1's recv-reduce waits in the
+      // general loop (with its send done: were it sent again, round 2 would
+      // read it and fail).
+      if (round == 1 && rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      e.run({Transfer::send(peer, mine.data(), kN * sizeof(float), 0),
+             Transfer::recv_reduce(peer, mine.data(), acc.data(), kN * sizeof(float), 0)});
+      for (int i = 0; i < kN; ++i) {
+        const float want = float(1000 + i + round) + float(2000 + i + round);
+        if (acc[size_t(i)] != want) throw Error(Status::kInternal, "wrong sum at " + std::to_string(i));
+      }
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_GE(stats[1].handed_over, 1u);
+  EXPECT_GE(stats[0].done + stats[1].done, 1u);
+}
+
+TEST_P(SmallPath, AMismatchOnThePathNamesTheField) {
+  auto meshes = two_meshes(GetParam());
+  ASSERT_TRUE(meshes[0] && meshes[1]);
+  std::vector<Engine::SmallPathStats> stats;
+  auto errors = on_two_ranks(meshes, {true, true}, stats, [&](int rank, Engine& e) {
+    // Rank 1 expects 2 elements, rank 0 sends 1 (and a different count).
+    e.begin(sig_of(OpKind::kBroadcast, 1, rank == 0 ? 1 : 2), RedOp::kSum, 5000);
+    float v[2] = {1, 2};
+    if (rank == 0) {
+      e.run({Transfer::send(1, v, sizeof(float), 1)});
+    } else {
+      e.run({Transfer::recv(0, v, 2 * sizeof(float), 1)});
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_NE(errors[1].find("count 2 on rank 1 vs 1 on rank 0"), std::string::npos) << errors[1];
+}
+
+INSTANTIATE_TEST_SUITE_P(Links, SmallPath, ::testing::Values("shm", "tcp"));
+
+}  // namespace
+}  // namespace omniccl
