@@ -210,7 +210,7 @@ class StagedCallImpl final : public StagedCall {
 
 }  // namespace
 
-Staging::Staging(std::initializer_list<TensorUse> uses, const CallOptions& call) {
+void Staging::plan(std::initializer_list<TensorUse> uses, const CallOptions& call) {
   const TensorView* first = nullptr;
   for (const TensorUse& u : uses) {
     const TensorView* t = u.tensor;

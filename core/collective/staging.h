@@ -60,7 +60,20 @@ class Staging {
   /// Checks that every non-empty tensor is on one device (else kInvalidArgument); for
   /// CUDA tensors, that it is the calling thread's current device, and plans
   /// their host copies (tensors inside another one share its copy).
-  Staging(std::initializer_list<TensorUse> uses, const CallOptions& call);
+  Staging(std::initializer_list<TensorUse> uses, const CallOptions& call) {
+    // The common case inline: host tensors of one device id (or none) need
+    // no plan; anything else is checked and planned there.
+    const TensorView* first = nullptr;
+    for (const TensorUse& u : uses) {
+      const TensorView* t = u.tensor;
+      if (t == nullptr || t->count == 0) continue;
+      if (first == nullptr) first = t;
+      if (t->device != DeviceKind::kCPU || t->device_id != first->device_id) {
+        plan(uses, call);
+        return;
+      }
+    }
+  }
   ~Staging();
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
@@ -82,6 +95,8 @@ class Staging {
 
  private:
   TensorView staged_view(const TensorView& t) const;
+  /// The constructor's checks and plan when a tensor is not host memory.
+  void plan(std::initializer_list<TensorUse> uses, const CallOptions& call);
   std::shared_ptr<StagedCall> call_;
 };
 
