@@ -17,6 +17,7 @@ struct Row {
   uint64_t max_bytes;  ///< rows are tried in order; the first with bytes <= max_bytes wins
   Algo algo;
   const char* why;
+  int max_ranks = 0;  ///< > 0: the row applies only to communicators of at most this many ranks
 };
 
 constexpr uint64_t kAny = ~uint64_t(0);
@@ -32,8 +33,10 @@ constexpr Row kDefaultTable[] = {
     {OpKind::kBroadcast, 256 << 10, Algo::kTree, "small: binomial tree, log2 n rounds"},
     {OpKind::kBroadcast, kAny, Algo::kRing, "large: pipelined chain"},
     {OpKind::kReduce, kAny, Algo::kTree, "binomial tree"},
+    {OpKind::kGather, kAny, Algo::kDirect, "up to 4 ranks: each rank sends to the root once, no staging copies", 4},
     {OpKind::kGather, 64 << 10, Algo::kTree, "small: binomial tree"},
     {OpKind::kGather, kAny, Algo::kDirect, "large: each rank sends to the root once"},
+    {OpKind::kScatter, kAny, Algo::kDirect, "up to 4 ranks: the root sends each part once, no staging copies", 4},
     {OpKind::kScatter, 64 << 10, Algo::kTree, "small: binomial tree"},
     {OpKind::kScatter, kAny, Algo::kDirect, "large: the root sends each part once"},
     {OpKind::kAllToAll, 4 << 10, Algo::kDirect, "small: all messages at once"},
@@ -160,7 +163,7 @@ Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov
     return forced;
   }
   for (const Row& r : kDefaultTable) {
-    if (r.kind == kind && bytes <= r.max_bytes) {
+    if (r.kind == kind && bytes <= r.max_bytes && (r.max_ranks == 0 || nranks <= r.max_ranks)) {
       OCCL_LOG(kInfo, kTuning, op_kind_name(kind), " ", bytes, " B x ", nranks, " ranks -> ", algo_name(r.algo), " (",
                r.why, ")");
       return r.algo;

@@ -152,6 +152,19 @@ TEST(Tuning, DefaultsDependOnSize) {
   EXPECT_EQ(choose_algo(OpKind::kBarrier, 0, 4, none), Algo::kDissemination);
 }
 
+TEST(Tuning, GatherAndScatterGoDirectUpToFourRanks) {
+  AlgoOverride none;
+  for (OpKind k : {OpKind::kGather, OpKind::kScatter}) {
+    for (int n : {2, 3, 4}) {
+      EXPECT_EQ(choose_algo(k, 8, n, none), Algo::kDirect) << op_kind_name(k) << " " << n;
+      EXPECT_EQ(choose_algo(k, 64 << 10, n, none), Algo::kDirect) << op_kind_name(k) << " " << n;
+    }
+    EXPECT_EQ(choose_algo(k, 8, 5, none), Algo::kTree) << op_kind_name(k);
+    EXPECT_EQ(choose_algo(k, 64 << 10, 16, none), Algo::kTree) << op_kind_name(k);
+    EXPECT_EQ(choose_algo(k, 1 << 20, 16, none), Algo::kDirect) << op_kind_name(k);
+  }
+}
+
 TEST(Tuning, SingleCopyOnlyForDataMovement) {
   constexpr uint64_t kMiB = 1 << 20;
   for (bool over : {false, true}) {
