@@ -196,6 +196,11 @@ class P2PMatcher {
   void matched(Message& m);
   /// The awaited send (peer, seq) got its ack.
   void acked(int peer, uint64_t seq);
+  /// The message just kept as unexpected (the last one) began to land
+  /// before any posted receive matched it: the receives and probes posted
+  /// while its payload was read get it now, as post() would have given it
+  /// to them (in posting order: probes see it, the first receive takes it).
+  void offer_to_posted();
   /// A message whose payload is being read (one per peer at a time).
   struct Landing {
     bool active = false;
