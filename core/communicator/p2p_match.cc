@@ -300,7 +300,9 @@ void P2PMatcher::landed(size_t token) {
     acked(int(token), l.ack_seq);  // the token is the peer
   } else if (l.probed) {
     unexpected_.push_back(std::move(l.msg));
+    const bool claimed = l.posted.claim;
     answer_probe(l.posted, std::prev(unexpected_.end()));
+    if (!claimed) offer_to_posted();
   } else if (l.direct) {
     matched(l.msg);
     finish(l.posted, Status::kSuccess, "", RecvStatus{l.msg.source, l.msg.tag, l.bytes});
@@ -309,8 +311,33 @@ void P2PMatcher::landed(size_t token) {
     deliver(l.posted, l.msg);
   } else {
     unexpected_.push_back(std::move(l.msg));
+    offer_to_posted();
   }
   l = Landing{};
+}
+
+void P2PMatcher::offer_to_posted() {
+  for (auto p = posted_.begin(); p != posted_.end();) {
+    const auto it = std::prev(unexpected_.end());
+    if (!matches(*p, it->source, it->tag)) {
+      ++p;
+      continue;
+    }
+    Posted r = std::move(*p);
+    p = posted_.erase(p);
+    if (r.probe) {
+      const bool claim = r.claim;
+      answer_probe(r, it);  // the message stays (or, claimed, leaves matching)
+      if (claim) return;
+      continue;
+    }
+    Message m = std::move(*it);
+    unexpected_.erase(it);
+    unexpected_bytes_ -= m.data.size();
+    matched(m);  // the sender first: the receiver, once complete, may test it
+    deliver(r, m);
+    return;
+  }
 }
 
 void P2PMatcher::fail_all(Status st, const std::string& message) {

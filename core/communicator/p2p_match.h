@@ -13,7 +13,9 @@
 // unexpected message in arrival order; an arriving message goes to the first
 // matching posted receive in posting order. Messages from one rank arrive in
 // the order it sent them, so two messages from one source that both match a
-// receive are received in send order.
+// receive are received in send order. A message counts as arrived when its
+// header has been read: one whose payload is still coming when a matching
+// receive is posted goes to that receive once it has all come.
 // A receive's capacity is an upper bound: a smaller message succeeds and the
 // status says how many bytes came; a larger one fills the buffer and fails
 // that receive with kTruncated (the message is consumed whole, so the
@@ -196,6 +198,11 @@ class P2PMatcher {
   void matched(Message& m);
   /// The awaited send (peer, seq) got its ack.
   void acked(int peer, uint64_t seq);
+  /// The message just kept as unexpected (the last one) began to land
+  /// before any posted receive matched it: the receives and probes posted
+  /// while its payload was read get it now, as post() would have given it
+  /// to them (in posting order: probes see it, the first receive takes it).
+  void offer_to_posted();
   /// A message whose payload is being read (one per peer at a time).
   struct Landing {
     bool active = false;

@@ -120,14 +120,18 @@ struct Mesh::Setup {
   std::vector<Endpoint> remote;                  // by rank (this rank's own record too)
   std::vector<const TransportEntry*> transport;  // by peer
   std::vector<std::vector<UniqueFd>> data_fd;    // by peer: its data sockets, for transports that need them
-  /// Data sockets to peer p: none, or as many as both ranks asked for.
+  /// Data sockets to peer p: none, or as many as both ranks asked for (the
+  /// smaller count; each is 1..kMaxTcpStreams: this rank's is checked by
+  /// Mesh::create, a peer's by Endpoint::decode).
   int data_streams(int p) const {
     if (!transport[p]->needs_data_socket) return 0;
-    return std::max(1, std::min(remote[size_t(opts.rank)].tcp_streams, remote[size_t(p)].tcp_streams));
+    return std::min(remote[size_t(opts.rank)].tcp_streams, remote[size_t(p)].tcp_streams);
   }
 };
 
 std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& exchange) {
+  check_arg(opts.tcp_streams >= 1 && opts.tcp_streams <= kMaxTcpStreams, "mesh: ", opts.tcp_streams,
+            " TCP data streams per peer asked for; use 1 to ", kMaxTcpStreams, " (OMNICCL_TCP_STREAMS)");
   std::unique_ptr<Mesh> m(new Mesh());
   m->rank_ = opts.rank;
   m->size_ = opts.size;

@@ -2,7 +2,10 @@
 // every rendezvous, communicator queries, split, async work handles,
 // send/recv, PREMUL_SUM op lifetime and DLPack layouts.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <linux/capability.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -12,6 +15,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstddef>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <iterator>
 #include <memory>
 #include <new>
@@ -995,6 +1000,61 @@ TEST(TcpStreams, APairUsesTheSmallerCountOfItsRanks) {
     const int rc2 = all_reduce_works(comm, rank, n, int64_t(3) << 18);  // 3 MiB: twelve stripes
     RANK_OK(occl_comm_destroy(comm), rank);
     return rc2;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+/// Bytes each TCP socket of this process has had acknowledged (sent) and
+/// received (TCP_INFO), by descriptor.
+std::map<int, std::pair<uint64_t, uint64_t>> tcp_byte_counts() {
+  std::map<int, std::pair<uint64_t, uint64_t>> out;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == ::dirfd(d)) continue;
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;  // not a TCP socket
+    if (len < offsetof(tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received) continue;
+    out[fd] = {info.tcpi_bytes_acked, info.tcpi_bytes_received};
+  }
+  ::closedir(d);
+  return out;
+}
+
+// OMNICCL_TCP_STREAMS=3: a 16 MiB message each way (64 stripes of 256 KiB,
+// dealt round-robin) moves at least 4 MiB on each of the pair's three data
+// sockets, in each direction (the kernel's own byte counters, TCP_INFO, since
+// the sockets were made: before this exchange they carried only the
+// handshake, and a snapshot taken then could race with the peer's first
+// bytes). With striping off (every stripe on socket 0) one socket carries it
+// all and this fails.
+TEST(TcpStreams, EveryDataSocketCarriesAShareOf16MiB) {
+  JobResult res = run_ranks(job_options(2, "tcp3", 60000, 120), [](occl_comm_t comm, int rank, int) {
+    constexpr int64_t kCount = int64_t(4) << 20;  // int32: 16 MiB
+    constexpr uint64_t kShare = uint64_t(4) << 20;
+    std::vector<int32_t> out(size_t(kCount), rank + 1), in(size_t(kCount), 0);
+    Tensor1D to(out.data(), kCount, dl_int(32)), ti(in.data(), kCount, dl_int(32));
+    if (rank == 0) {
+      RANK_OK(occl_send_tagged(&to, 1, 1, comm, nullptr, nullptr), rank);
+      RANK_OK(occl_recv_tagged(&ti, 1, 1, comm, nullptr, nullptr, nullptr), rank);
+    } else {
+      RANK_OK(occl_recv_tagged(&ti, 0, 1, comm, nullptr, nullptr, nullptr), rank);
+      RANK_OK(occl_send_tagged(&to, 0, 1, comm, nullptr, nullptr), rank);
+    }
+    RANK_CHECK(in.front() == 2 - rank && in.back() == 2 - rank, rank, "the 16 MiB message arrived wrong");
+    RANK_OK(occl_barrier(comm, nullptr), rank);                   // the peer has read every byte: acknowledged by now
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // and delayed acks are in
+    int carrying = 0;
+    std::string seen;
+    for (const auto& [fd, counts] : tcp_byte_counts()) {
+      seen += cat(" fd ", fd, ": ", counts.first, " B sent, ", counts.second, " B received;");
+      carrying += counts.first >= kShare && counts.second >= kShare;
+    }
+    RANK_CHECK(carrying == 3, rank,
+               cat(carrying, " TCP sockets carried >= 4 MiB each way, want 3 (OMNICCL_TCP_STREAMS=3):", seen));
+    return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }

@@ -5,7 +5,9 @@
 // real ranks through the C ABI.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -134,6 +136,51 @@ TEST_P(Ssend, ExchangeByIssendAndRecv) {
       RANK_OK(occl_work_wait(w), rank);
       RANK_OK(occl_work_free(w), rank);
       RANK_CHECK(in == ((rank + n - 1) % n) * 100 + i, rank, cat("round ", i, " got ", in));
+    }
+    return all_reduce_works(comm, rank, n);
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// The exchange mpi4py-style object sends make of an object over 64 KiB (the
+// Python binding's isend/issend/irecv): each rank posts a receive for the
+// first part, sends its first part (standard) and then the rest
+// (synchronous), waits for the first part, receives the rest blocking, then
+// waits for its synchronous send. Repeated, with small exchanges between, so
+// the steps begin and end at every point of the pattern.
+TEST_P(Ssend, TwoPartObjectExchangeRepeated) {
+  const int rounds = std::getenv("OMNICCL_TEST_ROUNDS") ? std::atoi(std::getenv("OMNICCL_TEST_ROUNDS")) : 100;
+  JobResult res = run_ranks(job_options(2, GetParam()), [rounds](occl_comm_t comm, int rank, int n) {
+    const int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    constexpr size_t kFirst = (64 << 10) + 8, kRest = (300 << 10) + 1 - (kFirst - 16);
+    std::vector<int8_t> first_out(kFirst), first_in(kFirst), rest_out(kRest), rest_in(kRest);
+    for (int i = 0; i < rounds; ++i) {
+      // A small isend and a blocking ANY_SOURCE receive first.
+      int32_t small_out = rank * 1000 + i, small_in = -1;
+      Tensor1D so(&small_out, 1, dl_int(32)), si(&small_in, 1, dl_int(32));
+      occl_work_t ws = nullptr;
+      RANK_OK(occl_send_tagged(&so, right, 5, comm, nullptr, &ws), rank);
+      RANK_OK(occl_recv_tagged(&si, OCCL_ANY_SOURCE, 5, comm, nullptr, nullptr, nullptr), rank);
+      RANK_OK(occl_work_wait(ws), rank);
+      RANK_OK(occl_work_free(ws), rank);
+      RANK_CHECK(small_in == left * 1000 + i, rank, cat("round ", i, ": small message ", small_in));
+      std::fill(first_out.begin(), first_out.end(), int8_t(rank + i));
+      std::fill(rest_out.begin(), rest_out.end(), int8_t(rank + 2 * i));
+      Tensor1D fo(first_out.data(), int64_t(kFirst), dl_int(8)), fi(first_in.data(), int64_t(kFirst), dl_int(8));
+      Tensor1D ro(rest_out.data(), int64_t(kRest), dl_int(8)), ri(rest_in.data(), int64_t(kRest), dl_int(8));
+      occl_work_t wr = nullptr, w1 = nullptr, w2 = nullptr;
+      RANK_OK(occl_recv_tagged(&fi, left, 6, comm, nullptr, nullptr, &wr), rank);
+      RANK_OK(occl_send_tagged(&fo, right, 6, comm, nullptr, &w1), rank);
+      RANK_OK(occl_ssend_tagged(&ro, right, 6, comm, nullptr, &w2), rank);
+      RANK_OK(occl_work_wait(wr), rank);
+      RANK_OK(occl_recv_tagged(&ri, left, 6, comm, nullptr, nullptr, nullptr), rank);
+      RANK_OK(occl_work_wait(w2), rank);
+      RANK_OK(occl_work_wait(w1), rank);
+      for (occl_work_t w : {wr, w1, w2}) RANK_OK(occl_work_free(w), rank);
+      RANK_CHECK(first_in.front() == int8_t(left + i) && first_in.back() == int8_t(left + i), rank,
+                 cat("round ", i, ": first part"));
+      RANK_CHECK(rest_in.front() == int8_t(left + 2 * i) && rest_in.back() == int8_t(left + 2 * i), rank,
+                 cat("round ", i, ": rest"));
     }
     return all_reduce_works(comm, rank, n);
   });

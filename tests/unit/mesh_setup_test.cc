@@ -444,5 +444,30 @@ TEST(MeshPipelinedHellos, RefusedTokenFailsAtOnceAndNothingIsLeftWaiting) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Options
+
+// A data stream count outside 1..kMaxTcpStreams is refused before anything
+// is set up (no address exchange), naming the count: the pair's count is the
+// smaller of two validated ones, never 0.
+TEST(MeshOptionsCheck, TcpStreamsOutsideTheRangeAreRefusedFirst) {
+  for (int bad : {0, -1, kMaxTcpStreams + 1}) {
+    MeshOptions o = options(0, 2, fresh_session());
+    o.tcp_streams = bad;
+    bool exchanged = false;
+    try {
+      Mesh::create(o, [&](const std::string&) {
+        exchanged = true;
+        return std::vector<std::string>{};
+      });
+      ADD_FAILURE() << bad << " TCP streams were accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bad) + " TCP data streams"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(exchanged) << "the address exchange ran with " << bad << " TCP streams";
+  }
+}
+
 }  // namespace
 }  // namespace omniccl::transport

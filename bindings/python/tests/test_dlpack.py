@@ -318,26 +318,49 @@ def test_cuda_array_is_exported_for_the_legacy_default_stream(comm):
     assert fake.deleted == 1  # the capsule was consumed and given back once
 
 
-@pytest.mark.parametrize("form", ["Allreduce", "all_reduce", "broadcast", "all_gather_into_tensor"])
-def test_cuda_array_in_a_fast_path_call_is_exported_once(comm, form):
+@pytest.fixture
+def world():
+    """A one-rank default process group (the torch.distributed forms' fast path needs group=None)."""
+    omniccl.init_process_group(init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1, timeout=30)
+    yield omniccl.distributed._world
+    omniccl.destroy_process_group()
+
+
+# Every call that tries the one-call fast path first (comm.py and
+# distributed.py call fast_broadcast, fast_all_reduce, fast_all_gather), in
+# each of its forms, and the same functions given a group (no fast path).
+# Each names its CUDA arrays: the one the call takes and, where there is one,
+# the separate output.
+FAST_PATH_FORMS = {
+    "Allreduce(IN_PLACE)": lambda comm, a, b: comm.Allreduce(omniccl.IN_PLACE, a),
+    "Allreduce(send, recv)": lambda comm, a, b: comm.Allreduce(a, b),
+    "Bcast": lambda comm, a, b: comm.Bcast(a, 0),
+    "Allgather": lambda comm, a, b: comm.Allgather(a, b),
+    "all_reduce": lambda comm, a, b: omniccl.all_reduce(a),
+    "broadcast": lambda comm, a, b: omniccl.broadcast(a, 0),
+    "all_gather_into_tensor": lambda comm, a, b: omniccl.all_gather_into_tensor(b, a),
+    "all_reduce(group=)": lambda comm, a, b: omniccl.all_reduce(a, group=comm),
+    "broadcast(group=)": lambda comm, a, b: omniccl.broadcast(a, 0, group=comm),
+    "all_gather_into_tensor(group=)": lambda comm, a, b: omniccl.all_gather_into_tensor(b, a, group=comm),
+}
+WITH_OUTPUT = {"Allreduce(send, recv)", "Allgather", "all_gather_into_tensor", "all_gather_into_tensor(group=)"}
+
+
+@pytest.mark.parametrize("form", sorted(FAST_PATH_FORMS))
+def test_cuda_array_in_a_fast_path_call_is_exported_once(world, form):
     # These forms try the one-call fast path first; a CUDA array leaves it
     # before anything is exported (the fast path asks __dlpack_device__) for
     # the general path, which keeps arrays until the stream is done: one
-    # export, its capsule given back.
+    # export of each array, its capsule given back.
     fake = FakeArray([1.0], device=(2, 0))
-    out = FakeArray([0.0], device=(2, 0))  # all_gather's output (1 rank)
-    calls = {
-        "Allreduce": lambda: comm.Allreduce(omniccl.IN_PLACE, fake),
-        "all_reduce": lambda: omniccl.all_reduce(fake, group=comm),
-        "broadcast": lambda: omniccl.broadcast(fake, 0, group=comm),
-        "all_gather_into_tensor": lambda: omniccl.all_gather_into_tensor(out, fake, group=comm),
-    }
+    out = FakeArray([0.0], device=(2, 0))  # the output of the forms with one (1 rank: same size)
     with pytest.raises(omniccl.UnsupportedError, match="cuda:0") as info:
-        calls[form]()
+        FAST_PATH_FORMS[form](world, fake, out)
     del info
     gc.collect()
-    assert fake.exports == 1 and fake.deleted == 1
-    assert out.exports == out.deleted == (1 if form == "all_gather_into_tensor" else 0)
+    assert (fake.exports, fake.deleted) == (1, 1)
+    want = 1 if form in WITH_OUTPUT else 0
+    assert (out.exports, out.deleted) == (want, want)
 
 
 def test_cuda_stream_context_sets_the_stream_of_the_handshake(comm):

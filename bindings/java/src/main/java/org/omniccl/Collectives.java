@@ -1,15 +1,18 @@
 package org.omniccl;
 
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * The collectives of a {@link Communicator}, each called with the same {@link
- * CallOptions} (a CUDA stream, a deadline): what {@link
+ * The calls of a {@link Communicator} that take per-call options, each called
+ * with the same {@link CallOptions} (a CUDA stream, a deadline): what {@link
  * Communicator#withOptions} returns, like a gRPC stub's {@code
- * withDeadlineAfter}. It has every overload the communicator has (arrays,
- * ByteBuffers, {@link DeviceBuffer}s; blocking and {@code ...Async}) and
- * holds no resources: make one per call or keep it, as convenient. Closing or
+ * withDeadlineAfter}. It has every collective and point-to-point overload the
+ * communicator has (arrays, ByteBuffers, {@link DeviceBuffer}s; blocking and
+ * {@code ...Async}; send, ssend, recv, sendrecv; barrier; probe, iprobe,
+ * mprobe and improbe, whose {@link Message} receives with the same options)
+ * and holds no resources: make one per call or keep it, as convenient. Closing or
  * aborting the communicator ends its use.
  *
  * <pre>{@code
@@ -56,6 +59,57 @@ public final class Collectives extends ArrayCollectives {
    */
   public CompletableFuture<Void> barrierAsync() {
     return comm.doBarrier(opts, true);
+  }
+
+  /**
+   * {@link Communicator#probe(int, int)} with these options: a timeout ends
+   * the wait for a message with a {@link TimeoutException}.
+   *
+   * @param source a rank, {@link Communicator#ANY_SOURCE} or {@link Communicator#PROC_NULL}
+   * @param tag 0 to {@link Communicator#TAG_UB}, or {@link Communicator#ANY_TAG}
+   * @return the message's status
+   * @throws OmniCCLException on timeout, peer failure, or as {@link Communicator#probe(int, int)}
+   */
+  public RecvStatus probe(int source, int tag) {
+    return comm.doProbe(source, tag, opts);
+  }
+
+  /**
+   * {@link Communicator#iprobe(int, int)} with these options (it never waits).
+   *
+   * @param source a rank, {@link Communicator#ANY_SOURCE} or {@link Communicator#PROC_NULL}
+   * @param tag 0 to {@link Communicator#TAG_UB}, or {@link Communicator#ANY_TAG}
+   * @return the status as {@link #probe} gives it, or empty
+   * @throws OmniCCLException if the communicator failed
+   */
+  public Optional<RecvStatus> iprobe(int source, int tag) {
+    return comm.doIprobe(source, tag, opts);
+  }
+
+  /**
+   * {@link Communicator#mprobe(int, int)} with these options; the returned
+   * message's {@code recv} uses them too (a stream for a device buffer).
+   *
+   * @param source a rank, {@link Communicator#ANY_SOURCE} or {@link Communicator#PROC_NULL}
+   * @param tag 0 to {@link Communicator#TAG_UB}, or {@link Communicator#ANY_TAG}
+   * @return the message, to receive with {@code message.recv(data)}
+   * @throws OmniCCLException as {@link #probe}
+   */
+  public Message mprobe(int source, int tag) {
+    return comm.doMprobe(source, tag, opts);
+  }
+
+  /**
+   * {@link Communicator#improbe(int, int)} with these options (it never
+   * waits); the returned message's {@code recv} uses them too.
+   *
+   * @param source a rank, {@link Communicator#ANY_SOURCE} or {@link Communicator#PROC_NULL}
+   * @param tag 0 to {@link Communicator#TAG_UB}, or {@link Communicator#ANY_TAG}
+   * @return the message as {@link #mprobe} gives it, or empty when none has come
+   * @throws OmniCCLException if the communicator failed
+   */
+  public Optional<Message> improbe(int source, int tag) {
+    return comm.doImprobe(source, tag, opts);
   }
 
   @Override

@@ -375,9 +375,10 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
   // ---------------------------------------------------------------- per-call options
 
   /**
-   * This communicator's collectives with per-call options: a CUDA stream that
-   * calls on {@link DeviceBuffer}s are ordered on, and a deadline for each
-   * call in place of the communicator's.
+   * This communicator's calls that take per-call options (collectives,
+   * barrier, point-to-point sends and receives, probes and matched probes):
+   * a CUDA stream that calls on {@link DeviceBuffer}s are ordered on, and a
+   * deadline for each call in place of the communicator's.
    *
    * <pre>{@code
    * CallOptions opts = CallOptions.builder().stream(cudaStream).build();
@@ -668,11 +669,16 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
    *     every rank it could hear from moved on to a collective without a matching send
    */
   public RecvStatus probe(int source, int tag) {
+    return doProbe(source, tag, null);
+  }
+
+  /** probe with per-call options (null: the communicator's). */
+  RecvStatus doProbe(int source, int tag, CallOptions opts) {
     checkSource("probe", source);
     checkTag("probe", tag, true);
     long[] st = new long[4];
     synchronized (issueLock) {
-      OmniCCLNative.probe(source, tag, handle("probe"), null, st);
+      OmniCCLNative.probe(source, tag, handle("probe"), nat(opts), st);
     }
     return RecvStatus.of(st);
   }
@@ -688,12 +694,17 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
    * @throws OmniCCLException if the communicator failed
    */
   public Optional<RecvStatus> iprobe(int source, int tag) {
+    return doIprobe(source, tag, null);
+  }
+
+  /** iprobe with per-call options (null: the communicator's). */
+  Optional<RecvStatus> doIprobe(int source, int tag, CallOptions opts) {
     checkSource("iprobe", source);
     checkTag("iprobe", tag, true);
     long[] st = new long[4];
     int[] flag = new int[1];
     synchronized (issueLock) {
-      OmniCCLNative.iprobe(source, tag, handle("iprobe"), null, flag, st);
+      OmniCCLNative.iprobe(source, tag, handle("iprobe"), nat(opts), flag, st);
     }
     return flag[0] != 0 ? Optional.of(RecvStatus.of(st)) : Optional.empty();
   }
@@ -709,14 +720,19 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
    * @throws OmniCCLException as {@link #probe}
    */
   public Message mprobe(int source, int tag) {
+    return doMprobe(source, tag, null);
+  }
+
+  /** mprobe with per-call options (null: the communicator's), which the message's receive uses too. */
+  Message doMprobe(int source, int tag, CallOptions opts) {
     checkSource("mprobe", source);
     checkTag("mprobe", tag, true);
     long[] st = new long[4];
     long[] msg = {Message.NULL};
     synchronized (issueLock) {
-      OmniCCLNative.mprobe(source, tag, handle("mprobe"), null, msg, st);
+      OmniCCLNative.mprobe(source, tag, handle("mprobe"), nat(opts), msg, st);
     }
-    return new Message(this, msg[0], RecvStatus.of(st));
+    return new Message(this, msg[0], RecvStatus.of(st), opts);
   }
 
   /**
@@ -728,24 +744,29 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
    * @throws OmniCCLException if the communicator failed
    */
   public Optional<Message> improbe(int source, int tag) {
+    return doImprobe(source, tag, null);
+  }
+
+  /** improbe with per-call options (null: the communicator's), which the message's receive uses too. */
+  Optional<Message> doImprobe(int source, int tag, CallOptions opts) {
     checkSource("improbe", source);
     checkTag("improbe", tag, true);
     long[] st = new long[4];
     long[] msg = {Message.NULL};
     int[] flag = new int[1];
     synchronized (issueLock) {
-      OmniCCLNative.improbe(source, tag, handle("improbe"), null, flag, msg, st);
+      OmniCCLNative.improbe(source, tag, handle("improbe"), nat(opts), flag, msg, st);
     }
-    return flag[0] != 0 ? Optional.of(new Message(this, msg[0], RecvStatus.of(st))) : Optional.empty();
+    return flag[0] != 0 ? Optional.of(new Message(this, msg[0], RecvStatus.of(st), opts)) : Optional.empty();
   }
 
-  /** Message.recv: receives message {@code m} into data. */
-  CompletableFuture<RecvStatus> doMrecv(Message m, Buf data, boolean async) {
+  /** Message.recv: receives message {@code m} into data, with the options of the probe that took it. */
+  CompletableFuture<RecvStatus> doMrecv(Message m, Buf data, CallOptions opts, boolean async) {
     need("Message.recv", data);
     handle("Message.recv"); // closed: IllegalStateException before the message is spent
     long[] msg = {m.take("Message.recv")};
     return runP2P("Message.recv", new Buf[] {data}, true,
-        (c, w, st) -> OmniCCLNative.mrecv(t(data), msg, c, null, st, w), async);
+        (c, w, st) -> OmniCCLNative.mrecv(t(data), msg, c, nat(opts), st, w), async);
   }
 
   /** Message.close: receives message {@code h} into nothing, freeing it. */

@@ -36,11 +36,14 @@ public final class Message extends MessageReceives implements AutoCloseable {
   /** The message number; NULL once received or closed. */
   private final AtomicLong handle;
   private final RecvStatus status;
+  /** The per-call options of the probe that took it (null: none); its receive uses them too. */
+  private final CallOptions opts;
 
-  Message(Communicator comm, long handle, RecvStatus status) {
+  Message(Communicator comm, long handle, RecvStatus status, CallOptions opts) {
     this.comm = comm;
     this.handle = new AtomicLong(handle);
     this.status = status;
+    this.opts = opts;
   }
 
   /**
@@ -83,7 +86,7 @@ public final class Message extends MessageReceives implements AutoCloseable {
 
   @Override
   CompletableFuture<RecvStatus> doMrecv(Buf data, boolean async) {
-    return comm.doMrecv(this, data, async);
+    return comm.doMrecv(this, data, opts, async);
   }
 
   /**

@@ -343,6 +343,80 @@ class PointToPointTest {
     });
   }
 
+  /**
+   * Rank 0 calls {@code blocking} through withOptions (a 300 ms deadline, the
+   * communicator's is 60 s) while rank 1 sends nothing: it fails with a
+   * TimeoutException well before the communicator's deadline.
+   */
+  private static void perCallTimeoutEnds(String what, java.util.function.Consumer<Collectives> blocking)
+      throws Exception {
+    Config slow = Config.builder().timeout(java.time.Duration.ofSeconds(60)).build();
+    CallOptions quick = CallOptions.builder().timeout(java.time.Duration.ofMillis(300)).build();
+    java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+    Ranks.threads(2, slow, c -> {
+      if (c.rank() == 0) {
+        try {
+          long start = System.nanoTime();
+          TimeoutException e = assertThrows(TimeoutException.class, () -> blocking.accept(c.withOptions(quick)),
+              what + " through withOptions did not time out");
+          long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
+          assertTrue(ms >= 250 && ms < 5_000, what + " timed out after " + ms + " ms, not ~300 ms: " + e.getMessage());
+        } finally {
+          done.countDown();
+        }
+      } else {
+        try {
+          done.await(60, TimeUnit.SECONDS); // rank 1 sends nothing
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+        }
+      }
+    });
+  }
+
+  @Test
+  void probeThroughWithOptionsHonoursItsTimeout() throws Exception {
+    perCallTimeoutEnds("probe", s -> s.probe(1, 5));
+  }
+
+  @Test
+  void mprobeThroughWithOptionsHonoursItsTimeout() throws Exception {
+    perCallTimeoutEnds("mprobe", s -> s.mprobe(Communicator.ANY_SOURCE, 5).close());
+  }
+
+  @Test
+  void probesThroughWithOptionsFindMessagesAndTheirMessagesReceive() throws Exception {
+    CallOptions opts = CallOptions.builder().timeout(java.time.Duration.ofSeconds(20)).build();
+    Ranks.threads(2, null, c -> {
+      Collectives s = c.withOptions(opts);
+      if (c.rank() == 0) {
+        s.send(new int[] {4, 5}, 1, 3);
+        s.send(new int[] {6}, 1, 4);
+      } else {
+        assertEquals(status(0, 3, 2, 4), s.probe(0, 3));
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        Optional<RecvStatus> seen;
+        while ((seen = s.iprobe(0, 4)).isEmpty()) {
+          assertTrue(System.nanoTime() < deadline, "iprobe never saw the message");
+          Thread.onSpinWait();
+        }
+        assertEquals(status(0, 4, 1, 4), seen.get());
+        int[] buf = new int[2];
+        try (Message m = s.mprobe(0, 3)) {
+          assertEquals(status(0, 3, 2, 4), m.recv(buf));
+        }
+        assertArrayEquals(new int[] {4, 5}, buf);
+        Optional<Message> m = s.improbe(0, 4);
+        assertTrue(m.isPresent(), "improbe of a message iprobe saw");
+        int[] one = new int[1];
+        assertEquals(status(0, 4, 1, 4), m.get().recv(one));
+        assertEquals(6, one[0]);
+        assertEquals(Optional.empty(), s.iprobe(Communicator.ANY_SOURCE, Communicator.ANY_TAG));
+      }
+      allReduceWorks(c);
+    });
+  }
+
   @Test
   void improbeWithNothingThereIsEmpty() throws Exception {
     Ranks.threads(2, null, c -> {
