@@ -822,6 +822,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
   feed_ = feed;
 
   WaitPolicy wait(spin_for_, oversubscribed_);
+  if (adopt) wait.woke();  // the small path has spun already: yield, then sleep
   stalled_since_ = Clock::time_point{};
   bool owe_flush = false;
   for (;;) {
