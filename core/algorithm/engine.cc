@@ -69,13 +69,6 @@ constexpr auto kYieldFor = std::chrono::microseconds(50);
 constexpr auto kFutexPhase = std::chrono::milliseconds(100);
 constexpr int kFutexSliceMs = 10;
 
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -199,7 +192,9 @@ Engine::~Engine() {
 
 Engine::Engine(transport::Mesh& mesh)
     : quick_(std::make_unique<QuickSet>()), mesh_(mesh), states_(std::make_unique<StateQueue>()) {
-  oversubscribed_ = mesh_.local_size() > usable_cpus();
+  // The union of this host's ranks' CPUs, not this rank's own mask: ranks
+  // bound to a core each (mpirun's default for 2 ranks) are not oversubscribed.
+  oversubscribed_ = mesh_.local_size() > mesh_.local_cpus();
   spin_for_ = oversubscribed_ ? kSpinShared : kSpinAlone;
   mesh_.set_op_describer([this] {
     // Point-to-point numbers are per pair, so they carry no comparable signature.

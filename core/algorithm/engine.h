@@ -196,9 +196,9 @@ class Engine {
   /// occl_options_t.interrupt): asked before each sleep; when it fires the
   /// operation fails with kInterrupted. begin() clears it.
   void set_interrupt(InterruptHook hook) { interrupt_ = hook; }
-  /// Whether this host runs more of the communicator's ranks than this rank
-  /// may use cores (then waits cannot spin long, and every hand-off between
-  /// ranks may need a context switch).
+  /// Whether this host runs more of the communicator's ranks than they may
+  /// use cores between them (Mesh::local_cpus; then waits cannot spin long,
+  /// and every hand-off between ranks may need a context switch).
   bool oversubscribed() const { return oversubscribed_; }
   /// Turns the small-step path (run_quick; OMNICCL_SMALL_PATH) on or off.
   /// Either way the same messages cross: ranks may differ in it.

@@ -5,11 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <sstream>
 
+#include "common/cpus.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "transport/auth.h"
@@ -140,6 +143,8 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->peers_.resize(opts.size);
   m->links_.resize(opts.size);
   m->answers_.resize(opts.size);
+  const std::string own_cpus = cpus::affinity_text();
+  m->local_cpus_ = std::max(1, cpus::union_count(std::span(&own_cpus, 1)));
   if (opts.size == 1) return m;
 
   Setup s{opts, {}, {}, {}, {}, {}};
@@ -166,6 +171,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   me.hostname = hostname();
   me.single_copy = opts.single_copy;
   me.tcp_streams = opts.tcp_streams;
+  me.cpus = cpus::affinity_text();
   net::SocketAddress unix_addr, tcp_addr;
   s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
   s.tcp_listener = net::listen_tcp(opts.tcp_ip, tcp_addr);
@@ -186,6 +192,9 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   s.transport.resize(opts.size);
   const TransportEntry* only = nullptr;  // the transport of every peer so far
   bool mixed = false;
+  // CPUs of this host's ranks, from the records every rank got (this one's
+  // too), so that the ranks of a host agree.
+  std::vector<std::string> local_cpus{Endpoint::decode(all[opts.rank], opts.rank).cpus};
   for (int p = 0; p < opts.size; ++p) {
     if (p == opts.rank) continue;
     s.remote[p] = Endpoint::decode(all[p], p);
@@ -196,6 +205,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
     peer->same_host = e.host_id == me.host_id;
     peer->hostname = e.hostname;
     local_size_ += peer->same_host;
+    if (peer->same_host) local_cpus.push_back(e.cpus);
     peers_[p] = std::move(peer);
     TransportChoice c = choose_transport(transports(), me, e, opts.transport);
     s.transport[p] = c.entry;
@@ -207,6 +217,10 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
     only = c.entry;
   }
   transport_name_ = mixed ? "mixed" : only->name;
+  local_cpus_ = std::max(1, cpus::union_count(local_cpus));
+  OCCL_LOG(kInfo, kTransport, local_size_, " rank(s) of this communicator on this host, on ", local_cpus_,
+           " CPU(s) between them (this rank: ", local_cpus.front(), ")",
+           local_size_ > local_cpus_ ? ": more ranks than cores" : "");
 }
 
 // Lower ranks accept, higher ranks connect; connecting never waits for the

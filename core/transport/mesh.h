@@ -89,6 +89,12 @@ class Mesh {
   const char* transport_name() const { return transport_name_; }
   /// Ranks of this mesh on this host, this one included (whatever the link).
   int local_size() const { return local_size_; }
+  /// Distinct CPUs the ranks of this mesh on this host may run on between
+  /// them: the union of their affinity masks, swapped at setup (a launcher
+  /// that binds each rank to a core of its own gives each a one-CPU mask, and
+  /// the ranks still have a core each). local_size() > local_cpus(): the
+  /// ranks of this host outnumber their cores.
+  int local_cpus() const { return local_cpus_; }
   /// Description of a peer for messages: "rank 3 (pid 1234 on hostA)".
   std::string describe(int peer) const;
 
@@ -213,6 +219,7 @@ class Mesh {
   int rank_ = 0;
   int size_ = 1;
   int local_size_ = 1;
+  int local_cpus_ = 1;
   const char* transport_name_ = "self";
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<std::unique_ptr<Link>> links_;

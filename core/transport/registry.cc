@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "common/cpus.h"
 #include "transport/shm/shm_link.h"
 #include "transport/tcp/tcp_link.h"
 
@@ -11,7 +12,7 @@ namespace omniccl::transport {
 namespace {
 
 constexpr char kSep = '\x1f';
-constexpr size_t kEndpointFields = 8;
+constexpr size_t kEndpointFields = 9;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
@@ -69,7 +70,7 @@ constexpr TransportEntry kTransports[] = {
 
 std::string Endpoint::encode() const {
   return str_cat(pid, kSep, host_id, kSep, hostname, kSep, unix_addr, kSep, tcp_addr, kSep, shm_name, kSep,
-                 single_copy ? 1 : 0, kSep, tcp_streams);
+                 single_copy ? 1 : 0, kSep, tcp_streams, kSep, cpus);
 }
 
 Endpoint Endpoint::decode(const std::string& text, int rank) {
@@ -89,6 +90,11 @@ Endpoint Endpoint::decode(const std::string& text, int rank) {
   e.tcp_streams = std::atoi(f[7].c_str());
   if (e.tcp_streams < 1 || e.tcp_streams > kMaxTcpStreams) {
     fail(Status::kInternal, "malformed address record from rank ", rank, ": ", f[7], " TCP streams");
+  }
+  e.cpus = f[8];
+  std::vector<int> cpu_numbers;
+  if (!cpus::parse(e.cpus, &cpu_numbers)) {
+    fail(Status::kInternal, "malformed address record from rank ", rank, ": CPU list '", e.cpus, "'");
   }
   return e;
 }

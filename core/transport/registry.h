@@ -35,6 +35,7 @@ struct Endpoint {
   std::string shm_name;      ///< this rank's segment; "" = it offers no shared memory
   bool single_copy = false;  ///< it asks for large payloads by reference
   int tcp_streams = 1;       ///< data sockets it asks for per TCP peer (a pair uses the smaller count)
+  std::string cpus;          ///< the CPUs it may run on, a cpulist ("0-3,8"; common/cpus.h)
 
   /// The record as sent in the exchange (fields in a fixed order).
   std::string encode() const;

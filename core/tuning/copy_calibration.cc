@@ -157,9 +157,9 @@ SingleCopyChoice calibrate() {
 
 }  // namespace
 
-bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes) const {
+bool SingleCopyChoice::allows(OpKind kind, uint64_t /*bytes: no size limit today*/) const {
   switch (kind) {
-    case OpKind::kBroadcast: return one_way || bytes <= broadcast_max;
+    case OpKind::kBroadcast:
     case OpKind::kGather:
     case OpKind::kScatter:
     case OpKind::kGatherV:
@@ -175,17 +175,11 @@ bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes) const {
 SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
   SingleCopyChoice c;
   c.one_way = r.readv_gbps >= r.ring_gbps;
-  if (!c.one_way && r.readv_gbps >= kOneWayShare * r.ring_gbps) c.broadcast_max = kBroadcastCacheBytes;
   c.exchange = r.readv_gbps >= kExchangeShare * r.ring_gbps;
   const std::string rates = str_cat("process_vm_readv ", gbps(r.readv_gbps), " GB/s ", c.one_way ? ">=" : "<", " ring ",
                                     gbps(r.ring_gbps), " GB/s");
   if (c.one_way) {
     c.reason = str_cat("single copy on: ", rates, " (", how, ")");
-  } else if (c.broadcast_max > 0) {
-    c.reason = str_cat("single copy off: ", rates, "; on for all_gather and all_to_all (", gbps(r.readv_gbps),
-                       " GB/s >= ", kExchangeShare, " x ring), and for broadcasts up to ", kBroadcastCacheBytes >> 20,
-                       " MiB (>= ", kOneWayShare,
-                       " x ring; larger payloads leave the caches, where the ring is faster) (", how, ")");
   } else if (c.exchange) {
     c.reason = str_cat("single copy off: ", rates, "; on for all_gather and all_to_all only (", gbps(r.readv_gbps),
                        " GB/s >= ", kExchangeShare, " x ring) (", how, ")");

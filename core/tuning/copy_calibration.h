@@ -69,33 +69,29 @@ inline constexpr double kStreamGain = 1.1;
 /// faster for all_to_all at 1 MiB, and all_gather at 16 MiB went either way.
 inline constexpr double kExchangeShare = 0.35;
 
-/// Broadcasts read by reference at every size once process_vm_readv is as
-/// fast as the ring (then so do gather and scatter); from this share of the
-/// ring rate (the rate of the ring's two copies on one core) they still do for
-/// payloads of up to kBroadcastCacheBytes, which stay in the caches, where the
-/// ring's hand-offs keep it well below its rate. Measured on the development
-/// VM (readv 9.3, ring 17.2 GB/s, 2 ranks): broadcast 256 KiB 31 us by
-/// reference vs 48 us through the ring, 1 MiB 129-139 vs 193 us, 2 MiB 283 vs
-/// 402 us; but 4 MiB 1601 vs 780 us and 16 MiB 4.5 vs 3.8 ms. Gather and
-/// scatter stay on the ring there: by reference, 1 MiB took 80-90 us in most
-/// runs but 490-1300 us in a third of them (the ring: 97-114 us, steady).
-inline constexpr double kOneWayShare = 0.5;
-inline constexpr uint64_t kBroadcastCacheBytes = uint64_t(2) << 20;
+// Broadcasts (like gather and scatter) read by reference only where
+// process_vm_readv is as fast as the ring. Up to the ring's round 4 they also
+// did from half its rate for payloads of up to 2 MiB, measured then as 1 MiB
+// 129-139 us by reference vs 193 us through the ring (readv 9.3, ring 17.2
+// GB/s). With today's ring the same VM (readv 10.9, ring 18.9 GB/s, 2 ranks,
+// chrt -f 50, fastest of 3 loops, twice) gives, through the ring vs by
+// reference: 256 KiB 12 vs 35-38 us, 1 MiB 46 vs 192-212 us, 4 MiB 518-541 vs
+// 415-558 us, 16 MiB 2.4 vs 3.2-3.3 ms: the receiver's system call and page
+// pinning, and the root idle until the copy is done, cost more than the
+// ring's second copy on the other core.
 
 /// The decision for this host, and why (one line for the log).
 struct SingleCopyChoice {
   bool one_way = false;   ///< broadcast, gather, scatter (+ v) may go by reference
   bool exchange = false;  ///< all_gather, all_to_all (+ v) may go by reference
   std::string reason;     ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
-  /// Without one_way, broadcasts of up to this many bytes still may.
-  uint64_t broadcast_max = 0;
   /// Payloads of this many bytes and more received through the rings (and
   /// local copies of such blocks) are stored past the caches (0: never); see
   /// Engine::set_stream_min.
   uint64_t stream_min = 0;
   std::string stream_reason;  ///< the part of `reason` about streaming stores
   /// Whether shared-memory links should offer to read by reference at all.
-  bool any() const { return one_way || exchange || broadcast_max > 0; }
+  bool any() const { return one_way || exchange; }
   /// Whether operation `kind` on `bytes` may move payloads by reference
   /// (reductions and point-to-point never do; see also single_copy_for).
   bool allows(OpKind kind, uint64_t bytes) const;

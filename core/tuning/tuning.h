@@ -43,8 +43,8 @@ Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov
 /// read costs a system call and page pinning per chunk. Data movement does,
 /// up to 64 MiB; above that two copies pipelined over two cores measured
 /// faster on the development machine (gather and scatter excepted).
-/// `oversubscribed`: this host runs more ranks of the communicator than this
-/// rank has cores. Broadcast then keeps two copies: its pipelined chain
+/// `oversubscribed`: this host runs more ranks of the communicator than they
+/// have cores between them (Engine::oversubscribed). Broadcast then keeps two copies: its pipelined chain
 /// forwards every chunk, and a forward by reference completes only once the
 /// next rank has been scheduled and has read it (4 ranks on 2 cores measured
 /// 2x slower at 16 MiB with single copy).

@@ -209,25 +209,24 @@ TEST_F(Calibration, SomewhatSlowerReadvKeepsSingleCopyForExchangesOnly) {
       << c.reason;
 }
 
-// At half the ring's rate or more (the rate of the ring's two copies on one
-// core), reading by reference beats the ring for broadcasts that stay in the
-// caches (see kBroadcastCacheBytes for what was measured); gather and scatter
-// stay on the ring, exchanges go by reference at any size.
-TEST_F(Calibration, HalfTheRingRateKeepsSingleCopyForCacheSizedBroadcasts) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 9.3\nring_gbps 17.2\ncopy_gbps 5\nstream_gbps 5\n");
+// At half the ring's rate or more, but below it (the development VM: readv
+// 10.9, ring 18.9 GB/s), broadcasts stay on the ring at every size, as gather
+// and scatter do (measurements in copy_calibration.h, below kExchangeShare);
+// exchanges go by reference at any size.
+TEST_F(Calibration, BelowTheRingRateBroadcastsStayOnTheRing) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 10.9\nring_gbps 18.9\ncopy_gbps 5\nstream_gbps 5\n");
   SingleCopyChoice c = decide();
   EXPECT_FALSE(c.one_way) << c.reason;
   EXPECT_TRUE(c.exchange) << c.reason;
-  EXPECT_EQ(c.broadcast_max, kBroadcastCacheBytes);
-  EXPECT_TRUE(c.allows(OpKind::kBroadcast, 256 * 1024));
-  EXPECT_TRUE(c.allows(OpKind::kBroadcast, kBroadcastCacheBytes));
-  EXPECT_FALSE(c.allows(OpKind::kBroadcast, kBroadcastCacheBytes + 1));
+  for (uint64_t bytes : {uint64_t(256 * 1024), kMiB, 2 * kMiB, 16 * kMiB}) {
+    EXPECT_FALSE(c.allows(OpKind::kBroadcast, bytes)) << bytes;
+  }
   EXPECT_FALSE(c.allows(OpKind::kScatter, kMiB));
   EXPECT_FALSE(c.allows(OpKind::kGatherV, kMiB));
   EXPECT_TRUE(c.allows(OpKind::kAllGather, 16 * kMiB));
   EXPECT_FALSE(c.allows(OpKind::kAllReduce, kMiB));
-  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 9.3 GB/s < ring 17.2 GB/s; on for all_gather and "
-                          "all_to_all (9.3 GB/s >= 0.35 x ring), and for broadcasts up to 2 MiB (>= 0.5 x ring"),
+  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 10.9 GB/s < ring 18.9 GB/s; on for all_gather and "
+                          "all_to_all only (10.9 GB/s >= 0.35 x ring)"),
             std::string::npos)
       << c.reason;
   // Faster than the ring: every one-way operation, every size.
@@ -236,10 +235,6 @@ TEST_F(Calibration, HalfTheRingRateKeepsSingleCopyForCacheSizedBroadcasts) {
   SingleCopyChoice fast = decide();
   EXPECT_TRUE(fast.allows(OpKind::kBroadcast, 64 * kMiB));
   EXPECT_TRUE(fast.allows(OpKind::kScatter, 64 * kMiB));
-  // Under half: broadcasts on the ring too (4.2 < 0.5 x 9.6).
-  write_file(path_, header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\ncopy_gbps 5\nstream_gbps 5\n");
-  reset_single_copy_memo();
-  EXPECT_FALSE(decide().allows(OpKind::kBroadcast, 256 * 1024));
 }
 
 TEST_F(Calibration, CachedFasterReadvTurnsSingleCopyOn) {

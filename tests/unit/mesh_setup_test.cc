@@ -235,7 +235,7 @@ class SlowRankZero {
   /// Its address record (Endpoint::encode's fields).
   std::string record() const {
     return std::string("1\x1f") + "slow-host\x1f" + "slow-host\x1f" + "\x1f" + addr_.text + "\x1f" + "\x1f" + "0" +
-           "\x1f" + "1";
+           "\x1f" + "1" + "\x1f" + "0";  // ..., single copy, TCP streams, CPU list
   }
   std::string error() {
     std::lock_guard<std::mutex> l(mu_);

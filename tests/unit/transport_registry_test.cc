@@ -20,6 +20,7 @@ Endpoint endpoint(int rank, const std::string& host, const std::string& boot = "
   e.tcp_addr = "tcp:127.0.0.1:" + std::to_string(40000 + rank);
   e.shm_name = "/omniccl.1-" + std::to_string(e.pid) + ".x." + std::to_string(rank);
   e.single_copy = true;
+  e.cpus = "0-3,8";
   return e;
 }
 
@@ -131,11 +132,23 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   EXPECT_EQ(d.shm_name, e.shm_name);
   EXPECT_FALSE(d.single_copy);
   EXPECT_EQ(d.tcp_streams, 4);
+  EXPECT_EQ(d.cpus, "0-3,8");
   // A stream count outside 1..kMaxTcpStreams is malformed.
   for (int bad : {0, kMaxTcpStreams + 1}) {
     Endpoint b = e;
     b.tcp_streams = bad;
     EXPECT_THROW(Endpoint::decode(b.encode(), 3), Error) << bad;
+  }
+  // A CPU list that is not a cpulist is malformed, and the message names it.
+  for (const char* bad : {"", "x", "3-1", "0,", "1-", "99999999"}) {
+    Endpoint b = e;
+    b.cpus = bad;
+    try {
+      Endpoint::decode(b.encode(), 3);
+      ADD_FAILURE() << "CPU list '" << bad << "' was accepted";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(std::string("CPU list '") + bad + "'"), std::string::npos) << err.what();
+    }
   }
   EXPECT_THROW(Endpoint::decode("1\x1f"
                                 "2",

@@ -1,0 +1,183 @@
+// Whether a host's ranks outnumber their cores is judged from the union of
+// the ranks' CPU masks, swapped at setup (Mesh::local_cpus), and not from one
+// rank's own mask: mpirun binds each of 2 ranks to a core of its own, and
+// each then sees a one-CPU mask. Real meshes (threads as ranks, an in-memory
+// address exchange, loopback TCP), with the CPU list of each rank's record
+// rewritten by the exchange, so the cases do not depend on this machine's
+// cores; and one case with real thread affinity.
+#include <pthread.h>
+#include <sched.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithm/engine.h"
+#include "common/time.h"
+#include "transport/mesh.h"
+
+namespace omniccl::transport {
+namespace {
+
+constexpr int kHostField = 1;  // fields of an address record (Endpoint::encode)
+constexpr int kCpusField = 8;
+
+/// Replaces field `i` of an address record (fields separated by 0x1f).
+std::string with_field(const std::string& blob, int i, const std::string& value) {
+  size_t start = 0;
+  for (int k = 0; k < i; ++k) start = blob.find('\x1f', start) + 1;
+  const size_t end = blob.find('\x1f', start);
+  return blob.substr(0, start) + value + (end == std::string::npos ? std::string() : blob.substr(end));
+}
+
+struct Exchange {
+  explicit Exchange(int n) : blobs(static_cast<size_t>(n)) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> blobs;
+  int posted = 0;
+
+  std::vector<std::string> all_gather(int rank, const std::string& mine) {
+    std::unique_lock<std::mutex> lock(mu);
+    blobs[static_cast<size_t>(rank)] = mine;
+    ++posted;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(30), [&] { return posted == static_cast<int>(blobs.size()); });
+    return blobs;
+  }
+};
+
+struct Rank {
+  std::string host = "hostA";  // ranks with the same name share a host
+  std::string cpus;            // its CPU list; "" = the record's own (this thread's mask)
+  int pin = -1;                // >= 0: the rank's thread binds itself to this CPU first
+};
+
+struct Built {
+  std::vector<std::unique_ptr<Mesh>> meshes;
+  std::vector<std::string> errors;
+};
+
+Built build(const std::vector<Rank>& ranks) {
+  const int n = static_cast<int>(ranks.size());
+  Exchange ex(n);
+  const uint64_t session = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  Built b;
+  b.meshes.resize(size_t(n));
+  b.errors.resize(size_t(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        if (ranks[size_t(r)].pin >= 0) {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(ranks[size_t(r)].pin, &one);
+          if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) throw std::runtime_error("pin failed");
+        }
+        MeshOptions o;
+        o.rank = r;
+        o.size = n;
+        o.session = session;
+        o.transport = "tcp";
+        o.tcp_ip = "127.0.0.1";
+        o.deadline = Deadline::after_ms(30000);
+        b.meshes[size_t(r)] = Mesh::create(o, [&](const std::string& mine) {
+          auto all = ex.all_gather(r, mine);
+          for (size_t p = 0; p < all.size(); ++p) {
+            // Rank r sees the ranks of its own host with its own (real) host
+            // identity, the others with another.
+            if (ranks[p].host != ranks[size_t(r)].host) all[p] = with_field(all[p], kHostField, ranks[p].host + "|x");
+            if (!ranks[p].cpus.empty()) all[p] = with_field(all[p], kCpusField, ranks[p].cpus);
+          }
+          return all;
+        });
+      } catch (const std::exception& e) {
+        b.errors[size_t(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return b;
+}
+
+#define ASSERT_BUILT(b)                                                     \
+  for (size_t r_ = 0; r_ < (b).meshes.size(); ++r_) {                       \
+    ASSERT_TRUE((b).meshes[r_]) << "rank " << r_ << ": " << (b).errors[r_]; \
+  }
+
+TEST(MeshCpus, RanksBoundToACoreEachAreNotOversubscribed) {
+  Built b = build({{"hostA", "0"}, {"hostA", "1"}});
+  ASSERT_BUILT(b);
+  for (auto& m : b.meshes) {
+    EXPECT_EQ(m->local_size(), 2);
+    EXPECT_EQ(m->local_cpus(), 2);
+    EXPECT_FALSE(Engine(*m).oversubscribed());
+  }
+}
+
+TEST(MeshCpus, RanksBoundToOneCoreAreOversubscribed) {
+  Built b = build({{"hostA", "0"}, {"hostA", "0"}});
+  ASSERT_BUILT(b);
+  for (auto& m : b.meshes) {
+    EXPECT_EQ(m->local_cpus(), 1);
+    EXPECT_TRUE(Engine(*m).oversubscribed());
+  }
+}
+
+TEST(MeshCpus, UnionOfOverlappingMasksAndOnlyThisHostsRanks) {
+  // Ranks 0-2 on host A share CPUs 0-3 and 2-5 (6 CPUs); rank 3 is on host B
+  // with CPU 9, which host A's ranks do not count, nor it theirs.
+  Built b = build({{"hostA", "0-3"}, {"hostA", "2-5"}, {"hostA", "3"}, {"hostB", "9"}});
+  ASSERT_BUILT(b);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(b.meshes[size_t(r)]->local_size(), 3);
+    EXPECT_EQ(b.meshes[size_t(r)]->local_cpus(), 6);
+    EXPECT_FALSE(Engine(*b.meshes[size_t(r)]).oversubscribed());
+  }
+  EXPECT_EQ(b.meshes[3]->local_size(), 1);
+  EXPECT_EQ(b.meshes[3]->local_cpus(), 1);
+  EXPECT_FALSE(Engine(*b.meshes[3]).oversubscribed());
+  // Four ranks on host A with 2 CPUs between them: oversubscribed.
+  Built four = build({{"hostA", "0"}, {"hostA", "1"}, {"hostA", "0-1"}, {"hostA", "1"}});
+  ASSERT_BUILT(four);
+  for (auto& m : four.meshes) {
+    EXPECT_EQ(m->local_cpus(), 2);
+    EXPECT_TRUE(Engine(*m).oversubscribed());
+  }
+}
+
+// Real affinity: each rank's thread binds itself to a different CPU before
+// setup (as mpirun binds its ranks), so each sees one CPU of its own.
+TEST(MeshCpus, RealBindingToDistinctCpus) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  std::vector<int> usable;
+  for (int c = 0; c < CPU_SETSIZE && usable.size() < 2; ++c) {
+    if (CPU_ISSET(c, &all)) usable.push_back(c);
+  }
+  if (usable.size() < 2) GTEST_SKIP() << "this process may use only one CPU";
+  Built b = build({{"hostA", "", usable[0]}, {"hostA", "", usable[1]}});
+  ASSERT_BUILT(b);
+  for (auto& m : b.meshes) {
+    EXPECT_EQ(m->local_cpus(), 2);
+    EXPECT_FALSE(Engine(*m).oversubscribed());
+  }
+  Built same = build({{"hostA", "", usable[0]}, {"hostA", "", usable[0]}});
+  ASSERT_BUILT(same);
+  for (auto& m : same.meshes) {
+    EXPECT_EQ(m->local_cpus(), 1);
+    EXPECT_TRUE(Engine(*m).oversubscribed());
+  }
+}
+
+}  // namespace
+}  // namespace omniccl::transport
