@@ -26,26 +26,12 @@
 #include "common/time.h"
 #include "transport/control_wire.h"
 #include "transport/mesh.h"
+#include "mesh_exchange.h"
 
 namespace omniccl::transport {
 namespace {
 
-/// The two ranks' address blobs, handed out once both are posted.
-struct Exchange {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> blobs = std::vector<std::string>(2);
-  int posted = 0;
-
-  std::vector<std::string> all_gather(int rank, const std::string& mine) {
-    std::unique_lock<std::mutex> lock(mu);
-    blobs[rank] = mine;
-    ++posted;
-    cv.notify_all();
-    cv.wait_for(lock, std::chrono::seconds(30), [&] { return posted == 2; });
-    return blobs;
-  }
-};
+using test::Exchange;
 
 /// Field `i` of an address blob (fields separated by 0x1f).
 std::string field(const std::string& blob, int i) {
@@ -62,7 +48,7 @@ double build_mesh_under(const std::function<void(const std::string&)>& attack, c
   Exchange ex;
   // A fresh session: it names the abstract unix sockets, and these tests may
   // run at the same time in separate processes.
-  const uint64_t session = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  const uint64_t session = test::fresh_session();
   if (session_out != nullptr) *session_out = session;
   std::unique_ptr<Mesh> meshes[2];
   std::string errors[2];

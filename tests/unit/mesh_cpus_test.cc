@@ -22,6 +22,7 @@
 #include "algorithm/engine.h"
 #include "common/time.h"
 #include "transport/mesh.h"
+#include "mesh_exchange.h"
 
 namespace omniccl::transport {
 namespace {
@@ -37,22 +38,7 @@ std::string with_field(const std::string& blob, int i, const std::string& value)
   return blob.substr(0, start) + value + (end == std::string::npos ? std::string() : blob.substr(end));
 }
 
-struct Exchange {
-  explicit Exchange(int n) : blobs(static_cast<size_t>(n)) {}
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> blobs;
-  int posted = 0;
-
-  std::vector<std::string> all_gather(int rank, const std::string& mine) {
-    std::unique_lock<std::mutex> lock(mu);
-    blobs[static_cast<size_t>(rank)] = mine;
-    ++posted;
-    cv.notify_all();
-    cv.wait_for(lock, std::chrono::seconds(30), [&] { return posted == static_cast<int>(blobs.size()); });
-    return blobs;
-  }
-};
+using test::Exchange;
 
 struct Rank {
   std::string host = "hostA";  // ranks with the same name share a host
@@ -68,7 +54,7 @@ struct Built {
 Built build(const std::vector<Rank>& ranks) {
   const int n = static_cast<int>(ranks.size());
   Exchange ex(n);
-  const uint64_t session = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  const uint64_t session = test::fresh_session();
   Built b;
   b.meshes.resize(size_t(n));
   b.errors.resize(size_t(n));

@@ -36,6 +36,7 @@
 #include "transport/auth.h"
 #include "transport/control_wire.h"
 #include "transport/mesh.h"
+#include "mesh_exchange.h"
 #include "transport/transport.h"
 
 namespace omniccl::transport {
@@ -43,23 +44,8 @@ namespace {
 
 using Seconds = std::chrono::duration<double>;
 
-/// The ranks' address blobs, handed out once every rank has posted.
-struct Exchange {
-  explicit Exchange(int n) : blobs(static_cast<size_t>(n)) {}
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> blobs;
-  int posted = 0;
-
-  std::vector<std::string> all_gather(int rank, const std::string& mine, int posters) {
-    std::unique_lock<std::mutex> lock(mu);
-    blobs[static_cast<size_t>(rank)] = mine;
-    ++posted;
-    cv.notify_all();
-    cv.wait_for(lock, std::chrono::seconds(30), [&] { return posted == posters; });
-    return blobs;
-  }
-};
+using test::Exchange;
+using test::fresh_session;
 
 /// Replaces field `i` of an address blob (fields separated by 0x1f).
 std::string with_field(const std::string& blob, int i, const std::string& value) {
@@ -67,11 +53,6 @@ std::string with_field(const std::string& blob, int i, const std::string& value)
   for (int k = 0; k < i; ++k) start = blob.find('\x1f', start) + 1;
   const size_t end = blob.find('\x1f', start);
   return blob.substr(0, start) + value + blob.substr(end);
-}
-
-uint64_t fresh_session() {
-  // It names the abstract unix sockets; test processes may run at once.
-  return std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
 }
 
 MeshOptions options(int rank, int size, uint64_t session, const std::string& token = "") {

@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "transport/mesh.h"
+#include "mesh_exchange.h"
 
 namespace omniccl {
 namespace {
@@ -35,24 +36,8 @@ namespace {
 using transport::Mesh;
 using transport::MeshOptions;
 
-/// The ranks' address blobs, handed out once every rank has posted.
-struct Exchange {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> blobs = std::vector<std::string>(2);
-  int posted = 0;
-
-  std::vector<std::string> all_gather(int rank, const std::string& mine) {
-    std::unique_lock<std::mutex> lock(mu);
-    blobs[static_cast<size_t>(rank)] = mine;
-    ++posted;
-    cv.notify_all();
-    cv.wait_for(lock, std::chrono::seconds(30), [&] { return posted == 2; });
-    return blobs;
-  }
-};
-
-uint64_t fresh_session() { return std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1; }
+using test::Exchange;
+using test::fresh_session;
 
 /// Two meshes over `transport` ("shm" or "tcp"), built by two threads.
 std::vector<std::unique_ptr<Mesh>> two_meshes(const std::string& transport) {
