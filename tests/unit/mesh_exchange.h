@@ -38,8 +38,6 @@ struct Exchange {
 
 /// A fresh session number: it names the abstract unix sockets and shared
 /// segments, and test processes may run at once.
-inline uint64_t fresh_session() {
-  return std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
-}
+inline uint64_t fresh_session() { return std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1; }
 
 }  // namespace omniccl::test
