@@ -561,12 +561,16 @@ void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Dea
   m.granule = 1;
   m.may_reference = false;
   m.stream = false;
+  m.may_split = false;
   m.header_done = 0;
   m.done = 0;
   m.staged = 0;
   m.ticket = 0;
   m.remote = 0;
+  m.split_mine = 0;
   m.by_reference = false;
+  m.split = false;
+  m.split_claimed = false;
   m.complete = false;
   m.header_bytes = sizeof(WireHeader);
   if (s.t.kind == Transfer::Kind::kSend) {
@@ -578,6 +582,11 @@ void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Dea
   } else {
     m.payload = {s.t.dst, s.t.bytes, device_};
     m.stream = streams(s.t.bytes) && device_ == DeviceKind::kCPU;
+    // One-way operations only: in an exchange (all_gather, all_to_all) both
+    // cores are busy with their own receives already.
+    m.may_split =
+        split_copy_ && (sig.kind == OpKind::kBroadcast || sig.kind == OpKind::kGather || sig.kind == OpKind::kScatter ||
+                        sig.kind == OpKind::kGatherV || sig.kind == OpKind::kScatterV);
   }
   if (s.t.kind == Transfer::Kind::kRecvReduce) {
     m.stage = {staging_.data() + kStageBytes * stage_used_++, kStageBytes, DeviceKind::kCPU};

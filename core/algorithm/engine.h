@@ -203,6 +203,10 @@ class Engine {
   /// Turns the small-step path (run_quick; OMNICCL_SMALL_PATH) on or off.
   /// Either way the same messages cross: ranks may differ in it.
   void set_small_path(bool on) { quick_on_ = on; }
+  /// Lets the senders of payloads this rank receives by reference copy part
+  /// of them into its buffers while it copies the rest (OMNICCL_SHM_SPLIT_COPY;
+  /// transport::Message::may_split). Either way the same messages cross.
+  void set_split_copy(bool on) { split_copy_ = on; }
   /// Steps the small-step path took: `done` ended there, `handed_over`
   /// had to wait longer and finished in the general loop.
   struct SmallPathStats {
@@ -290,6 +294,7 @@ class Engine {
   Deadline deadline_ = Deadline::never();
   bool probed_ = false;  ///< peers were asked for their signatures in this op
   bool single_copy_ = false;
+  bool split_copy_ = true;
   uint64_t stream_min_ = 0;
   InterruptHook interrupt_;
   int64_t lazy_timeout_ms_ = -1;  ///< >= 0: deadline_ not computed yet

@@ -36,6 +36,11 @@ constexpr SettingInfo kSettings[] = {
      "1: steps of up to 8 messages of at most 4 KiB each (operations of about 1 KiB and less) move straight "
      "through the links while the rank would spin, without building the engine's step state; 0: every step takes "
      "the general loop. The messages on the wire are the same either way."},
+    {"OMNICCL_SHM_SPLIT_COPY", "1",
+     "1: a payload a rank reads by reference (see OMNICCL_SHM_SINGLE_COPY) is split in chunks that the receiver "
+     "reads (process_vm_readv) and its sender, while it waits, writes into the receiver's buffer "
+     "(process_vm_writev), so both cores copy; broadcast, gather and scatter then go by reference where the "
+     "calibration finds that faster than the ring; 0: the receiver copies alone. Ranks may differ in it."},
     {"OMNICCL_SHM_CALIBRATION", "cached",
      "cached: reuse a valid calibration file for this host and kernel; force: measure again and rewrite it."},
     {"OMNICCL_SHM_CALIBRATION_FILE", "(runtime dir)",

@@ -47,6 +47,10 @@ CommConfig CommConfig::from_environment() {
     check_arg(*v == "0" || *v == "1", "OMNICCL_SMALL_PATH is '", *v, "'; use 1 (on) or 0 (off)");
     c.small_path = *v == "1";
   }
+  if (auto v = get_setting("OMNICCL_SHM_SPLIT_COPY")) {
+    check_arg(*v == "0" || *v == "1", "OMNICCL_SHM_SPLIT_COPY is '", *v, "'; use 1 (on) or 0 (off)");
+    c.split_copy = *v == "1";
+  }
   return c;
 }
 
@@ -71,6 +75,7 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
       recv_seq_(size, 0) {
   if (!config_.algorithm.empty()) override_ = AlgoOverride::parse(config_.algorithm, config_.algorithm_source);
   engine_.set_small_path(config_.small_path);
+  engine_.set_split_copy(config_.split_copy);
   log::set_rank(rank);
 }
 
@@ -174,7 +179,8 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
   c.entry = &find_algorithm(kind, c.algo);
   c.algo_name = algo_name(c.algo);
   const auto& copy = config_.copy_choice;
-  c.single_copy = copy && copy->allows(kind, bytes) && single_copy_for(kind, bytes, engine_.oversubscribed());
+  c.single_copy =
+      copy && copy->allows(kind, bytes, config_.split_copy) && single_copy_for(kind, bytes, engine_.oversubscribed());
   c.stream_min = copy ? copy->stream_min : 0;
   last_choice_ = c;
 }

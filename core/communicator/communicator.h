@@ -53,6 +53,9 @@ struct CommConfig {
   bool blocking = true;    ///< occl_config_t.blocking: creation waits until ready
   int tcp_streams = 1;     ///< OMNICCL_TCP_STREAMS: data sockets per TCP peer
   bool small_path = true;  ///< OMNICCL_SMALL_PATH: small steps skip the engine's step state
+  /// OMNICCL_SHM_SPLIT_COPY: a payload this rank reads by reference is copied
+  /// half by its sender (process_vm_writev) while this rank copies the rest.
+  bool split_copy = true;
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO /
   /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS / OMNICCL_SMALL_PATH.

@@ -80,15 +80,22 @@ struct Message {
   /// Receive into CPU memory (no sink): the payload is large and not read
   /// again soon, so the link may store it past the caches (streaming stores).
   bool stream = false;
+  /// Receive into memory (no sink): when the payload comes by reference, the
+  /// link may let the sender copy part of it into payload.ptr while this side
+  /// copies the rest (both cores copy; see ShmLink).
+  bool may_split = false;
 
   // --- kept by the link ---
-  size_t header_done = 0;  ///< header bytes moved
-  size_t done = 0;         ///< payload bytes moved (receive with a sink: taken or staged)
-  size_t staged = 0;       ///< receive with a sink: bytes in `stage` not yet taken
-  uint64_t ticket = 0;     ///< by reference: the sender's number for the payload
-  uint64_t remote = 0;     ///< by reference, receive: the payload's address at the sender
+  size_t header_done = 0;   ///< header bytes moved
+  size_t done = 0;          ///< payload bytes moved (receive with a sink: taken or staged)
+  size_t staged = 0;        ///< receive with a sink: bytes in `stage` not yet taken
+  uint64_t ticket = 0;      ///< by reference: the sender's number for the payload
+  uint64_t remote = 0;      ///< by reference, receive: the payload's address at the sender
+  uint32_t split_mine = 0;  ///< split receive: chunks this side copied
   bool by_reference = false;
-  bool complete = false;  ///< all moved (by reference: and read by the receiver)
+  bool split = false;          ///< receive by reference shared with the sender (published)
+  bool split_claimed = false;  ///< split receive: every chunk is taken by one side or the other
+  bool complete = false;       ///< all moved (by reference: and read by the receiver)
 };
 
 inline constexpr uint32_t kMaxHeader = 64;

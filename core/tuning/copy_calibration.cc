@@ -17,6 +17,8 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <atomic>
+#include <memory>
 #include <vector>
 
 #include "common/fd.h"
@@ -24,12 +26,13 @@
 #include "common/settings.h"
 #include "common/status.h"
 #include "kernels/cpu/stream.h"
+#include "transport/shm/shm_link.h"
 
 namespace omniccl {
 
 namespace {
 
-constexpr const char* kMagic = "omniccl-shm-calibration 2";
+constexpr const char* kMagic = "omniccl-shm-calibration 3";
 // Both mechanisms are timed per unit of kChunk bytes over a kPayload buffer,
 // kPasses times, alternating; each rate comes from its fastest unit. Many
 // short samples make it likely that some ran undisturbed on a busy host
@@ -39,6 +42,10 @@ constexpr size_t kPayload = size_t(2) << 20;
 constexpr size_t kChunk = size_t(256) << 10;  // one by-reference read / a ring's worth of records
 constexpr int kPasses = 4;
 constexpr int kStreamPasses = 3;
+// One-way messages timed through a pair of links, per way (ring, by
+// reference, split), at each of kLinkProbeBytes.
+constexpr int kLinkRepsSmall = 8;
+constexpr int kLinkRepsLarge = 4;
 constexpr auto kLockWait = std::chrono::seconds(2);
 
 std::mutex g_mu;
@@ -144,7 +151,8 @@ SingleCopyChoice calibrate() {
   std::string error;
   auto rates = measure_copy_rates(&error);
   if (!rates) {
-    SingleCopyChoice c{false, false, str_cat("single copy off: ", error)};
+    SingleCopyChoice c;
+    c.reason = str_cat("single copy off: ", error);
     c.stream_reason = "no streaming stores (not measured)";
     c.reason = str_cat(c.reason, "; ", c.stream_reason);
     return c;
@@ -157,13 +165,13 @@ SingleCopyChoice calibrate() {
 
 }  // namespace
 
-bool SingleCopyChoice::allows(OpKind kind, uint64_t /*bytes: no size limit today*/) const {
+bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes, bool split) const {
   switch (kind) {
     case OpKind::kBroadcast:
     case OpKind::kGather:
     case OpKind::kScatter:
     case OpKind::kGatherV:
-    case OpKind::kScatterV: return one_way;
+    case OpKind::kScatterV: return bytes >= (split ? one_way_split_min : one_way_min);
     case OpKind::kAllGather:
     case OpKind::kAllToAll:
     case OpKind::kAllGatherV:
@@ -172,20 +180,36 @@ bool SingleCopyChoice::allows(OpKind kind, uint64_t /*bytes: no size limit today
   }
 }
 
+namespace {
+
+/// Where the by-reference rates `x` (at kLinkProbeBytes) beat the ring's:
+/// from every size, from kOneWayLargeMin, or never.
+uint64_t one_way_from(const double (&x)[2], const double (&ring)[2]) {
+  if (x[0] >= ring[0] && x[1] >= ring[1]) return 0;
+  if (x[1] >= ring[1]) return kOneWayLargeMin;
+  return kNever;
+}
+
+std::string from_text(uint64_t min) {
+  if (min == kNever) return "never";
+  if (min == 0) return "on";
+  return str_cat("from ", min >> 20, " MiB");
+}
+
+}  // namespace
+
 SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
   SingleCopyChoice c;
-  c.one_way = r.readv_gbps >= r.ring_gbps;
+  c.one_way_min = one_way_from(r.link_ref_gbps, r.link_ring_gbps);
+  c.one_way_split_min = one_way_from(r.link_split_gbps, r.link_ring_gbps);
   c.exchange = r.readv_gbps >= kExchangeShare * r.ring_gbps;
-  const std::string rates = str_cat("process_vm_readv ", gbps(r.readv_gbps), " GB/s ", c.one_way ? ">=" : "<", " ring ",
-                                    gbps(r.ring_gbps), " GB/s");
-  if (c.one_way) {
-    c.reason = str_cat("single copy on: ", rates, " (", how, ")");
-  } else if (c.exchange) {
-    c.reason = str_cat("single copy off: ", rates, "; on for all_gather and all_to_all only (", gbps(r.readv_gbps),
-                       " GB/s >= ", kExchangeShare, " x ring) (", how, ")");
-  } else {
-    c.reason = str_cat("single copy off: ", rates, ", also < ", kExchangeShare, " x ring for exchanges (", how, ")");
-  }
+  auto rates = [](const double(&x)[2]) { return str_cat(gbps(x[0]), "/", gbps(x[1])); };
+  c.reason = str_cat("single copy for broadcast, gather and scatter: ", from_text(c.one_way_split_min),
+                     " (split copies ", rates(r.link_split_gbps), " GB/s, ring ", rates(r.link_ring_gbps),
+                     " GB/s at 1/8 MiB), ", from_text(c.one_way_min), " with OMNICCL_SHM_SPLIT_COPY=0 (",
+                     rates(r.link_ref_gbps), " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off",
+                     " (process_vm_readv ", gbps(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ", kExchangeShare,
+                     " x ring ", gbps(r.ring_gbps), " GB/s) (", how, ")");
   c.stream_min = stream_min_from_rates(r);
   const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ", c.stream_min > 0 ? ">=" : "<",
                                      " ", kStreamGain, " x memcpy ", gbps(r.copy_gbps), " GB/s");
@@ -208,6 +232,129 @@ std::string calibration_cache_path() {
   }
   return str_cat("/tmp/omniccl-shm-calibration-", ::geteuid());
 }
+
+namespace {
+
+/// Two ends of a shared-memory link in this process (ranks 0 and 1 of a
+/// private session), as Mesh builds them between two processes; quiet.
+struct LinkPair {
+  std::unique_ptr<transport::ShmSegment> seg[2];
+  std::unique_ptr<transport::ShmLink> link[2];
+  LinkPair() {
+    const std::string session = str_cat("calibration", std::random_device{}());
+    std::string name[2];
+    for (int r = 0; r < 2; ++r) {
+      name[r] = transport::ShmSegment::name_for(session, r);
+      seg[r] = transport::ShmSegment::create(name[r], 2);
+    }
+    for (int r = 0; r < 2; ++r) {
+      const int p = 1 - r;
+      auto peer = transport::ShmSegment::open(name[p], 2);
+      link[r] = std::make_unique<transport::ShmLink>(
+          p, peer->ring(r), peer->ring_data(r), seg[r]->ring(p), seg[r]->ring_data(p), [] {}, std::move(peer),
+          /*single_copy=*/true, /*quiet=*/true);
+    }
+    for (auto& s : seg) s->unlink();
+  }
+};
+
+/// How the link-pair probe sends: ring, by reference, by reference split.
+enum class Way { kRing, kRef, kSplit };
+
+/// Times `reps` one-way messages of `bytes` (src to dst) from link 0's
+/// thread (this one) to link 1's (a helper thread), each way in turn, and
+/// stores the fastest rate of each in rates[way]. Both threads spin (and
+/// yield when nothing moved, for a host with one free core). False (with
+/// *error) when a message took longer than `limit`.
+bool time_links(size_t bytes, int reps, double (&rates)[3], std::string* error) {
+  constexpr auto kLimit = std::chrono::seconds(2);
+  LinkPair lp;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  struct Header {
+    uint64_t n;
+  };
+  std::atomic<int> go{0}, done{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> end_ns{0};
+  std::atomic<int> way_now{0};
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::string thread_error;
+  std::thread receiver([&] {
+    try {
+      for (int k = 1;; ++k) {
+        while (go.load(std::memory_order_acquire) < k) {
+          if (stop.load(std::memory_order_relaxed)) return;
+          std::this_thread::yield();
+        }
+        Header h{};
+        transport::Message m;
+        m.header = &h;
+        m.header_bytes = sizeof h;
+        while (m.header_done < sizeof h && !stop.load(std::memory_order_relaxed)) {
+          if (!lp.link[1]->recv_header(m)) std::this_thread::yield();
+        }
+        m.payload = {dst.data(), bytes, DeviceKind::kCPU};
+        m.may_split = Way(way_now.load(std::memory_order_relaxed)) == Way::kSplit;
+        while (!m.complete && !stop.load(std::memory_order_relaxed)) {
+          if (!lp.link[1]->recv_payload(m)) std::this_thread::yield();
+          lp.link[1]->flush();
+        }
+        end_ns.store(now_ns(), std::memory_order_relaxed);
+        done.store(k, std::memory_order_release);
+      }
+    } catch (const std::exception& e) {
+      thread_error = e.what();
+      done.store(-1, std::memory_order_release);
+    }
+  });
+  double best[3] = {1e30, 1e30, 1e30};
+  bool ok = true;
+  for (int k = 1; ok && k <= 3 * reps; ++k) {
+    const Way way = Way((k - 1) % 3);
+    way_now.store(int(way), std::memory_order_relaxed);
+    Header h{uint64_t(k)};
+    transport::Message m;
+    m.header = &h;
+    m.header_bytes = sizeof h;
+    m.payload = {src.data(), bytes, DeviceKind::kCPU};
+    m.may_reference = way != Way::kRing;
+    const auto until = std::chrono::steady_clock::now() + kLimit;
+    const int64_t start = now_ns();
+    go.store(k, std::memory_order_release);
+    try {
+      while (!m.complete) {
+        if (!lp.link[0]->send(m)) std::this_thread::yield();
+        lp.link[0]->flush();
+        if (std::chrono::steady_clock::now() > until) break;
+      }
+    } catch (const std::exception& e) {
+      *error = str_cat("a calibration transfer failed: ", e.what());
+      ok = false;
+      break;
+    }
+    while (done.load(std::memory_order_acquire) != k && done.load(std::memory_order_acquire) >= 0 &&
+           std::chrono::steady_clock::now() <= until) {
+      std::this_thread::yield();
+    }
+    if (done.load(std::memory_order_acquire) != k) {
+      *error = thread_error.empty() ? str_cat("a calibration transfer of ", bytes, " bytes took over 2 s")
+                                    : str_cat("a calibration transfer failed: ", thread_error);
+      ok = false;
+      break;
+    }
+    best[int(way)] = std::min(best[int(way)], double(end_ns.load(std::memory_order_relaxed) - start) * 1e-9);
+  }
+  stop.store(true);
+  receiver.join();
+  if (!ok) return false;
+  for (int w = 0; w < 3; ++w) rates[w] = double(bytes) / best[w] / 1e9;
+  return true;
+}
+
+}  // namespace
 
 std::optional<CopyRates> measure_copy_rates(std::string* error) {
   // Private source and destination (a user's buffers) and a shared staging
@@ -265,13 +412,25 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
   }
   // The ring's two copies overlap on two cores: it moves the payload in half
   // the time one core took for both.
-  return CopyRates{double(kChunk) / best_readv / 1e9, double(kChunk) / (best_ring / 2) / 1e9,
-                   double(kStreamProbe) / best_copy / 1e9, double(kStreamProbe) / best_stream / 1e9};
+  CopyRates rates{double(kChunk) / best_readv / 1e9, double(kChunk) / (best_ring / 2) / 1e9,
+                  double(kStreamProbe) / best_copy / 1e9, double(kStreamProbe) / best_stream / 1e9};
+  // One-way messages through a real pair of links, each way in turn.
+  for (int i = 0; i < 2; ++i) {
+    double r[3] = {0, 0, 0};
+    if (!time_links(kLinkProbeBytes[i], i == 0 ? kLinkRepsSmall : kLinkRepsLarge, r, error)) return std::nullopt;
+    rates.link_ring_gbps[i] = r[0];
+    rates.link_ref_gbps[i] = r[1];
+    rates.link_split_gbps[i] = r[2];
+  }
+  return rates;
 }
 
 std::string format_calibration(const CopyRates& r) {
   return str_cat(kMagic, "\nmachine ", machine_key(), "\nreadv_gbps ", r.readv_gbps, "\nring_gbps ", r.ring_gbps,
-                 "\ncopy_gbps ", r.copy_gbps, "\nstream_gbps ", r.stream_gbps, "\n");
+                 "\ncopy_gbps ", r.copy_gbps, "\nstream_gbps ", r.stream_gbps, "\nlink_ring_1m_gbps ",
+                 r.link_ring_gbps[0], "\nlink_ring_8m_gbps ", r.link_ring_gbps[1], "\nlink_ref_1m_gbps ",
+                 r.link_ref_gbps[0], "\nlink_ref_8m_gbps ", r.link_ref_gbps[1], "\nlink_split_1m_gbps ",
+                 r.link_split_gbps[0], "\nlink_split_8m_gbps ", r.link_split_gbps[1], "\n");
 }
 
 std::optional<CopyRates> parse_calibration(const std::string& text) {
@@ -280,8 +439,13 @@ std::optional<CopyRates> parse_calibration(const std::string& text) {
   if (!std::getline(in, line) || line != kMagic) return std::nullopt;
   if (!std::getline(in, line) || line != str_cat("machine ", machine_key())) return std::nullopt;
   CopyRates r;
-  for (auto [name, field] : {std::pair{"readv_gbps ", &r.readv_gbps}, std::pair{"ring_gbps ", &r.ring_gbps},
-                             std::pair{"copy_gbps ", &r.copy_gbps}, std::pair{"stream_gbps ", &r.stream_gbps}}) {
+  for (auto [name, field] :
+       {std::pair{"readv_gbps ", &r.readv_gbps}, std::pair{"ring_gbps ", &r.ring_gbps},
+        std::pair{"copy_gbps ", &r.copy_gbps}, std::pair{"stream_gbps ", &r.stream_gbps},
+        std::pair{"link_ring_1m_gbps ", &r.link_ring_gbps[0]}, std::pair{"link_ring_8m_gbps ", &r.link_ring_gbps[1]},
+        std::pair{"link_ref_1m_gbps ", &r.link_ref_gbps[0]}, std::pair{"link_ref_8m_gbps ", &r.link_ref_gbps[1]},
+        std::pair{"link_split_1m_gbps ", &r.link_split_gbps[0]},
+        std::pair{"link_split_8m_gbps ", &r.link_split_gbps[1]}}) {
     if (!std::getline(in, line) || line.rfind(name, 0) != 0) return std::nullopt;
     std::string num = line.substr(std::strlen(name));
     char* end = nullptr;
@@ -301,7 +465,8 @@ SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
             "'; use auto, 0 or 1");
   SingleCopyChoice c;
   if (forced) {
-    c.one_way = c.exchange = *forced;
+    c.one_way_min = c.one_way_split_min = *forced ? 0 : kNever;
+    c.exchange = *forced;
     c.reason = str_cat("single copy ", *forced ? "on" : "off", " (OMNICCL_SHM_SINGLE_COPY=", *forced ? 1 : 0, ")");
   }
   if (!forced || stream == "auto") {

@@ -3,13 +3,19 @@
 //
 // Which is faster depends on the machine (page pinning under some
 // hypervisors and kernels makes process_vm_readv several times slower than
-// memcpy), so the first communicator on a host measures both for a few
-// milliseconds and caches the result per host and kernel in a small file
+// memcpy), so the first communicator on a host measures both for some tens
+// of milliseconds and caches the result per host and kernel in a small file
 // (OMNICCL_SHM_CALIBRATION_FILE; default under XDG_RUNTIME_DIR, else /tmp).
 // Later communicators and jobs read the file. OMNICCL_SHM_SINGLE_COPY=0/1
 // skips all of it; OMNICCL_SHM_CALIBRATION=force measures again.
 //
 // Words used here:
+//   link probe  one-way messages of 1 and 8 MiB between two threads over a
+//               real pair of shared-memory links (ShmLink), through the ring,
+//               by reference, and by reference with split copies (the sender
+//               writes chunks into the receiver's buffer while it reads the
+//               others): what two ranks of this host get; decides one-way
+//               operations, per size band (one_way_from);
 //   readv rate  bytes per second of process_vm_readv (what a receiver does
 //               per by-reference payload), timed per 256 KiB, fastest of 32;
 //   ring rate   bytes per second through the ring: the sender copies a chunk
@@ -19,7 +25,7 @@
 //               256 KiB through a shared staging area, fastest of 32, halved);
 //   one-way     broadcast, gather, scatter (and v-variants): one side sends,
 //               the other receives, so the ring's two copies run on two cores
-//               and single copy must beat the ring rate;
+//               and single copy must beat the ring in the link probe;
 //   exchange    all_gather, all_to_all (and v-variants): every rank sends and
 //               receives at once, both cores already busy, so the ring's
 //               second copy costs time the exchange needs and single copy
@@ -42,12 +48,31 @@
 
 namespace omniccl {
 
+/// Payload sizes of the one-way transfers the calibration times through a
+/// real pair of shared-memory links (CopyRates::link_*): a mid-size payload
+/// that stays in the caches, and one that does not.
+inline constexpr size_t kLinkProbeBytes[2] = {size_t(1) << 20, size_t(8) << 20};
+/// One-way operations go by reference from this payload size up where only
+/// the larger probe found that faster than the ring.
+inline constexpr uint64_t kOneWayLargeMin = uint64_t(4) << 20;
+/// A payload-size threshold that no payload reaches: never by reference.
+inline constexpr uint64_t kNever = ~uint64_t(0);
+
 /// Measured rates, in GB/s (10^9 B/s).
 struct CopyRates {
   double readv_gbps = 0;
   double ring_gbps = 0;
   double copy_gbps = 0;    ///< regular stores, out of the caches
   double stream_gbps = 0;  ///< streaming stores, out of the caches
+  /// One message of kLinkProbeBytes[i] from one thread to another over a
+  /// pair of shared-memory links, as two ranks of this host would send it:
+  /// through the ring (two copies, one on each core), by reference (the
+  /// receiver reads it with process_vm_readv), and by reference with the
+  /// copy split between receiver and sender (both cores copy). Fastest of a
+  /// few, payload bytes over the time from the first send to the receive's end.
+  double link_ring_gbps[2] = {0, 0};
+  double link_ref_gbps[2] = {0, 0};
+  double link_split_gbps[2] = {0, 0};
 };
 
 /// Streaming stores are used from this payload size (a transfer's bytes) up:
@@ -69,8 +94,11 @@ inline constexpr double kStreamGain = 1.1;
 /// faster for all_to_all at 1 MiB, and all_gather at 16 MiB went either way.
 inline constexpr double kExchangeShare = 0.35;
 
-// Broadcasts (like gather and scatter) read by reference only where
-// process_vm_readv is as fast as the ring. Up to the ring's round 4 they also
+// One-way operations (broadcast, gather, scatter) go by reference only where
+// the calibration's transfers through a real pair of links found that faster
+// than the ring (CopyRates::link_*). Before those (format 2 of the cache),
+// they went by reference where process_vm_readv alone was as fast as the ring
+// copies timed in one thread. Up to the ring's round 4 they also
 // did from half its rate for payloads of up to 2 MiB, measured then as 1 MiB
 // 129-139 us by reference vs 193 us through the ring (readv 9.3, ring 17.2
 // GB/s). With today's ring the same VM (readv 10.9, ring 18.9 GB/s, 2 ranks,
@@ -82,7 +110,11 @@ inline constexpr double kExchangeShare = 0.35;
 
 /// The decision for this host, and why (one line for the log).
 struct SingleCopyChoice {
-  bool one_way = false;   ///< broadcast, gather, scatter (+ v) may go by reference
+  /// Broadcast, gather, scatter (+ v) go by reference for payloads of this
+  /// many bytes and more (kNever: not at all), with receivers copying alone
+  /// (OMNICCL_SHM_SPLIT_COPY=0) or splitting the copy with their senders.
+  uint64_t one_way_min = kNever;
+  uint64_t one_way_split_min = kNever;
   bool exchange = false;  ///< all_gather, all_to_all (+ v) may go by reference
   std::string reason;     ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Payloads of this many bytes and more received through the rings (and
@@ -91,10 +123,12 @@ struct SingleCopyChoice {
   uint64_t stream_min = 0;
   std::string stream_reason;  ///< the part of `reason` about streaming stores
   /// Whether shared-memory links should offer to read by reference at all.
-  bool any() const { return one_way || exchange; }
+  bool any() const { return one_way_min != kNever || one_way_split_min != kNever || exchange; }
   /// Whether operation `kind` on `bytes` may move payloads by reference
-  /// (reductions and point-to-point never do; see also single_copy_for).
-  bool allows(OpKind kind, uint64_t bytes) const;
+  /// (reductions and point-to-point never do; see also single_copy_for);
+  /// `split`: receivers split the copies with their senders
+  /// (OMNICCL_SHM_SPLIT_COPY).
+  bool allows(OpKind kind, uint64_t bytes, bool split) const;
 };
 
 /// The decision that follows from measured rates (`how` ends the reason).

@@ -1101,17 +1101,30 @@ JobOptions calibrated_job(const std::string& cache) {
   return o;
 }
 
+/// The link-pair probe lines of a cache: ring, by reference and split, GB/s
+/// at 1 and 8 MiB.
+const std::string kRingWins =
+    "link_ring_1m_gbps 20\nlink_ring_8m_gbps 10\nlink_ref_1m_gbps 8\nlink_ref_8m_gbps 4\nlink_split_1m_gbps "
+    "15\nlink_split_8m_gbps 8\n";
+const std::string kRefWins =
+    "link_ring_1m_gbps 10\nlink_ring_8m_gbps 5\nlink_ref_1m_gbps 12\nlink_ref_8m_gbps 6\nlink_split_1m_gbps "
+    "20\nlink_split_8m_gbps 9\n";
+/// The ring ahead at 1 MiB, split copies (only) ahead at 8 MiB.
+const std::string kSplitWinsLarge =
+    "link_ring_1m_gbps 22\nlink_ring_8m_gbps 6\nlink_ref_1m_gbps 5\nlink_ref_8m_gbps 4\nlink_split_1m_gbps "
+    "10\nlink_split_8m_gbps 9\n";
+
 /// The cache text for this machine (uname), with the given rates (streaming
 /// stores no faster than memcpy).
-std::string planted_cache(const std::string& readv, const std::string& ring) {
+std::string planted_cache(const std::string& readv, const std::string& ring, const std::string& links = kRingWins) {
   utsname u{};
   ::uname(&u);
   std::string key = cat(u.nodename, " ", u.release, " ", u.version);
   for (char& c : key) {
     if (c == '\n') c = ' ';
   }
-  return cat("omniccl-shm-calibration 2\nmachine ", key, "\nreadv_gbps ", readv, "\nring_gbps ", ring,
-             "\ncopy_gbps 5\nstream_gbps 5\n");
+  return cat("omniccl-shm-calibration 3\nmachine ", key, "\nreadv_gbps ", readv, "\nring_gbps ", ring,
+             "\ncopy_gbps 5\nstream_gbps 5\n", links);
 }
 
 bool ranks_may_read_each_other() {
@@ -1235,7 +1248,7 @@ TEST(SingleCopyCalibration, FirstJobMeasuresAndTheNextReadsTheCache) {
   std::ifstream in(cache);
   std::string magic;
   ASSERT_TRUE(std::getline(in, magic)) << "no cache file at " << cache;
-  EXPECT_EQ(magic, "omniccl-shm-calibration 2");
+  EXPECT_EQ(magic, "omniccl-shm-calibration 3");
   JobResult second = run_ranks(calibrated_job(cache), [&](occl_comm_t, int rank, int) {
     int rc = 0;
     std::string log = capture_stderr(
@@ -1254,7 +1267,8 @@ TEST(SingleCopyCalibration, SlowReadvMeansTwoCopies) {
   const std::string cache = dir.path + "/cache";
   std::ofstream(cache) << planted_cache("0.5", "10");
   JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
-    return run_and_check_log(rank, "single copy off: process_vm_readv 0.5 GB/s < ring 10 GB/s", kNoRefs);
+    return run_and_check_log(
+        rank, "for all_gather and all_to_all: off (process_vm_readv 0.5 GB/s < 0.35 x ring 10 GB/s)", kNoRefs);
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -1263,10 +1277,10 @@ TEST(SingleCopyCalibration, FastReadvMeansSingleCopy) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
   const std::string cache = dir.path + "/cache";
-  std::ofstream(cache) << planted_cache("20", "10");
+  std::ofstream(cache) << planted_cache("20", "10", kRefWins);
   JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
     return run_and_check_log(
-        rank, "single copy on: process_vm_readv 20 GB/s >= ring 10 GB/s",
+        rank, "for all_gather and all_to_all: on (process_vm_readv 20 GB/s >= 0.35 x ring 10 GB/s)",
         cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4, " bytes) read by reference"));
   });
   EXPECT_TRUE(res.ok()) << res.summary();
@@ -1279,47 +1293,98 @@ TEST(SingleCopyCalibration, SomewhatSlowerReadvKeepsSingleCopyForAllGather) {
   std::ofstream(cache) << planted_cache("4", "10");
   JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
     return run_and_check_log(
-        rank, "on for all_gather and all_to_all only",
+        rank, "for all_gather and all_to_all: on (process_vm_readv 4 GB/s >= 0.35 x ring 10 GB/s)",
         cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4, " bytes) read by reference"));
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
-// Below the ring's rate (here half of it), broadcasts of every size go
-// through the ring, as gather and scatter do: neither the three 1 MiB
-// broadcasts nor the 4 MiB one is read by reference (copy_calibration.h says
-// what was measured), while all_gather and all_to_all still may.
-TEST(SingleCopyCalibration, HalfTheRingRateKeepsBroadcastsOnTheRing) {
+/// In a rank: three 1 MiB broadcasts and one of 4 MiB (root 0), checked,
+/// with stderr captured into *log.
+int broadcasts(int rank, std::string* log) {
+  int rc = 0;
+  *log = capture_stderr(
+      rank,
+      [rank] {
+        occl_comm_t comm = nullptr;
+        RANK_OK(init_shm_comm(&comm), rank);
+        for (size_t floats : {kSingleCopyFloats, kSingleCopyFloats, kSingleCopyFloats, 4 * kSingleCopyFloats}) {
+          Buf b(DT::kF32, floats);
+          Tensor1D t(b.data(), int64_t(floats), dl_float(32));
+          fill_pattern(DT::kF32, b.data(), floats, 0, rank == 0 ? 0 : 99, floats);
+          RANK_OK(occl_broadcast(&t, 0, comm, nullptr), rank);
+          std::string err = check_pattern(DT::kF32, b.data(), floats, 0, 0, floats);
+          RANK_CHECK(err.empty(), rank, cat("broadcast of ", floats, " floats: ", err));
+        }
+        RANK_OK(occl_comm_destroy(comm), rank);
+        return 0;
+      },
+      &rc);
+  return rc;
+}
+
+// Where the link probes found the ring faster at both sizes, broadcasts of
+// every size go through the ring, as gather and scatter do: neither the
+// three 1 MiB broadcasts nor the 4 MiB one is read by reference, while
+// all_gather and all_to_all still may (process_vm_readv at half the ring).
+TEST(SingleCopyCalibration, RingAheadKeepsBroadcastsOnTheRing) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
   const std::string cache = dir.path + "/cache";
   std::ofstream(cache) << planted_cache("5", "10");
   JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
-    int rc = 0;
-    std::string log = capture_stderr(
-        rank,
-        [rank] {
-          occl_comm_t comm = nullptr;
-          RANK_OK(init_shm_comm(&comm), rank);
-          for (size_t floats : {kSingleCopyFloats, kSingleCopyFloats, kSingleCopyFloats, 4 * kSingleCopyFloats}) {
-            Buf b(DT::kF32, floats);
-            Tensor1D t(b.data(), int64_t(floats), dl_float(32));
-            fill_pattern(DT::kF32, b.data(), floats, 0, rank == 0 ? 0 : 99, floats);
-            RANK_OK(occl_broadcast(&t, 0, comm, nullptr), rank);
-            std::string err = check_pattern(DT::kF32, b.data(), floats, 0, 0, floats);
-            RANK_CHECK(err.empty(), rank, cat("broadcast of ", floats, " floats: ", err));
-          }
-          RANK_OK(occl_comm_destroy(comm), rank);
-          return 0;
-        },
-        &rc);
-    if (rc != 0) return rc;
-    RANK_CHECK(log.find("on for all_gather and all_to_all only (5 GB/s >= 0.35 x ring)") != std::string::npos, rank,
-               "no single-copy choice for exchanges only in:\n" + log);
+    std::string log;
+    if (int rc = broadcasts(rank, &log); rc != 0) return rc;
+    RANK_CHECK(log.find("single copy for broadcast, gather and scatter: never") != std::string::npos &&
+                   log.find("for all_gather and all_to_all: on (process_vm_readv 5 GB/s") != std::string::npos,
+               rank, "no single-copy choice for exchanges only in:\n" + log);
     RANK_CHECK(log.find(kNoRefs) != std::string::npos, rank, "expected '" + kNoRefs + "' in:\n" + log);
     return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// Where only split copies at 8 MiB beat the ring: the 1 MiB broadcasts take
+// the ring, the 4 MiB one goes by reference and rank 1 splits its copy with
+// rank 0; with OMNICCL_SHM_SPLIT_COPY=0 (one-sided reads, behind the ring at
+// both sizes) none goes by reference.
+TEST(SingleCopyCalibration, SplitCopiesAheadAtEightMiBTakeBroadcastsFromFourMiB) {
+  if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
+  for (const char* split : {"1", "0"}) {
+    TempDir dir;
+    const std::string cache = dir.path + "/cache";
+    std::ofstream(cache) << planted_cache("5", "10", kSplitWinsLarge);
+    JobOptions o = calibrated_job(cache);
+    o.env["OMNICCL_SHM_SPLIT_COPY"] = split;
+    const bool on = std::string(split) == "1";
+    JobResult res = run_ranks(o, [on](occl_comm_t, int rank, int) {
+      std::string log;
+      if (int rc = broadcasts(rank, &log); rc != 0) return rc;
+      RANK_CHECK(log.find("single copy for broadcast, gather and scatter: from 4 MiB") != std::string::npos, rank,
+                 "no choice from 4 MiB in:\n" + log);
+      if (!on) {
+        RANK_CHECK(log.find(kNoRefs) != std::string::npos, rank, "expected '" + kNoRefs + "' in:\n" + log);
+        return 0;
+      }
+      // The 4 MiB broadcast (in pieces, as its algorithm sends it) went by
+      // reference, and rank 1 split every piece it read.
+      const size_t at = log.find("payload(s) sent by reference, ");
+      RANK_CHECK(at != std::string::npos, rank, "no closing link line in:\n" + log);
+      unsigned long sent = 0, read = 0, bytes = 0, split_read = 0;
+      RANK_CHECK(std::sscanf(log.c_str() + log.rfind(": ", at),
+                             ": %lu payload(s) sent by reference, %lu (%lu bytes) read by reference, %lu of them split",
+                             &sent, &read, &bytes, &split_read) == 4,
+                 rank, "unreadable closing line in:\n" + log);
+      if (rank == 0) {
+        RANK_CHECK(sent > 0 && read == 0, rank, "rank 0 sent nothing by reference:\n" + log);
+      } else {
+        RANK_CHECK(sent == 0 && read > 0 && split_read == read && bytes == 16 * kSingleCopyFloats, rank,
+                   "rank 1 did not read the 4 MiB broadcast by reference, split:\n" + log);
+      }
+      return 0;
+    });
+    EXPECT_TRUE(res.ok()) << "OMNICCL_SHM_SPLIT_COPY=" << split << res.summary();
+  }
 }
 
 }  // namespace

@@ -1065,6 +1065,33 @@ INSTANTIATE_TEST_SUITE_P(Sets, CollectiveLargeStreaming,
                          ::testing::Combine(::testing::Values(3), ::testing::Values("0"), ::testing::Values(1, 2, 3)),
                          stores_name);
 
+// The large suite with single copy forced on, where receivers split their
+// copies with the senders (OMNICCL_SHM_SPLIT_COPY, on by default) on the
+// even ranks only ("mixed") or on none ("off"): the wire is the same.
+using SplitParam = std::tuple<int, std::string>;  // nranks, "off" or "mixed"
+
+class CollectiveLargeSplit : public ::testing::TestWithParam<SplitParam> {};
+
+TEST_P(CollectiveLargeSplit, SixteenMiBWithSplitCopies) {
+  const int nranks = std::get<0>(GetParam());
+  const std::string mode = std::get<1>(GetParam());
+  JobOptions o = job(Param{nranks, "shm", kTuned});
+  o.env = {{"OMNICCL_SHM_SINGLE_COPY", "1"}};
+  if (mode == "off") {
+    o.env["OMNICCL_SHM_SPLIT_COPY"] = "0";
+  } else {
+    o.env_odd_ranks = {{"OMNICCL_SHM_SPLIT_COPY", "0"}};
+  }
+  JobResult res = run_ranks(o, [&](occl_comm_t comm, int rank, int n) { return large_rank(comm, rank, n, kTuned); });
+  EXPECT_TRUE(res.ok()) << describe(Param{nranks, "shm", kTuned}) << " split " << mode << res.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CollectiveLargeSplit,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values("off", "mixed")),
+                         [](const ::testing::TestParamInfo<SplitParam>& info) {
+                           return cat("n", std::get<0>(info.param), "_", std::get<1>(info.param));
+                         });
+
 // The algorithm sets cover every (collective, algorithm) pair exactly once.
 TEST(CollectiveMatrixSets, CoverEveryAlgorithmOnce) {
   for (size_t k = 0; k < colls().size(); ++k) {

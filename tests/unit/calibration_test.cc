@@ -31,8 +31,20 @@ std::string header_for_this_machine() {
   for (char& c : key) {
     if (c == '\n') c = ' ';
   }
-  return "omniccl-shm-calibration 2\nmachine " + key + "\n";
+  return "omniccl-shm-calibration 3\nmachine " + key + "\n";
 }
+
+/// The cache lines of the link-pair probes (CopyRates::link_*), GB/s at 1
+/// and 8 MiB: through the ring, by reference, by reference split.
+std::string links(double ring1, double ring8, double ref1, double ref8, double split1, double split8) {
+  std::ostringstream os;
+  os << "link_ring_1m_gbps " << ring1 << "\nlink_ring_8m_gbps " << ring8 << "\nlink_ref_1m_gbps " << ref1
+     << "\nlink_ref_8m_gbps " << ref8 << "\nlink_split_1m_gbps " << split1 << "\nlink_split_8m_gbps " << split8 << "\n";
+  return os.str();
+}
+/// The ring faster at both sizes, by reference (split or not) at both.
+const std::string kRingWins = links(20, 10, 8, 4, 15, 8);
+const std::string kRefWins = links(10, 5, 12, 6, 20, 9);
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -89,50 +101,71 @@ TEST_F(Calibration, MeasuresBothRatesInAFewMilliseconds) {
   EXPECT_TRUE(std::isfinite(rates->ring_gbps) && rates->ring_gbps > 0.01) << rates->ring_gbps;
   EXPECT_TRUE(std::isfinite(rates->copy_gbps) && rates->copy_gbps > 0.01) << rates->copy_gbps;
   EXPECT_TRUE(std::isfinite(rates->stream_gbps) && rates->stream_gbps > 0.01) << rates->stream_gbps;
-  // A few ms on a quiet machine; generous for a loaded one.
-  EXPECT_LT(ms, 500.0);
+  for (int i = 0; i < 2; ++i) {
+    for (double v : {rates->link_ring_gbps[i], rates->link_ref_gbps[i], rates->link_split_gbps[i]}) {
+      EXPECT_TRUE(std::isfinite(v) && v > 0.01) << v << " at " << kLinkProbeBytes[i] << " bytes";
+    }
+  }
+  // Tens of ms on a quiet machine; generous for a loaded one.
+  EXPECT_LT(ms, 1500.0);
 }
 
 TEST_F(Calibration, ParsesOnlyItsOwnFormatForThisMachine) {
   const std::string h = header_for_this_machine();
-  const std::string tail = "copy_gbps 4\nstream_gbps 6.5\n";
+  const std::string machine = h.substr(h.find('\n') + 1);
+  const std::string copies = "copy_gbps 4\nstream_gbps 6.5\n";
+  const std::string tail = copies + links(20, 10.5, 8, 4, 15, 11);
   auto ok = parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n" + tail);
   ASSERT_TRUE(ok.has_value());
   EXPECT_DOUBLE_EQ(ok->readv_gbps, 2.5);
   EXPECT_DOUBLE_EQ(ok->ring_gbps, 6.0);
   EXPECT_DOUBLE_EQ(ok->copy_gbps, 4.0);
   EXPECT_DOUBLE_EQ(ok->stream_gbps, 6.5);
+  EXPECT_DOUBLE_EQ(ok->link_ring_gbps[0], 20.0);
+  EXPECT_DOUBLE_EQ(ok->link_ring_gbps[1], 10.5);
+  EXPECT_DOUBLE_EQ(ok->link_ref_gbps[0], 8.0);
+  EXPECT_DOUBLE_EQ(ok->link_ref_gbps[1], 4.0);
+  EXPECT_DOUBLE_EQ(ok->link_split_gbps[0], 15.0);
+  EXPECT_DOUBLE_EQ(ok->link_split_gbps[1], 11.0);
   EXPECT_FALSE(parse_calibration(""));
-  // The first format (no copy and stream rates) is measured again.
+  // Earlier formats (1: no copy and stream rates; 2: no link-pair probes)
+  // are measured again.
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 1\n" + machine + "readv_gbps 2.5\nring_gbps 6\n"));
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 2\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + copies));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n" + copies));
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 4\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + tail));
   EXPECT_FALSE(
-      parse_calibration("omniccl-shm-calibration 1\n" + h.substr(h.find('\n') + 1) + "readv_gbps 2.5\nring_gbps 6\n"));
-  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n"));
-  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 3\n" + h.substr(h.find('\n') + 1) +
-                                 "readv_gbps 2.5\nring_gbps 6\n" + tail));
-  EXPECT_FALSE(
-      parse_calibration("omniccl-shm-calibration 2\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" + tail));
+      parse_calibration("omniccl-shm-calibration 3\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\n"));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps -1\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps nan\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5x\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "ring_gbps 6\nreadv_gbps 2.5\n" + tail));
-  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\nstream_gbps 6.5\ncopy_gbps 4\n"));
-  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\ncopy_gbps 4\nstream_gbps 0\n"));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\nstream_gbps 6.5\ncopy_gbps 4\n" + kRingWins));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\ncopy_gbps 4\nstream_gbps 0\n" + kRingWins));
+  EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n" + copies + links(20, 10, 8, 4, 15, 0)));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n" + tail + "extra 1\n"));
   // What format_calibration writes is read back.
-  auto back = parse_calibration(format_calibration(CopyRates{1.25, 7.5, 3.5, 4.75}));
+  CopyRates rates{1.25, 7.5, 3.5, 4.75, {21, 11}, {9, 4.5}, {16, 12.25}};
+  auto back = parse_calibration(format_calibration(rates));
   ASSERT_TRUE(back.has_value());
   EXPECT_DOUBLE_EQ(back->readv_gbps, 1.25);
   EXPECT_DOUBLE_EQ(back->ring_gbps, 7.5);
   EXPECT_DOUBLE_EQ(back->copy_gbps, 3.5);
   EXPECT_DOUBLE_EQ(back->stream_gbps, 4.75);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_DOUBLE_EQ(back->link_ring_gbps[i], rates.link_ring_gbps[i]);
+    EXPECT_DOUBLE_EQ(back->link_ref_gbps[i], rates.link_ref_gbps[i]);
+    EXPECT_DOUBLE_EQ(back->link_split_gbps[i], rates.link_split_gbps[i]);
+  }
 }
 
 // Streaming stores: used from kStreamMin where the cached stream rate beats
 // memcpy's by kStreamGain, never where it does not; OMNICCL_STREAM_STORES=0/1
 // wins over the cache, also when single copy is forced.
 TEST_F(Calibration, CachedFasterStreamingStoresAreUsedFromFourMiB) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3.1\nstream_gbps 4.2\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3.1\nstream_gbps 4.2\n" + kRingWins);
   SingleCopyChoice c = decide();
   EXPECT_EQ(c.stream_min, uint64_t(4) << 20) << c.reason;
   EXPECT_EQ(kStreamMin, uint64_t(4) << 20);
@@ -140,7 +173,8 @@ TEST_F(Calibration, CachedFasterStreamingStoresAreUsedFromFourMiB) {
             std::string::npos)
       << c.reason;
   // Just under the gain: not used.
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 4\nstream_gbps 4.3\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 4\nstream_gbps 4.3\n" + kRingWins);
   reset_single_copy_memo();
   SingleCopyChoice slow = decide();
   EXPECT_EQ(slow.stream_min, 0u) << slow.reason;
@@ -150,13 +184,14 @@ TEST_F(Calibration, CachedFasterStreamingStoresAreUsedFromFourMiB) {
 }
 
 TEST_F(Calibration, StreamStoresSettingWinsOverTheCache) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3\nstream_gbps 6\n");
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3\nstream_gbps 6\n" + kRefWins);
   ::setenv("OMNICCL_STREAM_STORES", "0", 1);
   SingleCopyChoice off = decide();
   EXPECT_EQ(off.stream_min, 0u);
-  EXPECT_TRUE(off.one_way);  // the rest still from the cache
+  EXPECT_EQ(off.one_way_split_min, 0u);  // the rest still from the cache
   EXPECT_NE(off.reason.find("no streaming stores (OMNICCL_STREAM_STORES=0)"), std::string::npos) << off.reason;
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 6\nstream_gbps 3\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 6\nstream_gbps 3\n" + kRingWins);
   reset_single_copy_memo();
   ::setenv("OMNICCL_STREAM_STORES", "1", 1);
   SingleCopyChoice on = decide();
@@ -165,7 +200,8 @@ TEST_F(Calibration, StreamStoresSettingWinsOverTheCache) {
   // Single copy forced: streaming stores still follow the cache (auto).
   ::unsetenv("OMNICCL_STREAM_STORES");
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3\nstream_gbps 6\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 3\nstream_gbps 6\n" + kRingWins);
   reset_single_copy_memo();
   SingleCopyChoice forced = decide();
   EXPECT_FALSE(forced.any());
@@ -182,82 +218,95 @@ TEST_F(Calibration, StreamStoresSettingWinsOverTheCache) {
 }
 
 TEST_F(Calibration, CachedSlowerReadvTurnsSingleCopyOff) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 2.1\nring_gbps 6.3\ncopy_gbps 5\nstream_gbps 5\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 2.1\nring_gbps 6.3\ncopy_gbps 5\nstream_gbps 5\n" + kRingWins);
   SingleCopyChoice c = decide();
-  EXPECT_FALSE(c.one_way) << c.reason;
+  EXPECT_EQ(c.one_way_min, kNever) << c.reason;
+  EXPECT_EQ(c.one_way_split_min, kNever) << c.reason;
   EXPECT_FALSE(c.exchange) << c.reason;  // 2.1 < 0.35 x 6.3
   EXPECT_FALSE(c.any());
-  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("single copy for broadcast, gather and scatter: never (split copies 15/8 GB/s, ring 20/10 "
+                          "GB/s at 1/8 MiB), never with OMNICCL_SHM_SPLIT_COPY=0 (8/4 GB/s); for all_gather and "
+                          "all_to_all: off (process_vm_readv 2.1 GB/s < 0.35 x ring 6.3 GB/s)"),
+            std::string::npos)
+      << c.reason;
   EXPECT_NE(c.reason.find("from the cache " + path_), std::string::npos) << c.reason;
 }
 
 TEST_F(Calibration, SomewhatSlowerReadvKeepsSingleCopyForExchangesOnly) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\ncopy_gbps 5\nstream_gbps 5\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 4.2\nring_gbps 9.6\ncopy_gbps 5\nstream_gbps 5\n" + kRingWins);
   SingleCopyChoice c = decide();
-  EXPECT_FALSE(c.one_way) << c.reason;
+  EXPECT_EQ(c.one_way_split_min, kNever) << c.reason;
   EXPECT_TRUE(c.exchange) << c.reason;  // 4.2 >= 0.35 x 9.6
   EXPECT_TRUE(c.any());
-  EXPECT_FALSE(c.allows(OpKind::kBroadcast, kMiB));
-  EXPECT_FALSE(c.allows(OpKind::kGather, kMiB));
-  EXPECT_FALSE(c.allows(OpKind::kScatterV, kMiB));
-  EXPECT_TRUE(c.allows(OpKind::kAllGather, kMiB));
-  EXPECT_TRUE(c.allows(OpKind::kAllToAllV, kMiB));
-  EXPECT_FALSE(c.allows(OpKind::kAllReduce, kMiB));
-  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 4.2 GB/s < ring 9.6 GB/s; on for all_gather and "
-                          "all_to_all only"),
+  for (bool split : {false, true}) {
+    EXPECT_FALSE(c.allows(OpKind::kBroadcast, kMiB, split));
+    EXPECT_FALSE(c.allows(OpKind::kGather, 64 * kMiB, split));
+    EXPECT_FALSE(c.allows(OpKind::kScatterV, kMiB, split));
+    EXPECT_TRUE(c.allows(OpKind::kAllGather, kMiB, split));
+    EXPECT_TRUE(c.allows(OpKind::kAllToAllV, kMiB, split));
+    EXPECT_FALSE(c.allows(OpKind::kAllReduce, kMiB, split));
+  }
+  EXPECT_NE(c.reason.find("for all_gather and all_to_all: on (process_vm_readv 4.2 GB/s >= 0.35 x ring 9.6 GB/s)"),
             std::string::npos)
       << c.reason;
 }
 
-// At half the ring's rate or more, but below it (the development VM: readv
-// 10.9, ring 18.9 GB/s), broadcasts stay on the ring at every size, as gather
-// and scatter do (measurements in copy_calibration.h, below kExchangeShare);
-// exchanges go by reference at any size.
-TEST_F(Calibration, BelowTheRingRateBroadcastsStayOnTheRing) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 10.9\nring_gbps 18.9\ncopy_gbps 5\nstream_gbps 5\n");
+// The link-pair probes decide broadcast, gather and scatter, per size band
+// and with or without split copies: the shape measured on the development
+// VM in a slow state (ring ahead at 1 MiB, split copies ahead at 4-16 MiB,
+// one-sided reads behind at every size).
+TEST_F(Calibration, OneWayOperationsGoByReferenceWhereTheLinkProbesSaySo) {
+  write_file(path_, header_for_this_machine() + "readv_gbps 10.9\nring_gbps 18.9\ncopy_gbps 5\nstream_gbps 5\n" +
+                        links(22, 6, 5, 4, 10, 9));
   SingleCopyChoice c = decide();
-  EXPECT_FALSE(c.one_way) << c.reason;
-  EXPECT_TRUE(c.exchange) << c.reason;
-  for (uint64_t bytes : {uint64_t(256 * 1024), kMiB, 2 * kMiB, 16 * kMiB}) {
-    EXPECT_FALSE(c.allows(OpKind::kBroadcast, bytes)) << bytes;
+  EXPECT_EQ(c.one_way_split_min, kOneWayLargeMin) << c.reason;
+  EXPECT_EQ(c.one_way_min, kNever) << c.reason;
+  EXPECT_EQ(kOneWayLargeMin, 4 * kMiB);
+  for (OpKind k : {OpKind::kBroadcast, OpKind::kGather, OpKind::kScatter, OpKind::kGatherV, OpKind::kScatterV}) {
+    EXPECT_FALSE(c.allows(k, kMiB, true));
+    EXPECT_FALSE(c.allows(k, 4 * kMiB - 1, true));
+    EXPECT_TRUE(c.allows(k, 4 * kMiB, true));
+    EXPECT_TRUE(c.allows(k, 64 * kMiB, true));
+    EXPECT_FALSE(c.allows(k, 64 * kMiB, false));  // OMNICCL_SHM_SPLIT_COPY=0
   }
-  EXPECT_FALSE(c.allows(OpKind::kScatter, kMiB));
-  EXPECT_FALSE(c.allows(OpKind::kGatherV, kMiB));
-  EXPECT_TRUE(c.allows(OpKind::kAllGather, 16 * kMiB));
-  EXPECT_FALSE(c.allows(OpKind::kAllReduce, kMiB));
-  EXPECT_NE(c.reason.find("single copy off: process_vm_readv 10.9 GB/s < ring 18.9 GB/s; on for all_gather and "
-                          "all_to_all only (10.9 GB/s >= 0.35 x ring)"),
+  EXPECT_NE(c.reason.find("single copy for broadcast, gather and scatter: from 4 MiB (split copies 10/9 GB/s, ring "
+                          "22/6 GB/s at 1/8 MiB), never with OMNICCL_SHM_SPLIT_COPY=0 (5/4 GB/s)"),
             std::string::npos)
       << c.reason;
-  // Faster than the ring: every one-way operation, every size.
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n");
+  // By reference ahead at both sizes: every size, split or not.
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n" + kRefWins);
   reset_single_copy_memo();
   SingleCopyChoice fast = decide();
-  EXPECT_TRUE(fast.allows(OpKind::kBroadcast, 64 * kMiB));
-  EXPECT_TRUE(fast.allows(OpKind::kScatter, 64 * kMiB));
-}
-
-TEST_F(Calibration, CachedFasterReadvTurnsSingleCopyOn) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n");
-  SingleCopyChoice c = decide();
-  EXPECT_TRUE(c.one_way) << c.reason;
-  EXPECT_TRUE(c.exchange) << c.reason;
-  EXPECT_TRUE(c.allows(OpKind::kBroadcast, kMiB));
-  EXPECT_FALSE(c.allows(OpKind::kReduceScatter, kMiB));
-  EXPECT_FALSE(c.allows(OpKind::kSendRecv, kMiB));
-  EXPECT_NE(c.reason.find("single copy on: process_vm_readv 9 GB/s >= ring 4.5 GB/s"), std::string::npos) << c.reason;
+  EXPECT_EQ(fast.one_way_min, 0u) << fast.reason;
+  EXPECT_EQ(fast.one_way_split_min, 0u) << fast.reason;
+  EXPECT_TRUE(fast.allows(OpKind::kBroadcast, 256 * 1024, false));
+  EXPECT_TRUE(fast.allows(OpKind::kScatter, 64 * kMiB, true));
+  EXPECT_FALSE(fast.allows(OpKind::kReduceScatter, kMiB, true));
+  EXPECT_FALSE(fast.allows(OpKind::kSendRecv, kMiB, true));
+  EXPECT_NE(fast.reason.find("single copy for broadcast, gather and scatter: on (split copies 20/9 GB/s"),
+            std::string::npos)
+      << fast.reason;
+  // Ahead at 1 MiB only: not a band the rule trusts (never).
+  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n" +
+                        links(10, 10, 12, 5, 12, 5));
+  reset_single_copy_memo();
+  EXPECT_EQ(decide().one_way_split_min, kNever);
 }
 
 TEST_F(Calibration, SettingWinsOverTheCache) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 9\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n" + kRingWins);
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
   SingleCopyChoice off = decide();
   EXPECT_FALSE(off.any());
   EXPECT_NE(off.reason.find("OMNICCL_SHM_SINGLE_COPY=0"), std::string::npos) << off.reason;
-  write_file(path_, header_for_this_machine() + "readv_gbps 1\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 1\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n" + kRingWins);
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "1", 1);
   SingleCopyChoice on = decide();
-  EXPECT_TRUE(on.one_way && on.exchange);
+  EXPECT_TRUE(on.one_way_min == 0 && on.one_way_split_min == 0 && on.exchange);
   EXPECT_NE(on.reason.find("OMNICCL_SHM_SINGLE_COPY=1"), std::string::npos) << on.reason;
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "maybe", 1);
   try {
@@ -275,21 +324,29 @@ TEST_F(Calibration, CorruptedCacheIsIgnoredAndRewritten) {
   EXPECT_NE(c.reason.find("cached in " + path_), std::string::npos) << c.reason;
   auto rates = parse_calibration(read_file(path_));
   ASSERT_TRUE(rates.has_value()) << read_file(path_);
-  EXPECT_EQ(c.one_way, rates->readv_gbps >= rates->ring_gbps);
+  // The documented rule: by reference at every size where the split copies
+  // beat the ring at both probe sizes, from 4 MiB where only at 8 MiB.
+  const bool small = rates->link_split_gbps[0] >= rates->link_ring_gbps[0];
+  const bool large = rates->link_split_gbps[1] >= rates->link_ring_gbps[1];
+  EXPECT_EQ(c.one_way_split_min, large ? (small ? 0 : kOneWayLargeMin) : kNever) << c.reason;
+  EXPECT_EQ(c.exchange, rates->readv_gbps >= 0.35 * rates->ring_gbps);
   struct stat st {};
   ASSERT_EQ(::stat(path_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   // A second decision in another process (memo forgotten) reads it.
   reset_single_copy_memo();
   SingleCopyChoice again = decide();
-  EXPECT_EQ(again.one_way, c.one_way);
+  EXPECT_EQ(again.one_way_min, c.one_way_min);
+  EXPECT_EQ(again.one_way_split_min, c.one_way_split_min);
   EXPECT_EQ(again.exchange, c.exchange);
   EXPECT_NE(again.reason.find("from the cache " + path_), std::string::npos) << again.reason;
 }
 
 TEST_F(Calibration, CacheWritableByOthersIsNotTrusted) {
   // Valid content, but group-writable: someone else could have planted it.
-  write_file(path_, header_for_this_machine() + "readv_gbps 1e-3\nring_gbps 1e3\ncopy_gbps 5\nstream_gbps 5\n", 0620);
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 1e-3\nring_gbps 1e3\ncopy_gbps 5\nstream_gbps 5\n" + kRingWins,
+             0620);
   SingleCopyChoice c = decide();
   EXPECT_EQ(c.reason.find("from the cache"), std::string::npos) << c.reason;
   EXPECT_NE(c.reason.find("calibrated"), std::string::npos) << c.reason;
@@ -299,7 +356,8 @@ TEST_F(Calibration, CacheWritableByOthersIsNotTrusted) {
 }
 
 TEST_F(Calibration, ForceMeasuresAgainAndRewrites) {
-  write_file(path_, header_for_this_machine() + "readv_gbps 0.001\nring_gbps 1000\ncopy_gbps 5\nstream_gbps 5\n");
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 0.001\nring_gbps 1000\ncopy_gbps 5\nstream_gbps 5\n" + kRingWins);
   ::setenv("OMNICCL_SHM_CALIBRATION", "force", 1);
   SingleCopyChoice c = decide();
   EXPECT_NE(c.reason.find("calibrated: OMNICCL_SHM_CALIBRATION=force"), std::string::npos) << c.reason;

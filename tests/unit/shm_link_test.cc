@@ -410,5 +410,133 @@ TEST(ShmLinkMessages, FutexWaitEndsAtItsTimeoutOrAtOnceIfTheWordMoved) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
 }
 
+// Split copies: a receive that may split a by-reference payload publishes
+// its destination; the sender, while it waits for its ticket, writes chunks
+// of the payload into it (one per send() call) while the receiver reads the
+// others; the receive ends once every chunk is in, and only then the send.
+
+/// Sends a by-reference message of `payload` from link 0 and reads its header
+/// at link 1 into *r (to `dst`, may_split as given).
+void start_by_reference(Pair& p, Message& s, Header& hs, Message& r, Header& hr, std::vector<char>& payload,
+                        std::vector<char>& dst, bool may_split) {
+  s = send_msg(hs, payload, true);
+  ASSERT_TRUE(p.link[0]->send(s));
+  ASSERT_TRUE(s.by_reference);
+  r = Message{};
+  r.header = &hr;
+  r.header_bytes = sizeof hr;
+  ASSERT_TRUE(p.link[1]->recv_header(r));
+  ASSERT_TRUE(r.by_reference);
+  r.payload = {dst.data(), dst.size(), DeviceKind::kCPU};
+  r.may_split = may_split;
+}
+
+TEST(ShmLinkSplit, TheWaitingSenderWritesChunksAndTheReceiveEndsWhenAllAreIn) {
+  Pair p;
+  auto payload = pattern(1 << 20, 11);  // 8 chunks of 128 KiB
+  ASSERT_EQ(split_chunk(payload.size()), size_t(128) << 10);
+  std::vector<char> dst(payload.size(), 0);
+  Header hs{7, "split"}, hr{};
+  Message s, r;
+  start_by_reference(p, s, hs, r, hr, payload, dst, true);
+  ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes, reads chunk 0
+  EXPECT_TRUE(r.split);
+  EXPECT_EQ(r.split_mine, 1u);
+  int written = 0;
+  while (p.link[0]->send(s)) ++written;  // the sender takes every chunk left
+  EXPECT_EQ(written, 7);
+  EXPECT_FALSE(s.complete) << "a split send completed before the receiver had every chunk";
+  ASSERT_TRUE(p.link[1]->recv_payload(r));  // nothing left to claim, all written
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(dst, payload);
+  p.link[0]->send(s);
+  EXPECT_TRUE(s.complete);
+  EXPECT_EQ(p.link[0]->split_stats().chunks_written, 7u);
+  EXPECT_EQ(p.link[1]->split_stats().split_reads, 1u);
+  // A second payload: its ticket is new, the sender of the first one (done)
+  // takes no chunk of it.
+  auto second = pattern(512 << 10, 12);
+  std::vector<char> dst2(second.size(), 0);
+  Header hs2{8, "again"}, hr2{};
+  Message s2, r2;
+  start_by_reference(p, s2, hs2, r2, hr2, second, dst2, true);
+  EXPECT_FALSE(p.link[0]->send(s));  // the first message, complete: no help
+  while (!r2.complete) {
+    ASSERT_TRUE(p.link[1]->recv_payload(r2));  // the receiver alone
+  }
+  EXPECT_EQ(dst2, second);
+  EXPECT_EQ(p.link[0]->split_stats().chunks_written, 7u);
+  p.link[0]->send(s2);
+  EXPECT_TRUE(s2.complete);
+}
+
+TEST(ShmLinkSplit, WithoutMaySplitTheReceiverCopiesAlone) {
+  Pair p;
+  auto payload = pattern(1 << 20, 13);
+  std::vector<char> dst(payload.size(), 0);
+  Header hs{9, "alone"}, hr{};
+  Message s, r;
+  start_by_reference(p, s, hs, r, hr, payload, dst, false);
+  for (int i = 0; i < 100 && !r.complete; ++i) {
+    EXPECT_FALSE(p.link[0]->send(s));
+    p.link[1]->recv_payload(r);
+  }
+  ASSERT_TRUE(r.complete);
+  EXPECT_FALSE(r.split);
+  EXPECT_EQ(dst, payload);
+  EXPECT_EQ(p.link[0]->split_stats().chunks_written, 0u);
+  EXPECT_EQ(p.link[1]->split_stats().split_reads, 0u);
+}
+
+TEST(ShmLinkSplit, ASleepingSenderIsWokenWhenASplitIsPublished) {
+  Pair p;
+  auto payload = pattern(1 << 20, 14);
+  std::vector<char> dst(payload.size(), 0);
+  Header hs{10, "wake"}, hr{};
+  Message s, r;
+  start_by_reference(p, s, hs, r, hr, payload, dst, true);
+  EXPECT_EQ(p.link[0]->arm_send(s, WakeBy::kDoorbell).how, WaitOn::How::kDoorbell);
+  EXPECT_EQ(p.doorbells[0], 0);
+  ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes and rings at once
+  EXPECT_EQ(p.doorbells[0], 1);
+  p.link[0]->disarm();
+  // Armed again with a chunk open: nothing to wait for.
+  EXPECT_EQ(p.link[0]->arm_send(s, WakeBy::kDoorbell).how, WaitOn::How::kReady);
+  p.link[0]->disarm();
+}
+
+TEST(ShmLinkSplit, AReceiverWaitingForTheSendersChunkIsWokenWhenItIsWritten) {
+  Pair p;
+  auto payload = pattern(256 << 10, 15);  // 4 chunks of 64 KiB
+  std::vector<char> dst(payload.size(), 0);
+  Header hs{11, "last"}, hr{};
+  Message s, r;
+  start_by_reference(p, s, hs, r, hr, payload, dst, true);
+  ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes, chunk 0
+  // A split receive with chunks left to claim never sleeps.
+  EXPECT_EQ(p.link[1]->arm_recv(r, WakeBy::kDoorbell).how, WaitOn::How::kReady);
+  p.link[1]->disarm();
+  // The receiver asleep (armed as for any receive): the sender's chunk owes
+  // it a wake-up, delivered on the sender's flush.
+  Message idle;
+  idle.header = &hr;
+  idle.header_bytes = sizeof hr;
+  ASSERT_EQ(p.link[1]->arm_recv(idle, WakeBy::kDoorbell).how, WaitOn::How::kDoorbell);
+  const int rung = p.doorbells[1];
+  ASSERT_TRUE(p.link[0]->send(s));  // chunk 1, by the sender
+  EXPECT_EQ(p.doorbells[1], rung);  // deferred to flush
+  p.link[0]->flush();
+  EXPECT_EQ(p.doorbells[1], rung + 1);
+  p.link[1]->disarm();
+  ASSERT_TRUE(p.link[1]->recv_payload(r));  // chunk 2
+  ASSERT_TRUE(p.link[1]->recv_payload(r));  // chunk 3
+  // Every chunk claimed, the sender's written: ready, and the next call ends it.
+  p.link[1]->recv_payload(r);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(dst, payload);
+  p.link[0]->send(s);
+  EXPECT_TRUE(s.complete);
+}
+
 }  // namespace
 }  // namespace omniccl::transport

@@ -135,7 +135,11 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& name, int nran
     h->consumer_membarrier.store(0);
     h->producer_membarrier.store(0);
     h->consumer_reads_refs.store(0);
+    h->producer_writes_refs.store(0);
     h->refs_done.store(0);
+    h->split_claim.store(0);
+    h->split_dst.store(0);
+    h->split_written.store(0);
     h->tail.store(0);
     h->consumer_sleeping.store(0);
     h->producer_sleeping.store(0);
@@ -247,22 +251,24 @@ void prefault(void* p, size_t n) {
 }  // namespace
 
 ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data,
-                 std::function<void()> doorbell, std::unique_ptr<ShmSegment> peer_segment, bool single_copy)
+                 std::function<void()> doorbell, std::unique_ptr<ShmSegment> peer_segment, bool single_copy, bool quiet)
     : out_(out),
       out_data_(out_data),
       in_(in),
       in_data_(in_data),
       doorbell_(std::move(doorbell)),
       peer_segment_(std::move(peer_segment)),
-      peer_(peer) {
+      peer_(peer),
+      quiet_(quiet) {
   announce_membarrier();
   prefault(out_data_, kShmRingBytes);
   prefault(in_data_, kShmRingBytes);
   const SegmentHeader& seg = peer_segment_->header();
   peer_pid_ = static_cast<int>(seg.pid);
   if (!single_copy) {
-    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_,
-             ": single copy off (OMNICCL_SHM_SINGLE_COPY=0 or calibrated slower)");
+    if (!quiet_)
+      OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_,
+               ": single copy off (OMNICCL_SHM_SINGLE_COPY=0 or calibrated slower)");
     return;
   }
   // Can this process read the peer's memory (same user, ptrace rules allow
@@ -275,19 +281,29 @@ ShmLink::ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char
   const int err = errno;
   if (k == static_cast<ssize_t>(sizeof seen) && seen == seg.probe_value) {
     in_->consumer_reads_refs.store(1, std::memory_order_release);
-    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy on (this rank reads pid ", peer_pid_,
-             "'s memory)");
+    // process_vm_writev asks the kernel the same as process_vm_readv
+    // (ptrace access to the peer): this rank may also write into the
+    // peer's buffers, to split the copies of what it sends by reference.
+    can_write_peer_ = true;
+    out_->producer_writes_refs.store(1, std::memory_order_release);
+    if (!quiet_)
+      OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy on (this rank reads pid ",
+               peer_pid_, "'s memory)");
   } else {
-    OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy unavailable, two copies (",
-             k < 0 ? str_cat("process_vm_readv of pid ", peer_pid_, ": ", std::strerror(err))
-                   : std::string("the probe read back a different value: another pid namespace"),
-             ")");
+    if (!quiet_)
+      OCCL_LOG(kInfo, kTransport, "shared memory from rank ", peer_, ": single copy unavailable, two copies (",
+               k < 0 ? str_cat("process_vm_readv of pid ", peer_pid_, ": ", std::strerror(err))
+                     : std::string("the probe read back a different value: another pid namespace"),
+               ")");
   }
 }
 
 ShmLink::~ShmLink() {
-  OCCL_LOG(kInfo, kTransport, "shared memory with rank ", peer_, ": ", tickets_, " payload(s) sent by reference, ",
-           refs_read_, " (", ref_bytes_read_, " bytes) read by reference");
+  if (!quiet_)
+    OCCL_LOG(kInfo, kTransport, "shared memory with rank ", peer_, ": ", tickets_, " payload(s) sent by reference, ",
+             refs_read_, " (", ref_bytes_read_, " bytes) read by reference, ", split_reads_,
+             " of them split with the sender; ", split_chunks_written_, " chunk(s) written into rank ", peer_,
+             "'s buffers");
 }
 
 // Payloads from this size up go by reference where the receiver can read
@@ -301,8 +317,20 @@ bool ShmLink::by_reference(size_t bytes) const {
 
 /// Follows the header in a by-reference record.
 struct RefDesc {
-  uint64_t addr;  ///< the payload's address in the sender's memory
+  uint64_t addr;    ///< the payload's address in the sender's memory
+  uint64_t ticket;  ///< the sender's number for it (see refs_done)
 };
+
+/// A split by-reference receive: the consumer's dst is shared from payloads
+/// of this size up (smaller ones are one chunk).
+constexpr size_t kSplitMin = size_t(128) << 10;
+constexpr uint64_t kSplitIndexMask = (uint64_t(1) << kSplitIndexBits) - 1;
+
+constexpr size_t split_chunks(size_t bytes) {
+  const size_t c = split_chunk(bytes);
+  return (bytes + c - 1) / c;
+}
+static_assert(split_chunks(size_t(1) << 40) < (size_t(1) << kSplitIndexBits), "chunk counts fit their bits");
 
 constexpr size_t kRefChunk = 4 << 20;  // by-reference copy per call (other transfers interleave)
 
@@ -337,11 +365,29 @@ void ShmLink::read_remote(void* dst, uint64_t remote, size_t n) {
   }
 }
 
+void ShmLink::write_remote(uint64_t remote, const char* src, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    iovec l{const_cast<char*>(src) + done, n - done};
+    iovec r{reinterpret_cast<void*>(remote + done), n - done};
+    ssize_t k = ::process_vm_writev(peer_pid_, &l, 1, &r, 1, 0);
+    if (k > 0) {
+      done += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno == ESRCH) {
+      fail(Status::kPeerFailure, "the receiving process (pid ", peer_pid_, ") exited while data was written to it");
+    }
+    fail_errno(str_cat("process_vm_writev of ", n - done, " bytes to pid ", peer_pid_), k < 0 ? errno : EIO);
+  }
+}
+
 bool ShmLink::send_by_reference(Message& m) {
   if (m.header_done == 0) {
-    // Header and address as one record (the ring always has room for a
-    // record of this size when it has room for anything).
-    RefDesc d{reinterpret_cast<uint64_t>(m.payload.ptr)};
+    // Header, address and ticket as one record (the ring always has room
+    // for a record of this size when it has room for anything).
+    RefDesc d{reinterpret_cast<uint64_t>(m.payload.ptr), tickets_ + 1};
     size_t k = write_records(static_cast<const char*>(m.header), m.header_bytes, reinterpret_cast<const char*>(&d),
                              sizeof d, kRefFlag);
     if (k == 0) return false;
@@ -352,12 +398,84 @@ bool ShmLink::send_by_reference(Message& m) {
     return true;
   }
   m.complete = ticket_done(m.ticket);
-  return false;
+  return !m.complete && help_split(m);
+}
+
+bool ShmLink::split_open(const Message& m) const {
+  if (!can_write_peer_) return false;
+  const uint64_t w = out_->split_claim.load(std::memory_order_acquire);
+  return (w >> kSplitIndexBits) == m.ticket && (w & kSplitIndexMask) < split_chunks(m.payload.bytes);
+}
+
+bool ShmLink::help_split(const Message& m) {
+  if (!can_write_peer_) return false;
+  const size_t n = m.payload.bytes;
+  const uint64_t chunks = split_chunks(n);
+  uint64_t w = out_->split_claim.load(std::memory_order_acquire);
+  for (;;) {
+    if ((w >> kSplitIndexBits) != m.ticket || (w & kSplitIndexMask) >= chunks) return false;
+    if (out_->split_claim.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+  }
+  // Claimed chunk i of this ticket: the consumer waits for it before it
+  // moves on, so the destination it published stays valid.
+  const size_t c = split_chunk(n);
+  const size_t at = static_cast<size_t>(w & kSplitIndexMask) * c;
+  const uint64_t dst = out_->split_dst.load(std::memory_order_relaxed);
+  write_remote(dst + at, m.payload.ptr + at, std::min(c, n - at));
+  out_->split_written.fetch_add(1, std::memory_order_release);
+  ++split_chunks_written_;
+  owe_consumer_ = true;  // a consumer asleep waiting for this chunk
+  return true;
+}
+
+bool ShmLink::recv_split(Message& m) {
+  const size_t bytes = m.payload.bytes;
+  const uint64_t chunks = split_chunks(bytes);
+  if (!m.split) {
+    // Publish: destination first, then the claim word that names the ticket.
+    in_->split_dst.store(reinterpret_cast<uint64_t>(m.payload.ptr), std::memory_order_relaxed);
+    in_->split_written.store(0, std::memory_order_relaxed);
+    in_->split_claim.store(m.ticket << kSplitIndexBits, std::memory_order_release);
+    m.split = true;
+    owe_producer_ = true;  // a sender asleep waiting for its ticket may help:
+    flush();               // wake it now, not after this side's copies
+  }
+  if (!m.split_claimed) {
+    // One chunk per call, so that the step's other transfers keep moving.
+    uint64_t w = in_->split_claim.load(std::memory_order_relaxed);
+    while ((w & kSplitIndexMask) < chunks &&
+           !in_->split_claim.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {}
+    if ((w & kSplitIndexMask) < chunks) {
+      const size_t c = split_chunk(bytes);
+      const size_t at = static_cast<size_t>(w & kSplitIndexMask) * c;
+      const size_t n = std::min(c, bytes - at);
+      read_remote(m.payload.ptr + at, m.remote + at, n);
+      ++m.split_mine;
+      m.done += n;
+      return true;
+    }
+    m.split_claimed = true;
+  }
+  // Every chunk is claimed: done once the sender's are written.
+  const uint64_t theirs = chunks - m.split_mine;
+  if (in_->split_written.load(std::memory_order_acquire) < theirs) return false;
+  ref_bytes_read_ += bytes - m.done;  // the sender's chunks (read_remote counted this side's)
+  m.done = bytes;
+  ++split_reads_;
+  ++refs_read_;
+  in_->refs_done.fetch_add(1, std::memory_order_release);
+  owe_producer_ = true;
+  m.complete = true;
+  return true;
 }
 
 bool ShmLink::recv_by_reference(Message& m) {
-  // One chunk per call, so that the step's other transfers keep moving.
   const size_t bytes = m.payload.bytes;
+  if (m.split || (m.may_split && m.sink == nullptr && bytes >= kSplitMin && m.done == 0 &&
+                  in_->producer_writes_refs.load(std::memory_order_relaxed) != 0)) {
+    return recv_split(m);
+  }
+  // One chunk per call, so that the step's other transfers keep moving.
   if (m.done < bytes) {
     if (m.sink == nullptr) {
       size_t n = std::min(kRefChunk, bytes - m.done);
@@ -529,6 +647,7 @@ bool ShmLink::recv_header(Message& m) {
       m.header_done = m.header_bytes;
       m.by_reference = true;
       m.remote = d.addr;
+      m.ticket = d.ticket;
       return true;
     }
     size_t k = std::min(avail.size(), m.header_bytes - m.header_done);
@@ -699,15 +818,29 @@ WaitOn ShmLink::arm_send(const Message& m, WakeBy by) {
   const size_t remaining =
       m.by_reference ? m.header_bytes + sizeof(RefDesc) : (m.header_bytes - m.header_done) + (m.payload.bytes - m.done);
   const uint32_t flag = sleep_flag(by);
-  const bool armed = m.by_reference && m.header_done == m.header_bytes ? arm_ticket_wait(m.ticket, flag)
-                                                                       : arm_room_wait(remaining, flag);
+  bool armed = false;
+  if (m.by_reference && m.header_done == m.header_bytes) {
+    // Woken when the receiver is done, or when it publishes a split of this
+    // payload (it then owes this side a wake-up: recv_split).
+    armed = arm_ticket_wait(m.ticket, flag);
+    if (armed && split_open(m)) {
+      out_->producer_sleeping.store(0);
+      armed = false;
+    }
+  } else {
+    armed = arm_room_wait(remaining, flag);
+  }
   return {armed ? armed_how(by) : WaitOn::How::kReady, -1, 0};
 }
 
-WaitOn ShmLink::arm_recv(const Message&, WakeBy by) {
+WaitOn ShmLink::arm_recv(const Message& m, WakeBy by) {
   in_->consumer_sleeping.store(sleep_flag(by));
   sleeper_fence();
-  if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0) {
+  // Ready: a record to read, or in a split receive a chunk to claim or the
+  // sender's chunks all written (help_split wakes this side after each).
+  if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0 ||
+      (m.split && (!m.split_claimed || in_->split_written.load(std::memory_order_acquire) >=
+                                           split_chunks(m.payload.bytes) - m.split_mine))) {
     in_->consumer_sleeping.store(0);
     return {WaitOn::How::kReady, -1, 0};
   }

@@ -43,6 +43,17 @@ inline constexpr size_t kShmRingBytes = size_t(1) << 21;  // 2 MiB per ordered p
 /// Values of RingHeader's sleep flags (bits): how the sleeper asked to be woken.
 inline constexpr uint32_t kSleepDoorbell = 1;
 inline constexpr uint32_t kSleepFutex = 2;
+/// Low bits of RingHeader::split_claim that count claimed chunks.
+inline constexpr int kSplitIndexBits = 24;
+/// The chunk of a split by-reference copy of `bytes` (each side claims one at
+/// a time): about an eighth, from 64 KiB to 256 KiB, whole pages, and never
+/// more than 2^16 chunks. Both sides compute it from the payload's size.
+constexpr size_t split_chunk(size_t bytes) {
+  size_t c = bytes / 8;
+  c = c < (size_t(64) << 10) ? size_t(64) << 10 : c > (size_t(256) << 10) ? size_t(256) << 10 : c;
+  if (c < (bytes >> 16)) c = bytes >> 16;
+  return (c + 4095) / 4096 * 4096;
+}
 
 struct alignas(64) RingHeader {
   /// Set once by a side that arms its waits with membarrier() (see flush()).
@@ -51,8 +62,20 @@ struct alignas(64) RingHeader {
   /// Set once by the consumer when it can read the producer's memory
   /// (process_vm_readv): large payloads may then go by reference.
   std::atomic<uint32_t> consumer_reads_refs;
+  /// Set once by the producer when it can write into the consumer's memory
+  /// (process_vm_writev): the consumer may then split by-reference copies.
+  std::atomic<uint32_t> producer_writes_refs;
   /// Payloads sent by reference that the consumer has finished copying.
   std::atomic<uint64_t> refs_done;
+  /// The by-reference payload the consumer splits with the producer: its
+  /// ticket and the chunks claimed so far by either side, one word
+  /// (ticket << kSplitIndexBits | claimed), so that a claim is one CAS that
+  /// fails once the consumer has moved to another payload.
+  alignas(64) std::atomic<uint64_t> split_claim;
+  /// Its destination in the consumer's memory (set before split_claim).
+  std::atomic<uint64_t> split_dst;
+  /// Chunks of it the producer has written (reset before split_claim).
+  std::atomic<uint64_t> split_written;
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
   alignas(64) std::atomic<uint32_t> producer_sleeping;
@@ -119,8 +142,14 @@ class ShmSegment {
 /// A Link over two rings: `out` (in the peer's segment) and `in` (in ours).
 /// A message is its header then its payload as records; one sent by
 /// reference is a single record, marked so in its ready word, holding the
-/// header and the payload's address (the receiver reads the payload from the
-/// sender's memory and counts it in `refs_done`, which completes the send).
+/// header, the payload's address and its ticket (the receiver reads the
+/// payload from the sender's memory and counts it in `refs_done`, which
+/// completes the send). A receive that may split (Message::may_split, into
+/// memory) from a sender that can write into it publishes its destination
+/// (RingHeader::split_claim): then both sides take chunks of the payload in
+/// turn, the receiver reading them (process_vm_readv) and the sender, while
+/// it waits for its ticket, writing them (process_vm_writev), so that both
+/// cores copy; the receive completes when every chunk is in.
 /// `doorbell` rings the peer over its control socket; a peer that sleeps on
 /// its futex word instead is woken through `peer_segment`. With `single_copy`,
 /// large payloads of collectives may go by reference: the receiver copies
@@ -132,8 +161,9 @@ class ShmSegment {
 /// many payloads went by reference each way.
 class ShmLink final : public Link {
  public:
+  /// `quiet`: no log lines (the calibration's links inside one process).
   ShmLink(int peer, RingHeader* out, char* out_data, RingHeader* in, char* in_data, std::function<void()> doorbell,
-          std::unique_ptr<ShmSegment> peer_segment, bool single_copy);
+          std::unique_ptr<ShmSegment> peer_segment, bool single_copy, bool quiet = false);
   ~ShmLink() override;
   ShmLink(const ShmLink&) = delete;
   ShmLink& operator=(const ShmLink&) = delete;
@@ -147,6 +177,13 @@ class ShmLink final : public Link {
   void flush() override;
   int poll_fd() const override { return -1; }
   const char* kind() const override { return "shm"; }
+  /// Counts for tests and the log: payloads this side read split with its
+  /// sender, and chunks this side wrote into its receiver's buffers.
+  struct SplitStats {
+    uint64_t split_reads = 0;
+    uint64_t chunks_written = 0;
+  };
+  SplitStats split_stats() const { return {split_reads_, split_chunks_written_}; }
 
  private:
   RingHeader* out_;
@@ -169,6 +206,16 @@ class ShmLink final : public Link {
   size_t try_recv(void* data, size_t n);
   bool send_by_reference(Message& m);
   bool recv_by_reference(Message& m);
+  /// Receiver of a split by-reference payload: publishes it, then copies one
+  /// chunk per call, then waits for the sender's chunks.
+  bool recv_split(Message& m);
+  /// Sender waiting for ticket m.ticket: writes one chunk of a split the
+  /// receiver published for it, if one is left; true if it did.
+  bool help_split(const Message& m);
+  /// Whether a split of m.ticket has a chunk left to claim.
+  bool split_open(const Message& m) const;
+  /// Copies n bytes from src into the receiver's memory at `remote`.
+  void write_remote(uint64_t remote, const char* src, size_t n);
   /// Whether a payload of `bytes` may go by reference on this link.
   bool by_reference(size_t bytes) const;
   bool ticket_done(uint64_t ticket) const;
@@ -188,6 +235,10 @@ class ShmLink final : public Link {
   uint64_t tickets_ = 0;    ///< producer: payloads sent by reference
   uint64_t refs_read_ = 0;  ///< consumer: payloads read by reference
   uint64_t ref_bytes_read_ = 0;
+  uint64_t split_reads_ = 0;           ///< consumer: payloads read split with the sender
+  uint64_t split_chunks_written_ = 0;  ///< producer: chunks written into the peer's buffers
+  bool can_write_peer_ = false;        ///< producer: process_vm_writev into the peer works
+  bool quiet_ = false;
   uint64_t head_ = 0;              ///< producer: bytes written (records and padding)
   uint64_t tail_seen_ = 0;         ///< producer: last tail read (room is at least this)
   uint64_t read_pos_ = 0;          ///< consumer: start of the current record
