@@ -750,10 +750,12 @@ bool Engine::run_quick(std::span<const Transfer> transfers) {
   const size_t n = transfers.size();
   size_t n_reduce = 0;
   for (size_t i = 0; i < n; ++i) n_reduce += transfers[i].kind == Transfer::Kind::kRecvReduce;
-  if (n_reduce > 0) prepare_staging(transfers);  // (before any state points into it)
-  stage_used_ = 0;
+  // (Before any state points into the staging; it restarts the slots, which
+  // only recv-reduce transfers take.)
+  if (n_reduce > 0) prepare_staging(transfers);
   for (size_t i = 0; i < n; ++i) init_state(qs[i], transfers[i], sig_, Deadline::never());  // op_deadline() applies
-  busy_.reset(size_t(mesh_.size()) * 2);
+  // The pairs served in a pass (one transfer alone needs no bookkeeping).
+  if (n > 1) busy_.reset(size_t(mesh_.size()) * 2);
   std::optional<WaitPolicy> wait;  // built at the first pass that moves nothing
   size_t remaining = n;
   bool owe_flush = false;
