@@ -42,7 +42,7 @@ constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
 // fit (a tree's gathered blocks of a few ranks included), and on shared
 // memory each is one ring record.
 constexpr size_t kQuickTransfers = 8;
-constexpr size_t kQuickBytes = 4096;
+constexpr size_t kQuickBytes = transport::kSmallPayloadMax;
 // After this long without progress, ask peers for their signatures: calls that
 // differ only where no message is exchanged (e.g. the root) are found this way.
 constexpr auto kProbeAfter = std::chrono::milliseconds(300);
