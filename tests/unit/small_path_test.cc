@@ -113,54 +113,39 @@ void exchange_loop(int rank, Engine& e, int iters, std::atomic<int>& wrong) {
   }
 }
 
+/// exchange_loop for `iters` steps on two ranks over `transport`, the small
+/// path on or off per rank (`on`): checks that every value arrived, and that
+/// a rank with the path on started every step there (done there or handed
+/// over) and one with it off none. Returns the ranks' counters.
+std::vector<Engine::SmallPathStats> exchange_with(const std::string& transport, const std::vector<bool>& on,
+                                                  int iters) {
+  std::vector<Engine::SmallPathStats> stats(2);
+  auto meshes = two_meshes(transport);
+  if (!meshes[0] || !meshes[1]) return stats;  // (two_meshes failed the test)
+  std::atomic<int> wrong{0};
+  auto errors = on_two_ranks(meshes, on, stats, [&](int rank, Engine& e) { exchange_loop(rank, e, iters, wrong); });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(wrong.load(), 0);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(stats[r].done + stats[r].handed_over, on[r] ? uint64_t(iters) : 0u) << "rank " << r;
+  }
+  return stats;
+}
+
 class SmallPath : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SmallPath, ExchangeLoopTakesThePathAndDeliversEveryValue) {
-  auto meshes = two_meshes(GetParam());
-  ASSERT_TRUE(meshes[0] && meshes[1]);
-  constexpr int kIters = 2000;
-  std::atomic<int> wrong{0};
-  std::vector<Engine::SmallPathStats> stats;
-  auto errors =
-      on_two_ranks(meshes, {true, true}, stats, [&](int rank, Engine& e) { exchange_loop(rank, e, kIters, wrong); });
-  EXPECT_EQ(errors[0], "");
-  EXPECT_EQ(errors[1], "");
-  EXPECT_EQ(wrong.load(), 0);
-  for (int r = 0; r < 2; ++r) {
-    // Every step went the small way (done there, or handed over to wait);
-    // most end there when the peer answers within the spin phase, but on a
-    // loaded machine waits may be longer: at least some must.
-    EXPECT_EQ(stats[r].done + stats[r].handed_over, uint64_t(kIters)) << "rank " << r;
-    EXPECT_GT(stats[r].done, 0u) << "rank " << r;
-  }
+  const auto stats = exchange_with(GetParam(), {true, true}, 2000);
+  // Every step went the small way; most end there when the peer answers
+  // within the spin phase, but on a loaded machine waits may be longer: at
+  // least some must.
+  for (int r = 0; r < 2; ++r) EXPECT_GT(stats[r].done, 0u) << "rank " << r;
 }
 
-TEST_P(SmallPath, OffTakesTheGeneralLoopWithTheSameResults) {
-  auto meshes = two_meshes(GetParam());
-  ASSERT_TRUE(meshes[0] && meshes[1]);
-  std::atomic<int> wrong{0};
-  std::vector<Engine::SmallPathStats> stats;
-  auto errors =
-      on_two_ranks(meshes, {false, false}, stats, [&](int rank, Engine& e) { exchange_loop(rank, e, 500, wrong); });
-  EXPECT_EQ(errors[0], "");
-  EXPECT_EQ(errors[1], "");
-  EXPECT_EQ(wrong.load(), 0);
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(stats[r].done + stats[r].handed_over, 0u) << "rank " << r;
-}
+TEST_P(SmallPath, OffTakesTheGeneralLoopWithTheSameResults) { exchange_with(GetParam(), {false, false}, 500); }
 
-TEST_P(SmallPath, RanksThatDifferInTheSettingInteroperate) {
-  auto meshes = two_meshes(GetParam());
-  ASSERT_TRUE(meshes[0] && meshes[1]);
-  std::atomic<int> wrong{0};
-  std::vector<Engine::SmallPathStats> stats;
-  auto errors =
-      on_two_ranks(meshes, {true, false}, stats, [&](int rank, Engine& e) { exchange_loop(rank, e, 500, wrong); });
-  EXPECT_EQ(errors[0], "");
-  EXPECT_EQ(errors[1], "");
-  EXPECT_EQ(wrong.load(), 0);
-  EXPECT_EQ(stats[0].done + stats[0].handed_over, 500u);
-  EXPECT_EQ(stats[1].done + stats[1].handed_over, 0u);
-}
+TEST_P(SmallPath, RanksThatDifferInTheSettingInteroperate) { exchange_with(GetParam(), {true, false}, 500); }
 
 TEST_P(SmallPath, ALateMessageIsHandedToTheGeneralLoop) {
   auto meshes = two_meshes(GetParam());
