@@ -42,7 +42,7 @@ constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
 // fit (a tree's gathered blocks of a few ranks included), and on shared
 // memory each is one ring record.
 constexpr size_t kQuickTransfers = 8;
-constexpr size_t kQuickBytes = 4096;
+constexpr size_t kQuickBytes = transport::kSmallPayloadMax;
 // After this long without progress, ask peers for their signatures: calls that
 // differ only where no message is exchanged (e.g. the root) are found this way.
 constexpr auto kProbeAfter = std::chrono::milliseconds(300);
@@ -759,10 +759,12 @@ bool Engine::run_quick(std::span<const Transfer> transfers) {
   const size_t n = transfers.size();
   size_t n_reduce = 0;
   for (size_t i = 0; i < n; ++i) n_reduce += transfers[i].kind == Transfer::Kind::kRecvReduce;
-  if (n_reduce > 0) prepare_staging(transfers);  // (before any state points into it)
-  stage_used_ = 0;
+  // (Before any state points into the staging; it restarts the slots, which
+  // only recv-reduce transfers take.)
+  if (n_reduce > 0) prepare_staging(transfers);
   for (size_t i = 0; i < n; ++i) init_state(qs[i], transfers[i], sig_, Deadline::never());  // op_deadline() applies
-  busy_.reset(size_t(mesh_.size()) * 2);
+  // The pairs served in a pass (one transfer alone needs no bookkeeping).
+  if (n > 1) busy_.reset(size_t(mesh_.size()) * 2);
   std::optional<WaitPolicy> wait;  // built at the first pass that moves nothing
   size_t remaining = n;
   bool owe_flush = false;

@@ -192,13 +192,9 @@ class Communicator {
   /// The per-operation timeout now in force.
   int64_t timeout_ms() const { return timeout_ms_.load(std::memory_order_relaxed); }
   const AlgoOverride& algo_override() const { return override_; }
-  /// The algorithm for operation `kind` of `bytes` per rank (choose_algo
-  /// with this communicator's size and override), remembered for the last
-  /// kind and size asked: a loop of one operation reads the table (and logs
-  /// the choice) once. Call only from inside a submitted function.
-  Algo choose_algo(OpKind kind, uint64_t bytes) { return choose(kind, bytes).algo; }
   /// What a collective of `kind` with `bytes` per rank runs with: its
-  /// algorithm (choose_algo), the algorithm's table row and name, and
+  /// algorithm (omniccl::choose_algo with this communicator's size and
+  /// override), the algorithm's table row and name, and
   /// whether its sends may go by reference (single copy: the calibration's
   /// choice and single_copy_for) and from what size receives stream.
   struct OpChoice {

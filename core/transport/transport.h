@@ -104,6 +104,10 @@ inline constexpr int kMaxTcpStreams = 16;
 /// The engine's header size: a link may copy headers of this size with a
 /// fixed-size copy (a few moves instead of a call).
 inline constexpr uint32_t kEngineHeaderBytes = 40;
+/// The largest payload of the engine's small-step path (Engine::run_quick):
+/// a link may give messages of at most kMaxHeader plus this many bytes a
+/// path of their own (shared memory: one record written in a few moves).
+inline constexpr size_t kSmallPayloadMax = 4096;
 
 /// A receive through m.stage (with a sink): counts the k bytes just read into
 /// the stage behind what it held, offers the sink all of it, and moves what

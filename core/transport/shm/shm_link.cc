@@ -201,8 +201,11 @@ constexpr size_t round_up(size_t n) { return (n + kLine - 1) / kLine * kLine; }
 // that the consumer takes a small message with one look.
 constexpr size_t kWholeRecord = 16 * 1024;
 // Messages (header and payload) of at most this many bytes take send()'s
-// one-record path.
-constexpr size_t kSmallRecord = 4096 + 64;
+// one-record path: every message of the engine's small-step path, whatever
+// the header size.
+constexpr size_t kSmallRecord = kMaxHeader + kSmallPayloadMax;
+static_assert(kSmallRecord >= kEngineHeaderBytes + kSmallPayloadMax, "a small-step message is one record");
+static_assert(round_up(8 + kSmallRecord) <= kWholeRecord, "a small record is never cut");
 
 // The room the next record needs when `remaining` bytes are left to write at
 // `head`; *skip: it starts at the ring's start. A record is at least
