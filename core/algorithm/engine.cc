@@ -474,12 +474,27 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
     }
     run_impl(transfers, feed, adopt);
   } catch (const transport::PeerReportedError&) {
+    abandon_receives();
     throw;  // came from a peer, or was already sent to every peer
   } catch (const Error& e) {
+    abandon_receives();
     // Tell every rank, so that ranks waiting on this one fail now rather than
     // at their deadline.
     if (e.status() != Status::kAborted) mesh_.broadcast_error(e.status(), e.what());
     throw;
+  } catch (...) {
+    abandon_receives();
+    throw;
+  }
+}
+
+void Engine::abandon_receives() noexcept {
+  // Receives whose senders may still write into the caller's buffers (split
+  // copies): the caller frees or reuses them once this operation has failed.
+  for (State& s : *states_) {
+    if (s.msg.split && !s.msg.complete && s.t.peer >= 0 && s.t.peer < mesh_.size()) {
+      mesh_.link(s.t.peer).abandon(s.msg);
+    }
   }
 }
 

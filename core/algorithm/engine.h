@@ -235,6 +235,9 @@ class Engine {
   /// check_header's error: what differs, told to every rank (throws).
   [[noreturn, gnu::cold, gnu::noinline]] void fail_header(const State& s);
   void flush_links();
+  /// After a failure: every split receive still open is closed to its sender
+  /// (transport::Link::abandon) before the caller gets its buffers back.
+  void abandon_receives() noexcept;
   bool advance_listen(State& s, TransferFeed& feed);
   /// A collective's message whose header a point-to-point listen read, given
   /// to the next receive from that peer (take_held).

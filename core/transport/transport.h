@@ -165,6 +165,10 @@ class Link {
   virtual bool wakes_futex() const { return false; }
   /// Drops any armed wait (called after waking).
   virtual void disarm() = 0;
+  /// The caller gives up on receive `m` before it completed (its operation
+  /// failed): when this returns, neither the link nor the peer writes into
+  /// m's buffers any more (the caller's buffers may be freed next).
+  virtual void abandon(Message& /*m*/) noexcept {}
   /// Delivers the wake-ups owed for data sent or room made since the last
   /// flush (a peer that armed a wait gets its doorbell). Sends and receives
   /// may defer them to here so that the fence this takes is paid once per

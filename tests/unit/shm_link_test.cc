@@ -538,5 +538,25 @@ TEST(ShmLinkSplit, AReceiverWaitingForTheSendersChunkIsWokenWhenItIsWritten) {
   EXPECT_TRUE(s.complete);
 }
 
+TEST(ShmLinkSplit, AnAbandonedSplitReceiveTakesNoMoreChunksFromTheSender) {
+  Pair p;
+  auto payload = pattern(1 << 20, 17);
+  std::vector<char> dst(payload.size(), 0);
+  Header hs{13, "gone"}, hr{};
+  Message s, r;
+  start_by_reference(p, s, hs, r, hr, payload, dst, true);
+  ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes, chunk 0
+  ASSERT_TRUE(p.link[0]->send(s));          // chunk 1, by the sender
+  // The receiver's operation failed: it closes the split before the caller
+  // gets its buffer back.
+  p.link[1]->abandon(r);
+  EXPECT_FALSE(r.split);
+  const std::vector<char> after = dst;
+  EXPECT_FALSE(p.link[0]->send(s));  // nothing left to claim
+  EXPECT_EQ(p.link[0]->split_stats().chunks_written, 1u);
+  EXPECT_EQ(dst, after);
+  EXPECT_FALSE(s.complete);
+}
+
 }  // namespace
 }  // namespace omniccl::transport

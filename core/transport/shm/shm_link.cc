@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <ctime>
 #include <cstring>
@@ -452,8 +454,8 @@ bool ShmLink::recv_split(Message& m) {
       const size_t c = split_chunk(bytes);
       const size_t at = static_cast<size_t>(w & kSplitIndexMask) * c;
       const size_t n = std::min(c, bytes - at);
+      ++m.split_mine;  // claimed by this side (abandon counts on it, also if the read fails)
       read_remote(m.payload.ptr + at, m.remote + at, n);
-      ++m.split_mine;
       m.done += n;
       return true;
     }
@@ -860,6 +862,29 @@ bool ShmLink::arm_room_wait(size_t remaining, uint32_t flag) {
     return false;
   }
   return true;
+}
+
+void ShmLink::abandon(Message& m) noexcept {
+  if (!m.split || m.complete) return;
+  // Every chunk counted as claimed: the sender takes no more of this payload.
+  const uint64_t chunks = split_chunks(m.payload.bytes);
+  uint64_t w = in_->split_claim.load(std::memory_order_acquire);
+  while ((w >> kSplitIndexBits) == m.ticket && (w & kSplitIndexMask) < chunks &&
+         !in_->split_claim.compare_exchange_weak(w, (m.ticket << kSplitIndexBits) | chunks, std::memory_order_acq_rel,
+                                                 std::memory_order_acquire)) {}
+  const uint64_t claimed = std::min<uint64_t>(w & kSplitIndexMask, chunks);
+  const uint64_t theirs = claimed > m.split_mine ? claimed - m.split_mine : 0;
+  // A chunk the sender claimed is being written now (one system call of at
+  // most 256 KiB): wait for it, so that the caller may free the buffer.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (in_->split_written.load(std::memory_order_acquire) < theirs && std::chrono::steady_clock::now() < until) {
+    ::sched_yield();
+  }
+  if (in_->split_written.load(std::memory_order_acquire) < theirs && !quiet_) {
+    OCCL_LOG(kWarn, kTransport, "shared memory from rank ", peer_, ": gave up a split receive while rank ", peer_,
+             " had still not written a chunk after 5 s");
+  }
+  m.split = false;
 }
 
 void ShmLink::disarm() {

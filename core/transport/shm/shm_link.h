@@ -174,6 +174,9 @@ class ShmLink final : public Link {
   WaitOn arm_recv(const Message& m, WakeBy by) override;
   bool wakes_futex() const override { return true; }
   void disarm() override;
+  /// Closes a split receive to the sender (no chunk left to claim) and waits,
+  /// at most a few seconds, for a chunk the sender is writing now.
+  void abandon(Message& m) noexcept override;
   void flush() override;
   int poll_fd() const override { return -1; }
   const char* kind() const override { return "shm"; }
