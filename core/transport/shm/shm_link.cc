@@ -351,41 +351,31 @@ bool ShmLink::arm_ticket_wait(uint64_t ticket, uint32_t flag) {
   return true;
 }
 
-void ShmLink::read_remote(void* dst, uint64_t remote, size_t n) {
+void ShmLink::copy_remote(bool write, char* local, uint64_t remote, size_t n) {
   size_t done = 0;
   while (done < n) {
-    iovec l{static_cast<char*>(dst) + done, n - done};
+    iovec l{local + done, n - done};
     iovec r{reinterpret_cast<void*>(remote + done), n - done};
-    ssize_t k = ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
+    ssize_t k =
+        write ? ::process_vm_writev(peer_pid_, &l, 1, &r, 1, 0) : ::process_vm_readv(peer_pid_, &l, 1, &r, 1, 0);
     if (k > 0) {
       done += static_cast<size_t>(k);
-      ref_bytes_read_ += static_cast<uint64_t>(k);
       continue;
     }
     if (k < 0 && errno == EINTR) continue;
     if (k < 0 && errno == ESRCH) {
-      fail(Status::kPeerFailure, "the sending process (pid ", peer_pid_, ") exited while its data was being read");
+      fail(Status::kPeerFailure, "the ", write ? "receiving" : "sending", " process (pid ", peer_pid_,
+           write ? ") exited while data was written to it" : ") exited while its data was being read");
     }
-    fail_errno(str_cat("process_vm_readv of ", n - done, " bytes from pid ", peer_pid_), k < 0 ? errno : EIO);
+    fail_errno(str_cat(write ? "process_vm_writev of " : "process_vm_readv of ", n - done,
+                       write ? " bytes to pid " : " bytes from pid ", peer_pid_),
+               k < 0 ? errno : EIO);
   }
 }
 
-void ShmLink::write_remote(uint64_t remote, const char* src, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    iovec l{const_cast<char*>(src) + done, n - done};
-    iovec r{reinterpret_cast<void*>(remote + done), n - done};
-    ssize_t k = ::process_vm_writev(peer_pid_, &l, 1, &r, 1, 0);
-    if (k > 0) {
-      done += static_cast<size_t>(k);
-      continue;
-    }
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && errno == ESRCH) {
-      fail(Status::kPeerFailure, "the receiving process (pid ", peer_pid_, ") exited while data was written to it");
-    }
-    fail_errno(str_cat("process_vm_writev of ", n - done, " bytes to pid ", peer_pid_), k < 0 ? errno : EIO);
-  }
+void ShmLink::read_remote(void* dst, uint64_t remote, size_t n) {
+  copy_remote(false, static_cast<char*>(dst), remote, n);
+  ref_bytes_read_ += n;
 }
 
 bool ShmLink::send_by_reference(Message& m) {
@@ -426,7 +416,7 @@ bool ShmLink::help_split(const Message& m) {
   const size_t c = split_chunk(n);
   const size_t at = static_cast<size_t>(w & kSplitIndexMask) * c;
   const uint64_t dst = out_->split_dst.load(std::memory_order_relaxed);
-  write_remote(dst + at, m.payload.ptr + at, std::min(c, n - at));
+  copy_remote(/*write=*/true, m.payload.ptr + at, dst + at, std::min(c, n - at));
   out_->split_written.fetch_add(1, std::memory_order_release);
   ++split_chunks_written_;
   owe_consumer_ = true;  // a consumer asleep waiting for this chunk

@@ -217,8 +217,10 @@ class ShmLink final : public Link {
   bool help_split(const Message& m);
   /// Whether a split of m.ticket has a chunk left to claim.
   bool split_open(const Message& m) const;
-  /// Copies n bytes from src into the receiver's memory at `remote`.
-  void write_remote(uint64_t remote, const char* src, size_t n);
+  /// Moves n bytes between `local` here and address `remote` in the peer
+  /// (process_vm_writev when `write`, else process_vm_readv), in as many
+  /// calls as it takes; throws Error(kPeerFailure) when the peer is gone.
+  void copy_remote(bool write, char* local, uint64_t remote, size_t n);
   /// Whether a payload of `bytes` may go by reference on this link.
   bool by_reference(size_t bytes) const;
   bool ticket_done(uint64_t ticket) const;
