@@ -417,7 +417,12 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
   // One-way messages through a real pair of links, each way in turn.
   for (int i = 0; i < 2; ++i) {
     double r[3] = {0, 0, 0};
-    if (!time_links(kLinkProbeBytes[i], i == 0 ? kLinkRepsSmall : kLinkRepsLarge, r, error)) return std::nullopt;
+    try {
+      if (!time_links(kLinkProbeBytes[i], i == 0 ? kLinkRepsSmall : kLinkRepsLarge, r, error)) return std::nullopt;
+    } catch (const std::exception& e) {  // e.g. no room in /dev/shm for the probe's segments
+      *error = str_cat("the link probe failed: ", e.what());
+      return std::nullopt;
+    }
     rates.link_ring_gbps[i] = r[0];
     rates.link_ref_gbps[i] = r[1];
     rates.link_split_gbps[i] = r[2];

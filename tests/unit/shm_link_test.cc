@@ -558,5 +558,24 @@ TEST(ShmLinkSplit, AnAbandonedSplitReceiveTakesNoMoreChunksFromTheSender) {
   EXPECT_FALSE(s.complete);
 }
 
+// A peer's segment made by another OmniCCL version (another layout of rings
+// and records) is refused when opened, with an error that says so.
+TEST(ShmSegmentLayout, ASegmentOfAnotherVersionIsRefusedByName) {
+  const std::string name = ShmSegment::name_for(std::to_string(std::random_device{}()) + "v", 0);
+  auto own = ShmSegment::create(name, 2);
+  EXPECT_NO_THROW(ShmSegment::open(name, 2));
+  for (uint64_t other : {uint64_t(0), kShmLayout + 1}) {
+    const_cast<SegmentHeader&>(own->header()).layout = other;
+    try {
+      ShmSegment::open(name, 2);
+      ADD_FAILURE() << "a segment of layout " << other << " was opened";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("was made by another OmniCCL version"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace omniccl::transport

@@ -132,6 +132,7 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& name, int nran
   sh->probe_addr = reinterpret_cast<uint64_t>(&probe_word());
   sh->probe_value = probe_word();
   sh->wake_word.store(0);
+  sh->layout = kShmLayout;
   for (int p = 0; p < nranks; ++p) {
     RingHeader* h = new (seg->ring(p)) RingHeader;  // placement-new on shared memory (no ownership)
     h->consumer_membarrier.store(0);
@@ -154,12 +155,21 @@ std::unique_ptr<ShmSegment> ShmSegment::open(const std::string& name, int nranks
   if (!fd.valid()) fail_errno(str_cat("shm_open(", name, ")"), errno);
   size_t bytes = bytes_for(nranks);
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+  if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
     fail(Status::kInternal, "shared memory segment ", name, " is smaller than expected");
   }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  const size_t mapped = std::min(bytes, static_cast<size_t>(st.st_size));
+  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) fail_errno(str_cat("mmap(", name, ")"), errno);
-  return std::unique_ptr<ShmSegment>(new ShmSegment(name, base, bytes, false));
+  auto seg = std::unique_ptr<ShmSegment>(new ShmSegment(name, base, mapped, false));  // unmaps if refused below
+  // Another version's rings would be misread: refuse them by name first.
+  const uint64_t layout = seg->header().layout;
+  if (layout != kShmLayout) {
+    fail(Status::kInvalidArgument, "shared memory segment ", name, " was made by another OmniCCL version (layout ",
+         layout, ", this build writes ", kShmLayout, "): are all ranks of this host using the same OmniCCL version?");
+  }
+  if (mapped < bytes) fail(Status::kInternal, "shared memory segment ", name, " is smaller than expected");
+  return seg;
 }
 
 ShmSegment::~ShmSegment() {

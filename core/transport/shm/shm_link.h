@@ -83,6 +83,11 @@ struct alignas(64) RingHeader {
 
 /// Start of every segment: lets a peer check that it can read its creator's
 /// memory (it reads `probe_addr` in process `pid` and expects `probe_value`).
+/// The layout of segments, ring headers and records this build writes. A
+/// peer's segment of another layout (made by another OmniCCL version) is
+/// refused when it is opened. Raise it with any change to them.
+inline constexpr uint64_t kShmLayout = 3;
+
 struct SegmentHeader {
   uint64_t pid;
   uint64_t probe_addr;
@@ -91,6 +96,9 @@ struct SegmentHeader {
   /// kSleepFutex adds one and wakes it (wake_futex); the owner sleeps while
   /// it holds the value read before arming (futex_wait).
   alignas(64) std::atomic<uint32_t> wake_word;
+  /// kShmLayout of the build that made the segment (0: a build from before
+  /// this field).
+  alignas(64) uint64_t layout;
 };
 
 /// Sleeps in FUTEX_WAIT while `word` holds `expected`, at most timeout_ms:
