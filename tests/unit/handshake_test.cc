@@ -32,6 +32,7 @@ namespace omniccl::transport {
 namespace {
 
 using test::Exchange;
+using test::loopback_options;
 
 /// Field `i` of an address blob (fields separated by 0x1f).
 std::string field(const std::string& blob, int i) {
@@ -56,14 +57,7 @@ double build_mesh_under(const std::function<void(const std::string&)>& attack, c
   auto run = [&](int rank) {
     const auto t0 = Clock::now();
     try {
-      MeshOptions o;
-      o.rank = rank;
-      o.size = 2;
-      o.session = session;
-      o.transport = "tcp";
-      o.tcp_ip = "127.0.0.1";
-      o.deadline = Deadline::after_ms(30000);
-      o.token = token;
+      MeshOptions o = loopback_options(rank, 2, session, "tcp", token);
       meshes[rank] = Mesh::create(o, [&](const std::string& mine) {
         auto all = ex.all_gather(rank, mine);
         if (rank == 1) attack(all[0]);

@@ -39,6 +39,7 @@ std::string with_field(const std::string& blob, int i, const std::string& value)
 }
 
 using test::Exchange;
+using test::loopback_options;
 
 struct Rank {
   std::string host = "hostA";  // ranks with the same name share a host
@@ -68,14 +69,7 @@ Built build(const std::vector<Rank>& ranks) {
           CPU_SET(ranks[size_t(r)].pin, &one);
           if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) throw std::runtime_error("pin failed");
         }
-        MeshOptions o;
-        o.rank = r;
-        o.size = n;
-        o.session = session;
-        o.transport = "tcp";
-        o.tcp_ip = "127.0.0.1";
-        o.deadline = Deadline::after_ms(30000);
-        b.meshes[size_t(r)] = Mesh::create(o, [&](const std::string& mine) {
+        b.meshes[size_t(r)] = Mesh::create(loopback_options(r, n, session), [&](const std::string& mine) {
           auto all = ex.all_gather(r, mine);
           for (size_t p = 0; p < all.size(); ++p) {
             // Rank r sees the ranks of its own host with its own (real) host

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/mesh.h"
+
 namespace omniccl::test {
 
 /// The ranks' address blobs, handed out once the expected ranks have posted.
@@ -35,6 +37,21 @@ struct Exchange {
     return all_gather(rank, mine, static_cast<int>(blobs.size()));
   }
 };
+
+/// Options for rank `rank` of a mesh of `size` ranks of this process:
+/// `transport` ("tcp", "shm" or "auto") over 127.0.0.1, a 30 s deadline.
+inline transport::MeshOptions loopback_options(int rank, int size, uint64_t session,
+                                               const std::string& transport = "tcp", const std::string& token = "") {
+  transport::MeshOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.session = session;
+  o.transport = transport;
+  o.tcp_ip = "127.0.0.1";
+  o.deadline = Deadline::after_ms(30000);
+  o.token = token;
+  return o;
+}
 
 /// A fresh session number: it names the abstract unix sockets and shared
 /// segments, and test processes may run at once.

@@ -46,6 +46,7 @@ using Seconds = std::chrono::duration<double>;
 
 using test::Exchange;
 using test::fresh_session;
+using test::loopback_options;
 
 /// Replaces field `i` of an address blob (fields separated by 0x1f).
 std::string with_field(const std::string& blob, int i, const std::string& value) {
@@ -56,15 +57,7 @@ std::string with_field(const std::string& blob, int i, const std::string& value)
 }
 
 MeshOptions options(int rank, int size, uint64_t session, const std::string& token = "") {
-  MeshOptions o;
-  o.rank = rank;
-  o.size = size;
-  o.session = session;
-  o.transport = "tcp";
-  o.tcp_ip = "127.0.0.1";
-  o.deadline = Deadline::after_ms(30000);
-  o.token = token;
-  return o;
+  return loopback_options(rank, size, session, "tcp", token);
 }
 
 /// Moves message m on a link until it is complete, or until nothing has

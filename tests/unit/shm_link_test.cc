@@ -431,14 +431,25 @@ void start_by_reference(Pair& p, Message& s, Header& hs, Message& r, Header& hr,
   r.may_split = may_split;
 }
 
-TEST(ShmLinkSplit, TheWaitingSenderWritesChunksAndTheReceiveEndsWhenAllAreIn) {
+/// A pair with one by-reference message of `bytes` started (start()): sent
+/// from link 0, its header read at link 1 into r (to dst).
+class ShmLinkSplit : public ::testing::Test {
+ protected:
+  void start(size_t bytes, unsigned seed, bool may_split) {
+    payload = pattern(bytes, seed);
+    dst.assign(bytes, 0);
+    hs = Header{seed, "split"};
+    start_by_reference(p, s, hs, r, hr, payload, dst, may_split);
+  }
   Pair p;
-  auto payload = pattern(1 << 20, 11);  // 8 chunks of 128 KiB
-  ASSERT_EQ(split_chunk(payload.size()), size_t(128) << 10);
-  std::vector<char> dst(payload.size(), 0);
-  Header hs{7, "split"}, hr{};
+  std::vector<char> payload, dst;
+  Header hs{}, hr{};
   Message s, r;
-  start_by_reference(p, s, hs, r, hr, payload, dst, true);
+};
+
+TEST_F(ShmLinkSplit, TheWaitingSenderWritesChunksAndTheReceiveEndsWhenAllAreIn) {
+  start(1 << 20, 11, true);  // 8 chunks of 128 KiB
+  ASSERT_EQ(split_chunk(payload.size()), size_t(128) << 10);
   ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes, reads chunk 0
   EXPECT_TRUE(r.split);
   EXPECT_EQ(r.split_mine, 1u);
@@ -470,13 +481,8 @@ TEST(ShmLinkSplit, TheWaitingSenderWritesChunksAndTheReceiveEndsWhenAllAreIn) {
   EXPECT_TRUE(s2.complete);
 }
 
-TEST(ShmLinkSplit, WithoutMaySplitTheReceiverCopiesAlone) {
-  Pair p;
-  auto payload = pattern(1 << 20, 13);
-  std::vector<char> dst(payload.size(), 0);
-  Header hs{9, "alone"}, hr{};
-  Message s, r;
-  start_by_reference(p, s, hs, r, hr, payload, dst, false);
+TEST_F(ShmLinkSplit, WithoutMaySplitTheReceiverCopiesAlone) {
+  start(1 << 20, 13, false);
   for (int i = 0; i < 100 && !r.complete; ++i) {
     EXPECT_FALSE(p.link[0]->send(s));
     p.link[1]->recv_payload(r);
@@ -488,13 +494,8 @@ TEST(ShmLinkSplit, WithoutMaySplitTheReceiverCopiesAlone) {
   EXPECT_EQ(p.link[1]->split_stats().split_reads, 0u);
 }
 
-TEST(ShmLinkSplit, ASleepingSenderIsWokenWhenASplitIsPublished) {
-  Pair p;
-  auto payload = pattern(1 << 20, 14);
-  std::vector<char> dst(payload.size(), 0);
-  Header hs{10, "wake"}, hr{};
-  Message s, r;
-  start_by_reference(p, s, hs, r, hr, payload, dst, true);
+TEST_F(ShmLinkSplit, ASleepingSenderIsWokenWhenASplitIsPublished) {
+  start(1 << 20, 14, true);
   EXPECT_EQ(p.link[0]->arm_send(s, WakeBy::kDoorbell).how, WaitOn::How::kDoorbell);
   EXPECT_EQ(p.doorbells[0], 0);
   ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes and rings at once
@@ -505,13 +506,8 @@ TEST(ShmLinkSplit, ASleepingSenderIsWokenWhenASplitIsPublished) {
   p.link[0]->disarm();
 }
 
-TEST(ShmLinkSplit, AReceiverWaitingForTheSendersChunkIsWokenWhenItIsWritten) {
-  Pair p;
-  auto payload = pattern(256 << 10, 15);  // 4 chunks of 64 KiB
-  std::vector<char> dst(payload.size(), 0);
-  Header hs{11, "last"}, hr{};
-  Message s, r;
-  start_by_reference(p, s, hs, r, hr, payload, dst, true);
+TEST_F(ShmLinkSplit, AReceiverWaitingForTheSendersChunkIsWokenWhenItIsWritten) {
+  start(256 << 10, 15, true);               // 4 chunks of 64 KiB
   ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes, chunk 0
   // A split receive with chunks left to claim never sleeps.
   EXPECT_EQ(p.link[1]->arm_recv(r, WakeBy::kDoorbell).how, WaitOn::How::kReady);
@@ -538,13 +534,8 @@ TEST(ShmLinkSplit, AReceiverWaitingForTheSendersChunkIsWokenWhenItIsWritten) {
   EXPECT_TRUE(s.complete);
 }
 
-TEST(ShmLinkSplit, AnAbandonedSplitReceiveTakesNoMoreChunksFromTheSender) {
-  Pair p;
-  auto payload = pattern(1 << 20, 17);
-  std::vector<char> dst(payload.size(), 0);
-  Header hs{13, "gone"}, hr{};
-  Message s, r;
-  start_by_reference(p, s, hs, r, hr, payload, dst, true);
+TEST_F(ShmLinkSplit, AnAbandonedSplitReceiveTakesNoMoreChunksFromTheSender) {
+  start(1 << 20, 17, true);
   ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes, chunk 0
   ASSERT_TRUE(p.link[0]->send(s));          // chunk 1, by the sender
   // The receiver's operation failed: it closes the split before the caller

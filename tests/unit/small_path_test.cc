@@ -36,10 +36,10 @@ namespace omniccl {
 namespace {
 
 using transport::Mesh;
-using transport::MeshOptions;
 
 using test::Exchange;
 using test::fresh_session;
+using test::loopback_options;
 
 /// Two meshes over `transport` ("shm" or "tcp"), built by two threads.
 std::vector<std::unique_ptr<Mesh>> two_meshes(const std::string& transport) {
@@ -49,15 +49,9 @@ std::vector<std::unique_ptr<Mesh>> two_meshes(const std::string& transport) {
   std::string errors[2];
   auto build = [&](int rank) {
     try {
-      MeshOptions o;
-      o.rank = rank;
-      o.size = 2;
-      o.session = session;
-      o.transport = transport;
-      o.tcp_ip = "127.0.0.1";
-      o.deadline = Deadline::after_ms(30000);
       meshes[static_cast<size_t>(rank)] =
-          Mesh::create(o, [&](const std::string& mine) { return ex.all_gather(rank, mine); });
+          Mesh::create(loopback_options(rank, 2, session, transport),
+                       [&](const std::string& mine) { return ex.all_gather(rank, mine); });
     } catch (const std::exception& e) {
       errors[rank] = e.what();
     }
