@@ -211,6 +211,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   lazy_timeout_ms_ = -1;
   probed_ = false;
   single_copy_ = false;
+  split_copy_ = false;
   stream_min_ = 0;
   interrupt_ = {};
 }
@@ -221,6 +222,7 @@ void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
   lazy_timeout_ms_ = std::max<int64_t>(timeout_ms, 0);
   probed_ = false;
   single_copy_ = false;
+  split_copy_ = false;
   stream_min_ = 0;
   interrupt_ = {};
 }
@@ -456,6 +458,7 @@ void Engine::run_feed(TransferFeed& feed) {
   sig_.kind = OpKind::kSendRecv;
   probed_ = false;
   single_copy_ = false;
+  split_copy_ = false;
   stream_min_ = 0;
   interrupt_ = {};  // runs on the worker: a blocking caller's check must not leak here
   run_guarded({}, &feed);
@@ -597,11 +600,7 @@ void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Dea
   } else {
     m.payload = {s.t.dst, s.t.bytes, device_};
     m.stream = streams(s.t.bytes) && device_ == DeviceKind::kCPU;
-    // One-way operations only: in an exchange (all_gather, all_to_all) both
-    // cores are busy with their own receives already.
-    m.may_split =
-        split_copy_ && (sig.kind == OpKind::kBroadcast || sig.kind == OpKind::kGather || sig.kind == OpKind::kScatter ||
-                        sig.kind == OpKind::kGatherV || sig.kind == OpKind::kScatterV);
+    m.may_split = split_copy_;
   }
   if (s.t.kind == Transfer::Kind::kRecvReduce) {
     m.stage = {staging_.data() + kStageBytes * stage_used_++, kStageBytes, DeviceKind::kCPU};

@@ -46,6 +46,12 @@ enum class OpKind : uint8_t {
   kInternal,  ///< library-internal exchanges (split)
 };
 const char* op_kind_name(OpKind k);
+/// Broadcast, gather, scatter and their v-variants: each payload goes one
+/// way, from a rank that has nothing else to move meanwhile to one that waits.
+constexpr bool is_one_way(OpKind k) {
+  return k == OpKind::kBroadcast || k == OpKind::kGather || k == OpKind::kScatter || k == OpKind::kGatherV ||
+         k == OpKind::kScatterV;
+}
 
 /// What every rank must agree on for one operation.
 struct OpSignature {
@@ -203,9 +209,10 @@ class Engine {
   /// Turns the small-step path (run_quick; OMNICCL_SMALL_PATH) on or off.
   /// Either way the same messages cross: ranks may differ in it.
   void set_small_path(bool on) { quick_on_ = on; }
-  /// Lets the senders of payloads this rank receives by reference copy part
-  /// of them into its buffers while it copies the rest (OMNICCL_SHM_SPLIT_COPY;
-  /// transport::Message::may_split). Either way the same messages cross.
+  /// Lets the senders of payloads this operation receives by reference copy
+  /// part of them into its buffers while it copies the rest
+  /// (OMNICCL_SHM_SPLIT_COPY; transport::Message::may_split); begin() turns it
+  /// off. Either way the same messages cross.
   void set_split_copy(bool on) { split_copy_ = on; }
   /// Steps the small-step path took: `done` ended there, `handed_over`
   /// had to wait longer and finished in the general loop.
@@ -297,7 +304,7 @@ class Engine {
   Deadline deadline_ = Deadline::never();
   bool probed_ = false;  ///< peers were asked for their signatures in this op
   bool single_copy_ = false;
-  bool split_copy_ = true;
+  bool split_copy_ = false;
   uint64_t stream_min_ = 0;
   InterruptHook interrupt_;
   int64_t lazy_timeout_ms_ = -1;  ///< >= 0: deadline_ not computed yet

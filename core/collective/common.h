@@ -67,6 +67,7 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     e.set_interrupt(interrupt);
     e.use_device(DeviceKind::kCPU);  // staged tensors are host copies
     e.set_single_copy(choice.single_copy);
+    e.set_split_copy(choice.split_copy);
     e.set_stream_min(choice.stream_min);
     body(e, *choice.entry);
   };

@@ -37,9 +37,6 @@ bool read_number(const std::string& text, size_t* i, int* value) {
   return *i > start;
 }
 
-}  // namespace
-
-namespace {
 std::string affinity_or_empty() {
   // cpu_set_t holds 1024 CPUs; a larger machine needs a larger set (EINVAL
   // says the kernel's mask does not fit).
@@ -66,6 +63,7 @@ std::string affinity_or_empty() {
   }
   return {};
 }
+
 }  // namespace
 
 std::string affinity_text() {

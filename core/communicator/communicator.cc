@@ -75,7 +75,6 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
       recv_seq_(size, 0) {
   if (!config_.algorithm.empty()) override_ = AlgoOverride::parse(config_.algorithm, config_.algorithm_source);
   engine_.set_small_path(config_.small_path);
-  engine_.set_split_copy(config_.split_copy);
   log::set_rank(rank);
 }
 
@@ -181,6 +180,7 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
   const auto& copy = config_.copy_choice;
   c.single_copy =
       copy && copy->allows(kind, bytes, config_.split_copy) && single_copy_for(kind, bytes, engine_.oversubscribed());
+  c.split_copy = config_.split_copy && is_one_way(kind);
   c.stream_min = copy ? copy->stream_min : 0;
   last_choice_ = c;
 }

@@ -204,6 +204,10 @@ class Communicator {
     const AlgoEntry* entry = nullptr;
     const char* algo_name = "";
     bool single_copy = false;
+    /// Receives by reference may split their copies with the senders: one-way
+    /// operations only (in an exchange both cores are busy with their own
+    /// receives already), unless OMNICCL_SHM_SPLIT_COPY=0.
+    bool split_copy = false;
     uint64_t stream_min = 0;
   };
   /// OpChoice for (kind, bytes), remembered for the last kind and size asked

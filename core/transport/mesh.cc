@@ -119,6 +119,7 @@ struct Mesh::Peer {
 // What the parts of Mesh::create hand on to the next.
 struct Mesh::Setup {
   const MeshOptions& opts;
+  std::string own_cpus;  // this rank's CPUs (cpus::affinity_text), read once
   UniqueFd unix_listener, tcp_listener;
   std::vector<Endpoint> remote;                  // by rank (this rank's own record too)
   std::vector<const TransportEntry*> transport;  // by peer
@@ -143,11 +144,11 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->peers_.resize(opts.size);
   m->links_.resize(opts.size);
   m->answers_.resize(opts.size);
-  const std::string own_cpus = cpus::affinity_text();
+  std::string own_cpus = cpus::affinity_text();
   m->local_cpus_ = std::max(1, cpus::union_count(std::span(&own_cpus, 1)));
   if (opts.size == 1) return m;
 
-  Setup s{opts, {}, {}, {}, {}, {}};
+  Setup s{opts, std::move(own_cpus), {}, {}, {}, {}, {}};
   m->exchange_endpoints(s, exchange);
   m->connect_peers(s);
   m->accept_peers(s);
@@ -171,7 +172,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   me.hostname = hostname();
   me.single_copy = opts.single_copy;
   me.tcp_streams = opts.tcp_streams;
-  me.cpus = cpus::affinity_text();
+  me.cpus = s.own_cpus;
   net::SocketAddress unix_addr, tcp_addr;
   s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
   s.tcp_listener = net::listen_tcp(opts.tcp_ip, tcp_addr);

@@ -166,12 +166,8 @@ SingleCopyChoice calibrate() {
 }  // namespace
 
 bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes, bool split) const {
+  if (is_one_way(kind)) return bytes >= (split ? one_way_split_min : one_way_min);
   switch (kind) {
-    case OpKind::kBroadcast:
-    case OpKind::kGather:
-    case OpKind::kScatter:
-    case OpKind::kGatherV:
-    case OpKind::kScatterV: return bytes >= (split ? one_way_split_min : one_way_min);
     case OpKind::kAllGather:
     case OpKind::kAllToAll:
     case OpKind::kAllGatherV:
