@@ -106,7 +106,7 @@ Options (values as -x V, -xV, --long V or --long=V):
                       size, <= 64K: 1000, <= 1M: 50, <= 16M: 10, else 3
   -w, --warmup_iters N|auto
                       untimed iterations first (default 5); auto: iters/10,
-                      at least 1
+                      at least 5
   -c, --check [0|1]   check results, print #wrong (default off)
       --csv           print CSV instead of the table: a header line, then
                       peer,transport,collective,ranks,bytes,count,dtype,
@@ -904,7 +904,7 @@ PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl
   upload();
 
   res.iters = opt.iters > 0 ? opt.iters : auto_iters(l.bytes);
-  int warmup = opt.warmup >= 0 ? opt.warmup : std::max(1, res.iters / 10);
+  int warmup = opt.warmup >= 0 ? opt.warmup : std::max(5, res.iters / 10);
   const occl_red_op_t op = opt.op->op;
   for (int i = 0; i < warmup; ++i) {
     check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);

@@ -106,7 +106,7 @@ static void bc_usage(FILE* f, const char* prog) {
           "  --sizes LIST     sizes in bytes, K/M/G suffixes (default 8,1M)\n"
           "  -b MIN -e MAX -f F   sizes MIN, MIN*F, ... up to MAX instead of --sizes\n"
           "  -n N|auto        timed iterations (auto: <=64K 1000, <=1M 50, <=16M 10, else 3)\n"
-          "  -w N|auto        warm-up iterations (auto: iters/10, at least 1)\n"
+          "  -w N|auto        warm-up iterations (auto: iters/10, at least 5)\n"
           "  -r ROOT          root of rooted collectives (default 0)\n"
           "  -c               check results (float32 SUM pattern), count wrong elements\n"
           "  --csv            CSV output (" BC_CSV_HEADER
@@ -315,7 +315,7 @@ static int bc_iters(const struct bc_options* o, uint64_t bytes) {
 /** Warm-up iterations of a point with `iters` timed iterations. */
 static int bc_warmup(const struct bc_options* o, int iters) {
   if (o->warmup >= 0) return o->warmup;
-  return iters / 10 > 1 ? iters / 10 : 1;
+  return iters / 10 > 5 ? iters / 10 : 5;
 }
 
 /** The -c value that rank `r` holds at global index `g` (as omniccl-bench). */

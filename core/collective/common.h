@@ -2,6 +2,7 @@
 // every operation takes into the engine (launch).
 #pragma once
 
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -68,8 +69,17 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     e.use_device(DeviceKind::kCPU);  // staged tensors are host copies
     e.set_single_copy(choice.single_copy);
     e.set_split_copy(choice.split_copy);
-    e.set_stream_min(choice.stream_min);
+    if (!choice.stream_tuned) {
+      e.set_stream_min(choice.stream_min);
+      body(e, *choice.entry);
+      return;
+    }
+    const uint64_t stream_min = comm->streams_next(choice);
+    e.set_stream_min(stream_min);
+    const auto t0 = std::chrono::steady_clock::now();
     body(e, *choice.entry);
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+    comm->op_took(choice, stream_min, uint64_t(ns.count()));
   };
   if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
   if (!call.async) {

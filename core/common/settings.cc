@@ -31,7 +31,9 @@ constexpr SettingInfo kSettings[] = {
      "auto: payloads of 4 MiB and more received through the shared-memory rings, and local copies of blocks "
      "of 4 MiB and more into a collective's output, are stored with streaming "
      "(non-temporal) stores, past the caches, where the calibration (see OMNICCL_SHM_SINGLE_COPY) measured "
-     "them faster than memcpy; 1: always; 0: never."},
+     "them faster than memcpy, except that broadcast, gather, scatter, all_gather and all_to_all (and v-variants) "
+     "of 8 MiB and more measure both ways while they run and keep the faster, per rank, kind and size; "
+     "1: always; 0: never."},
     {"OMNICCL_SMALL_PATH", "1",
      "1: steps of up to 8 messages of at most 4 KiB each (operations of about 1 KiB and less) move straight "
      "through the links while the rank would spin, without building the engine's step state; 0: every step takes "

@@ -182,7 +182,13 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
       copy && copy->allows(kind, bytes, config_.split_copy) && single_copy_for(kind, bytes, engine_.oversubscribed());
   c.split_copy = config_.split_copy && is_one_way(kind);
   c.stream_min = copy ? copy->stream_min : 0;
+  c.stream_tuned = copy && copy->stream_tuned && StreamTuner::tuned(kind, bytes);
   last_choice_ = c;
+}
+
+void Communicator::op_took(const OpChoice& c, uint64_t stream_min, uint64_t ns) {
+  std::string line = stream_tuner_.record(c.kind, c.bytes, stream_min > 0, ns);
+  if (!line.empty()) OCCL_LOG(kInfo, kTuning, line);
 }
 
 void Communicator::run_one(OpRef fn) {

@@ -30,6 +30,7 @@
 #include "tensor/tensor.h"
 #include "transport/mesh.h"
 #include "tuning/copy_calibration.h"
+#include "tuning/stream_tuner.h"
 #include "tuning/tuning.h"
 
 namespace omniccl {
@@ -209,6 +210,9 @@ class Communicator {
     /// receives already), unless OMNICCL_SHM_SPLIT_COPY=0.
     bool split_copy = false;
     uint64_t stream_min = 0;
+    /// Streaming stores are measured per operation (StreamTuner): use
+    /// streams_next() and op_took() around the operation instead of stream_min.
+    bool stream_tuned = false;
   };
   /// OpChoice for (kind, bytes), remembered for the last kind and size asked
   /// (a loop of one operation works it out, and logs it, once). Call only
@@ -219,6 +223,15 @@ class Communicator {
     }
     return last_choice_;
   }
+
+  /// For an operation with `c.stream_tuned`: the streaming-store threshold it
+  /// runs with (stream_min or 0), chosen by this rank's StreamTuner.
+  uint64_t streams_next(const OpChoice& c) {
+    return stream_tuner_.choose(c.kind, c.bytes, c.stream_min > 0) ? kStreamMin : 0;
+  }
+  /// Tells the StreamTuner that the operation streams_next() was asked for
+  /// took `ns` with threshold `stream_min` (logs a changed choice at INFO).
+  void op_took(const OpChoice& c, uint64_t stream_min, uint64_t ns);
 
   /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
   ReduceSpec reduce_spec(int op) const;
@@ -275,6 +288,7 @@ class Communicator {
   CommConfig config_;
   AlgoOverride override_;
   OpChoice last_choice_;
+  StreamTuner stream_tuner_;  ///< used by the operation running only
   void rechoose(OpKind kind, uint64_t bytes);
   std::atomic<int64_t> timeout_ms_;
   uint64_t session_;

@@ -26,6 +26,7 @@
 #include "common/settings.h"
 #include "common/status.h"
 #include "kernels/cpu/stream.h"
+#include "tuning/stream_tuner.h"
 #include "transport/shm/shm_link.h"
 
 namespace omniccl {
@@ -491,6 +492,11 @@ SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
                           ? str_cat("streaming stores from ", kStreamMin >> 20, " MiB (OMNICCL_STREAM_STORES=1)")
                           : std::string("no streaming stores (OMNICCL_STREAM_STORES=0)");
     c.reason = str_cat(c.reason, "; ", c.stream_reason);
+  }
+  if (stream == "auto") {
+    c.stream_tuned = true;
+    c.reason = str_cat(c.reason, "; operations moving ", kTunedStreamMin >> 20,
+                       " MiB and more measure both while they run (OMNICCL_STREAM_STORES=auto)");
   }
   OCCL_LOG(kInfo, kTransport, c.reason);
   return c;

@@ -122,6 +122,9 @@ struct SingleCopyChoice {
   /// Engine::set_stream_min.
   uint64_t stream_min = 0;
   std::string stream_reason;  ///< the part of `reason` about streaming stores
+  /// OMNICCL_STREAM_STORES=auto: operations StreamTuner::tuned() measure which
+  /// is faster while they run, starting from stream_min's answer.
+  bool stream_tuned = false;
   /// Whether shared-memory links should offer to read by reference at all.
   bool any() const { return one_way_min != kNever || one_way_split_min != kNever || exchange; }
   /// Whether operation `kind` on `bytes` may move payloads by reference

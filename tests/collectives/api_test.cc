@@ -1388,4 +1388,54 @@ TEST(SingleCopyCalibration, SplitCopiesAheadAtEightMiBTakeBroadcastsFromFourMiB)
   }
 }
 
+// Streaming stores (OMNICCL_STREAM_STORES=auto): gathers of 8 MiB per rank
+// are tuned while they run. The root tries the calibration's answer (a cache
+// that finds streaming stores no faster: off), then streaming stores, and
+// logs which was faster; results are right with either. With the setting 0
+// or 1 nothing is measured.
+TEST(StreamTuning, LargeGathersTryBothStoresAndSayWhichWon) {
+  constexpr size_t kFloats = size_t(2) << 20;  // 8 MiB per rank
+  for (const char* stores : {"auto", "0", "1"}) {
+    TempDir dir;
+    const std::string cache = dir.path + "/cache";
+    std::ofstream(cache) << planted_cache("5", "10");
+    JobOptions o = calibrated_job(cache);
+    o.env["OMNICCL_DEBUG_SUBSYS"] = "TRANSPORT,TUNING";
+    o.env["OMNICCL_STREAM_STORES"] = stores;
+    const bool tuned = std::string(stores) == "auto";
+    JobResult res = run_ranks(o, [tuned](occl_comm_t, int rank, int) {
+      int rc = 0;
+      std::string log = capture_stderr(
+          rank,
+          [rank] {
+            occl_comm_t comm = nullptr;
+            RANK_OK(init_shm_comm(&comm), rank);
+            Buf send(DT::kF32, kFloats), recv(DT::kF32, 2 * kFloats);
+            Tensor1D ts(send.data(), int64_t(kFloats), dl_float(32));
+            Tensor1D tr(recv.data(), int64_t(2 * kFloats), dl_float(32));
+            for (int round = 0; round < 4; ++round) {
+              fill_pattern(DT::kF32, send.data(), kFloats, 0, rank, uint64_t(round));
+              std::memset(recv.data(), 0, 2 * kFloats * 4);
+              RANK_OK(occl_gather(&ts, &tr, 0, comm, nullptr), rank);
+              for (int p = 0; rank == 0 && p < 2; ++p) {
+                std::string err =
+                    check_pattern(DT::kF32, recv.data() + p * kFloats * 4, kFloats, 0, p, uint64_t(round));
+                RANK_CHECK(err.empty(), rank, cat("gather round ", round, ", block of rank ", p, ": ", err));
+              }
+            }
+            RANK_OK(occl_comm_destroy(comm), rank);
+            return 0;
+          },
+          &rc);
+      if (rc != 0) return rc;
+      const bool said = log.find("streaming stores for gather of 8-16 MiB: o") != std::string::npos;
+      const bool promised = log.find("measure both while they run") != std::string::npos;
+      RANK_CHECK(said == tuned && promised == tuned, rank,
+                 cat(tuned ? "no" : "a", " tuned streaming-store choice in:\n", log));
+      return 0;
+    });
+    EXPECT_TRUE(res.ok()) << "OMNICCL_STREAM_STORES=" << stores << res.summary();
+  }
+}
+
 }  // namespace
