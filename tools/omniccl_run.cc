@@ -67,6 +67,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <sys/prctl.h>
@@ -85,6 +86,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -131,6 +133,11 @@ Options:
                       later (default 30)
   --timeout SECONDS   stop the whole job after SECONDS and exit with 124
                       (default: no time limit)
+  --bind-to core|none core: rank i runs only on the i-th CPU omniccl-run may
+                      use (round-robin when ranks outnumber them), as mpirun
+                      binds ranks to cores; none: ranks keep omniccl-run's
+                      CPU mask. Default: core when the ranks are no more
+                      than those CPUs, else none
   -h, --help          print this help and exit
 
 Options may also be written --option=VALUE or -nN, and '_' may replace '-'
@@ -290,6 +297,9 @@ struct Options {
   bool prefix = true;
   double grace_s = 30.0;
   std::optional<double> timeout_s;
+  /// --bind-to: nullopt (default: bind when the ranks fit the CPUs), true
+  /// (core: always, round-robin), false (none).
+  std::optional<bool> bind;
   char** program = nullptr;  // NULL-terminated argv of PROGRAM ARGS...
 };
 
@@ -436,6 +446,14 @@ ParseOutcome parse_args(int argc, char** argv) {
         return out;
       }
       o.grace_s = *s;
+    } else if (name == "--bind-to") {
+      auto v = take_value();
+      if (v && *v != "core" && *v != "none") error = "--bind-to: '" + *v + "' is not one of core, none";
+      if (!v || (*v != "core" && *v != "none")) {
+        out.exit_status = usage_error(error);
+        return out;
+      }
+      o.bind = *v == "core";
     } else if (name == "--timeout") {
       auto v = take_value();
       std::optional<double> s;
@@ -508,6 +526,43 @@ struct Rank {
 
 /// Starts the ranks, relays their output and signals, enforces --grace and
 /// --timeout, and computes the exit status.
+/// The CPUs this process may run on, in increasing order (empty when the
+/// mask cannot be read).
+std::vector<int> allowed_cpus() {
+  for (int n = CPU_SETSIZE; n <= (1 << 20); n *= 2) {
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (set == nullptr) return {};
+    const std::size_t bytes = CPU_ALLOC_SIZE(n);
+    if (::sched_getaffinity(0, bytes, set) != 0) {
+      CPU_FREE(set);
+      if (errno == EINVAL) continue;  // more CPUs than the set holds
+      return {};
+    }
+    std::vector<int> cpus;
+    for (int c = 0; c < n; ++c) {
+      if (CPU_ISSET_S(c, bytes, set)) cpus.push_back(c);
+    }
+    CPU_FREE(set);
+    return cpus;
+  }
+  return {};
+}
+
+/// A CPU set holding one CPU, for sched_setaffinity in a forked child.
+struct OneCpu {
+  struct Free {
+    void operator()(cpu_set_t* s) const { CPU_FREE(s); }
+  };
+  std::unique_ptr<cpu_set_t, Free> set;
+  std::size_t bytes = 0;
+  explicit OneCpu(int cpu) : set(CPU_ALLOC(cpu + 1)), bytes(CPU_ALLOC_SIZE(cpu + 1)) {
+    if (set) {
+      CPU_ZERO_S(bytes, set.get());
+      CPU_SET_S(static_cast<std::size_t>(cpu), bytes, set.get());
+    }
+  }
+};
+
 class Launcher {
  public:
   /// Takes the parsed command line.
@@ -783,6 +838,11 @@ class Launcher {
       return kExitCannotExecute;
     }
     ranks_.resize(static_cast<std::size_t>(opts_.nproc));
+    // --bind-to: by default each rank gets a CPU of its own when there are
+    // enough, so two busy ranks never share one while another idles (the
+    // scheduler may start them on one CPU and take milliseconds to part them).
+    cpus_ = allowed_cpus();
+    if (!opts_.bind.value_or(static_cast<std::size_t>(opts_.nproc) <= cpus_.size())) cpus_.clear();
     for (int i = 0; i < opts_.nproc; ++i) {
       Rank& r = ranks_[static_cast<std::size_t>(i)];
       r.index = i;
@@ -853,8 +913,11 @@ class Launcher {
     sigset_t before;
     ::sigprocmask(SIG_BLOCK, &blocked, &before);
     const pid_t launcher_pid = ::getpid();
+    std::optional<OneCpu> cpu;
+    if (!cpus_.empty()) cpu.emplace(cpus_[static_cast<std::size_t>(r.index) % cpus_.size()]);
     pid_t pid = ::fork();
     if (pid == 0) {
+      if (cpu && cpu->set) (void)::sched_setaffinity(0, cpu->bytes, cpu->set.get());
       exec_rank(r.index, launcher_pid, out_pipe[1], err_pipe[1], exec_pipe[1]);
     }
     int fork_errno = errno;
@@ -1299,6 +1362,7 @@ class Launcher {
 
   Options opts_;
   std::vector<Rank> ranks_;
+  std::vector<int> cpus_;  ///< rank i runs on cpus_[i % size]; empty: not bound
   std::vector<std::pair<int, struct sigaction>> saved_actions_;
   sigset_t original_mask_{};
   sigset_t handled_{};

@@ -75,6 +75,17 @@ std::string affinity_text() {
   return all;
 }
 
+bool allow_every_cpu() {
+  const long conf = ::sysconf(_SC_NPROCESSORS_CONF);
+  const int n = static_cast<int>(std::clamp(conf, 1L, long{kMaxCpu} + 1));
+  std::unique_ptr<cpu_set_t, CpuSetFree> set(CPU_ALLOC(n));
+  if (!set) return false;
+  const size_t bytes = CPU_ALLOC_SIZE(n);
+  CPU_ZERO_S(bytes, set.get());
+  for (int c = 0; c < n; ++c) CPU_SET_S(static_cast<size_t>(c), bytes, set.get());
+  return sched_setaffinity(0, bytes, set.get()) == 0;
+}
+
 bool parse(const std::string& text, std::vector<int>* out) {
   out->clear();
   std::vector<int> got;

@@ -27,6 +27,13 @@ inline constexpr int kMaxCpu = 1 << 16;
 /// "0-3,8". When the kernel does not say: every online CPU ("0-N"). Never "".
 std::string affinity_text();
 
+/// Lets the calling thread run on every CPU of the machine that the
+/// process's cpuset permits (sched_setaffinity with all configured CPUs; the
+/// kernel drops those the cpuset forbids). For measurements that need two
+/// cores in a rank its launcher bound to one (the copy calibration); call it
+/// on a thread of its own, as the mask stays. False when the kernel refused.
+bool allow_every_cpu();
+
 /// Parses a cpulist ("0-3,8": numbers and ascending ranges, comma-separated,
 /// each at most kMaxCpu) into sorted, distinct CPU numbers. Returns false,
 /// leaving *out empty, when the text is malformed or empty.

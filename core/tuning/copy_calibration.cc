@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/cpus.h"
 #include "common/fd.h"
 #include "common/log.h"
 #include "common/settings.h"
@@ -149,8 +151,22 @@ SingleCopyChoice calibrate() {
   } else {
     why = "OMNICCL_SHM_CALIBRATION=force";
   }
+  // On a thread of its own that may use every CPU: a launcher may have bound
+  // this rank to one (omniccl-run, mpirun), and the link probe needs two
+  // cores, as two ranks have. (What the measurement throws, it throws here.)
   std::string error;
-  auto rates = measure_copy_rates(&error);
+  std::optional<CopyRates> rates;
+  std::exception_ptr thrown;
+  std::thread probe([&] {
+    cpus::allow_every_cpu();
+    try {
+      rates = measure_copy_rates(&error);
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+  });
+  probe.join();
+  if (thrown) std::rethrow_exception(thrown);
   if (!rates) {
     SingleCopyChoice c;
     c.reason = str_cat("single copy off: ", error);

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,31 @@ TEST(Cpus, AffinityTextIsThisThreadsMask) {
   });
   t.join();
   EXPECT_EQ(bound, std::to_string(last));
+}
+
+// A thread bound to one CPU gets back the process's whole mask (here: at
+// least the CPUs the process had at the start).
+TEST(Cpus, AllowEveryCpuUndoesABinding) {
+  std::vector<int> before;
+  ASSERT_TRUE(parse(affinity_text(), &before));
+  if (before.size() < 2) GTEST_SKIP() << "this process may use one CPU only: " << affinity_text();
+  std::string bound, after;
+  bool ok = false;
+  std::thread t([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(before.front(), &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) return;
+    bound = affinity_text();
+    ok = allow_every_cpu();
+    after = affinity_text();
+  });
+  t.join();
+  EXPECT_EQ(bound, std::to_string(before.front()));
+  EXPECT_TRUE(ok);
+  std::vector<int> got;
+  ASSERT_TRUE(parse(after, &got)) << after;
+  for (int c : before) EXPECT_NE(std::find(got.begin(), got.end(), c), got.end()) << "CPU " << c << " in " << after;
 }
 
 }  // namespace

@@ -79,6 +79,11 @@ Options:
                       later (default 30)
   --timeout SECONDS   stop the whole job after SECONDS and exit with 124
                       (default: no time limit)
+  --bind-to core|none core: rank i runs only on the i-th CPU the launcher may
+                      use (round-robin when ranks outnumber them), as mpirun
+                      binds ranks to cores; none: ranks keep the launcher's
+                      CPU mask. Default: core when the ranks are no more
+                      than those CPUs, else none
   -h, --help          print this help and exit
 
 Options may also be written --option=VALUE or -nN, and '_' may replace '-'
@@ -181,6 +186,7 @@ class Options:
     prefix: bool = True
     grace: float = 30.0
     timeout: Optional[float] = None
+    bind: Optional[bool] = None  # --bind-to: None (core when the ranks fit the CPUs), True (core), False (none)
     module: bool = False
     no_python: bool = False
     program: List[str] = field(default_factory=list)
@@ -283,6 +289,11 @@ def parse_args(argv: Sequence[str]) -> Union[Options, int]:
                 o.grace = _parse_seconds(name, take_value(), positive=False)
             elif name == "--timeout":
                 o.timeout = _parse_seconds(name, take_value(), positive=True)
+            elif name == "--bind-to":
+                v = take_value()
+                if v not in ("core", "none"):
+                    raise _UsageError(f"--bind-to: '{v}' is not one of core, none")
+                o.bind = v == "core"
             else:
                 raise _UsageError(f"unknown option '{arg}' (write '--' before PROGRAM if its name starts with '-')")
             i += 1
@@ -351,6 +362,7 @@ class Launcher:
         self.first_failure: Optional[int] = None
         self.first_failed_rank = -1
         self.timeout_at: Optional[float] = None
+        self.cpus: List[int] = []  # rank i runs on cpus[i % len]; empty: not bound
         self.grace_at: Optional[float] = None
         self.kill_at: Optional[float] = None
         self.drain_at: Optional[float] = None
@@ -481,6 +493,11 @@ class Launcher:
             signal.set_wakeup_fd(-1)
 
     def _start_ranks(self) -> int:
+        # --bind-to: by default each rank gets a CPU of its own when there are
+        # enough, so two busy ranks never share one while another idles.
+        cpus = sorted(os.sched_getaffinity(0))
+        bind = self.o.bind if self.o.bind is not None else self.o.nproc <= len(cpus)
+        self.cpus = cpus if bind else []
         for i in range(self.o.nproc):
             r = _Rank(index=i, prefix=f"[{i}] ".encode())
             self.ranks.append(r)
@@ -561,6 +578,11 @@ class Launcher:
         """In the forked child: own process group, parent-death signal, original signals, stdio, exec."""
         try:
             os.setpgid(0, 0)
+            if self.cpus:
+                try:
+                    os.sched_setaffinity(0, {self.cpus[index % len(self.cpus)]})
+                except OSError:
+                    pass  # the rank runs unbound
             if self.pdeathsig is not None:
                 self.pdeathsig()
             if os.getppid() != launcher_pid:

@@ -92,6 +92,31 @@ def test_usage_help_and_missing_programs(tmp_path):
     assert missing.returncode == 127 and "cannot execute" in missing.stderr
 
 
+def test_bind_to_cores(script):
+    """Ranks that fit the CPUs get one each (as mpirun binds); more ranks, or --bind-to none, keep the mask."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip(f"this process may use one CPU only ({cpus})")
+    prog = script("""
+        import os
+        print("cpus", sorted(os.sched_getaffinity(0)))
+    """)
+
+    def masks(*args):
+        p = run_launcher([*args, str(prog)])
+        assert p.returncode == 0, p.stderr
+        return sorted(p.stdout.splitlines())
+
+    assert masks("-n", "2") == [f"[0] cpus [{cpus[0]}]", f"[1] cpus [{cpus[1]}]"]
+    assert masks("-n", "2", "--bind-to", "none") == [f"[{r}] cpus {cpus}" for r in range(2)]
+    over = len(cpus) + 1
+    assert masks("-n", str(over)) == sorted(f"[{r}] cpus {cpus}" for r in range(over))
+    forced = masks("-n", str(over), "--bind-to=core")
+    assert f"[{over - 1}] cpus [{cpus[0]}]" in forced
+    bad = run_launcher(["-n", "2", "--bind-to", "socket", str(prog)])
+    assert bad.returncode == 2 and "--bind-to: 'socket' is not one of core, none" in bad.stderr
+
+
 def test_signal_is_forwarded_to_every_rank(script):
     prog = script("""
         import os, signal, sys, time
