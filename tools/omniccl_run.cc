@@ -524,25 +524,27 @@ struct Rank {
   Stream out, err;
 };
 
-/// Starts the ranks, relays their output and signals, enforces --grace and
-/// --timeout, and computes the exit status.
+/// Frees a CPU set made with CPU_ALLOC.
+struct CpuSetFree {
+  void operator()(cpu_set_t* s) const { CPU_FREE(s); }
+};
+using CpuSet = std::unique_ptr<cpu_set_t, CpuSetFree>;
+
 /// The CPUs this process may run on, in increasing order (empty when the
 /// mask cannot be read).
 std::vector<int> allowed_cpus() {
   for (int n = CPU_SETSIZE; n <= (1 << 20); n *= 2) {
-    cpu_set_t* set = CPU_ALLOC(n);
-    if (set == nullptr) return {};
+    CpuSet set(CPU_ALLOC(n));
+    if (!set) return {};
     const std::size_t bytes = CPU_ALLOC_SIZE(n);
-    if (::sched_getaffinity(0, bytes, set) != 0) {
-      CPU_FREE(set);
+    if (::sched_getaffinity(0, bytes, set.get()) != 0) {
       if (errno == EINVAL) continue;  // more CPUs than the set holds
       return {};
     }
     std::vector<int> cpus;
     for (int c = 0; c < n; ++c) {
-      if (CPU_ISSET_S(c, bytes, set)) cpus.push_back(c);
+      if (CPU_ISSET_S(static_cast<std::size_t>(c), bytes, set.get())) cpus.push_back(c);
     }
-    CPU_FREE(set);
     return cpus;
   }
   return {};
@@ -550,10 +552,7 @@ std::vector<int> allowed_cpus() {
 
 /// A CPU set holding one CPU, for sched_setaffinity in a forked child.
 struct OneCpu {
-  struct Free {
-    void operator()(cpu_set_t* s) const { CPU_FREE(s); }
-  };
-  std::unique_ptr<cpu_set_t, Free> set;
+  CpuSet set;
   std::size_t bytes = 0;
   explicit OneCpu(int cpu) : set(CPU_ALLOC(cpu + 1)), bytes(CPU_ALLOC_SIZE(cpu + 1)) {
     if (set) {
@@ -563,6 +562,8 @@ struct OneCpu {
   }
 };
 
+/// Starts the ranks, relays their output and signals, enforces --grace and
+/// --timeout, and computes the exit status.
 class Launcher {
  public:
   /// Takes the parsed command line.
