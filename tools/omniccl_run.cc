@@ -448,8 +448,9 @@ ParseOutcome parse_args(int argc, char** argv) {
       o.grace_s = *s;
     } else if (name == "--bind-to") {
       auto v = take_value();
-      if (v && *v != "core" && *v != "none") error = "--bind-to: '" + *v + "' is not one of core, none";
-      if (!v || (*v != "core" && *v != "none")) {
+      const bool known = v && (*v == "core" || *v == "none");
+      if (v && !known) error = "--bind-to: '" + *v + "' is not one of core, none";
+      if (!known) {
         out.exit_status = usage_error(error);
         return out;
       }

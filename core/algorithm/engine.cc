@@ -204,11 +204,7 @@ Engine::Engine(transport::Mesh& mesh)
   });
 }
 
-void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
-  sig_ = sig;
-  combine_ = combine;
-  deadline_ = deadline;
-  lazy_timeout_ms_ = -1;
+void Engine::reset_op_options() {
   probed_ = false;
   single_copy_ = false;
   split_copy_ = false;
@@ -216,15 +212,19 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
   interrupt_ = {};
 }
 
+void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
+  sig_ = sig;
+  combine_ = combine;
+  deadline_ = deadline;
+  lazy_timeout_ms_ = -1;
+  reset_op_options();
+}
+
 void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
   sig_ = sig;
   combine_ = combine;
   lazy_timeout_ms_ = std::max<int64_t>(timeout_ms, 0);
-  probed_ = false;
-  single_copy_ = false;
-  split_copy_ = false;
-  stream_min_ = 0;
-  interrupt_ = {};
+  reset_op_options();
 }
 
 void Engine::fail_mismatch(const std::string& diff) {
@@ -456,11 +456,7 @@ void Engine::run(std::span<const Transfer> transfers) {
 void Engine::run_feed(TransferFeed& feed) {
   sig_ = OpSignature{};
   sig_.kind = OpKind::kSendRecv;
-  probed_ = false;
-  single_copy_ = false;
-  split_copy_ = false;
-  stream_min_ = 0;
-  interrupt_ = {};  // runs on the worker: a blocking caller's check must not leak here
+  reset_op_options();  // runs on the worker: a blocking caller's interrupt check must not leak here
   run_guarded({}, &feed);
 }
 

@@ -242,6 +242,9 @@ class Engine {
   /// check_header's error: what differs, told to every rank (throws).
   [[noreturn, gnu::cold, gnu::noinline]] void fail_header(const State& s);
   void flush_links();
+  /// What each operation sets anew (copy choices, interrupt check, probe
+  /// state) back to off: begin() and run_feed() start from here.
+  void reset_op_options();
   /// After a failure: every split receive still open is closed to its sender
   /// (transport::Link::abandon) before the caller gets its buffers back.
   void abandon_receives() noexcept;

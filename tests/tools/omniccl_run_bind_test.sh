@@ -63,4 +63,8 @@ run badbind -n 2 --bind-to socket -- true
 expect_rc badbind 2
 expect_contains badbind "$TMP/badbind.err" "omniccl-run: error: --bind-to: 'socket' is not one of core, none"
 
+run bindnov -n 2 --bind-to
+expect_rc bindnov 2
+expect_contains bindnov "$TMP/bindnov.err" "omniccl-run: error: option --bind-to needs a value"
+
 finish
