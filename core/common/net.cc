@@ -82,12 +82,10 @@ void set_nonblocking(int fd) {
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) fail_errno("fcntl(O_NONBLOCK)", errno);
 }
 
-void tune_data_socket(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+void set_data_buffers(int fd) {
   int buf = 4 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
 }
 
 UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr) {
@@ -102,6 +100,7 @@ UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr) {
   if (!fd.valid()) fail_errno(ss.ss_family == AF_INET6 ? "socket(AF_INET6)" : "socket(AF_INET)", errno);
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  set_data_buffers(fd.get());  // before listen(): accepted sockets inherit them
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) fail_errno(str_cat("bind(", ip, ":0)"), errno);
   if (::listen(fd.get(), 1024) != 0) fail_errno("listen", errno);
   socklen_t got = sizeof ss;
@@ -158,6 +157,7 @@ UniqueFd connect_to(const SocketAddress& addr, Deadline deadline, const std::fun
   for (;;) {
     UniqueFd fd(::socket(p.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd.valid()) fail_errno("socket", errno);
+    if (!p.is_unix) set_data_buffers(fd.get());  // before the handshake fixes the window
     int err = 0;
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&p.ss), p.len) != 0) {
       err = errno;
@@ -166,7 +166,7 @@ UniqueFd connect_to(const SocketAddress& addr, Deadline deadline, const std::fun
     if (err == 0) {
       const int flags = ::fcntl(fd.get(), F_GETFL);
       if (flags >= 0) (void)::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
-      if (!p.is_unix) tune_data_socket(fd.get());
+      if (!p.is_unix) set_nodelay(fd.get());
       return fd;
     }
     bool retry =

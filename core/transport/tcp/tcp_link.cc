@@ -16,7 +16,7 @@ TcpLink::TcpLink(std::vector<UniqueFd> fds, int peer) : fds_(std::move(fds)), pe
   if (fds_.empty()) fail(Status::kInternal, "a TCP link to rank ", peer, " needs at least one socket");
   for (const UniqueFd& fd : fds_) {
     net::set_nonblocking(fd.get());
-    net::tune_data_socket(fd.get());
+    net::set_nodelay(fd.get());  // its buffers were set before it connected (net::set_data_buffers)
   }
 }
 
