@@ -49,10 +49,11 @@ constexpr SettingInfo kSettings[] = {
      "Calibration cache file; default $XDG_RUNTIME_DIR/omniccl-shm-calibration, else "
      "/tmp/omniccl-shm-calibration-<uid>. Written atomically; ignored (and rewritten) unless it is a valid "
      "calibration owned by this user for this host and kernel."},
-    {"OMNICCL_TCP_STREAMS", "1",
-     "TCP sockets per pair of ranks for data (1-16; a pair uses the smaller of its two ranks' values). With more "
-     "than one, payloads larger than 256 KiB are striped over them in 256 KiB pieces, so the kernel and the network "
-     "card can spread one peer's traffic over several queues and congestion windows."},
+    {"OMNICCL_TCP_STREAMS", "auto",
+     "TCP sockets per pair of ranks for data (1-16, or auto: 2 while the job's sockets take at most half of the "
+     "open-file limit, else 1; a pair uses the smaller of its two ranks' values). With more than one, payloads "
+     "larger than 256 KiB are striped over them in 256 KiB pieces, so the kernel and the network card can spread "
+     "one peer's traffic over several queues and congestion windows."},
     {"OMNICCL_SOCKET_ADDR", "(auto)",
      "IP address this rank listens on for TCP connections; default: the address "
      "that reaches the rendezvous host."},

@@ -36,11 +36,11 @@ CommConfig CommConfig::from_environment() {
     check_arg(*v == "0" || *v == "1" || *v == "auto", "OMNICCL_SHM_SINGLE_COPY is '", *v, "'; use 0, 1 or auto");
     if (*v != "auto") c.single_copy = *v == "1";
   }
-  if (auto v = get_setting("OMNICCL_TCP_STREAMS")) {
+  if (auto v = get_setting("OMNICCL_TCP_STREAMS"); v && *v != "auto") {
     char* end = nullptr;
     const long n = std::strtol(v->c_str(), &end, 10);
     check_arg(*end == '\0' && n >= 1 && n <= transport::kMaxTcpStreams, "OMNICCL_TCP_STREAMS is '", *v,
-              "'; use a number of sockets from 1 to ", transport::kMaxTcpStreams);
+              "'; use a number of sockets from 1 to ", transport::kMaxTcpStreams, ", or auto");
     c.tcp_streams = static_cast<int>(n);
   }
   if (auto v = get_setting("OMNICCL_SMALL_PATH")) {

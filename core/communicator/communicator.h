@@ -52,7 +52,7 @@ struct CommConfig {
   /// set when it is created (nullopt: none, no shared memory possible).
   std::optional<SingleCopyChoice> copy_choice;
   bool blocking = true;    ///< occl_config_t.blocking: creation waits until ready
-  int tcp_streams = 1;     ///< OMNICCL_TCP_STREAMS: data sockets per TCP peer
+  int tcp_streams = 0;     ///< OMNICCL_TCP_STREAMS: data sockets per TCP peer; 0: auto
   bool small_path = true;  ///< OMNICCL_SMALL_PATH: small steps skip the engine's step state
   /// OMNICCL_SHM_SPLIT_COPY: a payload this rank reads by reference is copied
   /// half by its sender (process_vm_writev) while this rank copies the rest.

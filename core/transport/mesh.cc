@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -133,9 +134,16 @@ struct Mesh::Setup {
   }
 };
 
+int auto_tcp_streams(int size) {
+  rlimit l{};
+  const uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &l) == 0 ? uint64_t(l.rlim_cur) : 1024;
+  const uint64_t needed = uint64_t(std::max(size - 1, 0)) * 3 + 64;
+  return needed <= nofile / 2 ? 2 : 1;
+}
+
 std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& exchange) {
-  check_arg(opts.tcp_streams >= 1 && opts.tcp_streams <= kMaxTcpStreams, "mesh: ", opts.tcp_streams,
-            " TCP data streams per peer asked for; use 1 to ", kMaxTcpStreams, " (OMNICCL_TCP_STREAMS)");
+  check_arg(opts.tcp_streams >= 0 && opts.tcp_streams <= kMaxTcpStreams, "mesh: ", opts.tcp_streams,
+            " TCP data streams per peer asked for; use 1 to ", kMaxTcpStreams, " (OMNICCL_TCP_STREAMS), or auto");
   std::unique_ptr<Mesh> m(new Mesh());
   m->rank_ = opts.rank;
   m->size_ = opts.size;
@@ -171,7 +179,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   me.host_id = host_identity();
   me.hostname = hostname();
   me.single_copy = opts.single_copy;
-  me.tcp_streams = opts.tcp_streams;
+  me.tcp_streams = opts.tcp_streams > 0 ? opts.tcp_streams : auto_tcp_streams(opts.size);
   me.cpus = s.own_cpus;
   net::SocketAddress unix_addr, tcp_addr;
   s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);

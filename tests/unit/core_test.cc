@@ -251,10 +251,15 @@ TEST(Settings, ShmSingleCopyTakesZeroOneOrAuto) {
   EXPECT_EQ(omniccl::CommConfig::from_environment().single_copy, std::nullopt);
 }
 
-TEST(Settings, TcpStreamsTakesOneToSixteen) {
-  EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_streams, 1);
+TEST(Settings, TcpStreamsTakesOneToSixteenOrAuto) {
+  // Unset: auto (0), decided by the mesh from the job's size.
+  EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_streams, 0);
   ::setenv("OMNICCL_TCP_STREAMS", "16", 1);
   EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_streams, 16);
+  ::setenv("OMNICCL_TCP_STREAMS", "1", 1);
+  EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_streams, 1);
+  ::setenv("OMNICCL_TCP_STREAMS", "auto", 1);
+  EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_streams, 0);
   for (const char* bad : {"0", "17", "-2", "4x", "two"}) {
     ::setenv("OMNICCL_TCP_STREAMS", bad, 1);
     try {

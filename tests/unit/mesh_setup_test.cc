@@ -12,6 +12,7 @@
 //     several pipelined ones fails at once, naming the reason, and the job's
 //     other ranks end promptly too (nothing waits for the deadline).
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -421,11 +422,11 @@ TEST(MeshPipelinedHellos, RefusedTokenFailsAtOnceAndNothingIsLeftWaiting) {
 // ---------------------------------------------------------------------------
 // Options
 
-// A data stream count outside 1..kMaxTcpStreams is refused before anything
-// is set up (no address exchange), naming the count: the pair's count is the
-// smaller of two validated ones, never 0.
+// A data stream count outside 0 (auto) ..kMaxTcpStreams is refused before
+// anything is set up (no address exchange), naming the count: the pair's
+// count is the smaller of two validated ones, never 0.
 TEST(MeshOptionsCheck, TcpStreamsOutsideTheRangeAreRefusedFirst) {
-  for (int bad : {0, -1, kMaxTcpStreams + 1}) {
+  for (int bad : {-1, -2, kMaxTcpStreams + 1}) {
     MeshOptions o = options(0, 2, fresh_session());
     o.tcp_streams = bad;
     bool exchanged = false;
@@ -441,6 +442,28 @@ TEST(MeshOptionsCheck, TcpStreamsOutsideTheRangeAreRefusedFirst) {
     }
     EXPECT_FALSE(exchanged) << "the address exchange ran with " << bad << " TCP streams";
   }
+}
+
+// Auto (OMNICCL_TCP_STREAMS unset): two data sockets per TCP peer while the
+// job's sockets (a control socket and two data sockets per peer, and some
+// room) take at most half of this process's open-file limit; one beyond.
+TEST(MeshOptionsCheck, AutoTcpStreamsFollowTheOpenFileLimit) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  auto with_limit = [&](rlim_t soft, int size) {
+    rlimit l = saved;
+    l.rlim_cur = std::min(soft, saved.rlim_max);
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &l), 0);
+    const int streams = auto_tcp_streams(size);
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+    return streams;
+  };
+  if (saved.rlim_max < 1024) GTEST_SKIP() << "the hard open-file limit is below 1024";
+  EXPECT_EQ(with_limit(1024, 2), 2);
+  EXPECT_EQ(with_limit(1024, 100), 2);  // 99 * 3 + 64 = 361 <= 512
+  EXPECT_EQ(with_limit(1024, 200), 1);  // 199 * 3 + 64 = 661 > 512
+  EXPECT_EQ(with_limit(256, 2), 2);     // 3 + 64 <= 128
+  EXPECT_EQ(with_limit(256, 30), 1);    // 29 * 3 + 64 > 128
 }
 
 }  // namespace
