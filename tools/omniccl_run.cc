@@ -136,8 +136,7 @@ Options:
   --bind-to core|none core: rank i runs only on the i-th CPU omniccl-run may
                       use (round-robin when ranks outnumber them), as mpirun
                       binds ranks to cores; none: ranks keep omniccl-run's
-                      CPU mask. Default: core when the ranks are no more
-                      than those CPUs, else none
+                      CPU mask. Default: core
   -h, --help          print this help and exit
 
 Options may also be written --option=VALUE or -nN, and '_' may replace '-'
@@ -297,7 +296,7 @@ struct Options {
   bool prefix = true;
   double grace_s = 30.0;
   std::optional<double> timeout_s;
-  /// --bind-to: nullopt (default: bind when the ranks fit the CPUs), true
+  /// --bind-to: nullopt (default: bind, round-robin over the CPUs), true
   /// (core: always, round-robin), false (none).
   std::optional<bool> bind;
   char** program = nullptr;  // NULL-terminated argv of PROGRAM ARGS...
@@ -842,9 +841,12 @@ class Launcher {
     ranks_.resize(static_cast<std::size_t>(opts_.nproc));
     // --bind-to: by default each rank gets a CPU of its own when there are
     // enough, so two busy ranks never share one while another idles (the
-    // scheduler may start them on one CPU and take milliseconds to part them).
+    // scheduler may start them on one CPU and take milliseconds to part them);
+    // round-robin when ranks outnumber the CPUs, so the first round of a
+    // pairwise exchange (rank ^ 1) always pairs ranks on two CPUs (4 ranks on
+    // 2 cores: 8 B barrier 2.6 us bound against 2.5-13 us unbound).
     cpus_ = allowed_cpus();
-    if (!opts_.bind.value_or(static_cast<std::size_t>(opts_.nproc) <= cpus_.size())) cpus_.clear();
+    if (!opts_.bind.value_or(true)) cpus_.clear();
     for (int i = 0; i < opts_.nproc; ++i) {
       Rank& r = ranks_[static_cast<std::size_t>(i)];
       r.index = i;

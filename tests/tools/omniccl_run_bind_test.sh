@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# omniccl-run: with no more ranks than the CPUs it may use, rank i is bound to
-# the i-th of those CPUs (as mpirun binds to cores by default); with more
-# ranks, or --bind-to none, the ranks keep the launcher's CPU mask;
-# --bind-to core binds round-robin even then.
+# omniccl-run: rank i is bound to the i-th of the CPUs it may use (as mpirun
+# binds to cores by default), round-robin when the ranks outnumber them; with
+# --bind-to none the ranks keep the launcher's CPU mask.
 source "$(dirname "$0")/lib.sh" "$@"
 
 if ! command -v taskset >/dev/null; then
@@ -38,11 +37,18 @@ expect_rc none 0
 expect_contains none "$TMP/none.out" "[0] Cpus_allowed_list:0-1"
 expect_contains none "$TMP/none.out" "[1] Cpus_allowed_list:0-1"
 
-# More ranks than CPUs: not bound (they share both CPUs, as mpirun
-# --oversubscribe leaves them).
+# More ranks than CPUs: bound round-robin by default too (pairwise
+# exchanges then always pair ranks on different CPUs in their first round).
 cpus over -n 3 -- bash -c "$SHOW"
 expect_rc over 0
-for i in 0 1 2; do expect_contains over "$TMP/over.out" "[$i] Cpus_allowed_list:0-1"; done
+expect_contains over "$TMP/over.out" "[0] Cpus_allowed_list:0"
+expect_contains over "$TMP/over.out" "[1] Cpus_allowed_list:1"
+expect_contains over "$TMP/over.out" "[2] Cpus_allowed_list:0"
+
+# ... unless asked not to.
+cpus overnone -n 3 --bind-to none -- bash -c "$SHOW"
+expect_rc overnone 0
+for i in 0 1 2; do expect_contains overnone "$TMP/overnone.out" "[$i] Cpus_allowed_list:0-1"; done
 
 # Asked for: round-robin over the CPUs even then.
 cpus forced -n 3 --bind-to=core -- bash -c "$SHOW"

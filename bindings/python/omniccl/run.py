@@ -82,8 +82,7 @@ Options:
   --bind-to core|none core: rank i runs only on the i-th CPU the launcher may
                       use (round-robin when ranks outnumber them), as mpirun
                       binds ranks to cores; none: ranks keep the launcher's
-                      CPU mask. Default: core when the ranks are no more
-                      than those CPUs, else none
+                      CPU mask. Default: core
   -h, --help          print this help and exit
 
 Options may also be written --option=VALUE or -nN, and '_' may replace '-'
@@ -186,7 +185,7 @@ class Options:
     prefix: bool = True
     grace: float = 30.0
     timeout: Optional[float] = None
-    bind: Optional[bool] = None  # --bind-to: None (core when the ranks fit the CPUs), True (core), False (none)
+    bind: Optional[bool] = None  # --bind-to: None (default: core), True (core), False (none)
     module: bool = False
     no_python: bool = False
     program: List[str] = field(default_factory=list)
@@ -494,9 +493,10 @@ class Launcher:
 
     def _start_ranks(self) -> int:
         # --bind-to: by default each rank gets a CPU of its own when there are
-        # enough, so two busy ranks never share one while another idles.
+        # enough, so two busy ranks never share one while another idles;
+        # round-robin when ranks outnumber the CPUs (as omniccl-run).
         cpus = sorted(os.sched_getaffinity(0))
-        bind = self.o.bind if self.o.bind is not None else self.o.nproc <= len(cpus)
+        bind = self.o.bind if self.o.bind is not None else True
         self.cpus = cpus if bind else []
         for i in range(self.o.nproc):
             r = _Rank(index=i, prefix=f"[{i}] ".encode())

@@ -93,7 +93,7 @@ def test_usage_help_and_missing_programs(tmp_path):
 
 
 def test_bind_to_cores(script):
-    """Ranks that fit the CPUs get one each (as mpirun binds); more ranks, or --bind-to none, keep the mask."""
+    """Ranks get a CPU each (as mpirun binds), round-robin when they outnumber the CPUs; --bind-to none keeps the mask."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip(f"this process may use one CPU only ({cpus})")
@@ -110,7 +110,8 @@ def test_bind_to_cores(script):
     assert masks("-n", "2") == [f"[0] cpus [{cpus[0]}]", f"[1] cpus [{cpus[1]}]"]
     assert masks("-n", "2", "--bind-to", "none") == [f"[{r}] cpus {cpus}" for r in range(2)]
     over = len(cpus) + 1
-    assert masks("-n", str(over)) == sorted(f"[{r}] cpus {cpus}" for r in range(over))
+    assert masks("-n", str(over)) == sorted(f"[{r}] cpus [{cpus[r % len(cpus)]}]" for r in range(over))
+    assert masks("-n", str(over), "--bind-to", "none") == sorted(f"[{r}] cpus {cpus}" for r in range(over))
     forced = masks("-n", str(over), "--bind-to=core")
     assert f"[{over - 1}] cpus [{cpus[0]}]" in forced
     bad = run_launcher(["-n", "2", "--bind-to", "socket", str(prog)])
