@@ -48,6 +48,10 @@ void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int r
 void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes);
 void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes);
 
+/// Barrier by pairwise exchanges with rank ^ k for k = 1, 2, 4, ... (log2 n
+/// rounds); with n not a power of two, rank p2 + i (p2 the largest power of
+/// two <= n) first checks in with rank i and waits for its release.
+void barrier_recursive_doubling(Engine& e);
 void barrier_dissemination(Engine& e);
 void barrier_direct(Engine& e);
 

@@ -243,6 +243,24 @@ void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   e.run(ts);
 }
 
+void barrier_recursive_doubling(Engine& e) {
+  const int n = e.size(), r = e.rank();
+  int p2 = 1;
+  while (p2 * 2 <= n) p2 *= 2;
+  // Tags: 0 checking in, k for the round with rank ^ k, n for the release.
+  if (r >= p2) {
+    e.run({Transfer::send(r - p2, nullptr, 0, 0)});
+    e.run({Transfer::recv(r - p2, nullptr, 0, uint32_t(n))});
+    return;
+  }
+  const bool folds = r + p2 < n;
+  if (folds) e.run({Transfer::recv(r + p2, nullptr, 0, 0)});
+  for (int k = 1; k < p2; k <<= 1) {
+    e.run({Transfer::send(r ^ k, nullptr, 0, uint32_t(k)), Transfer::recv(r ^ k, nullptr, 0, uint32_t(k))});
+  }
+  if (folds) e.run({Transfer::send(r + p2, nullptr, 0, uint32_t(n))});
+}
+
 void barrier_dissemination(Engine& e) {
   const int n = e.size(), r = e.rank();
   for (int k = 1; k < n; k <<= 1) {

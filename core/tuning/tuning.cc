@@ -41,7 +41,7 @@ constexpr Row kDefaultTable[] = {
     {OpKind::kScatter, kAny, Algo::kDirect, "large: the root sends each part once"},
     {OpKind::kAllToAll, 4 << 10, Algo::kDirect, "small: all messages at once"},
     {OpKind::kAllToAll, kAny, Algo::kPairwise, "large: pairwise rounds avoid contention"},
-    {OpKind::kBarrier, kAny, Algo::kDissemination, "log2 n rounds for any n"},
+    {OpKind::kBarrier, kAny, Algo::kRecursiveDoubling, "pairwise exchanges, log2 n rounds"},
     {OpKind::kAllGatherV, kAny, Algo::kDirect, "only algorithm"},
     {OpKind::kAllToAllV, kAny, Algo::kDirect, "only algorithm"},
     {OpKind::kGatherV, kAny, Algo::kDirect, "only algorithm"},

@@ -70,7 +70,7 @@ const std::vector<CollAlgos>& colls() {
       {"gather", {"tree", "direct"}},
       {"scatter", {"tree", "direct"}},
       {"all_to_all", {"pairwise", "direct"}},
-      {"barrier", {"dissemination", "direct"}},
+      {"barrier", {"recursive_doubling", "dissemination", "direct"}},
   };
   return k;
 }

@@ -149,7 +149,7 @@ TEST(Tuning, DefaultsDependOnSize) {
   AlgoOverride none;
   EXPECT_EQ(choose_algo(OpKind::kAllReduce, 8, 4, none), Algo::kRecursiveDoubling);
   EXPECT_EQ(choose_algo(OpKind::kAllReduce, 64 << 20, 4, none), Algo::kRing);
-  EXPECT_EQ(choose_algo(OpKind::kBarrier, 0, 4, none), Algo::kDissemination);
+  EXPECT_EQ(choose_algo(OpKind::kBarrier, 0, 4, none), Algo::kRecursiveDoubling);
 }
 
 TEST(Tuning, GatherAndScatterGoDirectUpToFourRanks) {
