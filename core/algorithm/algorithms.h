@@ -27,6 +27,10 @@ void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count
 // all_gather: `bytes` per rank; send may be recv's own block.
 void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes);
 void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes);
+/// Exchanges with rank ^ k for k = 1, 2, 4, ..., each round doubling the
+/// blocks held, straight into recv (no scratch); with n not a power of two,
+/// rank p2 + i checks in with rank i and gets the whole result from it.
+void all_gather_recursive_doubling(Engine& e, const char* send, char* recv, size_t bytes);
 void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes);
 
 // broadcast of buf (bytes) from root.

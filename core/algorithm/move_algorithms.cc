@@ -134,6 +134,50 @@ void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes) {
   for (int i = 0; i < n; ++i) e.exec().copy(recv + ((r + i) % n) * bytes, tmp + i * bytes, bytes);
 }
 
+void all_gather_recursive_doubling(Engine& e, const char* send, char* recv, size_t bytes) {
+  const int n = e.size(), r = e.rank();
+  copy_if_distinct(e, recv + size_t(r) * bytes, send, bytes);
+  if (n == 1) return;
+  int p2 = 1;
+  while (p2 * 2 <= n) p2 *= 2;
+  const int extra = n - p2;
+  auto at = [&](int block) { return recv + size_t(block) * bytes; };
+  // Steps: 0 checking in, k for the round with rank ^ k (its folded blocks
+  // p2 + ... in step p2 + k, a step of their own), 2 * p2 the release.
+  const uint32_t release = uint32_t(2 * p2);
+  if (r >= p2) {
+    e.run({Transfer::send(r - p2, at(r), bytes, 0)});
+    std::vector<Transfer>& ts = e.step_list();
+    ts.push_back(Transfer::recv(r - p2, at(0), size_t(r) * bytes, release));
+    e.run(ts);
+    ts.clear();
+    if (r + 1 < n) e.run({Transfer::recv(r - p2, at(r + 1), size_t(n - r - 1) * bytes, release + 1)});
+    return;
+  }
+  const bool folds = r < extra;
+  if (folds) e.run({Transfer::recv(r + p2, at(r + p2), bytes, 0)});
+  for (int k = 1; k < p2; k <<= 1) {
+    // After the rounds below k, a rank holds the blocks of its group of k
+    // ranks (the ranks that agree with it past bit k - 1), and of the
+    // ranks folded into them.
+    const int q = r ^ k;
+    const int mine = r & ~(k - 1), theirs = q & ~(k - 1);
+    e.run({Transfer::send(q, at(mine), size_t(k) * bytes, uint32_t(k)),
+           Transfer::recv(q, at(theirs), size_t(k) * bytes, uint32_t(k))});
+    const int mine_hi = std::clamp(extra - mine, 0, k), theirs_hi = std::clamp(extra - theirs, 0, k);
+    std::vector<Transfer>& ts = e.step_list();
+    if (mine_hi > 0) ts.push_back(Transfer::send(q, at(p2 + mine), size_t(mine_hi) * bytes, uint32_t(p2 + k)));
+    if (theirs_hi > 0) ts.push_back(Transfer::recv(q, at(p2 + theirs), size_t(theirs_hi) * bytes, uint32_t(p2 + k)));
+    if (!ts.empty()) e.run(ts);
+    ts.clear();
+  }
+  if (folds) {
+    const int f = r + p2;
+    e.run({Transfer::send(f, at(0), size_t(f) * bytes, release)});
+    if (f + 1 < n) e.run({Transfer::send(f, at(f + 1), size_t(n - f - 1) * bytes, release + 1)});
+  }
+}
+
 void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   copy_if_distinct(e, recv + r * bytes, send, bytes);

@@ -28,7 +28,7 @@ constexpr Row kDefaultTable[] = {
     {OpKind::kAllReduce, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
     {OpKind::kReduceScatter, 32 << 10, Algo::kRecursiveHalving, "small: log2 n rounds"},
     {OpKind::kReduceScatter, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
-    {OpKind::kAllGather, 32 << 10, Algo::kBruck, "small: log2 n rounds for any n"},
+    {OpKind::kAllGather, 32 << 10, Algo::kRecursiveDoubling, "small: pairwise exchanges, log2 n rounds, no scratch"},
     {OpKind::kAllGather, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
     {OpKind::kBroadcast, 256 << 10, Algo::kTree, "small: binomial tree, log2 n rounds"},
     {OpKind::kBroadcast, kAny, Algo::kRing, "large: pipelined chain"},

@@ -150,6 +150,9 @@ TEST(Tuning, DefaultsDependOnSize) {
   EXPECT_EQ(choose_algo(OpKind::kAllReduce, 8, 4, none), Algo::kRecursiveDoubling);
   EXPECT_EQ(choose_algo(OpKind::kAllReduce, 64 << 20, 4, none), Algo::kRing);
   EXPECT_EQ(choose_algo(OpKind::kBarrier, 0, 4, none), Algo::kRecursiveDoubling);
+  EXPECT_EQ(choose_algo(OpKind::kAllGather, 8, 4, none), Algo::kRecursiveDoubling);
+  EXPECT_EQ(choose_algo(OpKind::kAllGather, 32 << 10, 5, none), Algo::kRecursiveDoubling);
+  EXPECT_EQ(choose_algo(OpKind::kAllGather, 64 << 10, 4, none), Algo::kRing);
 }
 
 TEST(Tuning, GatherAndScatterGoDirectUpToFourRanks) {
