@@ -972,14 +972,19 @@ TEST(SingleCopy, OffByEnvironment) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
-// OMNICCL_TCP_STREAMS differs between the ranks (2 and 5): the pair uses
-// the smaller count, says so at INFO, and striped payloads arrive intact.
-TEST(TcpStreams, APairUsesTheSmallerCountOfItsRanks) {
+/// Two ranks over TCP, each with OMNICCL_TCP_STREAMS set to its entry of
+/// `values` (nullptr: unset): both must log "2 data streams" at INFO and a
+/// 3 MiB all_reduce (twelve stripes of 256 KiB) must arrive intact.
+void expect_two_streams(const char* const (&values)[2]) {
   JobOptions o = opts(2, "tcp");
   o.create_comm = false;
   o.env = {{"OMNICCL_DEBUG", "INFO"}, {"OMNICCL_DEBUG_SUBSYS", "TRANSPORT"}};
-  JobResult res = run_ranks(o, [](occl_comm_t, int rank, int n) {
-    ::setenv("OMNICCL_TCP_STREAMS", rank == 0 ? "2" : "5", 1);
+  JobResult res = run_ranks(o, [&values](occl_comm_t, int rank, int n) {
+    if (values[rank] != nullptr) {
+      ::setenv("OMNICCL_TCP_STREAMS", values[rank], 1);
+    } else {
+      ::unsetenv("OMNICCL_TCP_STREAMS");
+    }
     int rc = 0;
     occl_comm_t comm = nullptr;
     std::string log = capture_stderr(
@@ -998,47 +1003,22 @@ TEST(TcpStreams, APairUsesTheSmallerCountOfItsRanks) {
     RANK_CHECK(
         log.find(cat("-> rank ", 1 - rank, ": tcp (OMNICCL_TRANSPORT=tcp), 2 data streams")) != std::string::npos, rank,
         "no '2 data streams' line in:\n" + log);
-    const int rc2 = all_reduce_works(comm, rank, n, int64_t(3) << 18);  // 3 MiB: twelve stripes
+    const int rc2 = all_reduce_works(comm, rank, n, int64_t(3) << 18);
     RANK_OK(occl_comm_destroy(comm), rank);
     return rc2;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
+// OMNICCL_TCP_STREAMS differs between the ranks (2 and 5): the pair uses
+// the smaller count, says so at INFO, and striped payloads arrive intact.
+TEST(TcpStreams, APairUsesTheSmallerCountOfItsRanks) { expect_two_streams({"2", "5"}); }
+
 // OMNICCL_TCP_STREAMS unset (auto): a pair of ranks over TCP opens two data
-// sockets (their open-file limit has room), says so at INFO, and striped
-// payloads arrive intact. With one socket (the old default), large one-way
-// transfers on loopback ran 5-30% slower (README, round 8).
-TEST(TcpStreams, AutoGivesASmallJobTwoStreams) {
-  JobOptions o = opts(2, "tcp");
-  o.create_comm = false;
-  o.env = {{"OMNICCL_DEBUG", "INFO"}, {"OMNICCL_DEBUG_SUBSYS", "TRANSPORT"}};
-  JobResult res = run_ranks(o, [](occl_comm_t, int rank, int n) {
-    ::unsetenv("OMNICCL_TCP_STREAMS");
-    int rc = 0;
-    occl_comm_t comm = nullptr;
-    std::string log = capture_stderr(
-        rank,
-        [&] {
-          occl_config_t cfg = OCCL_CONFIG_INIT;
-          cfg.timeout_ms = 60000;
-          cfg.transport = "tcp";
-          return occl_comm_init(&comm, std::getenv("OCCL_TEST_INIT"), OCCL_FROM_ENV, OCCL_FROM_ENV, &cfg) ==
-                         OCCL_SUCCESS
-                     ? 0
-                     : 1;
-        },
-        &rc);
-    RANK_CHECK(rc == 0, rank, cat("occl_comm_init: ", occl_last_error()));
-    RANK_CHECK(
-        log.find(cat("-> rank ", 1 - rank, ": tcp (OMNICCL_TRANSPORT=tcp), 2 data streams")) != std::string::npos, rank,
-        "no '2 data streams' line in:\n" + log);
-    const int rc2 = all_reduce_works(comm, rank, n, int64_t(3) << 18);  // 3 MiB: twelve stripes
-    RANK_OK(occl_comm_destroy(comm), rank);
-    return rc2;
-  });
-  EXPECT_TRUE(res.ok()) << res.summary();
-}
+// sockets (their open-file limit has room). With one socket (the old
+// default), large one-way transfers on loopback ran 5-30% slower (README,
+// round 8).
+TEST(TcpStreams, AutoGivesASmallJobTwoStreams) { expect_two_streams({nullptr, nullptr}); }
 
 /// Bytes each TCP socket of this process has had acknowledged (sent) and
 /// received (TCP_INFO), by descriptor.
