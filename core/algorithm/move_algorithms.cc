@@ -291,7 +291,7 @@ void barrier_recursive_doubling(Engine& e) {
   const int n = e.size(), r = e.rank();
   int p2 = 1;
   while (p2 * 2 <= n) p2 *= 2;
-  // Tags: 0 checking in, k for the round with rank ^ k, n for the release.
+  // Steps: 0 checking in, k for the round with rank ^ k, n for the release.
   if (r >= p2) {
     e.run({Transfer::send(r - p2, nullptr, 0, 0)});
     e.run({Transfer::recv(r - p2, nullptr, 0, uint32_t(n))});
