@@ -27,9 +27,10 @@ void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count
 // all_gather: `bytes` per rank; send may be recv's own block.
 void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes);
 void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes);
-/// Exchanges with rank ^ k for k = 1, 2, 4, ..., each round doubling the
+/// Exchanges with member ^ k for k = 1, 2, 4, ..., each round doubling the
 /// blocks held, straight into recv (no scratch); with n not a power of two,
-/// rank p2 + i checks in with rank i and gets the whole result from it.
+/// the ranks fold as all_reduce's (patterns::Fold): an even rank below
+/// 2 * extra gives its block to the next rank and gets the result from it.
 void all_gather_recursive_doubling(Engine& e, const char* send, char* recv, size_t bytes);
 void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes);
 
@@ -52,9 +53,10 @@ void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int r
 void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes);
 void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes);
 
-/// Barrier by pairwise exchanges with rank ^ k for k = 1, 2, 4, ... (log2 n
-/// rounds); with n not a power of two, rank p2 + i (p2 the largest power of
-/// two <= n) first checks in with rank i and waits for its release.
+/// Barrier by pairwise exchanges with member ^ k for k = 1, 2, 4, ... (log2 n
+/// rounds); with n not a power of two, the ranks fold as all_reduce's
+/// (patterns::Fold): an even rank below 2 * extra checks in with the next
+/// rank and waits for its release.
 void barrier_recursive_doubling(Engine& e);
 void barrier_dissemination(Engine& e);
 void barrier_direct(Engine& e);

@@ -138,43 +138,34 @@ void all_gather_recursive_doubling(Engine& e, const char* send, char* recv, size
   const int n = e.size(), r = e.rank();
   copy_if_distinct(e, recv + size_t(r) * bytes, send, bytes);
   if (n == 1) return;
-  int p2 = 1;
-  while (p2 * 2 <= n) p2 *= 2;
-  const int extra = n - p2;
-  auto at = [&](int block) { return recv + size_t(block) * bytes; };
-  // Steps: 0 checking in, k for the round with rank ^ k (its folded blocks
-  // p2 + ... in step p2 + k, a step of their own), 2 * p2 the release.
-  const uint32_t release = uint32_t(2 * p2);
-  if (r >= p2) {
-    e.run({Transfer::send(r - p2, at(r), bytes, 0)});
-    std::vector<Transfer>& ts = e.step_list();
-    ts.push_back(Transfer::recv(r - p2, at(0), size_t(r) * bytes, release));
-    e.run(ts);
-    ts.clear();
-    if (r + 1 < n) e.run({Transfer::recv(r - p2, at(r + 1), size_t(n - r - 1) * bytes, release + 1)});
+  const patterns::Fold fold(n);
+  const int v = fold.new_rank(r);
+  // Blocks [first, last) of the real ranks, a contiguous run of recv.
+  auto run = [&](int first, int last) { return std::pair(recv + size_t(first) * bytes, size_t(last - first) * bytes); };
+  constexpr uint32_t kRelease = 1u << 30;
+  if (v < 0) {  // sits out: its block to r + 1, then everything else back
+    e.run({Transfer::send(r + 1, recv + size_t(r) * bytes, bytes, 0)});
+    const auto [lo, lo_bytes] = run(0, r);
+    const auto [hi, hi_bytes] = run(r + 1, n);
+    e.run({Transfer::recv(r + 1, lo, lo_bytes, kRelease)});
+    e.run({Transfer::recv(r + 1, hi, hi_bytes, kRelease + 1)});
     return;
   }
-  const bool folds = r < extra;
-  if (folds) e.run({Transfer::recv(r + p2, at(r + p2), bytes, 0)});
-  for (int k = 1; k < p2; k <<= 1) {
-    // After the rounds below k, a rank holds the blocks of its group of k
-    // ranks (the ranks that agree with it past bit k - 1), and of the
-    // ranks folded into them.
-    const int q = r ^ k;
-    const int mine = r & ~(k - 1), theirs = q & ~(k - 1);
-    e.run({Transfer::send(q, at(mine), size_t(k) * bytes, uint32_t(k)),
-           Transfer::recv(q, at(theirs), size_t(k) * bytes, uint32_t(k))});
-    const int mine_hi = std::clamp(extra - mine, 0, k), theirs_hi = std::clamp(extra - theirs, 0, k);
-    std::vector<Transfer>& ts = e.step_list();
-    if (mine_hi > 0) ts.push_back(Transfer::send(q, at(p2 + mine), size_t(mine_hi) * bytes, uint32_t(p2 + k)));
-    if (theirs_hi > 0) ts.push_back(Transfer::recv(q, at(p2 + theirs), size_t(theirs_hi) * bytes, uint32_t(p2 + k)));
-    if (!ts.empty()) e.run(ts);
-    ts.clear();
+  if (r < 2 * fold.extra) e.run({Transfer::recv(r - 1, recv + size_t(r - 1) * bytes, bytes, 0)});
+  for (int k = 1; k < fold.p2; k <<= 1) {
+    // Before this round, member v holds the blocks of its group of k members
+    // (those that agree with it past bit k - 1): contiguous (Fold::first_block).
+    const int mine = v & ~(k - 1), theirs = (v ^ k) & ~(k - 1);
+    const auto [out, out_bytes] = run(fold.first_block(mine), fold.first_block(mine + k));
+    const auto [in, in_bytes] = run(fold.first_block(theirs), fold.first_block(theirs + k));
+    const int partner = fold.real_rank(v ^ k);
+    e.run({Transfer::send(partner, out, out_bytes, uint32_t(k)), Transfer::recv(partner, in, in_bytes, uint32_t(k))});
   }
-  if (folds) {
-    const int f = r + p2;
-    e.run({Transfer::send(f, at(0), size_t(f) * bytes, release)});
-    if (f + 1 < n) e.run({Transfer::send(f, at(f + 1), size_t(n - f - 1) * bytes, release + 1)});
+  if (r < 2 * fold.extra) {
+    const auto [lo, lo_bytes] = run(0, r - 1);
+    const auto [hi, hi_bytes] = run(r, n);
+    e.run({Transfer::send(r - 1, lo, lo_bytes, kRelease)});
+    e.run({Transfer::send(r - 1, hi, hi_bytes, kRelease + 1)});
   }
 }
 
@@ -289,20 +280,20 @@ void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes) {
 
 void barrier_recursive_doubling(Engine& e) {
   const int n = e.size(), r = e.rank();
-  int p2 = 1;
-  while (p2 * 2 <= n) p2 *= 2;
-  // Steps: 0 checking in, k for the round with rank ^ k, n for the release.
-  if (r >= p2) {
-    e.run({Transfer::send(r - p2, nullptr, 0, 0)});
-    e.run({Transfer::recv(r - p2, nullptr, 0, uint32_t(n))});
+  const patterns::Fold fold(n);
+  const int v = fold.new_rank(r);
+  constexpr uint32_t kRelease = 1u << 30;
+  if (v < 0) {  // sits out: checks in with r + 1 and waits for its release
+    e.run({Transfer::send(r + 1, nullptr, 0, 0)});
+    e.run({Transfer::recv(r + 1, nullptr, 0, kRelease)});
     return;
   }
-  const bool folds = r + p2 < n;
-  if (folds) e.run({Transfer::recv(r + p2, nullptr, 0, 0)});
-  for (int k = 1; k < p2; k <<= 1) {
-    e.run({Transfer::send(r ^ k, nullptr, 0, uint32_t(k)), Transfer::recv(r ^ k, nullptr, 0, uint32_t(k))});
+  if (r < 2 * fold.extra) e.run({Transfer::recv(r - 1, nullptr, 0, 0)});
+  for (int k = 1; k < fold.p2; k <<= 1) {
+    const int partner = fold.real_rank(v ^ k);
+    e.run({Transfer::send(partner, nullptr, 0, uint32_t(k)), Transfer::recv(partner, nullptr, 0, uint32_t(k))});
   }
-  if (folds) e.run({Transfer::send(r + p2, nullptr, 0, uint32_t(n))});
+  if (r < 2 * fold.extra) e.run({Transfer::send(r - 1, nullptr, 0, kRelease)});
 }
 
 void barrier_dissemination(Engine& e) {
