@@ -296,9 +296,8 @@ struct Options {
   bool prefix = true;
   double grace_s = 30.0;
   std::optional<double> timeout_s;
-  /// --bind-to: nullopt (default: bind, round-robin over the CPUs), true
-  /// (core: always, round-robin), false (none).
-  std::optional<bool> bind;
+  /// --bind-to: true (core, the default: round-robin over the CPUs), false (none).
+  bool bind = true;
   char** program = nullptr;  // NULL-terminated argv of PROGRAM ARGS...
 };
 
@@ -846,7 +845,7 @@ class Launcher {
     // pairwise exchange (rank ^ 1) always pairs ranks on two CPUs (4 ranks on
     // 2 cores: 8 B barrier 2.6 us bound against 2.5-13 us unbound).
     cpus_ = allowed_cpus();
-    if (!opts_.bind.value_or(true)) cpus_.clear();
+    if (!opts_.bind) cpus_.clear();
     for (int i = 0; i < opts_.nproc; ++i) {
       Rank& r = ranks_[static_cast<std::size_t>(i)];
       r.index = i;

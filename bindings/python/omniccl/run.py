@@ -185,7 +185,7 @@ class Options:
     prefix: bool = True
     grace: float = 30.0
     timeout: Optional[float] = None
-    bind: Optional[bool] = None  # --bind-to: None (default: core), True (core), False (none)
+    bind: bool = True  # --bind-to: True (core, the default), False (none)
     module: bool = False
     no_python: bool = False
     program: List[str] = field(default_factory=list)
@@ -496,8 +496,7 @@ class Launcher:
         # enough, so two busy ranks never share one while another idles;
         # round-robin when ranks outnumber the CPUs (as omniccl-run).
         cpus = sorted(os.sched_getaffinity(0))
-        bind = self.o.bind if self.o.bind is not None else True
-        self.cpus = cpus if bind else []
+        self.cpus = cpus if self.o.bind else []
         for i in range(self.o.nproc):
             r = _Rank(index=i, prefix=f"[{i}] ".encode())
             self.ranks.append(r)
