@@ -175,6 +175,7 @@ struct Engine::StateQueue : std::vector<State> {};
 
 struct Engine::QuickSet {
   std::array<State, kQuickTransfers> s;
+  std::array<Transfer, kQuickTransfers> rest;  ///< run_direct's transfers left over
 };
 
 struct Engine::Held {
@@ -185,8 +186,8 @@ struct Engine::Held {
 
 Engine::~Engine() {
   if (quick_stats_.done + quick_stats_.handed_over > 0) {
-    OCCL_LOG(kInfo, kColl, "small-step path: ", quick_stats_.done, " steps done there, ", quick_stats_.handed_over,
-             " handed to the general loop to wait");
+    OCCL_LOG(kInfo, kColl, "small-step path: ", quick_stats_.done, " steps done there (", quick_stats_.direct,
+             " with whole messages only), ", quick_stats_.handed_over, " handed to the general loop to wait");
   }
 }
 
@@ -463,15 +464,26 @@ void Engine::run_feed(TransferFeed& feed) {
 void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed) {
   try {
     bool adopt = false;
+    bool spun = false;
     if (feed == nullptr && quick_fits(transfers)) {
-      if (run_quick(transfers)) {
+      std::array<Transfer, kQuickTransfers>& rest = quick_->rest;
+      const size_t left = run_direct(transfers, rest, spun);
+      if (left == 0) {
         ++quick_stats_.done;
+        ++quick_stats_.direct;
         return;
       }
+      transfers = std::span<const Transfer>(rest.data(), left);
+      if (!spun) {
+        if (run_quick(transfers)) {
+          ++quick_stats_.done;
+          return;
+        }
+        adopt = true;
+      }
       ++quick_stats_.handed_over;
-      adopt = true;
     }
-    run_impl(transfers, feed, adopt);
+    run_impl(transfers, feed, adopt, spun);
   } catch (const transport::PeerReportedError&) {
     abandon_receives();
     throw;  // came from a peer, or was already sent to every peer
@@ -821,7 +833,102 @@ bool Engine::run_quick(std::span<const Transfer> transfers) {
   }
 }
 
-void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt) {
+transport::Whole Engine::direct_one(const Transfer& t) {
+  if (t.peer < 0 || t.peer >= mesh_.size() || t.peer == mesh_.rank())
+    return transport::Whole::kNo;  // (init_state names it)
+  transport::Link& link = mesh_.link(t.peer);
+  // The header this rank sends, or expects (check_header's comparison).
+  const WireHeader h{kWireMagic,
+                     uint8_t(sig_.kind),
+                     uint8_t(sig_.dtype),
+                     uint8_t(sig_.redop),
+                     sig_.algo,
+                     sig_.root,
+                     t.step,
+                     sig_.seq,
+                     sig_.count,
+                     t.bytes};
+  if (t.kind == Transfer::Kind::kSend) return link.send_whole(&h, sizeof h, t.src, t.bytes);
+  transport::Whole why = transport::Whole::kNo;
+  const char* at = link.peek_whole(sizeof h + t.bytes, why);
+  if (at == nullptr) return why;
+  // Another header: the general loop reads it and names what differs.
+  if (std::memcmp(at, &h, sizeof h) != 0) return transport::Whole::kNo;
+  const char* payload = at + sizeof h;
+  if (t.kind == Transfer::Kind::kRecv) {
+    if (t.bytes > 0) std::memcpy(t.dst, payload, t.bytes);
+  } else {
+    const size_t esize = dtype_size(sig_.dtype);
+    if (t.bytes % esize != 0) return transport::Whole::kNo;
+    if (t.bytes > 0) exec_->reduce(t.dst, t.src, payload, t.bytes / esize, sig_.dtype, combine_);
+  }
+  link.take_whole(sizeof h + t.bytes);
+  return transport::Whole::kDone;
+}
+
+size_t Engine::run_direct(std::span<const Transfer> transfers, std::span<Transfer> rest, bool& spun) {
+  const size_t n = transfers.size();
+  spun = false;
+  // Keys (peer, direction) in one word: transfers behind one that has not
+  // moved keep their order.
+  const bool keyed = n > 1;
+  if (keyed && mesh_.size() > 32) {
+    std::copy(transfers.begin(), transfers.end(), rest.begin());
+    return n;
+  }
+  uint32_t done = 0;
+  const uint32_t all = (uint32_t{1} << n) - 1;
+  std::optional<WaitPolicy> wait;  // built at the first pass that moves nothing
+  bool owe_flush = false;
+  bool refused = false;
+  for (;;) {
+    uint64_t blocked = 0;
+    bool progressed = false;
+    for (size_t i = 0; i < n; ++i) {
+      if ((done >> i) & 1) continue;
+      const Transfer& t = transfers[i];
+      const uint64_t key = keyed ? uint64_t{1} << (unsigned(t.peer) * 2 + (t.kind == Transfer::Kind::kSend)) : 0;
+      if ((blocked & key) != 0) continue;
+      const transport::Whole w = direct_one(t);
+      if (w == transport::Whole::kDone) {
+        done |= uint32_t{1} << i;
+        progressed = true;
+        continue;
+      }
+      blocked |= key;
+      refused |= w == transport::Whole::kNo;
+    }
+    if (done == all) {
+      for (const Transfer& t : transfers) mesh_.link(t.peer).flush();
+      return 0;
+    }
+    if (progressed) {
+      if (wait) wait->progressed();
+      owe_flush = true;
+      if (!refused) continue;
+    }
+    if (owe_flush) {
+      for (size_t i = 0; i < n; ++i) {
+        if (((done >> i) & 1) != 0) mesh_.link(transfers[i].peer).flush();
+      }
+      owe_flush = false;
+    }
+    if (refused) break;
+    if (!wait) wait.emplace(spin_for_, oversubscribed_);
+    if (wait->next() != WaitPolicy::Action::kSpin) {
+      spun = true;
+      break;
+    }
+    cpu_relax();
+  }
+  size_t left = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (((done >> i) & 1) == 0) rest[left++] = transfers[i];
+  }
+  return left;
+}
+
+void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt, bool spun) {
   // Members, so steady state reuses their memory. References into states_
   // are not held across add_transfer (a feed may append while it runs).
   states_->clear();
@@ -838,7 +945,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
   feed_ = feed;
 
   WaitPolicy wait(spin_for_, oversubscribed_);
-  if (adopt) wait.woke();  // the small path has spun already: yield, then sleep
+  if (adopt || spun) wait.woke();  // the small path has spun already: yield, then sleep
   stalled_since_ = Clock::time_point{};
   bool owe_flush = false;
   for (;;) {

@@ -216,9 +216,12 @@ class Engine {
   void set_split_copy(bool on) { split_copy_ = on; }
   /// Steps the small-step path took: `done` ended there, `handed_over`
   /// had to wait longer and finished in the general loop.
+  /// Of `done`, `direct` moved every message whole through the links'
+  /// direct calls (run_direct; shared memory), without the transfers' state.
   struct SmallPathStats {
     uint64_t done = 0;
     uint64_t handed_over = 0;
+    uint64_t direct = 0;
   };
   const SmallPathStats& small_path_stats() const { return quick_stats_; }
 
@@ -264,6 +267,15 @@ class Engine {
   /// when one has to wait longer (yield or sleep): the general loop then
   /// adopts their progress (run_impl with `adopt`).
   bool run_quick(std::span<const Transfer> transfers);
+  /// The small path's first part: each transfer moves as one whole message
+  /// through the link's direct calls (Link::send_whole, peek_whole), with no
+  /// transfer state, while the wait policy would spin. Returns how many
+  /// transfers are left (copied to `rest`, in their order; none of them has
+  /// moved) and sets `spun` when they are left because the spin phase ended
+  /// (not because a link or message needs the general calls).
+  size_t run_direct(std::span<const Transfer> transfers, std::span<Transfer> rest, bool& spun);
+  /// One transfer of run_direct.
+  transport::Whole direct_one(const Transfer& t);
   bool quick_fits(std::span<const Transfer> transfers) const;
   struct QuickSet;                   // the small path's transfers, defined in engine.cc
   std::unique_ptr<QuickSet> quick_;  ///< reused across steps
@@ -275,7 +287,9 @@ class Engine {
     bool all_done = true;     ///< every transfer is complete
     bool progressed = false;  ///< something moved in this pass
   };
-  void run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt = false);
+  /// `spun`: the small path has spun on these transfers already (then the
+  /// wait starts with yielding).
+  void run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt = false, bool spun = false);
   State& add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline);
   /// Resets `s` to transfer t of operation sig (add_transfer's part, also
   /// the small path's).

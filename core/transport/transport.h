@@ -120,6 +120,13 @@ inline void take_staged(Message& m, size_t k) {
   m.staged -= whole;
 }
 
+/// What a whole-message call (Link::send_whole, Link::peek_whole) did.
+enum class Whole : uint8_t {
+  kDone,    ///< the message moved (or is there to take) in one piece
+  kNotYet,  ///< nothing moved: no room yet, or nothing has arrived yet
+  kNo,      ///< nothing moved: this link or this message needs send() / recv_header()
+};
+
 /// How a sleeper asks to be woken when it arms a wait (arm_send/arm_recv).
 /// A link that has only one way (TCP: poll its socket) ignores it.
 enum class WakeBy : uint8_t {
@@ -169,6 +176,27 @@ class Link {
   /// failed): when this returns, neither the link nor the peer writes into
   /// m's buffers any more (the caller's buffers may be freed next).
   virtual void abandon(Message& /*m*/) noexcept {}
+  /// The engine's direct path for small messages (Engine::run_direct):
+  /// writes `header_bytes` of header and `bytes` of payload as one whole
+  /// message now (kDone), or nothing (kNotYet: no room yet; kNo: this link
+  /// has no such path, or the message needs send()). A message sent so is
+  /// the same as one sent by send(); it owes a flush() as send() does.
+  virtual Whole send_whole(const void* /*header*/, size_t /*header_bytes*/, const void* /*payload*/, size_t /*bytes*/) {
+    return Whole::kNo;
+  }
+  /// The next message, when it is all there in one piece of exactly `bytes`
+  /// (header and payload) and nothing of it has been read: its first byte,
+  /// valid until take_whole(). Else nullptr, and `why` says kNotYet (nothing
+  /// has arrived) or kNo (a message of another size or form, or a link
+  /// without this path: recv_header() and recv_payload() take it). Consumes
+  /// nothing.
+  virtual const char* peek_whole(size_t /*bytes*/, Whole& why) {
+    why = Whole::kNo;
+    return nullptr;
+  }
+  /// Consumes the message of `bytes` that peek_whole() returned (owes a
+  /// flush(), as a receive does).
+  virtual void take_whole(size_t /*bytes*/) {}
   /// Delivers the wake-ups owed for data sent or room made since the last
   /// flush (a peer that armed a wait gets its doorbell). Sends and receives
   /// may defer them to here so that the fence this takes is paid once per

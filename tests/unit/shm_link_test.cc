@@ -185,6 +185,79 @@ TEST(ShmLinkMessages, SmallMessagesAreWrittenWholeWhenTheRingIsFull) {
   EXPECT_EQ(next, n + 1);
 }
 
+// The engine's direct path (send_whole, peek_whole, take_whole): a whole
+// message written so reads the same through recv_header/recv_payload and
+// the other way round; peek_whole tells "nothing yet" from "another size"
+// and consumes nothing; a full ring says "not yet" and writes nothing; the
+// messages cross the ring's end (a skip to its start) intact and in order.
+TEST(ShmLinkMessages, WholeMessagesMatchTheGeneralCallsAndCrossTheWrap) {
+  Pair p;
+  Whole why = Whole::kDone;
+  EXPECT_EQ(p.link[1]->peek_whole(sizeof(Header) + 8, why), nullptr);
+  EXPECT_EQ(why, Whole::kNotYet);
+  // send_whole, read by the general calls.
+  Header h0{0, "whole"};
+  auto pay0 = pattern(8, 0);
+  ASSERT_EQ(p.link[0]->send_whole(&h0, sizeof h0, pay0.data(), pay0.size()), Whole::kDone);
+  EXPECT_EQ(recv_one(*p.link[1], 8), 0u);
+  // send(), read whole; a peek of another size consumes nothing.
+  Header h1{1, "general"};
+  auto pay1 = pattern(24, 1);
+  Message s = send_msg(h1, pay1);
+  ASSERT_TRUE(p.link[0]->send(s));
+  EXPECT_EQ(p.link[1]->peek_whole(sizeof(Header) + 8, why), nullptr);
+  EXPECT_EQ(why, Whole::kNo);
+  const char* at = p.link[1]->peek_whole(sizeof(Header) + 24, why);
+  ASSERT_NE(at, nullptr);
+  EXPECT_EQ(why, Whole::kDone);
+  Header got{};
+  std::memcpy(&got, at, sizeof got);
+  EXPECT_EQ(got.n, 1u);
+  EXPECT_STREQ(got.text, "general");
+  EXPECT_EQ(std::vector<char>(at + sizeof got, at + sizeof got + 24), pay1);
+  p.link[1]->take_whole(sizeof(Header) + 24);
+  EXPECT_EQ(p.link[1]->peek_whole(sizeof(Header) + 24, why), nullptr);
+  EXPECT_EQ(why, Whole::kNotYet);
+  // Fill the ring with whole 1000-byte messages: the last answer is "not
+  // yet", with nothing written.
+  uint64_t n = 2;
+  std::vector<uint64_t> queued;
+  for (;;) {
+    Header h{n, "fill"};
+    auto pay = pattern(1000, static_cast<unsigned>(n));
+    const Whole w = p.link[0]->send_whole(&h, sizeof h, pay.data(), pay.size());
+    if (w == Whole::kNotYet) break;
+    ASSERT_EQ(w, Whole::kDone);
+    queued.push_back(n++);
+  }
+  ASSERT_GT(queued.size(), 1000u);
+  // Then write on, reading whenever the ring is full (at its end a message
+  // needs the room of the skipped tail too), twice round the ring.
+  size_t read = 0;
+  auto read_one = [&] {
+    ASSERT_LT(read, queued.size());
+    at = p.link[1]->peek_whole(sizeof(Header) + 1000, why);
+    ASSERT_NE(at, nullptr) << "message " << queued[read];
+    std::memcpy(&got, at, sizeof got);
+    ASSERT_EQ(got.n, queued[read]);
+    ASSERT_EQ(std::vector<char>(at + sizeof got, at + sizeof got + 1000), pattern(1000, static_cast<unsigned>(got.n)));
+    p.link[1]->take_whole(sizeof(Header) + 1000);
+    ++read;
+  };
+  for (int i = 0; i < 5000; ++i) {
+    Header h{n, "wrap"};
+    auto pay = pattern(1000, static_cast<unsigned>(n));
+    Whole w;
+    while ((w = p.link[0]->send_whole(&h, sizeof h, pay.data(), pay.size())) == Whole::kNotYet) {
+      read_one();
+      if (HasFatalFailure()) return;
+    }
+    ASSERT_EQ(w, Whole::kDone) << "message " << n;
+    queued.push_back(n++);
+  }
+  while (read < queued.size()) ASSERT_EQ(recv_one(*p.link[1], 1000), queued[read++]);
+}
+
 TEST(ShmLinkMessages, ManyMessagesAcrossTheWrapToMemoryAndToASink) {
   // 40 messages of 100,003 bytes (about 2 ring lengths): every other one is
   // taken by a sink of 12-byte granules, so granules split by the wrap are

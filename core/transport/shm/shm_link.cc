@@ -560,39 +560,74 @@ size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb
   return done;
 }
 
+Whole ShmLink::send_whole(const void* header, size_t header_bytes, const void* payload, size_t bytes) {
+  // One record, after a skip to the ring's start when it does not fit
+  // before the end (write_records' general case in a few moves; the same
+  // records).
+  const size_t total = header_bytes + bytes;
+  if (total > kSmallRecord) return Whole::kNo;
+  const size_t rec = round_up(8 + total);
+  size_t pos = static_cast<size_t>(head_ % kShmRingBytes);
+  const size_t to_end = kShmRingBytes - pos;
+  const bool skip = to_end < std::max(rec, 2 * kLine);  // room_needed's test for a record this small
+  const size_t need = (skip ? to_end : 0) + rec + kSpare;
+  if (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) < need) {
+    tail_seen_ = out_->tail.load(std::memory_order_acquire);
+    if (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) < need) return Whole::kNotYet;
+  }
+  if (skip) {
+    word_at(out_data_, head_ + to_end).store(0, std::memory_order_relaxed);
+    word_at(out_data_, head_).store(kSkipWord, std::memory_order_release);
+    head_ += to_end;
+    pos = 0;
+  }
+  char* out = out_data_ + pos + 8;
+  if (header_bytes == kEngineHeaderBytes) {
+    std::memcpy(out, header, kEngineHeaderBytes);  // a fixed size: a few moves, no call
+  } else {
+    std::memcpy(out, header, header_bytes);
+  }
+  if (bytes > 0) std::memcpy(out + header_bytes, payload, bytes);
+  word_at(out_data_, head_ + rec).store(0, std::memory_order_relaxed);
+  word_at(out_data_, head_).store(total + 1, std::memory_order_release);
+  head_ += rec;
+  owe_consumer_ = true;
+  return Whole::kDone;
+}
+
+const char* ShmLink::peek_whole(size_t bytes, Whole& why) {
+  why = Whole::kNo;
+  if (read_off_ != 0) return nullptr;  // a message part-read by recv_header
+  uint64_t w = word_at(in_data_, read_pos_).load(std::memory_order_acquire);
+  if (w == kSkipWord) {
+    read_pos_ += kShmRingBytes - read_pos_ % kShmRingBytes;
+    in_->tail.store(read_pos_, std::memory_order_release);
+    owe_producer_ = true;
+    w = word_at(in_data_, read_pos_).load(std::memory_order_acquire);
+  }
+  if (w == 0) {
+    why = Whole::kNotYet;
+    return nullptr;
+  }
+  if ((w & kRefFlag) != 0 || w - 1 != bytes) return nullptr;  // by reference, or another size
+  why = Whole::kDone;
+  return in_data_ + read_pos_ % kShmRingBytes + 8;
+}
+
+void ShmLink::take_whole(size_t bytes) { next_record(bytes); }
+
 bool ShmLink::send(Message& m) {
   if (m.header_done == 0 && !m.by_reference && m.may_reference && by_reference(m.payload.bytes)) {
     m.by_reference = true;
   }
   if (m.by_reference) return send_by_reference(m);
-  // A small message not started yet, in one record that fits before the
-  // ring's end (write_records' general case in a few moves; the same record).
-  const size_t total = size_t(m.header_bytes) + m.payload.bytes;
-  if (m.header_done == 0 && m.done == 0 && total <= kSmallRecord) {
-    const size_t pos = static_cast<size_t>(head_ % kShmRingBytes);
-    const size_t rec = round_up(8 + total);
-    // The room write_records would ask for (room_needed without a skip).
-    const size_t need = rec + kSpare;
-    if (kShmRingBytes - pos >= std::max(rec, 2 * kLine) &&
-        (kShmRingBytes - static_cast<size_t>(head_ - tail_seen_) >= need ||
-         kShmRingBytes - static_cast<size_t>(head_ - (tail_seen_ = out_->tail.load(std::memory_order_acquire))) >=
-             need)) {
-      char* out = out_data_ + pos + 8;
-      if (m.header_bytes == kEngineHeaderBytes) {
-        std::memcpy(out, m.header, kEngineHeaderBytes);  // a fixed size: a few moves, no call
-      } else {
-        std::memcpy(out, m.header, m.header_bytes);
-      }
-      if (m.payload.bytes > 0) std::memcpy(out + m.header_bytes, m.payload.ptr, m.payload.bytes);
-      word_at(out_data_, head_ + rec).store(0, std::memory_order_relaxed);
-      word_at(out_data_, head_).store(total + 1, std::memory_order_release);
-      head_ += rec;
-      m.header_done = m.header_bytes;
-      m.done = m.payload.bytes;
-      m.complete = true;
-      owe_consumer_ = true;
-      return true;
-    }
+  // A small message not started yet: one record.
+  if (m.header_done == 0 && m.done == 0 &&
+      send_whole(m.header, m.header_bytes, m.payload.ptr, m.payload.bytes) == Whole::kDone) {
+    m.header_done = m.header_bytes;
+    m.done = m.payload.bytes;
+    m.complete = true;
+    return true;
   }
   // Header and payload as one write (one publish for a small message).
   bool progressed = false;
