@@ -1,4 +1,5 @@
 // Reducing algorithms: all_reduce, reduce_scatter, reduce.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -46,6 +47,40 @@ void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count) {
   for (int s = 0; s < n - 1; ++s) {
     int sb = (r + 1 - s + n) % n, rb = (r - s + n) % n;
     e.run({Transfer::send(right, dst + off(sb), len(sb), n + s), Transfer::recv(left, dst + off(rb), len(rb), n + s)});
+  }
+}
+
+void all_reduce_pipelined(Engine& e, const char* src, char* dst, size_t count, size_t chunk_bytes) {
+  const int n = e.size(), r = e.rank();
+  if (n != 2) {
+    all_reduce_ring(e, src, dst, count);
+    return;
+  }
+  // Rank r reduces block r (the peer's part of it arrives) and hands the
+  // peer its part of block 1 - r; each reduced chunk goes back one step
+  // after it was made, while it is still in the caches, instead of in a
+  // second pass over the whole block (the ring's all-gather).
+  const int p = 1 - r;
+  const size_t es = dtype_size(e.signature().dtype);
+  const size_t per = std::max<size_t>(1, chunk_bytes / es);  // elements per chunk
+  auto off = [&](int b) { return block_offset(b, count, n) * es; };
+  auto len = [&](int b) { return block_count(b, count, n); };
+  // Chunk k of block b (empty past its end): both ranks cut the same way.
+  auto at = [&](int b, size_t k) { return off(b) + std::min(k * per, len(b)) * es; };
+  auto clen = [&](int b, size_t k) { return (std::min((k + 1) * per, len(b)) - std::min(k * per, len(b))) * es; };
+  const size_t chunks = (std::max(len(0), len(1)) + per - 1) / per;
+  for (size_t k = 0; k <= chunks; ++k) {
+    std::vector<Transfer>& ts = e.step_list();
+    const uint32_t step = uint32_t(2 * k);
+    if (k < chunks) {
+      ts.push_back(Transfer::send(p, src + at(p, k), clen(p, k), step));
+      ts.push_back(Transfer::recv_reduce(p, src + at(r, k), dst + at(r, k), clen(r, k), step));
+    }
+    if (k > 0) {
+      ts.push_back(Transfer::send(p, dst + at(r, k - 1), clen(r, k - 1), step + 1));
+      ts.push_back(Transfer::recv(p, dst + at(p, k - 1), clen(p, k - 1), step + 1));
+    }
+    e.run(ts);
   }
 }
 

@@ -18,6 +18,9 @@ constexpr AlgoEntry kTable[] = {
     {OpKind::kAllReduce, Algo::kRing,
      [](Engine& e, const AlgoArgs& a) { algo::all_reduce_ring(e, a.send, a.recv, a.count); },
      "large: reduce-scatter then all-gather around a ring, bandwidth-optimal"},
+    {OpKind::kAllReduce, Algo::kPipelined,
+     [](Engine& e, const AlgoArgs& a) { algo::all_reduce_pipelined(e, a.send, a.recv, a.count, algo::kPipelineChunk); },
+     "large, 2 ranks: reduce-scatter and all-gather interleaved by chunks (other rank counts: the ring)"},
     {OpKind::kAllReduce, Algo::kRecursiveDoubling,
      [](Engine& e, const AlgoArgs& a) {
        in_place(e, a);
@@ -115,8 +118,9 @@ constexpr AlgoEntry kTable[] = {
      "per-rank counts: the root sends each part"},
 };
 
-constexpr const char* kAlgoNames[kNumAlgos] = {
-    "none", "ring", "recursive_doubling", "recursive_halving", "tree", "direct", "pairwise", "bruck", "dissemination"};
+constexpr const char* kAlgoNames[kNumAlgos] = {"none",          "ring",     "recursive_doubling", "recursive_halving",
+                                               "tree",          "direct",   "pairwise",           "bruck",
+                                               "dissemination", "pipelined"};
 
 }  // namespace
 

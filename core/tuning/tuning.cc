@@ -25,7 +25,11 @@ constexpr uint64_t kAny = ~uint64_t(0);
 // Default selection as data. `bytes` is the per-rank buffer size of the call.
 constexpr Row kDefaultTable[] = {
     {OpKind::kAllReduce, 32 << 10, Algo::kRecursiveDoubling, "small: fewest rounds (log2 n)"},
-    {OpKind::kAllReduce, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
+    {OpKind::kAllReduce, 8 << 20, Algo::kRing, "large: bandwidth-optimal ring"},
+    {OpKind::kAllReduce, kAny, Algo::kPipelined,
+     "very large, 2 ranks: the ring's two phases interleaved by chunks, each reduced chunk returned from the caches",
+     2},
+    {OpKind::kAllReduce, kAny, Algo::kRing, "very large: bandwidth-optimal ring"},
     {OpKind::kReduceScatter, 32 << 10, Algo::kRecursiveHalving, "small: log2 n rounds"},
     {OpKind::kReduceScatter, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
     {OpKind::kAllGather, 32 << 10, Algo::kRecursiveDoubling, "small: pairwise exchanges, log2 n rounds, no scratch"},

@@ -62,7 +62,7 @@ struct CollAlgos {
 
 const std::vector<CollAlgos>& colls() {
   static const std::vector<CollAlgos> k = {
-      {"all_reduce", {"ring", "recursive_doubling", "tree", "direct"}},
+      {"all_reduce", {"ring", "recursive_doubling", "tree", "direct", "pipelined"}},
       {"reduce_scatter", {"ring", "recursive_halving", "direct"}},
       {"all_gather", {"ring", "bruck", "direct", "recursive_doubling"}},
       {"broadcast", {"tree", "ring", "direct"}},
@@ -74,7 +74,7 @@ const std::vector<CollAlgos>& colls() {
   };
   return k;
 }
-constexpr int kNumSets = 4;  // the most algorithms any collective has
+constexpr int kNumSets = 5;  // the most algorithms any collective has
 constexpr int kTuned = -1;
 
 /// OMNICCL_ALGO-style list for a set; "" (tuned) for kTuned.
@@ -953,7 +953,7 @@ TEST_P(CollectiveMatrix, EveryOpDtypeRedopSize) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveMatrix,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values("shm", "tcp"),
-                                            ::testing::Values(kTuned, 0, 1, 2, 3)),
+                                            ::testing::Values(kTuned, 0, 1, 2, 3, 4)),
                          param_name);
 
 // The matrix with the small-step path (OMNICCL_SMALL_PATH) off on every rank,
@@ -1018,7 +1018,7 @@ TEST_P(CollectiveLarge, SixteenMiBEveryCollectiveAndAlgorithm) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveLarge,
                          ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Values("shm", "tcp"),
-                                            ::testing::Values(0, 1, 2, 3)),
+                                            ::testing::Values(0, 1, 2, 3, 4)),
                          param_name);
 
 // Payloads striped over three TCP sockets per pair (OMNICCL_TCP_STREAMS=3):
@@ -1026,7 +1026,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveLarge,
 // as they come.
 INSTANTIATE_TEST_SUITE_P(TcpStreams, CollectiveLarge,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Values("tcp3"),
-                                            ::testing::Values(0, 1, 2, 3)),
+                                            ::testing::Values(0, 1, 2, 3, 4)),
                          param_name);
 
 // The large suite on shared memory with streaming stores forced on
