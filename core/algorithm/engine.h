@@ -232,6 +232,9 @@ class Engine {
     return step_list_;
   }
 
+  /// Whether messages to or from `peer` go through a socket (Link::socket).
+  bool over_socket(int peer) { return peer != mesh_.rank() && mesh_.link(peer).socket(); }
+
   int rank() const { return mesh_.rank(); }
   int size() const { return mesh_.size(); }
   const OpSignature& signature() const { return sig_; }

@@ -211,6 +211,11 @@ class Link {
   virtual void append_sockets(std::vector<int>& /*out*/) const {}
   /// "shm" or "tcp".
   virtual const char* kind() const = 0;
+  /// Whether a payload goes through a socket (the kernel copies it while
+  /// this rank sends and receives): the algorithms then start sending before
+  /// they copy their own block locally, which overlaps the copy with the peer's
+  /// receive.
+  virtual bool socket() const { return false; }
 };
 
 }  // namespace omniccl::transport

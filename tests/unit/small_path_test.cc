@@ -182,6 +182,19 @@ TEST_P(SmallPath, MixedSizesCrossTheRingsEnd) {
   }
 }
 
+// Whether a link's payloads go through a socket (the ring all_gather then
+// sends before it copies its own block): TCP yes, shared memory no.
+TEST_P(SmallPath, OnlyTcpLinksSayTheyGoThroughASocket) {
+  auto meshes = two_meshes(GetParam());
+  ASSERT_TRUE(meshes[0] && meshes[1]);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(meshes[size_t(r)]->link(1 - r).socket(), GetParam() == "tcp") << "rank " << r;
+    Engine e(*meshes[size_t(r)]);
+    EXPECT_EQ(e.over_socket(1 - r), GetParam() == "tcp") << "rank " << r;
+    EXPECT_FALSE(e.over_socket(r)) << "rank " << r << " to itself";
+  }
+}
+
 TEST_P(SmallPath, OffTakesTheGeneralLoopWithTheSameResults) { exchange_with(GetParam(), {false, false}, 500); }
 
 TEST_P(SmallPath, RanksThatDifferInTheSettingInteroperate) { exchange_with(GetParam(), {true, false}, 500); }

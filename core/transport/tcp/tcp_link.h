@@ -40,6 +40,7 @@ class TcpLink final : public Link {
   int poll_fd() const override { return fds_.front().get(); }
   void append_sockets(std::vector<int>& out) const override;
   const char* kind() const override { return "tcp"; }
+  bool socket() const override { return true; }
   /// How many sockets carry this link.
   size_t streams() const { return fds_.size(); }
 
