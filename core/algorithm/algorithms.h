@@ -14,12 +14,12 @@ namespace omniccl::algo {
 // all_reduce of src into dst (count elements; src may equal dst).
 void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count);
 /// all_reduce_pipelined's chunk: 2 ranks, 16 and 256 MiB, interleaved runs
-/// of 256 KiB, 512 KiB and 1 MiB were within 2% of each other (README,
+/// of 256 KiB, 512 KiB and 1 MiB were within 3% of each other (README,
 /// Round 9); 1 MiB takes the fewest steps.
 inline constexpr size_t kPipelineChunk = size_t(1) << 20;
-/// 2 ranks: the ring's reduce-scatter and all-gather interleaved by chunks
-/// of `chunk_bytes` (each reduced chunk returns to the peer one step after
-/// it was made, from the caches); any other rank count: the ring.
+/// The ring's phases run on columns of chunks of `chunk_bytes` (chunk k of
+/// every block), column k one phase behind column k-1, so that each partial
+/// sum and reduced chunk goes on while it is still in the caches.
 void all_reduce_pipelined(Engine& e, const char* src, char* dst, size_t count, size_t chunk_bytes);
 // all_reduce, in place on buf (count elements).
 void all_reduce_recursive_doubling(Engine& e, char* buf, size_t count);

@@ -52,33 +52,43 @@ void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count) {
 
 void all_reduce_pipelined(Engine& e, const char* src, char* dst, size_t count, size_t chunk_bytes) {
   const int n = e.size(), r = e.rank();
-  if (n != 2) {
-    all_reduce_ring(e, src, dst, count);
+  const size_t es = dtype_size(e.signature().dtype);
+  if (n == 1) {
+    if (src != dst && count > 0) e.exec().copy(dst, src, count * es);
     return;
   }
-  // Rank r reduces block r (the peer's part of it arrives) and hands the
-  // peer its part of block 1 - r; each reduced chunk goes back one step
+  // The ring's 2(n-1) phases (all_reduce_ring) run on each column of chunks
+  // (chunk k of every block) in turn, column k one phase behind column k-1:
+  // a partial sum or reduced chunk goes on to the right neighbour one step
   // after it was made, while it is still in the caches, instead of in a
-  // second pass over the whole block (the ring's all-gather).
-  const int p = 1 - r;
-  const size_t es = dtype_size(e.signature().dtype);
+  // later pass over the whole block.
+  const int left = (r - 1 + n) % n, right = (r + 1) % n;
   const size_t per = std::max<size_t>(1, chunk_bytes / es);  // elements per chunk
-  auto off = [&](int b) { return block_offset(b, count, n) * es; };
-  auto len = [&](int b) { return block_count(b, count, n); };
-  // Chunk k of block b (empty past its end): both ranks cut the same way.
-  auto at = [&](int b, size_t k) { return off(b) + std::min(k * per, len(b)) * es; };
-  auto clen = [&](int b, size_t k) { return (std::min((k + 1) * per, len(b)) - std::min(k * per, len(b))) * es; };
-  const size_t chunks = (std::max(len(0), len(1)) + per - 1) / per;
-  for (size_t k = 0; k <= chunks; ++k) {
+  // Chunk k of block b (empty past its end): every rank cuts the same way.
+  auto at = [&](int b, size_t k) {
+    return (block_offset(b, count, n) + std::min(k * per, block_count(b, count, n))) * es;
+  };
+  auto clen = [&](int b, size_t k) {
+    const size_t len = block_count(b, count, n);
+    return (std::min((k + 1) * per, len) - std::min(k * per, len)) * es;
+  };
+  const size_t chunks = std::max<size_t>(1, (block_count(0, count, n) + per - 1) / per);  // block 0 is the longest
+  const size_t phases = 2 * size_t(n - 1);
+  for (size_t t = 0; t + 1 < chunks + phases; ++t) {
     std::vector<Transfer>& ts = e.step_list();
-    const uint32_t step = uint32_t(2 * k);
-    if (k < chunks) {
-      ts.push_back(Transfer::send(p, src + at(p, k), clen(p, k), step));
-      ts.push_back(Transfer::recv_reduce(p, src + at(r, k), dst + at(r, k), clen(r, k), step));
-    }
-    if (k > 0) {
-      ts.push_back(Transfer::send(p, dst + at(r, k - 1), clen(r, k - 1), step + 1));
-      ts.push_back(Transfer::recv(p, dst + at(p, k - 1), clen(p, k - 1), step + 1));
+    for (size_t k = t + 1 > phases ? t + 1 - phases : 0; k <= t && k < chunks; ++k) {
+      const size_t j = t - k;  // column k's phase
+      const uint32_t step = uint32_t(k * phases + j);
+      const int s = int(j < size_t(n - 1) ? j : j - size_t(n - 1));
+      if (j < size_t(n - 1)) {  // reduce-scatter
+        const int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
+        ts.push_back(Transfer::send(right, (s == 0 ? src : dst) + at(sb, k), clen(sb, k), step));
+        ts.push_back(Transfer::recv_reduce(left, src + at(rb, k), dst + at(rb, k), clen(rb, k), step));
+      } else {  // all-gather of the reduced chunks
+        const int sb = (r + 1 - s + n) % n, rb = (r - s + n) % n;
+        ts.push_back(Transfer::send(right, dst + at(sb, k), clen(sb, k), step));
+        ts.push_back(Transfer::recv(left, dst + at(rb, k), clen(rb, k), step));
+      }
     }
     e.run(ts);
   }

@@ -20,7 +20,7 @@ constexpr AlgoEntry kTable[] = {
      "large: reduce-scatter then all-gather around a ring, bandwidth-optimal"},
     {OpKind::kAllReduce, Algo::kPipelined,
      [](Engine& e, const AlgoArgs& a) { algo::all_reduce_pipelined(e, a.send, a.recv, a.count, algo::kPipelineChunk); },
-     "large, 2 ranks: reduce-scatter and all-gather interleaved by chunks (other rank counts: the ring)"},
+     "very large: the ring's phases pipelined by chunks, each partial sum passed on from the caches"},
     {OpKind::kAllReduce, Algo::kRecursiveDoubling,
      [](Engine& e, const AlgoArgs& a) {
        in_place(e, a);

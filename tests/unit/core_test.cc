@@ -148,11 +148,12 @@ TEST(Tuning, UnusableOverridesAreClearErrors) {
 TEST(Tuning, DefaultsDependOnSize) {
   AlgoOverride none;
   EXPECT_EQ(choose_algo(OpKind::kAllReduce, 8, 4, none), Algo::kRecursiveDoubling);
-  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 64 << 20, 4, none), Algo::kRing);
-  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 64 << 20, 3, none), Algo::kRing);
+  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 64 << 20, 5, none), Algo::kRing);
+  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 64 << 20, 4, none), Algo::kPipelined);
+  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 8 << 20, 4, none), Algo::kRing);
   EXPECT_EQ(choose_algo(OpKind::kAllReduce, 8 << 20, 2, none), Algo::kRing);
   EXPECT_EQ(choose_algo(OpKind::kAllReduce, (8 << 20) + 4, 2, none), Algo::kPipelined);
-  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 256 << 20, 2, none), Algo::kPipelined);
+  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 256 << 20, 3, none), Algo::kPipelined);
   EXPECT_EQ(choose_algo(OpKind::kBarrier, 0, 4, none), Algo::kRecursiveDoubling);
   EXPECT_EQ(choose_algo(OpKind::kAllGather, 8, 4, none), Algo::kRecursiveDoubling);
   EXPECT_EQ(choose_algo(OpKind::kAllGather, 32 << 10, 5, none), Algo::kRecursiveDoubling);

@@ -1,12 +1,14 @@
 // The pipelined all_reduce (algo::all_reduce_pipelined, OMNICCL_ALGO
-// all_reduce=pipelined): with 2 ranks the ring's reduce-scatter and
-// all-gather interleaved by chunks. Two ranks as threads of this process
+// all_reduce=pipelined): the ring's phases on columns of chunks, each column
+// one phase behind the one before. Two ranks as threads of this process
 // over real meshes (shared memory and TCP), each with its own engine, with
 // chunks of a few elements so that every edge shows at small sizes: blocks
 // of unequal length (odd counts), a last chunk shorter than the others, a
 // block with one chunk fewer than the other, empty blocks (counts 0 and 1),
 // in place and out of place, float32 and int32 sums and a max. Every
 // element is checked against a value computed here from the inputs' formula.
+// (Other rank counts: the collective matrix, which runs every algorithm for
+// 1 to 8 ranks, and at 16 MiB.)
 #include <cstdint>
 #include <cstring>
 #include <memory>
