@@ -52,11 +52,11 @@ void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count) {
 
 void all_reduce_pipelined(Engine& e, const char* src, char* dst, size_t count, size_t chunk_bytes) {
   const int n = e.size(), r = e.rank();
-  const size_t es = dtype_size(e.signature().dtype);
   if (n == 1) {
-    if (src != dst && count > 0) e.exec().copy(dst, src, count * es);
+    all_reduce_ring(e, src, dst, count);  // the copy into dst, if any
     return;
   }
+  const size_t es = dtype_size(e.signature().dtype);
   // The ring's 2(n-1) phases (all_reduce_ring) run on each column of chunks
   // (chunk k of every block) in turn, column k one phase behind column k-1:
   // a partial sum or reduced chunk goes on to the right neighbour one step

@@ -1,13 +1,19 @@
 // Helpers for tests that build real meshes with threads as ranks: the
-// address exchange the ranks' Mesh::create calls share, and session numbers.
+// address exchange the ranks' Mesh::create calls share, session numbers, and
+// a pair of meshes.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "transport/mesh.h"
@@ -56,5 +62,28 @@ inline transport::MeshOptions loopback_options(int rank, int size, uint64_t sess
 /// A fresh session number: it names the abstract unix sockets and shared
 /// segments, and test processes may run at once.
 inline uint64_t fresh_session() { return std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1; }
+
+/// Two meshes over `transport` ("shm" or "tcp"), built by two threads; the
+/// test fails (both null) naming each rank's error when one cannot be built.
+inline std::vector<std::unique_ptr<transport::Mesh>> two_meshes(const std::string& transport) {
+  Exchange ex;
+  const uint64_t session = fresh_session();
+  std::vector<std::unique_ptr<transport::Mesh>> meshes(2);
+  std::string errors[2];
+  auto build = [&](int rank) {
+    try {
+      meshes[static_cast<size_t>(rank)] =
+          transport::Mesh::create(loopback_options(rank, 2, session, transport),
+                                  [&](const std::string& mine) { return ex.all_gather(rank, mine); });
+    } catch (const std::exception& e) {
+      errors[rank] = e.what();
+    }
+  };
+  std::thread b0(build, 0), b1(build, 1);
+  b0.join();
+  b1.join();
+  EXPECT_TRUE(meshes[0] && meshes[1]) << "rank 0: " << errors[0] << "\nrank 1: " << errors[1];
+  return meshes;
+}
 
 }  // namespace omniccl::test

@@ -27,27 +27,8 @@
 namespace omniccl {
 namespace {
 
+using test::two_meshes;
 using transport::Mesh;
-
-std::vector<std::unique_ptr<Mesh>> two_meshes(const std::string& transport) {
-  test::Exchange ex;
-  const uint64_t session = test::fresh_session();
-  std::vector<std::unique_ptr<Mesh>> meshes(2);
-  std::string errors[2];
-  auto build = [&](int rank) {
-    try {
-      meshes[size_t(rank)] = Mesh::create(test::loopback_options(rank, 2, session, transport),
-                                          [&](const std::string& mine) { return ex.all_gather(rank, mine); });
-    } catch (const std::exception& e) {
-      errors[rank] = e.what();
-    }
-  };
-  std::thread b0(build, 0), b1(build, 1);
-  b0.join();
-  b1.join();
-  EXPECT_TRUE(meshes[0] && meshes[1]) << "rank 0: " << errors[0] << "\nrank 1: " << errors[1];
-  return meshes;
-}
 
 /// Rank r's input element i.
 int32_t input(int rank, size_t i) { return int32_t((i * 7 + 3) % 1000) * (rank == 0 ? 1 : -3) + rank; }

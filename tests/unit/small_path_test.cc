@@ -35,33 +35,8 @@
 namespace omniccl {
 namespace {
 
+using test::two_meshes;
 using transport::Mesh;
-
-using test::Exchange;
-using test::fresh_session;
-using test::loopback_options;
-
-/// Two meshes over `transport` ("shm" or "tcp"), built by two threads.
-std::vector<std::unique_ptr<Mesh>> two_meshes(const std::string& transport) {
-  Exchange ex;
-  const uint64_t session = fresh_session();
-  std::vector<std::unique_ptr<Mesh>> meshes(2);
-  std::string errors[2];
-  auto build = [&](int rank) {
-    try {
-      meshes[static_cast<size_t>(rank)] =
-          Mesh::create(loopback_options(rank, 2, session, transport),
-                       [&](const std::string& mine) { return ex.all_gather(rank, mine); });
-    } catch (const std::exception& e) {
-      errors[rank] = e.what();
-    }
-  };
-  std::thread b0(build, 0), b1(build, 1);
-  b0.join();
-  b1.join();
-  EXPECT_TRUE(meshes[0] && meshes[1]) << "rank 0: " << errors[0] << "\nrank 1: " << errors[1];
-  return meshes;
-}
 
 OpSignature sig_of(OpKind kind, uint64_t seq, uint64_t count, DType dtype = DType::kFloat32) {
   OpSignature s;
