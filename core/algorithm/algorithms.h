@@ -34,6 +34,10 @@ void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count
 
 // all_gather: `bytes` per rank; send may be recv's own block.
 void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes);
+/// all_gather_ring's phases on columns of chunks of `chunk_bytes`, column k
+/// one phase behind column k-1, so that each received chunk is passed on
+/// from the caches; 1 or 2 ranks: the ring.
+void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes, size_t chunk_bytes);
 void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes);
 /// Exchanges with member ^ k for k = 1, 2, 4, ..., each round doubling the
 /// blocks held, straight into recv (no scratch); with n not a power of two,

@@ -120,6 +120,38 @@ void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes) {
   if (send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
 }
 
+void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes, size_t chunk_bytes) {
+  const int n = e.size(), r = e.rank();
+  if (n <= 2) {  // one phase: nothing is passed on
+    all_gather_ring(e, send, recv, bytes);
+    return;
+  }
+  // all_gather_ring's n-1 phases on columns of chunks (chunk k of every
+  // block), column k one phase behind column k-1: a received chunk goes on
+  // to the right neighbour one step later, from the caches.
+  const int left = (r - 1 + n) % n, right = (r + 1) % n;
+  const size_t per = std::max<size_t>(1, chunk_bytes);
+  const size_t chunks = std::max<size_t>(1, (bytes + per - 1) / per);
+  auto at = [&](size_t k) { return std::min(k * per, bytes); };
+  auto clen = [&](size_t k) { return std::min((k + 1) * per, bytes) - at(k); };
+  const bool send_first = bytes <= kSendFirstMax || e.over_socket(right);
+  if (!send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
+  const size_t phases = size_t(n - 1);
+  for (size_t t = 0; t + 1 < chunks + phases; ++t) {
+    std::vector<Transfer>& ts = e.step_list();
+    for (size_t k = t + 1 > phases ? t + 1 - phases : 0; k <= t && k < chunks; ++k) {
+      const size_t j = t - k;  // column k's phase
+      const uint32_t step = uint32_t(k * phases + j);
+      const int sb = (r - int(j) + n) % n, rb = (r - int(j) - 1 + n) % n;
+      const char* out = j == 0 && send_first ? send + at(k) : recv + sb * bytes + at(k);
+      ts.push_back(Transfer::send(right, out, clen(k), step));
+      ts.push_back(Transfer::recv(left, recv + rb * bytes + at(k), clen(k), step));
+    }
+    e.run(ts);
+  }
+  if (send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
+}
+
 void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   if (n == 1) {

@@ -26,7 +26,7 @@ enum class Algo : uint8_t {
   kPairwise = 6,           ///< n-1 rounds of pairwise exchange (all_to_all)
   kBruck = 7,              ///< log2(n) rounds for small all_gather, any n
   kDissemination = 8,      ///< log2(n) rounds barrier, any n
-  kPipelined = 9,          ///< all_reduce: the ring's phases pipelined by chunks
+  kPipelined = 9,          ///< all_reduce, all_gather: the ring's phases pipelined by chunks
 };
 inline constexpr int kNumAlgos = 10;
 

@@ -18,6 +18,7 @@ struct Row {
   Algo algo;
   const char* why;
   int max_ranks = 0;  ///< > 0: the row applies only to communicators of at most this many ranks
+  int min_ranks = 0;  ///< > 0: ... and of at least this many
 };
 
 constexpr uint64_t kAny = ~uint64_t(0);
@@ -32,7 +33,10 @@ constexpr Row kDefaultTable[] = {
     {OpKind::kReduceScatter, 32 << 10, Algo::kRecursiveHalving, "small: log2 n rounds"},
     {OpKind::kReduceScatter, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
     {OpKind::kAllGather, 32 << 10, Algo::kRecursiveDoubling, "small: pairwise exchanges, log2 n rounds, no scratch"},
-    {OpKind::kAllGather, kAny, Algo::kRing, "large: bandwidth-optimal ring"},
+    {OpKind::kAllGather, 64 << 20, Algo::kRing, "large: bandwidth-optimal ring"},
+    {OpKind::kAllGather, kAny, Algo::kPipelined,
+     "very large, 4 ranks: the ring's phases pipelined by chunks, each received chunk passed on from the caches", 4, 4},
+    {OpKind::kAllGather, kAny, Algo::kRing, "very large: bandwidth-optimal ring"},
     {OpKind::kBroadcast, 256 << 10, Algo::kTree, "small: binomial tree, log2 n rounds"},
     {OpKind::kBroadcast, kAny, Algo::kRing, "large: pipelined chain"},
     {OpKind::kReduce, kAny, Algo::kTree, "binomial tree"},
@@ -166,7 +170,8 @@ Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov
     return forced;
   }
   for (const Row& r : kDefaultTable) {
-    if (r.kind == kind && bytes <= r.max_bytes && (r.max_ranks == 0 || nranks <= r.max_ranks)) {
+    if (r.kind == kind && bytes <= r.max_bytes && (r.max_ranks == 0 || nranks <= r.max_ranks) &&
+        nranks >= r.min_ranks) {
       OCCL_LOG(kInfo, kTuning, op_kind_name(kind), " ", bytes, " B x ", nranks, " ranks -> ", algo_name(r.algo), " (",
                r.why, ")");
       return r.algo;

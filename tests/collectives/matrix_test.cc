@@ -64,7 +64,7 @@ const std::vector<CollAlgos>& colls() {
   static const std::vector<CollAlgos> k = {
       {"all_reduce", {"ring", "recursive_doubling", "tree", "direct", "pipelined"}},
       {"reduce_scatter", {"ring", "recursive_halving", "direct"}},
-      {"all_gather", {"ring", "bruck", "direct", "recursive_doubling"}},
+      {"all_gather", {"ring", "bruck", "direct", "recursive_doubling", "pipelined"}},
       {"broadcast", {"tree", "ring", "direct"}},
       {"reduce", {"tree", "direct"}},
       {"gather", {"tree", "direct"}},

@@ -158,6 +158,9 @@ TEST(Tuning, DefaultsDependOnSize) {
   EXPECT_EQ(choose_algo(OpKind::kAllGather, 8, 4, none), Algo::kRecursiveDoubling);
   EXPECT_EQ(choose_algo(OpKind::kAllGather, 32 << 10, 5, none), Algo::kRecursiveDoubling);
   EXPECT_EQ(choose_algo(OpKind::kAllGather, 64 << 10, 4, none), Algo::kRing);
+  EXPECT_EQ(choose_algo(OpKind::kAllGather, 64 << 20, 4, none), Algo::kRing);
+  EXPECT_EQ(choose_algo(OpKind::kAllGather, 256 << 20, 4, none), Algo::kPipelined);
+  for (int n : {2, 3, 5}) EXPECT_EQ(choose_algo(OpKind::kAllGather, 256 << 20, n, none), Algo::kRing) << n;
 }
 
 TEST(Tuning, GatherAndScatterGoDirectUpToFourRanks) {
