@@ -197,6 +197,7 @@ Engine::Engine(transport::Mesh& mesh)
   // bound to a core each (mpirun's default for 2 ranks) are not oversubscribed.
   oversubscribed_ = mesh_.local_size() > mesh_.local_cpus();
   spin_for_ = oversubscribed_ ? kSpinShared : kSpinAlone;
+  for (int p = 0; p < mesh_.size(); ++p) whole_links_ |= p != mesh_.rank() && mesh_.link(p).whole_messages();
   mesh_.set_op_describer([this] {
     // Point-to-point numbers are per pair, so they carry no comparable signature.
     bool p2p = sig_.kind == OpKind::kSendRecv;
@@ -872,7 +873,7 @@ size_t Engine::run_direct(std::span<const Transfer> transfers, std::span<Transfe
   // Keys (peer, direction) in one word: transfers behind one that has not
   // moved keep their order.
   const bool keyed = n > 1;
-  if (keyed && mesh_.size() > 32) {
+  if (!whole_links_ || (keyed && mesh_.size() > 32)) {
     std::copy(transfers.begin(), transfers.end(), rest.begin());
     return n;
   }

@@ -282,6 +282,7 @@ class Engine {
   bool quick_fits(std::span<const Transfer> transfers) const;
   struct QuickSet;                   // the small path's transfers, defined in engine.cc
   std::unique_ptr<QuickSet> quick_;  ///< reused across steps
+  bool whole_links_ = false;         ///< a link to some peer takes whole messages (run_direct)
   bool quick_on_ = true;             ///< OMNICCL_SMALL_PATH (default on)
   SmallPathStats quick_stats_;
   // One step: run_impl alternates progress passes with the wait policy.

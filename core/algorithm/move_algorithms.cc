@@ -17,7 +17,7 @@ using patterns::subtree_size;
 using patterns::to_vrank;
 
 constexpr size_t kChainChunk = 512 * 1024;         // pipelining unit of the broadcast chain
-constexpr size_t kSendFirstMax = size_t(4) << 20;  // all_gather_ring: see there
+constexpr size_t kSendFirstMax = size_t(4) << 20;  // see ring_sends_first
 
 // A local copy of a block into the operation's output. Blocks from the
 // streaming threshold up (Engine::streams) are not read again soon and go
@@ -32,6 +32,19 @@ void copy_if_distinct(Engine& e, char* dst, const char* src, size_t bytes) {
     e.exec().copy(dst, src, bytes);
   }
 }
+
+// Whether the ring all_gather sends this rank's block from `send` before it
+// copies it into recv. Blocks of up to kSendFirstMax: the first step sends
+// the block from `send` itself and the local copy follows, so a peer that
+// reads the block by reference does not wait for the copy (2 ranks, 1 MiB,
+// single copy: 100-158 -> 73-102 us per operation, 4 MiB 669-735 -> 552-586
+// us). Larger blocks copy first: at 16 MiB sending first measured 15% slower
+// (4.6-6.0 -> 5.2-5.7 ms; the peer then reads `send` from memory rather than
+// partly from the shared cache the copy just filled). Over TCP the kernel
+// copies the block as it goes (no reference is read): sending first lets the
+// peer receive while this rank copies its own (2 ranks, 16 MiB: 3.06 -> 2.84
+// ms, medians of 8 interleaved runs; README, Round 9).
+bool ring_sends_first(Engine& e, size_t bytes, int right) { return bytes <= kSendFirstMax || e.over_socket(right); }
 
 }  // namespace
 
@@ -99,18 +112,7 @@ void broadcast_direct(Engine& e, char* buf, size_t bytes, int root) {
 void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
-  // Blocks of up to kSendFirstMax: the first step sends this rank's block
-  // from `send` itself and the local copy into recv follows, so a peer that
-  // reads the block by reference does not wait for the copy (2 ranks, 1 MiB,
-  // single copy: 100-158 -> 73-102 us per operation, 4 MiB 669-735 -> 552-586
-  // us). Larger blocks copy first: at 16 MiB sending first measured 15% slower
-  // (4.6-6.0 -> 5.2-5.7 ms; the peer then reads `send` from memory rather than
-  // partly from the shared cache the copy just filled).
-  // Over TCP the kernel copies the block as it goes (no reference is read):
-  // sending first lets the peer receive while this rank copies its own
-  // (2 ranks, 16 MiB: 3.06 -> 2.84 ms, medians of 8 interleaved runs;
-  // README, Round 9).
-  const bool send_first = bytes <= kSendFirstMax || e.over_socket(right);
+  const bool send_first = ring_sends_first(e, bytes, right);
   if (!send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
   for (int s = 0; s < n - 1; ++s) {
     int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
@@ -131,24 +133,22 @@ void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes,
   // to the right neighbour one step later, from the caches.
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
   const size_t per = std::max<size_t>(1, chunk_bytes);
-  const size_t chunks = std::max<size_t>(1, (bytes + per - 1) / per);
-  auto at = [&](size_t k) { return std::min(k * per, bytes); };
-  auto clen = [&](size_t k) { return std::min((k + 1) * per, bytes) - at(k); };
-  const bool send_first = bytes <= kSendFirstMax || e.over_socket(right);
+  const bool send_first = ring_sends_first(e, bytes, right);
   if (!send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
-  const size_t phases = size_t(n - 1);
-  for (size_t t = 0; t + 1 < chunks + phases; ++t) {
-    std::vector<Transfer>& ts = e.step_list();
-    for (size_t k = t + 1 > phases ? t + 1 - phases : 0; k <= t && k < chunks; ++k) {
-      const size_t j = t - k;  // column k's phase
-      const uint32_t step = uint32_t(k * phases + j);
-      const int sb = (r - int(j) + n) % n, rb = (r - int(j) - 1 + n) % n;
-      const char* out = j == 0 && send_first ? send + at(k) : recv + sb * bytes + at(k);
-      ts.push_back(Transfer::send(right, out, clen(k), step));
-      ts.push_back(Transfer::recv(left, recv + rb * bytes + at(k), clen(k), step));
-    }
-    e.run(ts);
-  }
+  std::vector<Transfer>& ts = e.step_list();
+  patterns::by_columns(
+      patterns::chunks_of(bytes, per), size_t(n - 1),
+      [&](size_t k, size_t j, uint32_t step) {
+        const int sb = (r - int(j) + n) % n, rb = (r - int(j) - 1 + n) % n;
+        const size_t at = patterns::chunk_start(bytes, per, k), len = patterns::chunk_len(bytes, per, k);
+        const char* out = j == 0 && send_first ? send + at : recv + sb * bytes + at;
+        ts.push_back(Transfer::send(right, out, len, step));
+        ts.push_back(Transfer::recv(left, recv + rb * bytes + at, len, step));
+      },
+      [&] {
+        e.run(ts);
+        ts.clear();
+      });
   if (send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
 }
 

@@ -66,32 +66,27 @@ void all_reduce_pipelined(Engine& e, const char* src, char* dst, size_t count, s
   const size_t per = std::max<size_t>(1, chunk_bytes / es);  // elements per chunk
   // Chunk k of block b (empty past its end): every rank cuts the same way.
   auto at = [&](int b, size_t k) {
-    return (block_offset(b, count, n) + std::min(k * per, block_count(b, count, n))) * es;
+    return (block_offset(b, count, n) + patterns::chunk_start(block_count(b, count, n), per, k)) * es;
   };
-  auto clen = [&](int b, size_t k) {
-    const size_t len = block_count(b, count, n);
-    return (std::min((k + 1) * per, len) - std::min(k * per, len)) * es;
-  };
-  const size_t chunks = std::max<size_t>(1, (block_count(0, count, n) + per - 1) / per);  // block 0 is the longest
-  const size_t phases = 2 * size_t(n - 1);
-  for (size_t t = 0; t + 1 < chunks + phases; ++t) {
-    std::vector<Transfer>& ts = e.step_list();
-    for (size_t k = t + 1 > phases ? t + 1 - phases : 0; k <= t && k < chunks; ++k) {
-      const size_t j = t - k;  // column k's phase
-      const uint32_t step = uint32_t(k * phases + j);
-      const int s = int(j < size_t(n - 1) ? j : j - size_t(n - 1));
-      if (j < size_t(n - 1)) {  // reduce-scatter
-        const int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
-        ts.push_back(Transfer::send(right, (s == 0 ? src : dst) + at(sb, k), clen(sb, k), step));
-        ts.push_back(Transfer::recv_reduce(left, src + at(rb, k), dst + at(rb, k), clen(rb, k), step));
-      } else {  // all-gather of the reduced chunks
-        const int sb = (r + 1 - s + n) % n, rb = (r - s + n) % n;
-        ts.push_back(Transfer::send(right, dst + at(sb, k), clen(sb, k), step));
-        ts.push_back(Transfer::recv(left, dst + at(rb, k), clen(rb, k), step));
-      }
-    }
-    e.run(ts);
-  }
+  auto clen = [&](int b, size_t k) { return patterns::chunk_len(block_count(b, count, n), per, k) * es; };
+  std::vector<Transfer>& ts = e.step_list();
+  patterns::by_columns(
+      patterns::chunks_of(block_count(0, count, n), per), 2 * size_t(n - 1),  // block 0 is the longest
+      [&](size_t k, size_t j, uint32_t step) {
+        if (j < size_t(n - 1)) {  // reduce-scatter
+          const int s = int(j), sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
+          ts.push_back(Transfer::send(right, (s == 0 ? src : dst) + at(sb, k), clen(sb, k), step));
+          ts.push_back(Transfer::recv_reduce(left, src + at(rb, k), dst + at(rb, k), clen(rb, k), step));
+        } else {  // all-gather of the reduced chunks
+          const int s = int(j) - (n - 1), sb = (r + 1 - s + n) % n, rb = (r - s + n) % n;
+          ts.push_back(Transfer::send(right, dst + at(sb, k), clen(sb, k), step));
+          ts.push_back(Transfer::recv(left, dst + at(rb, k), clen(rb, k), step));
+        }
+      },
+      [&] {
+        e.run(ts);
+        ts.clear();
+      });
 }
 
 void all_reduce_recursive_doubling(Engine& e, char* buf, size_t count) {

@@ -197,6 +197,9 @@ class Link {
   /// Consumes the message of `bytes` that peek_whole() returned (owes a
   /// flush(), as a receive does).
   virtual void take_whole(size_t /*bytes*/) {}
+  /// Whether send_whole() and peek_whole() can move messages on this link at
+  /// all (a caller may skip them where none can).
+  virtual bool whole_messages() const { return false; }
   /// Delivers the wake-ups owed for data sent or room made since the last
   /// flush (a peer that armed a wait gets its doorbell). Sends and receives
   /// may defer them to here so that the fence this takes is paid once per

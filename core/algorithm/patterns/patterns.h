@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace omniccl::patterns {
 
@@ -47,5 +48,30 @@ struct Fold {
   /// members [a, b) own the contiguous real blocks [first_block(a), first_block(b)).
   int first_block(int v) const { return v < extra ? 2 * v : v + extra; }
 };
+
+/// Start of chunk k when `len` units are cut into chunks of `per` (len past
+/// the end: an empty chunk).
+inline size_t chunk_start(size_t len, size_t per, size_t k) { return std::min(k * per, len); }
+/// Length of that chunk.
+inline size_t chunk_len(size_t len, size_t per, size_t k) {
+  return std::min((k + 1) * per, len) - chunk_start(len, per, k);
+}
+/// How many chunks of `per` cover `len` units (at least one).
+inline size_t chunks_of(size_t len, size_t per) { return std::max<size_t>(1, (len + per - 1) / per); }
+
+/// An algorithm of `phases` steps run on `chunks` columns (chunk k of every
+/// block), column k one phase behind column k-1, so that what one phase
+/// receives goes on in the next while it is still in the caches: for each
+/// superstep, add(k, j, step) for every column k in it (in column order) at
+/// its phase j, with a step number unique to (k, j); then end() runs it.
+template <typename Add, typename End>
+void by_columns(size_t chunks, size_t phases, Add add, End end) {
+  for (size_t t = 0; t + 1 < chunks + phases; ++t) {
+    for (size_t k = t + 1 > phases ? t + 1 - phases : 0; k <= t && k < chunks; ++k) {
+      add(k, t - k, static_cast<uint32_t>(k * phases + (t - k)));
+    }
+    end();
+  }
+}
 
 }  // namespace omniccl::patterns

@@ -181,6 +181,7 @@ class ShmLink final : public Link {
   Whole send_whole(const void* header, size_t header_bytes, const void* payload, size_t bytes) override;
   const char* peek_whole(size_t bytes, Whole& why) override;
   void take_whole(size_t bytes) override;
+  bool whole_messages() const override { return true; }
   WaitOn arm_send(const Message& m, WakeBy by) override;
   WaitOn arm_recv(const Message& m, WakeBy by) override;
   bool wakes_futex() const override { return true; }
