@@ -67,6 +67,28 @@ std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
        "): ", comm->failed_message);
 }
 
+/// The communicator of a handle for one operation's call, this thread its
+/// issuer until the call returns (Communicator::IssueGuard: one atomic
+/// compare-and-swap, and none when nested). abort() waits for the issuer to
+/// leave, so the call needs no reference of its own: comm_of's two atomic
+/// count updates, full barriers both, each waited for this rank's last
+/// writes into a peer's ring to complete (a fifth of an 8-byte scatter's
+/// call on its root).
+class Calling {
+ public:
+  explicit Calling(occl_comm_t comm) : c_(ref_of(comm)), issuing_(c_) {}
+  Communicator& operator*() const { return c_; }
+
+ private:
+  static Communicator& ref_of(occl_comm_t comm) {
+    check_arg(comm != nullptr, "comm is NULL");
+    if (comm->ready.load(std::memory_order_acquire)) return *comm->impl;
+    return *comm_of(comm);  // the handle holds it from now on
+  }
+  Communicator& c_;
+  Communicator::IssueGuard issuing_;
+};
+
 /// Frees a handle: a ready communicator is aborted (local, bounded; with
 /// as_failure its peers hear that this rank failed rather than that it left),
 /// a pending creation cancelled.
@@ -320,7 +342,7 @@ OCCL_API occl_status_t occl_red_op_destroy(occl_comm_t comm, occl_red_op_t op) {
 static occl_status_t send_impl(const char* fn, const DLTensor* tensor, int peer, occl_comm_t comm,
                                const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work,
-            [&](const CallOptions& call) { return coll::send(*comm_of(comm), to_view(tensor, "tensor"), peer, call); });
+            [&](const CallOptions& call) { return coll::send(*Calling(comm), to_view(tensor, "tensor"), peer, call); });
 }
 OCCL_API occl_status_t occl_send(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work) {
   return send_impl("occl_send", tensor, peer, comm, nullptr, work);
@@ -333,7 +355,7 @@ OCCL_API occl_status_t occl_send_ex(const DLTensor* tensor, int peer, occl_comm_
 static occl_status_t recv_impl(const char* fn, const DLTensor* tensor, int peer, occl_comm_t comm,
                                const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work,
-            [&](const CallOptions& call) { return coll::recv(*comm_of(comm), to_view(tensor, "tensor"), peer, call); });
+            [&](const CallOptions& call) { return coll::recv(*Calling(comm), to_view(tensor, "tensor"), peer, call); });
 }
 OCCL_API occl_status_t occl_recv(const DLTensor* tensor, int peer, occl_comm_t comm, occl_work_t* work) {
   return recv_impl("occl_recv", tensor, peer, comm, nullptr, work);
@@ -356,14 +378,14 @@ void fill_status(occl_recv_status_t* out, const RecvStatus& rs) {
 OCCL_API occl_status_t occl_send_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
                                         const occl_options_t* options, occl_work_t* work) {
   return op("occl_send_tagged", options, work, [&](const CallOptions& call) {
-    return coll::send_tagged(*comm_of(comm), to_view(tensor, "tensor"), peer, tag, call);
+    return coll::send_tagged(*Calling(comm), to_view(tensor, "tensor"), peer, tag, call);
   });
 }
 
 OCCL_API occl_status_t occl_ssend_tagged(const DLTensor* tensor, int peer, int tag, occl_comm_t comm,
                                          const occl_options_t* options, occl_work_t* work) {
   return op("occl_ssend_tagged", options, work, [&](const CallOptions& call) {
-    return coll::ssend_tagged(*comm_of(comm), to_view(tensor, "tensor"), peer, tag, call);
+    return coll::ssend_tagged(*Calling(comm), to_view(tensor, "tensor"), peer, tag, call);
   });
 }
 
@@ -382,7 +404,7 @@ OCCL_API occl_status_t occl_recv_tagged(const DLTensor* tensor, int source, int 
   RecvStatus rs;
   const bool blocking = work == nullptr;
   occl_status_t st = op("occl_recv_tagged", options, work, [&](const CallOptions& call) {
-    return coll::recv_tagged(*comm_of(comm), to_view(tensor, "tensor"), source, tag, call, &rs);
+    return coll::recv_tagged(*Calling(comm), to_view(tensor, "tensor"), source, tag, call, &rs);
   });
   if (blocking) {
     fill_status(status, rs);
@@ -498,7 +520,7 @@ OCCL_API occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const o
 static occl_status_t broadcast_impl(const char* fn, const DLTensor* tensor, int root, occl_comm_t comm,
                                     const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::broadcast(*comm_of(comm), to_view(tensor, "tensor"), root, call);
+    return coll::broadcast(*Calling(comm), to_view(tensor, "tensor"), root, call);
   });
 }
 OCCL_API occl_status_t occl_broadcast(const DLTensor* tensor, int root, occl_comm_t comm, occl_work_t* work) {
@@ -512,8 +534,8 @@ OCCL_API occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root, occl_
 static occl_status_t scatter_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root,
                                   occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    auto keep = comm_of(comm);
-    Communicator& c = *keep;
+    Calling on(comm);
+    Communicator& c = *on;
     auto send = c.rank() == root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt;
     return coll::scatter(c, send, to_view(recvbuf, "recvbuf"), root, call);
   });
@@ -530,8 +552,8 @@ OCCL_API occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* 
 static occl_status_t gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root,
                                  occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    auto keep = comm_of(comm);
-    Communicator& c = *keep;
+    Calling on(comm);
+    Communicator& c = *on;
     auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
     return coll::gather(c, to_view(sendbuf, "sendbuf"), recv, root, call);
   });
@@ -548,8 +570,8 @@ OCCL_API occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* r
 static occl_status_t reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
                                  int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    auto keep = comm_of(comm);
-    Communicator& c = *keep;
+    Calling on(comm);
+    Communicator& c = *on;
     auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
     return coll::reduce(c, to_view(sendbuf, "sendbuf"), recv, redop, root, call);
   });
@@ -567,7 +589,7 @@ static occl_status_t all_reduce_impl(const char* fn, const DLTensor* sendbuf, co
                                      occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options,
                                      occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::all_reduce(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
+    return coll::all_reduce(*Calling(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
   });
 }
 OCCL_API occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
@@ -582,7 +604,7 @@ OCCL_API occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTenso
 static occl_status_t all_gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
                                      const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::all_gather(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
+    return coll::all_gather(*Calling(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
   });
 }
 OCCL_API occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
@@ -598,7 +620,7 @@ static occl_status_t reduce_scatter_impl(const char* fn, const DLTensor* sendbuf
                                          occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options,
                                          occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::reduce_scatter(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
+    return coll::reduce_scatter(*Calling(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
   });
 }
 OCCL_API occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
@@ -613,7 +635,7 @@ OCCL_API occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf, const DLT
 static occl_status_t all_to_all_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
                                      const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::all_to_all(*comm_of(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
+    return coll::all_to_all(*Calling(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
   });
 }
 OCCL_API occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
@@ -626,7 +648,7 @@ OCCL_API occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf, const DLTenso
 }
 
 static occl_status_t barrier_impl(const char* fn, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
-  return op(fn, options, work, [&](const CallOptions& call) { return coll::barrier(*comm_of(comm), call); });
+  return op(fn, options, work, [&](const CallOptions& call) { return coll::barrier(*Calling(comm), call); });
 }
 OCCL_API occl_status_t occl_barrier(occl_comm_t comm, occl_work_t* work) {
   return barrier_impl("occl_barrier", comm, nullptr, work);
@@ -639,8 +661,8 @@ static occl_status_t all_gatherv_impl(const char* fn, const DLTensor* sendbuf, c
                                       const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm,
                                       const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    auto keep = comm_of(comm);
-    Communicator& c = *keep;
+    Calling on(comm);
+    Communicator& c = *on;
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     return coll::all_gatherv(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), vec(recv_counts, c.size()),
                              vec(recv_displs, c.size()), call);
@@ -661,8 +683,8 @@ static occl_status_t all_to_allv_impl(const char* fn, const DLTensor* sendbuf, c
                                       const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options,
                                       occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    auto keep = comm_of(comm);
-    Communicator& c = *keep;
+    Calling on(comm);
+    Communicator& c = *on;
     check_arg(send_counts != nullptr, "send_counts is NULL");
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     int n = c.size();
@@ -688,8 +710,8 @@ static occl_status_t gatherv_impl(const char* fn, const DLTensor* sendbuf, const
                                   const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm,
                                   const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    auto keep = comm_of(comm);
-    Communicator& c = *keep;
+    Calling on(comm);
+    Communicator& c = *on;
     bool is_root = c.rank() == root;
     check_arg(!is_root || recv_counts != nullptr, "recv_counts is NULL on the root");
     return coll::gatherv(c, to_view(sendbuf, "sendbuf"), is_root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt,
@@ -711,8 +733,8 @@ static occl_status_t scatterv_impl(const char* fn, const DLTensor* sendbuf, cons
                                    const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm,
                                    const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    auto keep = comm_of(comm);
-    Communicator& c = *keep;
+    Calling on(comm);
+    Communicator& c = *on;
     bool is_root = c.rank() == root;
     check_arg(!is_root || send_counts != nullptr, "send_counts is NULL on the root");
     return coll::scatterv(c, is_root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt,

@@ -134,6 +134,24 @@ class Communicator {
   /// thread, rethrowing its error, returns nullptr. Async: queued; returns
   /// the Work to wait on.
   std::shared_ptr<Work> submit(std::function<void(Engine&)> fn, bool async);
+  /// Marks this thread as the one issuing on the communicator for its
+  /// lifetime; a second thread issuing meanwhile gets kInvalidArgument (the
+  /// ranks would pair the two threads' operations in different orders and
+  /// mix their data). Re-entrant on one thread, and then free of atomic
+  /// read-modify-writes (split issues internally; the C API holds one for a
+  /// whole call). abort() waits for the issuer to leave, so a caller that
+  /// holds one may use the communicator without owning a reference to it.
+  class IssueGuard {
+   public:
+    explicit IssueGuard(Communicator& c);
+    ~IssueGuard();
+    IssueGuard(const IssueGuard&) = delete;
+    IssueGuard& operator=(const IssueGuard&) = delete;
+
+   private:
+    Communicator& c_;
+    bool owner_ = false;
+  };
   /// The blocking form of submit without a std::function (no allocation):
   /// runs fn(engine) on this thread after queued operations, rethrowing.
   template <typename Fn>
@@ -264,21 +282,6 @@ class Communicator {
   void run_blocking_ref(OpRef fn, InterruptHook interrupt);
   /// Records the first error that makes the communicator unusable.
   void set_failed(Status st, const std::string& message);
-  /// Marks this thread as the one issuing on the communicator for its
-  /// lifetime; a second thread issuing meanwhile gets kInvalidArgument (the
-  /// ranks would pair the two threads' operations in different orders and
-  /// mix their data). Re-entrant on one thread (split issues internally).
-  class IssueGuard {
-   public:
-    explicit IssueGuard(Communicator& c);
-    ~IssueGuard();
-    IssueGuard(const IssueGuard&) = delete;
-    IssueGuard& operator=(const IssueGuard&) = delete;
-
-   private:
-    Communicator& c_;
-    bool owner_ = false;
-  };
   std::atomic<std::thread::id> issuer_{};
   void run_one(OpRef fn);
   std::vector<std::string> internal_all_gather(const std::string& mine, const Deadline& deadline);
@@ -299,7 +302,7 @@ class Communicator {
   Engine engine_;
 
   /// Point-to-point matching (posted receives, unexpected messages); used
-  /// only by the operation running, under exec_mu_.
+  /// only by the operation running (under exec_mu_, or by the issuer).
   P2PMatcher matcher_;
 
   uint64_t collective_seq_ = 0;
@@ -310,7 +313,9 @@ class Communicator {
   std::map<int, double> premul_ops_;
   int next_op_ = 64;
 
-  /// Held while an operation runs. Unlocking is a plain release store: a
+  /// Held while the worker runs a queued operation, and by abort() (a
+  /// blocking call runs with nothing queued, as the issuer, without it).
+  /// Unlocking is a plain release store: a
   /// mutex's locked instruction there would wait for the operation's last
   /// shared-memory writes to reach the peer, which the next call need not do.
   /// Contention (abort, several threads on one communicator) is rare: waiters
@@ -323,12 +328,13 @@ class Communicator {
       }
     }
     void unlock() { held_.store(false, std::memory_order_release); }
+    /// Waits a little, longer as i grows (pause, then yield, then 50 us).
+    static void backoff(unsigned i);
 
    private:
-    static void backoff(unsigned i);
     std::atomic<bool> held_{false};
   };
-  // Execution: exec_mu_ is held while an operation runs; mu_ guards the queue.
+  // Execution: exec_mu_ is held while a queued operation runs; mu_ guards the queue.
   ExecLock exec_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -342,7 +348,7 @@ class Communicator {
   std::deque<Task> queue_;
   bool worker_busy_ = false;
   /// queue_ empty and no worker task running (written under mu_): a blocking
-  /// call may then skip mu_ and go straight to exec_mu_.
+  /// call may then skip mu_ and run.
   std::atomic<bool> idle_{true};
   bool stopping_ = false;
   std::thread worker_;
