@@ -216,14 +216,8 @@ void Communicator::ExecLock::backoff(unsigned i) {
   }
 }
 
-Communicator::IssueGuard::IssueGuard(Communicator& c) : c_(c) {
-  const std::thread::id me = std::this_thread::get_id();
-  // Nested: a plain load (only this thread stores its own id).
-  if (c_.issuer_.load(std::memory_order_relaxed) == me) return;
-  std::thread::id none{};
-  if (c_.issuer_.compare_exchange_strong(none, me, std::memory_order_acquire)) {
-    owner_ = true;
-  } else {
+Communicator::IssueGuard::IssueGuard(Communicator& c) : c_(c), how_(c.issuer_.enter()) {
+  if (how_ == Issuer::Entry::kBusy) {
     fail(Status::kInvalidArgument,
          "comm is in use by another thread: operations on one communicator must be issued "
          "by one thread at a time (from two threads at once the ranks could pair different operations and mix "
@@ -232,7 +226,7 @@ Communicator::IssueGuard::IssueGuard(Communicator& c) : c_(c) {
 }
 
 Communicator::IssueGuard::~IssueGuard() {
-  if (owner_) c_.issuer_.store(std::thread::id{}, std::memory_order_release);
+  if (how_ == Issuer::Entry::kEntered || how_ == Issuer::Entry::kEnteredKept) c_.issuer_.leave(how_);
 }
 
 void Communicator::run_blocking_ref(OpRef fn, InterruptHook interrupt) {
@@ -706,12 +700,7 @@ void Communicator::abort(bool as_failure) {
   // Wait for a call on another thread to notice the abort and return: its
   // thread is the issuer until then (IssueGuard; the C API holds it for the
   // whole call, which may use the communicator without a reference).
-  const std::thread::id me = std::this_thread::get_id();
-  for (unsigned i = 0;; ++i) {
-    const std::thread::id id = issuer_.load(std::memory_order_acquire);
-    if (id == std::thread::id{} || id == me) break;
-    ExecLock::backoff(i);
-  }
+  issuer_.drain();
   std::lock_guard<ExecLock> exec(exec_mu_);
   matcher_.fail_all(Status::kAborted, "the communicator was aborted before a matching message arrived");
 }

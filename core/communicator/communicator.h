@@ -25,6 +25,7 @@
 #include "algorithm/engine.h"
 #include "algorithm/registry.h"
 #include "bootstrap/rendezvous.h"
+#include "communicator/issuer.h"
 #include "communicator/p2p_match.h"
 #include "communicator/work.h"
 #include "tensor/tensor.h"
@@ -137,9 +138,10 @@ class Communicator {
   /// Marks this thread as the one issuing on the communicator for its
   /// lifetime; a second thread issuing meanwhile gets kInvalidArgument (the
   /// ranks would pair the two threads' operations in different orders and
-  /// mix their data). Re-entrant on one thread, and then free of atomic
-  /// read-modify-writes (split issues internally; the C API holds one for a
-  /// whole call). abort() waits for the issuer to leave, so a caller that
+  /// mix their data). Re-entrant on one thread (split issues internally;
+  /// the C API holds one for a whole call), and free of atomic
+  /// read-modify-writes when nested or when the thread keeps issuing
+  /// (issuer.h). abort() waits for the issuer to leave, so a caller that
   /// holds one may use the communicator without owning a reference to it.
   class IssueGuard {
    public:
@@ -150,7 +152,7 @@ class Communicator {
 
    private:
     Communicator& c_;
-    bool owner_ = false;
+    Issuer::Entry how_;
   };
   /// The blocking form of submit without a std::function (no allocation):
   /// runs fn(engine) on this thread after queued operations, rethrowing.
@@ -282,7 +284,7 @@ class Communicator {
   void run_blocking_ref(OpRef fn, InterruptHook interrupt);
   /// Records the first error that makes the communicator unusable.
   void set_failed(Status st, const std::string& message);
-  std::atomic<std::thread::id> issuer_{};
+  Issuer issuer_;
   void run_one(OpRef fn);
   std::vector<std::string> internal_all_gather(const std::string& mine, const Deadline& deadline);
 
@@ -328,10 +330,9 @@ class Communicator {
       }
     }
     void unlock() { held_.store(false, std::memory_order_release); }
-    /// Waits a little, longer as i grows (pause, then yield, then 50 us).
-    static void backoff(unsigned i);
 
    private:
+    static void backoff(unsigned i);
     std::atomic<bool> held_{false};
   };
   // Execution: exec_mu_ is held while a queued operation runs; mu_ guards the queue.

@@ -1,0 +1,57 @@
+// Which thread issues operations on a communicator: one at a time, and
+// without an atomic read-modify-write per call for a thread that keeps
+// issuing.
+//
+// A call that enters with a compare-and-swap (a full barrier) waits there
+// for this rank's last writes into a peer's shared-memory ring to complete,
+// a cross-core transfer: a fifth of an 8-byte broadcast's call on its root.
+// So a thread that has issued kKeepAfter calls in a row keeps the issuer
+// between calls, and then enters and leaves with plain stores: it raises a
+// busy flag and checks that it still keeps the issuer. Another thread takes
+// the issuer from its keeper with a compare-and-swap followed by a
+// process-wide memory barrier (membarrier(2), PRIVATE_EXPEDITED: every
+// thread of the process passes a full barrier), after which the keeper's
+// busy flag is visible and any entry of the keeper sees that it lost the
+// issuer: the rare side pays for the common one (as the shared-memory
+// link's sleep handshake does). Where the kernel lacks that barrier, every
+// call enters with the compare-and-swap.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace omniccl {
+
+class Issuer {
+ public:
+  /// How a thread entered: first (leave() it), inside its own call
+  /// (nothing to leave), or refused because another thread is in a call.
+  enum class Entry { kEntered, kEnteredKept, kNested, kBusy };
+  /// Calls in a row by one thread after which it keeps the issuer.
+  static constexpr unsigned kKeepAfter = 16;
+
+  /// Enters a call on this thread.
+  Entry enter();
+  /// Ends a call entered as `how` (kEntered or kEnteredKept).
+  void leave(Entry how);
+  /// Waits until no other thread is in a call, taking the issuer from a
+  /// keeper (abort: nothing may use the communicator afterwards). Bounded
+  /// by the running call's return.
+  void drain();
+  /// Whether this thread keeps the issuer between calls now (tests).
+  bool kept_by_this_thread() const;
+  /// Whether process-wide barriers are available, so that threads may keep
+  /// the issuer (tests).
+  static bool can_keep();
+
+ private:
+  /// 0: nobody; a thread's id: it is in a call (entered by compare-and-swap);
+  /// id | kKeeps: that thread keeps it (in a call while busy_).
+  std::atomic<uintptr_t> word_{0};
+  std::atomic<bool> busy_{false};
+  // Written only by the thread holding word_ as its plain id.
+  uintptr_t last_ = 0;  ///< the thread of the last compare-and-swap entry
+  unsigned run_ = 0;    ///< its entries in a row
+};
+
+}  // namespace omniccl
