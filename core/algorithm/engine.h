@@ -94,6 +94,37 @@ struct Transfer {
   }
 };
 
+/// Appends a transfer to a step list, built in place. (Built on the stack
+/// and copied in, it would be read back with wider loads than it was written
+/// with; such a load waits until every earlier store of the call has
+/// reached the cache, on shared memory behind the last record written into
+/// a peer's ring: a transfer between cores in each small operation.)
+inline Transfer& add_transfer(std::vector<Transfer>& ts, Transfer::Kind kind, int peer, const char* src, char* dst,
+                              size_t bytes, uint32_t step) {
+  Transfer& t = ts.emplace_back();
+  t.kind = kind;
+  t.peer = peer;
+  t.src = src;
+  t.dst = dst;
+  t.bytes = bytes;
+  t.step = step;
+  return t;
+}
+/// add_transfer of Transfer::send(peer, src, bytes, step).
+inline void add_send(std::vector<Transfer>& ts, int peer, const void* src, size_t bytes, uint32_t step) {
+  add_transfer(ts, Transfer::Kind::kSend, peer, static_cast<const char*>(src), nullptr, bytes, step);
+}
+/// add_transfer of Transfer::recv(peer, dst, bytes, step).
+inline void add_recv(std::vector<Transfer>& ts, int peer, void* dst, size_t bytes, uint32_t step) {
+  add_transfer(ts, Transfer::Kind::kRecv, peer, nullptr, static_cast<char*>(dst), bytes, step);
+}
+/// add_transfer of Transfer::recv_reduce(peer, local, dst, bytes, step).
+inline void add_recv_reduce(std::vector<Transfer>& ts, int peer, const void* local, void* dst, size_t bytes,
+                            uint32_t step) {
+  add_transfer(ts, Transfer::Kind::kRecvReduce, peer, static_cast<const char*>(local), static_cast<char*>(dst), bytes,
+               step);
+}
+
 /// A queue of point-to-point transfers that join a running step (see
 /// Engine::run_feed). Implemented by the communicator over its task queue.
 class TransferFeed {

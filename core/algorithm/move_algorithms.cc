@@ -62,7 +62,7 @@ void broadcast_tree(Engine& e, char* buf, size_t bytes, int root) {
   }
   std::vector<Transfer>& ts = e.step_list();
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (vr + mask < n) ts.push_back(Transfer::send(from_vrank(vr + mask, root, n), buf, bytes, uint32_t(mask)));
+    if (vr + mask < n) add_send(ts, from_vrank(vr + mask, root, n), buf, bytes, uint32_t(mask));
   }
   e.run(ts);
 }
@@ -77,20 +77,20 @@ void broadcast_ring(Engine& e, char* buf, size_t bytes, int root) {
   auto len = [&](size_t c) { return std::min(kChainChunk, bytes - std::min(bytes, c * kChainChunk)); };
   std::vector<Transfer>& ts = e.step_list();
   if (vr == 0) {
-    for (size_t c = 0; c < chunks; ++c) ts.push_back(Transfer::send(next, at(c), len(c), uint32_t(c)));
+    for (size_t c = 0; c < chunks; ++c) add_send(ts, next, at(c), len(c), uint32_t(c));
     e.run(ts);
     return;
   }
   if (vr == n - 1) {
-    for (size_t c = 0; c < chunks; ++c) ts.push_back(Transfer::recv(prev, at(c), len(c), uint32_t(c)));
+    for (size_t c = 0; c < chunks; ++c) add_recv(ts, prev, at(c), len(c), uint32_t(c));
     e.run(ts);
     return;
   }
   // Middle of the chain: receive chunk c while forwarding chunk c-1.
   for (size_t c = 0; c <= chunks; ++c) {
     ts.clear();
-    if (c < chunks) ts.push_back(Transfer::recv(prev, at(c), len(c), uint32_t(c)));
-    if (c >= 1) ts.push_back(Transfer::send(next, at(c - 1), len(c - 1), uint32_t(c - 1)));
+    if (c < chunks) add_recv(ts, prev, at(c), len(c), uint32_t(c));
+    if (c >= 1) add_send(ts, next, at(c - 1), len(c - 1), uint32_t(c - 1));
     e.run(ts);
   }
 }
@@ -101,10 +101,10 @@ void broadcast_direct(Engine& e, char* buf, size_t bytes, int root) {
   std::vector<Transfer>& ts = e.step_list();
   if (r == root) {
     for (int p = 0; p < n; ++p) {
-      if (p != r) ts.push_back(Transfer::send(p, buf, bytes, 0));
+      if (p != r) add_send(ts, p, buf, bytes, 0);
     }
   } else {
-    ts.push_back(Transfer::recv(root, buf, bytes, 0));
+    add_recv(ts, root, buf, bytes, 0);
   }
   e.run(ts);
 }
@@ -142,8 +142,8 @@ void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes,
         const int sb = (r - int(j) + n) % n, rb = (r - int(j) - 1 + n) % n;
         const size_t at = patterns::chunk_start(bytes, per, k), len = patterns::chunk_len(bytes, per, k);
         const char* out = j == 0 && send_first ? send + at : recv + sb * bytes + at;
-        ts.push_back(Transfer::send(right, out, len, step));
-        ts.push_back(Transfer::recv(left, recv + rb * bytes + at, len, step));
+        add_send(ts, right, out, len, step);
+        add_recv(ts, left, recv + rb * bytes + at, len, step);
       },
       [&] {
         e.run(ts);
@@ -211,8 +211,8 @@ void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    ts.push_back(Transfer::send(p, recv + r * bytes, bytes, 0));
-    ts.push_back(Transfer::recv(p, recv + p * bytes, bytes, 0));
+    add_send(ts, p, recv + r * bytes, bytes, 0);
+    add_recv(ts, p, recv + p * bytes, bytes, 0);
   }
   e.run(ts);
 }
@@ -248,7 +248,7 @@ void gather_direct(Engine& e, const char* send, char* recv, size_t bytes, int ro
   copy_if_distinct(e, recv + r * bytes, send, bytes);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
-    if (p != r) ts.push_back(Transfer::recv(p, recv + p * bytes, bytes, 0));
+    if (p != r) add_recv(ts, p, recv + p * bytes, bytes, 0);
   }
   e.run(ts);
 }
@@ -273,7 +273,7 @@ void scatter_tree(Engine& e, const char* send, char* recv, size_t bytes, int roo
   for (int m = top; m >= 1; m >>= 1) {
     if (vr + m >= n) continue;
     int cnt = std::min(m, n - (vr + m));
-    ts.push_back(Transfer::send(from_vrank(vr + m, root, n), tmp + size_t(m) * bytes, cnt * bytes, uint32_t(m)));
+    add_send(ts, from_vrank(vr + m, root, n), tmp + size_t(m) * bytes, cnt * bytes, uint32_t(m));
   }
   e.run(ts);
   copy_if_distinct(e, recv, tmp, bytes);
@@ -287,7 +287,7 @@ void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int r
   }
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
-    if (p != r) ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
+    if (p != r) add_send(ts, p, send + p * bytes, bytes, 0);
   }
   e.run(ts);
   copy_if_distinct(e, recv, send + r * bytes, bytes);
@@ -308,8 +308,8 @@ void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
-    ts.push_back(Transfer::recv(p, recv + p * bytes, bytes, 0));
+    add_send(ts, p, send + p * bytes, bytes, 0);
+    add_recv(ts, p, recv + p * bytes, bytes, 0);
   }
   e.run(ts);
 }
@@ -345,10 +345,10 @@ void barrier_direct(Engine& e) {
   if (n == 1) return;
   std::vector<Transfer>& ts = e.step_list();
   if (r == 0) {
-    for (int p = 1; p < n; ++p) ts.push_back(Transfer::recv(p, nullptr, 0, 0));
+    for (int p = 1; p < n; ++p) add_recv(ts, p, nullptr, 0, 0);
     e.run(ts);
     ts.clear();
-    for (int p = 1; p < n; ++p) ts.push_back(Transfer::send(p, nullptr, 0, 1));
+    for (int p = 1; p < n; ++p) add_send(ts, p, nullptr, 0, 1);
     e.run(ts);
   } else {
     e.run({Transfer::send(0, nullptr, 0, 0)});
@@ -362,8 +362,8 @@ void all_gatherv_direct(Engine& e, const char* send, char* recv, const uint64_t*
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    ts.push_back(Transfer::send(p, recv + displs[r], counts[r], 0));
-    ts.push_back(Transfer::recv(p, recv + displs[p], counts[p], 0));
+    add_send(ts, p, recv + displs[r], counts[r], 0);
+    add_recv(ts, p, recv + displs[p], counts[p], 0);
   }
   e.run(ts);
 }
@@ -375,8 +375,8 @@ void all_to_allv_direct(Engine& e, const char* send, const uint64_t* send_counts
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    ts.push_back(Transfer::send(p, send + send_displs[p], send_counts[p], 0));
-    ts.push_back(Transfer::recv(p, recv + recv_displs[p], recv_counts[p], 0));
+    add_send(ts, p, send + send_displs[p], send_counts[p], 0);
+    add_recv(ts, p, recv + recv_displs[p], recv_counts[p], 0);
   }
   e.run(ts);
 }
@@ -391,7 +391,7 @@ void gatherv_direct(Engine& e, const char* send, uint64_t send_bytes, char* recv
   copy_if_distinct(e, recv + displs[r], send, counts[r]);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
-    if (p != r) ts.push_back(Transfer::recv(p, recv + displs[p], counts[p], 0));
+    if (p != r) add_recv(ts, p, recv + displs[p], counts[p], 0);
   }
   e.run(ts);
 }
@@ -405,7 +405,7 @@ void scatterv_direct(Engine& e, const char* send, const uint64_t* counts, const 
   }
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
-    if (p != r) ts.push_back(Transfer::send(p, send + displs[p], counts[p], 0));
+    if (p != r) add_send(ts, p, send + displs[p], counts[p], 0);
   }
   e.run(ts);
   copy_if_distinct(e, recv, send + displs[r], counts[r]);

@@ -75,12 +75,12 @@ void all_reduce_pipelined(Engine& e, const char* src, char* dst, size_t count, s
       [&](size_t k, size_t j, uint32_t step) {
         if (j < size_t(n - 1)) {  // reduce-scatter
           const int s = int(j), sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
-          ts.push_back(Transfer::send(right, (s == 0 ? src : dst) + at(sb, k), clen(sb, k), step));
-          ts.push_back(Transfer::recv_reduce(left, src + at(rb, k), dst + at(rb, k), clen(rb, k), step));
+          add_send(ts, right, (s == 0 ? src : dst) + at(sb, k), clen(sb, k), step);
+          add_recv_reduce(ts, left, src + at(rb, k), dst + at(rb, k), clen(rb, k), step);
         } else {  // all-gather of the reduced chunks
           const int s = int(j) - (n - 1), sb = (r + 1 - s + n) % n, rb = (r - s + n) % n;
-          ts.push_back(Transfer::send(right, dst + at(sb, k), clen(sb, k), step));
-          ts.push_back(Transfer::recv(left, dst + at(rb, k), clen(rb, k), step));
+          add_send(ts, right, dst + at(sb, k), clen(sb, k), step);
+          add_recv(ts, left, dst + at(rb, k), clen(rb, k), step);
         }
       },
       [&] {
@@ -139,8 +139,8 @@ void all_reduce_direct(Engine& e, char* buf, size_t count) {
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    ts.push_back(Transfer::send(p, buf, bytes, 0));
-    ts.push_back(Transfer::recv(p, tmp + bytes * p, bytes, 0));
+    add_send(ts, p, buf, bytes, 0);
+    add_recv(ts, p, tmp + bytes * p, bytes, 0);
   }
   e.run(ts);
   if (bytes == 0) return;
@@ -216,8 +216,8 @@ void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    ts.push_back(Transfer::send(p, send + p * bytes, bytes, 0));
-    ts.push_back(Transfer::recv(p, tmp + p * bytes, bytes, 0));
+    add_send(ts, p, send + p * bytes, bytes, 0);
+    add_recv(ts, p, tmp + p * bytes, bytes, 0);
   }
   e.run(ts);
   if (bytes == 0) return;
@@ -255,7 +255,7 @@ void reduce_direct(Engine& e, const char* send, char* recv, size_t count, int ro
   char* tmp = e.scratch(checked_mul(bytes, n, "reduce: scratch for ", n, " inputs of ", bytes, " bytes"), 1);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
-    if (p != r) ts.push_back(Transfer::recv(p, tmp + p * bytes, bytes, 0));
+    if (p != r) add_recv(ts, p, tmp + p * bytes, bytes, 0);
   }
   e.run(ts);
   if (bytes == 0) return;

@@ -8,8 +8,9 @@ void check_root(const Communicator& c, int root, const char* what) {
 }
 
 void check_same_dtype(const TensorView& a, const char* a_name, const TensorView& b, const char* b_name) {
-  check_arg(a.dtype == b.dtype, a_name, " has dtype ", dtype_name(a.dtype), " but ", b_name, " has dtype ",
-            dtype_name(b.dtype), "; they must match");
+  if (a.dtype == b.dtype) return;  // (check_arg would look the names up on every call)
+  fail(Status::kInvalidArgument, a_name, " has dtype ", dtype_name(a.dtype), " but ", b_name, " has dtype ",
+       dtype_name(b.dtype), "; they must match");
 }
 
 void check_count(const TensorView& t, const char* name, size_t expected, const char* why) {

