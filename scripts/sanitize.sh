@@ -12,8 +12,9 @@
 #         tests/fuzz/corpus/<target>; a crash, leak or sanitizer report fails.
 #   tsan  gcc, ThreadSanitizer: the threaded tests (the staged CUDA path over
 #         the emulated GPU: caller, worker and stream threads; two threads on one
-#         communicator, work handles waited with long deadlines, the store
-#         server's thread with many clients, two meshes built by two threads).
+#         communicator and the issuer handed between threads, work handles
+#         waited with long deadlines, the store server's thread with many
+#         clients, two meshes built by two threads).
 # The sets are kept small so the three builds fit CI's time; build more
 # targets in build-san/* and run ctest there for a wider sweep.
 #
@@ -116,13 +117,13 @@ run_fuzz() {
 run_tsan() {
   local dir=$root/tsan
   configure "$dir" gcc g++ thread
-  local t=(store_test handshake_test hello_retry_test hardening_test gpu_staging_test)
+  local t=(store_test handshake_test hello_retry_test hardening_test gpu_staging_test issuer_test)
   echo "== tsan: building ${t[*]}"
   cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
   echo "== tsan: threaded and asynchronous tests"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 \
-    -R '^(TcpStore\.|Handshake\.|HelloRetry\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken|AbortFromAnotherThread)|GpuStaging\.)'
+    -R '^(Issuer\.|TcpStore\.|Handshake\.|HelloRetry\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken|AbortFromAnotherThread)|GpuStaging\.)'
 }
 
 start=$(date +%s)
