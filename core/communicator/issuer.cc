@@ -1,6 +1,7 @@
 #include "communicator/issuer.h"
 
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,11 +14,12 @@ namespace {
 
 constexpr uintptr_t kKeeps = 1;
 
-// Its address names the thread (8-aligned: the low bit is free for kKeeps).
-// A thread that ended may leave its address to a new one, which then finds
-// itself the keeper: harmless, as the old one cannot be in a call.
-thread_local uint64_t tls_name;
-uintptr_t self() { return reinterpret_cast<uintptr_t>(&tls_name); }
+// The thread's name: its pthread_t, the address of its descriptor in glibc
+// and musl (aligned: the low bit is free for kKeeps), read without the
+// __tls_get_addr call a thread_local of a shared library costs. A thread
+// that ended may leave it to a new one, which then finds itself the keeper:
+// harmless, as the old one cannot be in a call.
+uintptr_t self() { return static_cast<uintptr_t>(::pthread_self()) & ~kKeeps; }
 
 bool private_barrier_ready() {
   static const bool ok = [] {
