@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "common/status.h"
 
@@ -67,6 +68,20 @@ class Deadline {
   Clock::time_point t_;
   const std::atomic<bool>* cancel_ = nullptr;
 };
+
+/// Step i of a wait for another thread (a lock, a call to return): a pause
+/// for the first 64 steps, then a yield up to 256, then naps of 50 us.
+inline void backoff(unsigned i) {
+  if (i < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else if (i < 256) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
 
 /// A caller's "stop waiting?" check (occl_options_t.interrupt): asked by a
 /// blocking call before each sleep, so at least every 50 ms while it waits.

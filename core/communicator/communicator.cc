@@ -204,18 +204,6 @@ void Communicator::run_one(OpRef fn) {
   }
 }
 
-void Communicator::ExecLock::backoff(unsigned i) {
-  if (i < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  } else if (i < 256) {
-    std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
-
 Communicator::IssueGuard::IssueGuard(Communicator& c) : c_(c), how_(c.issuer_.enter()) {
   if (how_ == Issuer::Entry::kBusy) {
     fail(Status::kInvalidArgument,

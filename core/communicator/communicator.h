@@ -25,6 +25,7 @@
 #include "algorithm/engine.h"
 #include "algorithm/registry.h"
 #include "bootstrap/rendezvous.h"
+#include "common/time.h"
 #include "communicator/issuer.h"
 #include "communicator/p2p_match.h"
 #include "communicator/work.h"
@@ -332,7 +333,6 @@ class Communicator {
     void unlock() { held_.store(false, std::memory_order_release); }
 
    private:
-    static void backoff(unsigned i);
     std::atomic<bool> held_{false};
   };
   // Execution: exec_mu_ is held while a queued operation runs; mu_ guards the queue.

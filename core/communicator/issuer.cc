@@ -5,8 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
+#include "common/time.h"
 
 namespace omniccl {
 
@@ -36,18 +35,6 @@ bool private_barrier_ready() {
 void process_barrier() {
   if (::syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // not reached once registered
-  }
-}
-
-void backoff(unsigned i) {
-  if (i < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  } else if (i < 256) {
-    std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
