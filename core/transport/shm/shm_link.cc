@@ -11,6 +11,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -240,14 +243,22 @@ constexpr size_t room_needed(uint64_t head, size_t remaining, bool* skip) {
 // waits for it: asked for one call ahead, it is here when needed (8-byte
 // all_gather and all_reduce, 2 ranks: 20-27% less time per operation).
 // The record's own line is the one the consumer polls, so that one comes
-// over when written whatever is done. (x86: PREFETCHW, a no-op on older
-// cores without it.)
+// over when written whatever is done. (x86: PREFETCHW where CPUID offers
+// it, else a plain prefetch.)
+#if defined(__x86_64__) || defined(__i386__)
+const bool kPrefetchW = [] {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(0x80000001u, &a, &b, &c, &d) != 0 && (c & bit_PRFCHW) != 0;
+}();
+#endif
 inline void prefetch_for_write(const char* p) {
 #if defined(__x86_64__) || defined(__i386__)
-  asm volatile("prefetchw %0" ::"m"(*p));
-#else
-  __builtin_prefetch(p, 1, 3);
+  if (kPrefetchW) {
+    asm volatile("prefetchw %0" ::"m"(*p));
+    return;
+  }
 #endif
+  __builtin_prefetch(p, 1, 3);
 }
 
 std::atomic_ref<uint64_t> word_at(char* ring, uint64_t pos) {
