@@ -69,14 +69,6 @@ constexpr auto kYieldFor = std::chrono::microseconds(50);
 constexpr auto kFutexPhase = std::chrono::milliseconds(100);
 constexpr int kFutexSliceMs = 10;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 /// The fields every rank must agree on, as carried by headers and answers.
 struct SigFields {
   uint8_t kind, dtype, redop, algo;

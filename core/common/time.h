@@ -69,13 +69,20 @@ class Deadline {
   const std::atomic<bool>* cancel_ = nullptr;
 };
 
+/// One turn of a spin loop: tells the core this thread is waiting.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 /// Step i of a wait for another thread (a lock, a call to return): a pause
 /// for the first 64 steps, then a yield up to 256, then naps of 50 us.
 inline void backoff(unsigned i) {
   if (i < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    cpu_relax();
   } else if (i < 256) {
     std::this_thread::yield();
   } else {
