@@ -38,12 +38,12 @@ struct occl_work {
 namespace omniccl::capi {
 namespace {
 
-/// A reference that keeps the communicator alive for the whole call, so an
-/// occl_comm_abort on another thread (which frees the handle) cannot free it
-/// under a call that is still returning.
-std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
+/// The handle's communicator (the handle holds it), finishing a
+/// non-blocking creation that has completed; fails while it is still
+/// being created, or when it could not be.
+Communicator& comm_ref(occl_comm_t comm) {
   check_arg(comm != nullptr, "comm is NULL");
-  if (comm->ready.load(std::memory_order_acquire)) return comm->impl;
+  if (comm->ready.load(std::memory_order_acquire)) return *comm->impl;
   std::lock_guard<std::mutex> lock(comm->mu);
   if (comm->pending) {
     std::shared_ptr<Communicator> made;
@@ -58,7 +58,7 @@ std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
     if (st == Status::kSuccess) {
       comm->impl = std::move(made);
       comm->ready.store(true, std::memory_order_release);
-      return comm->impl;
+      return *comm->impl;
     }
     comm->failed = st;
     comm->failed_message = msg;
@@ -67,24 +67,28 @@ std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
        "): ", comm->failed_message);
 }
 
+/// A reference that keeps the communicator alive for the whole call, so an
+/// occl_comm_abort on another thread (which frees the handle) cannot free it
+/// under a call that is still returning (operations use Calling instead).
+std::shared_ptr<Communicator> comm_of(occl_comm_t comm) {
+  comm_ref(comm);
+  return comm->impl;
+}
+
 /// The communicator of a handle for one operation's call, this thread its
 /// issuer until the call returns (Communicator::IssueGuard: one atomic
-/// compare-and-swap, and none when nested). abort() waits for the issuer to
+/// compare-and-swap, none when nested or when this thread keeps issuing,
+/// issuer.h). abort() waits for the issuer to
 /// leave, so the call needs no reference of its own: comm_of's two atomic
 /// count updates, full barriers both, each waited for this rank's last
 /// writes into a peer's ring to complete (a fifth of an 8-byte scatter's
 /// call on its root).
 class Calling {
  public:
-  explicit Calling(occl_comm_t comm) : c_(ref_of(comm)), issuing_(c_) {}
+  explicit Calling(occl_comm_t comm) : c_(comm_ref(comm)), issuing_(c_) {}
   Communicator& operator*() const { return c_; }
 
  private:
-  static Communicator& ref_of(occl_comm_t comm) {
-    check_arg(comm != nullptr, "comm is NULL");
-    if (comm->ready.load(std::memory_order_acquire)) return *comm->impl;
-    return *comm_of(comm);  // the handle holds it from now on
-  }
   Communicator& c_;
   Communicator::IssueGuard issuing_;
 };
