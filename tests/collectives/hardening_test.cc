@@ -350,47 +350,55 @@ TEST(HardeningTest, SecondThreadOnOneCommunicatorIsRefused) {
 // 1, which never comes; the first thread aborts the communicator. The call
 // returns ABORTED and nothing it still touches on its way out has been freed
 // (the sanitizer builds run this: a freed communicator under the returning
-// call is a use after free there, and a crash or a hang here).
+// call is a use after free there, and a crash or a hang here). Twice: with
+// the broadcast the thread's first call (it enters with a compare-and-swap),
+// and after 20 barriers on that thread (it keeps the issuer between calls,
+// and abort must take it over).
 TEST(HardeningTest, AbortFromAnotherThreadWaitsForTheCall) {
   JobOptions o = job(2);
-  o.create_comm = false;  // rank 0's communicator is freed by the abort
+  o.create_comm = false;  // rank 0's communicators are freed by the aborts
   expect_job_ok(o, [](occl_comm_t, int rank, int n) {
     const char* init = std::getenv("OCCL_TEST_INIT");
-    occl_comm_t comm = nullptr;
-    if (occl_comm_init(&comm, init, rank, n, nullptr) != OCCL_SUCCESS) {
-      std::fprintf(stderr, "rank %d: init: %s\n", rank, occl_last_error());
-      return 1;
-    }
-    if (rank == 1) {  // never broadcasts; leaves once rank 0 has aborted
-      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-      occl_comm_destroy(comm);
-      return 0;
-    }
-    int64_t v = 7;
-    Tensor1D t(&v, 1, dl_int(64));
-    std::atomic<int> entered{0};
-    occl_status_t st = OCCL_SUCCESS;
-    std::string msg;
-    std::thread caller([&] {
-      entered.store(1);
-      st = occl_broadcast(&t, 1, comm, nullptr);
-      if (st != OCCL_SUCCESS) msg = occl_last_error();
-    });
-    while (entered.load() == 0) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    const auto t0 = Clock::now();
-    const occl_status_t ast = occl_comm_abort(comm);
-    const double abort_s = seconds_since(t0);
-    caller.join();
     bool ok = true;
-    if (ast != OCCL_SUCCESS || abort_s > 2.0) {
-      std::fprintf(stderr, "rank 0: abort returned %s after %.2f s\n", occl_status_string(ast), abort_s);
-      ok = false;
-    }
-    if (st != OCCL_ERR_ABORTED || v != 7) {
-      std::fprintf(stderr, "rank 0: the blocked broadcast returned %s (%s), value %lld\n", occl_status_string(st),
-                   msg.c_str(), static_cast<long long>(v));
-      ok = false;
+    for (const int calls_before : {0, 20}) {
+      occl_comm_t comm = nullptr;
+      if (occl_comm_init(&comm, init, rank, n, nullptr) != OCCL_SUCCESS) {
+        std::fprintf(stderr, "rank %d: init: %s\n", rank, occl_last_error());
+        return 1;
+      }
+      if (rank == 1) {  // never broadcasts; leaves once rank 0 has aborted
+        for (int i = 0; i < calls_before; ++i) ok &= occl_barrier(comm, nullptr) == OCCL_SUCCESS;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        occl_comm_destroy(comm);
+        continue;
+      }
+      int64_t v = 7;
+      Tensor1D t(&v, 1, dl_int(64));
+      std::atomic<int> entered{0};
+      occl_status_t st = OCCL_SUCCESS;
+      std::string msg;
+      std::thread caller([&] {
+        for (int i = 0; i < calls_before; ++i) ok &= occl_barrier(comm, nullptr) == OCCL_SUCCESS;
+        entered.store(1);
+        st = occl_broadcast(&t, 1, comm, nullptr);
+        if (st != OCCL_SUCCESS) msg = occl_last_error();
+      });
+      while (entered.load() == 0) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      const auto t0 = Clock::now();
+      const occl_status_t ast = occl_comm_abort(comm);
+      const double abort_s = seconds_since(t0);
+      caller.join();
+      if (ast != OCCL_SUCCESS || abort_s > 2.0) {
+        std::fprintf(stderr, "rank 0 (%d calls before): abort returned %s after %.2f s\n", calls_before,
+                     occl_status_string(ast), abort_s);
+        ok = false;
+      }
+      if (st != OCCL_ERR_ABORTED || v != 7) {
+        std::fprintf(stderr, "rank 0 (%d calls before): the blocked broadcast returned %s (%s), value %lld\n",
+                     calls_before, occl_status_string(st), msg.c_str(), static_cast<long long>(v));
+        ok = false;
+      }
     }
     return ok ? 0 : 1;
   });
