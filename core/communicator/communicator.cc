@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <new>
+#include <system_error>
 #include <thread>
 
 #include "algorithm/algorithms.h"
@@ -86,6 +88,15 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
             spec.world_size);
   const Deadline deadline = Deadline::after_ms(config.timeout_ms).cancelled_by(cancel);
   const int rank = spec.rank, n = spec.world_size;
+  // Once per process, beside the rendezvous: the registration that lets a
+  // thread keep the issuer waits for an RCU grace period (Issuer::prepared).
+  std::future<bool> barrier;
+  if (!Issuer::prepared()) {
+    try {
+      barrier = std::async(std::launch::async, &Issuer::can_keep);
+    } catch (const std::system_error&) {  // no thread to spare: the first kept call registers
+    }
+  }
 
   bootstrap::Rendezvous rendezvous(spec, deadline, config.timeout_ms);
   const uint64_t session = rendezvous.session();
@@ -115,6 +126,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   comm->tcp_ip_ = tcp_ip;
   comm->token_ = spec.secret;
   comm->store_server_ = rendezvous.release_server();
+  if (barrier.valid()) barrier.wait();
   OCCL_LOG(kInfo, kInit, "communicator ready: rank ", rank, " of ", n, " over ", comm->transport_name());
   return comm;
 }

@@ -20,11 +20,16 @@ constexpr uintptr_t kKeeps = 1;
 // harmless, as the old one cannot be in a call.
 uintptr_t self() { return static_cast<uintptr_t>(::pthread_self()) & ~kKeeps; }
 
+// Set once private_barrier_ready() knows its answer.
+std::atomic<bool> barrier_known{false};
+
 bool private_barrier_ready() {
   static const bool ok = [] {
     const long cmds = ::syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    if (cmds < 0 || (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return false;
-    return ::syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    const bool registered = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+                            ::syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    barrier_known.store(true, std::memory_order_release);
+    return registered;
   }();
   return ok;
 }
@@ -41,6 +46,8 @@ void process_barrier() {
 }  // namespace
 
 bool Issuer::can_keep() { return private_barrier_ready(); }
+
+bool Issuer::prepared() { return barrier_known.load(std::memory_order_acquire); }
 
 bool Issuer::kept_by_this_thread() const { return word_.load(std::memory_order_relaxed) == (self() | kKeeps); }
 

@@ -41,8 +41,13 @@ class Issuer {
   /// Whether this thread keeps the issuer between calls now (tests).
   bool kept_by_this_thread() const;
   /// Whether process-wide barriers are available, so that threads may keep
-  /// the issuer (tests).
+  /// the issuer (registers for them the first time).
   static bool can_keep();
+  /// Whether can_keep() has its answer. The first can_keep() registers the
+  /// process for those barriers, which waits for an RCU grace period (10 to
+  /// 15 ms measured on a 2-core VM): Communicator::create runs it beside the
+  /// rendezvous, so that no call pays for it.
+  static bool prepared();
 
  private:
   /// 0: nobody; a thread's id: it is in a call (entered by compare-and-swap);
