@@ -42,7 +42,7 @@ run_asan() {
   local dir=$root/asan
   configure "$dir" clang clang++ address,undefined -DOMNICCL_FUZZ=ON
   local t=(core_test kernels_test store_test rendezvous_test handshake_test hello_retry_test net_close_test
-           mesh_setup_test hardening_test abi_runtime_check
+           mesh_setup_test hardening_test abi_runtime_check idle_copy_test
            omniccl-run shm_link_test transport_registry_test errors_test api_test faults_test matrix_test)
   local e
   # Every example the examples label runs below (one per source file).

@@ -199,6 +199,7 @@ Engine::Engine(transport::Mesh& mesh)
 }
 
 void Engine::reset_op_options() {
+  idle_ = {};
   probed_ = false;
   single_copy_ = false;
   split_copy_ = false;
@@ -442,7 +443,40 @@ void Engine::flush_links() {
   for (const State& s : *states_) mesh_.link(s.t.peer).flush();
 }
 
+void Engine::copy_while_waiting(char* dst, const char* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  const bool apart = dst + bytes <= src || src + bytes <= dst;
+  if (!apart || exec_->device() != DeviceKind::kCPU || bytes <= kIdleSlice) {
+    idle_stats_.at_once += bytes;
+    if (apart && streams(bytes)) {
+      exec_->copy_streaming(dst, src, bytes);
+    } else {
+      exec_->copy(dst, src, bytes);
+    }
+    return;
+  }
+  idle_ = {dst, src, bytes, streams(bytes)};
+}
+
+bool Engine::idle_copy_step(size_t most, uint64_t* count) {
+  const size_t k = std::min(most, idle_.bytes);
+  if (k == 0) return false;
+  *count += k;
+  if (idle_.streaming) {
+    exec_->copy_streaming(idle_.dst, idle_.src, k);
+  } else {
+    exec_->copy(idle_.dst, idle_.src, k);
+  }
+  idle_.dst += k;
+  idle_.src += k;
+  idle_.bytes -= k;
+  return true;
+}
+
 void Engine::run(std::span<const Transfer> transfers) {
+  if (idle_.bytes > 0 && (transfers.empty() || quick_fits(transfers))) {
+    idle_copy_step(idle_.bytes, &idle_stats_.at_once);  // nothing worth waiting for
+  }
   if (transfers.empty()) return;
   run_guarded(transfers, nullptr);
 }
@@ -946,6 +980,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
     if (pass.all_done) {
       if (pull_feed(feed)) continue;
       flush_links();
+      idle_copy_step(idle_.bytes, &idle_stats_.after);
       return;
     }
     if (pass.progressed) {
@@ -960,6 +995,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
       flush_links();
       owe_flush = false;
     }
+    if (idle_copy_step(kIdleSlice, &idle_stats_.while_waiting)) continue;  // the peers' time, used
     switch (wait.next()) {
       case WaitPolicy::Action::kSpin: cpu_relax(); continue;
       case WaitPolicy::Action::kYield: sched_yield(); continue;

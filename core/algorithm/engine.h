@@ -256,6 +256,26 @@ class Engine {
   };
   const SmallPathStats& small_path_stats() const { return quick_stats_; }
 
+  /// Copies `bytes` from src to dst (this rank's own block of a gather, a
+  /// scatter or an all-to-all) during the next step run(): in slices of
+  /// kIdleSlice while that step's transfers wait on peers (a pass that moved
+  /// nothing), the rest once they are done, so the copy takes the time the
+  /// rank would spend waiting. Done at once where slicing cannot help: a
+  /// step small enough for the small-step path, overlapping buffers, or a
+  /// device executor. Streams past the caches as a local copy of its size
+  /// would (streams()).
+  void copy_while_waiting(char* dst, const char* src, size_t bytes);
+  /// Slice of a copy_while_waiting copy moved per pass without progress.
+  static constexpr size_t kIdleSlice = size_t(128) << 10;
+  /// Bytes of copy_while_waiting copies by when they moved: at once, in
+  /// waits of their step, or after its transfers were done.
+  struct IdleCopyStats {
+    uint64_t at_once = 0;
+    uint64_t while_waiting = 0;
+    uint64_t after = 0;
+  };
+  const IdleCopyStats& idle_copy_stats() const { return idle_stats_; }
+
   /// An empty transfer list to build a step in, reused across operations
   /// (no allocation in steady state). Valid until the next call.
   std::vector<Transfer>& step_list() {
@@ -358,6 +378,18 @@ class Engine {
   bool single_copy_ = false;
   bool split_copy_ = false;
   uint64_t stream_min_ = 0;
+  /// copy_while_waiting's copy, still to do (bytes 0: none).
+  struct IdleCopy {
+    char* dst = nullptr;
+    const char* src = nullptr;
+    size_t bytes = 0;
+    bool streaming = false;
+  };
+  IdleCopy idle_;
+  IdleCopyStats idle_stats_;
+  /// Copies up to `most` bytes of idle_, counted in `*count`; returns
+  /// whether it copied any.
+  bool idle_copy_step(size_t most, uint64_t* count);
   InterruptHook interrupt_;
   int64_t lazy_timeout_ms_ = -1;  ///< >= 0: deadline_ not computed yet
   const Deadline& op_deadline() {

@@ -113,13 +113,14 @@ void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
   const bool send_first = ring_sends_first(e, bytes, right);
-  if (!send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
+  if (!send_first || n == 1) copy_if_distinct(e, recv + r * bytes, send, bytes);
   for (int s = 0; s < n - 1; ++s) {
     int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
     const char* out = s == 0 && send_first ? send : recv + sb * bytes;
+    // Block r is neither sent from recv nor received: copied in the step's waits.
+    if (s == 0 && send_first) e.copy_while_waiting(recv + r * bytes, send, bytes);
     e.run({Transfer::send(right, out, bytes, s), Transfer::recv(left, recv + rb * bytes, bytes, s)});
   }
-  if (send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
 }
 
 void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes, size_t chunk_bytes) {
@@ -135,6 +136,7 @@ void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes,
   const size_t per = std::max<size_t>(1, chunk_bytes);
   const bool send_first = ring_sends_first(e, bytes, right);
   if (!send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
+  bool copy_owed = send_first;  // block r is neither sent from recv nor received: copied in the first step's waits
   std::vector<Transfer>& ts = e.step_list();
   patterns::by_columns(
       patterns::chunks_of(bytes, per), size_t(n - 1),
@@ -146,10 +148,12 @@ void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes,
         add_recv(ts, left, recv + rb * bytes + at, len, step);
       },
       [&] {
+        if (copy_owed) e.copy_while_waiting(recv + r * bytes, send, bytes);
+        copy_owed = false;
         e.run(ts);
         ts.clear();
       });
-  if (send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
+  if (copy_owed) copy_if_distinct(e, recv + r * bytes, send, bytes);
 }
 
 void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes) {
@@ -207,11 +211,11 @@ void all_gather_recursive_doubling(Engine& e, const char* send, char* recv, size
 
 void all_gather_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(e, recv + r * bytes, send, bytes);
+  e.copy_while_waiting(recv + r * bytes, send, bytes);  // sent from `send`: the copy waits for the peers
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
-    add_send(ts, p, recv + r * bytes, bytes, 0);
+    add_send(ts, p, send, bytes, 0);
     add_recv(ts, p, recv + p * bytes, bytes, 0);
   }
   e.run(ts);
@@ -245,7 +249,7 @@ void gather_direct(Engine& e, const char* send, char* recv, size_t bytes, int ro
     e.run({Transfer::send(root, send, bytes, 0)});
     return;
   }
-  copy_if_distinct(e, recv + r * bytes, send, bytes);
+  e.copy_while_waiting(recv + r * bytes, send, bytes);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) add_recv(ts, p, recv + p * bytes, bytes, 0);
@@ -285,17 +289,21 @@ void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int r
     e.run({Transfer::recv(root, recv, bytes, 0)});
     return;
   }
+  e.copy_while_waiting(recv, send + r * bytes, bytes);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) add_send(ts, p, send + p * bytes, bytes, 0);
   }
   e.run(ts);
-  copy_if_distinct(e, recv, send + r * bytes, bytes);
 }
 
 void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(e, recv + r * bytes, send + r * bytes, bytes);
+  if (n == 1) {
+    copy_if_distinct(e, recv, send, bytes);
+    return;
+  }
+  e.copy_while_waiting(recv + r * bytes, send + r * bytes, bytes);  // in the first step's waits
   for (int s = 1; s < n; ++s) {
     int to = (r + s) % n, from = (r - s + n) % n;
     e.run({Transfer::send(to, send + to * bytes, bytes, s), Transfer::recv(from, recv + from * bytes, bytes, s)});
@@ -304,7 +312,7 @@ void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes) 
 
 void all_to_all_direct(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(e, recv + r * bytes, send + r * bytes, bytes);
+  e.copy_while_waiting(recv + r * bytes, send + r * bytes, bytes);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
@@ -371,7 +379,7 @@ void all_gatherv_direct(Engine& e, const char* send, char* recv, const uint64_t*
 void all_to_allv_direct(Engine& e, const char* send, const uint64_t* send_counts, const uint64_t* send_displs,
                         char* recv, const uint64_t* recv_counts, const uint64_t* recv_displs) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(e, recv + recv_displs[r], send + send_displs[r], std::min(send_counts[r], recv_counts[r]));
+  e.copy_while_waiting(recv + recv_displs[r], send + send_displs[r], std::min(send_counts[r], recv_counts[r]));
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
@@ -388,7 +396,7 @@ void gatherv_direct(Engine& e, const char* send, uint64_t send_bytes, char* recv
     e.run({Transfer::send(root, send, send_bytes, 0)});
     return;
   }
-  copy_if_distinct(e, recv + displs[r], send, counts[r]);
+  e.copy_while_waiting(recv + displs[r], send, counts[r]);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) add_recv(ts, p, recv + displs[p], counts[p], 0);
@@ -403,12 +411,12 @@ void scatterv_direct(Engine& e, const char* send, const uint64_t* counts, const 
     e.run({Transfer::recv(root, recv, recv_bytes, 0)});
     return;
   }
+  e.copy_while_waiting(recv, send + displs[r], counts[r]);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) add_send(ts, p, send + displs[p], counts[p], 0);
   }
   e.run(ts);
-  copy_if_distinct(e, recv, send + displs[r], counts[r]);
 }
 
 }  // namespace omniccl::algo
