@@ -138,7 +138,7 @@ TEST_P(IdleCopy, SmallStepsSmallCopiesAndOverlapsCopyAtOnce) {
     if (rank == 0) {
       e.copy_while_waiting(big.data(), src.data(), kCopyBytes);  // before a step of 4 bytes
       e.run({Transfer::recv(1, &got, sizeof got, 0)});
-      e.copy_while_waiting(small.data(), src.data(), small.size());         // one slice or less
+      e.copy_while_waiting(small.data(), src.data(), small.size());             // one slice or less
       e.copy_while_waiting(overlap.data() + 4096, overlap.data(), kCopyBytes);  // overlapping
     } else {
       const float v = 7.5f;
