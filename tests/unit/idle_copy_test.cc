@@ -22,6 +22,7 @@
 #include "algorithm/algorithms.h"
 #include "algorithm/engine.h"
 #include "transport/mesh.h"
+#include "engine_pair.h"
 #include "mesh_exchange.h"
 
 namespace omniccl {
@@ -54,21 +55,9 @@ std::vector<char> pattern(size_t bytes, int seed) {
 template <typename Body>
 std::vector<std::string> on_two_ranks(std::vector<std::unique_ptr<Mesh>>& meshes,
                                       std::vector<Engine::IdleCopyStats>& stats, Body body) {
-  std::vector<std::string> errors(2);
   stats.assign(2, {});
-  auto rank_main = [&](int rank) {
-    try {
-      Engine e(*meshes[static_cast<size_t>(rank)]);
-      body(rank, e);
-      stats[static_cast<size_t>(rank)] = e.idle_copy_stats();
-    } catch (const std::exception& ex) {
-      errors[static_cast<size_t>(rank)] = ex.what();
-    }
-  };
-  std::thread t0(rank_main, 0), t1(rank_main, 1);
-  t0.join();
-  t1.join();
-  return errors;
+  return test::engines_on_two_threads(
+      meshes, body, [&](int rank, Engine& e) { stats[static_cast<size_t>(rank)] = e.idle_copy_stats(); });
 }
 
 class IdleCopy : public ::testing::TestWithParam<std::string> {};

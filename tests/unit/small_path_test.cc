@@ -30,6 +30,7 @@
 #include "common/status.h"
 #include "common/time.h"
 #include "transport/mesh.h"
+#include "engine_pair.h"
 #include "mesh_exchange.h"
 
 namespace omniccl {
@@ -49,26 +50,19 @@ OpSignature sig_of(OpKind kind, uint64_t seq, uint64_t count, DType dtype = DTyp
   return s;
 }
 
-/// Runs body(rank, engine) on two threads; returns each rank's error ("" if none).
+/// Runs body(rank, engine) on two threads, each engine with the small path
+/// as `small_path` says; returns each rank's error ("" if none).
 template <typename Body>
 std::vector<std::string> on_two_ranks(std::vector<std::unique_ptr<Mesh>>& meshes, std::vector<bool> small_path,
                                       std::vector<Engine::SmallPathStats>& stats, Body body) {
-  std::vector<std::string> errors(2);
   stats.assign(2, {});
-  auto rank_main = [&](int rank) {
-    try {
-      Engine e(*meshes[static_cast<size_t>(rank)]);
-      e.set_small_path(small_path[static_cast<size_t>(rank)]);
-      body(rank, e);
-      stats[static_cast<size_t>(rank)] = e.small_path_stats();
-    } catch (const std::exception& ex) {
-      errors[static_cast<size_t>(rank)] = ex.what();
-    }
-  };
-  std::thread t0(rank_main, 0), t1(rank_main, 1);
-  t0.join();
-  t1.join();
-  return errors;
+  return test::engines_on_two_threads(
+      meshes,
+      [&](int rank, Engine& e) {
+        e.set_small_path(small_path[static_cast<size_t>(rank)]);
+        body(rank, e);
+      },
+      [&](int rank, Engine& e) { stats[static_cast<size_t>(rank)] = e.small_path_stats(); });
 }
 
 /// `iters` steps of {send 8 bytes to the peer, receive 8 bytes from it},
