@@ -199,7 +199,7 @@ Engine::Engine(transport::Mesh& mesh)
 }
 
 void Engine::reset_op_options() {
-  idle_ = {};
+  idle_.bytes = 0;  // a copy no step ran (its operation failed first) is dropped
   probed_ = false;
   single_copy_ = false;
   split_copy_ = false;
@@ -443,16 +443,22 @@ void Engine::flush_links() {
   for (const State& s : *states_) mesh_.link(s.t.peer).flush();
 }
 
+void Engine::copy_now(char* dst, const char* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  const bool apart = dst + bytes <= src || src + bytes <= dst;
+  if (apart && streams(bytes)) {
+    exec_->copy_streaming(dst, src, bytes);
+  } else {
+    exec_->copy(dst, src, bytes);
+  }
+}
+
 void Engine::copy_while_waiting(char* dst, const char* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   const bool apart = dst + bytes <= src || src + bytes <= dst;
   if (!apart || exec_->device() != DeviceKind::kCPU || bytes <= kIdleSlice) {
     idle_stats_.at_once += bytes;
-    if (apart && streams(bytes)) {
-      exec_->copy_streaming(dst, src, bytes);
-    } else {
-      exec_->copy(dst, src, bytes);
-    }
+    copy_now(dst, src, bytes);
     return;
   }
   idle_ = {dst, src, bytes, streams(bytes)};
@@ -980,7 +986,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
     if (pass.all_done) {
       if (pull_feed(feed)) continue;
       flush_links();
-      idle_copy_step(idle_.bytes, &idle_stats_.after);
+      if (idle_.bytes > 0) idle_copy_step(idle_.bytes, &idle_stats_.after);
       return;
     }
     if (pass.progressed) {
@@ -995,7 +1001,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
       flush_links();
       owe_flush = false;
     }
-    if (idle_copy_step(kIdleSlice, &idle_stats_.while_waiting)) continue;  // the peers' time, used
+    if (idle_.bytes > 0 && idle_copy_step(kIdleSlice, &idle_stats_.while_waiting)) continue;  // the peers' time, used
     switch (wait.next()) {
       case WaitPolicy::Action::kSpin: cpu_relax(); continue;
       case WaitPolicy::Action::kYield: sched_yield(); continue;

@@ -265,6 +265,12 @@ class Engine {
   /// device executor. Streams past the caches as a local copy of its size
   /// would (streams()).
   void copy_while_waiting(char* dst, const char* src, size_t bytes);
+  /// Copies `bytes` from src to dst now (nothing when they are the same
+  /// buffer; memmove where they overlap). A block from the streaming
+  /// threshold up is not read again soon: it goes past the caches where
+  /// streams() says and the buffers are apart, as the links store large
+  /// receives (2 ranks, all_gather 16 MiB: 4.4-7.4 -> 4.0-6.4 ms).
+  void copy_now(char* dst, const char* src, size_t bytes);
   /// Slice of a copy_while_waiting copy moved per pass without progress.
   static constexpr size_t kIdleSlice = size_t(128) << 10;
   /// Bytes of copy_while_waiting copies by when they moved: at once, in

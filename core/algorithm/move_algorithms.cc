@@ -19,20 +19,6 @@ using patterns::to_vrank;
 constexpr size_t kChainChunk = 512 * 1024;         // pipelining unit of the broadcast chain
 constexpr size_t kSendFirstMax = size_t(4) << 20;  // see ring_sends_first
 
-// A local copy of a block into the operation's output. Blocks from the
-// streaming threshold up (Engine::streams) are not read again soon and go
-// past the caches where the calibration found that faster, as the link
-// stores large receives (2 ranks, all_gather 16 MiB: 4.4-7.4 -> 4.0-6.4 ms).
-void copy_if_distinct(Engine& e, char* dst, const char* src, size_t bytes) {
-  if (dst == src || bytes == 0) return;
-  const bool apart = dst + bytes <= src || src + bytes <= dst;
-  if (apart && e.streams(bytes)) {
-    e.exec().copy_streaming(dst, src, bytes);
-  } else {
-    e.exec().copy(dst, src, bytes);
-  }
-}
-
 // Whether the ring all_gather sends this rank's block from `send` before it
 // copies it into recv. Blocks of up to kSendFirstMax: the first step sends
 // the block from `send` itself and the local copy follows, so a peer that
@@ -113,7 +99,7 @@ void all_gather_ring(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
   const bool send_first = ring_sends_first(e, bytes, right);
-  if (!send_first || n == 1) copy_if_distinct(e, recv + r * bytes, send, bytes);
+  if (!send_first || n == 1) e.copy_now(recv + r * bytes, send, bytes);
   for (int s = 0; s < n - 1; ++s) {
     int sb = (r - s + n) % n, rb = (r - s - 1 + n) % n;
     const char* out = s == 0 && send_first ? send : recv + sb * bytes;
@@ -135,7 +121,7 @@ void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes,
   const int left = (r - 1 + n) % n, right = (r + 1) % n;
   const size_t per = std::max<size_t>(1, chunk_bytes);
   const bool send_first = ring_sends_first(e, bytes, right);
-  if (!send_first) copy_if_distinct(e, recv + r * bytes, send, bytes);
+  if (!send_first) e.copy_now(recv + r * bytes, send, bytes);
   bool copy_owed = send_first;  // block r is neither sent from recv nor received: copied in the first step's waits
   std::vector<Transfer>& ts = e.step_list();
   patterns::by_columns(
@@ -153,13 +139,13 @@ void all_gather_pipelined(Engine& e, const char* send, char* recv, size_t bytes,
         e.run(ts);
         ts.clear();
       });
-  if (copy_owed) copy_if_distinct(e, recv + r * bytes, send, bytes);
+  if (copy_owed) e.copy_now(recv + r * bytes, send, bytes);
 }
 
 void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   if (n == 1) {
-    copy_if_distinct(e, recv, send, bytes);
+    e.copy_now(recv, send, bytes);
     return;
   }
   // tmp[i] holds the block of rank (r + i) % n.
@@ -176,7 +162,7 @@ void all_gather_bruck(Engine& e, const char* send, char* recv, size_t bytes) {
 
 void all_gather_recursive_doubling(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(e, recv + size_t(r) * bytes, send, bytes);
+  e.copy_now(recv + size_t(r) * bytes, send, bytes);
   if (n == 1) return;
   const patterns::Fold fold(n);
   const int v = fold.new_rank(r);
@@ -280,7 +266,7 @@ void scatter_tree(Engine& e, const char* send, char* recv, size_t bytes, int roo
     add_send(ts, from_vrank(vr + m, root, n), tmp + size_t(m) * bytes, cnt * bytes, uint32_t(m));
   }
   e.run(ts);
-  copy_if_distinct(e, recv, tmp, bytes);
+  e.copy_now(recv, tmp, bytes);
 }
 
 void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int root) {
@@ -300,7 +286,7 @@ void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int r
 void all_to_all_pairwise(Engine& e, const char* send, char* recv, size_t bytes) {
   const int n = e.size(), r = e.rank();
   if (n == 1) {
-    copy_if_distinct(e, recv, send, bytes);
+    e.copy_now(recv, send, bytes);
     return;
   }
   e.copy_while_waiting(recv + r * bytes, send + r * bytes, bytes);  // in the first step's waits
@@ -366,7 +352,7 @@ void barrier_direct(Engine& e) {
 
 void all_gatherv_direct(Engine& e, const char* send, char* recv, const uint64_t* counts, const uint64_t* displs) {
   const int n = e.size(), r = e.rank();
-  copy_if_distinct(e, recv + displs[r], send, counts[r]);
+  e.copy_now(recv + displs[r], send, counts[r]);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
