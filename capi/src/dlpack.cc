@@ -154,15 +154,22 @@ bool quick_view(const DLTensor* t, TensorView& v) {
   uint64_t expected = 1;  // the stride of a compact row-major tensor
   // The product in dimension order, as the checked path takes it: a zero
   // extent after an overflowing product does not hide the overflow.
-  for (int32_t i = 0; i < t->ndim; ++i) {
-    const int64_t extent = t->shape[i];
-    bad |= extent < 0;
-    bad |= __builtin_mul_overflow(count, static_cast<uint64_t>(extent), &count);
-  }
-  if (t->strides != nullptr) {
-    for (int32_t i = t->ndim - 1; i >= 0; --i) {
-      bad |= t->shape[i] != 1 && static_cast<uint64_t>(t->strides[i]) != expected;
-      expected *= static_cast<uint64_t>(t->shape[i]);
+  if (t->ndim == 1) {  // the common case without the loops' bookkeeping
+    const int64_t extent = t->shape[0];
+    bad = extent < 0;
+    count = static_cast<uint64_t>(extent);
+    if (t->strides != nullptr) bad |= extent != 1 && t->strides[0] != 1;
+  } else {
+    for (int32_t i = 0; i < t->ndim; ++i) {
+      const int64_t extent = t->shape[i];
+      bad |= extent < 0;
+      bad |= __builtin_mul_overflow(count, static_cast<uint64_t>(extent), &count);
+    }
+    if (t->strides != nullptr) {
+      for (int32_t i = t->ndim - 1; i >= 0; --i) {
+        bad |= t->shape[i] != 1 && static_cast<uint64_t>(t->strides[i]) != expected;
+        expected *= static_cast<uint64_t>(t->shape[i]);
+      }
     }
   }
   uint64_t bytes = 0;

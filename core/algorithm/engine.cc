@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <optional>
 #include <type_traits>
 
 #include "common/log.h"
+#include "common/small_copy.h"
 
 namespace omniccl {
 
@@ -35,6 +37,58 @@ struct WireHeader {
 static_assert(sizeof(WireHeader) == 40 && sizeof(WireHeader) == transport::kEngineHeaderBytes, "wire header layout");
 static_assert(std::has_unique_object_representations_v<WireHeader>, "no padding: headers compare with memcmp");
 static_assert(sizeof(WireHeader) <= transport::kMaxHeader, "the header fits every link");
+
+/// A WireHeader as five 8-byte words, built in registers. A header written
+/// field by field (bytes, 4-byte and 8-byte stores) and then copied or
+/// compared with wider loads makes each load wait until those stores reach
+/// the cache, and stores leave in order, behind the previous message's ring
+/// stores, whose line the peer holds (a cross-core transfer). Written and
+/// read as these words, every load takes its bytes from one store.
+using WireWords = std::array<uint64_t, 5>;
+constexpr WireWords wire_words(const OpSignature& sig, uint32_t step, uint64_t bytes) {
+  if constexpr (std::endian::native == std::endian::little) {
+    return {uint64_t{kWireMagic} | uint64_t{uint8_t(sig.kind)} << 32 | uint64_t{uint8_t(sig.dtype)} << 40 |
+                uint64_t{uint8_t(sig.redop)} << 48 | uint64_t{sig.algo} << 56,
+            uint64_t{uint32_t(sig.root)} | uint64_t{step} << 32, sig.seq, sig.count, bytes};
+  } else {
+    return std::bit_cast<WireWords>(WireHeader{kWireMagic, uint8_t(sig.kind), uint8_t(sig.dtype), uint8_t(sig.redop),
+                                               sig.algo, sig.root, step, sig.seq, sig.count, bytes});
+  }
+}
+static_assert(sizeof(WireWords) == sizeof(WireHeader));
+// The words hold WireHeader's bytes: every field lands where the struct has it.
+static_assert([] {
+  OpSignature sig;
+  sig.kind = OpKind::kReduce;
+  sig.dtype = DType::kFloat64;
+  sig.redop = RedOp::kMax;
+  sig.root = -3;
+  sig.count = 0x1122334455667788;
+  sig.seq = 0x99aabbccddeeff01;
+  sig.algo = 0xa5;
+  const WireHeader h = std::bit_cast<WireHeader>(wire_words(sig, 0xdeadbeef, 0x0102030405060708));
+  return h.magic == kWireMagic && h.kind == uint8_t(OpKind::kReduce) && h.dtype == uint8_t(DType::kFloat64) &&
+         h.redop == uint8_t(RedOp::kMax) && h.algo == 0xa5 && h.root == -3 && h.step == 0xdeadbeef &&
+         h.seq == 0x99aabbccddeeff01 && h.count == 0x1122334455667788 && h.bytes == 0x0102030405060708;
+}());
+
+/// Host copies up to this size go inline (copy_small), without the
+/// executor's call and libc's size dispatch: an 8-byte rooted operation's
+/// own block.
+constexpr size_t kInlineCopy = kSmallCopyMax;
+
+/// Whether the 40 bytes at `at` (a received header, not stored by this
+/// thread just now) hold `w`: five 8-byte loads.
+inline bool header_is(const void* at, const WireWords& w) {
+  const char* p = static_cast<const char*>(at);
+  uint64_t diff = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    uint64_t x;
+    std::memcpy(&x, p + 8 * i, 8);
+    diff |= x ^ w[i];
+  }
+  return diff == 0;
+}
 
 constexpr size_t kStageBytes = 256 * 1024;  // staging per recv-reduce transfer
 // The small-step path (Engine::run_quick): steps of up to this many
@@ -216,10 +270,14 @@ void Engine::begin(const OpSignature& sig, RedOp combine, Deadline deadline) {
 }
 
 void Engine::begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms) {
-  sig_ = sig;
+  begin_in_place(combine, timeout_ms) = sig;
+}
+
+OpSignature& Engine::begin_in_place(RedOp combine, int64_t timeout_ms) {
   combine_ = combine;
   lazy_timeout_ms_ = std::max<int64_t>(timeout_ms, 0);
   reset_op_options();
+  return sig_;
 }
 
 void Engine::fail_mismatch(const std::string& diff) {
@@ -259,18 +317,7 @@ void Engine::run(std::initializer_list<Transfer> transfers) {
 void Engine::check_header(const State& s) {
   // The common case, everything equal, without building a description: the
   // header this rank would have sent, compared whole (no padding in it).
-  const OpSignature& mine = s.sig;
-  const WireHeader want{kWireMagic,
-                        uint8_t(mine.kind),
-                        uint8_t(mine.dtype),
-                        uint8_t(mine.redop),
-                        mine.algo,
-                        mine.root,
-                        s.t.step,
-                        mine.seq,
-                        mine.count,
-                        s.t.bytes};
-  if (std::memcmp(&s.hdr, &want, sizeof want) == 0) return;
+  if (header_is(&s.hdr, wire_words(s.sig, s.t.step, s.t.bytes))) return;
   fail_header(s);
 }
 
@@ -446,6 +493,10 @@ void Engine::flush_links() {
 void Engine::copy_now(char* dst, const char* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   const bool apart = dst + bytes <= src || src + bytes <= dst;
+  if (apart && bytes <= kInlineCopy && exec_ == &cpu_) {
+    copy_small(dst, src, bytes);
+    return;
+  }
   if (apart && streams(bytes)) {
     exec_->copy_streaming(dst, src, bytes);
   } else {
@@ -458,7 +509,11 @@ void Engine::copy_while_waiting(char* dst, const char* src, size_t bytes) {
   const bool apart = dst + bytes <= src || src + bytes <= dst;
   if (!apart || exec_->device() != DeviceKind::kCPU || bytes <= kIdleSlice) {
     idle_stats_.at_once += bytes;
-    copy_now(dst, src, bytes);
+    if (apart && bytes <= kInlineCopy && exec_ == &cpu_) {
+      copy_small(dst, src, bytes);
+    } else {
+      copy_now(dst, src, bytes);
+    }
     return;
   }
   idle_ = {dst, src, bytes, streams(bytes)};
@@ -480,25 +535,26 @@ bool Engine::idle_copy_step(size_t most, uint64_t* count) {
 }
 
 void Engine::run(std::span<const Transfer> transfers) {
-  if (idle_.bytes > 0 && (transfers.empty() || quick_fits(transfers))) {
+  const bool quick = quick_fits(transfers);
+  if (idle_.bytes > 0 && (transfers.empty() || quick)) {
     idle_copy_step(idle_.bytes, &idle_stats_.at_once);  // nothing worth waiting for
   }
   if (transfers.empty()) return;
-  run_guarded(transfers, nullptr);
+  run_guarded(transfers, nullptr, quick);
 }
 
 void Engine::run_feed(TransferFeed& feed) {
   sig_ = OpSignature{};
   sig_.kind = OpKind::kSendRecv;
   reset_op_options();  // runs on the worker: a blocking caller's interrupt check must not leak here
-  run_guarded({}, &feed);
+  run_guarded({}, &feed, false);
 }
 
-void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed) {
+void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed, bool quick) {
   try {
     bool adopt = false;
     bool spun = false;
-    if (feed == nullptr && quick_fits(transfers)) {
+    if (feed == nullptr && quick) {
       std::array<Transfer, kQuickTransfers>& rest = quick_->rest;
       const size_t left = run_direct(transfers, rest, spun);
       if (left == 0) {
@@ -608,8 +664,7 @@ void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Dea
     fail(Status::kInternal, op_text(sig), ": transfer to invalid peer ", s.t.peer);
   }
   if (s.t.kind == Transfer::Kind::kSend) {
-    s.hdr = WireHeader{kWireMagic, uint8_t(sig.kind), uint8_t(sig.dtype), uint8_t(sig.redop), sig.algo, sig.root,
-                       s.t.step,   sig.seq,           sig.count,          s.t.bytes};
+    s.hdr = std::bit_cast<WireHeader>(wire_words(sig, s.t.step, s.t.bytes));
   }
   transport::Message& m = s.msg;
   // Every field, as Message{} would leave it (assigning a fresh Message
@@ -871,25 +926,20 @@ transport::Whole Engine::direct_one(const Transfer& t) {
     return transport::Whole::kNo;  // (init_state names it)
   transport::Link& link = mesh_.link(t.peer);
   // The header this rank sends, or expects (check_header's comparison).
-  const WireHeader h{kWireMagic,
-                     uint8_t(sig_.kind),
-                     uint8_t(sig_.dtype),
-                     uint8_t(sig_.redop),
-                     sig_.algo,
-                     sig_.root,
-                     t.step,
-                     sig_.seq,
-                     sig_.count,
-                     t.bytes};
-  if (t.kind == Transfer::Kind::kSend) return link.send_whole(&h, sizeof h, t.src, t.bytes);
+  const WireWords h = wire_words(sig_, t.step, t.bytes);
+  if (t.kind == Transfer::Kind::kSend) return link.send_whole(h.data(), sizeof h, t.src, t.bytes);
   transport::Whole why = transport::Whole::kNo;
   const char* at = link.peek_whole(sizeof h + t.bytes, why);
   if (at == nullptr) return why;
   // Another header: the general loop reads it and names what differs.
-  if (std::memcmp(at, &h, sizeof h) != 0) return transport::Whole::kNo;
+  if (!header_is(at, h)) return transport::Whole::kNo;
   const char* payload = at + sizeof h;
   if (t.kind == Transfer::Kind::kRecv) {
-    if (t.bytes > 0) std::memcpy(t.dst, payload, t.bytes);
+    if (t.bytes > kSmallCopyMax) {
+      std::memcpy(t.dst, payload, t.bytes);
+    } else if (t.bytes > 0) {
+      copy_small(t.dst, payload, t.bytes);
+    }
   } else {
     const size_t esize = dtype_size(sig_.dtype);
     if (t.bytes % esize != 0) return transport::Whole::kNo;
@@ -908,6 +958,26 @@ size_t Engine::run_direct(std::span<const Transfer> transfers, std::span<Transfe
   if (!whole_links_ || (keyed && mesh_.size() > 32)) {
     std::copy(transfers.begin(), transfers.end(), rest.begin());
     return n;
+  }
+  if (n == 1) {  // the loop below for one transfer, without its bookkeeping
+    const Transfer& t = transfers[0];
+    std::optional<WaitPolicy> wait;
+    for (;;) {
+      const transport::Whole w = direct_one(t);
+      if (w == transport::Whole::kDone) {
+        mesh_.link(t.peer).flush();
+        return 0;
+      }
+      if (w == transport::Whole::kNo) break;
+      if (!wait) wait.emplace(spin_for_, oversubscribed_);
+      if (wait->next() != WaitPolicy::Action::kSpin) {
+        spun = true;
+        break;
+      }
+      cpu_relax();
+    }
+    rest[0] = t;
+    return 1;
   }
   uint32_t done = 0;
   const uint32_t all = (uint32_t{1} << n) - 1;

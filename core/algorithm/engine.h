@@ -196,6 +196,12 @@ class Engine {
   /// Starts an operation whose deadline is `timeout_ms` after it first has
   /// to wait (read from the clock then, not at every call's start).
   void begin(const OpSignature& sig, RedOp combine, int64_t timeout_ms);
+  /// begin(sig, combine, timeout_ms) for a signature the caller writes into
+  /// the returned one, field by field, before the first step: a signature
+  /// built elsewhere and copied in is read back with wider loads than it was
+  /// written with, and such a load waits until the stores reach the cache
+  /// (behind the previous operation's ring stores, on shared memory).
+  OpSignature& begin_in_place(RedOp combine, int64_t timeout_ms);
   /// Runs one step to completion (or throws: kTimeout, kPeerFailure,
   /// kMismatch, kAborted). An empty step returns at once.
   void run(std::span<const Transfer> transfers);
@@ -318,7 +324,8 @@ class Engine {
   bool take_held(int peer, State& s);
   std::vector<Held> held_;        ///< per peer
   TransferFeed* feed_ = nullptr;  ///< the running step's feed (point-to-point steps)
-  void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed);
+  /// `quick`: quick_fits(transfers), as run() found it.
+  void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed, bool quick);
   /// The small-step path: a step of at most kQuickTransfers transfers of at
   /// most kQuickBytes each (a <= 1 KiB operation's messages), no feed, host
   /// memory, moved straight through the links (one record per message on

@@ -55,7 +55,7 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
   const InterruptHook interrupt = call.async || staging.staged() ? InterruptHook{} : call.interrupt;
   auto op = [=](Engine& e) {
     const Communicator::OpChoice& choice = comm->choose(kind, tune_bytes);
-    OpSignature sig;
+    OpSignature& sig = e.begin_in_place(combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
     sig.kind = kind;
     sig.dtype = dtype;
     sig.redop = redop;
@@ -64,7 +64,6 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     sig.seq = comm->next_collective_seq();
     sig.algo = uint8_t(choice.algo);
     sig.algo_name = choice.algo_name;
-    e.begin(sig, combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
     e.set_interrupt(interrupt);
     e.use_device(DeviceKind::kCPU);  // staged tensors are host copies
     e.set_single_copy(choice.single_copy);

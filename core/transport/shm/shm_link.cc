@@ -27,6 +27,7 @@
 
 #include "common/fd.h"
 #include "common/log.h"
+#include "common/small_copy.h"
 #include "common/status.h"
 #include "kernels/cpu/stream.h"
 
@@ -245,6 +246,22 @@ constexpr size_t room_needed(uint64_t head, size_t remaining, bool* skip) {
 // The record's own line is the one the consumer polls, so that one comes
 // over when written whatever is done. (x86: PREFETCHW where CPUID offers
 // it, else a plain prefetch.)
+// Copies an engine header in 8-byte moves. The engine writes it in 8-byte
+// words just before (or wider); a 16-byte load across two of them could not
+// take its bytes from the store buffer and would wait until they reach the
+// cache, behind the previous record's stores to a line the consumer holds.
+// (The empty asm keeps the compiler from merging two moves into one.)
+inline void copy_header_words(char* out, const void* header) {
+  const char* in = static_cast<const char*>(header);
+  for (size_t i = 0; i < kEngineHeaderBytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, in + i, 8);
+    asm("" : "+r"(w));
+    std::memcpy(out + i, &w, 8);
+  }
+}
+static_assert(kEngineHeaderBytes % 8 == 0);
+
 #if defined(__x86_64__) || defined(__i386__)
 const bool kPrefetchW = [] {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -612,11 +629,15 @@ Whole ShmLink::send_whole(const void* header, size_t header_bytes, const void* p
   }
   char* out = out_data_ + pos + 8;
   if (header_bytes == kEngineHeaderBytes) {
-    std::memcpy(out, header, kEngineHeaderBytes);  // a fixed size: a few moves, no call
+    copy_header_words(out, header);  // a fixed size: a few moves, no call
   } else {
     std::memcpy(out, header, header_bytes);
   }
-  if (bytes > 0) std::memcpy(out + header_bytes, payload, bytes);
+  if (bytes > kSmallCopyMax) {
+    std::memcpy(out + header_bytes, payload, bytes);
+  } else if (bytes > 0) {
+    copy_small(out + header_bytes, payload, bytes);
+  }
   word_at(out_data_, head_ + rec).store(0, std::memory_order_relaxed);
   word_at(out_data_, head_).store(total + 1, std::memory_order_release);
   head_ += rec;
