@@ -507,13 +507,14 @@ void Engine::copy_now(char* dst, const char* src, size_t bytes) {
 void Engine::copy_while_waiting(char* dst, const char* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   const bool apart = dst + bytes <= src || src + bytes <= dst;
+  if (bytes <= kInlineCopy && apart && exec_ == &cpu_) {  // an 8-byte operation's own block
+    idle_stats_.at_once += bytes;
+    copy_small(dst, src, bytes);
+    return;
+  }
   if (!apart || exec_->device() != DeviceKind::kCPU || bytes <= kIdleSlice) {
     idle_stats_.at_once += bytes;
-    if (apart && bytes <= kInlineCopy && exec_ == &cpu_) {
-      copy_small(dst, src, bytes);
-    } else {
-      copy_now(dst, src, bytes);
-    }
+    copy_now(dst, src, bytes);
     return;
   }
   idle_ = {dst, src, bytes, streams(bytes)};
@@ -555,6 +556,14 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
     bool adopt = false;
     bool spun = false;
     if (feed == nullptr && quick) {
+      // One message that can move now (a send, or a receive already here):
+      // moved without run_direct's loop.
+      if (transfers.size() == 1 && whole_links_ && direct_one(transfers[0]) == transport::Whole::kDone) {
+        mesh_.link(transfers[0].peer).flush();
+        ++quick_stats_.done;
+        ++quick_stats_.direct;
+        return;
+      }
       std::array<Transfer, kQuickTransfers>& rest = quick_->rest;
       const size_t left = run_direct(transfers, rest, spun);
       if (left == 0) {

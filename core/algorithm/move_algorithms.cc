@@ -236,6 +236,11 @@ void gather_direct(Engine& e, const char* send, char* recv, size_t bytes, int ro
     return;
   }
   e.copy_while_waiting(recv + r * bytes, send, bytes);
+  if (n == 2) {  // one peer: no step list to build
+    const int p = 1 - r;
+    e.run({Transfer::recv(p, recv + p * bytes, bytes, 0)});
+    return;
+  }
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) add_recv(ts, p, recv + p * bytes, bytes, 0);
@@ -276,6 +281,11 @@ void scatter_direct(Engine& e, const char* send, char* recv, size_t bytes, int r
     return;
   }
   e.copy_while_waiting(recv, send + r * bytes, bytes);
+  if (n == 2) {  // one peer: no step list to build
+    const int p = 1 - r;
+    e.run({Transfer::send(p, send + p * bytes, bytes, 0)});
+    return;
+  }
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
     if (p != r) add_send(ts, p, send + p * bytes, bytes, 0);
