@@ -9,14 +9,16 @@ WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& re
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
-  const TensorView sv = st.view(send);
-  const TensorView rv = st.view(recv);
-  return launch(c, st, OpKind::kAllReduce, send.dtype, spec.op, -1, send.count, send.bytes(), call,
+  // The body captures scalars, not views (see TensorView).
+  const char* const in = st.view(send).bytes_ptr();
+  char* const buf = st.view(recv).bytes_ptr();
+  const size_t count = send.count;
+  const DType dtype = send.dtype;
+  return launch(c, st, OpKind::kAllReduce, dtype, spec.op, -1, count, send.bytes(), call,
                 [=](Engine& e, const AlgoEntry& algo) {
-                  char* buf = rv.bytes_ptr();
-                  const char* src = premultiply(e, spec, sv.bytes_ptr(), send.count, send.dtype);
-                  algo.run(e, {.send = src, .recv = buf, .count = send.count});
-                  if (spec.op == RedOp::kAvg) e.exec().scale_divide(buf, send.count, send.dtype, n);
+                  const char* src = premultiply(e, spec, in, count, dtype);
+                  algo.run(e, {.send = src, .recv = buf, .count = count});
+                  if (spec.op == RedOp::kAvg) e.exec().scale_divide(buf, count, dtype, n);
                 });
 }
 

@@ -11,17 +11,19 @@ WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& re
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   const size_t part = send.bytes() / n;
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
-  const TensorView sv = st.view(send);
-  const TensorView rv = st.view(recv);
-  return launch(c, st, OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, send.bytes(), call,
+  // The body captures scalars, not views (see TensorView).
+  const char* const in = st.view(send).bytes_ptr();
+  char* const out = st.view(recv).bytes_ptr();
+  const size_t bytes = send.bytes();
+  return launch(c, st, OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count, bytes, call,
                 [=](Engine& e, const AlgoEntry& algo) {
-                  const char* src = sv.bytes_ptr();
-                  if (src == rv.bytes_ptr() && send.bytes() > 0) {  // in place: keep a copy of the input
-                    char* tmp = e.scratch(send.bytes(), 3);
-                    e.exec().copy(tmp, src, send.bytes());
+                  const char* src = in;
+                  if (src == out && bytes > 0) {  // in place: keep a copy of the input
+                    char* tmp = e.scratch(bytes, 3);
+                    e.exec().copy(tmp, src, bytes);
                     src = tmp;
                   }
-                  algo.run(e, {.send = src, .recv = rv.bytes_ptr(), .bytes = part});
+                  algo.run(e, {.send = src, .recv = out, .bytes = part});
                 });
 }
 

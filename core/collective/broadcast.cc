@@ -5,11 +5,11 @@ namespace omniccl::coll {
 WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOptions& call) {
   check_root(c, root);
   Staging st({{&t, c.rank() == root ? Use::kIn : Use::kOut}}, call);
-  const TensorView tv = st.view(t);
-  return launch(c, st, OpKind::kBroadcast, t.dtype, RedOp::kSum, root, t.count, t.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
-                  algo.run(e, {.recv = tv.bytes_ptr(), .bytes = t.bytes(), .root = root});
-                });
+  // The body captures scalars, not views (see TensorView).
+  char* const buf = st.view(t).bytes_ptr();
+  const size_t bytes = t.bytes();
+  return launch(c, st, OpKind::kBroadcast, t.dtype, RedOp::kSum, root, t.count, bytes, call,
+                [=](Engine& e, const AlgoEntry& algo) { algo.run(e, {.recv = buf, .bytes = bytes, .root = root}); });
 }
 
 }  // namespace omniccl::coll

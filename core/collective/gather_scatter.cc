@@ -16,12 +16,13 @@ WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, i
   }
   // A non-root's recvbuf is not used: checked for its device, not copied.
   Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);
-  const TensorView sv = st.view(send);
+  // The body captures scalars, not views (see TensorView).
+  const char* const in = st.view(send).bytes_ptr();
   if (c.rank() == root) out = st.view(*recv).bytes_ptr();
-  return launch(c, st, OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, send.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
-                  algo.run(e, {.send = sv.bytes_ptr(), .recv = out, .bytes = send.bytes(), .root = root});
-                });
+  const size_t bytes = send.bytes();
+  return launch(
+      c, st, OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, bytes, call,
+      [=](Engine& e, const AlgoEntry& algo) { algo.run(e, {.send = in, .recv = out, .bytes = bytes, .root = root}); });
 }
 
 WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, int root, const CallOptions& call) {
@@ -36,12 +37,13 @@ WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, 
     check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * root);
   }
   Staging st({{opt(send), c.rank() == root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);
-  const TensorView rv = st.view(recv);
+  // The body captures scalars, not views (see TensorView).
+  char* const out = st.view(recv).bytes_ptr();
   if (c.rank() == root) in = st.view(*send).bytes_ptr();
-  return launch(c, st, OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, recv.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
-                  algo.run(e, {.send = in, .recv = rv.bytes_ptr(), .bytes = recv.bytes(), .root = root});
-                });
+  const size_t bytes = recv.bytes();
+  return launch(
+      c, st, OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, bytes, call,
+      [=](Engine& e, const AlgoEntry& algo) { algo.run(e, {.send = in, .recv = out, .bytes = bytes, .root = root}); });
 }
 
 }  // namespace omniccl::coll

@@ -16,13 +16,16 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
   Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);
-  const TensorView sv = st.view(send);
+  // The body captures scalars, not views (see TensorView).
+  const char* const in = st.view(send).bytes_ptr();
   if (is_root) out = st.view(*recv).bytes_ptr();
-  return launch(c, st, OpKind::kReduce, send.dtype, spec.op, root, send.count, send.bytes(), call,
+  const size_t count = send.count;
+  const DType dtype = send.dtype;
+  return launch(c, st, OpKind::kReduce, dtype, spec.op, root, count, send.bytes(), call,
                 [=](Engine& e, const AlgoEntry& algo) {
-                  const char* src = premultiply(e, spec, sv.bytes_ptr(), send.count, send.dtype);
-                  algo.run(e, {.send = src, .recv = out, .count = send.count, .root = root});
-                  if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, send.count, send.dtype, n);
+                  const char* src = premultiply(e, spec, in, count, dtype);
+                  algo.run(e, {.send = src, .recv = out, .count = count, .root = root});
+                  if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, count, dtype, n);
                 });
 }
 

@@ -11,14 +11,16 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
   check_overlap(send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * c.rank());
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
-  const TensorView sv = st.view(send);
-  const TensorView rv = st.view(recv);
-  return launch(c, st, OpKind::kReduceScatter, send.dtype, spec.op, -1, recv.count, send.bytes(), call,
+  // The body captures scalars, not views (see TensorView).
+  const char* const in = st.view(send).bytes_ptr();
+  char* const out = st.view(recv).bytes_ptr();
+  const size_t send_count = send.count, count = recv.count;
+  const DType dtype = send.dtype;
+  return launch(c, st, OpKind::kReduceScatter, dtype, spec.op, -1, count, send.bytes(), call,
                 [=](Engine& e, const AlgoEntry& algo) {
-                  const char* src = premultiply(e, spec, sv.bytes_ptr(), send.count, send.dtype);
-                  char* out = rv.bytes_ptr();
-                  algo.run(e, {.send = src, .recv = out, .count = recv.count});
-                  if (spec.op == RedOp::kAvg) e.exec().scale_divide(out, recv.count, recv.dtype, n);
+                  const char* src = premultiply(e, spec, in, send_count, dtype);
+                  algo.run(e, {.send = src, .recv = out, .count = count});
+                  if (spec.op == RedOp::kAvg) e.exec().scale_divide(out, count, dtype, n);
                 });
 }
 

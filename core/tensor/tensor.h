@@ -16,6 +16,12 @@ using kernels::RedOp;
 using kernels::redop_name;
 
 /// A contiguous run of `count` elements of `dtype` at `data`.
+/// On hot paths, read a view just made (the C API fills it field by field)
+/// one field at a time rather than copying it whole: a whole copy reads
+/// dtype and device with one 2-byte load, which cannot take its bytes from
+/// the two 1-byte stores, and waits until they reach the cache, behind the
+/// previous operation's stores into a peer's ring line (on shared memory).
+/// The collectives' bodies capture the scalars they need for this reason.
 struct TensorView {
   void* data = nullptr;
   size_t count = 0;
