@@ -40,9 +40,20 @@ size_t TcpLink::try_sendv(int fd, const void* a, size_t na, const void* b, size_
   fail_errno(str_cat("send to rank ", peer_), errno);
 }
 
-size_t TcpLink::try_recv(int fd, void* data, size_t n) {
-  if (n == 0) return 0;
-  ssize_t r = ::recv(fd, data, n, MSG_DONTWAIT);
+size_t TcpLink::try_recv(int fd, void* data, size_t n) { return try_readv(fd, data, n, nullptr, 0); }
+
+size_t TcpLink::try_readv(int fd, void* a, size_t na, void* b, size_t nb) {
+  if (na + nb == 0) return 0;
+  ssize_t r;
+  if (nb == 0) {
+    r = ::recv(fd, a, na, MSG_DONTWAIT);
+  } else {
+    iovec iov[2] = {{a, na}, {b, nb}};
+    msghdr msg{};
+    msg.msg_iov = na > 0 ? iov : iov + 1;
+    msg.msg_iovlen = na > 0 ? 2 : 1;
+    r = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+  }
   if (r > 0) return static_cast<size_t>(r);
   if (r == 0) {
     fail(Status::kPeerFailure, "rank ", peer_,
@@ -51,6 +62,23 @@ size_t TcpLink::try_recv(int fd, void* data, size_t n) {
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
   if (errno == ECONNRESET) fail(Status::kPeerFailure, "rank ", peer_, " reset its TCP data connection");
   fail_errno(str_cat("recv from rank ", peer_), errno);
+}
+
+size_t TcpLink::recv0(void* data, size_t n) {
+  if (n == 0) return 0;
+  char* out = static_cast<char*>(data);
+  size_t k = std::min(n, cache_end_ - cache_begin_);
+  if (k > 0) {
+    std::memcpy(out, cache_.get() + cache_begin_, k);
+    cache_begin_ += k;
+    if (k == n) return k;
+  }
+  // The cache is empty here: one read for the rest, and what follows it.
+  if (!cache_) cache_ = std::make_unique<char[]>(kCacheBytes);
+  cache_begin_ = cache_end_ = 0;
+  const size_t r = try_readv(fds_[0].get(), out + k, n - k, cache_.get(), kCacheBytes);
+  if (r > n - k) cache_end_ = r - (n - k);
+  return k + std::min(r, n - k);
 }
 
 bool TcpLink::send(Message& m) {
@@ -72,7 +100,7 @@ bool TcpLink::send(Message& m) {
 }
 
 bool TcpLink::recv_header(Message& m) {
-  size_t k = try_recv(fds_[0].get(), static_cast<char*>(m.header) + m.header_done, m.header_bytes - m.header_done);
+  size_t k = recv0(static_cast<char*>(m.header) + m.header_done, m.header_bytes - m.header_done);
   m.header_done += k;
   return k > 0;
 }
@@ -82,7 +110,7 @@ bool TcpLink::recv_payload(Message& m) {
   const size_t bytes = m.payload.bytes;
   if (m.sink == nullptr) {
     while (m.done < bytes) {
-      size_t k = try_recv(fd_at(m.done), m.payload.ptr + m.done, stripe_left(m.done, bytes));
+      size_t k = read_at(fd_at(m.done), m.payload.ptr + m.done, stripe_left(m.done, bytes));
       if (k == 0) break;
       m.done += k;
       progressed = true;
@@ -93,7 +121,7 @@ bool TcpLink::recv_payload(Message& m) {
   // Through the stage: the sink takes whole granules, the rest waits there.
   while (m.done < bytes) {
     size_t want = std::min(m.stage.bytes - m.staged, stripe_left(m.done, bytes));
-    size_t k = want > 0 ? try_recv(fd_at(m.done), m.stage.ptr + m.staged, want) : 0;
+    size_t k = want > 0 ? read_at(fd_at(m.done), m.stage.ptr + m.staged, want) : 0;
     take_staged(m, k);
     if (k > 0) progressed = true;
     if (k == 0) break;

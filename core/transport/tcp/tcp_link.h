@@ -11,10 +11,17 @@
 // card spread one peer's traffic over several queues, cores and congestion
 // windows; the engine's one thread still does every copy.
 // Waits poll the socket the message goes on next.
+// Socket 0 is read through a cache: a read that finds more than the message
+// needs keeps the rest (up to kCacheBytes: the next messages' headers and
+// small payloads), and later reads take from it first, so a stream of small
+// messages (a rooted operation's non-roots, a pipeline) costs one recv for
+// several, and a small message one recv instead of one for its header and
+// one for its payload.
 #pragma once
 
 #include <poll.h>
 
+#include <memory>
 #include <vector>
 
 #include "common/fd.h"
@@ -35,7 +42,10 @@ class TcpLink final : public Link {
   bool recv_header(Message& m) override;
   bool recv_payload(Message& m) override;
   WaitOn arm_send(const Message& m, WakeBy) override { return {WaitOn::How::kPoll, fd_for(m), POLLOUT}; }
-  WaitOn arm_recv(const Message& m, WakeBy) override { return {WaitOn::How::kPoll, fd_for(m), POLLIN}; }
+  WaitOn arm_recv(const Message& m, WakeBy) override {
+    if (fd_for(m) == fds_[0].get() && cache_end_ > cache_begin_) return {};  // kReady: bytes are here
+    return {WaitOn::How::kPoll, fd_for(m), POLLIN};
+  }
   void disarm() override {}
   int poll_fd() const override { return fds_.front().get(); }
   void append_sockets(std::vector<int>& out) const override;
@@ -43,6 +53,10 @@ class TcpLink final : public Link {
   bool socket() const override { return true; }
   /// How many sockets carry this link.
   size_t streams() const { return fds_.size(); }
+  /// Bytes of socket 0 read ahead into the cache and not yet taken (tests).
+  size_t cached() const { return cache_end_ - cache_begin_; }
+  /// The most socket 0 reads ahead.
+  static constexpr size_t kCacheBytes = size_t(64) << 10;
 
  private:
   /// The socket that carries payload byte `done` (socket 0 for the header).
@@ -59,8 +73,19 @@ class TcpLink final : public Link {
   size_t try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb);
   /// Reads up to n available bytes from fd; returns how many (0 when none).
   size_t try_recv(int fd, void* data, size_t n);
+  /// try_recv for socket 0: from the cache first, then one read that puts
+  /// what follows the n bytes (if the socket has it) into the cache.
+  size_t recv0(void* data, size_t n);
+  /// Reads up to n bytes from fd with a readv of two parts; returns how many
+  /// (0 when none), like try_recv.
+  size_t try_readv(int fd, void* a, size_t na, void* b, size_t nb);
+  /// Reads from fd (socket 0 through the cache) up to n bytes.
+  size_t read_at(int fd, void* data, size_t n) { return fd == fds_[0].get() ? recv0(data, n) : try_recv(fd, data, n); }
   std::vector<UniqueFd> fds_;
   int peer_;
+  std::unique_ptr<char[]> cache_;  ///< socket 0's read-ahead (allocated at the first read)
+  size_t cache_begin_ = 0;         ///< first byte not yet taken
+  size_t cache_end_ = 0;           ///< end of what was read
 };
 
 }  // namespace omniccl::transport
