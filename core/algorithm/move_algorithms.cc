@@ -37,6 +37,14 @@ bool ring_sends_first(Engine& e, size_t bytes, int right) { return bytes <= kSen
 void broadcast_tree(Engine& e, char* buf, size_t bytes, int root) {
   const int n = e.size(), r = e.rank();
   if (n == 1) return;
+  if (n == 2) {  // the tree's one message (step 1), without a step list
+    if (r == root) {
+      e.run({Transfer::send(1 - r, buf, bytes, 1)});
+    } else {
+      e.run({Transfer::recv(root, buf, bytes, 1)});
+    }
+    return;
+  }
   const int vr = to_vrank(r, root, n);
   int mask = 1;
   while (mask < n) {
@@ -50,7 +58,7 @@ void broadcast_tree(Engine& e, char* buf, size_t bytes, int root) {
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (vr + mask < n) add_send(ts, from_vrank(vr + mask, root, n), buf, bytes, uint32_t(mask));
   }
-  e.run(ts);
+  if (!ts.empty()) e.run(ts);  // (a leaf has nothing to send)
 }
 
 void broadcast_ring(Engine& e, char* buf, size_t bytes, int root) {
