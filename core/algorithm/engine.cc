@@ -72,11 +72,6 @@ static_assert([] {
          h.seq == 0x99aabbccddeeff01 && h.count == 0x1122334455667788 && h.bytes == 0x0102030405060708;
 }());
 
-/// Host copies up to this size go inline (copy_small), without the
-/// executor's call and libc's size dispatch: an 8-byte rooted operation's
-/// own block.
-constexpr size_t kInlineCopy = kSmallCopyMax;
-
 /// Whether the 40 bytes at `at` (a received header, not stored by this
 /// thread just now) hold `w`: five 8-byte loads.
 inline bool header_is(const void* at, const WireWords& w) {
@@ -493,7 +488,7 @@ void Engine::flush_links() {
 void Engine::copy_now(char* dst, const char* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   const bool apart = dst + bytes <= src || src + bytes <= dst;
-  if (apart && bytes <= kInlineCopy && exec_ == &cpu_) {
+  if (apart && bytes <= kSmallCopyMax && exec_ == &cpu_) {  // an 8-byte operation's own block: a few moves
     copy_small(dst, src, bytes);
     return;
   }
@@ -507,12 +502,7 @@ void Engine::copy_now(char* dst, const char* src, size_t bytes) {
 void Engine::copy_while_waiting(char* dst, const char* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   const bool apart = dst + bytes <= src || src + bytes <= dst;
-  if (bytes <= kInlineCopy && apart && exec_ == &cpu_) {  // an 8-byte operation's own block
-    idle_stats_.at_once += bytes;
-    copy_small(dst, src, bytes);
-    return;
-  }
-  if (!apart || exec_->device() != DeviceKind::kCPU || bytes <= kIdleSlice) {
+  if (!apart || bytes <= kIdleSlice || exec_->device() != DeviceKind::kCPU) {
     idle_stats_.at_once += bytes;
     copy_now(dst, src, bytes);
     return;
@@ -944,11 +934,7 @@ transport::Whole Engine::direct_one(const Transfer& t) {
   if (!header_is(at, h)) return transport::Whole::kNo;
   const char* payload = at + sizeof h;
   if (t.kind == Transfer::Kind::kRecv) {
-    if (t.bytes > kSmallCopyMax) {
-      std::memcpy(t.dst, payload, t.bytes);
-    } else if (t.bytes > 0) {
-      copy_small(t.dst, payload, t.bytes);
-    }
+    copy_apart(t.dst, payload, t.bytes);
   } else {
     const size_t esize = dtype_size(sig_.dtype);
     if (t.bytes % esize != 0) return transport::Whole::kNo;
@@ -967,26 +953,6 @@ size_t Engine::run_direct(std::span<const Transfer> transfers, std::span<Transfe
   if (!whole_links_ || (keyed && mesh_.size() > 32)) {
     std::copy(transfers.begin(), transfers.end(), rest.begin());
     return n;
-  }
-  if (n == 1) {  // the loop below for one transfer, without its bookkeeping
-    const Transfer& t = transfers[0];
-    std::optional<WaitPolicy> wait;
-    for (;;) {
-      const transport::Whole w = direct_one(t);
-      if (w == transport::Whole::kDone) {
-        mesh_.link(t.peer).flush();
-        return 0;
-      }
-      if (w == transport::Whole::kNo) break;
-      if (!wait) wait.emplace(spin_for_, oversubscribed_);
-      if (wait->next() != WaitPolicy::Action::kSpin) {
-        spun = true;
-        break;
-      }
-      cpu_relax();
-    }
-    rest[0] = t;
-    return 1;
   }
   uint32_t done = 0;
   const uint32_t all = (uint32_t{1} << n) - 1;

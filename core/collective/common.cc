@@ -16,11 +16,6 @@ void fail_count(const TensorView& t, const char* name, size_t expected, const ch
   fail(Status::kInvalidArgument, name, " has ", t.count, " elements but ", expected, " are needed (", why, ")");
 }
 
-void fail_times_ranks(const TensorView& t, const char* name, int nranks) {
-  checked_mul(t.count, static_cast<uint64_t>(nranks), name, ": ", t.count, " elements x ", nranks, " ranks");
-  fail(Status::kInternal, name, ": ", t.count, " elements x ", nranks, " ranks was found to overflow, then not");
-}
-
 void fail_overlap(const char* a_name, const char* b_name) {
   fail(Status::kInvalidArgument, a_name, " and ", b_name,
        " overlap without being the in-place layout this operation allows");

@@ -24,7 +24,6 @@ namespace omniccl::coll {
                                                         const char* b_name);
 [[noreturn, gnu::cold, gnu::noinline]] void fail_count(const TensorView& t, const char* name, size_t expected,
                                                        const char* why);
-[[noreturn, gnu::cold, gnu::noinline]] void fail_times_ranks(const TensorView& t, const char* name, int nranks);
 [[noreturn, gnu::cold, gnu::noinline]] void fail_overlap(const char* a_name, const char* b_name);
 
 /// Throws kInvalidArgument unless 0 <= root < size.
@@ -48,11 +47,7 @@ inline void check_count(const TensorView& t, const char* name, size_t expected, 
 /// t.count x nranks (the size of a gathered buffer); throws kInvalidArgument
 /// naming `name` when it overflows.
 inline size_t times_ranks(const TensorView& t, const char* name, int nranks) {
-  uint64_t out = 0;
-  if (__builtin_mul_overflow(t.count, static_cast<uint64_t>(nranks), &out)) [[unlikely]] {
-    fail_times_ranks(t, name, nranks);
-  }
-  return out;
+  return checked_mul(t.count, static_cast<uint64_t>(nranks), name, ": ", t.count, " elements x ", nranks, " ranks");
 }
 /// Throws kInvalidArgument if a and b overlap other than at exactly the
 /// in-place position (b.data == a.data + allowed_offset_bytes).

@@ -38,4 +38,14 @@ inline void copy_small(void* dst_, const void* src_, size_t n) {
   }
 }
 
+/// Copies n bytes between buffers that do not overlap: copy_small up to
+/// kSmallCopyMax, memcpy above.
+inline void copy_apart(void* dst, const void* src, size_t n) {
+  if (n > kSmallCopyMax) {
+    std::memcpy(dst, src, n);
+  } else if (n > 0) {
+    copy_small(dst, src, n);
+  }
+}
+
 }  // namespace omniccl

@@ -62,55 +62,57 @@ std::vector<std::string> on_two_ranks(std::vector<std::unique_ptr<Mesh>>& meshes
 
 class IdleCopy : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(IdleCopy, APeerThatSendsLateCarriesTheWholeCopy) {
-  auto meshes = two_meshes(GetParam());
-  ASSERT_TRUE(meshes[0] && meshes[1]);
-  const std::vector<char> src = pattern(kCopyBytes, 1), msg = pattern(size_t(1) << 20, 2);
+/// Rank 0 copies a kCopyBytes pattern while it waits (copy_while_waiting)
+/// and receives `msg_bytes` from rank 1 in the step that follows; rank 0
+/// runs `before_copy` first, rank 1 `before_send` and `after_send` around
+/// its send. Checks that neither rank failed and both the copy and the
+/// message arrived right; returns rank 0's copy counters.
+template <typename BeforeCopy, typename BeforeSend, typename AfterSend>
+Engine::IdleCopyStats copy_beside_message(const std::string& transport, size_t msg_bytes, BeforeCopy before_copy,
+                                          BeforeSend before_send, AfterSend after_send) {
+  auto meshes = two_meshes(transport);
+  EXPECT_TRUE(meshes[0] && meshes[1]);
+  if (!meshes[0] || !meshes[1]) return {};
+  const std::vector<char> src = pattern(kCopyBytes, 1), msg = pattern(msg_bytes, 2);
   std::vector<char> dst(kCopyBytes, 0), got(msg.size(), 0);
   std::vector<Engine::IdleCopyStats> stats;
   auto errors = on_two_ranks(meshes, stats, [&](int rank, Engine& e) {
     e.begin(sig_of(OpKind::kGather, 1, msg.size()), RedOp::kSum, 20000);
     if (rank == 0) {
+      before_copy();
       e.copy_while_waiting(dst.data(), src.data(), src.size());
       e.run({Transfer::recv(1, got.data(), got.size(), 0)});
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      before_send();
       e.run({Transfer::send(0, msg.data(), msg.size(), 0)});
+      after_send();
     }
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
   EXPECT_TRUE(dst == src) << "the copy is incomplete or wrong";
   EXPECT_TRUE(got == msg) << "the message arrived wrong";
-  EXPECT_EQ(stats[0].while_waiting, kCopyBytes) << "all of it in the 300 ms the peer kept the rank waiting";
-  EXPECT_EQ(stats[0].after, 0u);
-  EXPECT_EQ(stats[0].at_once, 0u);
+  return stats[0];
+}
+
+TEST_P(IdleCopy, APeerThatSendsLateCarriesTheWholeCopy) {
+  const Engine::IdleCopyStats stats = copy_beside_message(
+      GetParam(), size_t(1) << 20, [] {}, [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }, [] {});
+  EXPECT_EQ(stats.while_waiting, kCopyBytes) << "all of it in the 300 ms the peer kept the rank waiting";
+  EXPECT_EQ(stats.after, 0u);
+  EXPECT_EQ(stats.at_once, 0u);
 }
 
 TEST_P(IdleCopy, AMessageAlreadyThereIsTakenFirstAndTheCopyFollows) {
-  auto meshes = two_meshes(GetParam());
-  ASSERT_TRUE(meshes[0] && meshes[1]);
-  const std::vector<char> src = pattern(kCopyBytes, 3), msg = pattern(size_t(64) << 10, 4);
-  std::vector<char> dst(kCopyBytes, 0), got(msg.size(), 0);
   std::atomic<bool> sent{false};
-  std::vector<Engine::IdleCopyStats> stats;
-  auto errors = on_two_ranks(meshes, stats, [&](int rank, Engine& e) {
-    e.begin(sig_of(OpKind::kGather, 1, msg.size()), RedOp::kSum, 20000);
-    if (rank == 0) {
-      for (int i = 0; i < 20000 && !sent.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      e.copy_while_waiting(dst.data(), src.data(), src.size());
-      e.run({Transfer::recv(1, got.data(), got.size(), 0)});
-    } else {
-      e.run({Transfer::send(0, msg.data(), msg.size(), 0)});  // 64 KiB: fits the ring and the socket
-      sent.store(true);
-    }
-  });
-  EXPECT_EQ(errors[0], "");
-  EXPECT_EQ(errors[1], "");
-  EXPECT_TRUE(dst == src) << "the copy is incomplete or wrong";
-  EXPECT_TRUE(got == msg) << "the message arrived wrong";
-  EXPECT_EQ(stats[0].after, kCopyBytes) << "the step had nothing to wait for";
-  EXPECT_EQ(stats[0].while_waiting, 0u);
+  const Engine::IdleCopyStats stats = copy_beside_message(
+      GetParam(), size_t(64) << 10,  // 64 KiB: fits the ring and the socket
+      [&] {
+        for (int i = 0; i < 20000 && !sent.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      [] {}, [&] { sent.store(true); });
+  EXPECT_EQ(stats.after, kCopyBytes) << "the step had nothing to wait for";
+  EXPECT_EQ(stats.while_waiting, 0u);
 }
 
 TEST_P(IdleCopy, SmallStepsSmallCopiesAndOverlapsCopyAtOnce) {

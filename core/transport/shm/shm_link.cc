@@ -633,11 +633,7 @@ Whole ShmLink::send_whole(const void* header, size_t header_bytes, const void* p
   } else {
     std::memcpy(out, header, header_bytes);
   }
-  if (bytes > kSmallCopyMax) {
-    std::memcpy(out + header_bytes, payload, bytes);
-  } else if (bytes > 0) {
-    copy_small(out + header_bytes, payload, bytes);
-  }
+  copy_apart(out + header_bytes, payload, bytes);
   word_at(out_data_, head_ + rec).store(0, std::memory_order_relaxed);
   word_at(out_data_, head_).store(total + 1, std::memory_order_release);
   head_ += rec;
