@@ -306,7 +306,43 @@ void Engine::use_device(DeviceKind device) {
 }
 
 void Engine::run(std::initializer_list<Transfer> transfers) {
+  // One message with no copy to make beside it (a 2-rank rooted operation's
+  // step, a pairwise round): moved at once when it can, without the span
+  // path's layers (run, quick_fits, run_guarded) in between.
+  if (transfers.size() == 1 && idle_.bytes == 0 && run_one_now(*transfers.begin())) return;
   run(std::span<const Transfer>(transfers.begin(), transfers.size()));
+}
+
+bool Engine::run_one_now(const Transfer& t) {
+  // quick_fits for one transfer, and run_guarded's first try.
+  if (!whole_links_ || !quick_on_ || device_ != DeviceKind::kCPU || t.bytes > kQuickBytes ||
+      t.kind == Transfer::Kind::kListen) {
+    return false;
+  }
+  if (!held_.empty() && t.peer >= 0 && t.peer < mesh_.size() && held_[size_t(t.peer)].has) return false;
+  try {
+    if (direct_one(t) != transport::Whole::kDone) return false;
+    mesh_.link(t.peer).flush();
+  } catch (...) {
+    step_failed();
+  }
+  ++quick_stats_.done;
+  ++quick_stats_.direct;
+  return true;
+}
+
+void Engine::step_failed() {
+  abandon_receives();
+  try {
+    throw;
+  } catch (const transport::PeerReportedError&) {
+    throw;  // came from a peer, or was already sent to every peer
+  } catch (const Error& e) {
+    // Tell every rank, so that ranks waiting on this one fail now rather than
+    // at their deadline.
+    if (e.status() != Status::kAborted) mesh_.broadcast_error(e.status(), e.what());
+    throw;
+  }
 }
 
 void Engine::check_header(const State& s) {
@@ -499,7 +535,7 @@ void Engine::copy_now(char* dst, const char* src, size_t bytes) {
   }
 }
 
-void Engine::copy_while_waiting(char* dst, const char* src, size_t bytes) {
+void Engine::copy_while_waiting_large(char* dst, const char* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
   const bool apart = dst + bytes <= src || src + bytes <= dst;
   if (!apart || bytes <= kIdleSlice || exec_->device() != DeviceKind::kCPU) {
@@ -572,18 +608,8 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
       ++quick_stats_.handed_over;
     }
     run_impl(transfers, feed, adopt, spun);
-  } catch (const transport::PeerReportedError&) {
-    abandon_receives();
-    throw;  // came from a peer, or was already sent to every peer
-  } catch (const Error& e) {
-    abandon_receives();
-    // Tell every rank, so that ranks waiting on this one fail now rather than
-    // at their deadline.
-    if (e.status() != Status::kAborted) mesh_.broadcast_error(e.status(), e.what());
-    throw;
   } catch (...) {
-    abandon_receives();
-    throw;
+    step_failed();
   }
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/small_copy.h"
 #include "common/time.h"
 #include "executor/executor.h"
 #include "tensor/tensor.h"
@@ -270,7 +271,15 @@ class Engine {
   /// step small enough for the small-step path, overlapping buffers, or a
   /// device executor. Streams past the caches as a local copy of its size
   /// would (streams()).
-  void copy_while_waiting(char* dst, const char* src, size_t bytes);
+  void copy_while_waiting(char* dst, const char* src, size_t bytes) {
+    // An 8-byte operation's own block: a few moves, here (copy_now's first case).
+    if (bytes <= kSmallCopyMax && exec_ == &cpu_ && (dst + bytes <= src || src + bytes <= dst)) {
+      idle_stats_.at_once += bytes;
+      copy_small(dst, src, bytes);
+      return;
+    }
+    copy_while_waiting_large(dst, src, bytes);
+  }
   /// Copies `bytes` from src to dst now (nothing when they are the same
   /// buffer; memmove where they overlap). A block from the streaming
   /// threshold up is not read again soon: it goes past the caches where
@@ -326,6 +335,15 @@ class Engine {
   TransferFeed* feed_ = nullptr;  ///< the running step's feed (point-to-point steps)
   /// `quick`: quick_fits(transfers), as run() found it.
   void run_guarded(std::span<const Transfer> transfers, TransferFeed* feed, bool quick);
+  /// run({t}) when t can move at once as one whole message (the small path's
+  /// first try for one transfer): returns false, having moved nothing, when
+  /// it cannot.
+  bool run_one_now(const Transfer& t);
+  /// Called in a handler of a step's failure: abandons its receives, tells
+  /// the other ranks (unless a peer reported it or it is an abort), rethrows.
+  [[noreturn]] void step_failed();
+  /// copy_while_waiting past its small case.
+  void copy_while_waiting_large(char* dst, const char* src, size_t bytes);
   /// The small-step path: a step of at most kQuickTransfers transfers of at
   /// most kQuickBytes each (a <= 1 KiB operation's messages), no feed, host
   /// memory, moved straight through the links (one record per message on
