@@ -138,42 +138,50 @@ DType to_dtype(DLDataType d, const char* name) {
   return out;
 }
 
-/// The common case of to_view in one pass that builds no message: a
-/// well-formed, compact CPU tensor of at most 16 dimensions. False for
-/// anything else (then checked_view names what is wrong, or accepts the
-/// unusual but valid, such as odd strides on an empty tensor).
-bool quick_view(const DLTensor* t, TensorView& v) {
-  if (t == nullptr || t->device.device_type != kDLCPU || t->ndim < 0 || t->ndim > 16 ||
-      (t->ndim > 0 && t->shape == nullptr)) {
-    return false;
-  }
-  DType dtype{};
-  if (!dtype_of(dtype_fields(t->dtype), &dtype)) return false;  // the checked path names it
+/// quick_view's element count of a tensor of other than one dimension (at
+/// most 16, compact); false for anything else. Out of line: its loops would
+/// cost the one-dimensional case registers saved and restored.
+[[gnu::noinline]] bool quick_count_nd(const DLTensor* t, uint64_t* count_out) {
+  if (t->ndim < 0 || t->ndim > 16 || (t->ndim > 0 && t->shape == nullptr)) return false;
   bool bad = false;
   uint64_t count = 1;
   uint64_t expected = 1;  // the stride of a compact row-major tensor
   // The product in dimension order, as the checked path takes it: a zero
   // extent after an overflowing product does not hide the overflow.
-  if (t->ndim == 1) {  // the common case without the loops' bookkeeping
-    const int64_t extent = t->shape[0];
-    bad = extent < 0;
-    count = static_cast<uint64_t>(extent);
-    if (t->strides != nullptr) bad |= extent != 1 && t->strides[0] != 1;
-  } else {
-    for (int32_t i = 0; i < t->ndim; ++i) {
-      const int64_t extent = t->shape[i];
-      bad |= extent < 0;
-      bad |= __builtin_mul_overflow(count, static_cast<uint64_t>(extent), &count);
-    }
-    if (t->strides != nullptr) {
-      for (int32_t i = t->ndim - 1; i >= 0; --i) {
-        bad |= t->shape[i] != 1 && static_cast<uint64_t>(t->strides[i]) != expected;
-        expected *= static_cast<uint64_t>(t->shape[i]);
-      }
+  for (int32_t i = 0; i < t->ndim; ++i) {
+    const int64_t extent = t->shape[i];
+    bad |= extent < 0;
+    bad |= __builtin_mul_overflow(count, static_cast<uint64_t>(extent), &count);
+  }
+  if (t->strides != nullptr) {
+    for (int32_t i = t->ndim - 1; i >= 0; --i) {
+      bad |= t->shape[i] != 1 && static_cast<uint64_t>(t->strides[i]) != expected;
+      expected *= static_cast<uint64_t>(t->shape[i]);
     }
   }
+  *count_out = count;
+  return !bad;
+}
+
+/// The common case of to_view in one pass that builds no message: a
+/// well-formed, compact CPU tensor of at most 16 dimensions. False for
+/// anything else (then checked_view names what is wrong, or accepts the
+/// unusual but valid, such as odd strides on an empty tensor). Inline in
+/// its two callers, the one-dimensional case without a call.
+[[gnu::always_inline]] inline bool quick_view(const DLTensor* t, TensorView& v) {
+  if (t == nullptr || t->device.device_type != kDLCPU) return false;
+  DType dtype{};
+  if (!dtype_of(dtype_fields(t->dtype), &dtype)) return false;  // the checked path names it
+  uint64_t count = 0;
+  if (t->ndim == 1 && t->shape != nullptr) [[likely]] {
+    const int64_t extent = t->shape[0];
+    if (extent < 0 || (t->strides != nullptr && extent != 1 && t->strides[0] != 1)) return false;
+    count = static_cast<uint64_t>(extent);
+  } else if (!quick_count_nd(t, &count)) {
+    return false;
+  }
   uint64_t bytes = 0;
-  bad |= __builtin_mul_overflow(count, dtype_size(dtype), &bytes);
+  bool bad = __builtin_mul_overflow(count, dtype_size(dtype), &bytes);
   bad |= bytes > kMaxBufferBytes;
   uint64_t end = 0;
   bad |= __builtin_add_overflow(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t->data)), t->byte_offset, &end);
