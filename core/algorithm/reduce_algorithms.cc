@@ -230,7 +230,7 @@ void reduce_tree(Engine& e, const char* send, char* recv, size_t count, int root
   const int n = e.size(), r = e.rank();
   const size_t bytes = count * dtype_size(e.signature().dtype);
   const int vr = patterns::to_vrank(r, root, n);
-  char* acc = r == root ? recv : e.scratch(bytes, 1);
+  char* acc = nullptr;     // taken at the first receive: a leaf only sends
   const char* cur = send;  // the partial result so far; `send` is never written
   for (int mask = 1; mask < n; mask <<= 1) {
     if (vr & mask) {
@@ -238,6 +238,7 @@ void reduce_tree(Engine& e, const char* send, char* recv, size_t count, int root
       return;
     }
     if (vr + mask < n) {
+      if (acc == nullptr) acc = r == root ? recv : e.scratch(bytes, 1);
       e.run({Transfer::recv_reduce(patterns::from_vrank(vr + mask, root, n), cur, acc, bytes, uint32_t(mask))});
       cur = acc;
     }

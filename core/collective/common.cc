@@ -21,7 +21,7 @@ void fail_overlap(const char* a_name, const char* b_name) {
        " overlap without being the in-place layout this operation allows");
 }
 
-ReduceSpec resolve_op(const Communicator& c, int op, DType t) {
+ReduceSpec resolve_any_op(const Communicator& c, int op, DType t) {
   ReduceSpec spec = c.reduce_spec(op);
   if (!kernels::is_defined(spec.op, t)) {
     if (spec.op == RedOp::kBAnd || spec.op == RedOp::kBOr || spec.op == RedOp::kBXor) {
@@ -39,8 +39,7 @@ ReduceSpec resolve_op(const Communicator& c, int op, DType t) {
 
 RedOp combine_op(RedOp op) { return op == RedOp::kAvg || op == RedOp::kPreMulSum ? RedOp::kSum : op; }
 
-const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t) {
-  if (op.op != RedOp::kPreMulSum || count == 0) return src;
+const char* premultiplied(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t) {
   char* tmp = e.scratch(count * dtype_size(t), 3);
   e.exec().scale_multiply(tmp, src, count, t, op.premul_scalar);
   return tmp;

@@ -62,8 +62,16 @@ inline void check_overlap(const TensorView& a, const char* a_name, const TensorV
     fail_overlap(a_name, b_name);
   }
 }
+/// resolve_op past its common case.
+ReduceSpec resolve_any_op(const Communicator& c, int op, DType t);
 /// Resolves op for t's dtype; throws kInvalidArgument when undefined.
-ReduceSpec resolve_op(const Communicator& c, int op, DType t);
+inline ReduceSpec resolve_op(const Communicator& c, int op, DType t) {
+  // Sum, product, min and max are defined for every dtype: no lookup.
+  if (op >= int(RedOp::kSum) && op <= int(RedOp::kMax) && int(t) < kernels::kNumDTypes) {
+    return ReduceSpec{static_cast<RedOp>(op), 1.0};
+  }
+  return resolve_any_op(c, op, t);
+}
 /// The tensor an optional holds, or nullptr (for Staging).
 inline const TensorView* opt(const OptTensor& t) { return t ? &*t : nullptr; }
 /// SUM for AVG and PREMUL_SUM (scaled separately), else op.
@@ -121,7 +129,12 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
   return c.submit(op, true);
 }
 
+/// premultiply's PREMUL_SUM case: src times the scalar, in engine scratch slot 3.
+const char* premultiplied(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t);
 /// Pre-multiplies (PREMUL_SUM) into engine scratch slot 3, else returns src.
-const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t);
+inline const char* premultiply(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t) {
+  if (op.op != RedOp::kPreMulSum || count == 0) return src;
+  return premultiplied(e, op, src, count, t);
+}
 
 }  // namespace omniccl::coll
