@@ -1,6 +1,8 @@
 // The operations of a communicator: validate (synchronously, before anything
 // is sent), then queue or run the chosen algorithm. `op` is an occl_red_op_t
-// value; optional buffers (a non-root's recvbuf) are std::nullopt.
+// value; optional buffers (a non-root's recvbuf) are std::nullopt. The caller
+// holds a Communicator::IssueGuard on `c` for the whole call (the C API's
+// calls do): a blocking collective runs without entering the issuer again.
 #pragma once
 
 #include <cstdint>

@@ -123,7 +123,7 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
   };
   if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
   if (!call.async) {
-    c.run_blocking(op, interrupt);
+    c.run_blocking_issued(op, interrupt);  // the caller holds the issuer (collectives.h)
     return nullptr;
   }
   return c.submit(op, true);

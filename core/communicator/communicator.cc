@@ -207,6 +207,14 @@ void Communicator::run_one(OpRef fn) {
   check_usable();
   try {
     fn(engine_);
+  } catch (...) {
+    op_failed();
+  }
+}
+
+void Communicator::op_failed() {
+  try {
+    throw;
   } catch (const Error& e) {
     set_failed(e.status(), e.what());
     throw;
@@ -231,6 +239,10 @@ Communicator::IssueGuard::~IssueGuard() {
 
 void Communicator::run_blocking_ref(OpRef fn, InterruptHook interrupt) {
   IssueGuard issuing(*this);
+  run_issued_ref(fn, interrupt);
+}
+
+void Communicator::run_issued_ref(OpRef fn, InterruptHook interrupt) {
   if (!idle_.load(std::memory_order_acquire)) {
     // Queued asynchronous operations run first; an interruptible caller
     // waits for them in slices.

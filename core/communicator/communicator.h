@@ -161,6 +161,25 @@ class Communicator {
   void run_blocking(Fn& fn, InterruptHook interrupt = {}) {
     run_blocking_ref(OpRef{&fn, [](void* f, Engine& e) { (*static_cast<Fn*>(f))(e); }}, interrupt);
   }
+  /// run_blocking for a caller that already holds an IssueGuard on this
+  /// communicator on this thread (a collective: the C API's call holds one
+  /// for its whole length), without entering the issuer a second time.
+  template <typename Fn>
+  void run_blocking_issued(Fn& fn, InterruptHook interrupt = {}) {
+    // The common case here, so that fn's body joins the caller's (no
+    // closure built in memory, no calls through run_issued_ref): nothing
+    // queued, the communicator usable (check_usable's test).
+    if (idle_.load(std::memory_order_acquire) && !mesh_->aborted() &&
+        failed_status_.load(std::memory_order_acquire) == Status::kSuccess) [[likely]] {
+      try {
+        fn(engine_);
+      } catch (...) {
+        op_failed();
+      }
+      return;
+    }
+    run_issued_ref(OpRef{&fn, [](void* f, Engine& e) { (*static_cast<Fn*>(f))(e); }}, interrupt);
+  }
 
   /// Queues a send or recv. Point-to-point operations queued one after
   /// another run as one step (Engine::run_feed), so they progress together;
@@ -283,10 +302,15 @@ class Communicator {
                  [](void* f, Engine& e) { (*static_cast<const std::function<void(Engine&)>*>(f))(e); }};
   }
   void run_blocking_ref(OpRef fn, InterruptHook interrupt);
+  /// run_blocking_ref's body, for a thread that holds the issuer.
+  void run_issued_ref(OpRef fn, InterruptHook interrupt);
   /// Records the first error that makes the communicator unusable.
   void set_failed(Status st, const std::string& message);
   Issuer issuer_;
   void run_one(OpRef fn);
+  /// Called in a handler of an operation's failure: records it as the
+  /// communicator's error (an allocation failure as kOutOfMemory), rethrows.
+  [[noreturn]] void op_failed();
   std::vector<std::string> internal_all_gather(const std::string& mine, const Deadline& deadline);
 
   int rank_;
