@@ -305,15 +305,8 @@ void Engine::use_device(DeviceKind device) {
   device_ = device;
 }
 
-void Engine::run(std::initializer_list<Transfer> transfers) {
-  // One message with no copy to make beside it (a 2-rank rooted operation's
-  // step, a pairwise round): moved at once when it can, without the span
-  // path's layers (run, quick_fits, run_guarded) in between.
-  if (transfers.size() == 1 && idle_.bytes == 0 && run_one_now(*transfers.begin())) return;
-  run(std::span<const Transfer>(transfers.begin(), transfers.size()));
-}
-
-bool Engine::run_one_now(const Transfer& t) {
+// Inline in run(initializer_list), its one caller.
+[[gnu::always_inline]] inline bool Engine::run_one_now(const Transfer& t) {
   // quick_fits for one transfer, and run_guarded's first try.
   if (!whole_links_ || !quick_on_ || device_ != DeviceKind::kCPU || t.bytes > kQuickBytes ||
       t.kind == Transfer::Kind::kListen) {
@@ -329,6 +322,14 @@ bool Engine::run_one_now(const Transfer& t) {
   ++quick_stats_.done;
   ++quick_stats_.direct;
   return true;
+}
+
+void Engine::run(std::initializer_list<Transfer> transfers) {
+  // One message with no copy to make beside it (a 2-rank rooted operation's
+  // step, a pairwise round): moved at once when it can, without the span
+  // path's layers (run, quick_fits, run_guarded) in between.
+  if (transfers.size() == 1 && idle_.bytes == 0 && run_one_now(*transfers.begin())) return;
+  run(std::span<const Transfer>(transfers.begin(), transfers.size()));
 }
 
 void Engine::step_failed() {

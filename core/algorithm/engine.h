@@ -225,6 +225,11 @@ class Engine {
   /// Picks the executor for an operation whose tensors are on `device`
   /// (coll::Staging); throws kUnsupported for a device without one.
   void use_device(DeviceKind device);
+  /// use_device(DeviceKind::kCPU), inline (host memory has an executor).
+  void use_cpu() {
+    exec_ = &cpu_;
+    device_ = DeviceKind::kCPU;
+  }
 
   /// Lets this operation's sends go by reference where the link can (see
   /// transport::Message::may_reference); begin() turns it off.

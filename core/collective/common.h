@@ -106,7 +106,7 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     sig.algo = uint8_t(choice.algo);
     sig.algo_name = choice.algo_name;
     e.set_interrupt(interrupt);
-    e.use_device(DeviceKind::kCPU);  // staged tensors are host copies
+    e.use_cpu();  // staged tensors are host copies
     e.set_single_copy(choice.single_copy);
     e.set_split_copy(choice.split_copy);
     if (!choice.stream_tuned) {
