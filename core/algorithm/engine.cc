@@ -305,23 +305,29 @@ void Engine::use_device(DeviceKind device) {
   device_ = device;
 }
 
-// Inline in run(initializer_list), its one caller.
-[[gnu::always_inline]] inline bool Engine::run_one_now(const Transfer& t) {
-  // quick_fits for one transfer, and run_guarded's first try.
-  if (!whole_links_ || !quick_on_ || device_ != DeviceKind::kCPU || t.bytes > kQuickBytes ||
-      t.kind == Transfer::Kind::kListen) {
-    return false;
-  }
-  if (!held_.empty() && t.peer >= 0 && t.peer < mesh_.size() && held_[size_t(t.peer)].has) return false;
-  try {
-    if (direct_one(t) != transport::Whole::kDone) return false;
-    mesh_.link(t.peer).flush();
-  } catch (...) {
-    step_failed();
-  }
+// Inline in its two callers (run_one_now, run_guarded).
+[[gnu::always_inline]] inline bool Engine::direct_done(const Transfer& t) {
+  if (direct_one(t) != transport::Whole::kDone) return false;
+  mesh_.link(t.peer).flush();
   ++quick_stats_.done;
   ++quick_stats_.direct;
   return true;
+}
+
+inline bool Engine::quick_transfer(const Transfer& t) const {
+  return t.bytes <= kQuickBytes && t.kind != Transfer::Kind::kListen &&
+         (held_.empty() || t.peer < 0 || t.peer >= mesh_.size() || !held_[size_t(t.peer)].has);
+}
+
+// Inline in run(initializer_list), its one caller.
+[[gnu::always_inline]] inline bool Engine::run_one_now(const Transfer& t) {
+  // quick_fits for one transfer, and run_guarded's first try.
+  if (!whole_links_ || !quick_on_ || device_ != DeviceKind::kCPU || !quick_transfer(t)) return false;
+  try {
+    return direct_done(t);
+  } catch (...) {
+    step_failed();
+  }
 }
 
 void Engine::run(std::initializer_list<Transfer> transfers) {
@@ -523,12 +529,8 @@ void Engine::flush_links() {
 }
 
 void Engine::copy_now(char* dst, const char* src, size_t bytes) {
-  if (dst == src || bytes == 0) return;
+  if (dst == src || bytes == 0 || copy_small_now(dst, src, bytes)) return;
   const bool apart = dst + bytes <= src || src + bytes <= dst;
-  if (apart && bytes <= kSmallCopyMax && exec_ == &cpu_) {  // an 8-byte operation's own block: a few moves
-    copy_small(dst, src, bytes);
-    return;
-  }
   if (apart && streams(bytes)) {
     exec_->copy_streaming(dst, src, bytes);
   } else {
@@ -585,12 +587,7 @@ void Engine::run_guarded(std::span<const Transfer> transfers, TransferFeed* feed
     if (feed == nullptr && quick) {
       // One message that can move now (a send, or a receive already here):
       // moved without run_direct's loop.
-      if (transfers.size() == 1 && whole_links_ && direct_one(transfers[0]) == transport::Whole::kDone) {
-        mesh_.link(transfers[0].peer).flush();
-        ++quick_stats_.done;
-        ++quick_stats_.direct;
-        return;
-      }
+      if (transfers.size() == 1 && whole_links_ && direct_done(transfers[0])) return;
       std::array<Transfer, kQuickTransfers>& rest = quick_->rest;
       const size_t left = run_direct(transfers, rest, spun);
       if (left == 0) {
@@ -882,10 +879,7 @@ void Engine::fail_deadline(const State& first, const std::vector<State*>& waitin
 bool Engine::quick_fits(std::span<const Transfer> transfers) const {
   if (!quick_on_ || transfers.size() > kQuickTransfers || device_ != DeviceKind::kCPU) return false;
   for (const Transfer& t : transfers) {
-    if (t.bytes > kQuickBytes || t.kind == Transfer::Kind::kListen) return false;
-    // A collective's header a point-to-point listen read waits in held_:
-    // the general loop hands it over.
-    if (!held_.empty() && t.peer >= 0 && t.peer < mesh_.size() && held_[size_t(t.peer)].has) return false;
+    if (!quick_transfer(t)) return false;
   }
   return true;
 }

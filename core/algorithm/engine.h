@@ -277,10 +277,8 @@ class Engine {
   /// device executor. Streams past the caches as a local copy of its size
   /// would (streams()).
   void copy_while_waiting(char* dst, const char* src, size_t bytes) {
-    // An 8-byte operation's own block: a few moves, here (copy_now's first case).
-    if (bytes <= kSmallCopyMax && exec_ == &cpu_ && (dst + bytes <= src || src + bytes <= dst)) {
+    if (copy_small_now(dst, src, bytes)) {  // an 8-byte operation's own block: here
       idle_stats_.at_once += bytes;
-      copy_small(dst, src, bytes);
       return;
     }
     copy_while_waiting_large(dst, src, bytes);
@@ -349,6 +347,21 @@ class Engine {
   [[noreturn]] void step_failed();
   /// copy_while_waiting past its small case.
   void copy_while_waiting_large(char* dst, const char* src, size_t bytes);
+  /// Copies a block of at most kSmallCopyMax bytes between host buffers
+  /// apart with a few moves (copy_small); false, having done nothing, for
+  /// any other (copy_now's and copy_while_waiting's first case).
+  bool copy_small_now(char* dst, const char* src, size_t bytes) {
+    if (bytes > kSmallCopyMax || exec_ != &cpu_ || !(dst + bytes <= src || src + bytes <= dst)) return false;
+    copy_small(dst, src, bytes);
+    return true;
+  }
+  /// One transfer of a step quick_fits takes (its size, its kind, no header
+  /// held for it: a collective's header a point-to-point listen read waits
+  /// in held_, and the general loop hands it over).
+  bool quick_transfer(const Transfer& t) const;
+  /// direct_one(t), then the flush and the small path's counts when it moved:
+  /// true; false when it cannot move at once.
+  bool direct_done(const Transfer& t);
   /// The small-step path: a step of at most kQuickTransfers transfers of at
   /// most kQuickBytes each (a <= 1 KiB operation's messages), no feed, host
   /// memory, moved straight through the links (one record per message on

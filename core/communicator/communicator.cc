@@ -174,6 +174,7 @@ Status Communicator::async_error(std::string& message) const {
 }
 
 void Communicator::check_usable() const {
+  if (usable()) return;
   if (mesh_->aborted()) fail(Status::kAborted, "the communicator was aborted");
   if (Status st = failed_status_.load(std::memory_order_acquire); st != Status::kSuccess) {
     std::string msg;

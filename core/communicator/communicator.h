@@ -125,6 +125,10 @@ class Communicator {
   /// Throws kAborted after abort, kCommFailed (naming the first error) once
   /// an operation has failed; what every operation checks before it runs.
   void check_usable() const;
+  /// check_usable's test: not aborted, no error recorded.
+  bool usable() const {
+    return !mesh_->aborted() && failed_status_.load(std::memory_order_acquire) == Status::kSuccess;
+  }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -169,8 +173,7 @@ class Communicator {
     // The common case here, so that fn's body joins the caller's (no
     // closure built in memory, no calls through run_issued_ref): nothing
     // queued, the communicator usable (check_usable's test).
-    if (idle_.load(std::memory_order_acquire) && !mesh_->aborted() &&
-        failed_status_.load(std::memory_order_acquire) == Status::kSuccess) [[likely]] {
+    if (idle_.load(std::memory_order_acquire) && usable()) [[likely]] {
       try {
         fn(engine_);
       } catch (...) {
