@@ -40,6 +40,13 @@ esac
 case $ranks in
   '' | *[!0-9]*) echo "interleave.sh: RANKS must be a number, not '$ranks'" >&2; exit 2 ;;
 esac
+for v in $variants; do
+  [ "$v" = default ] && continue
+  IFS=, read -r -a settings <<<"$v"
+  for kv in "${settings[@]}"; do
+    [[ $kv =~ ^[A-Z_][A-Z0-9_]*= ]] || { echo "interleave.sh: '$kv' in VARIANTS is not NAME=value" >&2; exit 2; }
+  done
+done
 peer=""
 if [ "${OPENMPI:-1}" != 0 ]; then
   for dir in "${PEERS:-}" "$build/bench-peers" "$root/build-bench/bench-peers"; do
@@ -57,16 +64,16 @@ points() {
   awk -F, '$1 != "peer" && NF >= 9 && $5 ~ /^[0-9]+$/ { printf " %s:%s:%s", $3, $5, $9 }'
 }
 
-# job WHO CMD...: runs one benchmark and prints its line.
+# job ROUND WHO CMD...: runs one benchmark and prints its line.
 job() {
-  local who=$1 out rc
-  shift
+  local round=$1 who=$2 out rc
+  shift 2
   out=$(timeout "$limit" "$@" 2>/dev/null)
   rc=$?
   if [ "$rc" -ne 0 ]; then
-    echo "round $i $who: exit $rc"
+    echo "round $round $who: exit $rc"
   else
-    echo "round $i $who:$(printf '%s\n' "$out" | points)"
+    echo "round $round $who:$(printf '%s\n' "$out" | points)"
   fi
 }
 
@@ -77,13 +84,10 @@ for i in $(seq 1 "$rounds"); do
   for v in $variants; do
     settings=()
     [ "$v" = default ] || IFS=, read -r -a settings <<<"$v"
-    for kv in "${settings[@]}"; do
-      [[ $kv =~ ^[A-Z_][A-Z0-9_]*= ]] || { echo "interleave.sh: '$kv' in VARIANTS is not NAME=value" >&2; exit 2; }
-    done
-    job "$v" env "${occl_env[@]}" "${settings[@]}" "$run" -n "$ranks" --no-prefix "$bench" "${common[@]}"
+    job "$i" "$v" env "${occl_env[@]}" "${settings[@]}" "$run" -n "$ranks" --no-prefix "$bench" "${common[@]}"
   done
   if [ -n "$peer" ]; then
-    job openmpi mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl "$btl" \
+    job "$i" openmpi mpirun.openmpi --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl "$btl" \
       --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo -n "$ranks" "$peer" "${common[@]}" \
       --peer-name openmpi --transport "$transport"
   fi

@@ -6,12 +6,15 @@
 #      each with a positive time for every collective and size asked for;
 #   2. over TCP: a line with its points;
 #   3. a variant whose job fails: its line says "exit N", N > 0;
-#   4. VARIANTS that are not NAME=value, a bad TRANSPORT or RANKS: exit 2
-#      with a message naming the bad value, and no job run.
+#   4. a VARIANTS entry that is not NAME=value (after a good one), a bad
+#      TRANSPORT or RANKS: exit 2 with a message naming the bad value, and
+#      no job run.
 set -u
 build=$1
 script=$(cd "$(dirname "$0")" && pwd)/interleave.sh
 fail=0
+out_file=$(mktemp)
+trap 'rm -f "$out_file"' EXIT
 export OPENMPI=0 ITERS=3 LIMIT=120
 
 # 1.
@@ -37,11 +40,12 @@ printf '%s\n' "$out" | grep -Eq '^round 1 OMNICCL_ALGO=all_gather=nonsense: exit
   { echo "FAIL: a failing job is not reported"; printf '%s\n' "$out"; fail=1; }
 
 # 4.
-for bad in "VARIANTS=foo:'foo'" "TRANSPORT=udp:'udp'" "RANKS=two:'two'"; do
+for bad in "VARIANTS=default foo:'foo'" "TRANSPORT=udp:'udp'" "RANKS=two:'two'"; do
   setting=${bad%%:*} name=${bad#*:}
-  err=$(env "$setting" "$script" "$build" 2>&1 >/dev/null)
+  err=$(env "$setting" "$script" "$build" 2>&1 >"$out_file")
   rc=$?
   [ "$rc" = 2 ] && printf '%s\n' "$err" | grep -q "$name" || { echo "FAIL: $setting: exit $rc, '$err'"; fail=1; }
+  ! grep -q '^round ' "$out_file" || { echo "FAIL: $setting: a job ran before the refusal"; fail=1; }
 done
 
 [ "$fail" = 0 ] && echo "interleave smoke: OK"
