@@ -107,19 +107,20 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     sig.algo_name = choice.algo_name;
     e.set_interrupt(interrupt);
     e.use_cpu();  // staged tensors are host copies
-    e.set_single_copy(choice.single_copy);
     e.set_split_copy(choice.split_copy);
-    if (!choice.stream_tuned) {
+    if (choice.tuned_arms == 0) {
+      e.set_single_copy(choice.single_copy);
       e.set_stream_min(choice.stream_min);
       body(e, *choice.entry);
       return;
     }
-    const uint64_t stream_min = comm->streams_next(choice);
-    e.set_stream_min(stream_min);
+    const unsigned arm = comm->next_arm(choice);
+    e.set_single_copy((arm & kArmSingleCopy) != 0);
+    e.set_stream_min((arm & kArmStream) != 0 ? kStreamMin : 0);
     const auto t0 = std::chrono::steady_clock::now();
     body(e, *choice.entry);
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
-    comm->op_took(choice, stream_min, uint64_t(ns.count()));
+    comm->op_took(choice, arm, uint64_t(ns.count()));
   };
   if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
   if (!call.async) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "bootstrap/store.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "transport/shm/shm_link.h"
 
 namespace omniccl {
 
@@ -195,12 +197,54 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
       copy && copy->allows(kind, bytes, config_.split_copy) && single_copy_for(kind, bytes, engine_.oversubscribed());
   c.split_copy = config_.split_copy && is_one_way(kind);
   c.stream_min = copy ? copy->stream_min : 0;
-  c.stream_tuned = copy && copy->stream_tuned && StreamTuner::tuned(kind, bytes);
+  // What varies between the arms this operation measures; the rest stays
+  // as the prior has it.
+  unsigned varies = 0;
+  if (copy && copy->stream_tuned && OpTuner::stream_tuned(kind, bytes)) varies |= kArmStream;
+  // Single copy is measured only where every rank of this host has a core:
+  // with more ranks than cores, a rank's durations follow how the ranks were
+  // scheduled more than the choice (4 ranks on 2 cores, all_to_all of 1 MiB:
+  // by reference took 600-900 us while being measured against the rings,
+  // turn about, and 330 us as the only choice).
+  if (copy && copy->exchange_tuned && OpTuner::copy_tuned(kind, bytes) && !engine_.oversubscribed() &&
+      single_copy_for(kind, bytes, false) && engine_.mesh().host_choices() != nullptr) {
+    varies |= kArmSingleCopy;
+    c.shared = true;
+  }
+  if (varies != 0) {
+    const unsigned prior = prior_arm(c);
+    for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
+      if ((a & ~varies) == (prior & ~varies)) c.tuned_arms |= 1u << a;
+    }
+  }
   last_choice_ = c;
 }
 
-void Communicator::op_took(const OpChoice& c, uint64_t stream_min, uint64_t ns) {
-  std::string line = stream_tuner_.record(c.kind, c.bytes, stream_min > 0, ns);
+namespace {
+
+/// The word of exchange `kind` on `bytes` among the host's shared choices.
+std::atomic<uint8_t>& shared_arm(transport::HostChoices& h, OpKind kind, uint64_t bytes) {
+  const int i = kind == OpKind::kAllGather ? 0 : kind == OpKind::kAllGatherV ? 1 : kind == OpKind::kAllToAll ? 2 : 3;
+  const int band = std::min(int(std::bit_width(bytes)) - 1, transport::HostChoices::kBands - 1);
+  return h.arm[i][band];
+}
+
+}  // namespace
+
+unsigned Communicator::next_arm(const OpChoice& c) {
+  int lead = -1;
+  transport::Mesh& mesh = engine_.mesh();
+  if (c.shared && !mesh.host_leader()) lead = int(shared_arm(*mesh.host_choices(), c.kind, c.bytes).load()) - 1;
+  return tuner_.choose(c.kind, c.bytes, c.tuned_arms, prior_arm(c), lead);
+}
+
+void Communicator::op_took(const OpChoice& c, unsigned arm, uint64_t ns) {
+  std::string line = tuner_.record(c.kind, c.bytes, arm, ns);
+  transport::Mesh& mesh = engine_.mesh();
+  if (c.shared && mesh.host_leader()) {
+    const int held = tuner_.held(c.kind, c.bytes);
+    if (held >= 0) shared_arm(*mesh.host_choices(), c.kind, c.bytes).store(uint8_t(held + 1));
+  }
   if (!line.empty()) OCCL_LOG(kInfo, kTuning, line);
 }
 

@@ -32,7 +32,7 @@
 #include "tensor/tensor.h"
 #include "transport/mesh.h"
 #include "tuning/copy_calibration.h"
-#include "tuning/stream_tuner.h"
+#include "tuning/op_tuner.h"
 #include "tuning/tuning.h"
 
 namespace omniccl {
@@ -253,9 +253,14 @@ class Communicator {
     /// receives already), unless OMNICCL_SHM_SPLIT_COPY=0.
     bool split_copy = false;
     uint64_t stream_min = 0;
-    /// Streaming stores are measured per operation (StreamTuner): use
-    /// streams_next() and op_took() around the operation instead of stream_min.
-    bool stream_tuned = false;
+    /// The arms (OpTuner: kArmStream, kArmSingleCopy bits) this operation
+    /// measures, a bit per arm, where streaming stores or single copy are
+    /// tuned (else 0): use next_arm() and op_took() around the operation
+    /// instead of stream_min and single_copy, which make the prior arm.
+    unsigned tuned_arms = 0;
+    /// Single copy is among them: the ranks of this host take the arm their
+    /// lowest rank holds (transport::HostChoices) once it has decided.
+    bool shared = false;
   };
   /// OpChoice for (kind, bytes), remembered for the last kind and size asked
   /// (a loop of one operation works it out, and logs it, once). Call only
@@ -267,14 +272,17 @@ class Communicator {
     return last_choice_;
   }
 
-  /// For an operation with `c.stream_tuned`: the streaming-store threshold it
-  /// runs with (stream_min or 0), chosen by this rank's StreamTuner.
-  uint64_t streams_next(const OpChoice& c) {
-    return stream_tuner_.choose(c.kind, c.bytes, c.stream_min > 0) ? kStreamMin : 0;
+  /// The prior arm of `c`: its calibrated streaming stores and single copy.
+  static unsigned prior_arm(const OpChoice& c) {
+    return (c.stream_min > 0 ? kArmStream : 0) | (c.single_copy ? kArmSingleCopy : 0);
   }
-  /// Tells the StreamTuner that the operation streams_next() was asked for
-  /// took `ns` with threshold `stream_min` (logs a changed choice at INFO).
-  void op_took(const OpChoice& c, uint64_t stream_min, uint64_t ns);
+  /// For an operation with `c.tuned_arms`: the arm it runs with, chosen by
+  /// this rank's OpTuner (with `c.shared`, following the host's lowest rank).
+  unsigned next_arm(const OpChoice& c);
+  /// Tells the OpTuner that the operation next_arm() was asked for took `ns`
+  /// with `arm` (logs a changed choice at INFO); with `c.shared`, the host's
+  /// lowest rank publishes the arm it holds.
+  void op_took(const OpChoice& c, unsigned arm, uint64_t ns);
 
   /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
   ReduceSpec reduce_spec(int op) const;
@@ -321,7 +329,7 @@ class Communicator {
   CommConfig config_;
   AlgoOverride override_;
   OpChoice last_choice_;
-  StreamTuner stream_tuner_;  ///< used by the operation running only
+  OpTuner tuner_;  ///< used by the operation running only
   void rechoose(OpKind kind, uint64_t bytes);
   std::atomic<int64_t> timeout_ms_;
   uint64_t session_;

@@ -376,6 +376,22 @@ void Mesh::make_links(Setup& s) {
     ls.single_copy = s.opts.single_copy;
     links_[p] = s.transport[p]->make_link(ls);
   }
+  // The host's shared choices: in the lowest-ranked member's segment among
+  // this rank and its shared-memory peers.
+  bool shm_peer = false;
+  for (int p = 0; p < size_; ++p) {
+    auto* shm = p == rank_ ? nullptr : dynamic_cast<ShmLink*>(links_[p].get());
+    if (shm == nullptr) continue;
+    shm_peer = true;
+    if (p < rank_) {
+      host_choices_ = &shm->peer_choices();
+      return;
+    }
+  }
+  if (shm_peer && own_segment_) {
+    host_choices_ = &own_segment_->choices();
+    host_leader_ = true;
+  }
 }
 
 // Every peer has made its links (and so mapped this rank's segment).

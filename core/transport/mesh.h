@@ -28,6 +28,7 @@
 namespace omniccl::transport {
 
 class ShmSegment;
+struct HostChoices;
 struct Endpoint;
 
 /// An error another rank reported over its control socket (not re-broadcast).
@@ -105,6 +106,12 @@ class Mesh {
   /// the ranks still have a core each). local_size() > local_cpus(): the
   /// ranks of this host outnumber their cores.
   int local_cpus() const { return local_cpus_; }
+  /// The choices the ranks of this host share (HostChoices): in the segment
+  /// of the lowest-ranked member among this rank and its shared-memory
+  /// peers; null without shared-memory peers. host_leader(): that member is
+  /// this rank (it writes them; the others read).
+  HostChoices* host_choices() const { return host_choices_; }
+  bool host_leader() const { return host_leader_; }
   /// Description of a peer for messages: "rank 3 (pid 1234 on hostA)".
   std::string describe(int peer) const;
 
@@ -234,6 +241,8 @@ class Mesh {
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<std::unique_ptr<Link>> links_;
   std::unique_ptr<ShmSegment> own_segment_;
+  HostChoices* host_choices_ = nullptr;
+  bool host_leader_ = false;
   UniqueFd wake_fd_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> no_goodbye_{false};

@@ -28,7 +28,7 @@
 #include "common/settings.h"
 #include "common/status.h"
 #include "kernels/cpu/stream.h"
-#include "tuning/stream_tuner.h"
+#include "tuning/op_tuner.h"
 #include "transport/shm/shm_link.h"
 
 namespace omniccl {
@@ -223,6 +223,7 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
                      rates(r.link_ref_gbps), " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off",
                      " (process_vm_readv ", gbps(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ", kExchangeShare,
                      " x ring ", gbps(r.ring_gbps), " GB/s) (", how, ")");
+  c.exchange_tuned = true;  // measured: process_vm_readv works
   c.stream_min = stream_min_from_rates(r);
   const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ", c.stream_min > 0 ? ">=" : "<",
                                      " ", kStreamGain, " x memcpy ", gbps(r.copy_gbps), " GB/s");
@@ -508,6 +509,11 @@ SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
                           ? str_cat("streaming stores from ", kStreamMin >> 20, " MiB (OMNICCL_STREAM_STORES=1)")
                           : std::string("no streaming stores (OMNICCL_STREAM_STORES=0)");
     c.reason = str_cat(c.reason, "; ", c.stream_reason);
+  }
+  if (c.exchange_tuned) {
+    c.reason = str_cat(c.reason, "; all_gather and all_to_all of ", kTunedCopyMin >> 20,
+                       " MiB and more measure single copy against the rings while they run, starting from the "
+                       "above (OMNICCL_SHM_SINGLE_COPY unset)");
   }
   if (stream == "auto") {
     c.stream_tuned = true;

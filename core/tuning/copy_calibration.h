@@ -122,11 +122,15 @@ struct SingleCopyChoice {
   /// Engine::set_stream_min.
   uint64_t stream_min = 0;
   std::string stream_reason;  ///< the part of `reason` about streaming stores
-  /// OMNICCL_STREAM_STORES=auto: operations StreamTuner::tuned() measure which
-  /// is faster while they run, starting from stream_min's answer.
+  /// OMNICCL_STREAM_STORES=auto: operations OpTuner::stream_tuned() measure
+  /// which is faster while they run, starting from stream_min's answer.
   bool stream_tuned = false;
+  /// OMNICCL_SHM_SINGLE_COPY unset and process_vm_readv working: exchanges
+  /// OpTuner::copy_tuned() measure single copy against the rings while they
+  /// run, starting from `exchange`.
+  bool exchange_tuned = false;
   /// Whether shared-memory links should offer to read by reference at all.
-  bool any() const { return one_way_min != kNever || one_way_split_min != kNever || exchange; }
+  bool any() const { return one_way_min != kNever || one_way_split_min != kNever || exchange || exchange_tuned; }
   /// Whether operation `kind` on `bytes` may move payloads by reference
   /// (reductions and point-to-point never do; see also single_copy_for);
   /// `split`: receivers split the copies with their senders

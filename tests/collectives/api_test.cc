@@ -933,13 +933,15 @@ JobOptions single_copy_job(const std::string& on) {
 }
 
 /// In a rank: runs gather_and_reduce with stderr captured, then checks that
-/// the log has a line containing `mode` and one containing `counts`.
-int run_and_check_log(int rank, const std::string& mode, const std::string& counts) {
+/// the log has a line containing `mode`, one containing `counts`, and
+/// `also` somewhere.
+int run_and_check_log(int rank, const std::string& mode, const std::string& counts, const std::string& also = "") {
   int rc = 0;
   std::string log = capture_stderr(
       rank, [rank] { return gather_and_reduce(rank, kSingleCopyFloats); }, &rc);
   if (rc != 0) return rc;
   RANK_CHECK(log.find(mode) != std::string::npos, rank, "no '" + mode + "' line in:\n" + log);
+  RANK_CHECK(log.find(also) != std::string::npos, rank, "no '" + also + "' in:\n" + log);
   RANK_CHECK(log.find(counts) != std::string::npos, rank, "expected '" + counts + "' in:\n" + log);
   return 0;
 }
@@ -1278,39 +1280,104 @@ TEST(SingleCopyCalibration, FirstJobMeasuresAndTheNextReadsTheCache) {
   EXPECT_TRUE(second.ok()) << second.summary();
 }
 
-TEST(SingleCopyCalibration, SlowReadvMeansTwoCopies) {
-  TempDir dir;
-  const std::string cache = dir.path + "/cache";
-  std::ofstream(cache) << planted_cache("0.5", "10");
-  JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
-    return run_and_check_log(
-        rank, "for all_gather and all_to_all: off (process_vm_readv 0.5 GB/s < 0.35 x ring 10 GB/s)", kNoRefs);
-  });
-  EXPECT_TRUE(res.ok()) << res.summary();
-}
+// Exchanges start from the calibration's answer and measure the other way
+// while they run (OpTuner): of the three all_gathers of 2 MiB, the first and
+// the third go the calibration's way, the second the other way.
+const std::string kTunedExchanges = "all_gather and all_to_all of 1 MiB and more measure single copy against the rings";
 
-TEST(SingleCopyCalibration, FastReadvMeansSingleCopy) {
+/// A job of gather_and_reduce on a cache planted with (readv, ring, links):
+/// each rank's log must name `mode`, and `refs` payloads each way by
+/// reference, and hold `also`.
+void expect_calibrated_refs(const std::string& readv, const std::string& ring, const std::string& links,
+                            const std::string& mode, size_t refs, const std::string& also = "") {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
   const std::string cache = dir.path + "/cache";
-  std::ofstream(cache) << planted_cache("20", "10", kRefWins);
-  JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
-    return run_and_check_log(
-        rank, "for all_gather and all_to_all: on (process_vm_readv 20 GB/s >= 0.35 x ring 10 GB/s)",
-        cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4, " bytes) read by reference"));
-  });
+  std::ofstream(cache) << planted_cache(readv, ring, links);
+  const std::string counts = cat(refs, " payload(s) sent by reference, ", refs, " (", refs * kSingleCopyFloats * 4,
+                                 " bytes) read by reference");
+  JobResult res = run_ranks(calibrated_job(cache),
+                            [&](occl_comm_t, int rank, int) { return run_and_check_log(rank, mode, counts, also); });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
-TEST(SingleCopyCalibration, SomewhatSlowerReadvKeepsSingleCopyForAllGather) {
+TEST(SingleCopyCalibration, SlowReadvStartsWithTwoCopies) {
+  expect_calibrated_refs("0.5", "10", kRingWins,
+                         "for all_gather and all_to_all: off (process_vm_readv 0.5 GB/s < 0.35 x ring 10 GB/s)", 1,
+                         kTunedExchanges);
+}
+
+TEST(SingleCopyCalibration, FastReadvStartsWithSingleCopy) {
+  expect_calibrated_refs("20", "10", kRefWins,
+                         "for all_gather and all_to_all: on (process_vm_readv 20 GB/s >= 0.35 x ring 10 GB/s)", 2);
+}
+
+TEST(SingleCopyCalibration, SomewhatSlowerReadvStartsAllGatherWithSingleCopy) {
+  expect_calibrated_refs("4", "10", kRingWins,
+                         "for all_gather and all_to_all: on (process_vm_readv 4 GB/s >= 0.35 x ring 10 GB/s)", 2);
+}
+
+/// In a rank: `rounds` gathers to rank 0 (else all_gathers) of `floats`
+/// floats per rank over shared memory, results checked, with stderr captured
+/// into *log; returns 0 on success.
+int gathers(int rank, bool all, size_t floats, int rounds, std::string* log) {
+  int rc = 0;
+  *log = capture_stderr(
+      rank,
+      [=] {
+        occl_comm_t comm = nullptr;
+        RANK_OK(init_shm_comm(&comm), rank);
+        Buf send(DT::kF32, floats), recv(DT::kF32, 2 * floats);
+        Tensor1D ts(send.data(), int64_t(floats), dl_float(32));
+        Tensor1D tr(recv.data(), int64_t(2 * floats), dl_float(32));
+        const char* what = all ? "all_gather" : "gather";
+        for (int round = 0; round < rounds; ++round) {
+          fill_pattern(DT::kF32, send.data(), floats, 0, rank, uint64_t(round));
+          std::memset(recv.data(), 0, 2 * floats * 4);
+          RANK_OK(all ? occl_all_gather(&ts, &tr, comm, nullptr) : occl_gather(&ts, &tr, 0, comm, nullptr), rank);
+          for (int p = 0; (all || rank == 0) && p < 2; ++p) {
+            std::string err = check_pattern(DT::kF32, recv.data() + p * floats * 4, floats, 0, p, uint64_t(round));
+            RANK_CHECK(err.empty(), rank, cat(what, " round ", round, ", block of rank ", p, ": ", err));
+          }
+        }
+        RANK_OK(occl_comm_destroy(comm), rank);
+        return 0;
+      },
+      &rc);
+  return rc;
+}
+
+// Six all_gathers of 2 MiB (calibration: single copy on): two each way, then
+// the way rank 0 found faster, which its log names: rank 0 sends 2 payloads
+// by reference in the first four, then 2 more if single copy won. Rank 1
+// follows rank 0 from the operation after rank 0's decision is published
+// (the fifth, or the sixth when it starts the fifth first), so it sends
+// within one of what it reads.
+TEST(SingleCopyCalibration, ExchangesKeepTheFasterWayAndSayWhich) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
   const std::string cache = dir.path + "/cache";
-  std::ofstream(cache) << planted_cache("4", "10");
-  JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
-    return run_and_check_log(
-        rank, "for all_gather and all_to_all: on (process_vm_readv 4 GB/s >= 0.35 x ring 10 GB/s)",
-        cat("3 payload(s) sent by reference, 3 (", 3 * kSingleCopyFloats * 4, " bytes) read by reference"));
+  std::ofstream(cache) << planted_cache("20", "10");
+  JobOptions o = calibrated_job(cache);
+  o.env["OMNICCL_DEBUG_SUBSYS"] = "TRANSPORT,TUNING";
+  JobResult res = run_ranks(o, [](occl_comm_t, int rank, int) {
+    std::string log;
+    if (int rc = gathers(rank, true, kSingleCopyFloats, 6, &log); rc != 0) return rc;
+    const bool on = log.find("all_gather of 2-4 MiB: single copy on (fastest ") != std::string::npos;
+    const bool off = log.find("all_gather of 2-4 MiB: single copy off (fastest ") != std::string::npos;
+    RANK_CHECK(on != off, rank, "no single decision for all_gather of 2-4 MiB in:\n" + log);
+    const size_t at = log.find("payload(s) sent by reference, ");
+    RANK_CHECK(at != std::string::npos, rank, "no closing link line in:\n" + log);
+    unsigned long sent = 0, read = 0;
+    RANK_CHECK(
+        std::sscanf(log.c_str() + log.rfind(": ", at), ": %lu payload(s) sent by reference, %lu", &sent, &read) == 2,
+        rank, "unreadable closing line in:\n" + log);
+    const unsigned long leader = rank == 0 ? sent : read, follower = rank == 0 ? read : sent;
+    RANK_CHECK(leader == 2 || leader == 4, rank, cat(leader, " payloads of rank 0 by reference, not 2 or 4:\n", log));
+    RANK_CHECK(follower + 1 >= leader && follower <= leader + 1, rank,
+               cat(follower, " payloads of rank 1 by reference against rank 0's ", leader, ":\n", log));
+    RANK_CHECK(rank != 0 || sent == (on ? 4u : 2u), rank, cat(sent, " sent by reference against the decision:\n", log));
+    return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
@@ -1419,31 +1486,9 @@ TEST(StreamTuning, LargeGathersTryBothStoresAndSayWhichWon) {
     o.env["OMNICCL_STREAM_STORES"] = stores;
     const bool tuned = std::string(stores) == "auto";
     JobResult res = run_ranks(o, [tuned](occl_comm_t, int rank, int) {
-      int rc = 0;
-      std::string log = capture_stderr(
-          rank,
-          [rank] {
-            occl_comm_t comm = nullptr;
-            RANK_OK(init_shm_comm(&comm), rank);
-            Buf send(DT::kF32, kFloats), recv(DT::kF32, 2 * kFloats);
-            Tensor1D ts(send.data(), int64_t(kFloats), dl_float(32));
-            Tensor1D tr(recv.data(), int64_t(2 * kFloats), dl_float(32));
-            for (int round = 0; round < 4; ++round) {
-              fill_pattern(DT::kF32, send.data(), kFloats, 0, rank, uint64_t(round));
-              std::memset(recv.data(), 0, 2 * kFloats * 4);
-              RANK_OK(occl_gather(&ts, &tr, 0, comm, nullptr), rank);
-              for (int p = 0; rank == 0 && p < 2; ++p) {
-                std::string err =
-                    check_pattern(DT::kF32, recv.data() + p * kFloats * 4, kFloats, 0, p, uint64_t(round));
-                RANK_CHECK(err.empty(), rank, cat("gather round ", round, ", block of rank ", p, ": ", err));
-              }
-            }
-            RANK_OK(occl_comm_destroy(comm), rank);
-            return 0;
-          },
-          &rc);
-      if (rc != 0) return rc;
-      const bool said = log.find("streaming stores for gather of 8-16 MiB: o") != std::string::npos;
+      std::string log;
+      if (int rc = gathers(rank, false, kFloats, 4, &log); rc != 0) return rc;
+      const bool said = log.find("gather of 8-16 MiB: streaming stores o") != std::string::npos;
       const bool promised = log.find("measure both while they run") != std::string::npos;
       RANK_CHECK(said == tuned && promised == tuned, rank,
                  cat(tuned ? "no" : "a", " tuned streaming-store choice in:\n", log));

@@ -86,7 +86,25 @@ struct alignas(64) RingHeader {
 /// The layout of segments, ring headers and records this build writes. A
 /// peer's segment of another layout (made by another OmniCCL version) is
 /// refused when it is opened. Raise it with any change to them.
-inline constexpr uint64_t kShmLayout = 3;
+inline constexpr uint64_t kShmLayout = 4;
+
+/// Choices the ranks of a host share for their communicator, published by the
+/// host's lowest-ranked member in its segment: how exchanges (all_gather,
+/// all_gatherv, all_to_all, all_to_allv, in kExchangeKinds order) of each
+/// size band (log2 of the operation's bytes) run, as an OpTuner arm
+/// (streaming stores, single copy). Ranks that measure on their own settle
+/// at times on different ways on a near tie, and sends by reference from one
+/// rank mixed with sends through the rings from the other are slower than
+/// either way (2 ranks, all_gather of 4 MiB: 1.1 ms against 0.35-0.7 ms), so
+/// the others follow the lowest rank. Relaxed: a follower that reads an
+/// older choice runs one operation the older way.
+struct HostChoices {
+  static constexpr int kExchanges = 4;
+  static constexpr int kBands = 64;
+  /// The lowest rank's arm plus one, per exchange and band (0: none yet).
+  std::atomic<uint8_t> arm[kExchanges][kBands];
+};
+static_assert(std::atomic<uint8_t>::is_always_lock_free, "shared choices need lock-free atomics");
 
 struct SegmentHeader {
   uint64_t pid;
@@ -99,6 +117,8 @@ struct SegmentHeader {
   /// kShmLayout of the build that made the segment (0: a build from before
   /// this field).
   alignas(64) uint64_t layout;
+  /// Written by the owner when it is its host's lowest-ranked member (Mesh::host_choices).
+  alignas(64) HostChoices choices;
 };
 
 /// Sleeps in FUTEX_WAIT while `word` holds `expected`, at most timeout_ms:
@@ -125,6 +145,8 @@ class ShmSegment {
   const SegmentHeader& header() const { return *static_cast<const SegmentHeader*>(base_); }
   /// The owner's futex word (SegmentHeader::wake_word).
   std::atomic<uint32_t>& wake_word() const { return static_cast<SegmentHeader*>(base_)->wake_word; }
+  /// The owner's shared choices (SegmentHeader::choices).
+  HostChoices& choices() const { return static_cast<SegmentHeader*>(base_)->choices; }
   /// Removes the name (mapping stays valid). Idempotent.
   void unlink();
   static size_t bytes_for(int nranks);
@@ -199,6 +221,8 @@ class ShmLink final : public Link {
     uint64_t chunks_written = 0;
   };
   SplitStats split_stats() const { return {split_reads_, split_chunks_written_}; }
+  /// The peer's shared choices (in its segment).
+  HostChoices& peer_choices() const { return peer_segment_->choices(); }
 
  private:
   RingHeader* out_;

@@ -1,0 +1,127 @@
+#include "tuning/op_tuner.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "common/status.h"
+
+namespace omniccl {
+
+namespace {
+
+/// "8-16 MiB" for a band's lower bound (a power of two of at least 1 MiB).
+std::string band_name(uint32_t log2) {
+  return str_cat(uint64_t(1) << (log2 - 20), "-", uint64_t(2) << (log2 - 20), " MiB");
+}
+
+/// An arm in words, naming only what the allowed arms vary
+/// ("streaming stores on, single copy off").
+std::string arm_name(unsigned arm, unsigned allowed) {
+  unsigned varies = 0;
+  for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
+    if ((allowed >> a & 1) != 0) varies |= a ^ arm;
+  }
+  std::string text;
+  if ((varies & kArmStream) != 0) text = str_cat("streaming stores ", (arm & kArmStream) != 0 ? "on" : "off");
+  if ((varies & kArmSingleCopy) != 0) {
+    text += str_cat(text.empty() ? "" : ", ", "single copy ", (arm & kArmSingleCopy) != 0 ? "on" : "off");
+  }
+  return text;
+}
+
+}  // namespace
+
+void OpTuner::Samples::add(uint64_t v) {
+  ns[size_t(next)] = v;
+  next = (next + 1) % kTunerSamples;
+  count = std::min(count + 1, kTunerSamples);
+}
+
+uint64_t OpTuner::Samples::fastest() const { return *std::min_element(ns.begin(), ns.begin() + count); }
+
+bool OpTuner::stream_tuned(OpKind kind, uint64_t bytes) {
+  const bool moves = is_one_way(kind) || kind == OpKind::kAllGather || kind == OpKind::kAllGatherV ||
+                     kind == OpKind::kAllToAll || kind == OpKind::kAllToAllV;
+  return moves && bytes >= kTunedStreamMin;
+}
+
+bool OpTuner::copy_tuned(OpKind kind, uint64_t bytes) {
+  const bool exchange = kind == OpKind::kAllGather || kind == OpKind::kAllGatherV || kind == OpKind::kAllToAll ||
+                        kind == OpKind::kAllToAllV;
+  return exchange && bytes >= kTunedCopyMin;
+}
+
+uint32_t OpTuner::key(OpKind kind, uint64_t bytes) { return uint32_t(kind) << 8 | uint32_t(std::bit_width(bytes) - 1); }
+
+unsigned OpTuner::choose(OpKind kind, uint64_t bytes, unsigned allowed, unsigned prior, int lead) {
+  Band& b = bands_[key(kind, bytes)];
+  ++b.ops;
+  b.prior = prior;
+  b.allowed = allowed;
+  const int held = lead >= 0 && lead < kTunerArms && (allowed >> lead & 1) != 0 ? lead : b.best;
+  if (held == -1) {
+    // The allowed arm with the fewest durations, the prior first among equals.
+    unsigned pick = prior;
+    for (unsigned i = 1; i < unsigned(kTunerArms); ++i) {
+      const unsigned a = (prior + i) % unsigned(kTunerArms);
+      if ((allowed >> a & 1) != 0 && b.arm[a].count < b.arm[pick].count) pick = a;
+    }
+    return pick;
+  }
+  if (b.ops % kTunerRecheck != 0) return unsigned(held);
+  // A recheck: the next of the other allowed arms, in turn.
+  unsigned others[kTunerArms];
+  unsigned n = 0;
+  for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
+    if ((allowed >> a & 1) != 0 && a != unsigned(held)) others[n++] = a;
+  }
+  return n == 0 ? unsigned(held) : others[b.rechecks++ % n];
+}
+
+int OpTuner::held(OpKind kind, uint64_t bytes) const {
+  auto it = bands_.find(key(kind, bytes));
+  return it == bands_.end() ? -1 : it->second.best;
+}
+
+std::string OpTuner::record(OpKind kind, uint64_t bytes, unsigned arm, uint64_t ns) {
+  const uint32_t k = key(kind, bytes);
+  Band& b = bands_[k];
+  b.arm[arm].add(ns);
+  int best = b.best;
+  if (b.best == -1) {
+    // The first decision, once every allowed arm has kTunerFirst durations:
+    // the fastest, if it beats the prior by kTunerMargin.
+    unsigned fastest = b.prior;
+    for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
+      if ((b.allowed >> a & 1) == 0) continue;
+      if (b.arm[a].count < kTunerFirst) return {};
+      if (b.arm[a].fastest() < b.arm[fastest].fastest()) fastest = a;
+    }
+    const bool wins = double(b.arm[fastest].fastest()) * kTunerMargin < double(b.arm[b.prior].fastest());
+    best = int(wins ? fastest : b.prior);
+  } else if (arm != unsigned(b.best) && double(ns) * kTunerMargin < double(b.arm[unsigned(b.best)].fastest())) {
+    // A recheck: its one duration against the held arm's latest ones (the
+    // held arm runs all other operations of the band, so its durations are
+    // of the machine's present state, like the recheck's; durations the
+    // other arms kept from earlier are not compared).
+    const std::string line =
+        str_cat(op_kind_name(kind), " of ", band_name(k & 0xff), ": ", arm_name(arm, b.allowed), " from now (it took ",
+                ns / 1000, " us, ", arm_name(unsigned(b.best), b.allowed), " at best ",
+                b.arm[unsigned(b.best)].fastest() / 1000, " us of its last ", b.arm[unsigned(b.best)].count,
+                "; measured again every ", kTunerRecheck, "th operation)");
+    b.best = int(arm);
+    return line;
+  }
+  if (best == b.best) return {};
+  b.best = best;
+  std::string others;
+  for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
+    if ((b.allowed >> a & 1) == 0 || a == unsigned(best)) continue;
+    others += str_cat("; ", arm_name(a, b.allowed), " ", b.arm[a].fastest() / 1000, " us of ", b.arm[a].count);
+  }
+  return str_cat(op_kind_name(kind), " of ", band_name(k & 0xff), ": ", arm_name(unsigned(best), b.allowed),
+                 " (fastest ", b.arm[best].fastest() / 1000, " us of ", b.arm[best].count, " operation(s)", others,
+                 "; measured again every ", kTunerRecheck, "th operation)");
+}
+
+}  // namespace omniccl

@@ -1,0 +1,121 @@
+// Choices measured while operations run: streaming stores, and single copy
+// for exchanges.
+//
+// Whether a large receive (and a large local copy into a collective's output)
+// is faster with streaming stores depends on more than the machine: on the
+// same VM (AMD EPYC, 2 cores, 32 MiB L3 shared with neighbours) they made a
+// 2-rank gather of 16 MiB 1.5x faster and a broadcast of 256 MiB 2x faster,
+// but a broadcast of 4 MiB 2.7x slower and an all_gather of 16 MiB 1.25x
+// slower: what stays in the caches between operations decides, and that
+// depends on the operation, its size and what the neighbours do. A rule from
+// one probe (the calibration's copy and stream rates) cannot hold for all of
+// these, so with OMNICCL_STREAM_STORES=auto each rank measures.
+//
+// Whether an exchange (all_gather, all_to_all) on shared memory is faster with
+// its sends read by reference (process_vm_readv) than through the rings
+// varies the same way: on an AMD EPYC VM (family 25), where the calibration's
+// rates favoured single copy, 2 ranks took 10-35% longer by reference at 1-16
+// MiB for both operations (18 of 18 pairs of jobs), while with 4 ranks on 2
+// cores all_to_all was up to 25% faster by reference at 4-16 MiB and
+// all_gather was not. So each rank measures that too, where the calibration left it open
+// (OMNICCL_SHM_SINGLE_COPY unset, process_vm_readv working).
+//
+// Each way of running an operation is an arm: bit kArmStream (streaming
+// stores) and bit kArmSingleCopy (sends by reference). Operations of a kind
+// and size band (a power of two) take the allowed arms in turn, starting with
+// the calibration's answer (the prior), until each has kTunerFirst durations;
+// then the fastest one is kept if it beats the prior by kTunerMargin (the
+// fastest of each arm's last kTunerSamples counts: a first operation that
+// warms caches and pages up, and the time a rank waits for a late peer, only
+// add). Every kTunerRecheck-th operation of the band then takes one of the
+// others again, in turn, and that arm is held from then on if it took
+// kTunerMargin less than the fastest of the held arm's last kTunerSamples
+// (durations of the machine's present state, as the recheck's is), so a change
+// of what is faster is followed. An arm changes only how this rank stores what it
+// receives or copies and whether its own sends go by reference (a receiver
+// takes a message either way), so ranks need not agree on it; they call
+// collectives in the same order and start from the same prior, so they try
+// the arms together.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "algorithm/engine.h"
+
+namespace omniccl {
+
+/// Arm bits: the operation stores what it receives or copies past the
+/// caches (streaming stores from kStreamMin) ...
+inline constexpr unsigned kArmStream = 1;
+/// ... and its sends on shared memory may go by reference.
+inline constexpr unsigned kArmSingleCopy = 2;
+/// Arms 0 .. kTunerArms-1.
+inline constexpr int kTunerArms = 4;
+
+/// Operations whose size (the tuning bytes passed to the algorithm choice) is
+/// at least this have their streaming stores tuned; smaller ones follow the
+/// calibration, which at 1-8 MiB measured as fast or faster than streaming on
+/// every machine tried.
+inline constexpr uint64_t kTunedStreamMin = uint64_t(8) << 20;
+/// Exchanges of at least this many bytes have single copy tuned: with up to
+/// 4 ranks their messages reach the shared-memory link's by-reference size
+/// (256 KiB).
+inline constexpr uint64_t kTunedCopyMin = uint64_t(1) << 20;
+/// Durations kept per arm and band; the fastest of them counts.
+inline constexpr int kTunerSamples = 3;
+/// Durations of each arm taken before the first decision.
+inline constexpr int kTunerFirst = 2;
+/// Another arm must be this much faster to replace the one held.
+inline constexpr double kTunerMargin = 1.05;
+/// Every this many operations of a band try an arm not held.
+inline constexpr uint64_t kTunerRecheck = 16;
+
+class OpTuner {
+ public:
+  /// Whether operations of `kind` and `bytes` have their streaming stores
+  /// tuned (data movement of kTunedStreamMin and more: broadcast, gather,
+  /// scatter, all_gather, all_to_all and their v-variants; reductions keep
+  /// regular stores).
+  static bool stream_tuned(OpKind kind, uint64_t bytes);
+  /// Whether `kind` is an exchange of kTunedCopyMin bytes or more (all_gather,
+  /// all_to_all and their v-variants), whose single copy may be tuned.
+  static bool copy_tuned(OpKind kind, uint64_t bytes);
+
+  /// The arm the next operation of `kind` on `bytes` takes: one of the arms
+  /// in `allowed` (a bit per arm), `prior` (one of them) first. `lead`, when
+  /// one of them, is the arm another rank holds for the band (the host's
+  /// lowest rank, HostChoices): it is taken instead of this rank's own, and
+  /// the rechecks go round the others of it, as on that rank.
+  unsigned choose(OpKind kind, uint64_t bytes, unsigned allowed, unsigned prior, int lead = -1);
+
+  /// The arm this rank holds for the band, -1 before its first decision.
+  int held(OpKind kind, uint64_t bytes) const;
+
+  /// Records how long (ns) that operation took with `arm`. Returns a log line
+  /// when the band's arm was chosen or changed by this sample, else "".
+  std::string record(OpKind kind, uint64_t bytes, unsigned arm, uint64_t ns);
+
+ private:
+  struct Samples {
+    std::array<uint64_t, kTunerSamples> ns{};
+    int count = 0;  ///< samples held, at most kTunerSamples
+    int next = 0;   ///< slot the next sample goes to
+    void add(uint64_t v);
+    uint64_t fastest() const;
+  };
+  struct Band {
+    std::array<Samples, kTunerArms> arm;
+    uint64_t ops = 0;       ///< operations chosen for this band
+    uint64_t rechecks = 0;  ///< rechecks taken (which other arm is next)
+    int best = -1;          ///< the arm held once every allowed one was measured
+    unsigned prior = 0;     ///< the calibration's arm
+    unsigned allowed = 0;   ///< the arms the operations may take
+  };
+  static uint32_t key(OpKind kind, uint64_t bytes);
+  std::map<uint32_t, Band> bands_;
+};
+
+}  // namespace omniccl

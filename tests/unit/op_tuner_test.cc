@@ -1,0 +1,246 @@
+// OpTuner: streaming stores and single copy chosen from the durations of a
+// rank's own operations (tuning/op_tuner.h).
+#include "tuning/op_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace omniccl {
+namespace {
+
+constexpr uint64_t k16M = uint64_t(16) << 20;
+
+/// Arms 0 and 1: streaming stores off and on, single copy off.
+constexpr unsigned kStreamArms = 0b0011;
+
+/// Runs one operation of `kind` on `bytes` through the tuner with streaming
+/// stores the only choice, taking `with` ns with them and `without` without;
+/// returns whether it streamed.
+bool run(OpTuner& t, uint64_t with, uint64_t without, std::string* line = nullptr, OpKind kind = OpKind::kGather,
+         uint64_t bytes = k16M, bool prior = false) {
+  const unsigned arm = t.choose(kind, bytes, kStreamArms, prior ? kArmStream : 0);
+  EXPECT_TRUE(arm == 0 || arm == kArmStream) << arm;
+  const bool s = arm == kArmStream;
+  std::string l = t.record(kind, bytes, arm, s ? with : without);
+  if (line) *line = l;
+  return s;
+}
+
+TEST(OpTuner, OnlyLargeDataMovementIsTuned) {
+  EXPECT_TRUE(OpTuner::stream_tuned(OpKind::kGather, kTunedStreamMin));
+  EXPECT_TRUE(OpTuner::stream_tuned(OpKind::kBroadcast, k16M));
+  EXPECT_TRUE(OpTuner::stream_tuned(OpKind::kScatterV, k16M));
+  EXPECT_TRUE(OpTuner::stream_tuned(OpKind::kAllGather, k16M));
+  EXPECT_TRUE(OpTuner::stream_tuned(OpKind::kAllToAllV, k16M));
+  EXPECT_FALSE(OpTuner::stream_tuned(OpKind::kGather, kTunedStreamMin - 1));
+  EXPECT_FALSE(OpTuner::stream_tuned(OpKind::kAllReduce, k16M));
+  EXPECT_FALSE(OpTuner::stream_tuned(OpKind::kReduce, k16M));
+  EXPECT_FALSE(OpTuner::stream_tuned(OpKind::kReduceScatter, k16M));
+  EXPECT_FALSE(OpTuner::stream_tuned(OpKind::kSendRecv, k16M));
+}
+
+TEST(OpTuner, OnlyExchangesOfOneMiBAndMoreHaveSingleCopyTuned) {
+  constexpr uint64_t k1M = uint64_t(1) << 20;
+  EXPECT_EQ(kTunedCopyMin, k1M);
+  for (OpKind k : {OpKind::kAllGather, OpKind::kAllGatherV, OpKind::kAllToAll, OpKind::kAllToAllV}) {
+    EXPECT_TRUE(OpTuner::copy_tuned(k, k1M)) << op_kind_name(k);
+    EXPECT_TRUE(OpTuner::copy_tuned(k, 64 * k1M)) << op_kind_name(k);
+    EXPECT_FALSE(OpTuner::copy_tuned(k, k1M - 1)) << op_kind_name(k);
+  }
+  for (OpKind k : {OpKind::kBroadcast, OpKind::kGather, OpKind::kScatter, OpKind::kAllReduce, OpKind::kReduceScatter,
+                   OpKind::kReduce, OpKind::kSendRecv}) {
+    EXPECT_FALSE(OpTuner::copy_tuned(k, k16M)) << op_kind_name(k);
+  }
+}
+
+/// Durations of the four arms: single copy on costs `copy`, streaming
+/// stores on costs `stream`, on top of 1 ms.
+uint64_t took(unsigned arm, int64_t copy, int64_t stream) {
+  return uint64_t(1'000'000 + ((arm & kArmSingleCopy) != 0 ? copy : 0) + ((arm & kArmStream) != 0 ? stream : 0));
+}
+
+TEST(OpTuner, FourArmsAreEachTriedTwiceFromThePriorThenTheFastestIsKept) {
+  OpTuner t;
+  // Prior: single copy on, streaming stores off (arm 2); the fastest is
+  // single copy off with streaming stores on (arm 1).
+  std::vector<unsigned> order;
+  std::string line;
+  for (int i = 0; i < 8; ++i) {
+    const unsigned arm = t.choose(OpKind::kAllGather, k16M, 0b1111, kArmSingleCopy);
+    order.push_back(arm);
+    line = t.record(OpKind::kAllGather, k16M, arm, took(arm, 300'000, -100'000));
+    if (i < 7) {
+      EXPECT_EQ(line, "") << i;
+    }
+  }
+  EXPECT_EQ(order, (std::vector<unsigned>{2, 3, 0, 1, 2, 3, 0, 1}));
+  EXPECT_EQ(line,
+            "all_gather of 16-32 MiB: streaming stores on, single copy off (fastest 900 us of 2 operation(s); "
+            "streaming stores off, single copy off 1000 us of 2; streaming stores off, single copy on 1300 us of 2; "
+            "streaming stores on, single copy on 1200 us of 2; measured again every 16th operation)");
+  // Held, except every 16th operation, which tries the three others in turn.
+  std::vector<unsigned> rechecked;
+  for (uint64_t op = 9; op < 4 * kTunerRecheck; ++op) {  // rechecks at 16, 32 and 48
+    const unsigned arm = t.choose(OpKind::kAllGather, k16M, 0b1111, kArmSingleCopy);
+    if (op % kTunerRecheck == 0) {
+      rechecked.push_back(arm);
+    } else {
+      EXPECT_EQ(arm, kArmStream) << op;
+    }
+    EXPECT_EQ(t.record(OpKind::kAllGather, k16M, arm, took(arm, 300'000, -100'000)), "") << op;
+  }
+  EXPECT_EQ(rechecked, (std::vector<unsigned>{0, 2, 3}));
+}
+
+TEST(OpTuner, SingleCopyAloneNamesOnlySingleCopy) {
+  // Streaming stores fixed on (not tuned): arms 1 and 3; the prior (3,
+  // single copy on) is slower than the rings.
+  OpTuner t;
+  std::string line;
+  std::vector<unsigned> order;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned arm = t.choose(OpKind::kAllToAll, uint64_t(4) << 20, 0b1010, kArmStream | kArmSingleCopy);
+    order.push_back(arm);
+    line = t.record(OpKind::kAllToAll, uint64_t(4) << 20, arm, took(arm, 400'000, 0));
+  }
+  EXPECT_EQ(order, (std::vector<unsigned>{3, 1, 3, 1}));
+  EXPECT_EQ(line,
+            "all_to_all of 4-8 MiB: single copy off (fastest 1000 us of 2 operation(s); single copy on 1400 us of 2; "
+            "measured again every 16th operation)");
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(t.choose(OpKind::kAllToAll, uint64_t(4) << 20, 0b1010, kArmStream | kArmSingleCopy), 1u) << i;
+  }
+}
+
+TEST(OpTuner, AFollowerTakesTheLeadersArmAndRechecksAroundIt) {
+  // Both explore alike; the leader settles on single copy off (arm 0), the
+  // follower, whose own durations favour single copy, takes the leader's.
+  OpTuner leader, follower;
+  const uint64_t k4M = uint64_t(4) << 20;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned a = leader.choose(OpKind::kAllGather, k4M, 0b0101, kArmSingleCopy);
+    const unsigned b =
+        follower.choose(OpKind::kAllGather, k4M, 0b0101, kArmSingleCopy, leader.held(OpKind::kAllGather, k4M));
+    EXPECT_EQ(a, b) << i;
+    leader.record(OpKind::kAllGather, k4M, a, took(a, 200'000, 0));
+    follower.record(OpKind::kAllGather, k4M, b, took(b, -200'000, 0));
+  }
+  EXPECT_EQ(leader.held(OpKind::kAllGather, k4M), 0);
+  EXPECT_EQ(follower.held(OpKind::kAllGather, k4M), int(kArmSingleCopy));
+  for (uint64_t op = 5; op <= 2 * kTunerRecheck; ++op) {
+    const int lead = leader.held(OpKind::kAllGather, k4M);
+    const unsigned a = leader.choose(OpKind::kAllGather, k4M, 0b0101, kArmSingleCopy);
+    const unsigned b = follower.choose(OpKind::kAllGather, k4M, 0b0101, kArmSingleCopy, lead);
+    EXPECT_EQ(a, b) << op;
+    EXPECT_EQ(a, op % kTunerRecheck == 0 ? kArmSingleCopy : 0u) << op;
+    leader.record(OpKind::kAllGather, k4M, a, took(a, 200'000, 0));
+    follower.record(OpKind::kAllGather, k4M, b, took(b, -200'000, 0));
+  }
+  // A lead that is not an allowed arm is not taken.
+  EXPECT_EQ(follower.choose(OpKind::kAllGather, k4M, 0b0101, kArmSingleCopy, 1), kArmSingleCopy);
+}
+
+TEST(OpTuner, AlternatesUntilEachHasTwoThenKeepsTheFaster) {
+  OpTuner t;
+  std::string line;
+  for (bool expected : {false, true, false}) {
+    EXPECT_EQ(run(t, 500'000, 700'000, &line), expected);
+    EXPECT_EQ(line, "");
+  }
+  EXPECT_TRUE(run(t, 500'000, 700'000, &line));
+  EXPECT_EQ(line,
+            "gather of 16-32 MiB: streaming stores on (fastest 500 us of 2 operation(s); streaming stores off 700 us "
+            "of 2; measured again every 16th operation)");
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(run(t, 500'000, 700'000)) << i;
+}
+
+TEST(OpTuner, APriorThatIsFasterIsKept) {
+  OpTuner t;
+  std::string line;
+  for (bool expected : {true, false, true, false}) {
+    EXPECT_EQ(run(t, 500'000, 700'000, &line, OpKind::kGather, k16M, true), expected);
+  }
+  EXPECT_NE(line.find(": streaming stores on ("), std::string::npos) << line;
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(run(t, 500'000, 700'000, nullptr, OpKind::kGather, k16M, true)) << i;
+}
+
+TEST(OpTuner, ANearTieKeepsThePrior) {
+  OpTuner t;
+  std::string line;
+  for (int i = 0; i < 4; ++i) run(t, 680'000, 700'000, &line);  // 3% faster with them
+  EXPECT_NE(line.find(": streaming stores off ("), std::string::npos) << line;
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(run(t, 680'000, 700'000)) << i;
+}
+
+TEST(OpTuner, TheFastestDurationCounts) {
+  // A slow first operation (pages, caches) and a wait for a late peer only
+  // add time: they must not make the other choice look better.
+  OpTuner t;
+  EXPECT_EQ(t.choose(OpKind::kGather, k16M, kStreamArms, 0), 0u);
+  t.record(OpKind::kGather, k16M, 0, 5'000'000);
+  run(t, 800'000, 600'000);  // with them
+  EXPECT_EQ(t.choose(OpKind::kGather, k16M, kStreamArms, 0), 0u);
+  t.record(OpKind::kGather, k16M, 0, 600'000);  // without
+  run(t, 800'000, 600'000);                     // with them: decided
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(run(t, 800'000, 600'000)) << i;
+}
+
+TEST(OpTuner, RechecksTheOtherChoiceAndFollowsAChange) {
+  OpTuner t;
+  for (int i = 0; i < 4; ++i) run(t, 500'000, 700'000);  // decided: on
+  // Operations 5..: every kTunerRecheck-th tries regular stores again.
+  int rechecks = 0;
+  for (uint64_t op = 4; op < 4 + 4 * kTunerRecheck; ++op) {
+    if (!run(t, 500'000, 700'000)) ++rechecks;
+  }
+  EXPECT_EQ(rechecks, 4);
+  // Now regular stores become faster: once the durations with them kept are
+  // all slower, the choice follows, and the log says so once.
+  int changes = 0;
+  bool streamed = true;
+  for (int i = 0; i < int(6 * kTunerRecheck); ++i) {
+    std::string line;
+    streamed = run(t, 900'000, 400'000, &line);
+    if (line.find("streaming stores off from now") != std::string::npos) ++changes;
+  }
+  EXPECT_EQ(changes, 1);
+  EXPECT_FALSE(streamed);
+  EXPECT_FALSE(run(t, 900'000, 400'000));
+}
+
+TEST(OpTuner, ASlowerMachineDoesNotTurnItToTheOtherArmsOldDurations) {
+  OpTuner t;
+  for (int i = 0; i < 4; ++i) run(t, 500'000, 700'000);  // decided: on
+  // Everything takes twice as long now: the rechecks of regular stores
+  // (1400 us) are compared with streaming's latest (1000 us), not with their
+  // own 700 us from before, so the choice stays.
+  for (int i = 0; i < int(4 * kTunerRecheck); ++i) {
+    std::string line;
+    run(t, 1'000'000, 1'400'000, &line);
+    EXPECT_EQ(line, "") << i;
+  }
+  EXPECT_TRUE(run(t, 1'000'000, 1'400'000));
+  // A recheck that is faster than the held arm's latest is taken at once.
+  std::string line;
+  for (int i = 0; i < int(kTunerRecheck) && line.empty(); ++i) run(t, 1'000'000, 600'000, &line);
+  EXPECT_EQ(line,
+            "gather of 16-32 MiB: streaming stores off from now (it took 600 us, streaming stores on at best 1000 us "
+            "of its last 3; measured again every 16th operation)");
+  EXPECT_FALSE(run(t, 1'000'000, 600'000));
+}
+
+TEST(OpTuner, BandsAndKindsAreApart) {
+  OpTuner t;
+  for (int i = 0; i < 4; ++i) run(t, 500'000, 700'000);  // gather 16-32 MiB: on
+  // A broadcast of the same size and a gather of 8-16 MiB start over from
+  // their prior.
+  EXPECT_FALSE(run(t, 900'000, 400'000, nullptr, OpKind::kBroadcast, k16M));
+  EXPECT_FALSE(run(t, 900'000, 400'000, nullptr, OpKind::kGather, kTunedStreamMin));
+  EXPECT_TRUE(run(t, 500'000, 700'000));
+  EXPECT_TRUE(run(t, 500'000, 700'000, nullptr, OpKind::kGather, 2 * k16M - 1));
+}
+
+}  // namespace
+}  // namespace omniccl
