@@ -204,7 +204,7 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
   // Single copy is measured only where every rank of this host has a core:
   // with more ranks than cores, a rank's durations follow how the ranks were
   // scheduled more than the choice (4 ranks on 2 cores, all_to_all of 1 MiB:
-  // by reference took 600-900 us while being measured against the rings,
+  // by reference took 610-1180 us while being measured against the rings,
   // turn about, and 330 us as the only choice).
   if (copy && copy->exchange_tuned && OpTuner::copy_tuned(kind, bytes) && !engine_.oversubscribed() &&
       single_copy_for(kind, bytes, false) && engine_.mesh().host_choices() != nullptr) {

@@ -17,8 +17,11 @@
 // rates favoured single copy, 2 ranks took 10-35% longer by reference at 1-16
 // MiB for both operations (18 of 18 pairs of jobs), while with 4 ranks on 2
 // cores all_to_all was up to 25% faster by reference at 4-16 MiB and
-// all_gather was not. So each rank measures that too, where the calibration left it open
-// (OMNICCL_SHM_SINGLE_COPY unset, process_vm_readv working).
+// all_gather was not. So each rank measures that too, where the calibration
+// left it open (OMNICCL_SHM_SINGLE_COPY unset, process_vm_readv working) and
+// every rank of the host has a core of its own (with more ranks than cores,
+// durations measured turn about follow the scheduling more than the choice;
+// there the calibration's answer holds: Communicator::rechoose).
 //
 // Each way of running an operation is an arm: bit kArmStream (streaming
 // stores) and bit kArmSingleCopy (sends by reference). Operations of a kind
@@ -30,12 +33,15 @@
 // add). Every kTunerRecheck-th operation of the band then takes one of the
 // others again, in turn, and that arm is held from then on if it took
 // kTunerMargin less than the fastest of the held arm's last kTunerSamples
-// (durations of the machine's present state, as the recheck's is), so a change
-// of what is faster is followed. An arm changes only how this rank stores what it
-// receives or copies and whether its own sends go by reference (a receiver
-// takes a message either way), so ranks need not agree on it; they call
-// collectives in the same order and start from the same prior, so they try
-// the arms together.
+// (durations of the machine's present state, as the recheck's is), so a
+// change of what is faster is followed. An arm changes only how this rank
+// stores what it receives or copies and whether its own sends go by reference
+// (a receiver takes a message either way), so results never depend on ranks
+// agreeing; they call collectives in the same order and start from the same
+// prior, so they try the arms together. Speed does depend on it for single
+// copy (one rank by reference, the other through the rings, is slower than
+// either way), so there a rank follows the arm another holds (`lead`: the
+// host's lowest rank, transport::HostChoices).
 #pragma once
 
 #include <array>
