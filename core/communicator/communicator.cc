@@ -240,12 +240,12 @@ unsigned Communicator::next_arm(const OpChoice& c) {
 
 void Communicator::op_took(const OpChoice& c, unsigned arm, uint64_t ns) {
   std::string line = tuner_.record(c.kind, c.bytes, arm, ns);
+  if (line.empty()) return;  // the arm held did not change
   transport::Mesh& mesh = engine_.mesh();
   if (c.shared && mesh.host_leader()) {
-    const int held = tuner_.held(c.kind, c.bytes);
-    if (held >= 0) shared_arm(*mesh.host_choices(), c.kind, c.bytes).store(uint8_t(held + 1));
+    shared_arm(*mesh.host_choices(), c.kind, c.bytes).store(uint8_t(tuner_.held(c.kind, c.bytes) + 1));
   }
-  if (!line.empty()) OCCL_LOG(kInfo, kTuning, line);
+  OCCL_LOG(kInfo, kTuning, line);
 }
 
 void Communicator::run_one(OpRef fn) {

@@ -101,7 +101,8 @@ class OpTuner {
   int held(OpKind kind, uint64_t bytes) const;
 
   /// Records how long (ns) that operation took with `arm`. Returns a log line
-  /// when the band's arm was chosen or changed by this sample, else "".
+  /// when the band's arm was chosen or changed by this sample (held() tells
+  /// which), else "".
   std::string record(OpKind kind, uint64_t bytes, unsigned arm, uint64_t ns);
 
  private:

@@ -90,7 +90,7 @@ inline constexpr uint64_t kShmLayout = 4;
 
 /// Choices the ranks of a host share for their communicator, published by the
 /// host's lowest-ranked member in its segment: how exchanges (all_gather,
-/// all_gatherv, all_to_all, all_to_allv, in kExchangeKinds order) of each
+/// all_gatherv, all_to_all, all_to_allv, in that order) of each
 /// size band (log2 of the operation's bytes) run, as an OpTuner arm
 /// (streaming stores, single copy). Ranks that measure on their own settle
 /// at times on different ways on a near tie, and sends by reference from one
