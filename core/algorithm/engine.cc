@@ -1089,4 +1089,16 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
   }
 }
 
+void Engine::wait_sends_read(uint64_t max_ns) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(max_ns);
+  for (int p = 0; p < mesh_.size(); ++p) {
+    if (p == mesh_.rank()) continue;
+    const transport::Link& link = mesh_.link(p);
+    for (unsigned i = 0; link.sends_unread(); ++i) {
+      cpu_relax();
+      if (i % 64 == 63 && std::chrono::steady_clock::now() >= until) return;
+    }
+  }
+}
+
 }  // namespace omniccl

@@ -257,6 +257,13 @@ class Engine {
   /// (OMNICCL_SHM_SPLIT_COPY; transport::Message::may_split); begin() turns it
   /// off. Either way the same messages cross.
   void set_split_copy(bool on) { split_copy_ = on; }
+  /// Waits, spinning, at most `max_ns`, until the peers have read every
+  /// byte this rank sent them (Link::sends_unread): an operation timed to
+  /// choose between ways of running it then counts a send through the
+  /// shared-memory rings until its receiver took it, as a send by reference
+  /// does (which returns only once it was read). Spinning: only where every
+  /// rank of the host has a core (OpTuner measures nowhere else).
+  void wait_sends_read(uint64_t max_ns);
   /// Steps the small-step path took: `done` ended there, `handed_over`
   /// had to wait longer and finished in the general loop.
   /// Of `done`, `direct` moved every message whole through the links'

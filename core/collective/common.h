@@ -117,8 +117,11 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     const unsigned arm = comm->next_arm(choice);
     e.set_single_copy((arm & kArmSingleCopy) != 0);
     e.set_stream_min((arm & kArmStream) != 0 ? kStreamMin : 0);
+    const bool until_read = comm->times_reads(choice, arm);
+    if (until_read) e.wait_sends_read(kTunerDrainNs);
     const auto t0 = std::chrono::steady_clock::now();
     body(e, *choice.entry);
+    if (until_read) e.wait_sends_read(kTunerDrainNs);
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
     comm->op_took(choice, arm, uint64_t(ns.count()));
   };

@@ -201,12 +201,14 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
   // as the prior has it.
   unsigned varies = 0;
   if (copy && copy->stream_tuned && OpTuner::stream_tuned(kind, bytes)) varies |= kArmStream;
-  // Single copy is measured only where every rank of this host has a core:
+  // Single copy (broadcast, gather, scatter, all_gather, all_to_all of
+  // kTunedCopyMin and more, where single_copy_for lets them go by reference)
+  // is measured only where every rank of this host has a core:
   // with more ranks than cores, a rank's durations follow how the ranks were
   // scheduled more than the choice (4 ranks on 2 cores, all_to_all of 1 MiB:
   // by reference took 610-1180 us while being measured against the rings,
   // turn about, and 330 us as the only choice).
-  if (copy && copy->exchange_tuned && OpTuner::copy_tuned(kind, bytes) && !engine_.oversubscribed() &&
+  if (copy && copy->copy_tuned && OpTuner::copy_tuned(kind, bytes) && !engine_.oversubscribed() &&
       single_copy_for(kind, bytes, false) && engine_.mesh().host_choices() != nullptr) {
     varies |= kArmSingleCopy;
     c.shared = true;
@@ -222,11 +224,11 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
 
 namespace {
 
-/// The word of exchange `kind` on `bytes` among the host's shared choices.
+/// The word of `kind` on `bytes` among the host's shared choices.
 std::atomic<uint8_t>& shared_arm(transport::HostChoices& h, OpKind kind, uint64_t bytes) {
-  const int i = kind == OpKind::kAllGather ? 0 : kind == OpKind::kAllGatherV ? 1 : kind == OpKind::kAllToAll ? 2 : 3;
+  static_assert(int(OpKind::kInternal) < transport::HostChoices::kKinds, "a row of HostChoices per OpKind");
   const int band = std::min(int(std::bit_width(bytes)) - 1, transport::HostChoices::kBands - 1);
-  return h.arm[i][band];
+  return h.arm[int(kind)][band];
 }
 
 }  // namespace
@@ -236,6 +238,10 @@ unsigned Communicator::next_arm(const OpChoice& c) {
   transport::Mesh& mesh = engine_.mesh();
   if (c.shared && !mesh.host_leader()) lead = int(shared_arm(*mesh.host_choices(), c.kind, c.bytes).load()) - 1;
   return tuner_.choose(c.kind, c.bytes, c.tuned_arms, prior_arm(c), lead);
+}
+
+bool Communicator::times_reads(const OpChoice& c, unsigned arm) {
+  return c.shared && is_one_way(c.kind) && engine_.mesh().host_leader() && tuner_.measuring(c.kind, c.bytes, arm);
 }
 
 void Communicator::op_took(const OpChoice& c, unsigned arm, uint64_t ns) {

@@ -283,6 +283,12 @@ class Communicator {
   /// with `arm` (logs a changed choice at INFO); with `c.shared`, the host's
   /// lowest rank publishes the arm it holds.
   void op_took(const OpChoice& c, unsigned arm, uint64_t ns);
+  /// Whether the one-way operation next_arm() gave `arm` is timed, on the
+  /// host's lowest rank, to choose whether it goes by reference
+  /// (OpTuner::measuring): launch() then brackets it with
+  /// Engine::wait_sends_read, so that sends through the rings count until
+  /// they were read, as sends by reference do.
+  bool times_reads(const OpChoice& c, unsigned arm);
 
   /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
   ReduceSpec reduce_spec(int op) const;

@@ -206,6 +206,12 @@ class Link {
   /// step, while waiting, rather than once per message. Callers flush before
   /// they wait and before an operation returns.
   virtual void flush() {}
+  /// Whether bytes this side sent still wait in the link for the peer to
+  /// take them (shared memory: records in the ring not yet read); false
+  /// where the link cannot tell (TCP). A rank that times an operation waits
+  /// for this to turn false, so a send that only filled the ring counts
+  /// until it was read (Engine::wait_sends_read).
+  virtual bool sends_unread() const { return false; }
   /// A descriptor whose EOF tells that the peer left (TCP), or -1 when the
   /// control socket tells (shared memory).
   virtual int poll_fd() const = 0;

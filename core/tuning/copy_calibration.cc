@@ -223,7 +223,7 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
                      rates(r.link_ref_gbps), " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off",
                      " (process_vm_readv ", gbps(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ", kExchangeShare,
                      " x ring ", gbps(r.ring_gbps), " GB/s) (", how, ")");
-  c.exchange_tuned = true;  // measured: process_vm_readv works
+  c.copy_tuned = true;  // measured: process_vm_readv works
   c.stream_min = stream_min_from_rates(r);
   const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ", c.stream_min > 0 ? ">=" : "<",
                                      " ", kStreamGain, " x memcpy ", gbps(r.copy_gbps), " GB/s");
@@ -510,8 +510,8 @@ SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
                           : std::string("no streaming stores (OMNICCL_STREAM_STORES=0)");
     c.reason = str_cat(c.reason, "; ", c.stream_reason);
   }
-  if (c.exchange_tuned) {
-    c.reason = str_cat(c.reason, "; all_gather and all_to_all of ", kTunedCopyMin >> 20,
+  if (c.copy_tuned) {
+    c.reason = str_cat(c.reason, "; broadcast, gather, scatter, all_gather and all_to_all of ", kTunedCopyMin >> 20,
                        " MiB and more measure single copy against the rings while they run, starting from the "
                        "above (OMNICCL_SHM_SINGLE_COPY unset)");
   }

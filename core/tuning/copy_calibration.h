@@ -125,12 +125,14 @@ struct SingleCopyChoice {
   /// OMNICCL_STREAM_STORES=auto: operations OpTuner::stream_tuned() measure
   /// which is faster while they run, starting from stream_min's answer.
   bool stream_tuned = false;
-  /// OMNICCL_SHM_SINGLE_COPY unset and process_vm_readv working: exchanges
-  /// OpTuner::copy_tuned() measure single copy against the rings while they
-  /// run, starting from `exchange`.
-  bool exchange_tuned = false;
+  /// OMNICCL_SHM_SINGLE_COPY unset and process_vm_readv working: operations
+  /// OpTuner::copy_tuned() accepts (broadcast, gather, scatter, all_gather,
+  /// all_to_all) measure single copy against the rings while they run,
+  /// starting from the answer above (one_way_min or one_way_split_min, or
+  /// `exchange`).
+  bool copy_tuned = false;
   /// Whether shared-memory links should offer to read by reference at all.
-  bool any() const { return one_way_min != kNever || one_way_split_min != kNever || exchange || exchange_tuned; }
+  bool any() const { return one_way_min != kNever || one_way_split_min != kNever || exchange || copy_tuned; }
   /// Whether operation `kind` on `bytes` may move payloads by reference
   /// (reductions and point-to-point never do; see also single_copy_for);
   /// `split`: receivers split the copies with their senders

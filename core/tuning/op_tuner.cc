@@ -39,6 +39,20 @@ void OpTuner::Samples::add(uint64_t v) {
 
 uint64_t OpTuner::Samples::fastest() const { return *std::min_element(ns.begin(), ns.begin() + count); }
 
+bool OpTuner::Band::settled(unsigned a) const {
+  const Samples& x = arm[a];
+  if (x.count >= kTunerFirst) return true;
+  if (a == prior || x.count == 0) return false;
+  if (x.fastest() >= kTunerLongNs) return true;
+  for (unsigned o = 0; o < unsigned(kTunerArms); ++o) {
+    if ((allowed >> o & 1) != 0 && arm[o].count >= kTunerFirst &&
+        double(x.fastest()) > kTunerClearlySlower * double(arm[o].fastest())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool OpTuner::stream_tuned(OpKind kind, uint64_t bytes) {
   const bool moves = is_one_way(kind) || kind == OpKind::kAllGather || kind == OpKind::kAllGatherV ||
                      kind == OpKind::kAllToAll || kind == OpKind::kAllToAllV;
@@ -46,9 +60,14 @@ bool OpTuner::stream_tuned(OpKind kind, uint64_t bytes) {
 }
 
 bool OpTuner::copy_tuned(OpKind kind, uint64_t bytes) {
-  const bool exchange = kind == OpKind::kAllGather || kind == OpKind::kAllGatherV || kind == OpKind::kAllToAll ||
-                        kind == OpKind::kAllToAllV;
-  return exchange && bytes >= kTunedCopyMin;
+  const bool moves = is_one_way(kind) || kind == OpKind::kAllGather || kind == OpKind::kAllGatherV ||
+                     kind == OpKind::kAllToAll || kind == OpKind::kAllToAllV;
+  return moves && bytes >= kTunedCopyMin;
+}
+
+bool OpTuner::measuring(OpKind kind, uint64_t bytes, unsigned arm) const {
+  auto it = bands_.find(key(kind, bytes));
+  return it == bands_.end() || it->second.best != int(arm);
 }
 
 uint32_t OpTuner::key(OpKind kind, uint64_t bytes) { return uint32_t(kind) << 8 | uint32_t(std::bit_width(bytes) - 1); }
@@ -60,13 +79,15 @@ unsigned OpTuner::choose(OpKind kind, uint64_t bytes, unsigned allowed, unsigned
   b.allowed = allowed;
   const int held = lead >= 0 && lead < kTunerArms && (allowed >> lead & 1) != 0 ? lead : b.best;
   if (held == -1) {
-    // The allowed arm with the fewest durations, the prior first among equals.
-    unsigned pick = prior;
-    for (unsigned i = 1; i < unsigned(kTunerArms); ++i) {
+    // Of the allowed arms still to be measured, the one with the fewest
+    // durations, the prior first among equals.
+    int pick = -1;
+    for (unsigned i = 0; i < unsigned(kTunerArms); ++i) {
       const unsigned a = (prior + i) % unsigned(kTunerArms);
-      if ((allowed >> a & 1) != 0 && b.arm[a].count < b.arm[pick].count) pick = a;
+      if ((allowed >> a & 1) == 0 || b.settled(a)) continue;
+      if (pick == -1 || b.arm[a].count < b.arm[unsigned(pick)].count) pick = int(a);
     }
-    return pick;
+    return pick == -1 ? prior : unsigned(pick);
   }
   if (b.ops % kTunerRecheck != 0) return unsigned(held);
   // A recheck: the next of the other allowed arms, in turn.
@@ -89,12 +110,12 @@ std::string OpTuner::record(OpKind kind, uint64_t bytes, unsigned arm, uint64_t 
   b.arm[arm].add(ns);
   int best = b.best;
   if (b.best == -1) {
-    // The first decision, once every allowed arm has kTunerFirst durations:
+    // The first decision, once every allowed arm is measured (settled()):
     // the fastest, if it beats the prior by kTunerMargin.
     unsigned fastest = b.prior;
     for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
       if ((b.allowed >> a & 1) == 0) continue;
-      if (b.arm[a].count < kTunerFirst) return {};
+      if (!b.settled(a)) return {};
       if (b.arm[a].fastest() < b.arm[fastest].fastest()) fastest = a;
     }
     const bool wins = double(b.arm[fastest].fastest()) * kTunerMargin < double(b.arm[b.prior].fastest());

@@ -1,5 +1,4 @@
-// Choices measured while operations run: streaming stores, and single copy
-// for exchanges.
+// Choices measured while operations run: streaming stores, and single copy.
 //
 // Whether a large receive (and a large local copy into a collective's output)
 // is faster with streaming stores depends on more than the machine: on the
@@ -17,7 +16,12 @@
 // rates favoured single copy, 2 ranks took 10-35% longer by reference at 1-16
 // MiB for both operations (18 of 18 pairs of jobs), while with 4 ranks on 2
 // cores all_to_all was up to 25% faster by reference at 4-16 MiB and
-// all_gather was not. So each rank measures that too, where the calibration
+// all_gather was not. Broadcast, gather and scatter went by reference from
+// 4 MiB on the calibration's rates there (its transfers of 8 MiB through a
+// pair of links were faster split by reference), yet a day later the rings
+// were 1.1-2x faster at every size from 4 to 256 MiB (broadcast of 4 MiB 188
+// against 408 us, gather of 256 MiB 18.7 against 24.7 ms). So each rank
+// measures that too, where the calibration
 // left it open (OMNICCL_SHM_SINGLE_COPY unset, process_vm_readv working) and
 // every rank of the host has a core of its own (with more ranks than cores,
 // durations measured turn about follow the scheduling more than the choice;
@@ -26,7 +30,9 @@
 // Each way of running an operation is an arm: bit kArmStream (streaming
 // stores) and bit kArmSingleCopy (sends by reference). Operations of a kind
 // and size band (a power of two) take the allowed arms in turn, starting with
-// the calibration's answer (the prior), until each has kTunerFirst durations;
+// the calibration's answer (the prior), until each has kTunerFirst durations
+// (one for an arm other than the prior that took kTunerLongNs or more, or
+// kTunerClearlySlower times the fastest of an arm measured twice);
 // then the fastest one is kept if it beats the prior by kTunerMargin (the
 // fastest of each arm's last kTunerSamples counts: a first operation that
 // warms caches and pages up, and the time a rank waits for a late peer, only
@@ -41,7 +47,13 @@
 // prior, so they try the arms together. Speed does depend on it for single
 // copy (one rank by reference, the other through the rings, is slower than
 // either way), so there a rank follows the arm another holds (`lead`: the
-// host's lowest rank, transport::HostChoices).
+// host's lowest rank, transport::HostChoices). A rank that sends a one-way
+// operation through the rings may return before its receiver has read the
+// last 2 MiB (the ring's size), while a send by reference returns only once
+// read; so where the host's lowest rank times such an operation for a
+// choice (measuring()), it first waits for what it sent before to be read,
+// and stops the clock only once this operation's sends were read
+// (Engine::wait_sends_read), so both ways are timed to the same point.
 #pragma once
 
 #include <array>
@@ -66,14 +78,30 @@ inline constexpr int kTunerArms = 4;
 /// calibration, which at 1-8 MiB measured as fast or faster than streaming on
 /// every machine tried.
 inline constexpr uint64_t kTunedStreamMin = uint64_t(8) << 20;
-/// Exchanges of at least this many bytes have single copy tuned: with up to
+/// Operations of at least this many bytes have single copy tuned: with up to
 /// 4 ranks their messages reach the shared-memory link's by-reference size
 /// (256 KiB).
 inline constexpr uint64_t kTunedCopyMin = uint64_t(1) << 20;
+/// The longest a timed one-way operation waits for its receivers to read
+/// what it sent through the rings, before it starts and before it stops its
+/// clock (Engine::wait_sends_read).
+inline constexpr uint64_t kTunerDrainNs = uint64_t(20) * 1000 * 1000;
 /// Durations kept per arm and band; the fastest of them counts.
 inline constexpr int kTunerSamples = 3;
 /// Durations of each arm taken before the first decision.
 inline constexpr int kTunerFirst = 2;
+/// An arm other than the prior whose first duration was at least this long
+/// needs no second one: operations this long (32 MiB and more on the VMs
+/// measured) vary less between calls than the short ones, and a benchmark
+/// or an application that runs a few of them would otherwise spend them all
+/// on trying arms (four arms at 256 MiB: eight calls of 20-40 ms). The prior
+/// still takes two: its first call warms pages and caches up.
+inline constexpr uint64_t kTunerLongNs = uint64_t(2) * 1000 * 1000;
+/// Nor does one whose first duration was this many times the fastest of an
+/// arm measured kTunerFirst times: a second call would only confirm that it
+/// loses (a recheck tries it again later), while a short benchmark, with four
+/// arms at 16 MiB, spent three of its ten timed calls on such arms.
+inline constexpr double kTunerClearlySlower = 1.25;
 /// Another arm must be this much faster to replace the one held.
 inline constexpr double kTunerMargin = 1.05;
 /// Every this many operations of a band try an arm not held.
@@ -86,9 +114,15 @@ class OpTuner {
   /// scatter, all_gather, all_to_all and their v-variants; reductions keep
   /// regular stores).
   static bool stream_tuned(OpKind kind, uint64_t bytes);
-  /// Whether `kind` is an exchange of kTunedCopyMin bytes or more (all_gather,
-  /// all_to_all and their v-variants), whose single copy may be tuned.
+  /// Whether `kind` on `bytes` may have its single copy tuned: data movement
+  /// of kTunedCopyMin bytes or more (broadcast, gather, scatter, all_gather,
+  /// all_to_all and their v-variants).
   static bool copy_tuned(OpKind kind, uint64_t bytes);
+
+  /// Whether an operation of `kind` on `bytes` with `arm` (from choose())
+  /// is timed for a choice: the band has not decided yet, or `arm` is not
+  /// the one it holds (a recheck).
+  bool measuring(OpKind kind, uint64_t bytes, unsigned arm) const;
 
   /// The arm the next operation of `kind` on `bytes` takes: one of the arms
   /// in `allowed` (a bit per arm), `prior` (one of them) first. `lead`, when
@@ -120,6 +154,11 @@ class OpTuner {
     int best = -1;          ///< the arm held once every allowed one was measured
     unsigned prior = 0;     ///< the calibration's arm
     unsigned allowed = 0;   ///< the arms the operations may take
+    /// Whether arm `a` has durations enough for the first decision:
+    /// kTunerFirst, or one for an arm other than the prior that took
+    /// kTunerLongNs or more, or kTunerClearlySlower times as long as an arm
+    /// that has kTunerFirst.
+    bool settled(unsigned a) const;
   };
   static uint32_t key(OpKind kind, uint64_t bytes);
   std::map<uint32_t, Band> bands_;

@@ -1283,7 +1283,8 @@ TEST(SingleCopyCalibration, FirstJobMeasuresAndTheNextReadsTheCache) {
 // Exchanges start from the calibration's answer and measure the other way
 // while they run (OpTuner): of the three all_gathers of 2 MiB, the first and
 // the third go the calibration's way, the second the other way.
-const std::string kTunedExchanges = "all_gather and all_to_all of 1 MiB and more measure single copy against the rings";
+const std::string kTunedExchanges =
+    "broadcast, gather, scatter, all_gather and all_to_all of 1 MiB and more measure single copy against the rings";
 
 /// A job of gather_and_reduce on a cache planted with (readv, ring, links):
 /// each rank's log must name `mode`, and `refs` payloads each way by
@@ -1347,12 +1348,14 @@ int gathers(int rank, bool all, size_t floats, int rounds, std::string* log) {
   return rc;
 }
 
-// Six all_gathers of 2 MiB (calibration: single copy on): two each way, then
-// the way rank 0 found faster, which its log names: rank 0 sends 2 payloads
-// by reference in the first four, then 2 more if single copy won. Rank 1
-// follows rank 0 from the operation after rank 0's decision is published
-// (the fifth, or the sixth when it starts the fifth first), so it sends
-// within one of what it reads.
+// Six all_gathers of 2 MiB (calibration: single copy on): two each way (the
+// rings once only, if that took 1.25 times single copy's fastest), then the
+// way rank 0 found faster, which its log names: rank 0 sends 2 payloads by
+// reference in the first four, then 2 more if single copy won (3 more after
+// a single call through the rings). Rank 1 follows rank 0 from the
+// operation after rank 0's decision is published (or the one after that,
+// when it starts that one first), so it sends within one of what it reads;
+// it may log a decision of its own (its own durations), never two.
 TEST(SingleCopyCalibration, ExchangesKeepTheFasterWayAndSayWhich) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
@@ -1365,7 +1368,7 @@ TEST(SingleCopyCalibration, ExchangesKeepTheFasterWayAndSayWhich) {
     if (int rc = gathers(rank, true, kSingleCopyFloats, 6, &log); rc != 0) return rc;
     const bool on = log.find("all_gather of 2-4 MiB: single copy on (fastest ") != std::string::npos;
     const bool off = log.find("all_gather of 2-4 MiB: single copy off (fastest ") != std::string::npos;
-    RANK_CHECK(on != off, rank, "no single decision for all_gather of 2-4 MiB in:\n" + log);
+    RANK_CHECK(rank == 0 ? on != off : !(on && off), rank, "no single decision for all_gather of 2-4 MiB in:\n" + log);
     const size_t at = log.find("payload(s) sent by reference, ");
     RANK_CHECK(at != std::string::npos, rank, "no closing link line in:\n" + log);
     unsigned long sent = 0, read = 0;
@@ -1373,25 +1376,30 @@ TEST(SingleCopyCalibration, ExchangesKeepTheFasterWayAndSayWhich) {
         std::sscanf(log.c_str() + log.rfind(": ", at), ": %lu payload(s) sent by reference, %lu", &sent, &read) == 2,
         rank, "unreadable closing line in:\n" + log);
     const unsigned long leader = rank == 0 ? sent : read, follower = rank == 0 ? read : sent;
-    RANK_CHECK(leader == 2 || leader == 4, rank, cat(leader, " payloads of rank 0 by reference, not 2 or 4:\n", log));
+    RANK_CHECK(leader == 2 || leader == 4 || leader == 5, rank,
+               cat(leader, " payloads of rank 0 by reference, not 2, 4 or 5:\n", log));
     RANK_CHECK(follower + 1 >= leader && follower <= leader + 1, rank,
                cat(follower, " payloads of rank 1 by reference against rank 0's ", leader, ":\n", log));
-    RANK_CHECK(rank != 0 || sent == (on ? 4u : 2u), rank, cat(sent, " sent by reference against the decision:\n", log));
+    RANK_CHECK(rank != 0 || (on ? sent >= 4 : sent == 2), rank,
+               cat(sent, " sent by reference against the decision:\n", log));
     return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
-/// In a rank: three 1 MiB broadcasts and one of 4 MiB (root 0), checked,
-/// with stderr captured into *log.
-int broadcasts(int rank, std::string* log) {
+/// In a rank: broadcasts (root 0) of `sizes` floats, checked, with stderr
+/// captured into *log. By default one of 1 MiB and one of 4 MiB: each the
+/// first of its size band, which goes the calibration's way (later ones of
+/// a band measure the other way too: OneWayOperationsKeepTheFasterWay...).
+int broadcasts(int rank, std::string* log,
+               const std::vector<size_t>& sizes = {kSingleCopyFloats, 4 * kSingleCopyFloats}) {
   int rc = 0;
   *log = capture_stderr(
       rank,
-      [rank] {
+      [rank, &sizes] {
         occl_comm_t comm = nullptr;
         RANK_OK(init_shm_comm(&comm), rank);
-        for (size_t floats : {kSingleCopyFloats, kSingleCopyFloats, kSingleCopyFloats, 4 * kSingleCopyFloats}) {
+        for (size_t floats : sizes) {
           Buf b(DT::kF32, floats);
           Tensor1D t(b.data(), int64_t(floats), dl_float(32));
           fill_pattern(DT::kF32, b.data(), floats, 0, rank == 0 ? 0 : 99, floats);
@@ -1407,9 +1415,9 @@ int broadcasts(int rank, std::string* log) {
 }
 
 // Where the link probes found the ring faster at both sizes, broadcasts of
-// every size go through the ring, as gather and scatter do: neither the
-// three 1 MiB broadcasts nor the 4 MiB one is read by reference, while
-// all_gather and all_to_all still may (process_vm_readv at half the ring).
+// every size start through the ring, as gather and scatter do: neither the
+// 1 MiB broadcast nor the 4 MiB one is read by reference, while all_gather
+// and all_to_all still may (process_vm_readv at half the ring).
 TEST(SingleCopyCalibration, RingAheadKeepsBroadcastsOnTheRing) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
@@ -1427,7 +1435,7 @@ TEST(SingleCopyCalibration, RingAheadKeepsBroadcastsOnTheRing) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
-// Where only split copies at 8 MiB beat the ring: the 1 MiB broadcasts take
+// Where only split copies at 8 MiB beat the ring: the 1 MiB broadcast takes
 // the ring, the 4 MiB one goes by reference and rank 1 splits its copy with
 // rank 0; with OMNICCL_SHM_SPLIT_COPY=0 (one-sided reads, behind the ring at
 // both sizes) none goes by reference.
@@ -1470,11 +1478,53 @@ TEST(SingleCopyCalibration, SplitCopiesAheadAtEightMiBTakeBroadcastsFromFourMiB)
   }
 }
 
+// Broadcast, gather and scatter measure too: six broadcasts of 4 MiB from
+// rank 0, on a calibration that sends them by reference (split copies ahead
+// at both sizes), go two each way, the calibration's first (through the
+// rings once only if that took 2 ms or more, or 1.25 times the fastest by
+// reference), then the way rank 0 found
+// faster, which its log names. Rank 0 decides and sends, so rank 1 reads 2
+// of them by reference if the rings won, else 4 (5 after a single call
+// through the rings); each rank checks the broadcast's data every time.
+TEST(SingleCopyCalibration, OneWayOperationsKeepTheFasterWayAndSayWhich) {
+  if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  std::ofstream(cache) << planted_cache("20", "10", kRefWins);
+  JobOptions o = calibrated_job(cache);
+  o.env["OMNICCL_DEBUG_SUBSYS"] = "TRANSPORT,TUNING";
+  JobResult res = run_ranks(o, [](occl_comm_t, int rank, int) {
+    std::string log;
+    if (int rc = broadcasts(rank, &log, std::vector<size_t>(6, 4 * kSingleCopyFloats)); rc != 0) return rc;
+    RANK_CHECK(log.find("single copy for broadcast, gather and scatter: on (") != std::string::npos, rank,
+               "no choice of single copy at every size in:\n" + log);
+    const size_t at = log.find("payload(s) sent by reference, ");
+    RANK_CHECK(at != std::string::npos, rank, "no closing link line in:\n" + log);
+    unsigned long sent = 0, read = 0, bytes = 0;
+    RANK_CHECK(
+        std::sscanf(log.c_str() + log.rfind(": ", at),
+                    ": %lu payload(s) sent by reference, %lu (%lu bytes) read by reference", &sent, &read, &bytes) == 3,
+        rank, "unreadable closing line in:\n" + log);
+    if (rank == 1) {
+      const unsigned long whole = bytes / (16 * kSingleCopyFloats);
+      RANK_CHECK(sent == 0 && bytes % (16 * kSingleCopyFloats) == 0 && (whole == 2 || whole == 4 || whole == 5), rank,
+                 cat(whole, " broadcasts of 4 MiB read by reference (", bytes, " bytes), not 2, 4 or 5:\n", log));
+      return 0;
+    }
+    const bool on = log.find("broadcast of 4-8 MiB: single copy on (fastest ") != std::string::npos;
+    const bool off = log.find("broadcast of 4-8 MiB: single copy off (fastest ") != std::string::npos;
+    RANK_CHECK(on != off, rank, "no single decision for broadcast of 4-8 MiB in:\n" + log);
+    RANK_CHECK(sent > 0 && read == 0, rank, "rank 0 sent nothing by reference:\n" + log);
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
 // Streaming stores (OMNICCL_STREAM_STORES=auto): gathers of 8 MiB per rank
 // are tuned while they run. The root tries the calibration's answer (a cache
-// that finds streaming stores no faster: off), then streaming stores, and
-// logs which was faster; results are right with either. With the setting 0
-// or 1 nothing is measured.
+// that finds streaming stores no faster: off), then streaming stores (each
+// with and without single copy, also measured), and logs which was faster; results are right with either. With the
+// setting 0 or 1 nothing is measured.
 TEST(StreamTuning, LargeGathersTryBothStoresAndSayWhichWon) {
   constexpr size_t kFloats = size_t(2) << 20;  // 8 MiB per rank
   for (const char* stores : {"auto", "0", "1"}) {
@@ -1487,7 +1537,8 @@ TEST(StreamTuning, LargeGathersTryBothStoresAndSayWhichWon) {
     const bool tuned = std::string(stores) == "auto";
     JobResult res = run_ranks(o, [tuned](occl_comm_t, int rank, int) {
       std::string log;
-      if (int rc = gathers(rank, false, kFloats, 4, &log); rc != 0) return rc;
+      // Eight: four arms (single copy is measured too), at most two each.
+      if (int rc = gathers(rank, false, kFloats, 8, &log); rc != 0) return rc;
       const bool said = log.find("gather of 8-16 MiB: streaming stores o") != std::string::npos;
       const bool promised = log.find("measure both while they run") != std::string::npos;
       RANK_CHECK(said == tuned && promised == tuned, rank,

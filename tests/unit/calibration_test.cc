@@ -224,12 +224,14 @@ TEST_F(Calibration, CachedSlowerReadvTurnsSingleCopyOff) {
   EXPECT_EQ(c.one_way_min, kNever) << c.reason;
   EXPECT_EQ(c.one_way_split_min, kNever) << c.reason;
   EXPECT_FALSE(c.exchange) << c.reason;  // 2.1 < 0.35 x 6.3
-  // process_vm_readv works (it was measured): exchanges start through the
-  // rings and measure single copy while they run, so links offer it.
-  EXPECT_TRUE(c.exchange_tuned) << c.reason;
+  // process_vm_readv works (it was measured): operations that move data
+  // start through the rings and measure single copy while they run, so
+  // links offer it.
+  EXPECT_TRUE(c.copy_tuned) << c.reason;
   EXPECT_TRUE(c.any());
-  EXPECT_NE(c.reason.find("all_gather and all_to_all of 1 MiB and more measure single copy against the rings while "
-                          "they run, starting from the above (OMNICCL_SHM_SINGLE_COPY unset)"),
+  EXPECT_NE(c.reason.find("broadcast, gather, scatter, all_gather and all_to_all of 1 MiB and more measure single "
+                          "copy against the rings while they run, starting from the above (OMNICCL_SHM_SINGLE_COPY "
+                          "unset)"),
             std::string::npos)
       << c.reason;
   EXPECT_NE(c.reason.find("single copy for broadcast, gather and scatter: never (split copies 15/8 GB/s, ring 20/10 "
@@ -308,13 +310,13 @@ TEST_F(Calibration, SettingWinsOverTheCache) {
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
   SingleCopyChoice off = decide();
   EXPECT_FALSE(off.any());
-  EXPECT_FALSE(off.exchange_tuned);
+  EXPECT_FALSE(off.copy_tuned);
   EXPECT_NE(off.reason.find("OMNICCL_SHM_SINGLE_COPY=0"), std::string::npos) << off.reason;
   write_file(path_,
              header_for_this_machine() + "readv_gbps 1\nring_gbps 4.5\ncopy_gbps 5\nstream_gbps 5\n" + kRingWins);
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "1", 1);
   SingleCopyChoice on = decide();
-  EXPECT_TRUE(on.one_way_min == 0 && on.one_way_split_min == 0 && on.exchange && !on.exchange_tuned);
+  EXPECT_TRUE(on.one_way_min == 0 && on.one_way_split_min == 0 && on.exchange && !on.copy_tuned);
   EXPECT_NE(on.reason.find("OMNICCL_SHM_SINGLE_COPY=1"), std::string::npos) << on.reason;
   ::setenv("OMNICCL_SHM_SINGLE_COPY", "maybe", 1);
   try {

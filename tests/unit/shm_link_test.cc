@@ -124,6 +124,34 @@ uint64_t recv_one(ShmLink& link, size_t bytes) {
   return h.n;
 }
 
+// A sender that times an operation waits until its receiver has read what
+// it sent (Engine::wait_sends_read): the link says so from the ring's
+// positions, across the wrap too, and only for its own direction.
+TEST(ShmLinkMessages, SendsAreUnreadUntilTheReceiverTakesThemAll) {
+  Pair p;
+  EXPECT_FALSE(p.link[0]->sends_unread());
+  const size_t bytes = 768 << 10;  // three of them cross the 2 MiB ring's end
+  for (unsigned i = 0; i < 4; ++i) {
+    Header h{i, "chunk"};
+    auto payload = pattern(bytes, i);
+    Message s = send_msg(h, payload);
+    while (!s.complete) {
+      p.link[0]->send(s);
+      if (!s.complete) {
+        // The ring is full: the receiver takes the oldest message first.
+        EXPECT_TRUE(p.link[0]->sends_unread());
+        EXPECT_EQ(recv_one(*p.link[1], bytes), i - 2);
+      }
+    }
+    EXPECT_TRUE(p.link[0]->sends_unread()) << "message " << i;
+    EXPECT_FALSE(p.link[1]->sends_unread()) << "rank 1 sent nothing";
+  }
+  EXPECT_EQ(recv_one(*p.link[1], bytes), 2u);
+  EXPECT_TRUE(p.link[0]->sends_unread()) << "message 3 is still in the ring";
+  EXPECT_EQ(recv_one(*p.link[1], bytes), 3u);
+  EXPECT_FALSE(p.link[0]->sends_unread());
+}
+
 // A producer ahead of its consumer (a stream of broadcasts) writes a small
 // message whole or not at all: the room made by reading one small message
 // does not take part of a larger one. (Cutting it did: each message then

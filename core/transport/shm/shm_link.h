@@ -86,23 +86,24 @@ struct alignas(64) RingHeader {
 /// The layout of segments, ring headers and records this build writes. A
 /// peer's segment of another layout (made by another OmniCCL version) is
 /// refused when it is opened. Raise it with any change to them.
-inline constexpr uint64_t kShmLayout = 4;
+inline constexpr uint64_t kShmLayout = 5;
 
 /// Choices the ranks of a host share for their communicator, published by the
-/// host's lowest-ranked member in its segment: how exchanges (all_gather,
-/// all_gatherv, all_to_all, all_to_allv, in that order) of each
-/// size band (log2 of the operation's bytes) run, as an OpTuner arm
-/// (streaming stores, single copy). Ranks that measure on their own settle
-/// at times on different ways on a near tie, and sends by reference from one
-/// rank mixed with sends through the rings from the other are slower than
-/// either way (2 ranks, all_gather of 4 MiB: 1.1 ms against 0.35-0.7 ms), so
-/// the others follow the lowest rank. Relaxed: a follower that reads an
-/// older choice runs one operation the older way.
+/// host's lowest-ranked member in its segment: how operations whose single
+/// copy is measured (OpTuner::copy_tuned: broadcast, gather, scatter,
+/// all_gather, all_to_all and their v-variants) of each size band (log2 of
+/// the operation's bytes) run, as an OpTuner arm (streaming stores, single
+/// copy), a row per operation kind (its OpKind value). Ranks that measure on
+/// their own settle at times on different ways on a near tie, and sends by
+/// reference from one rank mixed with sends through the rings from the other
+/// are slower than either way (2 ranks, all_gather of 4 MiB: 1.1 ms against
+/// 0.35-0.7 ms), so the others follow the lowest rank. Relaxed: a follower
+/// that reads an older choice runs one operation the older way.
 struct HostChoices {
-  static constexpr int kExchanges = 4;
+  static constexpr int kKinds = 16;
   static constexpr int kBands = 64;
-  /// The lowest rank's arm plus one, per exchange and band (0: none yet).
-  std::atomic<uint8_t> arm[kExchanges][kBands];
+  /// The lowest rank's arm plus one, per operation kind and band (0: none yet).
+  std::atomic<uint8_t> arm[kKinds][kBands];
 };
 static_assert(std::atomic<uint8_t>::is_always_lock_free, "shared choices need lock-free atomics");
 
@@ -212,6 +213,7 @@ class ShmLink final : public Link {
   /// at most a few seconds, for a chunk the sender is writing now.
   void abandon(Message& m) noexcept override;
   void flush() override;
+  bool sends_unread() const override { return out_->tail.load(std::memory_order_acquire) != head_; }
   int poll_fd() const override { return -1; }
   const char* kind() const override { return "shm"; }
   /// Counts for tests and the log: payloads this side read split with its
