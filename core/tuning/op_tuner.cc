@@ -53,17 +53,20 @@ bool OpTuner::Band::settled(unsigned a) const {
   return false;
 }
 
-bool OpTuner::stream_tuned(OpKind kind, uint64_t bytes) {
-  const bool moves = is_one_way(kind) || kind == OpKind::kAllGather || kind == OpKind::kAllGatherV ||
-                     kind == OpKind::kAllToAll || kind == OpKind::kAllToAllV;
-  return moves && bytes >= kTunedStreamMin;
+namespace {
+
+/// Operations that move data without reducing it: broadcast, gather,
+/// scatter, all_gather, all_to_all and their v-variants.
+bool moves_data(OpKind kind) {
+  return is_one_way(kind) || kind == OpKind::kAllGather || kind == OpKind::kAllGatherV || kind == OpKind::kAllToAll ||
+         kind == OpKind::kAllToAllV;
 }
 
-bool OpTuner::copy_tuned(OpKind kind, uint64_t bytes) {
-  const bool moves = is_one_way(kind) || kind == OpKind::kAllGather || kind == OpKind::kAllGatherV ||
-                     kind == OpKind::kAllToAll || kind == OpKind::kAllToAllV;
-  return moves && bytes >= kTunedCopyMin;
-}
+}  // namespace
+
+bool OpTuner::stream_tuned(OpKind kind, uint64_t bytes) { return moves_data(kind) && bytes >= kTunedStreamMin; }
+
+bool OpTuner::copy_tuned(OpKind kind, uint64_t bytes) { return moves_data(kind) && bytes >= kTunedCopyMin; }
 
 bool OpTuner::measuring(OpKind kind, uint64_t bytes, unsigned arm) const {
   auto it = bands_.find(key(kind, bytes));
