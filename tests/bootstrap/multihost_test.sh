@@ -9,13 +9,27 @@
 #   (2) hostC's link is taken down (ip link set down) mid-job: every rank
 #       ends with an error within the timeout (OMNICCL_TIMEOUT=8s), none hangs;
 #   (3) 15% packet loss on hostC's link (tc netem; nftables where the kernel
-#       has no netem) mid-job: the job still completes with correct sums.
+#       has no netem) mid-job: the job still completes with correct sums;
+#   (4) this machine's single-copy calibration cache is left as it was: each
+#       simulated host keeps its own (its hostname makes it another host, so
+#       the machine's cache, measured again by them, flipped between two
+#       hosts' results on every run, measured while the tests loaded the CPUs).
 # Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN); where namespaces cannot be
 # created it exits 77 (CTest: skipped) saying why. Namespaces, links and the
 # ranks in them are removed on exit, whatever happens.
 # Usage: multihost_test.sh PATH/TO/rendezvous_probe
 PROBE=${1:?usage: $0 rendezvous_probe}
 source "$(dirname "$0")/lib.sh"
+
+# The cache a rank of this machine reads (copy_calibration.cc,
+# calibration_cache_path), and what it holds now.
+if [[ -n ${XDG_RUNTIME_DIR:-} && ${XDG_RUNTIME_DIR:0:1} == / && -d $XDG_RUNTIME_DIR && -O $XDG_RUNTIME_DIR ]]; then
+  host_cache=$XDG_RUNTIME_DIR/omniccl-shm-calibration
+else
+  host_cache=/tmp/omniccl-shm-calibration-$(id -u)
+fi
+cache_state() { if [[ -e $host_cache ]]; then stat -c '%Y.%y %s' "$host_cache" && cksum <"$host_cache"; else echo none; fi; }
+cache_before=$(cache_state)
 
 id=$(( $$ % 100000 ))
 SW=occl-sw-$id
@@ -62,12 +76,14 @@ setup_net() {
 ( setup_net ) 2>"$TMP/net.err" || skip "cannot build the veth/bridge network: $(cat "$TMP/net.err")"
 
 # start_host_rank NAME HOST RANK WORLD PORT [VAR=VALUE...]: one rank in
-# HOST's namespace, with hostname host$HOST, bounded by timeout 150.
+# HOST's namespace, with hostname host$HOST and that host's own calibration
+# cache (real hosts do not share one), bounded by timeout 150.
 start_host_rank() {
   local name=$1 host=$2 rank=$3 size=$4 port=$5
   shift 5
   ip netns exec "$(ns_of "$host")" unshare --uts sh -c 'hostname "$0" && exec "$@"' "host$host" \
-    env "$@" RANK="$rank" WORLD_SIZE="$size" MASTER_ADDR=10.77.0.1 MASTER_PORT="$port" OMNICCL_DEBUG=INFO \
+    env OMNICCL_SHM_CALIBRATION_FILE="$TMP/shm-calibration-host$host" \
+    "$@" RANK="$rank" WORLD_SIZE="$size" MASTER_ADDR=10.77.0.1 MASTER_PORT="$port" OMNICCL_DEBUG=INFO \
     timeout 150 "$PROBE" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   PIDS+=($!)
   eval "PID_$name=$!"
@@ -171,5 +187,11 @@ if ((lossy)); then
       fail "loss: rank $r: exit $rc after $took_ms ms"; show "$TMP/loss$r.err"
     fi
   done
+fi
+# (4) The simulated hosts left this machine's calibration cache alone.
+if [[ $(cache_state) == "$cache_before" ]]; then
+  ok "cache: $host_cache is as it was"
+else
+  fail "cache: the simulated hosts rewrote this machine's calibration cache $host_cache"
 fi
 finish multihost_test
