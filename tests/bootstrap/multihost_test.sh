@@ -10,7 +10,7 @@
 #       ends with an error within the timeout (OMNICCL_TIMEOUT=8s), none hangs;
 #   (3) 15% packet loss on hostC's link (tc netem; nftables where the kernel
 #       has no netem) mid-job: the job still completes with correct sums;
-#   (4) this machine's single-copy calibration cache is left as it was: each
+#   (4) this machine's single-copy calibration cache is left alone: each
 #       simulated host keeps its own (its hostname makes it another host, so
 #       the machine's cache, measured again by them, flipped between two
 #       hosts' results on every run, measured while the tests loaded the CPUs).
@@ -22,14 +22,16 @@ PROBE=${1:?usage: $0 rendezvous_probe}
 source "$(dirname "$0")/lib.sh"
 
 # The cache a rank of this machine reads (copy_calibration.cc,
-# calibration_cache_path), and what it holds now.
+# calibration_cache_path).
 if [[ -n ${XDG_RUNTIME_DIR:-} && ${XDG_RUNTIME_DIR:0:1} == / && -d $XDG_RUNTIME_DIR && -O $XDG_RUNTIME_DIR ]]; then
   host_cache=$XDG_RUNTIME_DIR/omniccl-shm-calibration
 else
   host_cache=/tmp/omniccl-shm-calibration-$(id -u)
 fi
-cache_state() { if [[ -e $host_cache ]]; then stat -c '%Y.%y %s' "$host_cache" && cksum <"$host_cache"; else echo none; fi; }
-cache_before=$(cache_state)
+# Other tests may write it meanwhile (a fresh machine's first communicator
+# measures), under this machine's hostname; a simulated host's name there
+# is what this test must not leave.
+simulated_cache() { [[ -r $host_cache ]] && sed -n 2p "$host_cache" | grep -Eq '^machine host[ABC] '; }
 
 id=$(( $$ % 100000 ))
 SW=occl-sw-$id
@@ -189,9 +191,9 @@ if ((lossy)); then
   done
 fi
 # (4) The simulated hosts left this machine's calibration cache alone.
-if [[ $(cache_state) == "$cache_before" ]]; then
-  ok "cache: $host_cache is as it was"
+if simulated_cache; then
+  fail "cache: a simulated host wrote its calibration over this machine's, $host_cache ($(sed -n 2p "$host_cache"))"
 else
-  fail "cache: the simulated hosts rewrote this machine's calibration cache $host_cache"
+  ok "cache: $host_cache holds no simulated host's calibration"
 fi
 finish multihost_test
