@@ -26,11 +26,16 @@ start_job() {
 }
 
 # Each forwarded signal, caught by every rank, which then exits with a code.
+# The ranks nap with `sleep & wait`, not a foreground `sleep`: bash runs a
+# SIGINT trap that arrives during a foreground command only if that command
+# died of SIGINT too, and one that had just finished its nap when the
+# signal came did not (most likely how a rank of fwd_INT never saw it in
+# one CI run of many: the launcher said it forwarded SIGINT to all three).
 for spec in TERM:7 HUP:0 QUIT:4 INT:6; do
   sig=${spec%%:*}
   code=${spec##*:}
   name=fwd_$sig
-  start_job "$name" 3 "trap 'echo got-$sig; exit $code' $sig; touch \"\$D/ready.\$RANK\"; while :; do sleep 0.1; done"
+  start_job "$name" 3 "trap 'echo got-$sig; exit $code' $sig; touch \"\$D/ready.\$RANK\"; while :; do sleep 0.1 & wait \$!; done"
   kill -"$sig" "$JOB"
   wait_pid_bounded "$JOB" 20
   expect_rc "$name" "$code"
@@ -42,7 +47,7 @@ done
 
 # Ctrl-C twice: the first SIGINT is forwarded (the ranks catch it and go on),
 # the second kills them all with SIGKILL.
-start_job twice 3 "trap 'echo got-INT' INT; touch \"\$D/ready.\$RANK\"; while :; do sleep 0.1; done"
+start_job twice 3 "trap 'echo got-INT' INT; touch \"\$D/ready.\$RANK\"; while :; do sleep 0.1 & wait \$!; done"
 kill -INT "$JOB"
 for ((tries = 0; tries < 100; tries++)); do
   (($(grep -c got-INT "$TMP/twice.out") >= 3)) && break
