@@ -17,20 +17,25 @@ using patterns::subtree_size;
 using patterns::to_vrank;
 
 constexpr size_t kChainChunk = 512 * 1024;         // pipelining unit of the broadcast chain
-constexpr size_t kSendFirstMax = size_t(4) << 20;  // see ring_sends_first
+constexpr size_t kSendFirstMax = size_t(4) << 20;  // oversubscribed: see ring_sends_first
 
 // Whether the ring all_gather sends this rank's block from `send` before it
-// copies it into recv. Blocks of up to kSendFirstMax: the first step sends
-// the block from `send` itself and the local copy follows, so a peer that
-// reads the block by reference does not wait for the copy (2 ranks, 1 MiB,
-// single copy: 100-158 -> 73-102 us per operation, 4 MiB 669-735 -> 552-586
-// us). Larger blocks copy first: at 16 MiB sending first measured 15% slower
-// (4.6-6.0 -> 5.2-5.7 ms; the peer then reads `send` from memory rather than
-// partly from the shared cache the copy just filled). Over TCP the kernel
-// copies the block as it goes (no reference is read): sending first lets the
-// peer receive while this rank copies its own (2 ranks, 16 MiB: 3.06 -> 2.84
-// ms, medians of 8 interleaved runs; README, Round 9).
-bool ring_sends_first(Engine& e, size_t bytes, int right) { return bytes <= kSendFirstMax || e.over_socket(right); }
+// copies it into recv (the copy then runs in the first step's waits): the
+// peer reads the block, through the ring or by reference, while this rank
+// copies it. A rank with a core of its own does so at every size: on an AMD
+// EPYC VM (2 ranks, six interleaved rounds) copying first took 1.1-1.7x as
+// long from 16 to 64 MiB (rings: 16 MiB 3.8 against 2.3 ms, 64 MiB 18.9
+// against 12.6 ms; single copy: 16 MiB 4.7 against 3.5 ms) and the same at
+// 256 MiB (README, Round 17; an earlier VM had measured 15% the other way at
+// 16 MiB with single copy, within its own spread). Oversubscribed ranks (no
+// core free to read while this one copies) send blocks of up to
+// kSendFirstMax first (2 ranks, 1 MiB, single copy: 100-158 -> 73-102 us per
+// operation) and copy larger ones first. Over TCP the kernel copies the
+// block as it goes: sending first lets the peer receive while this rank
+// copies its own (2 ranks, 16 MiB: 3.06 -> 2.84 ms; README, Round 9).
+bool ring_sends_first(Engine& e, size_t bytes, int right) {
+  return bytes <= kSendFirstMax || !e.oversubscribed() || e.over_socket(right);
+}
 
 }  // namespace
 
