@@ -511,8 +511,8 @@ SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
     c.reason = str_cat(c.reason, "; ", c.stream_reason);
   }
   if (c.copy_tuned) {
-    c.reason = str_cat(c.reason, "; broadcast, gather, scatter, all_gather and all_to_all of ", kTunedCopyMin >> 20,
-                       " MiB and more measure single copy against the rings while they run, starting from the "
+    c.reason = str_cat(c.reason, "; broadcast, gather, scatter, all_gather and all_to_all of ", kTunedCopyMin >> 10,
+                       " KiB and more measure single copy against the rings while they run, starting from the "
                        "above (OMNICCL_SHM_SINGLE_COPY unset)");
   }
   if (stream == "auto") {

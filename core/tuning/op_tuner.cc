@@ -9,9 +9,12 @@ namespace omniccl {
 
 namespace {
 
-/// "8-16 MiB" for a band's lower bound (a power of two of at least 1 MiB).
+/// "8-16 MiB" or "512 KiB-1 MiB" for a band's lower bound (a power of two
+/// of at least 1 KiB).
 std::string band_name(uint32_t log2) {
-  return str_cat(uint64_t(1) << (log2 - 20), "-", uint64_t(2) << (log2 - 20), " MiB");
+  if (log2 >= 20) return str_cat(uint64_t(1) << (log2 - 20), "-", uint64_t(2) << (log2 - 20), " MiB");
+  return str_cat(uint64_t(1) << (log2 - 10), " KiB-",
+                 log2 == 19 ? std::string("1 MiB") : str_cat(uint64_t(2) << (log2 - 10), " KiB"));
 }
 
 /// An arm in words, naming only what the allowed arms vary

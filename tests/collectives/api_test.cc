@@ -1284,7 +1284,7 @@ TEST(SingleCopyCalibration, FirstJobMeasuresAndTheNextReadsTheCache) {
 // while they run (OpTuner): of the three all_gathers of 2 MiB, the first and
 // the third go the calibration's way, the second the other way.
 const std::string kTunedExchanges =
-    "broadcast, gather, scatter, all_gather and all_to_all of 1 MiB and more measure single copy against the rings";
+    "broadcast, gather, scatter, all_gather and all_to_all of 512 KiB and more measure single copy against the rings";
 
 /// A job of gather_and_reduce on a cache planted with (readv, ring, links):
 /// each rank's log must name `mode`, and `refs` payloads each way by

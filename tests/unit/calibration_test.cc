@@ -229,7 +229,7 @@ TEST_F(Calibration, CachedSlowerReadvTurnsSingleCopyOff) {
   // links offer it.
   EXPECT_TRUE(c.copy_tuned) << c.reason;
   EXPECT_TRUE(c.any());
-  EXPECT_NE(c.reason.find("broadcast, gather, scatter, all_gather and all_to_all of 1 MiB and more measure single "
+  EXPECT_NE(c.reason.find("broadcast, gather, scatter, all_gather and all_to_all of 512 KiB and more measure single "
                           "copy against the rings while they run, starting from the above (OMNICCL_SHM_SINGLE_COPY "
                           "unset)"),
             std::string::npos)

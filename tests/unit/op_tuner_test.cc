@@ -42,14 +42,14 @@ TEST(OpTuner, OnlyLargeDataMovementIsTuned) {
   EXPECT_FALSE(OpTuner::stream_tuned(OpKind::kSendRecv, k16M));
 }
 
-TEST(OpTuner, OnlyDataMovementOfOneMiBAndMoreHasSingleCopyTuned) {
-  constexpr uint64_t k1M = uint64_t(1) << 20;
-  EXPECT_EQ(kTunedCopyMin, k1M);
+TEST(OpTuner, OnlyDataMovementOfHalfAMiBAndMoreHasSingleCopyTuned) {
+  constexpr uint64_t k512K = uint64_t(512) << 10;
+  EXPECT_EQ(kTunedCopyMin, k512K);
   for (OpKind k : {OpKind::kAllGather, OpKind::kAllGatherV, OpKind::kAllToAll, OpKind::kAllToAllV, OpKind::kBroadcast,
                    OpKind::kGather, OpKind::kGatherV, OpKind::kScatter, OpKind::kScatterV}) {
-    EXPECT_TRUE(OpTuner::copy_tuned(k, k1M)) << op_kind_name(k);
-    EXPECT_TRUE(OpTuner::copy_tuned(k, 256 * k1M)) << op_kind_name(k);
-    EXPECT_FALSE(OpTuner::copy_tuned(k, k1M - 1)) << op_kind_name(k);
+    EXPECT_TRUE(OpTuner::copy_tuned(k, k512K)) << op_kind_name(k);
+    EXPECT_TRUE(OpTuner::copy_tuned(k, k16M * 16)) << op_kind_name(k);
+    EXPECT_FALSE(OpTuner::copy_tuned(k, k512K - 1)) << op_kind_name(k);
   }
   for (OpKind k : {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kReduce, OpKind::kSendRecv, OpKind::kBarrier}) {
     EXPECT_FALSE(OpTuner::copy_tuned(k, k16M)) << op_kind_name(k);
@@ -191,6 +191,31 @@ TEST(OpTuner, SingleCopyAloneNamesOnlySingleCopy) {
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(t.choose(OpKind::kAllToAll, uint64_t(4) << 20, 0b1010, kArmStream | kArmSingleCopy), 1u) << i;
   }
+}
+
+TEST(OpTuner, BandsBelowOneMiBAreNamedInKiB) {
+  // Single copy alone (arms 0 and 2), the rings the prior, on 512 KiB and
+  // 768 KiB (one band) and on 1 MiB (the next); single copy faster.
+  OpTuner t;
+  std::string line;
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t bytes = i % 2 == 0 ? uint64_t(512) << 10 : uint64_t(768) << 10;
+    const unsigned arm = t.choose(OpKind::kScatter, bytes, 0b0101, 0);
+    line = t.record(OpKind::kScatter, bytes, arm, arm == kArmSingleCopy ? 40'000 : 90'000);
+  }
+  EXPECT_EQ(line,
+            "scatter of 512 KiB-1 MiB: single copy on (fastest 40 us of 2 operation(s); single copy off 90 us of 2; "
+            "measured again every 16th operation)");
+  EXPECT_EQ(t.held(OpKind::kScatter, uint64_t(1) << 20), -1) << "1 MiB is the next band";
+  for (int i = 0; i < 3; ++i) {
+    const unsigned arm = t.choose(OpKind::kScatter, uint64_t(1) << 20, 0b0101, 0);
+    line = t.record(OpKind::kScatter, uint64_t(1) << 20, arm, arm == kArmSingleCopy ? 80'000 : 180'000);
+  }
+  EXPECT_EQ(line, "");
+  const unsigned arm = t.choose(OpKind::kScatter, uint64_t(1) << 20, 0b0101, 0);
+  EXPECT_EQ(t.record(OpKind::kScatter, uint64_t(1) << 20, arm, 80'000),
+            "scatter of 1-2 MiB: single copy on (fastest 80 us of 2 operation(s); single copy off 180 us of 2; "
+            "measured again every 16th operation)");
 }
 
 TEST(OpTuner, AFollowerTakesTheLeadersArmAndRechecksAroundIt) {
