@@ -4,9 +4,10 @@
 // each then sees a one-CPU mask. What depends on it: the ring all_gather's
 // order (a rank with a core of its own sends its block before it copies it
 // into its output, at every size). Real meshes (threads as ranks, an in-memory
-// address exchange, loopback TCP), with the CPU list of each rank's record
-// rewritten by the exchange, so the cases do not depend on this machine's
-// cores; and one case with real thread affinity.
+// address exchange, loopback TCP; shared memory for the all_gather cases),
+// with the CPU list of each rank's record rewritten by the exchange, so the
+// cases do not depend on this machine's cores; and one case with real thread
+// affinity.
 #include <pthread.h>
 #include <sched.h>
 
