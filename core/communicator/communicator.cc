@@ -189,7 +189,7 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
   OpChoice c;
   c.kind = kind;
   c.bytes = bytes;
-  c.algo = omniccl::choose_algo(kind, bytes, size(), override_);
+  c.algo = omniccl::choose_algo(kind, bytes, size(), override_, engine_.mesh().any_host_oversubscribed());
   c.entry = &find_algorithm(kind, c.algo);
   c.algo_name = algo_name(c.algo);
   const auto& copy = config_.copy_choice;

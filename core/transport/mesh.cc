@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <span>
 #include <sstream>
 
@@ -230,6 +231,16 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   OCCL_LOG(kInfo, kTransport, local_size_, " rank(s) of this communicator on this host, on ", local_cpus_,
            " CPU(s) between them (this rank: ", local_cpus.front(), ")",
            local_size_ > local_cpus_ ? ": more ranks than cores" : "");
+  // The same judged for every host, from the records every rank got, so
+  // that all ranks agree (tuning may depend on it).
+  std::map<std::string, std::vector<std::string>> cpus_by_host;
+  for (int p = 0; p < opts.size; ++p) {
+    const Endpoint& e = p == opts.rank ? me : s.remote[p];
+    cpus_by_host[e.host_id].push_back(p == opts.rank ? local_cpus.front() : e.cpus);
+  }
+  for (const auto& [host, lists] : cpus_by_host) {
+    any_host_oversubscribed_ |= static_cast<int>(lists.size()) > std::max(1, cpus::union_count(lists));
+  }
 }
 
 // Lower ranks accept, higher ranks connect; connecting never waits for the

@@ -106,6 +106,11 @@ class Mesh {
   /// the ranks still have a core each). local_size() > local_cpus(): the
   /// ranks of this host outnumber their cores.
   int local_cpus() const { return local_cpus_; }
+  /// Whether the ranks of some host of this mesh outnumber their cores (as
+  /// local_size() > local_cpus() judges it there), from the records every
+  /// rank got at setup: the same on every rank, so choices that all ranks
+  /// must share may depend on it.
+  bool any_host_oversubscribed() const { return any_host_oversubscribed_; }
   /// The choices the ranks of this host share (HostChoices): in the segment
   /// of the lowest-ranked member among this rank and its shared-memory
   /// peers; null without shared-memory peers. host_leader(): that member is
@@ -237,6 +242,7 @@ class Mesh {
   int size_ = 1;
   int local_size_ = 1;
   int local_cpus_ = 1;
+  bool any_host_oversubscribed_ = false;
   const char* transport_name_ = "self";
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<std::unique_ptr<Link>> links_;

@@ -34,8 +34,11 @@ class AlgoOverride {
   std::array<Algo, 16> per_op_;
 };
 
-/// Picks the algorithm for one call. Deterministic, so every rank agrees.
-Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov);
+/// Picks the algorithm for one call. Deterministic, so every rank agrees:
+/// `oversubscribed` must be the same on every rank (some host of the job
+/// runs more of its ranks than they have cores between them:
+/// transport::Mesh::any_host_oversubscribed).
+Algo choose_algo(OpKind kind, uint64_t bytes, int nranks, const AlgoOverride& ov, bool oversubscribed = false);
 
 /// Whether operation `kind` of `bytes` (as for choose_algo) should move large
 /// payloads by reference (single copy) on links that can. Reductions do not:

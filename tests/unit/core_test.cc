@@ -163,6 +163,23 @@ TEST(Tuning, DefaultsDependOnSize) {
   for (int n : {2, 3, 5}) EXPECT_EQ(choose_algo(OpKind::kAllGather, 256 << 20, n, none), Algo::kRing) << n;
 }
 
+TEST(Tuning, AllToAllGoesDirectWhereAHostHasMoreRanksThanCores) {
+  AlgoOverride none;
+  for (uint64_t bytes : {uint64_t(8) << 10, uint64_t(1) << 20, uint64_t(256) << 20}) {
+    for (int n : {3, 4, 8}) {
+      EXPECT_EQ(choose_algo(OpKind::kAllToAll, bytes, n, none), Algo::kPairwise) << bytes << " B, " << n << " ranks";
+      EXPECT_EQ(choose_algo(OpKind::kAllToAll, bytes, n, none, /*oversubscribed=*/true), Algo::kDirect)
+          << bytes << " B, " << n << " ranks";
+    }
+  }
+  EXPECT_EQ(choose_algo(OpKind::kAllToAll, 8, 4, none), Algo::kDirect) << "small: direct either way";
+  // Only all_to_all changes with oversubscription; an override still wins.
+  EXPECT_EQ(choose_algo(OpKind::kAllReduce, 64 << 20, 4, none, true), Algo::kPipelined);
+  EXPECT_EQ(choose_algo(OpKind::kAllGather, 64 << 20, 4, none, true), Algo::kRing);
+  EXPECT_EQ(choose_algo(OpKind::kAllToAll, 1 << 20, 4, AlgoOverride::parse("all_to_all=pairwise", "test"), true),
+            Algo::kPairwise);
+}
+
 TEST(Tuning, GatherAndScatterGoDirectUpToFourRanks) {
   AlgoOverride none;
   for (OpKind k : {OpKind::kGather, OpKind::kScatter}) {

@@ -140,6 +140,25 @@ TEST(MeshCpus, UnionOfOverlappingMasksAndOnlyThisHostsRanks) {
   }
 }
 
+// Whether any host of the job runs more ranks than its cores: the same on
+// every rank (it decides the all_to_all algorithm, which all ranks must
+// agree on), though each host judges its own ranks.
+TEST(MeshCpus, EveryRankKnowsWhetherAnyHostIsOversubscribed) {
+  // Host A: 2 ranks on 2 CPUs; host B: 2 ranks on one CPU.
+  Built mixed = build({{"hostA", "0"}, {"hostA", "1"}, {"hostB", "0"}, {"hostB", "0"}});
+  ASSERT_BUILT(mixed);
+  for (size_t r = 0; r < 4; ++r) {
+    EXPECT_TRUE(mixed.meshes[r]->any_host_oversubscribed()) << "rank " << r;
+    EXPECT_EQ(Engine(*mixed.meshes[r]).oversubscribed(), r >= 2) << "rank " << r << ": its own host";
+  }
+  Built roomy = build({{"hostA", "0"}, {"hostA", "1"}, {"hostB", "0-1"}, {"hostB", "3"}});
+  ASSERT_BUILT(roomy);
+  for (size_t r = 0; r < 4; ++r) EXPECT_FALSE(roomy.meshes[r]->any_host_oversubscribed()) << "rank " << r;
+  Built one = build({{"hostA", "0"}, {"hostA", "0"}, {"hostA", "0-1"}});
+  ASSERT_BUILT(one);
+  for (size_t r = 0; r < 3; ++r) EXPECT_TRUE(one.meshes[r]->any_host_oversubscribed()) << "rank " << r;
+}
+
 // Real affinity: each rank's thread binds itself to a different CPU before
 // setup (as mpirun binds its ranks), so each sees one CPU of its own.
 TEST(MeshCpus, RealBindingToDistinctCpus) {
