@@ -82,10 +82,9 @@ inline constexpr uint64_t kTunedStreamMin = uint64_t(8) << 20;
 /// ranks their messages reach the shared-memory link's by-reference size
 /// (256 KiB; an all_gather's or all_to_all's bytes are all ranks' blocks).
 /// Below 1 MiB too: on an AMD EPYC VM whose cores trade cache lines 4x
-/// slower in one state than in the other, 2-rank scatters and gathers of
-/// 512 KiB per rank took 35-50 us through the rings in the fast state and
-/// 100-150 us in the slow one, 55-75 us by reference in both (README,
-/// Round 17).
+/// slower in one state than in the other, 2-rank scatters of 512 KiB per
+/// rank took 40-51 us through the rings in the fast state and 100-151 us in
+/// the slow one, 54-76 us by reference in both (README, Round 17).
 inline constexpr uint64_t kTunedCopyMin = uint64_t(512) << 10;
 /// The longest a timed one-way operation waits for its receivers to read
 /// what it sent through the rings, before it starts and before it stops its
