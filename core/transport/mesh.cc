@@ -202,9 +202,10 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   s.transport.resize(opts.size);
   const TransportEntry* only = nullptr;  // the transport of every peer so far
   bool mixed = false;
-  // CPUs of this host's ranks, from the records every rank got (this one's
-  // too), so that the ranks of a host agree.
-  std::vector<std::string> local_cpus{Endpoint::decode(all[opts.rank], opts.rank).cpus};
+  // CPUs of every host's ranks, from the records every rank got (this one's
+  // decoded too, first in its host's list), so that all ranks agree.
+  const std::string own_cpus = Endpoint::decode(all[opts.rank], opts.rank).cpus;
+  std::map<std::string, std::vector<std::string>> cpus_by_host{{me.host_id, {own_cpus}}};
   for (int p = 0; p < opts.size; ++p) {
     if (p == opts.rank) continue;
     s.remote[p] = Endpoint::decode(all[p], p);
@@ -215,7 +216,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
     peer->same_host = e.host_id == me.host_id;
     peer->hostname = e.hostname;
     local_size_ += peer->same_host;
-    if (peer->same_host) local_cpus.push_back(e.cpus);
+    cpus_by_host[e.host_id].push_back(e.cpus);
     peers_[p] = std::move(peer);
     TransportChoice c = choose_transport(transports(), me, e, opts.transport);
     s.transport[p] = c.entry;
@@ -227,17 +228,11 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
     only = c.entry;
   }
   transport_name_ = mixed ? "mixed" : only->name;
-  local_cpus_ = std::max(1, cpus::union_count(local_cpus));
+  local_cpus_ = std::max(1, cpus::union_count(cpus_by_host[me.host_id]));
   OCCL_LOG(kInfo, kTransport, local_size_, " rank(s) of this communicator on this host, on ", local_cpus_,
-           " CPU(s) between them (this rank: ", local_cpus.front(), ")",
+           " CPU(s) between them (this rank: ", own_cpus, ")",
            local_size_ > local_cpus_ ? ": more ranks than cores" : "");
-  // The same judged for every host, from the records every rank got, so
-  // that all ranks agree (tuning may depend on it).
-  std::map<std::string, std::vector<std::string>> cpus_by_host;
-  for (int p = 0; p < opts.size; ++p) {
-    const Endpoint& e = p == opts.rank ? me : s.remote[p];
-    cpus_by_host[e.host_id].push_back(p == opts.rank ? local_cpus.front() : e.cpus);
-  }
+  // The same judged for every host (tuning may depend on it).
   for (const auto& [host, lists] : cpus_by_host) {
     any_host_oversubscribed_ |= static_cast<int>(lists.size()) > std::max(1, cpus::union_count(lists));
   }
