@@ -88,6 +88,18 @@ void set_data_buffers(int fd) {
   (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
 }
 
+std::string congestion_control(int fd) {
+  char name[64] = {};
+  socklen_t len = sizeof name - 1;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return {};
+  return std::string(name, ::strnlen(name, len));
+}
+
+int set_congestion_control(int fd, std::string_view name) {
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0 ? 0
+                                                                                                              : errno;
+}
+
 UniqueFd listen_tcp(const std::string& ip, SocketAddress& addr) {
   std::string bare = ip;
   if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);

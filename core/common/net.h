@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/fd.h"
@@ -52,6 +53,14 @@ void set_nonblocking(int fd);
 /// afterwards leave Linux advertising at most 64 KiB (1 MiB loopback
 /// broadcasts then took 2.4x as long in most runs).
 void set_data_buffers(int fd);
+/// The TCP congestion control algorithm of a TCP socket ("cubic", "bbr"),
+/// or "" when the kernel does not say.
+std::string congestion_control(int fd);
+/// Sets a TCP socket's congestion control algorithm; returns 0 or the errno
+/// (ENOENT: not in this kernel; EPERM: not in
+/// net.ipv4.tcp_allowed_congestion_control, for a process without
+/// CAP_NET_ADMIN).
+int set_congestion_control(int fd, std::string_view name);
 
 /// Listens on TCP `ip` (an IPv4 or IPv6 literal) port 0 (any free port),
 /// with the data buffers (set_data_buffers) that accepted sockets inherit.

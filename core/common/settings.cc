@@ -54,6 +54,11 @@ constexpr SettingInfo kSettings[] = {
      "open-file limit, else 1; a pair uses the smaller of its two ranks' values). With more than one, payloads "
      "larger than 256 KiB are striped over them in 256 KiB pieces, so the kernel and the network card can spread "
      "one peer's traffic over several queues and congestion windows."},
+    {"OMNICCL_TCP_CONGESTION", "auto",
+     "TCP congestion control of the data sockets. auto: between ranks of one host, a pacing algorithm (bbr) is "
+     "replaced by cubic, else reno (pacing only delays loopback packets); links to other hosts keep the system's "
+     "default. system: every link keeps the default. A name (cubic, reno, bbr, dctcp...): that algorithm on every "
+     "link; one the kernel refuses is an error at setup."},
     {"OMNICCL_SOCKET_ADDR", "(auto)",
      "IP address this rank listens on for TCP connections; default: the address "
      "that reaches the rendezvous host."},

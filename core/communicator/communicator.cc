@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "transport/shm/shm_link.h"
+#include "transport/tcp/tcp_link.h"
 
 namespace omniccl {
 
@@ -46,6 +47,10 @@ CommConfig CommConfig::from_environment() {
     check_arg(*end == '\0' && n >= 1 && n <= transport::kMaxTcpStreams, "OMNICCL_TCP_STREAMS is '", *v,
               "'; use a number of sockets from 1 to ", transport::kMaxTcpStreams, ", or auto");
     c.tcp_streams = static_cast<int>(n);
+  }
+  if (auto v = get_setting("OMNICCL_TCP_CONGESTION")) {
+    transport::check_congestion_setting(*v);
+    c.tcp_congestion = *v;
   }
   if (auto v = get_setting("OMNICCL_SMALL_PATH")) {
     check_arg(*v == "0" || *v == "1", "OMNICCL_SMALL_PATH is '", *v, "'; use 1 (on) or 0 (off)");
@@ -109,6 +114,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.session = session;
   opts.transport = config.transport;
   opts.tcp_streams = config.tcp_streams;
+  opts.tcp_congestion = config.tcp_congestion;
   opts.tcp_ip = tcp_ip;
   opts.deadline = deadline;
   CommConfig resolved = config;
@@ -856,6 +862,7 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   opts.session = session;
   opts.transport = cfg.transport;
   opts.tcp_streams = cfg.tcp_streams;
+  opts.tcp_congestion = cfg.tcp_congestion;
   opts.tcp_ip = tcp_ip_;
   opts.deadline = deadline;
   CommConfig resolved = cfg;

@@ -53,15 +53,19 @@ struct CommConfig {
   /// What this communicator's shared-memory links may move by reference;
   /// set when it is created (nullopt: none, no shared memory possible).
   std::optional<SingleCopyChoice> copy_choice;
-  bool blocking = true;    ///< occl_config_t.blocking: creation waits until ready
-  int tcp_streams = 0;     ///< OMNICCL_TCP_STREAMS: data sockets per TCP peer; 0: auto
+  bool blocking = true;  ///< occl_config_t.blocking: creation waits until ready
+  int tcp_streams = 0;   ///< OMNICCL_TCP_STREAMS: data sockets per TCP peer; 0: auto
+  /// OMNICCL_TCP_CONGESTION: "auto", "system" or an algorithm's name
+  /// (transport::apply_congestion).
+  std::string tcp_congestion = "auto";
   bool small_path = true;  ///< OMNICCL_SMALL_PATH: small steps skip the engine's step state
   /// OMNICCL_SHM_SPLIT_COPY: a payload this rank reads by reference is copied
   /// half by its sender (process_vm_writev) while this rank copies the rest.
   bool split_copy = true;
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO /
-  /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS / OMNICCL_SMALL_PATH.
+  /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS / OMNICCL_TCP_CONGESTION /
+  /// OMNICCL_SMALL_PATH / OMNICCL_SHM_SPLIT_COPY.
   static CommConfig from_environment();
   /// Validates every field (throws kInvalidArgument naming the bad one).
   void validate() const;

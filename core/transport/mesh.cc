@@ -22,6 +22,7 @@
 #include "transport/mesh_liveness.h"
 #include "transport/registry.h"
 #include "transport/shm/shm_link.h"
+#include "transport/tcp/tcp_link.h"
 
 namespace omniccl::transport {
 
@@ -145,6 +146,7 @@ int auto_tcp_streams(int size) {
 std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& exchange) {
   check_arg(opts.tcp_streams >= 0 && opts.tcp_streams <= kMaxTcpStreams, "mesh: ", opts.tcp_streams,
             " TCP data streams per peer asked for; use 1 to ", kMaxTcpStreams, " (OMNICCL_TCP_STREAMS), or auto");
+  check_congestion_setting(opts.tcp_congestion);
   std::unique_ptr<Mesh> m(new Mesh());
   m->rank_ = opts.rank;
   m->size_ = opts.size;
@@ -380,6 +382,8 @@ void Mesh::make_links(Setup& s) {
     ls.own_segment = own_segment_.get();
     ls.doorbell = [this, p] { doorbell(p); };
     ls.single_copy = s.opts.single_copy;
+    ls.same_host = peers_[p]->same_host;
+    ls.tcp_congestion = s.opts.tcp_congestion;
     links_[p] = s.transport[p]->make_link(ls);
   }
   // The host's shared choices: in the lowest-ranked member's segment among

@@ -58,6 +58,9 @@ struct MeshOptions {
   /// Data sockets per TCP peer (1..kMaxTcpStreams; a pair uses the smaller
   /// count), or 0: auto_tcp_streams(size).
   int tcp_streams = 0;
+  /// OMNICCL_TCP_CONGESTION: "auto", "system" or an algorithm's name
+  /// (apply_congestion in transport/tcp/tcp_link.h).
+  std::string tcp_congestion = "auto";
   Deadline deadline = Deadline::never();
   /// Called often (every <= 100 ms) while create() waits for peers to
   /// connect, to accept, or to be ready; throws to end the setup at once when a member is

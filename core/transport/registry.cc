@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/cpus.h"
+#include "common/log.h"
 #include "transport/shm/shm_link.h"
 #include "transport/tcp/tcp_link.h"
 
@@ -58,6 +59,12 @@ Verdict tcp_can_connect(const Endpoint& local, const Endpoint& peer) {
 }
 
 std::unique_ptr<Link> tcp_make_link(LinkSetup& s) {
+  std::string changed;
+  for (const UniqueFd& fd : s.data_fds)
+    changed = apply_congestion(fd.get(), s.tcp_congestion, s.same_host, s.peer->rank);
+  if (!changed.empty()) {
+    OCCL_LOG(kInfo, kTransport, "rank ", s.rank, " -> rank ", s.peer->rank, ": TCP congestion control ", changed);
+  }
   return std::make_unique<TcpLink>(std::move(s.data_fds), s.peer->rank);
 }
 

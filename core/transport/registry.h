@@ -57,6 +57,8 @@ struct LinkSetup {
   ShmSegment* own_segment = nullptr;  ///< this rank's segment (shm)
   std::function<void()> doorbell;     ///< rings the peer over its control socket
   bool single_copy = false;           ///< this rank's setting
+  bool same_host = false;             ///< the peer runs on this host
+  std::string tcp_congestion;         ///< MeshOptions::tcp_congestion (tcp)
 };
 
 struct TransportEntry {

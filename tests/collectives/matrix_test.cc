@@ -1029,6 +1029,20 @@ INSTANTIATE_TEST_SUITE_P(TcpStreams, CollectiveLarge,
                                             ::testing::Values(0, 1, 2, 3, 4)),
                          param_name);
 
+// The data sockets' congestion control (OMNICCL_TCP_CONGESTION) changes only
+// how the kernel paces what it sends: every collective and algorithm at
+// 16 MiB with the host's default kept on rank 0 (system) and reno named on
+// rank 1, so the two directions of each link differ.
+TEST(CollectiveLargeTcpCongestion, RanksWithDifferentSettings) {
+  for (int algos : {0, 1, 2, 3, 4}) {
+    JobOptions o = job(Param{2, "tcp", algos});
+    o.env["OMNICCL_TCP_CONGESTION"] = "system";
+    o.env_odd_ranks["OMNICCL_TCP_CONGESTION"] = "reno";
+    JobResult res = run_ranks(o, [&](occl_comm_t comm, int rank, int n) { return large_rank(comm, rank, n, algos); });
+    EXPECT_TRUE(res.ok()) << describe(Param{2, "tcp", algos}) << res.summary();
+  }
+}
+
 // The large suite on shared memory with streaming stores forced on
 // (OMNICCL_STREAM_STORES=1: every receive of 4 MiB and more through the
 // rings, and every local copy of such a block into the output, stores past

@@ -301,6 +301,25 @@ TEST(Settings, TcpStreamsTakesOneToSixteenOrAuto) {
   ::unsetenv("OMNICCL_TCP_STREAMS");
 }
 
+TEST(Settings, TcpCongestionTakesAutoSystemOrAName) {
+  EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_congestion, "auto");
+  for (const char* good : {"system", "cubic", "reno"}) {
+    ::setenv("OMNICCL_TCP_CONGESTION", good, 1);
+    EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_congestion, good);
+  }
+  for (const char* bad : {"Cubic", "cubic reno", "x/y", "averyveryverylongname"}) {
+    ::setenv("OMNICCL_TCP_CONGESTION", bad, 1);
+    try {
+      omniccl::CommConfig::from_environment();
+      ADD_FAILURE() << "OMNICCL_TCP_CONGESTION='" << bad << "' was accepted";
+    } catch (const omniccl::Error& e) {
+      EXPECT_EQ(e.status(), omniccl::Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("OMNICCL_TCP_CONGESTION"), std::string::npos) << e.what();
+    }
+  }
+  ::unsetenv("OMNICCL_TCP_CONGESTION");
+}
+
 // A log line written before any communicator exists names no rank (it used
 // to say "rank -1"); afterwards it names the rank.
 TEST(LogTest, LinesBeforeInitNameNoRank) {

@@ -33,19 +33,12 @@
 namespace omniccl::transport {
 namespace {
 
-constexpr int kHostField = 1;  // fields of an address record (Endpoint::encode)
-constexpr int kCpusField = 8;
-
-/// Replaces field `i` of an address record (fields separated by 0x1f).
-std::string with_field(const std::string& blob, int i, const std::string& value) {
-  size_t start = 0;
-  for (int k = 0; k < i; ++k) start = blob.find('\x1f', start) + 1;
-  const size_t end = blob.find('\x1f', start);
-  return blob.substr(0, start) + value + (end == std::string::npos ? std::string() : blob.substr(end));
-}
+constexpr int kCpusField = 8;  // a field of an address record (Endpoint::encode)
 
 using test::Exchange;
+using test::kHostField;
 using test::loopback_options;
+using test::with_field;
 
 struct Rank {
   std::string host = "hostA";  // ranks with the same name share a host

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -63,18 +64,37 @@ inline transport::MeshOptions loopback_options(int rank, int size, uint64_t sess
 /// segments, and test processes may run at once.
 inline uint64_t fresh_session() { return std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1; }
 
-/// Two meshes over `transport` ("shm" or "tcp"), built by two threads; the
-/// test fails (both null) naming each rank's error when one cannot be built.
-inline std::vector<std::unique_ptr<transport::Mesh>> two_meshes(const std::string& transport) {
+/// Field `i` of an address record (Endpoint::encode: fields separated by
+/// 0x1f) replaced by `value`. Field 1 is the host's identity: ranks whose
+/// records name another host take each other for ranks of other hosts.
+inline std::string with_field(const std::string& blob, int i, const std::string& value) {
+  size_t start = 0;
+  for (int k = 0; k < i; ++k) start = blob.find('\x1f', start) + 1;
+  const size_t end = blob.find('\x1f', start);
+  return blob.substr(0, start) + value + (end == std::string::npos ? std::string() : blob.substr(end));
+}
+inline constexpr int kHostField = 1;
+
+/// Two meshes over `transport` ("shm" or "tcp"), built by two threads, each
+/// rank's options passed through `adjust` first; with `other_hosts`, each
+/// rank sees the other's record with another host's identity. The test
+/// fails (both null) naming each rank's error when one cannot be built.
+inline std::vector<std::unique_ptr<transport::Mesh>> two_meshes(
+    const std::string& transport, const std::function<void(transport::MeshOptions&)>& adjust = {},
+    bool other_hosts = false) {
   Exchange ex;
   const uint64_t session = fresh_session();
   std::vector<std::unique_ptr<transport::Mesh>> meshes(2);
   std::string errors[2];
   auto build = [&](int rank) {
     try {
-      meshes[static_cast<size_t>(rank)] =
-          transport::Mesh::create(loopback_options(rank, 2, session, transport),
-                                  [&](const std::string& mine) { return ex.all_gather(rank, mine); });
+      transport::MeshOptions o = loopback_options(rank, 2, session, transport);
+      if (adjust) adjust(o);
+      meshes[static_cast<size_t>(rank)] = transport::Mesh::create(o, [&](const std::string& mine) {
+        auto all = ex.all_gather(rank, mine);
+        if (other_hosts) all[size_t(1 - rank)] = with_field(all[size_t(1 - rank)], kHostField, "elsewhere");
+        return all;
+      });
     } catch (const std::exception& e) {
       errors[rank] = e.what();
     }
@@ -85,5 +105,4 @@ inline std::vector<std::unique_ptr<transport::Mesh>> two_meshes(const std::strin
   EXPECT_TRUE(meshes[0] && meshes[1]) << "rank 0: " << errors[0] << "\nrank 1: " << errors[1];
   return meshes;
 }
-
 }  // namespace omniccl::test

@@ -12,6 +12,39 @@
 
 namespace omniccl::transport {
 
+bool valid_congestion_setting(std::string_view setting) {
+  if (setting.empty() || setting.size() > 15) return false;
+  return std::all_of(setting.begin(), setting.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
+}
+
+void check_congestion_setting(std::string_view setting) {
+  check_arg(valid_congestion_setting(setting), "OMNICCL_TCP_CONGESTION is '", setting,
+            "'; use auto, system or a congestion control algorithm's name (cubic, reno, bbr...)");
+}
+
+std::string apply_congestion(int fd, std::string_view setting, bool same_host, int peer) {
+  if (setting == "system") return {};
+  const std::string before = net::congestion_control(fd);
+  if (setting == "auto" || setting.empty()) {
+    if (!same_host || before.rfind("bbr", 0) != 0) return {};
+    for (const char* loss_based : {"cubic", "reno"}) {
+      if (net::set_congestion_control(fd, loss_based) == 0) {
+        return str_cat(before, " -> ", loss_based, " (same host: ", before,
+                       " paces each socket's packets with timers; OMNICCL_TCP_CONGESTION=system keeps it)");
+      }
+    }
+    return {};  // neither allowed: the default stays
+  }
+  if (const int err = net::set_congestion_control(fd, setting); err != 0) {
+    fail(Status::kInvalidArgument, "OMNICCL_TCP_CONGESTION=", setting, ": the kernel refused it for the link to rank ",
+         peer, " (", std::strerror(err),
+         "); see /proc/sys/net/ipv4/tcp_available_congestion_control, and tcp_allowed_congestion_control for "
+         "processes without CAP_NET_ADMIN");
+  }
+  return str_cat(before, " -> ", setting, " (OMNICCL_TCP_CONGESTION=", setting, ")");
+}
+
 TcpLink::TcpLink(std::vector<UniqueFd> fds, int peer) : fds_(std::move(fds)), peer_(peer) {
   if (fds_.empty()) fail(Status::kInternal, "a TCP link to rank ", peer, " needs at least one socket");
   for (const UniqueFd& fd : fds_) {

@@ -22,12 +22,29 @@
 #include <poll.h>
 
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/fd.h"
 #include "transport/transport.h"
 
 namespace omniccl::transport {
+
+/// Whether `setting` is a value OMNICCL_TCP_CONGESTION takes: "auto",
+/// "system", or an algorithm's name (1-15 of a-z, 0-9, '_', '-').
+bool valid_congestion_setting(std::string_view setting);
+/// Throws kInvalidArgument, naming the setting, unless valid_congestion_setting.
+void check_congestion_setting(std::string_view setting);
+
+/// OMNICCL_TCP_CONGESTION on one data socket to rank `peer`. "auto": where
+/// the peer is on this host (loopback), a pacing algorithm (bbr: the kernel
+/// spaces each socket's packets with timers, which on loopback only delays
+/// them) is replaced by cubic, else reno; other links keep the system's
+/// default. "system": every link keeps it. A name: that algorithm on every
+/// link; one the kernel refuses is an error (kInvalidArgument) naming it.
+/// Returns what was changed, for the log ("" when nothing was).
+std::string apply_congestion(int fd, std::string_view setting, bool same_host, int peer);
 
 class TcpLink final : public Link {
  public:
