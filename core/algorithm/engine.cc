@@ -431,6 +431,7 @@ bool Engine::take_held(int peer, State& s) {
   m.header_done = h.msg.header_done;
   m.done = h.msg.done;
   m.staged = h.msg.staged;
+  m.pad_done = h.msg.pad_done;
   m.ticket = h.msg.ticket;
   m.remote = h.msg.remote;
   m.by_reference = h.msg.by_reference;
@@ -705,6 +706,7 @@ void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Dea
   m.ticket = 0;
   m.remote = 0;
   m.split_mine = 0;
+  m.pad_done = 0;
   m.by_reference = false;
   m.split = false;
   m.split_claimed = false;

@@ -13,7 +13,7 @@ namespace omniccl::transport {
 namespace {
 
 constexpr char kSep = '\x1f';
-constexpr size_t kEndpointFields = 9;
+constexpr size_t kEndpointFields = 10;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
@@ -77,14 +77,20 @@ constexpr TransportEntry kTransports[] = {
 
 std::string Endpoint::encode() const {
   return str_cat(pid, kSep, host_id, kSep, hostname, kSep, unix_addr, kSep, tcp_addr, kSep, shm_name, kSep,
-                 single_copy ? 1 : 0, kSep, tcp_streams, kSep, cpus);
+                 single_copy ? 1 : 0, kSep, tcp_streams, kSep, cpus, kSep, tcp_framing);
 }
 
 Endpoint Endpoint::decode(const std::string& text, int rank) {
   auto f = split(text, kSep);
-  if (f.size() != kEndpointFields || (f[6] != "0" && f[6] != "1")) {
-    fail(Status::kInternal, "malformed address record from rank ", rank);
+  if (f.size() != kEndpointFields) {
+    fail(Status::kInvalidArgument, "malformed address record from rank ", rank, " (", f.size(),
+         " fields, this build writes ", kEndpointFields, "): are all ranks using the same OmniCCL version?");
   }
+  if (f[9] != std::to_string(kTcpFraming)) {
+    fail(Status::kInvalidArgument, "rank ", rank, " frames TCP messages as layout ", f[9], ", this build as ",
+         kTcpFraming, ": are all ranks using the same OmniCCL version?");
+  }
+  if (f[6] != "0" && f[6] != "1") fail(Status::kInternal, "malformed address record from rank ", rank);
   Endpoint e;
   e.rank = rank;
   e.pid = std::atoi(f[0].c_str());

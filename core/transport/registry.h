@@ -24,22 +24,31 @@ namespace omniccl::transport {
 
 class ShmSegment;
 
+/// How this build frames messages on TCP data sockets (TcpLink: a large
+/// payload starts on a 64-byte boundary of the stream). Every setup record
+/// carries it: ranks of builds that frame differently refuse each other at
+/// setup instead of misreading each other's byte streams.
+inline constexpr int kTcpFraming = 2;
+
 /// One rank's record of the setup exchange.
 struct Endpoint {
   int rank = -1;
   int pid = 0;
-  std::string host_id;       ///< processes that share it can share memory (host, boot id, namespaces)
-  std::string hostname;      ///< for messages
-  std::string unix_addr;     ///< control listener on this host
-  std::string tcp_addr;      ///< control and data listener across hosts
-  std::string shm_name;      ///< this rank's segment; "" = it offers no shared memory
-  bool single_copy = false;  ///< it asks for large payloads by reference
-  int tcp_streams = 1;       ///< data sockets it asks for per TCP peer (a pair uses the smaller count)
-  std::string cpus;          ///< the CPUs it may run on, a cpulist ("0-3,8"; common/cpus.h)
+  std::string host_id;            ///< processes that share it can share memory (host, boot id, namespaces)
+  std::string hostname;           ///< for messages
+  std::string unix_addr;          ///< control listener on this host
+  std::string tcp_addr;           ///< control and data listener across hosts
+  std::string shm_name;           ///< this rank's segment; "" = it offers no shared memory
+  bool single_copy = false;       ///< it asks for large payloads by reference
+  int tcp_streams = 1;            ///< data sockets it asks for per TCP peer (a pair uses the smaller count)
+  std::string cpus;               ///< the CPUs it may run on, a cpulist ("0-3,8"; common/cpus.h)
+  int tcp_framing = kTcpFraming;  ///< its build's kTcpFraming
 
   /// The record as sent in the exchange (fields in a fixed order).
   std::string encode() const;
-  /// Parses a record of rank `rank`; throws Error(kInternal) when malformed.
+  /// Parses a record of rank `rank`; throws Error(kInternal) when malformed,
+  /// Error(kInvalidArgument) when it comes from a build of another record
+  /// shape or TCP framing (kTcpFraming).
   static Endpoint decode(const std::string& text, int rank);
 };
 

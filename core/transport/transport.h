@@ -92,6 +92,7 @@ struct Message {
   uint64_t ticket = 0;      ///< by reference: the sender's number for the payload
   uint64_t remote = 0;      ///< by reference, receive: the payload's address at the sender
   uint32_t split_mine = 0;  ///< split receive: chunks this side copied
+  uint32_t pad_done = 0;    ///< bytes moved of the padding between header and payload (TCP)
   bool by_reference = false;
   bool split = false;          ///< receive by reference shared with the sender (published)
   bool split_claimed = false;  ///< split receive: every chunk is taken by one side or the other

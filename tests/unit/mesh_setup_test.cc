@@ -37,6 +37,7 @@
 #include "transport/auth.h"
 #include "transport/control_wire.h"
 #include "transport/mesh.h"
+#include "transport/registry.h"
 #include "mesh_exchange.h"
 #include "transport/transport.h"
 
@@ -48,14 +49,7 @@ using Seconds = std::chrono::duration<double>;
 using test::Exchange;
 using test::fresh_session;
 using test::loopback_options;
-
-/// Replaces field `i` of an address blob (fields separated by 0x1f).
-std::string with_field(const std::string& blob, int i, const std::string& value) {
-  size_t start = 0;
-  for (int k = 0; k < i; ++k) start = blob.find('\x1f', start) + 1;
-  const size_t end = blob.find('\x1f', start);
-  return blob.substr(0, start) + value + blob.substr(end);
-}
+using test::with_field;
 
 MeshOptions options(int rank, int size, uint64_t session, const std::string& token = "") {
   return loopback_options(rank, size, session, "tcp", token);
@@ -210,7 +204,8 @@ class SlowRankZero {
   /// Its address record (Endpoint::encode's fields).
   std::string record() const {
     return std::string("1\x1f") + "slow-host\x1f" + "slow-host\x1f" + "\x1f" + addr_.text + "\x1f" + "\x1f" + "0" +
-           "\x1f" + "1" + "\x1f" + "0";  // ..., single copy, TCP streams, CPU list
+           "\x1f" + "1" + "\x1f" + "0" + "\x1f" +
+           std::to_string(kTcpFraming);  // ..., single copy, TCP streams, CPU list, TCP framing
   }
   std::string error() {
     std::lock_guard<std::mutex> l(mu_);

@@ -128,7 +128,8 @@ std::vector<int> data_sockets(const std::vector<std::unique_ptr<Mesh>>& meshes) 
 }
 
 TEST(TcpCongestion, MeshLinksTakeANamedAlgorithm) {
-  auto named = test::two_meshes("tcp", [](MeshOptions& o) { o.tcp_congestion = "reno"; }, true);
+  auto named = test::two_meshes(
+      "tcp", [](MeshOptions& o) { o.tcp_congestion = "reno"; }, true);
   ASSERT_TRUE(named[0] && named[1]);
   const std::vector<int> fds = data_sockets(named);
   EXPECT_EQ(fds.size(), 2 * static_cast<size_t>(auto_tcp_streams(2)));
@@ -143,11 +144,13 @@ TEST(TcpCongestion, MeshLinksBetweenRanksOfOneHostDoNotPace) {
     Pair probe = tcp_pair();
     system = net::congestion_control(probe.connected.get());
   }
-  if (system.rfind("bbr", 0) != 0) GTEST_SKIP() << "this host's default congestion control (" << system << ") does not pace";
+  if (system.rfind("bbr", 0) != 0)
+    GTEST_SKIP() << "this host's default congestion control (" << system << ") does not pace";
   auto same = test::two_meshes("tcp", [](MeshOptions& o) { o.tcp_congestion = "auto"; });
   ASSERT_TRUE(same[0] && same[1]);
   for (int fd : data_sockets(same)) EXPECT_TRUE(loss_based(net::congestion_control(fd))) << net::congestion_control(fd);
-  auto other = test::two_meshes("tcp", [](MeshOptions& o) { o.tcp_congestion = "auto"; }, true);
+  auto other = test::two_meshes(
+      "tcp", [](MeshOptions& o) { o.tcp_congestion = "auto"; }, true);
   ASSERT_TRUE(other[0] && other[1]);
   for (int fd : data_sockets(other)) EXPECT_EQ(net::congestion_control(fd), system);
 }

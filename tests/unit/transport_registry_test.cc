@@ -157,5 +157,34 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   EXPECT_THROW(Endpoint::decode("", 3), Error);
 }
 
+// Every record carries its build's TCP framing; a rank whose build frames
+// TCP messages differently, or writes a record of another shape (an older
+// build), is refused at setup, saying so, before any data moves.
+TEST(TransportRegistry, RecordsOfAnotherFramingOrShapeAreRefusedByName) {
+  Endpoint e = endpoint(3, "hostA");
+  EXPECT_EQ(Endpoint::decode(e.encode(), 3).tcp_framing, kTcpFraming);
+  Endpoint other = e;
+  other.tcp_framing = kTcpFraming + 1;
+  try {
+    Endpoint::decode(other.encode(), 3);
+    ADD_FAILURE() << "another framing was accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.status(), Status::kInvalidArgument);
+    const std::string what = err.what();
+    EXPECT_NE(what.find("rank 3 frames TCP messages as layout " + std::to_string(kTcpFraming + 1)), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("same OmniCCL version"), std::string::npos) << what;
+  }
+  // The record of the build before the framing field: one field fewer.
+  const std::string older = e.encode().substr(0, e.encode().rfind('\x1f'));
+  try {
+    Endpoint::decode(older, 3);
+    ADD_FAILURE() << "a record without the framing field was accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(err.what()).find("same OmniCCL version"), std::string::npos) << err.what();
+  }
+}
+
 }  // namespace
 }  // namespace omniccl::transport

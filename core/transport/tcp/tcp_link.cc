@@ -12,6 +12,11 @@
 
 namespace omniccl::transport {
 
+namespace {
+/// The padding between a header and a payload that starts on a 64-byte boundary.
+constexpr char kZeros[64] = {};
+}  // namespace
+
 bool valid_congestion_setting(std::string_view setting) {
   if (setting.empty() || setting.size() > 15) return false;
   return std::all_of(setting.begin(), setting.end(),
@@ -57,12 +62,16 @@ void TcpLink::append_sockets(std::vector<int>& out) const {
   for (const UniqueFd& fd : fds_) out.push_back(fd.get());
 }
 
-size_t TcpLink::try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb) {
-  iovec iov[2] = {{const_cast<void*>(a), na}, {const_cast<void*>(b), nb}};
+size_t TcpLink::try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb, const void* c, size_t nc) {
+  iovec iov[3];
+  size_t n = 0;
+  for (const auto& [p, len] : {std::pair{a, na}, std::pair{b, nb}, std::pair{c, nc}}) {
+    if (len > 0) iov[n++] = {const_cast<void*>(p), len};
+  }
+  if (n == 0) return 0;
   msghdr msg{};
-  msg.msg_iov = na > 0 ? iov : iov + 1;
-  msg.msg_iovlen = (na > 0) + (nb > 0);
-  if (msg.msg_iovlen == 0) return 0;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = n;
   ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (w >= 0) return static_cast<size_t>(w);
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
@@ -117,18 +126,21 @@ size_t TcpLink::recv0(void* data, size_t n) {
 bool TcpLink::send(Message& m) {
   bool progressed = false;
   const char* header = static_cast<const char*>(m.header);
-  while (m.header_done < m.header_bytes || m.done < m.payload.bytes) {
-    // The header and stripe 0 share socket 0; each write stays in one stripe.
-    const size_t hdr_left = m.header_bytes - m.header_done;
-    size_t k = try_sendv(fd_for(m), header + m.header_done, hdr_left, m.payload.ptr + m.done,
-                         stripe_left(m.done, m.payload.bytes));
+  const size_t pad = pad_of(m);
+  while (m.header_done < m.header_bytes || m.pad_done < pad || m.done < m.payload.bytes) {
+    // The header, its padding and stripe 0 share socket 0; each write stays in one stripe.
+    const size_t hdr_left = m.header_bytes - m.header_done, pad_left = pad - m.pad_done;
+    size_t k = try_sendv(fd_for(m), header + m.header_done, hdr_left, kZeros + m.pad_done, pad_left,
+                         m.payload.ptr + m.done, stripe_left(m.done, m.payload.bytes));
     if (k == 0) break;
     const size_t kh = std::min(k, hdr_left);
+    const size_t kp = std::min(k - kh, pad_left);
     m.header_done += kh;
-    m.done += k - kh;
+    m.pad_done += static_cast<uint32_t>(kp);
+    m.done += k - kh - kp;
     progressed = true;
   }
-  m.complete = m.header_done == m.header_bytes && m.done == m.payload.bytes;
+  m.complete = m.header_done == m.header_bytes && m.pad_done == pad && m.done == m.payload.bytes;
   return progressed;
 }
 
@@ -141,6 +153,13 @@ bool TcpLink::recv_header(Message& m) {
 bool TcpLink::recv_payload(Message& m) {
   bool progressed = false;
   const size_t bytes = m.payload.bytes;
+  for (const size_t pad = pad_of(m); m.pad_done < pad;) {
+    char skipped[64];
+    const size_t k = recv0(skipped, pad - m.pad_done);
+    if (k == 0) return progressed;  // m.complete stays false
+    m.pad_done += static_cast<uint32_t>(k);
+    progressed = true;
+  }
   if (m.sink == nullptr) {
     while (m.done < bytes) {
       size_t k = read_at(fd_at(m.done), m.payload.ptr + m.done, stripe_left(m.done, bytes));
