@@ -3,13 +3,14 @@
 #include <cstring>
 
 #include "common/status.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/stream.h"
 
 namespace omniccl {
 
 void CpuExecutor::copy(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+  kernels::cpu::copy(dst, src, bytes);  // memmove, without its slow distances
 }
 
 void CpuExecutor::copy_streaming(void* dst, const void* src, size_t bytes) {

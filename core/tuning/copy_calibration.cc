@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "common/status.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/stream.h"
 #include "tuning/op_tuner.h"
 #include "transport/shm/shm_link.h"
@@ -35,7 +36,10 @@ namespace omniccl {
 
 namespace {
 
-constexpr const char* kMagic = "omniccl-shm-calibration 3";
+// 4: the ring probes copy as the rings do (kernels::cpu::copy, not memcpy,
+// whose rep movsb is slow at some distances; format 3's ring rates may be
+// low for that reason and are measured again).
+constexpr const char* kMagic = "omniccl-shm-calibration 4";
 // Both mechanisms are timed per unit of kChunk bytes over a kPayload buffer,
 // kPasses times, alternating; each rate comes from its fastest unit. Many
 // short samples make it likely that some ran undisturbed on a busy host
@@ -182,13 +186,13 @@ SingleCopyChoice calibrate() {
 
 }  // namespace
 
-bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes, bool split) const {
+bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes, bool split, bool oversubscribed) const {
   if (is_one_way(kind)) return bytes >= (split ? one_way_split_min : one_way_min);
   switch (kind) {
     case OpKind::kAllGather:
     case OpKind::kAllToAll:
     case OpKind::kAllGatherV:
-    case OpKind::kAllToAllV: return exchange;
+    case OpKind::kAllToAllV: return exchange || (oversubscribed && exchange_oversubscribed);
     default: return false;
   }
 }
@@ -216,13 +220,15 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
   c.one_way_min = one_way_from(r.link_ref_gbps, r.link_ring_gbps);
   c.one_way_split_min = one_way_from(r.link_split_gbps, r.link_ring_gbps);
   c.exchange = r.readv_gbps >= kExchangeShare * r.ring_gbps;
+  c.exchange_oversubscribed = true;  // measured: process_vm_readv works
   auto rates = [](const double(&x)[2]) { return str_cat(gbps(x[0]), "/", gbps(x[1])); };
-  c.reason = str_cat("single copy for broadcast, gather and scatter: ", from_text(c.one_way_split_min),
-                     " (split copies ", rates(r.link_split_gbps), " GB/s, ring ", rates(r.link_ring_gbps),
-                     " GB/s at 1/8 MiB), ", from_text(c.one_way_min), " with OMNICCL_SHM_SPLIT_COPY=0 (",
-                     rates(r.link_ref_gbps), " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off",
-                     " (process_vm_readv ", gbps(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ", kExchangeShare,
-                     " x ring ", gbps(r.ring_gbps), " GB/s) (", how, ")");
+  c.reason =
+      str_cat("single copy for broadcast, gather and scatter: ", from_text(c.one_way_split_min), " (split copies ",
+              rates(r.link_split_gbps), " GB/s, ring ", rates(r.link_ring_gbps), " GB/s at 1/8 MiB), ",
+              from_text(c.one_way_min), " with OMNICCL_SHM_SPLIT_COPY=0 (", rates(r.link_ref_gbps),
+              " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off", " (process_vm_readv ",
+              gbps(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ", kExchangeShare, " x ring ", gbps(r.ring_gbps),
+              " GB/s)", c.exchange ? "" : ", on where ranks outnumber cores", " (", how, ")");
   c.copy_tuned = true;  // measured: process_vm_readv works
   c.stream_min = stream_min_from_rates(r);
   const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ", c.stream_min > 0 ? ">=" : "<",
@@ -402,8 +408,8 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
     }
     for (size_t off = 0; off < kPayload; off += kChunk) {
       auto t0 = std::chrono::steady_clock::now();
-      std::memcpy(stage, src.data() + off, kChunk);
-      std::memcpy(dst.data() + off, stage, kChunk);
+      kernels::cpu::copy(stage, src.data() + off, kChunk);  // as the rings copy
+      kernels::cpu::copy(dst.data() + off, stage, kChunk);
       best_ring = std::min(best_ring, seconds_since(t0));
     }
   }
@@ -416,7 +422,7 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
   double best_copy = 1e30, best_stream = 1e30;  // seconds per kStreamProbe
   for (int pass = 0; pass < kStreamPasses; ++pass) {
     auto t0 = std::chrono::steady_clock::now();
-    for (size_t off = 0; off < kStreamProbe; off += kRecord) std::memcpy(&big_dst[off], record.data(), kRecord);
+    for (size_t off = 0; off < kStreamProbe; off += kRecord) kernels::cpu::copy(&big_dst[off], record.data(), kRecord);
     best_copy = std::min(best_copy, seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     for (size_t off = 0; off < kStreamProbe; off += kRecord) {
@@ -485,7 +491,7 @@ SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
   SingleCopyChoice c;
   if (forced) {
     c.one_way_min = c.one_way_split_min = *forced ? 0 : kNever;
-    c.exchange = *forced;
+    c.exchange = c.exchange_oversubscribed = *forced;
     c.reason = str_cat("single copy ", *forced ? "on" : "off", " (OMNICCL_SHM_SINGLE_COPY=", *forced ? 1 : 0, ")");
   }
   if (!forced || stream == "auto") {

@@ -116,7 +116,15 @@ struct SingleCopyChoice {
   uint64_t one_way_min = kNever;
   uint64_t one_way_split_min = kNever;
   bool exchange = false;  ///< all_gather, all_to_all (+ v) may go by reference
-  std::string reason;     ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
+  /// ... and do where this host runs more ranks than they have cores,
+  /// whatever `exchange` says (process_vm_readv works, OMNICCL_SHM_SINGLE_COPY
+  /// unset or 1). A ring's second copy then waits for its receiver to be
+  /// scheduled: 4 ranks on 2 cores, all_to_all of 1 MiB took 316 us by
+  /// reference against 475 us through the rings, and 4 MiB 1.25-1.62 against
+  /// 1.67-1.91 ms (README, Rounds 15 and 18), while the probe's rates put
+  /// process_vm_readv at 0.31 of the ring.
+  bool exchange_oversubscribed = false;
+  std::string reason;  ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Payloads of this many bytes and more received through the rings (and
   /// local copies of such blocks) are stored past the caches (0: never); see
   /// Engine::set_stream_min.
@@ -132,12 +140,15 @@ struct SingleCopyChoice {
   /// `exchange`).
   bool copy_tuned = false;
   /// Whether shared-memory links should offer to read by reference at all.
-  bool any() const { return one_way_min != kNever || one_way_split_min != kNever || exchange || copy_tuned; }
+  bool any() const {
+    return one_way_min != kNever || one_way_split_min != kNever || exchange || exchange_oversubscribed || copy_tuned;
+  }
   /// Whether operation `kind` on `bytes` may move payloads by reference
   /// (reductions and point-to-point never do; see also single_copy_for);
   /// `split`: receivers split the copies with their senders
-  /// (OMNICCL_SHM_SPLIT_COPY).
-  bool allows(OpKind kind, uint64_t bytes, bool split) const;
+  /// (OMNICCL_SHM_SPLIT_COPY); `oversubscribed`: this host runs more ranks
+  /// than they have cores (Engine::oversubscribed).
+  bool allows(OpKind kind, uint64_t bytes, bool split, bool oversubscribed = false) const;
 };
 
 /// The decision that follows from measured rates (`how` ends the reason).

@@ -31,7 +31,7 @@ std::string header_for_this_machine() {
   for (char& c : key) {
     if (c == '\n') c = ' ';
   }
-  return "omniccl-shm-calibration 3\nmachine " + key + "\n";
+  return "omniccl-shm-calibration 4\nmachine " + key + "\n";
 }
 
 /// The cache lines of the link-pair probes (CopyRates::link_*), GB/s at 1
@@ -128,14 +128,16 @@ TEST_F(Calibration, ParsesOnlyItsOwnFormatForThisMachine) {
   EXPECT_DOUBLE_EQ(ok->link_split_gbps[0], 15.0);
   EXPECT_DOUBLE_EQ(ok->link_split_gbps[1], 11.0);
   EXPECT_FALSE(parse_calibration(""));
-  // Earlier formats (1: no copy and stream rates; 2: no link-pair probes)
-  // are measured again.
+  // Earlier formats (1: no copy and stream rates; 2: no link-pair probes;
+  // 3: below) are measured again, and so is a later one.
   EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 1\n" + machine + "readv_gbps 2.5\nring_gbps 6\n"));
   EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 2\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + copies));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n" + copies));
-  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 4\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + tail));
+  // 3: ring rates taken with memcpy, slow at some distances (kernels/cpu/copy.h).
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 3\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + tail));
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 5\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + tail));
   EXPECT_FALSE(
-      parse_calibration("omniccl-shm-calibration 3\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" + tail));
+      parse_calibration("omniccl-shm-calibration 4\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\n"));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps -1\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps nan\nring_gbps 6\n" + tail));
@@ -260,6 +262,34 @@ TEST_F(Calibration, SomewhatSlowerReadvKeepsSingleCopyForExchangesOnly) {
   EXPECT_NE(c.reason.find("for all_gather and all_to_all: on (process_vm_readv 4.2 GB/s >= 0.35 x ring 9.6 GB/s)"),
             std::string::npos)
       << c.reason;
+}
+
+// Exchanges measured below kExchangeShare of the ring stay off where every
+// rank has a core, and go by reference where ranks outnumber cores (4 ranks
+// on 2 cores, all_to_all of 1 MiB: 316 us by reference against 475 us
+// through the rings; README, Round 18). The rates are this machine's after
+// the ring probe stopped using memcpy's slow distances.
+TEST_F(Calibration, ExchangesGoByReferenceWhereRanksOutnumberCores) {
+  write_file(path_,
+             header_for_this_machine() + "readv_gbps 9.1\nring_gbps 29\ncopy_gbps 7.5\nstream_gbps 15.5\n" + kRingWins);
+  SingleCopyChoice c = decide();
+  EXPECT_FALSE(c.exchange) << c.reason;  // 9.1 < 0.35 x 29
+  for (OpKind k : {OpKind::kAllGather, OpKind::kAllToAll, OpKind::kAllGatherV, OpKind::kAllToAllV}) {
+    EXPECT_FALSE(c.allows(k, kMiB, true, false));
+    EXPECT_TRUE(c.allows(k, kMiB, true, true));
+  }
+  EXPECT_FALSE(c.allows(OpKind::kAllReduce, kMiB, true, true));
+  EXPECT_FALSE(c.allows(OpKind::kBroadcast, kMiB, true, true)) << "one-way operations follow the link probes";
+  EXPECT_NE(c.reason.find("for all_gather and all_to_all: off (process_vm_readv 9.1 GB/s < 0.35 x ring 29 GB/s), on "
+                          "where ranks outnumber cores"),
+            std::string::npos)
+      << c.reason;
+  // Forced off, nowhere.
+  ::setenv("OMNICCL_SHM_SINGLE_COPY", "0", 1);
+  reset_single_copy_memo();
+  SingleCopyChoice off = decide();
+  ::unsetenv("OMNICCL_SHM_SINGLE_COPY");
+  EXPECT_FALSE(off.allows(OpKind::kAllToAll, kMiB, true, true)) << off.reason;
 }
 
 // The link-pair probes decide broadcast, gather and scatter, per size band

@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/half_f16c.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/stream.h"
 #include "kernels/types.h"
 
@@ -631,6 +632,63 @@ TEST(Stream, CopyEverySizeAndAlignment) {
         }
       }
     }
+  }
+}
+
+// Copies (kernels/cpu/copy.h): a destination a little ahead of its source
+// modulo 4 KiB takes a backward vector loop instead of memcpy's rep movsb.
+// Every byte copied and nothing around it touched, at every size and at
+// distances inside and outside that window; overlapping regions as memmove
+// would leave them.
+TEST(Copy, EverySizeAndDistanceAroundThePageOffsets) {
+  std::mt19937 rng(11);
+  std::vector<unsigned char> src(2 * 65536 + 8192);
+  for (auto& c : src) c = static_cast<unsigned char>(rng());
+  // 4 KiB-aligned bases, so that the offsets below are the distances modulo 4 KiB.
+  auto* src_base =
+      reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(src.data()) + 4095) & ~uintptr_t(4095));
+  std::vector<unsigned char> dst_store(2 * 65536 + 8192);
+  auto* dst_base =
+      reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(dst_store.data()) + 4095) & ~uintptr_t(4095));
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{2047}, size_t{2048},
+                       size_t{4096}, size_t{65536 + 13}}) {
+    for (size_t ahead :
+         {size_t{0}, size_t{1}, size_t{8}, size_t{16}, size_t{24}, size_t{63}, size_t{64}, size_t{100}}) {
+      std::fill(dst_store.begin(), dst_store.end(), 0xA5);
+      unsigned char* d = dst_base + ahead;
+      cpu::copy(d, src_base, bytes);
+      for (size_t i = 0; i < dst_store.size(); ++i) {
+        unsigned char* at = dst_store.data() + i;
+        const bool inside = at >= d && at < d + bytes;
+        const unsigned char want = inside ? src_base[at - d] : 0xA5;
+        ASSERT_EQ(*at, want) << "bytes " << bytes << " destination " << ahead << " ahead, at " << (at - d);
+      }
+    }
+  }
+}
+
+TEST(Copy, TheBackwardLoopOnlyWhereTheDestinationIsALittleAhead) {
+  alignas(4096) static char page[3 * 4096];
+  char* s = page;
+  EXPECT_TRUE(cpu::copy_goes_backward(s + 4096 + 8, s, 4096));
+  EXPECT_TRUE(cpu::copy_goes_backward(s + 8192 + 24, s, 4096));
+  EXPECT_TRUE(cpu::copy_goes_backward(s + 63, s, 4096));
+  EXPECT_FALSE(cpu::copy_goes_backward(s + 4096, s, 4096)) << "same page offset";
+  EXPECT_FALSE(cpu::copy_goes_backward(s + 4096 + 64, s, 4096)) << "a line or more ahead";
+  EXPECT_FALSE(cpu::copy_goes_backward(s, s + 8, 4096)) << "behind the source";
+  EXPECT_FALSE(cpu::copy_goes_backward(s + 4096 + 8, s, 512)) << "small: memcpy moves it without rep movsb";
+}
+
+TEST(Copy, OverlappingRegionsEndAsMemmoveLeavesThem) {
+  std::mt19937 rng(13);
+  std::vector<unsigned char> init(20000);
+  for (auto& c : init) c = static_cast<unsigned char>(rng());
+  for (long shift : {1L, 8L, 24L, 63L, 64L, -8L, -63L}) {
+    std::vector<unsigned char> a = init, b = init;
+    const size_t n = 15000, from = 2000;
+    cpu::copy(a.data() + from + shift, a.data() + from, n);
+    std::memmove(b.data() + from + shift, b.data() + from, n);
+    ASSERT_EQ(a, b) << "shift " << shift;
   }
 }
 

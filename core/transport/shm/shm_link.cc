@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/small_copy.h"
 #include "common/status.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/stream.h"
 
 namespace omniccl::transport {
@@ -597,10 +598,10 @@ size_t ShmLink::write_records(const char* a, size_t na, const char* b, size_t nb
     char* out = out_data_ + pos + 8;
     if (done < na) {
       size_t from_a = std::min(len, na - done);
-      std::memcpy(out, a + done, from_a);
-      if (len > from_a) std::memcpy(out + from_a, b, len - from_a);
+      kernels::cpu::copy(out, a + done, from_a);
+      if (len > from_a) kernels::cpu::copy(out + from_a, b, len - from_a);
     } else {
-      std::memcpy(out, b + (done - na), len);
+      kernels::cpu::copy(out, b + (done - na), len);
     }
     const size_t rec = round_up(8 + len);
     word_at(out_data_, head_ + rec).store(0, std::memory_order_relaxed);
@@ -759,7 +760,7 @@ void copy_out(const Message& m, char* dst, const char* src, size_t n) {
   if (m.stream) {
     kernels::cpu::stream_copy(dst, src, n);
   } else {
-    std::memcpy(dst, src, n);
+    kernels::cpu::copy(dst, src, n);
   }
 }
 }  // namespace
@@ -857,7 +858,7 @@ size_t ShmLink::try_recv(void* data, size_t n) {
     std::span<const char> avail = peek();
     if (avail.empty()) break;
     size_t k = std::min(avail.size(), n - done);
-    std::memcpy(static_cast<char*>(data) + done, avail.data(), k);
+    kernels::cpu::copy(static_cast<char*>(data) + done, avail.data(), k);
     consume(k);
     done += k;
   }

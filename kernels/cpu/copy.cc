@@ -1,0 +1,58 @@
+// Copies without memcpy's slow distances (see copy.h).
+#include "kernels/cpu/copy.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__SSE2__)
+#include <emmintrin.h>
+#define OMNICCL_HAVE_SSE2 1
+#endif
+
+namespace omniccl::kernels::cpu {
+
+namespace {
+/// Below this, glibc's memcpy does not use rep movsb (its threshold is 2112
+/// bytes on the development machines).
+constexpr size_t kBackwardMin = 2048;
+
+/// dst = src from the last 64 bytes to the first: each round's loads come
+/// before its stores and lie below every store made so far, so it is also
+/// memmove's result when dst is ahead of an overlapping src.
+void copy_backward(char* d, const char* s, size_t bytes) {
+  size_t left = bytes;
+#ifdef OMNICCL_HAVE_SSE2
+  for (; left >= 64; left -= 64) {
+    const char* from = s + left - 64;
+    char* to = d + left - 64;
+    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from));
+    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 16));
+    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 32));
+    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(to), x0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 16), x1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 32), x2);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 48), x3);
+  }
+#endif
+  std::memmove(d, s, left);  // the first bytes (less than a round; all of them without SSE2)
+}
+}  // namespace
+
+bool copy_goes_backward(const void* dst, const void* src, size_t bytes) {
+  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  const uintptr_t ahead = (d - s) & 4095;
+  const bool overlap = d < s + bytes && s < d + bytes;
+  return bytes >= kBackwardMin && ahead > 0 && ahead < 64 && (!overlap || d > s);
+}
+
+void copy(void* dst, const void* src, size_t bytes) {
+  if (dst == src || bytes == 0) return;
+  if (copy_goes_backward(dst, src, bytes)) {
+    copy_backward(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+  } else {
+    std::memmove(dst, src, bytes);
+  }
+}
+
+}  // namespace omniccl::kernels::cpu
