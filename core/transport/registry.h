@@ -25,10 +25,11 @@ namespace omniccl::transport {
 class ShmSegment;
 
 /// How this build frames messages on TCP data sockets (TcpLink: a large
-/// payload starts on a 64-byte boundary of the stream). Every setup record
+/// payload starts, and every message ends, on a 64-byte boundary of the
+/// stream; 2 had no zeros after a payload). Every setup record
 /// carries it: ranks of builds that frame differently refuse each other at
 /// setup instead of misreading each other's byte streams.
-inline constexpr int kTcpFraming = 2;
+inline constexpr int kTcpFraming = 3;
 
 /// One rank's record of the setup exchange.
 struct Endpoint {

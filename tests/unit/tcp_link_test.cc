@@ -3,7 +3,8 @@
 // every message arrives whole and in order, a wait on a message whose bytes
 // are cached is not armed on the socket (kReady), and large payloads, one
 // socket or striped over two, come out right behind cached small messages;
-// a large payload starts on a 64-byte boundary of the stream.
+// a large payload starts, and every message ends, on a 64-byte boundary of
+// the stream.
 // Two TcpLinks over real loopback connections in one process.
 #include <poll.h>
 #include <sys/socket.h>
@@ -122,8 +123,9 @@ TEST(TcpLinkCache, ABurstOfSmallMessagesIsReadAheadAndArrivesInOrder) {
 // when there are two sockets) come out right behind cached bytes.
 void mixed(int streams) {
   LinkPair l = connect_pair(streams);
-  const std::vector<size_t> sizes = {8,       40, 1 << 20, 8,       0, 100000, 8, TcpLink::kCacheBytes,
-                                     3 << 20, 8,  64,      1 << 16, 8, 777,    8, (1 << 20) + 3};
+  // (3 << 18) + 5 ends on socket 1 of two: the zeros after it go on socket 0.
+  const std::vector<size_t> sizes = {8,  40,      1 << 20, 8,   0, 100000,        8, TcpLink::kCacheBytes, 3 << 20, 8,
+                                     64, 1 << 16, 8,       777, 8, (1 << 20) + 3, 8, (3 << 18) + 5,        8};
   std::thread sender([&] {
     for (size_t i = 0; i < sizes.size(); ++i) {
       Header h{i, sizes[i]};
@@ -180,12 +182,48 @@ TEST(TcpLinkFraming, LargePayloadsStartOnA64ByteBoundaryOfTheStream) {
     const std::vector<char> p = payload_of(bytes, bytes);
     std::thread sender([&] { send_all(link, h, p); });
     const size_t pad = bytes >= TcpLink::kAlignedPayloadMin ? 64 - sizeof h : 0;
-    const std::vector<char> wire = read_exactly(raw.get(), sizeof h + pad + bytes);
+    const size_t tail = (64 - (sizeof h + pad + bytes) % 64) % 64;  // EveryMessageEnds... below
+    const std::vector<char> wire = read_exactly(raw.get(), sizeof h + pad + bytes + tail);
     sender.join();
-    ASSERT_EQ(wire.size(), sizeof h + pad + bytes) << bytes << "-byte payload";
+    ASSERT_EQ(wire.size(), sizeof h + pad + bytes + tail) << bytes << "-byte payload";
     EXPECT_EQ(std::memcmp(wire.data(), &h, sizeof h), 0) << bytes;
     EXPECT_EQ(std::count(wire.begin() + sizeof h, wire.begin() + long(sizeof h + pad), 0), long(pad)) << bytes;
     EXPECT_TRUE(std::equal(p.begin(), p.end(), wire.begin() + long(sizeof h + pad))) << bytes;
+  }
+  char extra;
+  EXPECT_EQ(::recv(raw.get(), &extra, 1, MSG_DONTWAIT), -1) << "bytes beyond the messages";
+}
+
+// Every message, small ones too, ends on a 64-byte boundary of socket 0's
+// byte stream: zero bytes follow its payload up to one. The sending thread's
+// socket pages are shared by every socket it writes to and start again at
+// offset 0 only when everything in them was taken, so a message of another
+// length (a barrier's header alone) shifted every later payload there
+// (README, Round 19). The wire is read raw; with the test's 16-byte header.
+TEST(TcpLinkFraming, EveryMessageEndsOnA64ByteBoundaryOfTheStream) {
+  net::SocketAddress addr;
+  UniqueFd listener = net::listen_tcp("127.0.0.1", addr);
+  std::vector<UniqueFd> fds;
+  fds.push_back(net::connect_to(addr, Deadline::after_ms(5000)));
+  UniqueFd raw = net::accept_until(listener.get(), Deadline::after_ms(5000));
+  ASSERT_TRUE(fds[0].valid() && raw.valid());
+  TcpLink link(std::move(fds), 1);
+  struct Case {
+    size_t bytes, lead, wire;  // payload; header and zeros before it; all on the wire
+  };
+  for (const Case c :
+       {Case{0, 16, 64}, Case{8, 16, 64}, Case{48, 16, 64}, Case{49, 16, 128}, Case{100, 16, 128}, Case{4095, 16, 4160},
+        Case{4096, 64, 4160}, Case{4100, 64, 4224}, Case{(1 << 20) + 3, 64, (1 << 20) + 128}}) {
+    Header h{c.bytes, c.bytes};
+    const std::vector<char> p = payload_of(c.bytes, c.bytes);
+    std::thread sender([&] { send_all(link, h, p); });
+    const std::vector<char> wire = read_exactly(raw.get(), c.wire);
+    sender.join();
+    ASSERT_EQ(wire.size(), c.wire) << c.bytes << "-byte payload";
+    EXPECT_EQ(std::memcmp(wire.data(), &h, sizeof h), 0) << c.bytes;
+    EXPECT_TRUE(std::equal(p.begin(), p.end(), wire.begin() + long(c.lead))) << c.bytes;
+    EXPECT_EQ(std::count(wire.begin() + long(c.lead + c.bytes), wire.end(), 0), long(c.wire - c.lead - c.bytes))
+        << "zeros after the " << c.bytes << "-byte payload";
   }
   char extra;
   EXPECT_EQ(::recv(raw.get(), &extra, 1, MSG_DONTWAIT), -1) << "bytes beyond the messages";

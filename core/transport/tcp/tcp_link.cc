@@ -62,10 +62,11 @@ void TcpLink::append_sockets(std::vector<int>& out) const {
   for (const UniqueFd& fd : fds_) out.push_back(fd.get());
 }
 
-size_t TcpLink::try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb, const void* c, size_t nc) {
-  iovec iov[3];
+size_t TcpLink::try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb, const void* c, size_t nc,
+                          const void* d, size_t nd) {
+  iovec iov[4];
   size_t n = 0;
-  for (const auto& [p, len] : {std::pair{a, na}, std::pair{b, nb}, std::pair{c, nc}}) {
+  for (const auto& [p, len] : {std::pair{a, na}, std::pair{b, nb}, std::pair{c, nc}, std::pair{d, nd}}) {
     if (len > 0) iov[n++] = {const_cast<void*>(p), len};
   }
   if (n == 0) return 0;
@@ -126,21 +127,30 @@ size_t TcpLink::recv0(void* data, size_t n) {
 bool TcpLink::send(Message& m) {
   bool progressed = false;
   const char* header = static_cast<const char*>(m.header);
-  const size_t pad = pad_of(m);
-  while (m.header_done < m.header_bytes || m.pad_done < pad || m.done < m.payload.bytes) {
-    // The header, its padding and stripe 0 share socket 0; each write stays in one stripe.
-    const size_t hdr_left = m.header_bytes - m.header_done, pad_left = pad - m.pad_done;
-    size_t k = try_sendv(fd_for(m), header + m.header_done, hdr_left, kZeros + m.pad_done, pad_left,
-                         m.payload.ptr + m.done, stripe_left(m.done, m.payload.bytes));
+  const size_t pad = pad_of(m), all_pad = pad + tail_of(m);
+  while (m.header_done < m.header_bytes || m.pad_done < all_pad || m.done < m.payload.bytes) {
+    // The header, its padding, stripe 0 and the zeros after the payload share
+    // socket 0; each write stays in one stripe, and the tail follows the
+    // payload's last byte in the same write where that is on socket 0.
+    const int fd = fd_for(m);
+    const size_t hdr_left = m.header_bytes - m.header_done;
+    const size_t pad_left = m.pad_done < pad ? pad - m.pad_done : 0;
+    const size_t body = stripe_left(m.done, m.payload.bytes);
+    const bool tail_here = m.done + body == m.payload.bytes && fd == fds_[0].get();
+    const size_t tail_done = m.pad_done > pad ? m.pad_done - pad : 0;
+    const size_t tail_left = tail_here ? all_pad - pad - tail_done : 0;
+    size_t k = try_sendv(fd, header + m.header_done, hdr_left, kZeros + (pad - pad_left), pad_left,
+                         m.payload.ptr + m.done, body, kZeros + tail_done, tail_left);
     if (k == 0) break;
     const size_t kh = std::min(k, hdr_left);
     const size_t kp = std::min(k - kh, pad_left);
+    const size_t kb = std::min(k - kh - kp, body);
     m.header_done += kh;
-    m.pad_done += static_cast<uint32_t>(kp);
-    m.done += k - kh - kp;
+    m.done += kb;
+    m.pad_done += static_cast<uint32_t>(kp + (k - kh - kp - kb));
     progressed = true;
   }
-  m.complete = m.header_done == m.header_bytes && m.pad_done == pad && m.done == m.payload.bytes;
+  m.complete = m.header_done == m.header_bytes && m.pad_done == all_pad && m.done == m.payload.bytes;
   return progressed;
 }
 
@@ -150,16 +160,22 @@ bool TcpLink::recv_header(Message& m) {
   return k > 0;
 }
 
-bool TcpLink::recv_payload(Message& m) {
-  bool progressed = false;
-  const size_t bytes = m.payload.bytes;
-  for (const size_t pad = pad_of(m); m.pad_done < pad;) {
+bool TcpLink::skip_padding(Message& m, size_t upto, bool& progressed) {
+  while (m.pad_done < upto) {
     char skipped[64];
-    const size_t k = recv0(skipped, pad - m.pad_done);
-    if (k == 0) return progressed;  // m.complete stays false
+    const size_t k = recv0(skipped, upto - m.pad_done);
+    if (k == 0) return false;
     m.pad_done += static_cast<uint32_t>(k);
     progressed = true;
   }
+  return true;
+}
+
+bool TcpLink::recv_payload(Message& m) {
+  bool progressed = false;
+  const size_t bytes = m.payload.bytes;
+  const size_t pad = pad_of(m), all_pad = pad + tail_of(m);
+  if (!skip_padding(m, pad, progressed)) return progressed;  // m.complete stays false
   if (m.sink == nullptr) {
     while (m.done < bytes) {
       size_t k = read_at(fd_at(m.done), m.payload.ptr + m.done, stripe_left(m.done, bytes));
@@ -167,7 +183,7 @@ bool TcpLink::recv_payload(Message& m) {
       m.done += k;
       progressed = true;
     }
-    m.complete = m.done == bytes;
+    m.complete = m.done == bytes && skip_padding(m, all_pad, progressed);
     return progressed;
   }
   // Through the stage: the sink takes whole granules, the rest waits there.
@@ -178,7 +194,7 @@ bool TcpLink::recv_payload(Message& m) {
     if (k > 0) progressed = true;
     if (k == 0) break;
   }
-  m.complete = m.done == bytes && m.staged == 0;
+  m.complete = m.done == bytes && m.staged == 0 && skip_padding(m, all_pad, progressed);
   return progressed;
 }
 

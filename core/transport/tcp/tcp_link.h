@@ -59,7 +59,12 @@ class TcpLink final : public Link {
   /// at the same place modulo 64 there as in a 64-byte aligned buffer; its
   /// receive copy (rep movsb) ran 2-3.5x slower when the two places were a
   /// few bytes apart modulo 4 KiB, as a 40-byte header put 64-byte aligned
-  /// buffers (README, Round 18).
+  /// buffers (README, Round 18). And every message ends on a 64-byte
+  /// boundary: zero bytes follow its payload (on socket 0) up to one. The
+  /// sending thread's socket pages are shared by every socket it writes to
+  /// and restart at offset 0 only when all they held was taken, so without
+  /// it a small message (a barrier's 40 bytes) shifted every later payload
+  /// in them (README, Round 19).
   static constexpr size_t kAlignedPayloadMin = 4096;
 
   /// Takes connected sockets, socket 0 first (made non-blocking here);
@@ -90,8 +95,11 @@ class TcpLink final : public Link {
   int fd_at(size_t done) const {
     return fds_.size() == 1 ? fds_[0].get() : fds_[(done / kStripeBytes) % fds_.size()].get();
   }
-  /// Where message m moves next (socket 0 until the header and its padding are through).
-  int fd_for(const Message& m) const { return m.header_done < m.header_bytes ? fds_[0].get() : fd_at(m.done); }
+  /// Where message m moves next (socket 0 for the header, its padding and
+  /// the zeros after the payload).
+  int fd_for(const Message& m) const {
+    return m.header_done < m.header_bytes || m.done >= m.payload.bytes ? fds_[0].get() : fd_at(m.done);
+  }
   /// Payload bytes from `done` up to the end of its stripe (or of `bytes`).
   size_t stripe_left(size_t done, size_t bytes) const {
     return fds_.size() == 1 ? bytes - done : std::min(kStripeBytes - done % kStripeBytes, bytes - done);
@@ -100,9 +108,16 @@ class TcpLink final : public Link {
   static size_t pad_of(const Message& m) {
     return m.payload.bytes >= kAlignedPayloadMin ? (64 - m.header_bytes % 64) % 64 : 0;
   }
-  /// Writes up to na bytes of a, nb of b, then nc of c on fd, as one
-  /// sendmsg; returns how many.
-  size_t try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb, const void* c, size_t nc);
+  /// Zero bytes after m's payload, up to a 64-byte boundary of the message.
+  static size_t tail_of(const Message& m) { return (64 - (m.header_bytes + pad_of(m) + m.payload.bytes) % 64) % 64; }
+  /// Reads and drops m's padding up to `upto` bytes of it (m.pad_done counts
+  /// the zeros before the payload, then those after); returns whether all
+  /// are through, sets `progressed` when any moved.
+  bool skip_padding(Message& m, size_t upto, bool& progressed);
+  /// Writes up to na bytes of a, nb of b, nc of c, then nd of d on fd, as
+  /// one sendmsg; returns how many.
+  size_t try_sendv(int fd, const void* a, size_t na, const void* b, size_t nb, const void* c, size_t nc, const void* d,
+                   size_t nd);
   /// Reads up to n available bytes from fd; returns how many (0 when none).
   size_t try_recv(int fd, void* data, size_t n);
   /// try_recv for socket 0: from the cache first, then one read that puts
