@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 #include <iterator>
 #include <utility>
 
 #include "common/settings.h"
+#include "kernels/cpu/copy.h"
 
 namespace omniccl {
 
@@ -53,7 +53,7 @@ void P2PMatcher::deliver(Posted& r, const Message& m) {
     return;
   }
   const uint64_t n = std::min(bytes, r.capacity);
-  if (n > 0) std::memcpy(r.dst, m.data.data(), n);
+  if (n > 0) kernels::cpu::copy(r.dst, m.data.data(), n);  // no slow distance (kernels/cpu/copy.h)
   if (bytes > r.capacity) {
     rs.bytes = n;
     const size_t es = dtype_size(r.dtype);
