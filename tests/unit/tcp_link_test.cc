@@ -163,6 +163,23 @@ std::vector<char> read_exactly(int fd, size_t n) {
   return out;
 }
 
+/// A TcpLink of one socket whose other end is a plain socket, read raw.
+struct RawPeer {
+  std::unique_ptr<TcpLink> link;
+  UniqueFd raw;
+};
+
+RawPeer link_to_raw_socket() {
+  net::SocketAddress addr;
+  UniqueFd listener = net::listen_tcp("127.0.0.1", addr);
+  std::vector<UniqueFd> fds;
+  fds.push_back(net::connect_to(addr, Deadline::after_ms(5000)));
+  RawPeer r;
+  r.raw = net::accept_until(listener.get(), Deadline::after_ms(5000));
+  if (fds[0].valid() && r.raw.valid()) r.link = std::make_unique<TcpLink>(std::move(fds), 1);
+  return r;
+}
+
 // A payload of kAlignedPayloadMin bytes or more starts on a 64-byte boundary
 // of socket 0's byte stream: zero bytes follow the header up to it, so that
 // the payload lands at the same place modulo 64 in the sender's socket pages
@@ -170,13 +187,10 @@ std::vector<char> read_exactly(int fd, size_t n) {
 // when the two were a few bytes apart; README, Round 18). Smaller payloads
 // follow their header at once. What the link writes is read raw here.
 TEST(TcpLinkFraming, LargePayloadsStartOnA64ByteBoundaryOfTheStream) {
-  net::SocketAddress addr;
-  UniqueFd listener = net::listen_tcp("127.0.0.1", addr);
-  std::vector<UniqueFd> fds;
-  fds.push_back(net::connect_to(addr, Deadline::after_ms(5000)));
-  UniqueFd raw = net::accept_until(listener.get(), Deadline::after_ms(5000));
-  ASSERT_TRUE(fds[0].valid() && raw.valid());
-  TcpLink link(std::move(fds), 1);
+  RawPeer r = link_to_raw_socket();
+  ASSERT_TRUE(r.link && r.raw.valid());
+  TcpLink& link = *r.link;
+  const UniqueFd& raw = r.raw;
   for (size_t bytes : {TcpLink::kAlignedPayloadMin, size_t(100), TcpLink::kAlignedPayloadMin - 1, size_t(3) << 20}) {
     Header h{bytes, bytes};
     const std::vector<char> p = payload_of(bytes, bytes);
@@ -201,13 +215,10 @@ TEST(TcpLinkFraming, LargePayloadsStartOnA64ByteBoundaryOfTheStream) {
 // length (a barrier's header alone) shifted every later payload there
 // (README, Round 19). The wire is read raw; with the test's 16-byte header.
 TEST(TcpLinkFraming, EveryMessageEndsOnA64ByteBoundaryOfTheStream) {
-  net::SocketAddress addr;
-  UniqueFd listener = net::listen_tcp("127.0.0.1", addr);
-  std::vector<UniqueFd> fds;
-  fds.push_back(net::connect_to(addr, Deadline::after_ms(5000)));
-  UniqueFd raw = net::accept_until(listener.get(), Deadline::after_ms(5000));
-  ASSERT_TRUE(fds[0].valid() && raw.valid());
-  TcpLink link(std::move(fds), 1);
+  RawPeer r = link_to_raw_socket();
+  ASSERT_TRUE(r.link && r.raw.valid());
+  TcpLink& link = *r.link;
+  const UniqueFd& raw = r.raw;
   struct Case {
     size_t bytes, lead, wire;  // payload; header and zeros before it; all on the wire
   };
