@@ -5,7 +5,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__SSE2__)
-#include <emmintrin.h>
+#include "kernels/cpu/line64.h"
 #define OMNICCL_HAVE_SSE2 1
 #endif
 
@@ -23,16 +23,7 @@ void copy_backward(char* d, const char* s, size_t bytes) {
   size_t left = bytes;
 #ifdef OMNICCL_HAVE_SSE2
   for (; left >= 64; left -= 64) {
-    const char* from = s + left - 64;
-    char* to = d + left - 64;
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 16));
-    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 32));
-    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 48));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to), x0);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 16), x1);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 32), x2);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(to + 48), x3);
+    detail::Line64::load(s + left - 64).store(d + left - 64);
   }
 #endif
   std::memmove(d, s, left);  // the first bytes (less than a round; all of them without SSE2)

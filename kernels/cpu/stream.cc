@@ -7,6 +7,8 @@
 
 #if defined(__x86_64__) || defined(__SSE2__)
 #include <emmintrin.h>
+
+#include "kernels/cpu/line64.h"
 #define OMNICCL_HAVE_STREAM 1
 #endif
 
@@ -25,16 +27,7 @@ void stream_unfenced(void* dst, const void* src, size_t bytes) {
   d += head;
   s += head;
   bytes -= head;
-  for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d), x0);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), x1);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), x2);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), x3);
-  }
+  for (; bytes >= 64; bytes -= 64, d += 64, s += 64) detail::Line64::load(s).stream(d);
   std::memcpy(d, s, bytes);
 #else
   std::memcpy(dst, src, bytes);
