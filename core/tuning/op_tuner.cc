@@ -32,6 +32,21 @@ std::string arm_name(unsigned arm, unsigned allowed) {
   return text;
 }
 
+/// Whether a band's `ops`-th operation (counted from 1) is a recheck:
+/// kTunerRecheck and the powers of two after it up to kTunerRecheckMax, then
+/// every kTunerRecheckMax-th.
+bool recheck_at(uint64_t ops) {
+  return ops >= kTunerRecheck && ops % std::min(std::bit_floor(ops), kTunerRecheckMax) == 0;
+}
+
+/// How the log lines name the rechecks' schedule.
+std::string recheck_words() {
+  std::string at;
+  for (uint64_t op = kTunerRecheck; op <= kTunerRecheckMax; op *= 2) at += str_cat(op, ", ");
+  at.resize(at.size() - 2);
+  return str_cat("measured again at the band's operations ", at, " and every ", kTunerRecheckMax, "th after");
+}
+
 }  // namespace
 
 void OpTuner::Samples::add(uint64_t v) {
@@ -95,7 +110,7 @@ unsigned OpTuner::choose(OpKind kind, uint64_t bytes, unsigned allowed, unsigned
     }
     return pick == -1 ? prior : unsigned(pick);
   }
-  if (b.ops % kTunerRecheck != 0) return unsigned(held);
+  if (!recheck_at(b.ops)) return unsigned(held);
   // A recheck: the next of the other allowed arms, in turn.
   unsigned others[kTunerArms];
   unsigned n = 0;
@@ -131,11 +146,10 @@ std::string OpTuner::record(OpKind kind, uint64_t bytes, unsigned arm, uint64_t 
     // held arm runs all other operations of the band, so its durations are
     // of the machine's present state, like the recheck's; durations the
     // other arms kept from earlier are not compared).
-    const std::string line =
-        str_cat(op_kind_name(kind), " of ", band_name(k & 0xff), ": ", arm_name(arm, b.allowed), " from now (it took ",
-                ns / 1000, " us, ", arm_name(unsigned(b.best), b.allowed), " at best ",
-                b.arm[unsigned(b.best)].fastest() / 1000, " us of its last ", b.arm[unsigned(b.best)].count,
-                "; measured again every ", kTunerRecheck, "th operation)");
+    const std::string line = str_cat(op_kind_name(kind), " of ", band_name(k & 0xff), ": ", arm_name(arm, b.allowed),
+                                     " from now (it took ", ns / 1000, " us, ", arm_name(unsigned(b.best), b.allowed),
+                                     " at best ", b.arm[unsigned(b.best)].fastest() / 1000, " us of its last ",
+                                     b.arm[unsigned(b.best)].count, "; ", recheck_words(), ")");
     b.best = int(arm);
     return line;
   }
@@ -148,7 +162,7 @@ std::string OpTuner::record(OpKind kind, uint64_t bytes, unsigned arm, uint64_t 
   }
   return str_cat(op_kind_name(kind), " of ", band_name(k & 0xff), ": ", arm_name(unsigned(best), b.allowed),
                  " (fastest ", b.arm[best].fastest() / 1000, " us of ", b.arm[best].count, " operation(s)", others,
-                 "; measured again every ", kTunerRecheck, "th operation)");
+                 "; ", recheck_words(), ")");
 }
 
 }  // namespace omniccl

@@ -36,8 +36,9 @@
 // then the fastest one is kept if it beats the prior by kTunerMargin (the
 // fastest of each arm's last kTunerSamples counts: a first operation that
 // warms caches and pages up, and the time a rank waits for a late peer, only
-// add). Every kTunerRecheck-th operation of the band then takes one of the
-// others again, in turn, and that arm is held from then on if it took
+// add). The band's operations kTunerRecheck, 2 kTunerRecheck, ... (powers
+// of two up to kTunerRecheckMax, then every kTunerRecheckMax-th) then take
+// one of the others again, in turn, and that arm is held from then on if it took
 // kTunerMargin less than the fastest of the held arm's last kTunerSamples
 // (durations of the machine's present state, as the recheck's is), so a
 // change of what is faster is followed. An arm changes only how this rank
@@ -108,8 +109,18 @@ inline constexpr uint64_t kTunerLongNs = uint64_t(2) * 1000 * 1000;
 inline constexpr double kTunerClearlySlower = 1.25;
 /// Another arm must be this much faster to replace the one held.
 inline constexpr double kTunerMargin = 1.05;
-/// Every this many operations of a band try an arm not held.
+/// A band's first recheck (an operation that tries an arm not held) is its
+/// kTunerRecheck-th operation; the next come at the following powers of
+/// two up to kTunerRecheckMax, then every kTunerRecheckMax-th operation.
+/// A recheck of an arm that loses costs up to twice an operation's time
+/// (the first call by reference of a 1 MiB all_to_all on the AMD EPYC VM:
+/// 0.28-1.7 ms against 90-110 us, README Round 19), and what is faster
+/// changes with the machine's state far less often than every 16
+/// operations. The schedule follows the count of operations only, so the
+/// ranks of a host try arms on the same operations (see `lead`).
 inline constexpr uint64_t kTunerRecheck = 16;
+/// The longest gap between rechecks, in operations of the band.
+inline constexpr uint64_t kTunerRecheckMax = 256;
 
 class OpTuner {
  public:

@@ -105,7 +105,8 @@ TEST(OpTuner, LongOperationsTryTheArmsBesideThePriorOnce) {
   EXPECT_EQ(line,
             "gather of 256-512 MiB: streaming stores off, single copy off (fastest 20000 us of 1 operation(s); "
             "streaming stores on, single copy off 20000 us of 1; streaming stores off, single copy on 25000 us of 1; "
-            "streaming stores on, single copy on 25000 us of 2; measured again every 16th operation)");
+            "streaming stores on, single copy on 25000 us of 2; measured again at the band's operations 16, 32, 64, "
+            "128, 256 and every 256th after)");
   EXPECT_EQ(t.held(OpKind::kGather, k256M), 0);
   // Just under kTunerLongNs, the other arm takes a second call.
   OpTuner s;
@@ -137,7 +138,8 @@ TEST(OpTuner, AClearlySlowerArmIsTriedOnce) {
   EXPECT_EQ(line,
             "all_gather of 16-32 MiB: streaming stores on, single copy off (fastest 900 us of 2 operation(s); "
             "streaming stores off, single copy off 1200 us of 2; streaming stores off, single copy on 1000 us of 2; "
-            "streaming stores on, single copy on 1300 us of 1; measured again every 16th operation)");
+            "streaming stores on, single copy on 1300 us of 1; measured again at the band's operations 16, 32, 64, "
+            "128, 256 and every 256th after)");
 }
 
 TEST(OpTuner, FourArmsAreEachTriedTwiceFromThePriorThenTheFastestIsKept) {
@@ -158,12 +160,14 @@ TEST(OpTuner, FourArmsAreEachTriedTwiceFromThePriorThenTheFastestIsKept) {
   EXPECT_EQ(line,
             "all_gather of 16-32 MiB: streaming stores on, single copy off (fastest 900 us of 2 operation(s); "
             "streaming stores off, single copy off 1000 us of 2; streaming stores off, single copy on 1300 us of 2; "
-            "streaming stores on, single copy on 1200 us of 2; measured again every 16th operation)");
-  // Held, except every 16th operation, which tries the three others in turn.
+            "streaming stores on, single copy on 1200 us of 2; measured again at the band's operations 16, 32, 64, "
+            "128, 256 and every 256th after)");
+  // Held, except operations 16, 32 and 64, which try the three others in
+  // turn.
   std::vector<unsigned> rechecked;
-  for (uint64_t op = 9; op < 4 * kTunerRecheck; ++op) {  // rechecks at 16, 32 and 48
+  for (uint64_t op = 9; op <= 100; ++op) {
     const unsigned arm = t.choose(OpKind::kAllGather, k16M, 0b1111, kArmSingleCopy);
-    if (op % kTunerRecheck == 0) {
+    if (op == 16 || op == 32 || op == 64) {
       rechecked.push_back(arm);
     } else {
       EXPECT_EQ(arm, kArmStream) << op;
@@ -187,7 +191,7 @@ TEST(OpTuner, SingleCopyAloneNamesOnlySingleCopy) {
   EXPECT_EQ(order, (std::vector<unsigned>{3, 1, 3, 1}));
   EXPECT_EQ(line,
             "all_to_all of 4-8 MiB: single copy off (fastest 1000 us of 2 operation(s); single copy on 1400 us of 2; "
-            "measured again every 16th operation)");
+            "measured again at the band's operations 16, 32, 64, 128, 256 and every 256th after)");
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(t.choose(OpKind::kAllToAll, uint64_t(4) << 20, 0b1010, kArmStream | kArmSingleCopy), 1u) << i;
   }
@@ -205,7 +209,7 @@ TEST(OpTuner, BandsBelowOneMiBAreNamedInKiB) {
   }
   EXPECT_EQ(line,
             "scatter of 512 KiB-1 MiB: single copy on (fastest 40 us of 2 operation(s); single copy off 90 us of 2; "
-            "measured again every 16th operation)");
+            "measured again at the band's operations 16, 32, 64, 128, 256 and every 256th after)");
   EXPECT_EQ(t.held(OpKind::kScatter, uint64_t(1) << 20), -1) << "1 MiB is the next band";
   for (int i = 0; i < 3; ++i) {
     const unsigned arm = t.choose(OpKind::kScatter, uint64_t(1) << 20, 0b0101, 0);
@@ -215,7 +219,7 @@ TEST(OpTuner, BandsBelowOneMiBAreNamedInKiB) {
   const unsigned arm = t.choose(OpKind::kScatter, uint64_t(1) << 20, 0b0101, 0);
   EXPECT_EQ(t.record(OpKind::kScatter, uint64_t(1) << 20, arm, 80'000),
             "scatter of 1-2 MiB: single copy on (fastest 80 us of 2 operation(s); single copy off 180 us of 2; "
-            "measured again every 16th operation)");
+            "measured again at the band's operations 16, 32, 64, 128, 256 and every 256th after)");
 }
 
 TEST(OpTuner, AFollowerTakesTheLeadersArmAndRechecksAroundIt) {
@@ -233,12 +237,13 @@ TEST(OpTuner, AFollowerTakesTheLeadersArmAndRechecksAroundIt) {
   }
   EXPECT_EQ(leader.held(OpKind::kAllGather, k4M), 0);
   EXPECT_EQ(follower.held(OpKind::kAllGather, k4M), int(kArmSingleCopy));
-  for (uint64_t op = 5; op <= 2 * kTunerRecheck; ++op) {
+  for (uint64_t op = 5; op <= 600; ++op) {
     const int lead = leader.held(OpKind::kAllGather, k4M);
     const unsigned a = leader.choose(OpKind::kAllGather, k4M, 0b0101, kArmSingleCopy);
     const unsigned b = follower.choose(OpKind::kAllGather, k4M, 0b0101, kArmSingleCopy, lead);
     EXPECT_EQ(a, b) << op;
-    EXPECT_EQ(a, op % kTunerRecheck == 0 ? kArmSingleCopy : 0u) << op;
+    const bool recheck = op == 16 || op == 32 || op == 64 || op == 128 || op == 256 || op == 512;
+    EXPECT_EQ(a, recheck ? kArmSingleCopy : 0u) << op;
     leader.record(OpKind::kAllGather, k4M, a, took(a, 200'000, 0));
     follower.record(OpKind::kAllGather, k4M, b, took(b, -200'000, 0));
   }
@@ -256,7 +261,7 @@ TEST(OpTuner, AlternatesUntilEachHasTwoThenKeepsTheFaster) {
   EXPECT_TRUE(run(t, 500'000, 700'000, &line));
   EXPECT_EQ(line,
             "gather of 16-32 MiB: streaming stores on (fastest 500 us of 2 operation(s); streaming stores off 700 us "
-            "of 2; measured again every 16th operation)");
+            "of 2; measured again at the band's operations 16, 32, 64, 128, 256 and every 256th after)");
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(run(t, 500'000, 700'000)) << i;
 }
 
@@ -269,7 +274,7 @@ TEST(OpTuner, APriorThatIsFasterIsKept) {
   }
   EXPECT_EQ(line,
             "gather of 16-32 MiB: streaming stores on (fastest 500 us of 2 operation(s); streaming stores off 700 us "
-            "of 1; measured again every 16th operation)");
+            "of 1; measured again at the band's operations 16, 32, 64, 128, 256 and every 256th after)");
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(run(t, 500'000, 700'000, nullptr, OpKind::kGather, k16M, true)) << i;
 }
 
@@ -297,12 +302,12 @@ TEST(OpTuner, TheFastestDurationCounts) {
 TEST(OpTuner, RechecksTheOtherChoiceAndFollowsAChange) {
   OpTuner t;
   for (int i = 0; i < 4; ++i) run(t, 500'000, 700'000);  // decided: on
-  // Operations 5..: every kTunerRecheck-th tries regular stores again.
+  // Operations 5 to 68: the 16th, 32nd and 64th try regular stores again.
   int rechecks = 0;
-  for (uint64_t op = 4; op < 4 + 4 * kTunerRecheck; ++op) {
+  for (uint64_t op = 5; op <= 68; ++op) {
     if (!run(t, 500'000, 700'000)) ++rechecks;
   }
-  EXPECT_EQ(rechecks, 4);
+  EXPECT_EQ(rechecks, 3);
   // Now regular stores become faster: once the durations with them kept are
   // all slower, the choice follows, and the log says so once.
   int changes = 0;
@@ -331,11 +336,24 @@ TEST(OpTuner, ASlowerMachineDoesNotTurnItToTheOtherArmsOldDurations) {
   EXPECT_TRUE(run(t, 1'000'000, 1'400'000));
   // A recheck that is faster than the held arm's latest is taken at once.
   std::string line;
-  for (int i = 0; i < int(kTunerRecheck) && line.empty(); ++i) run(t, 1'000'000, 600'000, &line);
+  for (int i = 0; i < int(kTunerRecheckMax) && line.empty(); ++i) run(t, 1'000'000, 600'000, &line);
   EXPECT_EQ(line,
             "gather of 16-32 MiB: streaming stores off from now (it took 600 us, streaming stores on at best 1000 us "
-            "of its last 3; measured again every 16th operation)");
+            "of its last 3; measured again at the band's operations 16, 32, 64, 128, 256 and every 256th after)");
   EXPECT_FALSE(run(t, 1'000'000, 600'000));
+}
+
+// Rechecks cost an operation each with an arm that lost: they come at the
+// band's operations 16, 32, 64 and 128, then every 256th, on every rank
+// alike (the count of operations is all they follow).
+TEST(OpTuner, RechecksComeAtPowersOfTwoThenEvery256th) {
+  OpTuner t;
+  for (int i = 0; i < 4; ++i) run(t, 500'000, 700'000);  // decided: on
+  std::vector<uint64_t> at;
+  for (uint64_t op = 5; op <= 2100; ++op) {
+    if (!run(t, 500'000, 700'000)) at.push_back(op);
+  }
+  EXPECT_EQ(at, (std::vector<uint64_t>{16, 32, 64, 128, 256, 512, 768, 1024, 1280, 1536, 1792, 2048}));
 }
 
 TEST(OpTuner, BandsAndKindsAreApart) {
