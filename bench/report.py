@@ -23,7 +23,8 @@ collective, the -c results (wrong elements per library), and the raw
 numbers of every phase. --spread DIR... names the results folders of further
 runs: issue 12's run-to-run spread of OmniCCL's own 16 MiB points (the
 largest time over the smallest, minus one, across RESULTS_DIR and them) is
-then one more target. Writes the same
+then one more target, and a table gives every library's spread of its
+16 MiB points across the same runs (the machine's share). Writes the same
 as Markdown to RESULTS_DIR/report.md (or FILE). Exit status 0 (a missed
 target is a measurement, not an error); 2 if RESULTS_DIR has no data.
 """
@@ -237,6 +238,35 @@ def spread_rows(t, data, others):
                   "%.0f %%" % (100 * sp), "<= 25 %", sp <= 0.25)
 
 
+def library_spreads(data, others):
+    """Every library's run-to-run spread of its 16 MiB points, the machine's
+    share of R7: rows [phase, library, runs, "k of m" collectives within 25 %,
+    median spread, largest spread (collective)], for each library measured at
+    16 MiB in two runs or more."""
+    runs = [data] + [load_points(d) for d in others]
+    rows = []
+    for phase in ("shm2", "tcp2", "shm4"):
+        libs = sorted({lib for r in runs for lib in r.get(phase, {})})
+        for lib in libs:
+            spreads, n_runs = [], 0
+            keys = sorted({k for r in runs for k in r.get(phase, {}).get(lib, {}) if k[1] == 16 * MIB})
+            for k in keys:
+                vals = [r.get(phase, {}).get(lib, {}).get(k) for r in runs]
+                vals = [v["time_us"] for v in vals if v is not None and v["time_us"] > 0]
+                if len(vals) >= 2:
+                    spreads.append((max(vals) / min(vals) - 1.0, k[0]))
+                    n_runs = max(n_runs, len(vals))
+            if not spreads:
+                continue
+            sp = sorted(s for s, _ in spreads)
+            mid = len(sp) // 2
+            median = sp[mid] if len(sp) % 2 else (sp[mid - 1] + sp[mid]) / 2
+            worst = max(spreads)
+            rows.append([phase, lib, n_runs, "%d of %d" % (sum(1 for s in sp if s <= 0.25), len(sp)),
+                         "%.0f %%" % (100 * median), "%.0f %% (%s)" % (100 * worst[0], worst[1])])
+    return rows
+
+
 def blocked_rows(t, cpu, prefix):
     """A rank blocked ~1 s in a barrier uses <= 5% of a core (shm; tcp too)."""
     o = cpu.get("omniccl")
@@ -444,6 +474,14 @@ def main(argv):
     print("The same, one row per target and collective:")
     print(text_table(cheader, compact))
     print()
+    sheader = ["phase", "library", "runs", "16 MiB points within 25 %", "median spread", "largest"]
+    spreads = library_spreads(data, spread_dirs) if issue == "12" and spread_dirs else []
+    stitle = ("Run-to-run spread of every library's 16 MiB points (largest time over the smallest, "
+              "minus one; OmniCCL's is target R7, the others show the machine's share):")
+    if spreads:
+        print(stitle)
+        print(text_table(sheader, spreads))
+        print()
     raws = raw_tables(data)
     for phase, h, rows in raws:
         print("Phase %s (time us | busbw GB/s):" % phase)
@@ -455,6 +493,8 @@ def main(argv):
         for ln in loads:
             f.write("- load: `%s`\n" % ln)
         f.write("\n" + md_table(cheader, compact) + "\n\n**Summary:** " + summary + "\n")
+        if spreads:
+            f.write("\n" + stitle + "\n\n" + md_table(sheader, spreads) + "\n")
         f.write("\nEvery row:\n\n" + md_table(header, t.rows) + "\n")
         for phase, h, rows in raws:
             f.write("\nPhase `%s` (time us | busbw GB/s):\n\n" % phase + md_table(h, rows) + "\n")
