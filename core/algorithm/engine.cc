@@ -112,9 +112,16 @@ constexpr auto kProbeAfter = std::chrono::milliseconds(300);
 // kFutexPhase without progress, in poll() on the control sockets until a
 // doorbell, costing nothing while blocked. A rank blocked for long burns
 // about spin + kYieldFor per wake-up.
+// A wait that slept and still ended within kYieldAwake makes the next waits
+// yield that long before their first sleep (Engine::first_yield): waking a
+// sleeping rank took 200-250 us on a VM whose idle vCPUs wake slowly, and a
+// rank that sleeps makes its peer's next wait as long, so two ranks slept in
+// turn on every call, for 45 calls of an 8 B all_reduce at 230 us each (and
+// the first point of a benchmark at 50-100 us a call; README Round 20). A
+// wait longer than that turns it off; after each wake-up the yield is
+// kYieldFor either way, so a blocked rank still sleeps.
 constexpr auto kSpinAlone = std::chrono::microseconds(20);
 constexpr auto kSpinShared = std::chrono::microseconds(0);
-constexpr auto kYieldFor = std::chrono::microseconds(50);
 constexpr auto kFutexPhase = std::chrono::milliseconds(100);
 constexpr int kFutexSliceMs = 10;
 
@@ -628,9 +635,11 @@ void Engine::abandon_receives() noexcept {
 class Engine::WaitPolicy {
  public:
   enum class Action { kSpin, kYield, kSleep };
-  /// Spins `spin`, then yields for kYieldFor: at every pass with
-  /// `yield_each_pass` (ranks outnumber cores), else every 16th.
-  WaitPolicy(std::chrono::nanoseconds spin, bool yield_each_pass) : spin_(spin), yield_each_pass_(yield_each_pass) {}
+  /// Spins `spin`, then yields for `first_yield` before the first sleep and
+  /// kYieldFor after each wake-up: at every pass with `yield_each_pass`
+  /// (ranks outnumber cores), else every 16th.
+  WaitPolicy(std::chrono::nanoseconds spin, std::chrono::nanoseconds first_yield, bool yield_each_pass)
+      : spin_(spin), first_yield_(first_yield), yield_each_pass_(yield_each_pass) {}
 
   /// What to do after a pass without progress.
   Action next() {
@@ -643,17 +652,25 @@ class Engine::WaitPolicy {
     if (idle_since_ == Clock::time_point{}) idle_since_ = now;
     yielding_ = false;
     if (now - idle_since_ < spin_) return Action::kSpin;
-    yielding_ = now - idle_since_ < spin_ + kYieldFor;
+    yielding_ = now - idle_since_ < spin_ + (asleep_since_ == Clock::time_point{} ? first_yield_ : kYieldFor);
     if (yielding_) return Action::kYield;
-    if (asleep_since_ == Clock::time_point{}) asleep_since_ = now;
+    if (asleep_since_ == Clock::time_point{}) {
+      asleep_since_ = now;
+      waited_since_ = idle_since_;
+    }
     return Action::kSleep;
   }
-  /// Something moved: start over.
-  void progressed() {
+  /// Something moved: start over. Returns how long the wait took where it
+  /// slept (from its first pass without progress), else zero.
+  std::chrono::nanoseconds progressed() {
+    std::chrono::nanoseconds slept_wait{0};
+    if (asleep_since_ != Clock::time_point{}) slept_wait = Clock::now() - waited_since_;
     idle_since_ = asleep_since_ = Clock::time_point{};
     yielding_ = false;
+    return slept_wait;
   }
-  /// After a wake-up from sleep: yield a while, then sleep again.
+  /// Before a wait's first sleep (the small path spun already), or after a
+  /// wake-up from sleep: yield a while, then sleep (again).
   void woke() { idle_since_ = Clock::now() - spin_; }
   /// Whether the sleep that next() asked for is still short enough for
   /// futex waits (kFutexPhase since the first sleep without progress).
@@ -661,10 +678,12 @@ class Engine::WaitPolicy {
 
  private:
   std::chrono::nanoseconds spin_;
+  std::chrono::nanoseconds first_yield_;
   bool yield_each_pass_;
   bool yielding_ = false;             // in the yield phase (as of the last clock reading)
   Clock::time_point idle_since_{};    // first pass without progress (epoch = progressing)
   Clock::time_point asleep_since_{};  // first sleep without progress (epoch = none yet)
+  Clock::time_point waited_since_{};  // idle_since_ when the first sleep came
   unsigned idle_passes_ = 0;
 };
 
@@ -937,7 +956,7 @@ bool Engine::run_quick(std::span<const Transfer> transfers) {
     }
     // Past the spin phase the general loop waits (yield, sleep, deadlines,
     // errors, probes), from where these transfers are.
-    if (!wait) wait.emplace(spin_for_, oversubscribed_);
+    if (!wait) wait.emplace(spin_for_, first_yield_, oversubscribed_);
     if (wait->next() != WaitPolicy::Action::kSpin) return false;
     cpu_relax();
   }
@@ -1015,7 +1034,7 @@ size_t Engine::run_direct(std::span<const Transfer> transfers, std::span<Transfe
       owe_flush = false;
     }
     if (refused) break;
-    if (!wait) wait.emplace(spin_for_, oversubscribed_);
+    if (!wait) wait.emplace(spin_for_, first_yield_, oversubscribed_);
     if (wait->next() != WaitPolicy::Action::kSpin) {
       spun = true;
       break;
@@ -1045,7 +1064,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
   pull_feed(feed);
   feed_ = feed;
 
-  WaitPolicy wait(spin_for_, oversubscribed_);
+  WaitPolicy wait(spin_for_, first_yield_, oversubscribed_);
   if (adopt || spun) wait.woke();  // the small path has spun already: yield, then sleep
   stalled_since_ = Clock::time_point{};
   bool owe_flush = false;
@@ -1058,7 +1077,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
       return;
     }
     if (pass.progressed) {
-      wait.progressed();
+      waited(wait.progressed());
       stalled_since_ = Clock::time_point{};
       owe_flush = true;
       if (feed != nullptr && feed->owes()) pull_feed(feed);
@@ -1082,13 +1101,21 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
     mesh_.throw_if_failed();
     if (interrupt_.fired()) fail(Status::kInterrupted, op_text(), ": interrupted by the caller");
     if (pull_feed(feed)) {
-      wait.progressed();
+      waited(wait.progressed());
       continue;
     }
     probe_if_stalled();
+    ++wait_stats_.sleeps;
     sleep_step(wait.futex_phase());
     wait.woke();
   }
+}
+
+void Engine::waited(std::chrono::nanoseconds slept_wait) {
+  if (slept_wait.count() == 0) return;
+  const bool short_wait = slept_wait <= kYieldAwake;
+  ++(short_wait ? wait_stats_.short_slept_waits : wait_stats_.long_slept_waits);
+  first_yield_ = short_wait ? std::chrono::nanoseconds(kYieldAwake) : kYieldFor;
 }
 
 void Engine::wait_sends_read(uint64_t max_ns) {

@@ -307,6 +307,26 @@ class Engine {
   };
   const IdleCopyStats& idle_copy_stats() const { return idle_stats_; }
 
+  /// A wait's yield phase before its first sleep, normally (and after each
+  /// wake-up from sleep, always).
+  static constexpr std::chrono::microseconds kYieldFor{50};
+  /// The yield phase before the first sleep after a wait that slept and
+  /// still ended within this long (from its first pass without progress):
+  /// waking a sleeping rank can take longer than kYieldFor, and two ranks
+  /// that each sleep until the other wakes them take that long a call.
+  static constexpr std::chrono::microseconds kYieldAwake{1000};
+  /// The yield phase the next wait takes before its first sleep: kYieldFor,
+  /// or kYieldAwake after such a wait (until a wait that slept takes longer).
+  std::chrono::nanoseconds first_yield() const { return first_yield_; }
+  /// How the general loop waited: its sleeps, and the waits that slept
+  /// (counted when they ended) by whether they took kYieldAwake or less.
+  struct WaitStats {
+    uint64_t sleeps = 0;
+    uint64_t short_slept_waits = 0;
+    uint64_t long_slept_waits = 0;
+  };
+  const WaitStats& wait_stats() const { return wait_stats_; }
+
   /// An empty transfer list to build a step in, reused across operations
   /// (no allocation in steady state). Valid until the next call.
   std::vector<Transfer>& step_list() {
@@ -419,6 +439,10 @@ class Engine {
   /// `futex` and only shared-memory links to wait on, sleeps on this rank's
   /// futex word for at most kFutexSlice; else in Mesh::sleep (doorbells).
   void sleep_step(bool futex);
+  /// After a wait of the general loop made progress: sets first_yield_ from
+  /// how long it took where it slept (WaitPolicy::progressed; zero: it did
+  /// not sleep, nothing changes).
+  void waited(std::chrono::nanoseconds slept_wait);
   State* earliest_deadline(std::vector<State*>& waiting);
   [[noreturn]] void fail_deadline(const State& first, const std::vector<State*>& waiting);
   void probe_signatures();
@@ -508,6 +532,8 @@ class Engine {
   size_t stage_used_ = 0;              ///< recv-reduce staging slots taken this step
   Clock::time_point stalled_since_{};  ///< first sleep without progress (mismatch probing)
   std::chrono::nanoseconds spin_for_{0};
+  std::chrono::nanoseconds first_yield_{kYieldFor};  ///< see first_yield()
+  WaitStats wait_stats_;
   bool oversubscribed_ = false;
   CpuExecutor cpu_;
   Executor* exec_ = &cpu_;
