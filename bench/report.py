@@ -221,14 +221,20 @@ def measured(data, phase, colls):
     return [c for c in colls if any(k[0] == c for k in pts)] or colls
 
 
+def point_times(runs, phase, lib, key):
+    """The times of one point (phase, library, (collective, bytes)) in each
+    run that measured it, missing and zero times left out."""
+    vals = [r.get(phase, {}).get(lib, {}).get(key) for r in runs]
+    return [v["time_us"] for v in vals if v is not None and v["time_us"] > 0]
+
+
 def spread_rows(t, data, others):
     """Issue 12: OmniCCL's 16 MiB points vary <= 25% across runs."""
     runs = [data] + [load_points(d) for d in others]
     for phase in ("shm2", "tcp2", "shm4"):
         keys = sorted(k for k in data.get(phase, {}).get("omniccl", {}) if k[1] == 16 * MIB)
         for k in keys:
-            vals = [r.get(phase, {}).get("omniccl", {}).get(k) for r in runs]
-            vals = [v["time_us"] for v in vals if v is not None and v["time_us"] > 0]
+            vals = point_times(runs, phase, "omniccl", k)
             target = "R7 %s: 16 MiB run-to-run spread <= 25%% (%d runs)" % (phase, len(vals))
             if len(vals) < 2:
                 t.add(target, k[0], "16 MiB", "n/a", "-", "-", "n/a", "<= 25 %", None)
@@ -251,8 +257,7 @@ def library_spreads(data, others):
             spreads, n_runs = [], 0
             keys = sorted({k for r in runs for k in r.get(phase, {}).get(lib, {}) if k[1] == 16 * MIB})
             for k in keys:
-                vals = [r.get(phase, {}).get(lib, {}).get(k) for r in runs]
-                vals = [v["time_us"] for v in vals if v is not None and v["time_us"] > 0]
+                vals = point_times(runs, phase, lib, k)
                 if len(vals) >= 2:
                     spreads.append((max(vals) / min(vals) - 1.0, k[0]))
                     n_runs = max(n_runs, len(vals))
