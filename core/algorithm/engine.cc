@@ -867,6 +867,7 @@ void Engine::sleep_step(bool futex) {
       fail_deadline(*first, waiting);
     }
     const int timeout_ms = first->deadline.remaining_ms(interrupt_ ? 50 : 200);
+    ++wait_stats_.sleeps;
     if (futex) {
       mesh_.sleep_on_futex(seq, std::min(timeout_ms, kFutexSliceMs));
     } else {
@@ -1105,7 +1106,6 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
       continue;
     }
     probe_if_stalled();
-    ++wait_stats_.sleeps;
     sleep_step(wait.futex_phase());
     wait.woke();
   }

@@ -318,8 +318,10 @@ class Engine {
   /// The yield phase the next wait takes before its first sleep: kYieldFor,
   /// or kYieldAwake after such a wait (until a wait that slept takes longer).
   std::chrono::nanoseconds first_yield() const { return first_yield_; }
-  /// How the general loop waited: its sleeps, and the waits that slept
-  /// (counted when they ended) by whether they took kYieldAwake or less.
+  /// How the general loop waited: its sleeps (futex or poll calls; a sleep
+  /// step that found a transfer ready at arming does not count), and the
+  /// waits that slept (counted when they ended) by whether they took
+  /// kYieldAwake or less.
   struct WaitStats {
     uint64_t sleeps = 0;
     uint64_t short_slept_waits = 0;
