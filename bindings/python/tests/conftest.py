@@ -63,6 +63,16 @@ def describe(results: List[RankResult]) -> str:
     return "\n".join(parts)
 
 
+def sigint_default() -> None:
+    """``preexec_fn`` of every process the tests start: SIGINT at its default.
+
+    A child inherits an ignored SIGINT (as a shell without job control gives
+    its background jobs), and Python then never raises KeyboardInterrupt, so
+    the tests that press Ctrl-C would depend on how the suite was started.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def rank_env(rank: int, size: int, port: int, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The environment of one rank (torchrun's variables)."""
     env = dict(os.environ)
@@ -100,7 +110,7 @@ def run_ranks(size: int, scenario: str, args: Optional[Dict[str, Any]] = None, *
                 files.append((out, err))
                 procs.append(subprocess.Popen(
                     [python or sys.executable, str(WORKERS), scenario, json.dumps(args or {})],
-                    stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=e, cwd=tmp))
+                    stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=e, cwd=tmp, preexec_fn=sigint_default))
             if while_running is not None:
                 while_running(procs, out_dir)
             deadline = time.monotonic() + timeout

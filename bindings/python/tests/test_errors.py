@@ -93,3 +93,16 @@ def test_ctrl_c_during_init_raises_keyboard_interrupt():
     # World size 2, but only rank 0 is started: it waits for rank 1 in init.
     results = run_ranks(1, "interrupt_init", env={"WORLD_SIZE": "2"}, while_running=_interrupt_init, timeout=40)
     assert results[0].result == {"interrupted": True, "initialized": False}
+
+
+def test_ranks_get_ctrl_c_even_when_the_suite_ignores_it():
+    # A shell without job control starts background jobs with SIGINT ignored,
+    # and a Python started so never installs KeyboardInterrupt: the Ctrl-C
+    # tests above would wait for an interrupt that cannot come. The harness
+    # starts every rank with SIGINT at its default.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        results = run_ranks(1, "sigint_disposition")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert results[0].result["default_int_handler"] is True, describe(results)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES, free_port, run_launcher
+from conftest import EXAMPLES, free_port, run_launcher, sigint_default
 
 
 @pytest.fixture
@@ -163,7 +163,8 @@ def test_ctrl_c_ends_a_job_blocked_in_a_collective(script):
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     proc = subprocess.Popen([sys.executable, "-m", "omniccl.run", "-n", "2", str(prog)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL)
+                            stderr=subprocess.PIPE, text=True, env=env, stdin=subprocess.DEVNULL,
+                            preexec_fn=sigint_default)
     try:
         ready = 0
         while ready < 2:

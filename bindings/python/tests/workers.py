@@ -293,6 +293,13 @@ def matrix(rank, size, counts=(0, 1, 13, 5003)):
 
 # ----------------------------------------------------------------------------- tutorial
 @scenario
+def sigint_disposition(rank, size):
+    """Whether Ctrl-C would reach this rank as KeyboardInterrupt (its SIGINT
+    handler is Python's default one, not SIG_IGN inherited from a parent)."""
+    return {"default_int_handler": signal.getsignal(signal.SIGINT) is signal.default_int_handler}
+
+
+@scenario
 def tutorial(rank, size):
     """The classic torch.distributed tutorial programs, with their documented results (4 ranks)."""
     dist.init_process_group()
