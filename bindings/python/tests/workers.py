@@ -291,7 +291,6 @@ def matrix(rank, size, counts=(0, 1, 13, 5003)):
     return {"checks": checks}
 
 
-# ----------------------------------------------------------------------------- tutorial
 @scenario
 def sigint_disposition(rank, size):
     """Whether Ctrl-C would reach this rank as KeyboardInterrupt (its SIGINT
@@ -299,6 +298,7 @@ def sigint_disposition(rank, size):
     return {"default_int_handler": signal.getsignal(signal.SIGINT) is signal.default_int_handler}
 
 
+# ----------------------------------------------------------------------------- tutorial
 @scenario
 def tutorial(rank, size):
     """The classic torch.distributed tutorial programs, with their documented results (4 ranks)."""
