@@ -57,11 +57,24 @@ void OpTuner::Samples::add(uint64_t v) {
 
 uint64_t OpTuner::Samples::fastest() const { return *std::min_element(ns.begin(), ns.begin() + count); }
 
+uint64_t OpTuner::Samples::slowest() const { return *std::max_element(ns.begin(), ns.begin() + count); }
+
+bool OpTuner::Band::long_challenger(unsigned a) const {
+  return a != prior && arm[a].count > 0 && arm[a].fastest() >= kTunerLongNs;
+}
+
+uint64_t OpTuner::Band::counted(unsigned a) const { return long_challenger(a) ? arm[a].slowest() : arm[a].fastest(); }
+
 bool OpTuner::Band::settled(unsigned a) const {
   const Samples& x = arm[a];
   if (x.count >= kTunerFirst) return true;
   if (a == prior || x.count == 0) return false;
-  if (x.fastest() >= kTunerLongNs) return true;
+  if (long_challenger(a)) {
+    // One trial settles it if it loses to the prior; one that would win is
+    // confirmed by a second.
+    const Samples& p = arm[prior];
+    return p.count > 0 && !(double(x.fastest()) * kTunerMargin < double(p.fastest()));
+  }
   for (unsigned o = 0; o < unsigned(kTunerArms); ++o) {
     if ((allowed >> o & 1) != 0 && arm[o].count >= kTunerFirst &&
         double(x.fastest()) > kTunerClearlySlower * double(arm[o].fastest())) {
@@ -98,6 +111,9 @@ unsigned OpTuner::choose(OpKind kind, uint64_t bytes, unsigned allowed, unsigned
   ++b.ops;
   b.prior = prior;
   b.allowed = allowed;
+  // A long recheck that won once is tried again.
+  if (b.pending >= 0 && (allowed >> b.pending & 1) != 0) return unsigned(b.pending);
+  b.pending = -1;
   const int held = lead >= 0 && lead < kTunerArms && (allowed >> lead & 1) != 0 ? lead : b.best;
   if (held == -1) {
     // Of the allowed arms still to be measured, the one with the fewest
@@ -130,24 +146,34 @@ std::string OpTuner::record(OpKind kind, uint64_t bytes, unsigned arm, uint64_t 
   Band& b = bands_[k];
   b.arm[arm].add(ns);
   int best = b.best;
+  const int confirming = b.pending;
+  b.pending = -1;
   if (b.best == -1) {
     // The first decision, once every allowed arm is measured (settled()):
-    // the fastest, if it beats the prior by kTunerMargin.
+    // the fastest (counted()), if it beats the prior by kTunerMargin.
     unsigned fastest = b.prior;
     for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
       if ((b.allowed >> a & 1) == 0) continue;
       if (!b.settled(a)) return {};
-      if (b.arm[a].fastest() < b.arm[fastest].fastest()) fastest = a;
+      if (b.counted(a) < b.counted(fastest)) fastest = a;
     }
-    const bool wins = double(b.arm[fastest].fastest()) * kTunerMargin < double(b.arm[b.prior].fastest());
+    const bool wins = double(b.counted(fastest)) * kTunerMargin < double(b.arm[b.prior].fastest());
     best = int(wins ? fastest : b.prior);
   } else if (arm != unsigned(b.best) && double(ns) * kTunerMargin < double(b.arm[unsigned(b.best)].fastest())) {
     // A recheck: its one duration against the held arm's latest ones (the
     // held arm runs all other operations of the band, so its durations are
     // of the machine's present state, like the recheck's; durations the
-    // other arms kept from earlier are not compared).
+    // other arms kept from earlier are not compared). A long one is tried
+    // again first, and turns the band only if it wins twice.
+    if (ns >= kTunerLongNs && confirming != int(arm)) {
+      b.pending = int(arm);
+      b.pending_ns = ns;
+      return {};
+    }
+    const std::string took =
+        confirming == int(arm) ? str_cat(b.pending_ns / 1000, " and ", ns / 1000) : str_cat(ns / 1000);
     const std::string line = str_cat(op_kind_name(kind), " of ", band_name(k & 0xff), ": ", arm_name(arm, b.allowed),
-                                     " from now (it took ", ns / 1000, " us, ", arm_name(unsigned(b.best), b.allowed),
+                                     " from now (it took ", took, " us, ", arm_name(unsigned(b.best), b.allowed),
                                      " at best ", b.arm[unsigned(b.best)].fastest() / 1000, " us of its last ",
                                      b.arm[unsigned(b.best)].count, "; ", recheck_words(), ")");
     b.best = int(arm);
@@ -158,11 +184,11 @@ std::string OpTuner::record(OpKind kind, uint64_t bytes, unsigned arm, uint64_t 
   std::string others;
   for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
     if ((b.allowed >> a & 1) == 0 || a == unsigned(best)) continue;
-    others += str_cat("; ", arm_name(a, b.allowed), " ", b.arm[a].fastest() / 1000, " us of ", b.arm[a].count);
+    others += str_cat("; ", arm_name(a, b.allowed), " ", b.counted(a) / 1000, " us of ", b.arm[a].count);
   }
-  return str_cat(op_kind_name(kind), " of ", band_name(k & 0xff), ": ", arm_name(unsigned(best), b.allowed),
-                 " (fastest ", b.arm[best].fastest() / 1000, " us of ", b.arm[best].count, " operation(s)", others,
-                 "; ", recheck_words(), ")");
+  return str_cat(op_kind_name(kind), " of ", band_name(k & 0xff), ": ", arm_name(unsigned(best), b.allowed), " (",
+                 b.long_challenger(unsigned(best)) ? "slowest " : "fastest ", b.counted(unsigned(best)) / 1000,
+                 " us of ", b.arm[best].count, " operation(s)", others, "; ", recheck_words(), ")");
 }
 
 }  // namespace omniccl

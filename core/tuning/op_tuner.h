@@ -31,17 +31,25 @@
 // stores) and bit kArmSingleCopy (sends by reference). Operations of a kind
 // and size band (a power of two) take the allowed arms in turn, starting with
 // the calibration's answer (the prior), until each has kTunerFirst durations
-// (one for an arm other than the prior that took kTunerLongNs or more, or
-// kTunerClearlySlower times the fastest of an arm measured twice);
+// (one for an arm other than the prior that took kTunerLongNs or more and
+// lost to the prior, or kTunerClearlySlower times the fastest of an arm
+// measured twice);
 // then the fastest one is kept if it beats the prior by kTunerMargin (the
 // fastest of each arm's last kTunerSamples counts: a first operation that
 // warms caches and pages up, and the time a rank waits for a late peer, only
-// add). The band's operations kTunerRecheck, 2 kTunerRecheck, ... (powers
-// of two up to kTunerRecheckMax, then every kTunerRecheckMax-th) then take
-// one of the others again, in turn, and that arm is held from then on if it took
-// kTunerMargin less than the fastest of the held arm's last kTunerSamples
-// (durations of the machine's present state, as the recheck's is), so a
-// change of what is faster is followed. An arm changes only how this rank
+// add). A long arm beside the prior (kTunerLongNs or more) counts its slowest
+// instead: the one trial of such an arm that would win is confirmed by a
+// second, and it replaces the prior only if both beat it (on an AMD EPYC VM
+// whose calls move by 20% with the machine's state, a 2-rank all_gather of
+// 256 MiB turned to streaming stores off on one trial of 45.7 ms against the
+// prior's 57.5 ms, then took 62-64 ms a call). The band's operations
+// kTunerRecheck, 2 kTunerRecheck, ... (powers of two up to kTunerRecheckMax,
+// then every kTunerRecheckMax-th) then take one of the others again, in turn,
+// and that arm is held from then on if it took kTunerMargin less than the
+// fastest of the held arm's last kTunerSamples (durations of the machine's
+// present state, as the recheck's is), so a change of what is faster is
+// followed; a long recheck that wins is tried again on the band's next
+// operation, and held only if that one wins too. An arm changes only how this rank
 // stores what it receives or copies and whether its own sends go by reference
 // (a receiver takes a message either way), so results never depend on ranks
 // agreeing; they call collectives in the same order and start from the same
@@ -95,12 +103,14 @@ inline constexpr uint64_t kTunerDrainNs = uint64_t(20) * 1000 * 1000;
 inline constexpr int kTunerSamples = 3;
 /// Durations of each arm taken before the first decision.
 inline constexpr int kTunerFirst = 2;
-/// An arm other than the prior whose first duration was at least this long
-/// needs no second one: operations this long (32 MiB and more on the VMs
+/// An arm other than the prior whose first duration was at least this long,
+/// and not kTunerMargin faster than the prior's fastest, needs no second
+/// one: operations this long (32 MiB and more on the VMs
 /// measured) vary less between calls than the short ones, and a benchmark
 /// or an application that runs a few of them would otherwise spend them all
 /// on trying arms (four arms at 256 MiB: eight calls of 20-40 ms). The prior
-/// still takes two: its first call warms pages and caches up.
+/// still takes two: its first call warms pages and caches up. One that would
+/// win takes a second, and its slowest counts (see the top of this file).
 inline constexpr uint64_t kTunerLongNs = uint64_t(2) * 1000 * 1000;
 /// Nor does one whose first duration was this many times the fastest of an
 /// arm measured kTunerFirst times: a second call would only confirm that it
@@ -161,19 +171,28 @@ class OpTuner {
     int next = 0;   ///< slot the next sample goes to
     void add(uint64_t v);
     uint64_t fastest() const;
+    uint64_t slowest() const;
   };
   struct Band {
     std::array<Samples, kTunerArms> arm;
-    uint64_t ops = 0;       ///< operations chosen for this band
-    uint64_t rechecks = 0;  ///< rechecks taken (which other arm is next)
-    int best = -1;          ///< the arm held once every allowed one was measured
-    unsigned prior = 0;     ///< the calibration's arm
-    unsigned allowed = 0;   ///< the arms the operations may take
+    uint64_t ops = 0;         ///< operations chosen for this band
+    uint64_t rechecks = 0;    ///< rechecks taken (which other arm is next)
+    int best = -1;            ///< the arm held once every allowed one was measured
+    unsigned prior = 0;       ///< the calibration's arm
+    unsigned allowed = 0;     ///< the arms the operations may take
+    int pending = -1;         ///< a long recheck's arm that won once, tried again next
+    uint64_t pending_ns = 0;  ///< what that recheck took
     /// Whether arm `a` has durations enough for the first decision:
     /// kTunerFirst, or one for an arm other than the prior that took
-    /// kTunerLongNs or more, or kTunerClearlySlower times as long as an arm
-    /// that has kTunerFirst.
+    /// kTunerLongNs or more and does not beat the prior, or
+    /// kTunerClearlySlower times as long as an arm that has kTunerFirst.
     bool settled(unsigned a) const;
+    /// Whether arm `a` is one beside the prior whose durations are long
+    /// (kTunerLongNs or more): its slowest counts.
+    bool long_challenger(unsigned a) const;
+    /// The duration arm `a` counts with in the first decision: its fastest,
+    /// or its slowest for a long_challenger().
+    uint64_t counted(unsigned a) const;
   };
   static uint32_t key(OpKind kind, uint64_t bytes);
   std::map<uint32_t, Band> bands_;
