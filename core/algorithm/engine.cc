@@ -112,6 +112,12 @@ constexpr auto kProbeAfter = std::chrono::milliseconds(300);
 // kFutexPhase without progress, in poll() on the control sockets until a
 // doorbell, costing nothing while blocked. A rank blocked for long burns
 // about spin + kYieldFor per wake-up.
+// A yield that took Engine::kYieldStolen or more gave the core to another
+// process (one that competes for it: a scheduler slice, milliseconds; with a
+// busy process beside 2 ranks on 2 cores, the first 8 B broadcast after a
+// barrier took 2.6-5.2 ms in half of the trials): for kNoYieldFor after
+// it, the waits spin through their yield phase instead (Engine::yield_step),
+// with ranks that each have a core.
 // A wait that slept and still ended within kYieldAwake makes the next waits
 // yield that long before their first sleep (Engine::first_yield): waking a
 // sleeping rank took 200-250 us on a VM whose idle vCPUs wake slowly, and a
@@ -1092,7 +1098,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
     if (idle_.bytes > 0 && idle_copy_step(kIdleSlice, &idle_stats_.while_waiting)) continue;  // the peers' time, used
     switch (wait.next()) {
       case WaitPolicy::Action::kSpin: cpu_relax(); continue;
-      case WaitPolicy::Action::kYield: sched_yield(); continue;
+      case WaitPolicy::Action::kYield: yield_step(); continue;
       case WaitPolicy::Action::kSleep: break;
     }
     // No progress: errors reported on the control sockets apply now, and
@@ -1108,6 +1114,26 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
     probe_if_stalled();
     sleep_step(wait.futex_phase());
     wait.woke();
+  }
+}
+
+void Engine::yield_step() {
+  if (oversubscribed_) {
+    // Ranks outnumber cores: the awaited peer may need this very core.
+    sched_yield();
+    return;
+  }
+  const auto before = Clock::now();
+  if (before < no_yield_until_) {
+    // A yield gave the core away lately: spin through the yield phase.
+    cpu_relax();
+    return;
+  }
+  sched_yield();
+  const auto after = Clock::now();
+  if (after - before >= kYieldStolen) {
+    ++wait_stats_.stolen_yields;
+    no_yield_until_ = after + kNoYieldFor;
   }
 }
 

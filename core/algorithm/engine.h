@@ -318,14 +318,25 @@ class Engine {
   /// The yield phase the next wait takes before its first sleep: kYieldFor,
   /// or kYieldAwake after such a wait (until a wait that slept takes longer).
   std::chrono::nanoseconds first_yield() const { return first_yield_; }
+  /// A yield (ranks that each have a core) that took this long gave the
+  /// core to another process: one that competes for this rank's core
+  /// (a thread of the application, a neighbour's job) runs for a scheduler
+  /// slice, milliseconds, when the rank yields to it.
+  static constexpr std::chrono::microseconds kYieldStolen{200};
+  /// After such a yield, the waits spin through their yield phase for this
+  /// long instead of yielding (then they try a yield again): the rank keeps
+  /// its core while it expects its peer within the phase, and still sleeps
+  /// after it, as before.
+  static constexpr std::chrono::seconds kNoYieldFor{1};
   /// How the general loop waited: its sleeps (futex or poll calls; a sleep
-  /// step that found a transfer ready at arming does not count), and the
-  /// waits that slept (counted when they ended) by whether they took
-  /// kYieldAwake or less.
+  /// step that found a transfer ready at arming does not count), the waits
+  /// that slept (counted when they ended) by whether they took kYieldAwake
+  /// or less, and its yields that took kYieldStolen or more.
   struct WaitStats {
     uint64_t sleeps = 0;
     uint64_t short_slept_waits = 0;
     uint64_t long_slept_waits = 0;
+    uint64_t stolen_yields = 0;
   };
   const WaitStats& wait_stats() const { return wait_stats_; }
 
@@ -445,6 +456,8 @@ class Engine {
   /// how long it took where it slept (WaitPolicy::progressed; zero: it did
   /// not sleep, nothing changes).
   void waited(std::chrono::nanoseconds slept_wait);
+  /// The general loop's yield (WaitPolicy::Action::kYield).
+  void yield_step();
   State* earliest_deadline(std::vector<State*>& waiting);
   [[noreturn]] void fail_deadline(const State& first, const std::vector<State*>& waiting);
   void probe_signatures();
@@ -535,6 +548,7 @@ class Engine {
   Clock::time_point stalled_since_{};  ///< first sleep without progress (mismatch probing)
   std::chrono::nanoseconds spin_for_{0};
   std::chrono::nanoseconds first_yield_{kYieldFor};  ///< see first_yield()
+  Clock::time_point no_yield_until_{};               ///< kNoYieldFor after a stolen yield
   WaitStats wait_stats_;
   bool oversubscribed_ = false;
   CpuExecutor cpu_;
