@@ -116,8 +116,8 @@ constexpr auto kProbeAfter = std::chrono::milliseconds(300);
 // process (one that competes for it: a scheduler slice, milliseconds; with a
 // busy process beside 2 ranks on 2 cores, the receiver's first 8 B
 // broadcast after a barrier took 2.6-5.2 ms in 19 of a job's 20 trials of
-// 1000 calls, and over 1 ms in 39 of 180 trials of 9 jobs, README Round
-// 22): for kNoYieldFor after
+// 1000 calls; in 39 of 180 trials of 9 jobs it averaged over 1 us a call,
+// README Round 22): for kNoYieldFor after
 // it, the waits spin through their yield phase instead (Engine::yield_step),
 // with ranks that each have a core.
 // A wait that slept and still ended within kYieldAwake makes the next waits

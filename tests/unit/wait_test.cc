@@ -158,8 +158,8 @@ TEST_P(EngineWait, ABlockedRankStillSleepsAndTheLongYieldEnds) {
 // neighbour's job) runs for a scheduler slice, milliseconds, whenever the
 // rank yields to it: on the 2-core VM, with one busy process beside 2 ranks,
 // the receiver's first 8 B broadcast after a barrier took 2.6-5.2 ms in 19
-// of a job's 20 trials of 1000 calls, and over 1 ms in 39 of 180 trials of
-// 9 jobs (README Round 22). A yield that took Engine::kYieldStolen or
+// of a job's 20 trials of 1000 calls; in 39 of 180 trials of 9 jobs it
+// averaged over 1 us a call (README Round 22). A yield that took Engine::kYieldStolen or
 // more is counted; after one, the waits spin through their yield phase for
 // Engine::kNoYieldFor instead of yielding, so the core is given away once,
 // not at every wait.
