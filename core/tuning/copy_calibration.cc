@@ -189,7 +189,9 @@ SingleCopyChoice calibrate() {
 bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes, bool split, bool oversubscribed) const {
   if (is_one_way(kind)) return bytes >= (split ? one_way_split_min : one_way_min);
   switch (kind) {
-    case OpKind::kAllGather:
+    // all_gather's ring steps stay on the rings where ranks outnumber cores
+    // (see exchange_oversubscribed).
+    case OpKind::kAllGather: return exchange;
     case OpKind::kAllToAll:
     case OpKind::kAllGatherV:
     case OpKind::kAllToAllV: return exchange || (oversubscribed && exchange_oversubscribed);
@@ -228,7 +230,7 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
               from_text(c.one_way_min), " with OMNICCL_SHM_SPLIT_COPY=0 (", rates(r.link_ref_gbps),
               " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off", " (process_vm_readv ",
               gbps(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ", kExchangeShare, " x ring ", gbps(r.ring_gbps),
-              " GB/s)", c.exchange ? "" : ", on where ranks outnumber cores", " (", how, ")");
+              " GB/s)", c.exchange ? "" : ", on for all_to_all where ranks outnumber cores", " (", how, ")");
   c.copy_tuned = true;  // measured: process_vm_readv works
   c.stream_min = stream_min_from_rates(r);
   const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ", c.stream_min > 0 ? ">=" : "<",

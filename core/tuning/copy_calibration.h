@@ -116,13 +116,17 @@ struct SingleCopyChoice {
   uint64_t one_way_min = kNever;
   uint64_t one_way_split_min = kNever;
   bool exchange = false;  ///< all_gather, all_to_all (+ v) may go by reference
-  /// ... and do where this host runs more ranks than they have cores,
-  /// whatever `exchange` says (process_vm_readv works, OMNICCL_SHM_SINGLE_COPY
-  /// unset or 1). A ring's second copy then waits for its receiver to be
-  /// scheduled: 4 ranks on 2 cores, all_to_all of 1 MiB took 316 us by
-  /// reference against 475 us through the rings, and 4 MiB 1.25-1.62 against
-  /// 1.67-1.91 ms (README, Rounds 15 and 18), while the probe's rates put
-  /// process_vm_readv at 0.31 of the ring.
+  /// ... and all_to_all, all_gatherv and all_to_allv do where this host runs
+  /// more ranks than they have cores, whatever `exchange` says
+  /// (process_vm_readv works, OMNICCL_SHM_SINGLE_COPY unset or 1). A ring's
+  /// second copy then waits for its receiver to be scheduled: 4 ranks on 2
+  /// cores, all_to_all of 1 MiB took 316 us by reference against 475 us
+  /// through the rings, and 4 MiB 1.25-1.62 against 1.67-1.91 ms (README,
+  /// Rounds 15 and 18), while the probe's rates put process_vm_readv at 0.31
+  /// of the ring. Not all_gather: each of its ring steps by reference waits
+  /// for both ranks of a pair to be scheduled, and with 4 ranks on 2 cores it
+  /// took 1.25-2x as long as through the rings at every size from 512 KiB to
+  /// 64 MiB, three interleaved rounds on the same VM (README, Round 23).
   bool exchange_oversubscribed = false;
   std::string reason;  ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Payloads of this many bytes and more received through the rings (and
