@@ -29,8 +29,12 @@
 //
 // Each way of running an operation is an arm: bit kArmStream (streaming
 // stores) and bit kArmSingleCopy (sends by reference). Operations of a kind
-// and size band (a power of two) take the allowed arms in turn, starting with
-// the calibration's answer (the prior), until each has kTunerFirst durations
+// and size band (a power of two) take the allowed arms one after another,
+// each for consecutive operations (what an operation leaves in the caches
+// changes the next one's time, so an arm is timed after itself, as when
+// held), starting with the calibration's answer (the prior) and ending with
+// the arm that differs from it only in streaming stores, until each has
+// kTunerFirst durations
 // (one for an arm other than the prior that took kTunerLongNs or more and
 // lost to the prior, or kTunerClearlySlower times the fastest of an arm
 // measured twice);
@@ -180,6 +184,7 @@ class OpTuner {
     int best = -1;            ///< the arm held once every allowed one was measured
     unsigned prior = 0;       ///< the calibration's arm
     unsigned allowed = 0;     ///< the arms the operations may take
+    int last = -1;            ///< the arm chosen last before the first decision
     int pending = -1;         ///< a long recheck's arm that won once, tried again next
     uint64_t pending_ns = 0;  ///< what that recheck took
     /// Whether arm `a` has durations enough for the first decision:
