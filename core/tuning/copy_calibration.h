@@ -126,7 +126,8 @@ struct SingleCopyChoice {
   /// of the ring. Not all_gather: each of its ring steps by reference waits
   /// for both ranks of a pair to be scheduled, and with 4 ranks on 2 cores it
   /// took 1.25-2x as long as through the rings at every size from 512 KiB to
-  /// 64 MiB, three interleaved rounds on the same VM (README, Round 23).
+  /// 64 MiB, three interleaved rounds on an AMD EPYC (family 26) VM (README,
+  /// Round 23).
   bool exchange_oversubscribed = false;
   std::string reason;  ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Payloads of this many bytes and more received through the rings (and
