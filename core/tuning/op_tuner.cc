@@ -121,7 +121,7 @@ unsigned OpTuner::choose(OpKind kind, uint64_t bytes, unsigned allowed, unsigned
     // stores leave them to it), so an arm's second duration is taken after
     // an operation of its own, as when the arm is held. (Taken in turn, a
     // 2-rank gather of 16 MiB on an AMD EPYC VM measured streaming stores
-    // at 508-616 us, fastest of two, against 401-476 us a call held.)
+    // at 477-780 us, one or two trials, against 401-502 us a call held.)
     if (b.last >= 0 && (allowed >> b.last & 1) != 0 && !b.settled(unsigned(b.last))) return unsigned(b.last);
     // Then, of the allowed arms still to be measured, the one with the
     // fewest durations: the prior first, then the arm that changes both
