@@ -190,6 +190,46 @@ TEST_P(EngineWait, AYieldThatGaveTheCoreAwayIsNotRepeatedAtEveryWait) {
   EXPECT_LE(r.stats.back().stolen_yields, 3u) << "the core given away at a yield in (nearly) every wait";
 }
 
+// The rule above lasts Engine::kNoYieldFor: a wait that outlasts it (one
+// that sleeps, woken every few ms to look again) yields again at one of its
+// wake-ups, loses the core to the busy thread once more, and the window
+// starts again from there, so the waits right after it spin.
+TEST_P(EngineWait, AWaitThatOutlastsTheNoYieldWindowYieldsAgainOnce) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  if (CPU_COUNT(&mine) < 2)
+    GTEST_SKIP() << "needs 2 CPUs: the receiver and a busy thread share one, the sender has another";
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) ++cpu;
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    while (!stop.load(std::memory_order_relaxed)) {}
+  });
+  // 50 waits of 300 us, one 200 ms longer than the window, 50 more.
+  constexpr size_t kBatch = 50;
+  std::vector<std::chrono::microseconds> late(2 * kBatch + 1, std::chrono::microseconds(300));
+  late[kBatch] =
+      std::chrono::duration_cast<std::chrono::microseconds>(Engine::kNoYieldFor) + std::chrono::microseconds(200'000);
+  const Receiver r = late_sends(GetParam(), late, cpu);
+  stop = true;
+  busy.join();
+  ASSERT_EQ(r.stats.size(), late.size());
+  EXPECT_EQ(r.wrong, 0);
+  const uint64_t first = r.stats[kBatch - 1].stolen_yields;
+  const uint64_t during = r.stats[kBatch].stolen_yields - first;
+  const uint64_t after = r.stats.back().stolen_yields - r.stats[kBatch].stolen_yields;
+  EXPECT_GE(first, 1u) << "the busy thread never took the core at a yield";
+  EXPECT_LE(first, 3u) << "the core given away at a yield in (nearly) every wait";
+  EXPECT_GE(during, 1u) << "the window did not end: the long wait never yielded again";
+  EXPECT_LE(during, 2u) << "the long wait yielded its core at (nearly) every wake-up";
+  EXPECT_LE(after, 1u) << "the window did not start again after the long wait's stolen yield";
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, EngineWait, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return info.param; });
 
