@@ -154,6 +154,35 @@ TEST_P(EngineWait, ABlockedRankStillSleepsAndTheLongYieldEnds) {
   EXPECT_LT(r.last_cpu_ns, uint64_t(20'000'000)) << "ns of CPU while blocked 200 ms";
 }
 
+/// The first CPU this process may run on, or -1 where it may run on fewer
+/// than 2 (a receiver and a busy thread share one, the sender needs another).
+int shared_cpu() {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2) return -1;
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) ++cpu;
+  return cpu;
+}
+
+/// late_sends with the receiver bound to `cpu` and a thread spinning there
+/// all along (a competitor for the receiver's core).
+Receiver late_sends_beside_busy(const std::string& transport, const std::vector<std::chrono::microseconds>& late,
+                                int cpu) {
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof one, &one);
+    while (!stop.load(std::memory_order_relaxed)) {}
+  });
+  Receiver r = late_sends(transport, late, cpu);
+  stop = true;
+  busy.join();
+  return r;
+}
+
 // A process that competes for a rank's core (a thread of the application, a
 // neighbour's job) runs for a scheduler slice, milliseconds, whenever the
 // rank yields to it: on the 2-core VM, with one busy process beside 2 ranks,
@@ -164,25 +193,10 @@ TEST_P(EngineWait, ABlockedRankStillSleepsAndTheLongYieldEnds) {
 // Engine::kNoYieldFor instead of yielding, so the core is given away once,
 // not at every wait.
 TEST_P(EngineWait, AYieldThatGaveTheCoreAwayIsNotRepeatedAtEveryWait) {
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
-  if (CPU_COUNT(&mine) < 2)
-    GTEST_SKIP() << "needs 2 CPUs: the receiver and a busy thread share one, the sender has another";
-  int cpu = 0;
-  while (!CPU_ISSET(cpu, &mine)) ++cpu;
-  std::atomic<bool> stop{false};
-  std::thread busy([&] {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    sched_setaffinity(0, sizeof one, &one);
-    while (!stop.load(std::memory_order_relaxed)) {}
-  });
+  const int cpu = shared_cpu();
+  if (cpu < 0) GTEST_SKIP() << "needs 2 CPUs: the receiver and a busy thread share one, the sender has another";
   const std::vector<std::chrono::microseconds> late(100, std::chrono::microseconds(300));
-  const Receiver r = late_sends(GetParam(), late, cpu);
-  stop = true;
-  busy.join();
+  const Receiver r = late_sends_beside_busy(GetParam(), late, cpu);
   ASSERT_EQ(r.stats.size(), late.size());
   EXPECT_EQ(r.wrong, 0);
   // 300 us is past the spin: each wait reaches its yield phase.
@@ -195,29 +209,14 @@ TEST_P(EngineWait, AYieldThatGaveTheCoreAwayIsNotRepeatedAtEveryWait) {
 // wake-ups, loses the core to the busy thread once more, and the window
 // starts again from there, so the waits right after it spin.
 TEST_P(EngineWait, AWaitThatOutlastsTheNoYieldWindowYieldsAgainOnce) {
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
-  if (CPU_COUNT(&mine) < 2)
-    GTEST_SKIP() << "needs 2 CPUs: the receiver and a busy thread share one, the sender has another";
-  int cpu = 0;
-  while (!CPU_ISSET(cpu, &mine)) ++cpu;
-  std::atomic<bool> stop{false};
-  std::thread busy([&] {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    sched_setaffinity(0, sizeof one, &one);
-    while (!stop.load(std::memory_order_relaxed)) {}
-  });
+  const int cpu = shared_cpu();
+  if (cpu < 0) GTEST_SKIP() << "needs 2 CPUs: the receiver and a busy thread share one, the sender has another";
   // 50 waits of 300 us, one 200 ms longer than the window, 50 more.
   constexpr size_t kBatch = 50;
   std::vector<std::chrono::microseconds> late(2 * kBatch + 1, std::chrono::microseconds(300));
   late[kBatch] =
       std::chrono::duration_cast<std::chrono::microseconds>(Engine::kNoYieldFor) + std::chrono::microseconds(200'000);
-  const Receiver r = late_sends(GetParam(), late, cpu);
-  stop = true;
-  busy.join();
+  const Receiver r = late_sends_beside_busy(GetParam(), late, cpu);
   ASSERT_EQ(r.stats.size(), late.size());
   EXPECT_EQ(r.wrong, 0);
   const uint64_t first = r.stats[kBatch - 1].stolen_yields;
