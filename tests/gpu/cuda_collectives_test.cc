@@ -174,7 +174,9 @@ int same_on_cpu_and_cuda(int rank, const std::vector<std::vector<unsigned char>>
   std::vector<std::vector<unsigned char>> cpu = init;
   std::vector<void*> cpu_ptrs;
   for (auto& b : cpu) cpu_ptrs.push_back(b.data());
-  RANK_CHECK(call(cpu_ptrs, false, nullptr) == OCCL_SUCCESS, rank, std::string(what) + " on CPU: " + occl_last_error());
+  // The status first: RANK_CHECK's message may be evaluated before its condition.
+  const occl_status_t cpu_status = call(cpu_ptrs, false, nullptr);
+  RANK_CHECK(cpu_status == OCCL_SUCCESS, rank, std::string(what) + " on CPU: " + occl_last_error());
   std::vector<std::unique_ptr<DeviceMemory>> dev;
   std::vector<void*> dev_ptrs;
   for (const auto& b : init) {
@@ -184,7 +186,8 @@ int same_on_cpu_and_cuda(int rank, const std::vector<std::vector<unsigned char>>
   }
   occl_options_t opts = OCCL_OPTIONS_INIT;
   opts.stream = stream;
-  RANK_CHECK(call(dev_ptrs, true, &opts) == OCCL_SUCCESS, rank, std::string(what) + " on CUDA: " + occl_last_error());
+  const occl_status_t gpu_status = call(dev_ptrs, true, &opts);
+  RANK_CHECK(gpu_status == OCCL_SUCCESS, rank, std::string(what) + " on CUDA: " + occl_last_error());
   RANK_CUDA(cudaStreamSynchronize(stream), rank);
   for (size_t i = 0; i < init.size(); ++i) {
     RANK_CHECK(dev[i]->download() == cpu[i], rank, std::string(what) + ": buffer " + std::to_string(i) + " differs");
@@ -300,6 +303,7 @@ TEST(CudaCollectives, CallsAreOrderedOnTheStreamAndDoNotBlockTheHost) {
     DeviceMemory x(size_t(k) * 4), seen(size_t(k) * 4);
     RANK_CHECK(x.ok() && seen.ok(), rank, "device buffers");
     RANK_CUDA(cudaMemcpy(x.get(), h.data(), h.size() * 4, cudaMemcpyHostToDevice), rank);
+    RANK_CUDA(cudaDeviceSynchronize(), rank);                     // the bytes are on the device before s reads them
     RANK_CUDA(omniccl::test::launch_spin(s, 500'000'000), rank);  // the GPU is busy for 0.5 s
     CudaTensor t(x.get(), k, dl_float(32));
     occl_options_t opts = OCCL_OPTIONS_INIT;

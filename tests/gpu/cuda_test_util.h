@@ -31,9 +31,13 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
   /// Whether the allocation succeeded.
   bool ok() const { return ptr_ != nullptr; }
-  /// Copies h (bytes() bytes) to the device; false on a CUDA error.
+  /// Copies h (bytes() bytes) to the device and waits until the bytes are
+  /// there; false on a CUDA error. (cudaMemcpy from pageable memory returns
+  /// once the bytes are staged, before the device holds them; work on a
+  /// non-blocking stream could then read the old contents.)
   bool upload(const std::vector<unsigned char>& h) {
-    return h.size() == bytes_ && cudaMemcpy(ptr_, h.data(), bytes_, cudaMemcpyHostToDevice) == cudaSuccess;
+    return h.size() == bytes_ && cudaMemcpy(ptr_, h.data(), bytes_, cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaDeviceSynchronize() == cudaSuccess;
   }
   /// The device bytes (empty on a CUDA error).
   std::vector<unsigned char> download() const {
