@@ -148,7 +148,7 @@ template <class C>
 struct Fp8Divide {
   using Elem = uint8_t;
   float divisor;
-  OMNICCL_HD uint8_t operator()(uint8_t x) const { return C::from_float(C::to_float(x) / divisor); }
+  OMNICCL_HD uint8_t operator()(uint8_t x) const { return C::from_float_canonical(C::to_float(x) / divisor); }
 };
 
 /// PREMUL_SUM pre-multiplication in float32, one rounding.
@@ -156,7 +156,7 @@ template <class C>
 struct Fp8Multiply {
   using Elem = uint8_t;
   float scalar;
-  OMNICCL_HD uint8_t operator()(uint8_t x) const { return C::from_float(C::to_float(x) * scalar); }
+  OMNICCL_HD uint8_t operator()(uint8_t x) const { return C::from_float_canonical(C::to_float(x) * scalar); }
 };
 
 }  // namespace omniccl::kernels::cpu::detail

@@ -114,7 +114,7 @@ OMNICCL_TARGET_F16C size_t map_blocks(unsigned char* out, const unsigned char* i
   const __m256 scalar = _mm256_set1_ps(s);
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    store8(out + 2 * i, round8(arith8<kOp>(load8(in + 2 * i), scalar)));
+    store8(out + 2 * i, canonical8(round8(arith8<kOp>(load8(in + 2 * i), scalar))));
   }
   return i;
 }

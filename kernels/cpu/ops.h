@@ -283,14 +283,14 @@ template <class T>
 struct FloatDivide {
   using Elem = T;
   T divisor;
-  OMNICCL_HD T operator()(T x) const { return x / divisor; }
+  OMNICCL_HD T operator()(T x) const { return canonical_nan(x / divisor); }
 };
 
 template <class C>
 struct HalfDivide {
   using Elem = uint16_t;
   float divisor;
-  OMNICCL_HD uint16_t operator()(uint16_t x) const { return C::from_float(C::to_float(x) / divisor); }
+  OMNICCL_HD uint16_t operator()(uint16_t x) const { return C::from_float_canonical(C::to_float(x) / divisor); }
 };
 
 /// Wrapping x * scalar; scalar is already the integral factor as unsigned.
@@ -309,14 +309,14 @@ template <class T>
 struct FloatMultiply {
   using Elem = T;
   T scalar;
-  OMNICCL_HD T operator()(T x) const { return x * scalar; }
+  OMNICCL_HD T operator()(T x) const { return canonical_nan(x * scalar); }
 };
 
 template <class C>
 struct HalfMultiply {
   using Elem = uint16_t;
   float scalar;
-  OMNICCL_HD uint16_t operator()(uint16_t x) const { return C::from_float(C::to_float(x) * scalar); }
+  OMNICCL_HD uint16_t operator()(uint16_t x) const { return C::from_float_canonical(C::to_float(x) * scalar); }
 };
 
 }  // namespace omniccl::kernels::cpu::detail
