@@ -8,6 +8,8 @@ memory.
 import array
 import ctypes as C
 import gc
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -302,10 +304,36 @@ def test_other_devices_are_unsupported_without_exporting(comm):
 
 
 # --------------------------------------------------------------------------- CUDA arrays: the stream handshake
-# On this machine there is no GPU: the library refuses the CUDA tensor (no
-# CUDA in the build, or no driver), but only after the binding exported it
-# for the stream the operation would use. The data path itself is checked by
-# the C++ `gpu` suites on a GPU.
+# Without a GPU the library refuses the CUDA tensor (no CUDA in the build, or
+# no driver), but only after the binding exported it for the stream the
+# operation would use. Where a GPU answers, these fake CUDA arrays (host
+# memory announced as CUDA memory) would be used as device memory, so the
+# tests are skipped there; test_cuda.py runs real CUDA arrays instead.
+_GPU_PROBE = """
+import ctypes, sys
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+except OSError:
+    sys.exit(3)
+n = ctypes.c_int(0)
+sys.exit(0 if cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0 else 3)
+"""
+
+
+def _gpu_answers():
+    """Whether a CUDA driver with a GPU answers here (asked in a child process)."""
+    try:
+        return subprocess.run([sys.executable, "-c", _GPU_PROBE], capture_output=True, timeout=60,
+                              stdin=subprocess.DEVNULL).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+without_gpu = pytest.mark.skipif(_gpu_answers(), reason="a GPU answers here: fake CUDA arrays would be used as "
+                                 "device memory (test_cuda.py runs real ones)")
+
+
+@without_gpu
 def test_cuda_array_is_exported_for_the_legacy_default_stream(comm):
     fake = FakeArray([1.0], device=(2, 0))  # kDLCUDA
     with pytest.raises(omniccl.UnsupportedError, match="cuda:0") as info:
@@ -346,6 +374,7 @@ FAST_PATH_FORMS = {
 WITH_OUTPUT = {"Allreduce(send, recv)", "Allgather", "all_gather_into_tensor", "all_gather_into_tensor(group=)"}
 
 
+@without_gpu
 @pytest.mark.parametrize("form", sorted(FAST_PATH_FORMS))
 def test_cuda_array_in_a_fast_path_call_is_exported_once(world, form):
     # These forms try the one-call fast path first; a CUDA array leaves it
@@ -363,6 +392,7 @@ def test_cuda_array_in_a_fast_path_call_is_exported_once(world, form):
     assert (out.exports, out.deleted) == (want, want)
 
 
+@without_gpu
 def test_cuda_stream_context_sets_the_stream_of_the_handshake(comm):
     fake = FakeArray([1.0], device=(13, 0))  # kDLCUDAManaged
     assert omniccl.current_cuda_stream() == 0
@@ -381,6 +411,7 @@ def test_cuda_stream_context_sets_the_stream_of_the_handshake(comm):
     assert cpu.stream is None and cpu.data() == [2.0]
 
 
+@without_gpu
 def test_torch_style_functions_take_a_stream_keyword(comm):
     fake = FakeArray([1.0], device=(2, 0))
     with pytest.raises(omniccl.UnsupportedError, match="cuda:0"):

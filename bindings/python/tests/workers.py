@@ -875,6 +875,104 @@ def torch_habits(rank, size, init_method):
 
 
 @scenario
+def torch_cuda(rank, size, init_method):
+    """torch.distributed calls on CUDA tensors, ranks sharing GPUs (expected values by hand)."""
+    import time
+
+    import torch
+
+    torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group("nccl", init_method=init_method, rank=rank, world_size=size)
+    chk = Checker()
+    total = size * (size + 1) // 2
+    # all_reduce on the legacy default stream, odd count, float32 and bfloat16
+    x = torch.full((1031,), float(rank + 1), device="cuda")
+    dist.all_reduce(x)
+    chk.equal(x.cpu().numpy(), np.full(1031, total, np.float32), "all_reduce float32")
+    xb = torch.full((4097,), float(rank + 1), device="cuda", dtype=torch.bfloat16)
+    dist.all_reduce(xb, op=ReduceOp.MAX)
+    chk.equal(xb.float().cpu().numpy(), np.full(4097, size, np.float32), "all_reduce MAX bfloat16")
+    # stream order: the call returns while a long kernel still runs on the stream; work
+    # queued after it on the same stream sees the sum
+    s = torch.cuda.Stream()
+    y = torch.full((1 << 20,), float(rank + 1), device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(1 << 31)  # about a second of GPU time
+    t0 = time.monotonic()
+    dist.all_reduce(y, stream=s)
+    returned = time.monotonic() - t0
+    with torch.cuda.stream(s):
+        y.mul_(2)
+    s.synchronize()
+    chk.true(returned < 0.5, f"all_reduce on a busy stream returned after {returned:.3f} s")
+    chk.equal(y.cpu().numpy(), np.full(1 << 20, 2 * total, np.float32), "all_reduce then mul_ on the stream")
+    # async_op: wait() covers the copy back
+    z = torch.full((16 << 20,), float(rank + 1), device="cuda")
+    work = dist.all_reduce(z, async_op=True)
+    work.wait()
+    torch.cuda.synchronize()
+    chk.equal(z[::4099].cpu().numpy(), np.full(len(range(0, 16 << 20, 4099)), total, np.float32),
+              "async all_reduce 64 MiB")
+    # broadcast from the last rank, int64
+    b = torch.arange(1000, device="cuda", dtype=torch.int64) * (rank + 1)
+    dist.broadcast(b, size - 1)
+    chk.equal(b.cpu().numpy(), np.arange(1000, dtype=np.int64) * size, "broadcast int64 from the last rank")
+    # reduce to rank 0
+    r = torch.full((333,), rank + 1, device="cuda", dtype=torch.int32)
+    dist.reduce(r, 0, op=ReduceOp.PRODUCT)
+    if rank == 0:
+        chk.equal(r.cpu().numpy(), np.full(333, np.prod(np.arange(1, size + 1)), np.int32), "reduce PRODUCT int32")
+    # all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single
+    part = torch.full((5,), float(rank), device="cuda", dtype=torch.float64)
+    gathered = torch.empty(5 * size, device="cuda", dtype=torch.float64)
+    dist.all_gather_into_tensor(gathered, part)
+    chk.equal(gathered.cpu().numpy(), np.repeat(np.arange(size, dtype=np.float64), 5), "all_gather_into_tensor")
+    rs_in = torch.arange(3 * size, device="cuda", dtype=torch.float32) + rank
+    rs_out = torch.empty(3, device="cuda", dtype=torch.float32)
+    dist.reduce_scatter_tensor(rs_out, rs_in)
+    want = np.arange(3 * rank, 3 * rank + 3, dtype=np.float32) * size + size * (size - 1) / 2
+    chk.equal(rs_out.cpu().numpy(), want.astype(np.float32), "reduce_scatter_tensor")
+    a_in = torch.arange(2 * size, device="cuda", dtype=torch.int16) + 100 * rank
+    a_out = torch.empty(2 * size, device="cuda", dtype=torch.int16)
+    dist.all_to_all_single(a_out, a_in)
+    want = np.array([100 * j + 2 * rank + k for j in range(size) for k in range(2)], np.int16)
+    chk.equal(a_out.cpu().numpy(), want, "all_to_all_single int16")
+    dist.barrier()
+    checks = chk.finish()
+    dist.destroy_process_group()
+    return {"checks": checks, "torch": torch.__version__, "gpus": torch.cuda.device_count()}
+
+
+@scenario
+def cupy_cuda(rank, size):
+    """mpi4py-style calls on CuPy arrays inside omniccl.cuda_stream (expected values by hand)."""
+    import cupy
+
+    cupy.cuda.Device(rank % cupy.cuda.runtime.getDeviceCount()).use()
+    world = dist.COMM_WORLD
+    chk = Checker()
+    x = cupy.full(1 << 16, rank + 1, cupy.float32)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with dist.cuda_stream(s):
+        world.Allreduce(dist.IN_PLACE, x)
+        with s:
+            x *= 2
+    s.synchronize()
+    chk.equal(cupy.asnumpy(x), np.full(1 << 16, size * (size + 1), np.float32), "Allreduce IN_PLACE then *2")
+    y = cupy.arange(7, dtype=cupy.int64) if rank == 0 else cupy.zeros(7, cupy.int64)
+    world.Bcast(y, root=0)
+    cupy.cuda.Stream.null.synchronize()
+    chk.equal(cupy.asnumpy(y), np.arange(7, dtype=np.int64), "Bcast int64")
+    out = cupy.zeros(3 * size, cupy.float64)
+    world.Allgather(cupy.full(3, rank, cupy.float64), out)
+    cupy.cuda.Stream.null.synchronize()
+    chk.equal(cupy.asnumpy(out), np.repeat(np.arange(size, dtype=np.float64), 3), "Allgather float64")
+    world.Barrier()
+    return {"checks": chk.finish()}
+
+
+@scenario
 def mpi4py_messages(rank, size):
     """mpi4py's buffer specifications, IN_PLACE/None, complex arrays and op names (expected values by hand)."""
     import array as pyarray
