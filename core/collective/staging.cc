@@ -20,6 +20,15 @@ constexpr size_t kFlagBytes = kAlign;  // the word, alone on its cache line
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+/// A new block's size for `bytes`: at least 64 KiB, rounded up to an eighth
+/// of the next power of two, so that blocks serve operations of nearby sizes
+/// while wasting at most an eighth (not up to half, as the power of two
+/// itself would) of page-locked memory that is never given back.
+size_t block_capacity(size_t bytes) {
+  const size_t step = std::max<size_t>(kAlign, std::bit_ceil(bytes) / 8);
+  return std::max<size_t>(64 * 1024, (bytes + step - 1) / step * step);
+}
+
 /// Host memory, its word and two events for one staged operation; reused
 /// once the stream has passed the `done` event of its last use.
 struct Block {
@@ -56,7 +65,7 @@ class BlockPool {
     if (best == nullptr) {
       auto b = std::make_unique<Block>();
       b->device = device;
-      b->capacity = std::max<size_t>(64 * 1024, std::bit_ceil(bytes));
+      b->capacity = block_capacity(bytes);
       b->mem = static_cast<char*>(rt.host_alloc(kFlagBytes + b->capacity));
       b->ready = rt.event_create();
       b->done = rt.event_create();

@@ -119,7 +119,15 @@ class EmulatedGpu final : public GpuRuntime {
   int device_count() override { return devices_; }
   int current_device() override { return current(); }
   void set_device(int device) override { current() = device; }
-  void* host_alloc(size_t bytes) override { return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t(64)); }
+  /// Bytes of "page-locked" host memory host_alloc has handed out.
+  static std::atomic<size_t>& host_bytes() {
+    static std::atomic<size_t> n{0};
+    return n;
+  }
+  void* host_alloc(size_t bytes) override {
+    host_bytes() += bytes;
+    return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t(64));
+  }
   void host_free(void* p) override { ::operator delete(p, std::align_val_t(64)); }
   void copy_async(void* dst, const void* src, size_t bytes, Stream s) override {
     stream(s).enqueue([=] { std::memmove(dst, src, bytes); });
