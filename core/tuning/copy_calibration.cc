@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -39,7 +41,10 @@ namespace {
 // 4: the ring probes copy as the rings do (kernels::cpu::copy, not memcpy,
 // whose rep movsb is slow at some distances; format 3's ring rates may be
 // low for that reason and are measured again).
-constexpr const char* kMagic = "omniccl-shm-calibration 4";
+// 5: the copy and stream rates are taken into twice the last-level cache
+// (stream_probe_bytes); format 4's went into 16 MiB, cache-resident where
+// the L3 is larger, and are measured again.
+constexpr const char* kMagic = "omniccl-shm-calibration 5";
 // Both mechanisms are timed per unit of kChunk bytes over a kPayload buffer,
 // kPasses times, alternating; each rate comes from its fastest unit. Many
 // short samples make it likely that some ran undisturbed on a busy host
@@ -245,6 +250,33 @@ uint64_t stream_min_from_rates(const CopyRates& r) {
   return r.stream_gbps >= kStreamGain * r.copy_gbps ? kStreamMin : 0;
 }
 
+size_t stream_probe_bytes(size_t last_level_cache) {
+  constexpr size_t kMin = size_t(16) << 20, kMax = size_t(128) << 20;
+  return std::clamp(2 * last_level_cache, kMin, kMax);
+}
+
+size_t last_level_cache_bytes() {
+  // index0..indexN: the highest level that is a data or unified cache.
+  size_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = str_cat("/sys/devices/system/cpu/cpu0/cache/index", i, "/");
+    std::ifstream level_in(dir + "level"), type_in(dir + "type"), size_in(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_in >> level) || !(type_in >> type) || !(size_in >> size) || type == "Instruction") continue;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(size.c_str(), &end, 10);
+    if (end == size.c_str()) continue;
+    const size_t unit = *end == 'K' ? size_t(1) << 10 : *end == 'M' ? size_t(1) << 20 : 1;
+    if (level > best_level) {
+      best_level = level;
+      best = size_t(v) * unit;
+    }
+  }
+  return best;
+}
+
 std::string calibration_cache_path() {
   if (auto v = get_setting("OMNICCL_SHM_CALIBRATION_FILE")) return *v;
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
@@ -420,14 +452,15 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
   // cache-resident record at a time into the destination, with regular and
   // with streaming stores, alternating; fastest pass of each.
   constexpr size_t kRecord = size_t(64) << 10;
-  std::vector<char> record(kRecord, 1), big_dst(kStreamProbe, 0);
-  double best_copy = 1e30, best_stream = 1e30;  // seconds per kStreamProbe
+  const size_t probe = stream_probe_bytes(last_level_cache_bytes());
+  std::vector<char> record(kRecord, 1), big_dst(probe, 0);
+  double best_copy = 1e30, best_stream = 1e30;  // seconds per probe
   for (int pass = 0; pass < kStreamPasses; ++pass) {
     auto t0 = std::chrono::steady_clock::now();
-    for (size_t off = 0; off < kStreamProbe; off += kRecord) kernels::cpu::copy(&big_dst[off], record.data(), kRecord);
+    for (size_t off = 0; off < probe; off += kRecord) kernels::cpu::copy(&big_dst[off], record.data(), kRecord);
     best_copy = std::min(best_copy, seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
-    for (size_t off = 0; off < kStreamProbe; off += kRecord) {
+    for (size_t off = 0; off < probe; off += kRecord) {
       kernels::cpu::stream_copy(&big_dst[off], record.data(), kRecord);
     }
     best_stream = std::min(best_stream, seconds_since(t0));
@@ -435,7 +468,7 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
   // The ring's two copies overlap on two cores: it moves the payload in half
   // the time one core took for both.
   CopyRates rates{double(kChunk) / best_readv / 1e9, double(kChunk) / (best_ring / 2) / 1e9,
-                  double(kStreamProbe) / best_copy / 1e9, double(kStreamProbe) / best_stream / 1e9};
+                  double(probe) / best_copy / 1e9, double(probe) / best_stream / 1e9};
   // One-way messages through a real pair of links, each way in turn.
   for (int i = 0; i < 2; ++i) {
     double r[3] = {0, 0, 0};

@@ -33,7 +33,7 @@
 //   copy rate   bytes per second of memcpy of one cache-resident 64 KiB
 //               record after another into a destination far larger than
 //               the caches, as a receiver copies a large payload out of the
-//               ring (kStreamProbe bytes, fastest of a few passes);
+//               ring (stream_probe_bytes, fastest of a few passes);
 //   stream rate the same with streaming stores (kernels/cpu/stream.h). Where
 //               it beats the copy rate by kStreamGain, payloads of
 //               kStreamMin bytes and more received through the rings, and
@@ -82,8 +82,15 @@ struct CopyRates {
 /// took 0.20 ms with streaming stores vs 0.35 ms, 8 MiB 0.67 vs 1.13 ms,
 /// 32 MiB 3.7 vs 5.0 ms; at 1-2 MiB streaming was 5-20% slower.
 inline constexpr uint64_t kStreamMin = uint64_t(4) << 20;
-/// Bytes copied to measure the copy and stream rates.
-inline constexpr size_t kStreamProbe = size_t(16) << 20;
+/// Bytes copied to measure the copy and stream rates: twice the last-level
+/// cache (`last_level_cache` bytes; 0 when unknown), at least 16 MiB and at
+/// most 128 MiB, so that the stores go past the caches as a large
+/// payload's do. (A fixed 16 MiB stayed in a 32 MiB L3: regular stores
+/// measured 56 GB/s into it and 43 GB/s into 64 MiB, streaming ones 38-40.)
+size_t stream_probe_bytes(size_t last_level_cache);
+/// The size of cpu0's largest cache (sysfs: the highest-level cache of
+/// /sys/devices/system/cpu/cpu0/cache), or 0 where it cannot be read.
+size_t last_level_cache_bytes();
 /// Streaming stores must beat regular ones by this factor to be used.
 inline constexpr double kStreamGain = 1.1;
 

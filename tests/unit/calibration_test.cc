@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -31,7 +32,7 @@ std::string header_for_this_machine() {
   for (char& c : key) {
     if (c == '\n') c = ' ';
   }
-  return "omniccl-shm-calibration 4\nmachine " + key + "\n";
+  return "omniccl-shm-calibration 5\nmachine " + key + "\n";
 }
 
 /// The cache lines of the link-pair probes (CopyRates::link_*), GB/s at 1
@@ -110,6 +111,22 @@ TEST_F(Calibration, MeasuresBothRatesInAFewMilliseconds) {
   EXPECT_LT(ms, 1500.0);
 }
 
+TEST_F(Calibration, StreamProbeOutgrowsTheLastLevelCache) {
+  // The copy and stream rates are meant out of the caches: a destination
+  // that fits in the last-level cache (16 MiB in a 32 MiB L3) measured
+  // cache-resident stores (56 GB/s, against 43 GB/s into 64 MiB).
+  EXPECT_EQ(stream_probe_bytes(0), size_t(16) << 20);  // unknown: the old size
+  EXPECT_EQ(stream_probe_bytes(size_t(8) << 20), size_t(16) << 20);
+  EXPECT_EQ(stream_probe_bytes(size_t(32) << 20), size_t(64) << 20);
+  EXPECT_EQ(stream_probe_bytes(size_t(384) << 20), size_t(128) << 20);  // bounded
+  // Read from sysfs (cpu0's unified level-3 or level-2 cache), where there.
+  const size_t llc = last_level_cache_bytes();
+  if (std::filesystem::exists("/sys/devices/system/cpu/cpu0/cache/index3/size")) {
+    EXPECT_GE(llc, size_t(1) << 20);
+    EXPECT_LE(llc, size_t(4) << 30);
+  }
+}
+
 TEST_F(Calibration, ParsesOnlyItsOwnFormatForThisMachine) {
   const std::string h = header_for_this_machine();
   const std::string machine = h.substr(h.find('\n') + 1);
@@ -129,15 +146,17 @@ TEST_F(Calibration, ParsesOnlyItsOwnFormatForThisMachine) {
   EXPECT_DOUBLE_EQ(ok->link_split_gbps[1], 11.0);
   EXPECT_FALSE(parse_calibration(""));
   // Earlier formats (1: no copy and stream rates; 2: no link-pair probes;
-  // 3: below) are measured again, and so is a later one.
+  // 3 and 4: below) are measured again, and so is a later one.
   EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 1\n" + machine + "readv_gbps 2.5\nring_gbps 6\n"));
   EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 2\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + copies));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\nring_gbps 6\n" + copies));
   // 3: ring rates taken with memcpy, slow at some distances (kernels/cpu/copy.h).
   EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 3\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + tail));
-  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 5\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + tail));
+  // 4: copy and stream rates into 16 MiB, cache-resident where the L3 is larger.
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 4\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + tail));
+  EXPECT_FALSE(parse_calibration("omniccl-shm-calibration 6\n" + machine + "readv_gbps 2.5\nring_gbps 6\n" + tail));
   EXPECT_FALSE(
-      parse_calibration("omniccl-shm-calibration 4\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" + tail));
+      parse_calibration("omniccl-shm-calibration 5\nmachine otherhost 1.0 #1\nreadv_gbps 2.5\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps 2.5\n"));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps -1\nring_gbps 6\n" + tail));
   EXPECT_FALSE(parse_calibration(h + "readv_gbps nan\nring_gbps 6\n" + tail));
