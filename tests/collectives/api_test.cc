@@ -1141,7 +1141,7 @@ std::string planted_cache(const std::string& readv, const std::string& ring, con
   for (char& c : key) {
     if (c == '\n') c = ' ';
   }
-  return cat("omniccl-shm-calibration 4\nmachine ", key, "\nreadv_gbps ", readv, "\nring_gbps ", ring,
+  return cat("omniccl-shm-calibration 5\nmachine ", key, "\nreadv_gbps ", readv, "\nring_gbps ", ring,
              "\ncopy_gbps 5\nstream_gbps 5\n", links);
 }
 
@@ -1266,7 +1266,7 @@ TEST(SingleCopyCalibration, FirstJobMeasuresAndTheNextReadsTheCache) {
   std::ifstream in(cache);
   std::string magic;
   ASSERT_TRUE(std::getline(in, magic)) << "no cache file at " << cache;
-  EXPECT_EQ(magic, "omniccl-shm-calibration 4");
+  EXPECT_EQ(magic, "omniccl-shm-calibration 5");
   JobResult second = run_ranks(calibrated_job(cache), [&](occl_comm_t, int rank, int) {
     int rc = 0;
     std::string log = capture_stderr(
