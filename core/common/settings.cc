@@ -50,10 +50,19 @@ constexpr SettingInfo kSettings[] = {
      "/tmp/omniccl-shm-calibration-<uid>. Written atomically; ignored (and rewritten) unless it is a valid "
      "calibration owned by this user for this host and kernel."},
     {"OMNICCL_TCP_STREAMS", "auto",
-     "TCP sockets per pair of ranks for data (1-16, or auto: 2 while the job's sockets take at most half of the "
-     "open-file limit, else 1; a pair uses the smaller of its two ranks' values). With more than one, payloads "
-     "larger than 256 KiB are striped over them in 256 KiB pieces, so the kernel and the network card can spread "
-     "one peer's traffic over several queues and congestion windows."},
+     "TCP sockets per pair of ranks for data (1-16, or auto: between hosts, 2 while the job's sockets take at most "
+     "half of the open-file limit, else 1; between ranks of one host, 2 only where the host's calibration found "
+     "two faster than one over loopback, see OMNICCL_TCP_CALIBRATION; a pair uses the smaller of its two ranks' "
+     "values). With more than one, payloads larger than 256 KiB are striped over them in 256 KiB pieces, so the "
+     "kernel and the network card can spread one peer's traffic over several queues and congestion windows."},
+    {"OMNICCL_TCP_CALIBRATION", "cached",
+     "cached: with OMNICCL_TRANSPORT=tcp and OMNICCL_TCP_STREAMS=auto, the first communicator on a host times "
+     "one-way 4 MiB messages over loopback with one data socket and with two (about 10 ms) and caches the rates "
+     "(OMNICCL_TCP_CALIBRATION_FILE); force: measure again, ignoring the cache."},
+    {"OMNICCL_TCP_CALIBRATION_FILE", "(runtime dir)",
+     "TCP calibration cache file; default $XDG_RUNTIME_DIR/omniccl-tcp-calibration, else "
+     "/tmp/omniccl-tcp-calibration-<uid>. Written atomically; ignored (and rewritten) unless it is a valid "
+     "calibration owned by this user for this host and kernel."},
     {"OMNICCL_TCP_CONGESTION", "auto",
      "TCP congestion control of the data sockets. auto: between ranks of one host, a pacing algorithm (bbr) is "
      "replaced by cubic, else reno (pacing only delays loopback packets); links to other hosts keep the system's "

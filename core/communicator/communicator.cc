@@ -17,6 +17,7 @@
 #include "common/settings.h"
 #include "transport/shm/shm_link.h"
 #include "transport/tcp/tcp_link.h"
+#include "tuning/tcp_calibration.h"
 
 namespace omniccl {
 
@@ -28,6 +29,13 @@ uint64_t mix(uint64_t a, uint64_t b) {
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
   return x == 0 ? 1 : x;
+}
+
+/// MeshOptions::local_tcp_streams for a communicator of `size` ranks: the
+/// loopback calibration's count where ranks of one host talk over TCP
+/// (OMNICCL_TRANSPORT=tcp) and OMNICCL_TCP_STREAMS is auto; else 0.
+int local_tcp_streams(const CommConfig& c, int size) {
+  return c.tcp_streams == 0 && size > 1 && c.transport == "tcp" ? decide_local_tcp_streams().streams : 0;
 }
 
 }  // namespace
@@ -114,6 +122,7 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   opts.session = session;
   opts.transport = config.transport;
   opts.tcp_streams = config.tcp_streams;
+  opts.local_tcp_streams = local_tcp_streams(config, n);
   opts.tcp_congestion = config.tcp_congestion;
   opts.tcp_ip = tcp_ip;
   opts.deadline = deadline;
@@ -862,6 +871,7 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   opts.session = session;
   opts.transport = cfg.transport;
   opts.tcp_streams = cfg.tcp_streams;
+  opts.local_tcp_streams = local_tcp_streams(cfg, opts.size);
   opts.tcp_congestion = cfg.tcp_congestion;
   opts.tcp_ip = tcp_ip_;
   opts.deadline = deadline;

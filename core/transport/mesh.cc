@@ -127,12 +127,12 @@ struct Mesh::Setup {
   std::vector<Endpoint> remote;                  // by rank (this rank's own record too)
   std::vector<const TransportEntry*> transport;  // by peer
   std::vector<std::vector<UniqueFd>> data_fd;    // by peer: its data sockets, for transports that need them
-  /// Data sockets to peer p: none, or as many as both ranks asked for (the
-  /// smaller count; each is 1..kMaxTcpStreams: this rank's is checked by
-  /// Mesh::create, a peer's by Endpoint::decode).
+  /// Data sockets to peer p: none, or as many as both ranks asked for
+  /// (pair_tcp_streams; each count is 1..kMaxTcpStreams: this rank's is
+  /// checked by Mesh::create, a peer's by Endpoint::decode).
   int data_streams(int p) const {
     if (!transport[p]->needs_data_socket) return 0;
-    return std::min(remote[size_t(opts.rank)].tcp_streams, remote[size_t(p)].tcp_streams);
+    return pair_tcp_streams(remote[size_t(opts.rank)], remote[size_t(p)]);
   }
 };
 
@@ -146,6 +146,8 @@ int auto_tcp_streams(int size) {
 std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& exchange) {
   check_arg(opts.tcp_streams >= 0 && opts.tcp_streams <= kMaxTcpStreams, "mesh: ", opts.tcp_streams,
             " TCP data streams per peer asked for; use 1 to ", kMaxTcpStreams, " (OMNICCL_TCP_STREAMS), or auto");
+  check_arg(opts.local_tcp_streams >= 0 && opts.local_tcp_streams <= kMaxTcpStreams, "mesh: ", opts.local_tcp_streams,
+            " TCP data streams per peer of this host asked for; use 1 to ", kMaxTcpStreams, ", or 0 (auto)");
   check_congestion_setting(opts.tcp_congestion);
   std::unique_ptr<Mesh> m(new Mesh());
   m->rank_ = opts.rank;
@@ -183,6 +185,9 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   me.hostname = hostname();
   me.single_copy = opts.single_copy;
   me.tcp_streams = opts.tcp_streams > 0 ? opts.tcp_streams : auto_tcp_streams(opts.size);
+  me.local_tcp_streams = opts.tcp_streams > 0         ? opts.tcp_streams
+                         : opts.local_tcp_streams > 0 ? std::min(opts.local_tcp_streams, me.tcp_streams)
+                                                      : me.tcp_streams;
   me.cpus = s.own_cpus;
   net::SocketAddress unix_addr, tcp_addr;
   s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);

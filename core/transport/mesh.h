@@ -58,6 +58,10 @@ struct MeshOptions {
   /// Data sockets per TCP peer (1..kMaxTcpStreams; a pair uses the smaller
   /// count), or 0: auto_tcp_streams(size).
   int tcp_streams = 0;
+  /// With tcp_streams 0: data sockets per TCP peer on this host (the
+  /// loopback calibration's answer, tuning/tcp_calibration.h), at most
+  /// auto_tcp_streams(size); 0: auto_tcp_streams(size), as for other hosts.
+  int local_tcp_streams = 0;
   /// OMNICCL_TCP_CONGESTION: "auto", "system" or an algorithm's name
   /// (apply_congestion in transport/tcp/tcp_link.h).
   std::string tcp_congestion = "auto";
@@ -78,9 +82,9 @@ struct MeshOptions {
 /// Data sockets per TCP peer when none were asked for (OMNICCL_TCP_STREAMS
 /// unset or auto) in a job of `size` ranks: 2 while a control socket and two
 /// data sockets per peer, and 64 descriptors of room, take at most half of
-/// this process's open-file limit (RLIMIT_NOFILE, soft); else 1. Two sockets
-/// move large one-way transfers 5-30% faster on loopback (the kernel works on
-/// one while the receiver copies from the other).
+/// this process's open-file limit (RLIMIT_NOFILE, soft); else 1. Several
+/// flows let a network card and the kernel spread one peer's traffic; on
+/// loopback the calibration decides (MeshOptions::local_tcp_streams).
 int auto_tcp_streams(int size);
 
 class Mesh {

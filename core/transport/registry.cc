@@ -13,7 +13,7 @@ namespace omniccl::transport {
 namespace {
 
 constexpr char kSep = '\x1f';
-constexpr size_t kEndpointFields = 10;
+constexpr size_t kEndpointFields = 11;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
@@ -77,7 +77,7 @@ constexpr TransportEntry kTransports[] = {
 
 std::string Endpoint::encode() const {
   return str_cat(pid, kSep, host_id, kSep, hostname, kSep, unix_addr, kSep, tcp_addr, kSep, shm_name, kSep,
-                 single_copy ? 1 : 0, kSep, tcp_streams, kSep, cpus, kSep, tcp_framing);
+                 single_copy ? 1 : 0, kSep, tcp_streams, kSep, cpus, kSep, tcp_framing, kSep, local_tcp_streams);
 }
 
 Endpoint Endpoint::decode(const std::string& text, int rank) {
@@ -104,12 +104,21 @@ Endpoint Endpoint::decode(const std::string& text, int rank) {
   if (e.tcp_streams < 1 || e.tcp_streams > kMaxTcpStreams) {
     fail(Status::kInternal, "malformed address record from rank ", rank, ": ", f[7], " TCP streams");
   }
+  e.local_tcp_streams = std::atoi(f[10].c_str());
+  if (e.local_tcp_streams < 1 || e.local_tcp_streams > kMaxTcpStreams) {
+    fail(Status::kInternal, "malformed address record from rank ", rank, ": ", f[10], " TCP streams on its host");
+  }
   e.cpus = f[8];
   std::vector<int> cpu_numbers;
   if (!cpus::parse(e.cpus, &cpu_numbers)) {
     fail(Status::kInternal, "malformed address record from rank ", rank, ": CPU list '", e.cpus, "'");
   }
   return e;
+}
+
+int pair_tcp_streams(const Endpoint& a, const Endpoint& b) {
+  if (a.host_id == b.host_id) return std::min(a.local_tcp_streams, b.local_tcp_streams);
+  return std::min(a.tcp_streams, b.tcp_streams);
 }
 
 std::span<const TransportEntry> transports() { return kTransports; }

@@ -44,6 +44,9 @@ struct Endpoint {
   int tcp_streams = 1;            ///< data sockets it asks for per TCP peer (a pair uses the smaller count)
   std::string cpus;               ///< the CPUs it may run on, a cpulist ("0-3,8"; common/cpus.h)
   int tcp_framing = kTcpFraming;  ///< its build's kTcpFraming
+  /// Data sockets it asks for per TCP peer on its own host (loopback): a
+  /// pair of one host uses the smaller of its two ranks' counts.
+  int local_tcp_streams = 1;
 
   /// The record as sent in the exchange (fields in a fixed order).
   std::string encode() const;
@@ -52,6 +55,10 @@ struct Endpoint {
   /// shape or TCP framing (kTcpFraming).
   static Endpoint decode(const std::string& text, int rank);
 };
+
+/// Data sockets a TCP link between `a` and `b` uses: the smaller of their
+/// local_tcp_streams where they share a host, else of their tcp_streams.
+int pair_tcp_streams(const Endpoint& a, const Endpoint& b);
 
 struct Verdict {
   bool ok = false;

@@ -1,11 +1,9 @@
 #include "tuning/copy_calibration.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,10 +29,13 @@
 #include "common/status.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/stream.h"
+#include "tuning/calibration_file.h"
 #include "tuning/op_tuner.h"
 #include "transport/shm/shm_link.h"
 
 namespace omniccl {
+
+using calibration_file::rate_text;
 
 namespace {
 
@@ -58,7 +59,6 @@ constexpr int kStreamPasses = 3;
 // reference, split), at each of kLinkProbeBytes.
 constexpr int kLinkRepsSmall = 8;
 constexpr int kLinkRepsLarge = 4;
-constexpr auto kLockWait = std::chrono::seconds(2);
 
 std::mutex g_mu;
 // The decision this process made, and the cache file it was made for (a
@@ -66,82 +66,8 @@ std::mutex g_mu;
 std::optional<SingleCopyChoice> g_memo;
 std::string g_memo_path;
 
-/// "host kernel-release kernel-version": what the cache is valid for.
-std::string machine_key() {
-  utsname u{};
-  if (::uname(&u) != 0) return "unknown";
-  std::string key = str_cat(u.nodename, " ", u.release, " ", u.version);
-  std::replace(key.begin(), key.end(), '\n', ' ');
-  return key;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::string gbps(double v) {
-  std::ostringstream os;
-  os.precision(v < 10 ? 2 : 3);
-  os << v;
-  return os.str();
-}
-
-/// Reads the whole cache file if it is a regular file owned by this user and
-/// writable by no one else; nullopt (with *why) otherwise.
-std::optional<std::string> read_cache(const std::string& path, std::string* why) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) {
-    *why = errno == ENOENT ? "no cache yet" : str_cat("cannot open ", path, ": ", std::strerror(errno));
-    return std::nullopt;
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
-      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || st.st_size > 4096) {
-    *why = str_cat(path, " is not a small regular file owned by this user and writable only by it");
-    return std::nullopt;
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t k = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    got += static_cast<size_t>(k);
-  }
-  text.resize(got);
-  return text;
-}
-
-/// Writes the cache atomically (a private temporary file renamed over it).
-bool write_cache(const std::string& path, const std::string& text, std::string* why) {
-  std::random_device rd;
-  std::string tmp = str_cat(path, ".tmp.", ::getpid(), ".", rd());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.valid()) {
-    *why = str_cat("cannot create ", tmp, ": ", std::strerror(errno));
-    return false;
-  }
-  bool ok = ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  int err = errno;
-  fd = UniqueFd();
-  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
-  if (ok) err = errno;
-  ::unlink(tmp.c_str());
-  *why = str_cat("cannot write ", path, ": ", std::strerror(err));
-  return false;
-}
-
-/// An exclusive flock on `path`.lock, waited for at most kLockWait; invalid
-/// when it could not be had (the caller then goes on without it).
-UniqueFd lock_cache(const std::string& path) {
-  UniqueFd fd(::open(str_cat(path, ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.valid()) return fd;
-  const auto until = std::chrono::steady_clock::now() + kLockWait;
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if ((errno != EWOULDBLOCK && errno != EINTR) || std::chrono::steady_clock::now() >= until) return UniqueFd();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return fd;
 }
 
 SingleCopyChoice calibrate() {
@@ -150,10 +76,10 @@ SingleCopyChoice calibrate() {
   if (auto v = get_setting("OMNICCL_SHM_CALIBRATION")) mode = *v;
   check_arg(mode == "cached" || mode == "force", "OMNICCL_SHM_CALIBRATION is '", mode, "'; use cached or force");
 
-  UniqueFd lock = lock_cache(path);  // may be invalid: then measure without one
+  UniqueFd lock = calibration_file::lock(path);  // may be invalid: then measure without one
   std::string why;
   if (mode == "cached") {
-    if (auto text = read_cache(path, &why)) {
+    if (auto text = calibration_file::read(path, &why)) {
       if (auto rates = parse_calibration(*text)) return choice_from_rates(*rates, str_cat("from the cache ", path));
       why = str_cat(path, " is not a valid calibration for this host and kernel");
     }
@@ -185,7 +111,8 @@ SingleCopyChoice calibrate() {
   }
   std::string how = str_cat("calibrated: ", why, "; cached in ", path);
   std::string werr;
-  if (!write_cache(path, format_calibration(*rates), &werr)) how = str_cat("calibrated: ", why, "; not cached: ", werr);
+  if (!calibration_file::write(path, format_calibration(*rates), &werr))
+    how = str_cat("calibrated: ", why, "; not cached: ", werr);
   return choice_from_rates(*rates, how);
 }
 
@@ -228,18 +155,19 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
   c.one_way_split_min = one_way_from(r.link_split_gbps, r.link_ring_gbps);
   c.exchange = r.readv_gbps >= kExchangeShare * r.ring_gbps;
   c.exchange_oversubscribed = true;  // measured: process_vm_readv works
-  auto rates = [](const double(&x)[2]) { return str_cat(gbps(x[0]), "/", gbps(x[1])); };
-  c.reason =
-      str_cat("single copy for broadcast, gather and scatter: ", from_text(c.one_way_split_min), " (split copies ",
-              rates(r.link_split_gbps), " GB/s, ring ", rates(r.link_ring_gbps), " GB/s at 1/8 MiB), ",
-              from_text(c.one_way_min), " with OMNICCL_SHM_SPLIT_COPY=0 (", rates(r.link_ref_gbps),
-              " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off", " (process_vm_readv ",
-              gbps(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ", kExchangeShare, " x ring ", gbps(r.ring_gbps),
-              " GB/s)", c.exchange ? "" : ", on for all_to_all where ranks outnumber cores", " (", how, ")");
+  auto rates = [](const double(&x)[2]) { return str_cat(rate_text(x[0]), "/", rate_text(x[1])); };
+  c.reason = str_cat("single copy for broadcast, gather and scatter: ", from_text(c.one_way_split_min),
+                     " (split copies ", rates(r.link_split_gbps), " GB/s, ring ", rates(r.link_ring_gbps),
+                     " GB/s at 1/8 MiB), ", from_text(c.one_way_min), " with OMNICCL_SHM_SPLIT_COPY=0 (",
+                     rates(r.link_ref_gbps), " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off",
+                     " (process_vm_readv ", rate_text(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ",
+                     kExchangeShare, " x ring ", rate_text(r.ring_gbps), " GB/s)",
+                     c.exchange ? "" : ", on for all_to_all where ranks outnumber cores", " (", how, ")");
   c.copy_tuned = true;  // measured: process_vm_readv works
   c.stream_min = stream_min_from_rates(r);
-  const std::string stores = str_cat("streaming stores ", gbps(r.stream_gbps), " GB/s ", c.stream_min > 0 ? ">=" : "<",
-                                     " ", kStreamGain, " x memcpy ", gbps(r.copy_gbps), " GB/s");
+  const std::string stores =
+      str_cat("streaming stores ", rate_text(r.stream_gbps), " GB/s ", c.stream_min > 0 ? ">=" : "<", " ", kStreamGain,
+              " x memcpy ", rate_text(r.copy_gbps), " GB/s");
   c.stream_reason = c.stream_min > 0 ? str_cat("streaming stores from ", kStreamMin >> 20, " MiB (", stores, ")")
                                      : str_cat("no streaming stores (", stores, ")");
   c.reason = str_cat(c.reason, "; ", c.stream_reason);
@@ -278,13 +206,7 @@ size_t last_level_cache_bytes() {
 }
 
 std::string calibration_cache_path() {
-  if (auto v = get_setting("OMNICCL_SHM_CALIBRATION_FILE")) return *v;
-  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  struct stat st {};
-  if (xdg != nullptr && *xdg == '/' && ::stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid()) {
-    return str_cat(xdg, "/omniccl-shm-calibration");
-  }
-  return str_cat("/tmp/omniccl-shm-calibration-", ::geteuid());
+  return calibration_file::path("OMNICCL_SHM_CALIBRATION_FILE", "omniccl-shm-calibration");
 }
 
 namespace {
@@ -486,8 +408,8 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
 }
 
 std::string format_calibration(const CopyRates& r) {
-  return str_cat(kMagic, "\nmachine ", machine_key(), "\nreadv_gbps ", r.readv_gbps, "\nring_gbps ", r.ring_gbps,
-                 "\ncopy_gbps ", r.copy_gbps, "\nstream_gbps ", r.stream_gbps, "\nlink_ring_1m_gbps ",
+  return str_cat(kMagic, "\nmachine ", calibration_file::machine_key(), "\nreadv_gbps ", r.readv_gbps, "\nring_gbps ",
+                 r.ring_gbps, "\ncopy_gbps ", r.copy_gbps, "\nstream_gbps ", r.stream_gbps, "\nlink_ring_1m_gbps ",
                  r.link_ring_gbps[0], "\nlink_ring_8m_gbps ", r.link_ring_gbps[1], "\nlink_ref_1m_gbps ",
                  r.link_ref_gbps[0], "\nlink_ref_8m_gbps ", r.link_ref_gbps[1], "\nlink_split_1m_gbps ",
                  r.link_split_gbps[0], "\nlink_split_8m_gbps ", r.link_split_gbps[1], "\n");
@@ -497,7 +419,7 @@ std::optional<CopyRates> parse_calibration(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line) || line != kMagic) return std::nullopt;
-  if (!std::getline(in, line) || line != str_cat("machine ", machine_key())) return std::nullopt;
+  if (!std::getline(in, line) || line != str_cat("machine ", calibration_file::machine_key())) return std::nullopt;
   CopyRates r;
   for (auto [name, field] :
        {std::pair{"readv_gbps ", &r.readv_gbps}, std::pair{"ring_gbps ", &r.ring_gbps},
@@ -506,13 +428,7 @@ std::optional<CopyRates> parse_calibration(const std::string& text) {
         std::pair{"link_ref_1m_gbps ", &r.link_ref_gbps[0]}, std::pair{"link_ref_8m_gbps ", &r.link_ref_gbps[1]},
         std::pair{"link_split_1m_gbps ", &r.link_split_gbps[0]},
         std::pair{"link_split_8m_gbps ", &r.link_split_gbps[1]}}) {
-    if (!std::getline(in, line) || line.rfind(name, 0) != 0) return std::nullopt;
-    std::string num = line.substr(std::strlen(name));
-    char* end = nullptr;
-    errno = 0;
-    double v = std::strtod(num.c_str(), &end);
-    if (num.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0 || v > 1e4) return std::nullopt;
-    *field = v;
+    if (!std::getline(in, line) || !calibration_file::parse_rate(line, name, field)) return std::nullopt;
   }
   if (std::getline(in, line)) return std::nullopt;  // trailing garbage
   return r;

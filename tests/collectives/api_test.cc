@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -975,13 +976,17 @@ TEST(SingleCopy, OffByEnvironment) {
 }
 
 /// Two ranks over TCP, each with OMNICCL_TCP_STREAMS set to its entry of
-/// `values` (nullptr: unset): both must log "2 data streams" at INFO and a
-/// 3 MiB all_reduce (twelve stripes of 256 KiB) must arrive intact.
-void expect_two_streams(const char* const (&values)[2]) {
+/// `values` (nullptr: unset) and, where `tcp_cache` is not empty, the TCP
+/// calibration cache at that path: both must log the link to the other with
+/// `streams` data streams at INFO (", N data streams" where N > 1, nothing
+/// where 1), and a 3 MiB all_reduce (twelve stripes of 256 KiB) must arrive
+/// intact.
+void expect_streams(const char* const (&values)[2], int streams, const std::string& tcp_cache = "") {
   JobOptions o = opts(2, "tcp");
   o.create_comm = false;
   o.env = {{"OMNICCL_DEBUG", "INFO"}, {"OMNICCL_DEBUG_SUBSYS", "TRANSPORT"}};
-  JobResult res = run_ranks(o, [&values](occl_comm_t, int rank, int n) {
+  if (!tcp_cache.empty()) o.env["OMNICCL_TCP_CALIBRATION_FILE"] = tcp_cache;
+  JobResult res = run_ranks(o, [&values, streams](occl_comm_t, int rank, int n) {
     if (values[rank] != nullptr) {
       ::setenv("OMNICCL_TCP_STREAMS", values[rank], 1);
     } else {
@@ -1002,9 +1007,9 @@ void expect_two_streams(const char* const (&values)[2]) {
         },
         &rc);
     RANK_CHECK(rc == 0, rank, cat("occl_comm_init: ", occl_last_error()));
-    RANK_CHECK(
-        log.find(cat("-> rank ", 1 - rank, ": tcp (OMNICCL_TRANSPORT=tcp), 2 data streams")) != std::string::npos, rank,
-        "no '2 data streams' line in:\n" + log);
+    const std::string line = cat("-> rank ", 1 - rank, ": tcp (OMNICCL_TRANSPORT=tcp)",
+                                 streams > 1 ? cat(", ", streams, " data streams") : std::string(), "\n");
+    RANK_CHECK(log.find(line) != std::string::npos, rank, cat("no line ending '", line, "' in:\n", log));
     const int rc2 = all_reduce_works(comm, rank, n, int64_t(3) << 18);
     RANK_OK(occl_comm_destroy(comm), rank);
     return rc2;
@@ -1014,13 +1019,7 @@ void expect_two_streams(const char* const (&values)[2]) {
 
 // OMNICCL_TCP_STREAMS differs between the ranks (2 and 5): the pair uses
 // the smaller count, says so at INFO, and striped payloads arrive intact.
-TEST(TcpStreams, APairUsesTheSmallerCountOfItsRanks) { expect_two_streams({"2", "5"}); }
-
-// OMNICCL_TCP_STREAMS unset (auto): a pair of ranks over TCP opens two data
-// sockets (their open-file limit has room). With one socket (the old
-// default), large one-way transfers on loopback ran 5-30% slower (README,
-// round 8).
-TEST(TcpStreams, AutoGivesASmallJobTwoStreams) { expect_two_streams({nullptr, nullptr}); }
+TEST(TcpStreams, APairUsesTheSmallerCountOfItsRanks) { expect_streams({"2", "5"}, 2); }
 
 /// Bytes each TCP socket of this process has had acknowledged (sent) and
 /// received (TCP_INFO), by descriptor.
@@ -1143,6 +1142,53 @@ std::string planted_cache(const std::string& readv, const std::string& ring, con
   }
   return cat("omniccl-shm-calibration 5\nmachine ", key, "\nreadv_gbps ", readv, "\nring_gbps ", ring,
              "\ncopy_gbps 5\nstream_gbps 5\n", links);
+}
+
+/// A TCP calibration cache for this machine (uname) with the given rates
+/// of one data socket and two.
+std::string planted_tcp_cache(const std::string& one, const std::string& two) {
+  utsname u{};
+  ::uname(&u);
+  std::string key = cat(u.nodename, " ", u.release, " ", u.version);
+  for (char& c : key) {
+    if (c == '\n') c = ' ';
+  }
+  return cat("omniccl-tcp-calibration 1\nmachine ", key, "\none_socket_gbps ", one, "\ntwo_sockets_gbps ", two, "\n");
+}
+
+/// Writes `text` to `path`, private to this user (as a cache must be).
+void plant(const std::string& path, const std::string& text) {
+  {
+    std::ofstream out(path);
+    out << text;
+  }
+  ::chmod(path.c_str(), 0600);
+}
+
+// OMNICCL_TCP_STREAMS unset (auto), ranks of one host: the pair uses two data
+// sockets where the host's calibration found two faster over loopback ...
+TEST(TcpStreams, AutoTakesTwoStreamsOnOneHostWhereTheCalibrationFoundTwoFaster) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  plant(dir.path + "/tcp", planted_tcp_cache("6", "8"));
+  expect_streams({nullptr, nullptr}, 2, dir.path + "/tcp");
+}
+
+// ... and one where it found one faster (README, Round 25: on one machine two
+// took up to 1.7x as long) ...
+TEST(TcpStreams, AutoTakesOneStreamOnOneHostWhereTheCalibrationFoundOneFaster) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  plant(dir.path + "/tcp", planted_tcp_cache("13", "11"));
+  expect_streams({nullptr, nullptr}, 1, dir.path + "/tcp");
+}
+
+// ... while a count set by OMNICCL_TCP_STREAMS wins over the calibration.
+TEST(TcpStreams, ASetCountWinsOverTheCalibration) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  plant(dir.path + "/tcp", planted_tcp_cache("13", "11"));
+  expect_streams({"2", "2"}, 2, dir.path + "/tcp");
 }
 
 bool ranks_may_read_each_other() {

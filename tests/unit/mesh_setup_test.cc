@@ -204,8 +204,8 @@ class SlowRankZero {
   /// Its address record (Endpoint::encode's fields).
   std::string record() const {
     return std::string("1\x1f") + "slow-host\x1f" + "slow-host\x1f" + "\x1f" + addr_.text + "\x1f" + "\x1f" + "0" +
-           "\x1f" + "1" + "\x1f" + "0" + "\x1f" +
-           std::to_string(kTcpFraming);  // ..., single copy, TCP streams, CPU list, TCP framing
+           "\x1f" + "1" + "\x1f" + "0" + "\x1f" + std::to_string(kTcpFraming) + "\x1f" +
+           "1";  // ..., single copy, TCP streams, CPU list, TCP framing, TCP streams on its host
   }
   std::string error() {
     std::lock_guard<std::mutex> l(mu_);
@@ -436,6 +436,29 @@ TEST(MeshOptionsCheck, TcpStreamsOutsideTheRangeAreRefusedFirst) {
       EXPECT_NE(std::string(e.what()).find(std::to_string(bad) + " TCP data streams"), std::string::npos) << e.what();
     }
     EXPECT_FALSE(exchanged) << "the address exchange ran with " << bad << " TCP streams";
+  }
+}
+
+// The same for the count for peers of this host (MeshOptions::local_tcp_streams,
+// 0 = auto).
+TEST(MeshOptionsCheck, LocalTcpStreamsOutsideTheRangeAreRefusedFirst) {
+  for (int bad : {-1, kMaxTcpStreams + 1}) {
+    MeshOptions o = options(0, 2, fresh_session());
+    o.local_tcp_streams = bad;
+    bool exchanged = false;
+    try {
+      Mesh::create(o, [&](const std::string&) {
+        exchanged = true;
+        return std::vector<std::string>{};
+      });
+      ADD_FAILURE() << bad << " TCP streams on this host were accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bad) + " TCP data streams per peer of this host"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(exchanged) << "the address exchange ran with " << bad << " TCP streams on this host";
   }
 }
 

@@ -122,6 +122,7 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   Endpoint e = endpoint(3, "hostA");
   e.single_copy = false;
   e.tcp_streams = 4;
+  e.local_tcp_streams = 3;
   Endpoint d = Endpoint::decode(e.encode(), 3);
   EXPECT_EQ(d.rank, 3);
   EXPECT_EQ(d.pid, e.pid);
@@ -132,12 +133,16 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   EXPECT_EQ(d.shm_name, e.shm_name);
   EXPECT_FALSE(d.single_copy);
   EXPECT_EQ(d.tcp_streams, 4);
+  EXPECT_EQ(d.local_tcp_streams, 3);
   EXPECT_EQ(d.cpus, "0-3,8");
   // A stream count outside 1..kMaxTcpStreams is malformed.
   for (int bad : {0, kMaxTcpStreams + 1}) {
     Endpoint b = e;
     b.tcp_streams = bad;
     EXPECT_THROW(Endpoint::decode(b.encode(), 3), Error) << bad;
+    b = e;
+    b.local_tcp_streams = bad;
+    EXPECT_THROW(Endpoint::decode(b.encode(), 3), Error) << bad << " on its host";
   }
   // A CPU list that is not a cpulist is malformed, and the message names it.
   for (const char* bad : {"", "x", "3-1", "0,", "1-", "99999999"}) {
@@ -155,6 +160,27 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
                                 3),
                Error);
   EXPECT_THROW(Endpoint::decode("", 3), Error);
+}
+
+// A pair of one host takes the smaller of its ranks' counts for this host
+// (the loopback calibration's), a pair across hosts the smaller of their
+// counts for other hosts.
+TEST(TransportRegistry, PairsOfOneHostUseTheirLocalStreamCount) {
+  Endpoint a = endpoint(0, "hostA"), b = endpoint(1, "hostA"), c = endpoint(2, "hostB");
+  a.tcp_streams = 2;
+  a.local_tcp_streams = 1;
+  b.tcp_streams = 4;
+  b.local_tcp_streams = 3;
+  c.tcp_streams = 3;
+  c.local_tcp_streams = 1;
+  EXPECT_EQ(pair_tcp_streams(a, b), 1);
+  EXPECT_EQ(pair_tcp_streams(b, a), 1);
+  EXPECT_EQ(pair_tcp_streams(a, c), 2);
+  EXPECT_EQ(pair_tcp_streams(b, c), 3);
+  EXPECT_EQ(pair_tcp_streams(c, b), 3);
+  a.local_tcp_streams = 2;
+  b.local_tcp_streams = 2;
+  EXPECT_EQ(pair_tcp_streams(a, b), 2);
 }
 
 // Every record carries its build's TCP framing; a rank whose build frames
