@@ -1,8 +1,6 @@
 #include "tuning/copy_calibration.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -10,26 +8,22 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <exception>
 #include <fstream>
 #include <mutex>
 #include <random>
 #include <sstream>
-#include <thread>
-#include <atomic>
 #include <memory>
 #include <vector>
 
-#include "common/cpus.h"
-#include "common/fd.h"
 #include "common/log.h"
 #include "common/settings.h"
 #include "common/status.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/stream.h"
 #include "tuning/calibration_file.h"
+#include "tuning/one_way_probe.h"
 #include "tuning/op_tuner.h"
 #include "transport/shm/shm_link.h"
 
@@ -71,49 +65,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 SingleCopyChoice calibrate() {
-  const std::string path = calibration_cache_path();
-  std::string mode = "cached";
-  if (auto v = get_setting("OMNICCL_SHM_CALIBRATION")) mode = *v;
-  check_arg(mode == "cached" || mode == "force", "OMNICCL_SHM_CALIBRATION is '", mode, "'; use cached or force");
-
-  UniqueFd lock = calibration_file::lock(path);  // may be invalid: then measure without one
-  std::string why;
-  if (mode == "cached") {
-    if (auto text = calibration_file::read(path, &why)) {
-      if (auto rates = parse_calibration(*text)) return choice_from_rates(*rates, str_cat("from the cache ", path));
-      why = str_cat(path, " is not a valid calibration for this host and kernel");
-    }
-  } else {
-    why = "OMNICCL_SHM_CALIBRATION=force";
-  }
-  // On a thread of its own that may use every CPU: a launcher may have bound
-  // this rank to one (omniccl-run, mpirun), and the link probe needs two
-  // cores, as two ranks have. (What the measurement throws, it throws here.)
-  std::string error;
-  std::optional<CopyRates> rates;
-  std::exception_ptr thrown;
-  std::thread probe([&] {
-    cpus::allow_every_cpu();
-    try {
-      rates = measure_copy_rates(&error);
-    } catch (...) {
-      thrown = std::current_exception();
-    }
-  });
-  probe.join();
-  if (thrown) std::rethrow_exception(thrown);
-  if (!rates) {
+  const auto found =
+      calibration_file::read_or_measure<CopyRates>(calibration_cache_path(), "OMNICCL_SHM_CALIBRATION", "calibration",
+                                                   parse_calibration, format_calibration, measure_copy_rates);
+  if (!found.rates) {
     SingleCopyChoice c;
-    c.reason = str_cat("single copy off: ", error);
+    c.reason = str_cat("single copy off: ", found.error);
     c.stream_reason = "no streaming stores (not measured)";
     c.reason = str_cat(c.reason, "; ", c.stream_reason);
     return c;
   }
-  std::string how = str_cat("calibrated: ", why, "; cached in ", path);
-  std::string werr;
-  if (!calibration_file::write(path, format_calibration(*rates), &werr))
-    how = str_cat("calibrated: ", why, "; not cached: ", werr);
-  return choice_from_rates(*rates, how);
+  return choice_from_rates(*found.rates, found.how);
 }
 
 }  // namespace
@@ -239,93 +201,50 @@ enum class Way { kRing, kRef, kSplit };
 
 /// Times `reps` one-way messages of `bytes` (src to dst) from link 0's
 /// thread (this one) to link 1's (a helper thread), each way in turn, and
-/// stores the fastest rate of each in rates[way]. Both threads spin (and
-/// yield when nothing moved, for a host with one free core). False (with
-/// *error) when a message took longer than `limit`.
+/// stores the fastest rate of each in rates[way]. False (with *error) when
+/// a message failed or took longer than 2 s (time_one_way).
 bool time_links(size_t bytes, int reps, double (&rates)[3], std::string* error) {
-  constexpr auto kLimit = std::chrono::seconds(2);
   LinkPair lp;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
-  struct Header {
-    uint64_t n;
-  };
-  std::atomic<int> go{0}, done{0};
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> end_ns{0};
-  std::atomic<int> way_now{0};
-  auto now_ns = [] {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
-  std::string thread_error;
-  std::thread receiver([&] {
-    try {
-      for (int k = 1;; ++k) {
-        while (go.load(std::memory_order_acquire) < k) {
-          if (stop.load(std::memory_order_relaxed)) return;
-          std::this_thread::yield();
-        }
-        Header h{};
-        transport::Message m;
-        m.header = &h;
-        m.header_bytes = sizeof h;
-        while (m.header_done < sizeof h && !stop.load(std::memory_order_relaxed)) {
-          if (!lp.link[1]->recv_header(m)) std::this_thread::yield();
-        }
-        m.payload = {dst.data(), bytes, DeviceKind::kCPU};
-        m.may_split = Way(way_now.load(std::memory_order_relaxed)) == Way::kSplit;
-        while (!m.complete && !stop.load(std::memory_order_relaxed)) {
-          if (!lp.link[1]->recv_payload(m)) std::this_thread::yield();
-          lp.link[1]->flush();
-        }
-        end_ns.store(now_ns(), std::memory_order_relaxed);
-        done.store(k, std::memory_order_release);
-      }
-    } catch (const std::exception& e) {
-      thread_error = e.what();
-      done.store(-1, std::memory_order_release);
+  uint64_t hdr_out = 0, hdr_in = 0;
+  transport::Message out, in;
+  auto way_of = [](int k) { return Way((k - 1) % 3); };
+  auto send = [&](int k, bool first) {
+    if (first) {
+      hdr_out = uint64_t(k);
+      out = transport::Message{};
+      out.header = &hdr_out;
+      out.header_bytes = sizeof hdr_out;
+      out.payload = {src.data(), bytes, DeviceKind::kCPU};
+      out.may_reference = way_of(k) != Way::kRing;
     }
-  });
+    const bool moved = lp.link[0]->send(out);
+    lp.link[0]->flush();
+    return out.complete ? ProbeStep::kDone : moved ? ProbeStep::kMoved : ProbeStep::kIdle;
+  };
+  auto recv = [&](int k, bool first) {
+    if (first) {
+      in = transport::Message{};
+      in.header = &hdr_in;
+      in.header_bytes = sizeof hdr_in;
+    }
+    if (in.header_done < in.header_bytes) {
+      if (!lp.link[1]->recv_header(in)) return ProbeStep::kIdle;
+      if (in.header_done < in.header_bytes) return ProbeStep::kMoved;
+      in.payload = {dst.data(), bytes, DeviceKind::kCPU};
+      in.may_split = way_of(k) == Way::kSplit;
+    }
+    const bool moved = lp.link[1]->recv_payload(in);
+    lp.link[1]->flush();
+    return in.complete ? ProbeStep::kDone : moved ? ProbeStep::kMoved : ProbeStep::kIdle;
+  };
+  std::vector<double> seconds;
+  if (!time_one_way(3 * reps, send, recv, &seconds, error)) return false;
   double best[3] = {1e30, 1e30, 1e30};
-  bool ok = true;
-  for (int k = 1; ok && k <= 3 * reps; ++k) {
-    const Way way = Way((k - 1) % 3);
-    way_now.store(int(way), std::memory_order_relaxed);
-    Header h{uint64_t(k)};
-    transport::Message m;
-    m.header = &h;
-    m.header_bytes = sizeof h;
-    m.payload = {src.data(), bytes, DeviceKind::kCPU};
-    m.may_reference = way != Way::kRing;
-    const auto until = std::chrono::steady_clock::now() + kLimit;
-    const int64_t start = now_ns();
-    go.store(k, std::memory_order_release);
-    try {
-      while (!m.complete) {
-        if (!lp.link[0]->send(m)) std::this_thread::yield();
-        lp.link[0]->flush();
-        if (std::chrono::steady_clock::now() > until) break;
-      }
-    } catch (const std::exception& e) {
-      *error = str_cat("a calibration transfer failed: ", e.what());
-      ok = false;
-      break;
-    }
-    while (done.load(std::memory_order_acquire) != k && done.load(std::memory_order_acquire) >= 0 &&
-           std::chrono::steady_clock::now() <= until) {
-      std::this_thread::yield();
-    }
-    if (done.load(std::memory_order_acquire) != k) {
-      *error = thread_error.empty() ? str_cat("a calibration transfer of ", bytes, " bytes took over 2 s")
-                                    : str_cat("a calibration transfer failed: ", thread_error);
-      ok = false;
-      break;
-    }
-    best[int(way)] = std::min(best[int(way)], double(end_ns.load(std::memory_order_relaxed) - start) * 1e-9);
+  for (int k = 1; k <= 3 * reps; ++k) {
+    double& b = best[int(way_of(k))];
+    b = std::min(b, seconds[size_t(k - 1)]);
   }
-  stop.store(true);
-  receiver.join();
-  if (!ok) return false;
   for (int w = 0; w < 3; ++w) rates[w] = double(bytes) / best[w] / 1e9;
   return true;
 }
