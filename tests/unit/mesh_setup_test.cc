@@ -417,6 +417,23 @@ TEST(MeshPipelinedHellos, RefusedTokenFailsAtOnceAndNothingIsLeftWaiting) {
 // ---------------------------------------------------------------------------
 // Options
 
+/// Mesh::create with options `o` must throw Error(kInvalidArgument) whose
+/// message holds `named`, before the address exchange.
+void expect_refused_first(const MeshOptions& o, const std::string& named) {
+  bool exchanged = false;
+  try {
+    Mesh::create(o, [&](const std::string&) {
+      exchanged = true;
+      return std::vector<std::string>{};
+    });
+    ADD_FAILURE() << "accepted; expected an error naming '" << named << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(exchanged) << "the address exchange ran before '" << named << "' was refused";
+}
+
 // A data stream count outside 0 (auto) ..kMaxTcpStreams is refused before
 // anything is set up (no address exchange), naming the count: the pair's
 // count is the smaller of two validated ones, never 0.
@@ -424,18 +441,7 @@ TEST(MeshOptionsCheck, TcpStreamsOutsideTheRangeAreRefusedFirst) {
   for (int bad : {-1, -2, kMaxTcpStreams + 1}) {
     MeshOptions o = options(0, 2, fresh_session());
     o.tcp_streams = bad;
-    bool exchanged = false;
-    try {
-      Mesh::create(o, [&](const std::string&) {
-        exchanged = true;
-        return std::vector<std::string>{};
-      });
-      ADD_FAILURE() << bad << " TCP streams were accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
-      EXPECT_NE(std::string(e.what()).find(std::to_string(bad) + " TCP data streams"), std::string::npos) << e.what();
-    }
-    EXPECT_FALSE(exchanged) << "the address exchange ran with " << bad << " TCP streams";
+    expect_refused_first(o, std::to_string(bad) + " TCP data streams per peer asked for");
   }
 }
 
@@ -445,20 +451,7 @@ TEST(MeshOptionsCheck, LocalTcpStreamsOutsideTheRangeAreRefusedFirst) {
   for (int bad : {-1, kMaxTcpStreams + 1}) {
     MeshOptions o = options(0, 2, fresh_session());
     o.local_tcp_streams = bad;
-    bool exchanged = false;
-    try {
-      Mesh::create(o, [&](const std::string&) {
-        exchanged = true;
-        return std::vector<std::string>{};
-      });
-      ADD_FAILURE() << bad << " TCP streams on this host were accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
-      EXPECT_NE(std::string(e.what()).find(std::to_string(bad) + " TCP data streams per peer of this host"),
-                std::string::npos)
-          << e.what();
-    }
-    EXPECT_FALSE(exchanged) << "the address exchange ran with " << bad << " TCP streams on this host";
+    expect_refused_first(o, std::to_string(bad) + " TCP data streams per peer of this host");
   }
 }
 
