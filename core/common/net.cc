@@ -208,6 +208,32 @@ UniqueFd accept_until(int listen_fd, Deadline deadline) {
   }
 }
 
+namespace {
+
+/// A socket's own end (`peer` false) or the other end's, as text
+/// ("127.0.0.1:41234"); empty where it has none.
+std::string end_text(int fd, bool peer) {
+  sockaddr_storage ss{};
+  socklen_t n = sizeof ss;
+  auto* sa = reinterpret_cast<sockaddr*>(&ss);
+  if ((peer ? ::getpeername(fd, sa, &n) : ::getsockname(fd, sa, &n)) != 0) return {};
+  const uint16_t port = ss.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(sa)->sin_port)
+                        : ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(sa)->sin6_port)
+                                                   : 0;
+  return port == 0 ? std::string() : str_cat(address_text(sa), ":", port);
+}
+
+}  // namespace
+
+UniqueFd accept_own(int listen_fd, int connected_fd, Deadline deadline) {
+  const std::string mine = end_text(connected_fd, /*peer=*/false);
+  if (mine.empty()) return UniqueFd();
+  for (;;) {
+    UniqueFd fd = accept_until(listen_fd, deadline);
+    if (!fd.valid() || end_text(fd.get(), /*peer=*/true) == mine) return fd;
+  }
+}
+
 void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& what) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {

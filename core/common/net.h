@@ -77,6 +77,11 @@ UniqueFd connect_to(const SocketAddress& addr, Deadline deadline, const std::fun
 /// Accepts one connection, waiting at most until the deadline (an invalid
 /// fd on timeout).
 UniqueFd accept_until(int listen_fd, Deadline deadline);
+/// Accepts the connection that `connected_fd` (a TCP socket of this process,
+/// connected to `listen_fd`'s address) made: others that arrive first, from
+/// anyone else who found the port, are closed. Invalid fd when it did not
+/// arrive before the deadline.
+UniqueFd accept_own(int listen_fd, int connected_fd, Deadline deadline);
 
 /// Writes all bytes, bounded by the deadline.
 void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& what);

@@ -34,17 +34,18 @@ std::optional<TcpStreamsChoice> g_memo;
 std::string g_memo_path;
 
 /// Two loopback links of `streams` sockets each way's end: [0] sends, [1]
-/// receives, as Mesh builds them between two ranks of one host.
+/// receives, as Mesh builds them between two ranks of one host. A
+/// connection to the probe's port from anyone else (another local process
+/// that found it) is closed, not measured.
 std::array<std::unique_ptr<transport::TcpLink>, 2> loopback_pair(int streams) {
   net::SocketAddress addr;
   UniqueFd listener = net::listen_tcp("127.0.0.1", addr);
   std::vector<UniqueFd> out, in;
+  const Deadline deadline = Deadline::after_ms(2000);
   for (int i = 0; i < streams; ++i) {
-    const Deadline deadline = Deadline::after_ms(2000);
     out.push_back(net::connect_to(addr, deadline));
-    UniqueFd fd = net::accept_until(listener.get(), deadline);
-    if (!fd.valid()) fail(Status::kInternal, "no loopback connection within 2 s");
-    in.push_back(std::move(fd));
+    in.push_back(net::accept_own(listener.get(), out.back().get(), deadline));
+    if (!in.back().valid()) fail(Status::kInternal, "no loopback connection within 2 s");
   }
   for (auto* fds : {&out, &in}) {
     for (const UniqueFd& fd : *fds) transport::apply_congestion(fd.get(), "auto", /*same_host=*/true, 1);

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "common/fd.h"
 #include "common/net.h"
 #include "common/time.h"
@@ -56,6 +58,45 @@ TEST(NetBuffers, BothEndsAdvertiseWindowsAsLargeAsTheirBuffers) {
     EXPECT_GE(clamp, rcvbuf / 4) << "window clamp " << clamp << " with a receive buffer of " << rcvbuf;
   }
   EXPECT_EQ(int_option(connected.get(), IPPROTO_TCP, TCP_NODELAY), 1);
+}
+
+// accept_own takes the connection its own socket made, however many others
+// reached the listener first, and closes those: each stranger then reads
+// end-of-stream.
+TEST(NetAcceptOwn, StrangersThatConnectFirstAreClosedNotAccepted) {
+  SocketAddress addr;
+  UniqueFd listener = listen_tcp("127.0.0.1", addr);
+  UniqueFd stranger1 = connect_to(addr, Deadline::after_ms(5000));
+  UniqueFd stranger2 = connect_to(addr, Deadline::after_ms(5000));
+  UniqueFd mine = connect_to(addr, Deadline::after_ms(5000));
+  ASSERT_TRUE(stranger1.valid() && stranger2.valid() && mine.valid());
+  UniqueFd accepted = accept_own(listener.get(), mine.get(), Deadline::after_ms(5000));
+  ASSERT_TRUE(accepted.valid());
+  const char out = 'x';
+  ASSERT_EQ(::send(mine.get(), &out, 1, 0), 1);
+  char in = 0;
+  EXPECT_EQ(::recv(accepted.get(), &in, 1, 0), 1);
+  EXPECT_EQ(in, 'x');
+  for (int fd : {stranger1.get(), stranger2.get()}) {
+    char c = 0;
+    EXPECT_EQ(::recv(fd, &c, 1, 0), 0) << "a stranger's connection was not closed";
+  }
+}
+
+// Nothing of its own arrives: an invalid fd by the deadline, not a stranger.
+TEST(NetAcceptOwn, OnlyStrangersGiveNothingByTheDeadline) {
+  SocketAddress addr, other_addr;
+  UniqueFd listener = listen_tcp("127.0.0.1", addr);
+  UniqueFd other = listen_tcp("127.0.0.1", other_addr);
+  UniqueFd stranger = connect_to(addr, Deadline::after_ms(5000));
+  UniqueFd elsewhere = connect_to(other_addr, Deadline::after_ms(5000));  // "mine", to another listener
+  ASSERT_TRUE(stranger.valid() && elsewhere.valid());
+  const auto t0 = std::chrono::steady_clock::now();
+  UniqueFd accepted = accept_own(listener.get(), elsewhere.get(), Deadline::after_ms(300));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(accepted.valid());
+  EXPECT_GE(ms, 250);
+  EXPECT_LT(ms, 5000);
 }
 
 }  // namespace
