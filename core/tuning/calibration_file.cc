@@ -96,15 +96,30 @@ UniqueFd lock(const std::string& path) {
   return fd;
 }
 
-bool parse_rate(const std::string& line, const char* name, double* out) {
-  if (line.rfind(name, 0) != 0) return false;
-  const std::string num = line.substr(std::strlen(name));
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(num.c_str(), &end);
-  if (num.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0 || v > 1e4) return false;
-  *out = v;
-  return true;
+std::string format_rates(const char* magic, std::initializer_list<std::pair<const char*, double>> rates) {
+  std::ostringstream os;
+  os << magic << "\nmachine " << machine_key() << "\n";
+  for (const auto& [name, rate] : rates) os << name << ' ' << rate << '\n';
+  return os.str();
+}
+
+bool parse_rates(const std::string& text, const char* magic,
+                 std::initializer_list<std::pair<const char*, double*>> fields) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != magic) return false;
+  if (!std::getline(in, line) || line != str_cat("machine ", machine_key())) return false;
+  for (const auto& [name, field] : fields) {
+    const std::string prefix = str_cat(name, " ");
+    if (!std::getline(in, line) || line.rfind(prefix, 0) != 0) return false;
+    const std::string num = line.substr(prefix.size());
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(num.c_str(), &end);
+    if (num.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= 0 || v > 1e4) return false;
+    *field = v;
+  }
+  return !std::getline(in, line);  // nothing after the last rate
 }
 
 std::string rate_text(double gbps) {

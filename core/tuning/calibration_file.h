@@ -4,9 +4,11 @@
 #pragma once
 
 #include <exception>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "common/cpus.h"
 #include "common/fd.h"
@@ -35,9 +37,15 @@ bool write(const std::string& path, const std::string& text, std::string* why);
 /// when it could not be had (the caller then goes on without it).
 UniqueFd lock(const std::string& path);
 
-/// A rate line of a cache, "`name`<number>" (name ends with its space): the
-/// number where it is finite, positive and at most 10^4; else false.
-bool parse_rate(const std::string& line, const char* name, double* out);
+/// A cache's text: `magic`, "machine <machine_key()>", then "<name> <rate>"
+/// per entry, a line each.
+std::string format_rates(const char* magic, std::initializer_list<std::pair<const char*, double>> rates);
+
+/// Parses format_rates' text into the fields named, in order: false unless
+/// it holds `magic`, this machine's key, every name with a rate that is
+/// finite, positive and at most 10^4, and nothing more.
+bool parse_rates(const std::string& text, const char* magic,
+                 std::initializer_list<std::pair<const char*, double*>> fields);
 
 /// A rate for the log: two significant digits below 10, three above.
 std::string rate_text(double gbps);

@@ -13,7 +13,6 @@
 #include <fstream>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <memory>
 #include <vector>
 
@@ -327,29 +326,33 @@ std::optional<CopyRates> measure_copy_rates(std::string* error) {
 }
 
 std::string format_calibration(const CopyRates& r) {
-  return str_cat(kMagic, "\nmachine ", calibration_file::machine_key(), "\nreadv_gbps ", r.readv_gbps, "\nring_gbps ",
-                 r.ring_gbps, "\ncopy_gbps ", r.copy_gbps, "\nstream_gbps ", r.stream_gbps, "\nlink_ring_1m_gbps ",
-                 r.link_ring_gbps[0], "\nlink_ring_8m_gbps ", r.link_ring_gbps[1], "\nlink_ref_1m_gbps ",
-                 r.link_ref_gbps[0], "\nlink_ref_8m_gbps ", r.link_ref_gbps[1], "\nlink_split_1m_gbps ",
-                 r.link_split_gbps[0], "\nlink_split_8m_gbps ", r.link_split_gbps[1], "\n");
+  return calibration_file::format_rates(kMagic, {{"readv_gbps", r.readv_gbps},
+                                                 {"ring_gbps", r.ring_gbps},
+                                                 {"copy_gbps", r.copy_gbps},
+                                                 {"stream_gbps", r.stream_gbps},
+                                                 {"link_ring_1m_gbps", r.link_ring_gbps[0]},
+                                                 {"link_ring_8m_gbps", r.link_ring_gbps[1]},
+                                                 {"link_ref_1m_gbps", r.link_ref_gbps[0]},
+                                                 {"link_ref_8m_gbps", r.link_ref_gbps[1]},
+                                                 {"link_split_1m_gbps", r.link_split_gbps[0]},
+                                                 {"link_split_8m_gbps", r.link_split_gbps[1]}});
 }
 
 std::optional<CopyRates> parse_calibration(const std::string& text) {
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line) || line != kMagic) return std::nullopt;
-  if (!std::getline(in, line) || line != str_cat("machine ", calibration_file::machine_key())) return std::nullopt;
   CopyRates r;
-  for (auto [name, field] :
-       {std::pair{"readv_gbps ", &r.readv_gbps}, std::pair{"ring_gbps ", &r.ring_gbps},
-        std::pair{"copy_gbps ", &r.copy_gbps}, std::pair{"stream_gbps ", &r.stream_gbps},
-        std::pair{"link_ring_1m_gbps ", &r.link_ring_gbps[0]}, std::pair{"link_ring_8m_gbps ", &r.link_ring_gbps[1]},
-        std::pair{"link_ref_1m_gbps ", &r.link_ref_gbps[0]}, std::pair{"link_ref_8m_gbps ", &r.link_ref_gbps[1]},
-        std::pair{"link_split_1m_gbps ", &r.link_split_gbps[0]},
-        std::pair{"link_split_8m_gbps ", &r.link_split_gbps[1]}}) {
-    if (!std::getline(in, line) || !calibration_file::parse_rate(line, name, field)) return std::nullopt;
+  if (!calibration_file::parse_rates(text, kMagic,
+                                     {{"readv_gbps", &r.readv_gbps},
+                                      {"ring_gbps", &r.ring_gbps},
+                                      {"copy_gbps", &r.copy_gbps},
+                                      {"stream_gbps", &r.stream_gbps},
+                                      {"link_ring_1m_gbps", &r.link_ring_gbps[0]},
+                                      {"link_ring_8m_gbps", &r.link_ring_gbps[1]},
+                                      {"link_ref_1m_gbps", &r.link_ref_gbps[0]},
+                                      {"link_ref_8m_gbps", &r.link_ref_gbps[1]},
+                                      {"link_split_1m_gbps", &r.link_split_gbps[0]},
+                                      {"link_split_8m_gbps", &r.link_split_gbps[1]}})) {
+    return std::nullopt;
   }
-  if (std::getline(in, line)) return std::nullopt;  // trailing garbage
   return r;
 }
 

@@ -5,7 +5,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
 #include "common/fd.h"
@@ -144,20 +143,15 @@ std::optional<TcpRates> measure_tcp_rates(std::string* error) {
 }
 
 std::string format_tcp_calibration(const TcpRates& r) {
-  return str_cat(kMagic, "\nmachine ", calibration_file::machine_key(), "\none_socket_gbps ", r.one_gbps,
-                 "\ntwo_sockets_gbps ", r.two_gbps, "\n");
+  return calibration_file::format_rates(kMagic, {{"one_socket_gbps", r.one_gbps}, {"two_sockets_gbps", r.two_gbps}});
 }
 
 std::optional<TcpRates> parse_tcp_calibration(const std::string& text) {
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line) || line != kMagic) return std::nullopt;
-  if (!std::getline(in, line) || line != str_cat("machine ", calibration_file::machine_key())) return std::nullopt;
   TcpRates r;
-  for (auto [name, field] : {std::pair{"one_socket_gbps ", &r.one_gbps}, std::pair{"two_sockets_gbps ", &r.two_gbps}}) {
-    if (!std::getline(in, line) || !calibration_file::parse_rate(line, name, field)) return std::nullopt;
+  if (!calibration_file::parse_rates(text, kMagic,
+                                     {{"one_socket_gbps", &r.one_gbps}, {"two_sockets_gbps", &r.two_gbps}})) {
+    return std::nullopt;
   }
-  if (std::getline(in, line)) return std::nullopt;  // trailing garbage
   return r;
 }
 
