@@ -208,8 +208,8 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
   c.entry = &find_algorithm(kind, c.algo);
   c.algo_name = algo_name(c.algo);
   const auto& copy = config_.copy_choice;
-  c.single_copy = copy && copy->allows(kind, bytes, config_.split_copy, engine_.oversubscribed()) &&
-                  single_copy_for(kind, bytes, engine_.oversubscribed());
+  c.single_copy =
+      copy && copy->allows(kind, bytes, config_.split_copy) && single_copy_for(kind, bytes, engine_.oversubscribed());
   c.split_copy = config_.split_copy && is_one_way(kind);
   c.stream_min = copy ? copy->stream_min : 0;
   // What varies between the arms this operation measures; the rest stays

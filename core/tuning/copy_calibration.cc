@@ -79,15 +79,13 @@ SingleCopyChoice calibrate() {
 
 }  // namespace
 
-bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes, bool split, bool oversubscribed) const {
+bool SingleCopyChoice::allows(OpKind kind, uint64_t bytes, bool split) const {
   if (is_one_way(kind)) return bytes >= (split ? one_way_split_min : one_way_min);
   switch (kind) {
-    // all_gather's ring steps stay on the rings where ranks outnumber cores
-    // (see exchange_oversubscribed).
-    case OpKind::kAllGather: return exchange;
+    case OpKind::kAllGather:
     case OpKind::kAllToAll:
     case OpKind::kAllGatherV:
-    case OpKind::kAllToAllV: return exchange || (oversubscribed && exchange_oversubscribed);
+    case OpKind::kAllToAllV: return exchange;
     default: return false;
   }
 }
@@ -115,15 +113,13 @@ SingleCopyChoice choice_from_rates(const CopyRates& r, const std::string& how) {
   c.one_way_min = one_way_from(r.link_ref_gbps, r.link_ring_gbps);
   c.one_way_split_min = one_way_from(r.link_split_gbps, r.link_ring_gbps);
   c.exchange = r.readv_gbps >= kExchangeShare * r.ring_gbps;
-  c.exchange_oversubscribed = true;  // measured: process_vm_readv works
   auto rates = [](const double(&x)[2]) { return str_cat(rate_text(x[0]), "/", rate_text(x[1])); };
   c.reason = str_cat("single copy for broadcast, gather and scatter: ", from_text(c.one_way_split_min),
                      " (split copies ", rates(r.link_split_gbps), " GB/s, ring ", rates(r.link_ring_gbps),
                      " GB/s at 1/8 MiB), ", from_text(c.one_way_min), " with OMNICCL_SHM_SPLIT_COPY=0 (",
                      rates(r.link_ref_gbps), " GB/s); for all_gather and all_to_all: ", c.exchange ? "on" : "off",
                      " (process_vm_readv ", rate_text(r.readv_gbps), " GB/s ", c.exchange ? ">=" : "<", " ",
-                     kExchangeShare, " x ring ", rate_text(r.ring_gbps), " GB/s)",
-                     c.exchange ? "" : ", on for all_to_all where ranks outnumber cores", " (", how, ")");
+                     kExchangeShare, " x ring ", rate_text(r.ring_gbps), " GB/s) (", how, ")");
   c.copy_tuned = true;  // measured: process_vm_readv works
   c.stream_min = stream_min_from_rates(r);
   const std::string stores =
@@ -364,7 +360,7 @@ SingleCopyChoice decide_single_copy(std::optional<bool> forced) {
   SingleCopyChoice c;
   if (forced) {
     c.one_way_min = c.one_way_split_min = *forced ? 0 : kNever;
-    c.exchange = c.exchange_oversubscribed = *forced;
+    c.exchange = *forced;
     c.reason = str_cat("single copy ", *forced ? "on" : "off", " (OMNICCL_SHM_SINGLE_COPY=", *forced ? 1 : 0, ")");
   }
   if (!forced || stream == "auto") {

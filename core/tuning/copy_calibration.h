@@ -122,20 +122,16 @@ struct SingleCopyChoice {
   /// (OMNICCL_SHM_SPLIT_COPY=0) or splitting the copy with their senders.
   uint64_t one_way_min = kNever;
   uint64_t one_way_split_min = kNever;
-  bool exchange = false;  ///< all_gather, all_to_all (+ v) may go by reference
-  /// ... and all_to_all, all_gatherv and all_to_allv do where this host runs
-  /// more ranks than they have cores, whatever `exchange` says
-  /// (process_vm_readv works, OMNICCL_SHM_SINGLE_COPY unset or 1). A ring's
-  /// second copy then waits for its receiver to be scheduled: 4 ranks on 2
-  /// cores, all_to_all of 1 MiB took 316 us by reference against 475 us
-  /// through the rings, and 4 MiB 1.25-1.62 against 1.67-1.91 ms (README,
-  /// Rounds 15 and 18), while the probe's rates put process_vm_readv at 0.31
-  /// of the ring. Not all_gather: each of its ring steps by reference waits
-  /// for both ranks of a pair to be scheduled, and with 4 ranks on 2 cores it
-  /// took 1.25-2x as long as through the rings at every size from 512 KiB to
-  /// 64 MiB, three interleaved rounds on an AMD EPYC (family 26) VM (README,
-  /// Round 23).
-  bool exchange_oversubscribed = false;
+  /// all_gather, all_to_all (+ v) may go by reference: on every host,
+  /// whether or not its ranks outnumber its cores. A rule that sent
+  /// all_to_all (+ v) and all_gatherv by reference wherever ranks outnumber
+  /// cores (4 ranks on 2 cores, all_to_all of 1 MiB: 316 us by reference
+  /// against 475 us through the rings on the AMD EPYC family 25 VM; README,
+  /// Round 18) did not hold on the family 26 VM, where the rings took 82-97
+  /// us against 128-169 us and 16 MiB 2.1-3.5 against 3.2-4.1 ms (README,
+  /// Round 26); all_gather's ring steps by reference were 1.25-2x slower
+  /// there at every size from 512 KiB to 64 MiB (Round 23).
+  bool exchange = false;
   std::string reason;  ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Payloads of this many bytes and more received through the rings (and
   /// local copies of such blocks) are stored past the caches (0: never); see
@@ -152,15 +148,12 @@ struct SingleCopyChoice {
   /// `exchange`).
   bool copy_tuned = false;
   /// Whether shared-memory links should offer to read by reference at all.
-  bool any() const {
-    return one_way_min != kNever || one_way_split_min != kNever || exchange || exchange_oversubscribed || copy_tuned;
-  }
+  bool any() const { return one_way_min != kNever || one_way_split_min != kNever || exchange || copy_tuned; }
   /// Whether operation `kind` on `bytes` may move payloads by reference
   /// (reductions and point-to-point never do; see also single_copy_for);
   /// `split`: receivers split the copies with their senders
-  /// (OMNICCL_SHM_SPLIT_COPY); `oversubscribed`: this host runs more ranks
-  /// than they have cores (Engine::oversubscribed).
-  bool allows(OpKind kind, uint64_t bytes, bool split, bool oversubscribed = false) const;
+  /// (OMNICCL_SHM_SPLIT_COPY).
+  bool allows(OpKind kind, uint64_t bytes, bool split) const;
 };
 
 /// The decision that follows from measured rates (`how` ends the reason).

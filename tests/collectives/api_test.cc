@@ -1364,6 +1364,63 @@ TEST(SingleCopyCalibration, SomewhatSlowerReadvStartsAllGatherWithSingleCopy) {
                          "for all_gather and all_to_all: on (process_vm_readv 4 GB/s >= 0.35 x ring 10 GB/s)", 2);
 }
 
+// Where a host's ranks outnumber its cores (here both ranks on one CPU),
+// all_to_all follows the calibration as everywhere: a cache that keeps
+// exchanges on the rings (process_vm_readv well below the ring) sends
+// nothing by reference. Measured and not measured while running alike (the
+// tuner does not try single copy there): README, Round 26, where the rings
+// were 1.4-1.6x faster for 4 ranks on 2 cores at 1 and 16 MiB.
+TEST(SingleCopyCalibration, ExchangesFollowTheCalibrationWhereRanksOutnumberCores) {
+  if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
+  TempDir dir;
+  const std::string cache = dir.path + "/cache";
+  std::ofstream(cache) << planted_cache("0.5", "10");
+  JobResult res = run_ranks(calibrated_job(cache), [](occl_comm_t, int rank, int) {
+    // Both ranks on the first CPU this process may use.
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    RANK_CHECK(::sched_getaffinity(0, sizeof mask, &mask) == 0, rank, "sched_getaffinity failed");
+    int first = 0;
+    while (first < CPU_SETSIZE && !CPU_ISSET(first, &mask)) ++first;
+    CPU_ZERO(&mask);
+    CPU_SET(first, &mask);
+    RANK_CHECK(::sched_setaffinity(0, sizeof mask, &mask) == 0, rank, "sched_setaffinity failed");
+    int rc = 0;
+    std::string log = capture_stderr(
+        rank,
+        [rank] {
+          occl_comm_t comm = nullptr;
+          RANK_OK(init_shm_comm(&comm), rank);
+          const size_t per = kSingleCopyFloats;
+          Buf send(DT::kF32, 2 * per), recv(DT::kF32, 2 * per);
+          Tensor1D ts(send.data(), int64_t(2 * per), dl_float(32)), tr(recv.data(), int64_t(2 * per), dl_float(32));
+          for (int round = 0; round < 3; ++round) {
+            // Block p of rank r's send: the pattern of (r, p, round).
+            for (int p = 0; p < 2; ++p) {
+              fill_pattern(DT::kF32, send.data() + p * per * 4, per, 0, 10 * rank + p, uint64_t(round));
+            }
+            std::memset(recv.data(), 0, 2 * per * 4);
+            RANK_OK(occl_all_to_all(&ts, &tr, comm, nullptr), rank);
+            for (int p = 0; p < 2; ++p) {
+              std::string err =
+                  check_pattern(DT::kF32, recv.data() + p * per * 4, per, 0, 10 * p + rank, uint64_t(round));
+              RANK_CHECK(err.empty(), rank, cat("all_to_all round ", round, ", block from rank ", p, ": ", err));
+            }
+          }
+          RANK_OK(occl_comm_destroy(comm), rank);
+          return 0;
+        },
+        &rc);
+    if (rc != 0) return rc;
+    RANK_CHECK(log.find("for all_gather and all_to_all: off (process_vm_readv 0.5 GB/s < 0.35 x ring 10 GB/s)") !=
+                   std::string::npos,
+               rank, "no calibration line in:\n" + log);
+    RANK_CHECK(log.find(kNoRefs) != std::string::npos, rank, "expected '" + kNoRefs + "' in:\n" + log);
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
 /// In a rank: `rounds` gathers to rank 0 (else all_gathers) of `floats`
 /// floats per rank over shared memory, results checked, with stderr captured
 /// into *log; returns 0 on success.
