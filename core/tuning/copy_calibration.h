@@ -127,8 +127,8 @@ struct SingleCopyChoice {
   /// all_to_all (+ v) and all_gatherv by reference wherever ranks outnumber
   /// cores (4 ranks on 2 cores, all_to_all of 1 MiB: 316 us by reference
   /// against 475 us through the rings on the AMD EPYC family 25 VM; README,
-  /// Round 18) did not hold on the family 26 VM, where the rings took 82-97
-  /// us against 128-169 us and 16 MiB 2.1-3.5 against 3.2-4.1 ms (README,
+  /// Round 18) did not hold on the family 26 VM, where the rings took 82-95
+  /// us against 130-169 us and 16 MiB 2.1-3.5 against 3.2-4.1 ms (README,
   /// Round 26); all_gather's ring steps by reference were 1.25-2x slower
   /// there at every size from 512 KiB to 64 MiB (Round 23).
   bool exchange = false;

@@ -1369,7 +1369,7 @@ TEST(SingleCopyCalibration, SomewhatSlowerReadvStartsAllGatherWithSingleCopy) {
 // exchanges on the rings (process_vm_readv well below the ring) sends
 // nothing by reference. Measured and not measured while running alike (the
 // tuner does not try single copy there): README, Round 26, where the rings
-// were 1.4-1.6x faster for 4 ranks on 2 cores at 1 and 16 MiB.
+// were faster for 4 ranks on 2 cores at 1 and 16 MiB in every round.
 TEST(SingleCopyCalibration, ExchangesFollowTheCalibrationWhereRanksOutnumberCores) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
