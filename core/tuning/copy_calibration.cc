@@ -69,9 +69,8 @@ SingleCopyChoice calibrate() {
                                                    parse_calibration, format_calibration, measure_copy_rates);
   if (!found.rates) {
     SingleCopyChoice c;
-    c.reason = str_cat("single copy off: ", found.error);
     c.stream_reason = "no streaming stores (not measured)";
-    c.reason = str_cat(c.reason, "; ", c.stream_reason);
+    c.reason = str_cat("single copy off: ", found.error, "; ", c.stream_reason);
     return c;
   }
   return choice_from_rates(*found.rates, found.how);
