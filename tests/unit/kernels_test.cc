@@ -692,6 +692,49 @@ TEST(Copy, OverlappingRegionsEndAsMemmoveLeavesThem) {
   }
 }
 
+// Copies of 1 MiB and more between separate regions go in 256 KiB pieces:
+// every byte of sizes that are not a whole number of pieces, nothing around
+// them touched; overlapping regions of that size still end as memmove leaves
+// them.
+TEST(Copy, LargeCopiesGoInPiecesOnlyBetweenSeparateRegions) {
+  constexpr size_t kMiB = size_t(1) << 20;
+  // Only the addresses matter here: nothing is copied.
+  const auto at = [](uintptr_t address) { return reinterpret_cast<const void*>(address); };
+  const uintptr_t base = uintptr_t(1) << 32;
+  EXPECT_TRUE(cpu::copy_goes_in_pieces(at(base + 4 * kMiB), at(base), kMiB)) << "1 MiB, separate regions";
+  EXPECT_TRUE(cpu::copy_goes_in_pieces(at(base), at(base + 4 * kMiB), 4 * kMiB)) << "destination below, adjacent";
+  EXPECT_FALSE(cpu::copy_goes_in_pieces(at(base + 4 * kMiB), at(base), kMiB - 1)) << "under 1 MiB";
+  EXPECT_FALSE(cpu::copy_goes_in_pieces(at(base + 4096), at(base), 8 * kMiB)) << "overlapping regions";
+  EXPECT_FALSE(cpu::copy_goes_in_pieces(at(base + 4 * kMiB + 8), at(base), kMiB)) << "the backward loop's distances";
+
+  std::mt19937 rng(17);
+  const size_t room = 5 * kMiB;
+  std::vector<unsigned char> src(room), dst(room + 8192);
+  for (auto& c : src) c = static_cast<unsigned char>(rng());
+  for (size_t bytes : {kMiB, kMiB + 1, 3 * kMiB + (size_t(256) << 10) + 13, 4 * kMiB + 4095}) {
+    for (size_t offset : {size_t{0}, size_t{64}, size_t{100}}) {
+      std::fill(dst.begin(), dst.end(), 0xA5);
+      unsigned char* d = dst.data() + 4096 + offset;
+      ASSERT_TRUE(cpu::copy_goes_in_pieces(d, src.data(), bytes) || cpu::copy_goes_backward(d, src.data(), bytes));
+      cpu::copy(d, src.data(), bytes);
+      for (size_t i = 0; i < dst.size(); ++i) {
+        unsigned char* at = dst.data() + i;
+        const bool inside = at >= d && at < d + bytes;
+        if (*at != (inside ? src[at - d] : 0xA5)) {
+          FAIL() << bytes << " bytes at offset " << offset << ": wrong at " << (at - d);
+        }
+      }
+    }
+  }
+  for (long shift : {1L, 4096L, 300000L, -8L, -300000L}) {
+    std::vector<unsigned char> a(src.begin(), src.begin() + 4 * kMiB), b = a;
+    const size_t n = 2 * kMiB + 13, from = kMiB;
+    cpu::copy(a.data() + from + shift, a.data() + from, n);
+    std::memmove(b.data() + from + shift, b.data() + from, n);
+    ASSERT_EQ(a, b) << "shift " << shift;
+  }
+}
+
 TEST(Reduce, ZeroCountTouchesNothing) {
   cpu::reduce_inplace(nullptr, nullptr, 0, DType::kFloat32, RedOp::kSum);
   cpu::reduce(nullptr, nullptr, nullptr, 0, DType::kInt64, RedOp::kMax);
