@@ -51,20 +51,50 @@ bool Issuer::prepared() { return barrier_known.load(std::memory_order_acquire); 
 
 bool Issuer::kept_by_this_thread() const { return word_.load(std::memory_order_relaxed) == (self() | kKeeps); }
 
+Issuer::Slot* Issuer::slot_of(uintptr_t me) {
+  for (Slot& s : slots_) {
+    if (s.owner.load(std::memory_order_relaxed) == me) return &s;
+  }
+  return nullptr;
+}
+
+Issuer::Slot* Issuer::slot_for(uintptr_t me) {
+  if (Slot* s = slot_of(me)) return s;
+  // Only the thread holding word_ claims slots, so no two claim at once.
+  for (Slot& s : slots_) {
+    if (s.owner.load(std::memory_order_relaxed) == 0) {
+      s.owner.store(me, std::memory_order_relaxed);
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
 Issuer::Entry Issuer::enter() {
+  // The keeper's slot before the word: a thread that becomes keeper names
+  // its slot before its word (release, both), so a word read after a slot
+  // is never older than that slot's keeper; a thread that reads its own
+  // keeper word therefore reads its own slot (or, having lost the issuer
+  // since, a later one, whose owner is not this thread).
+  Slot* seen = keeper_slot_.load(std::memory_order_acquire);
+  return enter_seen(seen, word_.load(std::memory_order_acquire));
+}
+
+Issuer::Entry Issuer::enter_as_former_keeper() { return enter_seen(slot_of(self()), self() | kKeeps); }
+
+Issuer::Entry Issuer::enter_seen(Slot* seen, uintptr_t w) {
   const uintptr_t me = self();
-  uintptr_t w = word_.load(std::memory_order_relaxed);
   if (w == me) return Entry::kNested;
-  if (w == (me | kKeeps)) {
-    // Only this thread writes busy_ while it keeps the issuer.
-    if (busy_.load(std::memory_order_relaxed)) return Entry::kNested;
-    busy_.store(true, std::memory_order_relaxed);
+  if (w == (me | kKeeps) && seen != nullptr && seen->owner.load(std::memory_order_relaxed) == me) {
+    // Only this thread writes its slot's busy flag.
+    if (seen->busy.load(std::memory_order_relaxed)) return Entry::kNested;
+    seen->busy.store(true, std::memory_order_relaxed);
     // A thread taking the issuer runs a process-wide barrier between its
-    // compare-and-swap and its look at busy_: either it sees busy_, or
-    // this load sees that the issuer was taken.
+    // compare-and-swap and its look at the keeper's flag: either it sees
+    // the flag, or this load sees that the issuer was taken.
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (word_.load(std::memory_order_relaxed) == (me | kKeeps)) return Entry::kEnteredKept;
-    busy_.store(false, std::memory_order_release);
+    seen->busy.store(false, std::memory_order_release);
     w = word_.load(std::memory_order_relaxed);
   }
   for (;;) {
@@ -73,11 +103,12 @@ Issuer::Entry Issuer::enter() {
       continue;
     }
     if ((w & kKeeps) == 0) return Entry::kBusy;  // another thread is in a call
-    // Another thread keeps it: take it, unless that thread is in a call.
+    // A thread keeps it: take it, unless that thread is in a call.
     const uintptr_t keeper = w;
     if (!word_.compare_exchange_weak(w, me, std::memory_order_acquire, std::memory_order_relaxed)) continue;
     process_barrier();
-    if (busy_.load(std::memory_order_acquire)) {
+    // keeper_slot_ is the keeper's: only a thread holding word_ changes it.
+    if (keeper_slot_.load(std::memory_order_relaxed)->busy.load(std::memory_order_acquire)) {
       word_.store(keeper, std::memory_order_release);  // give it back: only a holder writes word_
       return Entry::kBusy;
     }
@@ -93,12 +124,20 @@ Issuer::Entry Issuer::enter() {
 
 void Issuer::leave(Entry how) {
   if (how == Entry::kEnteredKept) {
-    busy_.store(false, std::memory_order_release);
+    // keeper_slot_ is this thread's while it is in a kept call: a thread
+    // taking the issuer meanwhile gives it back without changing it.
+    keeper_slot_.load(std::memory_order_relaxed)->busy.store(false, std::memory_order_release);
     return;
   }
   const uintptr_t me = self();
-  const bool keep = run_ >= kKeepAfter && private_barrier_ready();
-  word_.store(keep ? (me | kKeeps) : uintptr_t{0}, std::memory_order_release);
+  if (run_ >= kKeepAfter && private_barrier_ready()) {
+    if (Slot* s = slot_for(me)) {
+      keeper_slot_.store(s, std::memory_order_release);
+      word_.store(me | kKeeps, std::memory_order_release);
+      return;
+    }
+  }
+  word_.store(0, std::memory_order_release);
 }
 
 void Issuer::drain() {
@@ -113,7 +152,8 @@ void Issuer::drain() {
     // Take it from its keeper, then wait for the keeper's call (if any).
     if (!word_.compare_exchange_strong(w, me, std::memory_order_acquire, std::memory_order_relaxed)) continue;
     process_barrier();
-    for (unsigned j = 0; busy_.load(std::memory_order_acquire); ++j) backoff(j);
+    const Slot* keeper = keeper_slot_.load(std::memory_order_relaxed);
+    for (unsigned j = 0; keeper->busy.load(std::memory_order_acquire); ++j) backoff(j);
     last_ = me;
     run_ = 0;
     word_.store(0, std::memory_order_release);

@@ -15,6 +15,12 @@
 // issuer: the rare side pays for the common one (as the shared-memory
 // link's sleep handshake does). Where the kernel lacks that barrier, every
 // call enters with the compare-and-swap.
+// Each keeping thread has a busy flag of its own (a slot), so that a former
+// keeper that read its keeper word just before it lost the issuer, and
+// raises and lowers its flag after that, cannot touch the flag of the
+// thread that keeps the issuer now. A communicator has kSlots of them, one
+// per thread that has kept it; further threads do not keep it (every call
+// of theirs takes the issuer with the compare-and-swap).
 #pragma once
 
 #include <atomic>
@@ -38,6 +44,10 @@ class Issuer {
   /// keeper (abort: nothing may use the communicator afterwards). Bounded
   /// by the running call's return.
   void drain();
+  /// (Tests.) Enters as this thread would have if it had read the issuer's
+  /// state when it last kept it, and another thread took the issuer before
+  /// the entry went on: a former keeper late to its entry.
+  Entry enter_as_former_keeper();
   /// Whether this thread keeps the issuer between calls now (tests).
   bool kept_by_this_thread() const;
   /// Whether process-wide barriers are available, so that threads may keep
@@ -50,10 +60,31 @@ class Issuer {
   static bool prepared();
 
  private:
+  /// A keeping thread's busy flag: set while it is in a call entered without
+  /// the compare-and-swap. `owner` (a thread's id) is set once, when the
+  /// thread first keeps the issuer, and stays (a later thread with the same
+  /// id takes the slot over: the earlier one has ended).
+  struct alignas(64) Slot {
+    std::atomic<uintptr_t> owner{0};
+    std::atomic<bool> busy{false};
+  };
+  static constexpr int kSlots = 8;
+
+  /// enter() once it has read the keeper's slot `seen_slot`, then word_ `w`.
+  Entry enter_seen(Slot* seen_slot, uintptr_t w);
+  /// The slot of thread `me`, or nullptr.
+  Slot* slot_of(uintptr_t me);
+  /// slot_of(me), claiming a free slot if it has none; nullptr when every
+  /// slot is another thread's.
+  Slot* slot_for(uintptr_t me);
+
   /// 0: nobody; a thread's id: it is in a call (entered by compare-and-swap);
-  /// id | kKeeps: that thread keeps it (in a call while busy_).
+  /// id | kKeeps: that thread keeps it (in a call while its slot is busy).
   std::atomic<uintptr_t> word_{0};
-  std::atomic<bool> busy_{false};
+  /// The slot of the thread that keeps the issuer (written before word_ names
+  /// that thread as keeper, by the thread holding word_).
+  std::atomic<Slot*> keeper_slot_{nullptr};
+  Slot slots_[kSlots];
   // Written only by the thread holding word_ as its plain id.
   uintptr_t last_ = 0;  ///< the thread of the last compare-and-swap entry
   unsigned run_ = 0;    ///< its entries in a row

@@ -120,6 +120,49 @@ TEST(Issuer, DrainWaitsForTheKeepersCallAndTakesTheIssuer) {
   is.drain();
 }
 
+// A thread that read its own keeper word, then lost the issuer before its
+// entry went on (preempted, say): another thread took the issuer, came to
+// keep it and is in a call. The late entry must be refused; it must not
+// take itself for a nested call (it is in none), nor clear the new keeper's
+// mark so that a third thread gets in beside it. (It did both once: the
+// keeper's busy mark was one flag that every thread which believed itself
+// the keeper wrote.)
+TEST(Issuer, AFormerKeeperLateToItsEntryIsRefusedAndLeavesTheNewKeepersCallAlone) {
+  if (!Issuer::can_keep()) GTEST_SKIP() << "no membarrier(PRIVATE_EXPEDITED) here: no thread keeps the issuer";
+  Issuer is;
+  std::atomic<int> stage{0};
+  std::atomic<int> late{-1};
+  std::thread former([&] {
+    calls(is, Issuer::kKeepAfter + 1);
+    EXPECT_TRUE(is.kept_by_this_thread());
+    stage.store(1);
+    while (stage.load() != 2) std::this_thread::yield();
+    late.store(static_cast<int>(is.enter_as_former_keeper()));
+    stage.store(3);
+  });
+  while (stage.load() != 1) std::this_thread::yield();
+  // This thread takes the issuer from the idle keeper, comes to keep it and
+  // enters a call.
+  calls(is, Issuer::kKeepAfter + 1);
+  ASSERT_TRUE(is.kept_by_this_thread());
+  const Entry mine = is.enter();
+  ASSERT_EQ(mine, Entry::kEnteredKept);
+  stage.store(2);
+  former.join();
+  EXPECT_EQ(late.load(), static_cast<int>(Entry::kBusy)) << "the former keeper's late entry was not refused";
+  EXPECT_EQ(on_other_thread([&] { return is.enter(); }), Entry::kBusy)
+      << "a third thread got in beside the keeper's call";
+  EXPECT_TRUE(is.kept_by_this_thread());
+  is.leave(mine);
+  // Idle again: another thread takes it.
+  EXPECT_EQ(on_other_thread([&] {
+              const Entry e = is.enter();
+              if (e == Entry::kEntered) is.leave(e);
+              return e;
+            }),
+            Entry::kEntered);
+}
+
 // Threads entering at random (keepers made and unmade all the time): never
 // two in a call at once, and each gets in.
 TEST(Issuer, NeverTwoThreadsInACall) {
