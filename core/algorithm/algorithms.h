@@ -14,8 +14,8 @@ namespace omniccl::algo {
 // all_reduce of src into dst (count elements; src may equal dst).
 void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count);
 /// all_reduce_pipelined's chunk: 2 ranks, 16 and 256 MiB, interleaved runs
-/// of 256 KiB, 512 KiB and 1 MiB were within 3% of each other (README,
-/// Round 9); 1 MiB takes the fewest steps.
+/// of 256 KiB, 512 KiB and 1 MiB were within 3% of each other; 1 MiB takes
+/// the fewest steps.
 inline constexpr size_t kPipelineChunk = size_t(1) << 20;
 /// The ring's phases run on columns of chunks of `chunk_bytes` (chunk k of
 /// every block), column k one phase behind column k-1, so that each partial

@@ -22,18 +22,14 @@ constexpr size_t kSendFirstMax = size_t(4) << 20;  // oversubscribed: see ring_s
 // Whether the ring all_gather sends this rank's block from `send` before it
 // copies it into recv (the copy then runs in the first step's waits): the
 // peer reads the block, through the ring or by reference, while this rank
-// copies it. A rank with a core of its own does so at every size: on an AMD
-// EPYC VM (2 ranks, eight alternating rounds of two builds) copying first
-// took 1.05-1.5x as long (single copy: 16 MiB 3.7 against 2.6 ms, 64 MiB
-// 18.9 against 12.4 ms; rings: 16 MiB 2.1 against 1.8 ms, 64 MiB 8.8
-// against 8.3 ms; README, Round 17), though an earlier VM had measured 15%
-// the other way at 16 MiB with single copy, within its own spread (Round 4).
+// copies it. A rank with a core of its own does so at every size: copying
+// first took 1.05-1.5x as long (2 ranks, 16 and 64 MiB, through the rings
+// and by reference).
 // Oversubscribed ranks (no core free to read while this one copies) send
 // blocks of up to kSendFirstMax first (2 ranks, 1 MiB, single copy: 100-158
 // -> 73-102 us per operation) and copy larger ones first. Over TCP the
 // kernel copies the block as it goes: sending first lets the peer receive
-// while this rank copies its own (2 ranks, 16 MiB: 3.06 -> 2.84 ms; README,
-// Round 9).
+// while this rank copies its own (2 ranks, 16 MiB: 7% faster).
 bool ring_sends_first(Engine& e, size_t bytes, int right) {
   return bytes <= kSendFirstMax || !e.oversubscribed() || e.over_socket(right);
 }

@@ -103,17 +103,11 @@ inline constexpr double kExchangeShare = 0.35;
 
 // One-way operations (broadcast, gather, scatter) go by reference only where
 // the calibration's transfers through a real pair of links found that faster
-// than the ring (CopyRates::link_*). Before those (format 2 of the cache),
-// they went by reference where process_vm_readv alone was as fast as the ring
-// copies timed in one thread. Up to the ring's round 4 they also
-// did from half its rate for payloads of up to 2 MiB, measured then as 1 MiB
-// 129-139 us by reference vs 193 us through the ring (readv 9.3, ring 17.2
-// GB/s). With today's ring the same VM (readv 10.9, ring 18.9 GB/s, 2 ranks,
-// chrt -f 50, fastest of 3 loops, twice) gives, through the ring vs by
-// reference: 256 KiB 12 vs 35-38 us, 1 MiB 46 vs 192-212 us, 4 MiB 518-541 vs
-// 415-558 us, 16 MiB 2.4 vs 3.2-3.3 ms: the receiver's system call and page
-// pinning, and the root idle until the copy is done, cost more than the
-// ring's second copy on the other core.
+// than the ring (CopyRates::link_*), not where process_vm_readv alone is as
+// fast as the ring's copies timed in one thread: on a VM where it was (readv
+// 10.9, ring 18.9 GB/s), the ring was still faster from 256 KiB to 16 MiB,
+// since the receiver's system call and page pinning, and the root idle until
+// the copy is done, cost more than the ring's second copy on the other core.
 
 /// The decision for this host, and why (one line for the log).
 struct SingleCopyChoice {
@@ -123,14 +117,10 @@ struct SingleCopyChoice {
   uint64_t one_way_min = kNever;
   uint64_t one_way_split_min = kNever;
   /// all_gather, all_to_all (+ v) may go by reference: on every host,
-  /// whether or not its ranks outnumber its cores. A rule that sent
-  /// all_to_all (+ v) and all_gatherv by reference wherever ranks outnumber
-  /// cores (4 ranks on 2 cores, all_to_all of 1 MiB: 316 us by reference
-  /// against 475 us through the rings on the AMD EPYC family 25 VM; README,
-  /// Round 18) did not hold on the family 26 VM, where the rings took 82-95
-  /// us against 130-169 us and 16 MiB 2.1-3.5 against 3.2-4.1 ms (README,
-  /// Round 26); all_gather's ring steps by reference were 1.25-2x slower
-  /// there at every size from 512 KiB to 64 MiB (Round 23).
+  /// whether or not its ranks outnumber its cores. Which way is faster where
+  /// ranks outnumber cores differs between machines (by reference won on one
+  /// VM, the rings by 1.3-1.6x on another), so the calibration decides there
+  /// too rather than a fixed rule.
   bool exchange = false;
   std::string reason;  ///< e.g. "single copy off: process_vm_readv 2.1 GB/s < ring 6.3 GB/s (...)"
   /// Payloads of this many bytes and more received through the rings (and

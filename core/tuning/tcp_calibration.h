@@ -3,10 +3,10 @@
 // Several sockets per peer let the kernel and a network card spread one
 // peer's traffic over queues, cores and congestion windows. Between two
 // ranks of one host (loopback) there is no card: one machine measured two
-// sockets 5-30% faster for large one-way transfers (README, Round 8, while
-// loopback sockets were paced), another one socket faster for every
-// collective and size (README, Round 25: two took up to 1.7x as long at 1
-// MiB). So the first communicator over TCP on a host times one-way messages
+// sockets 5-30% faster for large one-way transfers (while loopback sockets
+// were paced), another one socket faster for every collective and size (two
+// took up to 1.7x as long at 1 MiB). So the first communicator over TCP on a
+// host times one-way messages
 // between two threads over real loopback links (TcpLink) with one socket and
 // with two, and caches the rates per host and kernel
 // (OMNICCL_TCP_CALIBRATION_FILE); pairs of ranks of this host then use two

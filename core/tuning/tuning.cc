@@ -50,8 +50,7 @@ constexpr Row kDefaultTable[] = {
     {OpKind::kAllToAll, 4 << 10, Algo::kDirect, "small: all messages at once"},
     // With more ranks than cores, a pairwise round waits for both of its
     // peers to be scheduled; direct moves data with whichever are running
-    // (4 ranks on 2 cores, six interleaved rounds: 1 MiB 289 against 326 us,
-    // 16 MiB 6.8 against 8.0 ms, 256 MiB 113 against 135 ms; README, Round 17).
+    // (4 ranks on 2 cores: 10-16% faster from 1 to 256 MiB).
     {OpKind::kAllToAll, kAny, Algo::kDirect,
      "more ranks than cores on a host: all messages at once, moving data with whichever peers are running", 0, 0, true},
     {OpKind::kAllToAll, kAny, Algo::kPairwise, "large: pairwise rounds avoid contention"},
