@@ -116,16 +116,14 @@ constexpr auto kProbeAfter = std::chrono::milliseconds(300);
 // process (one that competes for it: a scheduler slice, milliseconds; with a
 // busy process beside 2 ranks on 2 cores, the receiver's first 8 B
 // broadcast after a barrier took 2.6-5.2 ms in 19 of a job's 20 trials of
-// 1000 calls; in 39 of 180 trials of 9 jobs it averaged over 1 us a call,
-// README Round 22): for kNoYieldFor after
+// 1000 calls): for kNoYieldFor after
 // it, the waits spin through their yield phase instead (Engine::yield_step),
 // with ranks that each have a core.
 // A wait that slept and still ended within kYieldAwake makes the next waits
 // yield that long before their first sleep (Engine::first_yield): waking a
 // sleeping rank took 200-250 us on a VM whose idle vCPUs wake slowly, and a
 // rank that sleeps makes its peer's next wait as long, so two ranks slept in
-// turn on every call, for 45 calls of an 8 B all_reduce at 230 us each (and
-// the first point of a benchmark at 50-100 us a call; README Round 20). A
+// turn on every call (an 8 B all_reduce at 230 us a call). A
 // wait longer than that turns it off; after each wake-up the yield is
 // kYieldFor either way, so a blocked rank still sleeps.
 constexpr auto kSpinAlone = std::chrono::microseconds(20);
@@ -443,14 +441,7 @@ bool Engine::take_held(int peer, State& s) {
   // The link's own part of the message; the caller's part (payload, sink,
   // stage) stays this transfer's.
   transport::Message& m = s.msg;
-  m.header_done = h.msg.header_done;
-  m.done = h.msg.done;
-  m.staged = h.msg.staged;
-  m.pad_done = h.msg.pad_done;
-  m.ticket = h.msg.ticket;
-  m.remote = h.msg.remote;
-  m.by_reference = h.msg.by_reference;
-  m.complete = h.msg.complete;
+  transport::move_progress(m, h.msg);
   h.has = false;
   return true;
 }
@@ -631,7 +622,7 @@ void Engine::abandon_receives() noexcept {
   // Receives whose senders may still write into the caller's buffers (split
   // copies): the caller frees or reuses them once this operation has failed.
   for (State& s : *states_) {
-    if (s.msg.split && !s.msg.complete && s.t.peer >= 0 && s.t.peer < mesh_.size()) {
+    if (!s.msg.complete && s.t.peer >= 0 && s.t.peer < mesh_.size()) {
       mesh_.link(s.t.peer).abandon(s.msg);
     }
   }
@@ -730,14 +721,8 @@ void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Dea
   m.header_done = 0;
   m.done = 0;
   m.staged = 0;
-  m.ticket = 0;
-  m.remote = 0;
-  m.split_mine = 0;
-  m.pad_done = 0;
-  m.by_reference = false;
-  m.split = false;
-  m.split_claimed = false;
   m.complete = false;
+  transport::reset_link_state(m);
   m.header_bytes = sizeof(WireHeader);
   if (s.t.kind == Transfer::Kind::kSend) {
     m.payload = {const_cast<char*>(s.t.src), s.t.bytes, device_};

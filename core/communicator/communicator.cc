@@ -15,8 +15,6 @@
 #include "bootstrap/store.h"
 #include "common/log.h"
 #include "common/settings.h"
-#include "transport/shm/shm_link.h"
-#include "transport/tcp/tcp_link.h"
 #include "tuning/tcp_calibration.h"
 
 namespace omniccl {
@@ -31,11 +29,31 @@ uint64_t mix(uint64_t a, uint64_t b) {
   return x == 0 ? 1 : x;
 }
 
-/// MeshOptions::local_tcp_streams for a communicator of `size` ranks: the
+/// TcpOptions::local_streams for a communicator of `size` ranks: the
 /// loopback calibration's count where ranks of one host talk over TCP
 /// (OMNICCL_TRANSPORT=tcp) and OMNICCL_TCP_STREAMS is auto; else 0.
 int local_tcp_streams(const CommConfig& c, int size) {
   return c.tcp_streams == 0 && size > 1 && c.transport == "tcp" ? decide_local_tcp_streams().streams : 0;
+}
+
+/// The mesh's options for this rank of `size` from `resolved`, whose
+/// single-copy choice it settles first: calibrated (or read from the cache)
+/// only where there can be links between ranks of one host.
+transport::MeshOptions mesh_options(CommConfig& resolved, int rank, int size, uint64_t session) {
+  transport::MeshOptions o;
+  o.rank = rank;
+  o.size = size;
+  o.session = session;
+  if (!resolved.copy_choice && size > 1 && resolved.transport != "tcp") {
+    resolved.copy_choice = decide_single_copy(resolved.single_copy);
+  }
+  o.transports.forced = resolved.transport;
+  o.transports.shm.single_copy = resolved.copy_choice && resolved.copy_choice->any();
+  o.transports.tcp.streams = resolved.tcp_streams;
+  o.transports.tcp.local_streams = local_tcp_streams(resolved, size);
+  o.transports.tcp.congestion = resolved.tcp_congestion;
+  o.host_shared_bytes = sizeof(HostChoices);
+  return o;
 }
 
 }  // namespace
@@ -116,23 +134,10 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   bootstrap::Rendezvous rendezvous(spec, deadline, config.timeout_ms);
   const uint64_t session = rendezvous.session();
   const std::string tcp_ip = rendezvous.local_ip();
-  transport::MeshOptions opts;
-  opts.rank = rank;
-  opts.size = n;
-  opts.session = session;
-  opts.transport = config.transport;
-  opts.tcp_streams = config.tcp_streams;
-  opts.local_tcp_streams = local_tcp_streams(config, n);
-  opts.tcp_congestion = config.tcp_congestion;
+  CommConfig resolved = config;
+  transport::MeshOptions opts = mesh_options(resolved, rank, n, session);
   opts.tcp_ip = tcp_ip;
   opts.deadline = deadline;
-  CommConfig resolved = config;
-  // Only links between ranks of one host use it: calibrate (or read the
-  // cache) only where there can be such links.
-  if (!resolved.copy_choice && n > 1 && resolved.transport != "tcp") {
-    resolved.copy_choice = decide_single_copy(resolved.single_copy);
-  }
-  opts.single_copy = resolved.copy_choice && resolved.copy_choice->any();
   opts.check_peers = [&rendezvous] { rendezvous.check_members(); };
   opts.check_ready = [&rendezvous] { rendezvous.check_members(/*server_may_close=*/true); };
   opts.token = spec.secret;
@@ -224,7 +229,7 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
   // by reference took 610-1180 us while being measured against the rings,
   // turn about, and 330 us as the only choice).
   if (copy && copy->copy_tuned && OpTuner::copy_tuned(kind, bytes) && !engine_.oversubscribed() &&
-      single_copy_for(kind, bytes, false) && engine_.mesh().host_choices() != nullptr) {
+      single_copy_for(kind, bytes, false) && engine_.mesh().host_shared() != nullptr) {
     varies |= kArmSingleCopy;
     c.shared = true;
   }
@@ -240,10 +245,10 @@ void Communicator::rechoose(OpKind kind, uint64_t bytes) {
 namespace {
 
 /// The word of `kind` on `bytes` among the host's shared choices.
-std::atomic<uint8_t>& shared_arm(transport::HostChoices& h, OpKind kind, uint64_t bytes) {
-  static_assert(int(OpKind::kInternal) < transport::HostChoices::kKinds, "a row of HostChoices per OpKind");
-  const int band = std::min(int(std::bit_width(bytes)) - 1, transport::HostChoices::kBands - 1);
-  return h.arm[int(kind)][band];
+std::atomic<uint8_t>& shared_arm(const transport::Mesh& mesh, OpKind kind, uint64_t bytes) {
+  auto* h = std::launder(static_cast<HostChoices*>(mesh.host_shared()));
+  const int band = std::min(int(std::bit_width(bytes)) - 1, HostChoices::kBands - 1);
+  return h->arm[int(kind)][band];
 }
 
 }  // namespace
@@ -251,7 +256,7 @@ std::atomic<uint8_t>& shared_arm(transport::HostChoices& h, OpKind kind, uint64_
 unsigned Communicator::next_arm(const OpChoice& c) {
   int lead = -1;
   transport::Mesh& mesh = engine_.mesh();
-  if (c.shared && !mesh.host_leader()) lead = int(shared_arm(*mesh.host_choices(), c.kind, c.bytes).load()) - 1;
+  if (c.shared && !mesh.host_leader()) lead = int(shared_arm(mesh, c.kind, c.bytes).load()) - 1;
   return tuner_.choose(c.kind, c.bytes, c.tuned_arms, prior_arm(c), lead);
 }
 
@@ -264,7 +269,7 @@ void Communicator::op_took(const OpChoice& c, unsigned arm, uint64_t ns) {
   if (line.empty()) return;  // the arm held did not change
   transport::Mesh& mesh = engine_.mesh();
   if (c.shared && mesh.host_leader()) {
-    shared_arm(*mesh.host_choices(), c.kind, c.bytes).store(uint8_t(tuner_.held(c.kind, c.bytes) + 1));
+    shared_arm(mesh, c.kind, c.bytes).store(uint8_t(tuner_.held(c.kind, c.bytes) + 1));
   }
   OCCL_LOG(kInfo, kTuning, line);
 }
@@ -865,21 +870,10 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
     for (const auto& m : members) mine.push_back(all[m.old_rank]);
     return mine;
   };
-  transport::MeshOptions opts;
-  opts.rank = new_rank;
-  opts.size = static_cast<int>(members.size());
-  opts.session = session;
-  opts.transport = cfg.transport;
-  opts.tcp_streams = cfg.tcp_streams;
-  opts.local_tcp_streams = local_tcp_streams(cfg, opts.size);
-  opts.tcp_congestion = cfg.tcp_congestion;
+  CommConfig resolved = cfg;
+  transport::MeshOptions opts = mesh_options(resolved, new_rank, static_cast<int>(members.size()), session);
   opts.tcp_ip = tcp_ip_;
   opts.deadline = deadline;
-  CommConfig resolved = cfg;
-  if (!resolved.copy_choice && opts.size > 1 && resolved.transport != "tcp") {
-    resolved.copy_choice = decide_single_copy(resolved.single_copy);
-  }
-  opts.single_copy = resolved.copy_choice && resolved.copy_choice->any();
   opts.token = token_;
   // A member that dies while the new mesh connects closes its control
   // socket of this communicator: end the split then, naming it.

@@ -263,7 +263,7 @@ class Communicator {
     /// instead of stream_min and single_copy, which make the prior arm.
     unsigned tuned_arms = 0;
     /// Single copy is among them: the ranks of this host take the arm their
-    /// lowest rank holds (transport::HostChoices) once it has decided.
+    /// lowest rank holds (HostChoices) once it has decided.
     bool shared = false;
   };
   /// OpChoice for (kind, bytes), remembered for the last kind and size asked

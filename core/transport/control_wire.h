@@ -35,7 +35,7 @@ static_assert(sizeof(Hello) == 24, "the hello is 24 bytes on the wire");
 inline std::string check_hello(const Hello& h, uint64_t session, int my_rank, int size) {
   if (h.magic != kHelloMagic) return "bad magic";
   if (h.session != session) return "another session";
-  if (h.channel > uint32_t(kMaxTcpStreams)) return str_cat("unknown channel ", h.channel);
+  if (h.channel > uint32_t(kMaxLinkSockets)) return str_cat("unknown channel ", h.channel);
   if (h.rank <= my_rank || h.rank >= size) return str_cat("rank ", h.rank, " may not connect to rank ", my_rank);
   return {};
 }

@@ -21,8 +21,6 @@
 #include "transport/control_wire.h"
 #include "transport/mesh_liveness.h"
 #include "transport/registry.h"
-#include "transport/shm/shm_link.h"
-#include "transport/tcp/tcp_link.h"
 
 namespace omniccl::transport {
 
@@ -124,31 +122,22 @@ struct Mesh::Setup {
   const MeshOptions& opts;
   std::string own_cpus;  // this rank's CPUs (cpus::affinity_text), read once
   UniqueFd unix_listener, tcp_listener;
-  std::vector<Endpoint> remote;                  // by rank (this rank's own record too)
-  std::vector<const TransportEntry*> transport;  // by peer
-  std::vector<std::vector<UniqueFd>> data_fd;    // by peer: its data sockets, for transports that need them
-  /// Data sockets to peer p: none, or as many as both ranks asked for
-  /// (pair_tcp_streams; each count is 1..kMaxTcpStreams: this rank's is
-  /// checked by Mesh::create, a peer's by Endpoint::decode).
+  std::vector<Endpoint> remote;            // by rank (this rank's own record too)
+  std::vector<Transport*> transport;       // by peer
+  std::vector<std::vector<UniqueFd>> data_fd;  // by peer: the sockets its transport asked for
+  /// Sockets its transport asks for to peer p (Transport::sockets; at most
+  /// kMaxLinkSockets, which hellos are checked against).
   int data_streams(int p) const {
-    if (!transport[p]->needs_data_socket) return 0;
-    return pair_tcp_streams(remote[size_t(opts.rank)], remote[size_t(p)]);
+    const int n = transport[size_t(p)]->sockets(remote[size_t(opts.rank)], remote[size_t(p)]);
+    if (n < 0 || n > kMaxLinkSockets) {
+      fail(Status::kInternal, transport[size_t(p)]->name(), " asks for ", n, " sockets to rank ", p);
+    }
+    return n;
   }
 };
 
-int auto_tcp_streams(int size) {
-  rlimit l{};
-  const uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &l) == 0 ? uint64_t(l.rlim_cur) : 1024;
-  const uint64_t needed = uint64_t(std::max(size - 1, 0)) * 3 + 64;
-  return needed <= nofile / 2 ? 2 : 1;
-}
-
 std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& exchange) {
-  check_arg(opts.tcp_streams >= 0 && opts.tcp_streams <= kMaxTcpStreams, "mesh: ", opts.tcp_streams,
-            " TCP data streams per peer asked for; use 1 to ", kMaxTcpStreams, " (OMNICCL_TCP_STREAMS), or auto");
-  check_arg(opts.local_tcp_streams >= 0 && opts.local_tcp_streams <= kMaxTcpStreams, "mesh: ", opts.local_tcp_streams,
-            " TCP data streams per peer of this host asked for; use 1 to ", kMaxTcpStreams, ", or 0 (auto)");
-  check_congestion_setting(opts.tcp_congestion);
+  opts.transports.validate();
   std::unique_ptr<Mesh> m(new Mesh());
   m->rank_ = opts.rank;
   m->size_ = opts.size;
@@ -163,19 +152,22 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
 
   Setup s{opts, std::move(own_cpus), {}, {}, {}, {}, {}};
   m->exchange_endpoints(s, exchange);
+  m->make_host_block(s);
   m->connect_peers(s);
   m->accept_peers(s);
   m->make_links(s);
+  m->open_host_block(s);
   m->ready_barrier(opts.deadline, opts.check_ready ? opts.check_ready : opts.check_peers);
-  // Every peer has mapped our segment, so its name can go (nothing is left
-  // in /dev/shm even if a rank dies later).
-  if (m->own_segment_) m->own_segment_->unlink();
+  // Every peer has mapped what this rank made for it, so the names can go
+  // (nothing is left in /dev/shm even if a rank dies later).
+  for (auto& t : m->transports_) t->setup_done();
+  if (m->host_block_) m->host_block_->unlink();
   return m;
 }
 
-// Listens, makes this rank's shared-memory segment (unless TCP is forced),
-// swaps endpoints with every member and picks each peer's transport.
-void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
+// Listens, makes this rank's transports and their parts of its endpoint
+// (a shared-memory segment unless another transport is forced).
+Endpoint Mesh::own_endpoint(Setup& s) {
   const MeshOptions& opts = s.opts;
   const std::string session = hex(opts.session);
   Endpoint me;
@@ -183,23 +175,26 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   me.pid = ::getpid();
   me.host_id = host_identity();
   me.hostname = hostname();
-  me.single_copy = opts.single_copy;
-  me.tcp_streams = opts.tcp_streams > 0 ? opts.tcp_streams : auto_tcp_streams(opts.size);
-  me.local_tcp_streams = opts.tcp_streams > 0         ? opts.tcp_streams
-                         : opts.local_tcp_streams > 0 ? std::min(opts.local_tcp_streams, me.tcp_streams)
-                                                      : me.tcp_streams;
   me.cpus = s.own_cpus;
   net::SocketAddress unix_addr, tcp_addr;
   s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
   s.tcp_listener = net::listen_tcp(opts.tcp_ip, tcp_addr);
   me.unix_addr = unix_addr.text;
   me.tcp_addr = tcp_addr.text;
-  if (opts.transport != "tcp") {
-    me.shm_name = ShmSegment::name_for(session, opts.rank);
-    ShmSegment::remove_leftovers();
-    own_segment_ = ShmSegment::create(me.shm_name, opts.size);
+  if (opts.host_shared_bytes > 0) me.host_block = shm_object_name(session, "host");
+  transports_ = make_transports(opts.transports, TransportContext{opts.rank, opts.size, session}, opts.table);
+  for (auto& t : transports_) {
+    std::string part = t->part();
+    if (!part.empty()) me.parts.emplace_back(t->name(), std::move(part));
+    if (wake_word_ == nullptr) wake_word_ = t->wake_word();
   }
+  return me;
+}
 
+// Swaps endpoints with every member and picks each peer's transport.
+void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
+  const MeshOptions& opts = s.opts;
+  const Endpoint me = own_endpoint(s);
   std::vector<std::string> all = exchange(me.encode());
   if (static_cast<int>(all.size()) != opts.size) {
     fail(Status::kInternal, "address exchange returned ", all.size(), " entries for ", opts.size, " ranks");
@@ -207,7 +202,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   s.remote.resize(opts.size);
   s.remote[opts.rank] = me;  // data_streams() reads both records
   s.transport.resize(opts.size);
-  const TransportEntry* only = nullptr;  // the transport of every peer so far
+  const Transport* only = nullptr;  // the transport of every peer so far
   bool mixed = false;
   // CPUs of every host's ranks, from the records every rank got (this one's
   // decoded too, first in its host's list), so that all ranks agree.
@@ -216,33 +211,73 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   for (int p = 0; p < opts.size; ++p) {
     if (p == opts.rank) continue;
     s.remote[p] = Endpoint::decode(all[p], p);
-    const Endpoint& e = s.remote[p];
-    auto peer = std::make_unique<Peer>();
-    peer->rank = p;
-    peer->pid = e.pid;
-    peer->same_host = e.host_id == me.host_id;
-    peer->hostname = e.hostname;
-    local_size_ += peer->same_host;
-    cpus_by_host[e.host_id].push_back(e.cpus);
-    peers_[p] = std::move(peer);
-    TransportChoice c = choose_transport(transports(), me, e, opts.transport);
-    s.transport[p] = c.entry;
-    const int streams = s.data_streams(p);
-    OCCL_LOG(kInfo, kTransport, "rank ", opts.rank, " -> rank ", p, ": ", c.entry->name, " (", c.reason, ")",
-             streams > 1 ? str_cat(", ", streams, " data streams") : std::string());
-    s.transport[p] = c.entry;
-    mixed |= only != nullptr && only != c.entry;
-    only = c.entry;
+    add_peer(s, p);
+    cpus_by_host[s.remote[p].host_id].push_back(s.remote[p].cpus);
+    mixed |= only != nullptr && only != s.transport[p];
+    only = s.transport[p];
   }
-  transport_name_ = mixed ? "mixed" : only->name;
-  local_cpus_ = std::max(1, cpus::union_count(cpus_by_host[me.host_id]));
+  transport_name_ = mixed ? "mixed" : only->name();
+  note_cpus(me.host_id, own_cpus, cpus_by_host);
+}
+
+// Peer p's record is in: its entry, and the transport to it (logged).
+void Mesh::add_peer(Setup& s, int p) {
+  const Endpoint& me = s.remote[size_t(rank_)];
+  const Endpoint& e = s.remote[size_t(p)];
+  auto peer = std::make_unique<Peer>();
+  peer->rank = p;
+  peer->pid = e.pid;
+  peer->same_host = e.host_id == me.host_id;
+  peer->hostname = e.hostname;
+  local_size_ += peer->same_host;
+  peers_[p] = std::move(peer);
+  TransportChoice c = choose_transport(transports_, me, e, s.opts.transports.forced);
+  s.transport[p] = c.transport;
+  const int streams = s.data_streams(p);
+  OCCL_LOG(kInfo, kTransport, "rank ", rank_, " -> rank ", p, ": ", c.transport->name(), " (", c.reason, ")",
+           streams > 1 ? str_cat(", ", streams, " data streams") : std::string());
+}
+
+// How many CPUs this host's ranks have, and whether any host's ranks
+// outnumber theirs (tuning may depend on it: judged alike on every rank).
+void Mesh::note_cpus(const std::string& own_host, const std::string& own_cpus,
+                     const std::map<std::string, std::vector<std::string>>& cpus_by_host) {
+  local_cpus_ = std::max(1, cpus::union_count(cpus_by_host.at(own_host)));
   OCCL_LOG(kInfo, kTransport, local_size_, " rank(s) of this communicator on this host, on ", local_cpus_,
            " CPU(s) between them (this rank: ", own_cpus, ")",
            local_size_ > local_cpus_ ? ": more ranks than cores" : "");
-  // The same judged for every host (tuning may depend on it).
   for (const auto& [host, lists] : cpus_by_host) {
     any_host_oversubscribed_ |= static_cast<int>(lists.size()) > std::max(1, cpus::union_count(lists));
   }
+}
+
+// The lowest-ranked of this rank and the peers it reaches through shared
+// memory; -1 when there are no such peers.
+int Mesh::host_leader_rank(const Setup& s) const {
+  int leader = -1;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && s.transport[size_t(p)]->shares_host_memory()) {
+      leader = std::min(p, rank_);
+      break;
+    }
+  }
+  return leader;
+}
+
+void Mesh::make_host_block(Setup& s) {
+  if (s.opts.host_shared_bytes == 0 || host_leader_rank(s) != rank_) return;
+  host_block_ = SharedMapping::create(s.remote[size_t(rank_)].host_block, s.opts.host_shared_bytes);
+  host_leader_ = true;
+}
+
+// The leader made its block before it accepted any connection, and every
+// member has connected to it (or been accepted by it) by now.
+void Mesh::open_host_block(Setup& s) {
+  const int leader = host_leader_rank(s);
+  if (s.opts.host_shared_bytes == 0 || leader < 0 || leader == rank_) return;
+  const std::string& name = s.remote[size_t(leader)].host_block;
+  if (name.empty()) fail(Status::kInternal, "rank ", leader, " made no block for its host's ranks");
+  host_block_ = SharedMapping::open(name, s.opts.host_shared_bytes, s.opts.host_shared_bytes);
 }
 
 // Lower ranks accept, higher ranks connect; connecting never waits for the
@@ -374,42 +409,21 @@ void Mesh::accept_peers(Setup& s) {
   }
 }
 
-// Each peer's link from its transport's factory.
+// Each peer's link from its transport.
 void Mesh::make_links(Setup& s) {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     net::set_nonblocking(peers_[p]->ctrl.get());
     LinkSetup ls;
-    ls.rank = rank_;
-    ls.nranks = size_;
-    ls.peer = &s.remote[p];
-    ls.data_fds = std::move(s.data_fd[p]);
-    ls.own_segment = own_segment_.get();
+    ls.local = &s.remote[size_t(rank_)];
+    ls.peer = &s.remote[size_t(p)];
+    ls.sockets = std::move(s.data_fd[p]);
     ls.doorbell = [this, p] { doorbell(p); };
-    ls.single_copy = s.opts.single_copy;
-    ls.same_host = peers_[p]->same_host;
-    ls.tcp_congestion = s.opts.tcp_congestion;
-    links_[p] = s.transport[p]->make_link(ls);
-  }
-  // The host's shared choices: in the lowest-ranked member's segment among
-  // this rank and its shared-memory peers.
-  bool shm_peer = false;
-  for (int p = 0; p < size_; ++p) {
-    auto* shm = p == rank_ ? nullptr : dynamic_cast<ShmLink*>(links_[p].get());
-    if (shm == nullptr) continue;
-    shm_peer = true;
-    if (p < rank_) {
-      host_choices_ = &shm->peer_choices();
-      return;
-    }
-  }
-  if (shm_peer && own_segment_) {
-    host_choices_ = &own_segment_->choices();
-    host_leader_ = true;
+    links_[p] = s.transport[p]->connect(ls);
   }
 }
 
-// Every peer has made its links (and so mapped this rank's segment).
+// Every peer has made its links (and so mapped what this rank made for it).
 void Mesh::ready_barrier(const Deadline& deadline, const std::function<void()>& check_peers) {
   for (int p = 0; p < size_; ++p) {
     if (p != rank_) send_control(p, kReady, "", false);
@@ -554,13 +568,13 @@ void Mesh::wake() {
   uint64_t one = 1;
   ssize_t w = ::write(wake_fd_.get(), &one, sizeof one);
   (void)w;
-  if (own_segment_) wake_futex(own_segment_->wake_word());
+  if (wake_word_ != nullptr) wake_futex(*wake_word_);
 }
 
-uint32_t Mesh::futex_seq() const { return own_segment_->wake_word().load(std::memory_order_acquire); }
+uint32_t Mesh::futex_seq() const { return wake_word_->load(std::memory_order_acquire); }
 
 void Mesh::sleep_on_futex(uint32_t seq, int timeout_ms) {
-  std::atomic<uint32_t>& word = own_segment_->wake_word();
+  std::atomic<uint32_t>& word = *wake_word_;
   futex_wait(word, seq, timeout_ms);
   if (word.load(std::memory_order_acquire) != seq) {
     // Woken (the usual case, on the hot path): no poll. The control sockets

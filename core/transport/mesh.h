@@ -4,10 +4,13 @@
 //   - a control socket (abstract unix socket on one host, TCP across hosts):
 //     liveness (EOF = the peer exited), error notices, doorbells for
 //     shared-memory waits, and status queries used to name stalled ranks;
-//   - a data Link: shared-memory rings on one host, else (or when TCP is
-//     forced) a TCP socket.
+//   - a data Link from the transport the registry chose for the pair
+//     (registry.h): the mesh hands each transport the endpoints, the
+//     sockets it asks for and a doorbell, and knows nothing of its links'
+//     insides.
 // Waiting never burns a core: callers spin briefly, yield, then sleep in
-// poll() on the control sockets and TCP links (Mesh::sleep).
+// poll() on the control sockets and links' descriptors (Mesh::sleep), or on
+// a futex word a transport offers (Mesh::sleep_on_futex).
 #pragma once
 
 #include <poll.h>
@@ -15,21 +18,22 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "common/fd.h"
+#include "common/shared_memory.h"
 #include "common/status.h"
 #include "common/time.h"
+#include "transport/registry.h"
 #include "transport/transport.h"
 
 namespace omniccl::transport {
 
-class ShmSegment;
-struct HostChoices;
-struct Endpoint;
 
 /// An error another rank reported over its control socket (not re-broadcast).
 class PeerReportedError : public Error {
@@ -52,19 +56,14 @@ struct MeshOptions {
   int rank = 0;
   int size = 1;
   uint64_t session = 0;     ///< unique per communicator; names sockets and segments
-  std::string transport;    ///< "auto", "shm" or "tcp"
-  std::string tcp_ip;       ///< IP to listen on for TCP
-  bool single_copy = true;  ///< shared memory may move large payloads by reference
-  /// Data sockets per TCP peer (1..kMaxTcpStreams; a pair uses the smaller
-  /// count), or 0: auto_tcp_streams(size).
-  int tcp_streams = 0;
-  /// With tcp_streams 0: data sockets per TCP peer on this host (the
-  /// loopback calibration's answer, tuning/tcp_calibration.h), at most
-  /// auto_tcp_streams(size); 0: auto_tcp_streams(size), as for other hosts.
-  int local_tcp_streams = 0;
-  /// OMNICCL_TCP_CONGESTION: "auto", "system" or an algorithm's name
-  /// (apply_congestion in transport/tcp/tcp_link.h).
-  std::string tcp_congestion = "auto";
+  std::string tcp_ip;  ///< IP to listen on for TCP
+  /// Every transport's settings, and the one forced.
+  TransportOptions transports;
+  /// The transports to choose from (a test may add its own).
+  std::span<const TransportFactory> table = transport_table();
+  /// Bytes of the block shared by this rank and the peers of its host that
+  /// it reaches through shared memory (host_shared); 0: none.
+  size_t host_shared_bytes = 0;
   Deadline deadline = Deadline::never();
   /// Called often (every <= 100 ms) while create() waits for peers to
   /// connect, to accept, or to be ready; throws to end the setup at once when a member is
@@ -78,14 +77,6 @@ struct MeshOptions {
   /// Empty: no authentication (hello only).
   std::string token;
 };
-
-/// Data sockets per TCP peer when none were asked for (OMNICCL_TCP_STREAMS
-/// unset or auto) in a job of `size` ranks: 2 while a control socket and two
-/// data sockets per peer, and 64 descriptors of room, take at most half of
-/// this process's open-file limit (RLIMIT_NOFILE, soft); else 1. Several
-/// flows let a network card and the kernel spread one peer's traffic; on
-/// loopback the calibration decides (MeshOptions::local_tcp_streams).
-int auto_tcp_streams(int size);
 
 class Mesh {
  public:
@@ -118,11 +109,12 @@ class Mesh {
   /// rank got at setup: the same on every rank, so choices that all ranks
   /// must share may depend on it.
   bool any_host_oversubscribed() const { return any_host_oversubscribed_; }
-  /// The choices the ranks of this host share (HostChoices): in the segment
-  /// of the lowest-ranked member among this rank and its shared-memory
-  /// peers; null without shared-memory peers. host_leader(): that member is
-  /// this rank (it writes them; the others read).
-  HostChoices* host_choices() const { return host_choices_; }
+  /// The block of MeshOptions::host_shared_bytes (zeroed when made) that
+  /// this rank shares with the peers of its host that it reaches through
+  /// shared memory (Transport::shares_host_memory): made by the
+  /// lowest-ranked of them, mapped by the others; null without such peers.
+  /// host_leader(): that member is this rank.
+  void* host_shared() const { return host_block_ ? host_block_->data() : nullptr; }
   bool host_leader() const { return host_leader_; }
   /// Description of a peer for messages: "rank 3 (pid 1234 on hostA)".
   std::string describe(int peer) const;
@@ -156,9 +148,9 @@ class Mesh {
   /// operation it belongs to; a closed connection marks its peer gone
   /// (check_peer). Throws only kAborted.
   void sleep(std::vector<pollfd>& fds, int timeout_ms);
-  /// Whether this rank has a futex word that its shared-memory links can
-  /// wake (it has a segment: some peer is on this host).
-  bool sleeps_on_futex() const { return own_segment_ != nullptr; }
+  /// Whether this rank has a futex word that its links can wake (one of
+  /// its transports has one: Transport::wake_word).
+  bool sleeps_on_futex() const { return wake_word_ != nullptr; }
   /// The futex word's value: read before arming links with WakeBy::kFutex,
   /// then handed to sleep_on_futex.
   uint32_t futex_seq() const;
@@ -224,10 +216,19 @@ class Mesh {
  private:
   Mesh() = default;
   struct Setup;  // what the parts of create() hand on (mesh.cc)
+  Endpoint own_endpoint(Setup& s);
   void exchange_endpoints(Setup& s, const AllGatherFn& exchange);
+  void add_peer(Setup& s, int p);
+  void note_cpus(const std::string& own_host, const std::string& own_cpus,
+                 const std::map<std::string, std::vector<std::string>>& cpus_by_host);
+  int host_leader_rank(const Setup& s) const;
   void connect_peers(Setup& s);
   void accept_peers(Setup& s);
   void make_links(Setup& s);
+  /// After the exchange: the host's leader makes the shared block.
+  void make_host_block(Setup& s);
+  /// After connecting: the others map it.
+  void open_host_block(Setup& s);
   void ready_barrier(const Deadline& deadline, const std::function<void()>& check_peers);
   void send_control(int peer, char type, const std::string& payload, bool best_effort);
   void doorbell(int peer);
@@ -252,9 +253,12 @@ class Mesh {
   bool any_host_oversubscribed_ = false;
   const char* transport_name_ = "self";
   std::vector<std::unique_ptr<Peer>> peers_;
+  /// This communicator's transports; declared before links_, which may use
+  /// them, so that they outlive the links.
+  std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<std::unique_ptr<Link>> links_;
-  std::unique_ptr<ShmSegment> own_segment_;
-  HostChoices* host_choices_ = nullptr;
+  std::atomic<uint32_t>* wake_word_ = nullptr;  ///< Transport::wake_word, if one has it
+  std::unique_ptr<SharedMapping> host_block_;
   bool host_leader_ = false;
   UniqueFd wake_fd_;
   std::atomic<bool> aborted_{false};

@@ -1,6 +1,13 @@
-// Transport vocabulary: a Link carries messages to and from one peer.
+// The transport contract: a Transport (one per communicator and kind: shm,
+// tcp) offers this rank's part of its endpoint, says whether two endpoints
+// can use it, and makes a Link per peer; a Link carries messages to and from
+// one peer. The mesh (mesh.h) connects and wakes ranks, the registry
+// (registry.h) chooses a transport per pair; neither knows what a transport
+// does inside.
 //
 // Words used below:
+//   endpoint what one rank tells every other at setup: who and where it is,
+//            and each transport's part (opaque to all but that transport).
 //   link     an ordered, reliable, full-duplex message channel to one peer
 //            (the shape of Gloo's Pair::send(buffer, offset, nbytes)).
 //   message  a small header then a payload. The caller (the engine) owns the
@@ -22,13 +29,22 @@
 // wait (arm_send/arm_recv). Transports know nothing of algorithms.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <new>
 #include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "common/device.h"
+#include "common/fd.h"
 #include "common/status.h"
 
 namespace omniccl::transport {
@@ -86,22 +102,43 @@ struct Message {
   bool may_split = false;
 
   // --- kept by the link ---
-  size_t header_done = 0;   ///< header bytes moved
-  size_t done = 0;          ///< payload bytes moved (receive with a sink: taken or staged)
-  size_t staged = 0;        ///< receive with a sink: bytes in `stage` not yet taken
-  uint64_t ticket = 0;      ///< by reference: the sender's number for the payload
-  uint64_t remote = 0;      ///< by reference, receive: the payload's address at the sender
-  uint32_t split_mine = 0;  ///< split receive: chunks this side copied
-  uint32_t pad_done = 0;    ///< bytes moved of the padding between header and payload (TCP)
-  bool by_reference = false;
-  bool split = false;          ///< receive by reference shared with the sender (published)
-  bool split_claimed = false;  ///< split receive: every chunk is taken by one side or the other
-  bool complete = false;       ///< all moved (by reference: and read by the receiver)
+  size_t header_done = 0;  ///< header bytes moved
+  size_t done = 0;         ///< payload bytes moved (receive with a sink: taken or staged)
+  size_t staged = 0;       ///< receive with a sink: bytes in `stage` not yet taken
+  bool complete = false;   ///< all moved (by reference: and read by the receiver)
+  /// What only the message's link reads and writes (its own struct, through
+  /// link_state<T>()): all zero for a fresh message.
+  alignas(8) unsigned char link_state[32] = {};
 };
 
+/// The link's own part of message `m` as its struct T: trivial (so the
+/// bytes, implicitly, are a T), all zero bytes meaning "fresh".
+template <class T>
+T& link_state(Message& m) {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_default_constructible_v<T>,
+                "a link's message state is plain data");
+  static_assert(sizeof(T) <= sizeof(m.link_state) && alignof(T) <= 8, "Message::link_state is too small for it");
+  return *std::launder(reinterpret_cast<T*>(m.link_state));
+}
+template <class T>
+const T& link_state(const Message& m) {
+  return link_state<T>(const_cast<Message&>(m));
+}
+/// Makes `m`'s link part that of a fresh message.
+inline void reset_link_state(Message& m) { std::memset(m.link_state, 0, sizeof m.link_state); }
+/// Hands the link part of `from` (and its progress) to `to`: the same message
+/// continues in another object.
+inline void move_progress(Message& to, const Message& from) {
+  to.header_done = from.header_done;
+  to.done = from.done;
+  to.staged = from.staged;
+  to.complete = from.complete;
+  std::memcpy(to.link_state, from.link_state, sizeof to.link_state);
+}
+
 inline constexpr uint32_t kMaxHeader = 64;
-/// The most data sockets one TCP link may use (OMNICCL_TCP_STREAMS).
-inline constexpr int kMaxTcpStreams = 16;
+/// The most sockets the mesh connects for one link (Transport::sockets).
+inline constexpr int kMaxLinkSockets = 16;
 /// The engine's header size: a link may copy headers of this size with a
 /// fixed-size copy (a few moves instead of a call).
 inline constexpr uint32_t kEngineHeaderBytes = 40;
@@ -226,6 +263,91 @@ class Link {
   /// they copy their own block locally, which overlaps the copy with the peer's
   /// receive.
   virtual bool socket() const { return false; }
+};
+
+/// One rank's record of the setup exchange: who and where it is, and each
+/// transport's own part, which only that transport reads (NCCL's connect
+/// blob): a shared-memory segment's name, a socket count.
+struct Endpoint {
+  int rank = -1;
+  int pid = 0;
+  std::string host_id;     ///< processes that share it can share memory (host, boot id, namespaces)
+  std::string hostname;    ///< for messages
+  std::string unix_addr;   ///< the mesh's listener on this host (control sockets)
+  std::string tcp_addr;    ///< the mesh's listener across hosts (control sockets, and sockets for links)
+  std::string cpus;        ///< the CPUs it may run on, a cpulist ("0-3,8"; common/cpus.h)
+  std::string host_block;  ///< the block it makes if it leads its host's ranks (Mesh::host_shared); "" = none
+  /// Each transport's part, by transport name; a transport that offers
+  /// nothing to peers has none.
+  std::vector<std::pair<std::string, std::string>> parts;
+
+  /// The part of transport `name`; "" when it has none.
+  const std::string& part(std::string_view name) const;
+  /// The record as sent in the exchange.
+  std::string encode() const;
+  /// Parses a record of rank `rank`; throws Error(kInternal) when malformed,
+  /// Error(kInvalidArgument) when it comes from a build of another record
+  /// shape.
+  static Endpoint decode(const std::string& text, int rank);
+};
+
+/// A transport's answer to "can these two endpoints use you?", with the
+/// reason, which is logged.
+struct Verdict {
+  bool ok = false;
+  std::string reason;  ///< why (or why not): "same host and boot id", "other host"
+};
+
+/// What a transport gets to build the link to one peer.
+struct LinkSetup {
+  const Endpoint* local = nullptr;
+  const Endpoint* peer = nullptr;
+  /// Connected sockets to the peer, as many as Transport::sockets asked for
+  /// (the mesh connects and authenticates them like its control sockets).
+  std::vector<UniqueFd> sockets;
+  /// Rings the peer over its control socket (WaitOn::How::kDoorbell).
+  std::function<void()> doorbell;
+  bool same_host() const { return local->host_id == peer->host_id; }
+};
+
+/// A transport as the mesh sees it (NCCL's transport table entry, Gloo's
+/// device): one object per communicator, which owns what this rank offers
+/// every peer (a shared-memory segment) and makes one Link per peer that
+/// chose it. The registry (registry.h) is the only code that names one.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  /// "shm", "tcp": also the value of OMNICCL_TRANSPORT that forces it.
+  virtual const char* name() const = 0;
+  /// Higher is preferred when several can connect.
+  virtual int priority() const = 0;
+  /// This rank's part of its endpoint (what a peer needs to connect to it),
+  /// made once before the exchange; "" offers nothing.
+  virtual std::string part() = 0;
+  /// Whether `local` and `peer` can use this transport, and why. Both ranks
+  /// of a pair run it over the same two records, so it must be symmetric.
+  /// Throws Error(kInvalidArgument) when the peer's part comes from a build
+  /// this one cannot talk to.
+  virtual Verdict can_connect(const Endpoint& local, const Endpoint& peer) const = 0;
+  /// Sockets the mesh connects to `peer` for the link, before connect().
+  virtual int sockets(const Endpoint& /*local*/, const Endpoint& /*peer*/) const { return 0; }
+  /// Builds the link to setup.peer.
+  virtual std::unique_ptr<Link> connect(LinkSetup& setup) = 0;
+  /// Every peer has built its links: drops what only setup needed (a
+  /// segment's name, so that nothing is left behind if a rank dies later).
+  virtual void setup_done() {}
+  /// The word this rank sleeps on when its links' peers wake it through a
+  /// futex (WakeBy::kFutex), or null: a transport whose links wake so
+  /// (Link::wakes_futex) has one.
+  virtual std::atomic<uint32_t>* wake_word() { return nullptr; }
+  /// Whether its links join processes of one host through shared memory:
+  /// ranks so linked share their host's choices (Mesh::host_shared).
+  virtual bool shares_host_memory() const { return false; }
+  /// Both ends of one link inside this process ([0] rank 0's to rank 1,
+  /// [1] rank 1's to rank 0), built as setup builds them between two ranks
+  /// of one host, and quiet: for calibrations that time this transport's
+  /// links. They may use this object's resources: keep it alive.
+  virtual std::array<std::unique_ptr<Link>, 2> loopback() = 0;
 };
 
 }  // namespace omniccl::transport

@@ -24,7 +24,7 @@
 #include "tuning/calibration_file.h"
 #include "tuning/one_way_probe.h"
 #include "tuning/op_tuner.h"
-#include "transport/shm/shm_link.h"
+#include "transport/registry.h"
 
 namespace omniccl {
 
@@ -167,27 +167,11 @@ std::string calibration_cache_path() {
 
 namespace {
 
-/// Two ends of a shared-memory link in this process (ranks 0 and 1 of a
-/// private session), as Mesh builds them between two processes; quiet.
+/// Two ends of a shared-memory link in this process, as Mesh builds them
+/// between two ranks of one host (Transport::loopback); quiet.
 struct LinkPair {
-  std::unique_ptr<transport::ShmSegment> seg[2];
-  std::unique_ptr<transport::ShmLink> link[2];
-  LinkPair() {
-    const std::string session = str_cat("calibration", std::random_device{}());
-    std::string name[2];
-    for (int r = 0; r < 2; ++r) {
-      name[r] = transport::ShmSegment::name_for(session, r);
-      seg[r] = transport::ShmSegment::create(name[r], 2);
-    }
-    for (int r = 0; r < 2; ++r) {
-      const int p = 1 - r;
-      auto peer = transport::ShmSegment::open(name[p], 2);
-      link[r] = std::make_unique<transport::ShmLink>(
-          p, peer->ring(r), peer->ring_data(r), seg[r]->ring(p), seg[r]->ring_data(p), [] {}, std::move(peer),
-          /*single_copy=*/true, /*quiet=*/true);
-    }
-    for (auto& s : seg) s->unlink();
-  }
+  std::unique_ptr<transport::Transport> shm = transport::make_transport("shm", {});
+  std::array<std::unique_ptr<transport::Link>, 2> link = shm->loopback();
 };
 
 /// How the link-pair probe sends: ring, by reference, by reference split.

@@ -60,7 +60,7 @@
 // prior, so they try the arms together. Speed does depend on it for single
 // copy (one rank by reference, the other through the rings, is slower than
 // either way), so there a rank follows the arm another holds (`lead`: the
-// host's lowest rank, transport::HostChoices). A rank that sends a one-way
+// host's lowest rank, HostChoices). A rank that sends a one-way
 // operation through the rings may return before its receiver has read the
 // last 2 MiB (the ring's size), while a send by reference returns only once
 // read; so where the host's lowest rank times such an operation for a
@@ -70,6 +70,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -77,6 +78,29 @@
 #include "algorithm/engine.h"
 
 namespace omniccl {
+
+/// Choices the ranks of a host share for their communicator, published by the
+/// host's lowest-ranked member in the block the mesh shares among them
+/// (Mesh::host_shared): how operations whose single copy is measured
+/// (OpTuner::copy_tuned: broadcast, gather, scatter, all_gather, all_to_all
+/// and their v-variants) of each size band (log2 of the operation's bytes)
+/// run, as an OpTuner arm (streaming stores, single copy), a row per
+/// operation kind (its OpKind value). Ranks that measure on their own settle
+/// at times on different ways on a near tie, and sends by reference from one
+/// rank mixed with sends through the rings from the other are slower than
+/// either way (2 ranks, all_gather of 4 MiB: 1.1 ms against 0.35-0.7 ms), so
+/// the others follow the lowest rank. Relaxed: a follower that reads an
+/// older choice runs one operation the older way. The block is zeroed when
+/// made: every arm starts at 0, "none yet".
+struct HostChoices {
+  static constexpr int kKinds = 16;
+  static constexpr int kBands = 64;
+  /// The lowest rank's arm plus one, per operation kind and band (0: none yet).
+  std::atomic<uint8_t> arm[kKinds][kBands];
+};
+static_assert(std::atomic<uint8_t>::is_always_lock_free && sizeof(std::atomic<uint8_t>) == 1,
+              "shared choices need lock-free atomics laid out as bytes");
+static_assert(int(OpKind::kInternal) < HostChoices::kKinds, "a row of HostChoices per OpKind");
 
 /// Arm bits: the operation stores what it receives or copies past the
 /// caches (streaming stores from kStreamMin) ...
@@ -94,10 +118,9 @@ inline constexpr uint64_t kTunedStreamMin = uint64_t(8) << 20;
 /// Operations of at least this many bytes have single copy tuned: with 2
 /// ranks their messages reach the shared-memory link's by-reference size
 /// (256 KiB; an all_gather's or all_to_all's bytes are all ranks' blocks).
-/// Below 1 MiB too: on an AMD EPYC VM whose cores trade cache lines 4x
-/// slower in one state than in the other, 2-rank scatters of 512 KiB per
-/// rank took 40-51 us through the rings in the fast state and 100-151 us in
-/// the slow one, 54-76 us by reference in both (README, Round 17).
+/// Below 1 MiB too: where cores trade cache lines slowly, copies through
+/// the rings slow down by 2-3x while reads by reference do not, so which
+/// way wins at 512 KiB depends on the machine's state and is measured.
 inline constexpr uint64_t kTunedCopyMin = uint64_t(512) << 10;
 /// The longest a timed one-way operation waits for its receivers to read
 /// what it sent through the rings, before it starts and before it stops its
@@ -126,11 +149,10 @@ inline constexpr double kTunerMargin = 1.05;
 /// A band's first recheck (an operation that tries an arm not held) is its
 /// kTunerRecheck-th operation; the next come at the following powers of
 /// two up to kTunerRecheckMax, then every kTunerRecheckMax-th operation.
-/// A recheck of an arm that loses costs up to twice an operation's time
-/// (the first call by reference of a 1 MiB all_to_all on the AMD EPYC VM:
-/// 0.28-1.7 ms against 90-110 us, README Round 19), and what is faster
-/// changes with the machine's state far less often than every 16
-/// operations. The schedule follows the count of operations only, so the
+/// A recheck of an arm that loses can cost several times an operation's
+/// time (the first call by reference of an all_to_all maps the peer's pages),
+/// and what is faster changes with the machine's state far less often than
+/// every 16 operations. The schedule follows the count of operations only, so the
 /// ranks of a host try arms on the same operations (see `lead`).
 inline constexpr uint64_t kTunerRecheck = 16;
 /// The longest gap between rechecks, in operations of the band.

@@ -12,7 +12,7 @@
 #include "common/net.h"
 #include "common/status.h"
 #include "common/time.h"
-#include "transport/tcp/tcp_link.h"
+#include "transport/registry.h"
 #include "tuning/calibration_file.h"
 #include "tuning/one_way_probe.h"
 
@@ -32,33 +32,26 @@ std::mutex g_mu;
 std::optional<TcpStreamsChoice> g_memo;
 std::string g_memo_path;
 
-/// Two loopback links of `streams` sockets each way's end: [0] sends, [1]
-/// receives, as Mesh builds them between two ranks of one host. A
-/// connection to the probe's port from anyone else (another local process
-/// that found it) is closed, not measured.
-std::array<std::unique_ptr<transport::TcpLink>, 2> loopback_pair(int streams) {
-  net::SocketAddress addr;
-  UniqueFd listener = net::listen_tcp("127.0.0.1", addr);
-  std::vector<UniqueFd> out, in;
-  const Deadline deadline = Deadline::after_ms(2000);
-  for (int i = 0; i < streams; ++i) {
-    out.push_back(net::connect_to(addr, deadline));
-    in.push_back(net::accept_own(listener.get(), out.back().get(), deadline));
-    if (!in.back().valid()) fail(Status::kInternal, "no loopback connection within 2 s");
+/// Two loopback links of `streams` sockets, as Mesh builds them between two
+/// ranks of one host (Transport::loopback), with their transport: [0] sends,
+/// [1] receives.
+struct LinkPair {
+  explicit LinkPair(int streams) {
+    transport::TransportOptions o;
+    o.tcp.streams = streams;
+    tcp = transport::make_transport("tcp", o);
+    link = tcp->loopback();
   }
-  for (auto* fds : {&out, &in}) {
-    for (const UniqueFd& fd : *fds) transport::apply_congestion(fd.get(), "auto", /*same_host=*/true, 1);
-  }
-  return {std::make_unique<transport::TcpLink>(std::move(out), 1),
-          std::make_unique<transport::TcpLink>(std::move(in), 0)};
-}
+  std::unique_ptr<transport::Transport> tcp;
+  std::array<std::unique_ptr<transport::Link>, 2> link;
+};
 
 /// Times kReps one-way messages of kTcpProbeBytes over one socket and over
 /// two, in turn, from this thread to a helper thread; rates[i]: the fastest
 /// with i + 1 sockets. False (with *error) when a message failed or took
 /// longer than 2 s (time_one_way).
 bool time_streams(double (&rates)[2], std::string* error) {
-  std::array<std::unique_ptr<transport::TcpLink>, 2> pair[2] = {loopback_pair(1), loopback_pair(2)};
+  LinkPair pair[2] = {LinkPair(1), LinkPair(2)};
   const size_t bytes = kTcpProbeBytes;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   std::array<uint64_t, 5> hdr_out{}, hdr_in{};  // the engine's header size
@@ -72,11 +65,11 @@ bool time_streams(double (&rates)[2], std::string* error) {
       out.header_bytes = sizeof hdr_out;
       out.payload = {src.data(), bytes, DeviceKind::kCPU};
     }
-    const bool moved = pair[(k - 1) % 2][0]->send(out);
+    const bool moved = pair[(k - 1) % 2].link[0]->send(out);
     return out.complete ? ProbeStep::kDone : moved ? ProbeStep::kMoved : ProbeStep::kIdle;
   };
   auto recv = [&](int k, bool first) {
-    transport::TcpLink& link = *pair[(k - 1) % 2][1];
+    transport::Link& link = *pair[(k - 1) % 2].link[1];
     if (first) {
       in = transport::Message{};
       in.header = hdr_in.data();

@@ -53,9 +53,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int me = 0; me < 4; ++me) {
       const bool ok = wire::check_hello(h, 0x5eed, me, 4).empty();
       // Accepted only from a higher rank of this mesh, on a known channel
-      // (0 control, 1..kMaxTcpStreams data).
+      // (0 control, 1..kMaxLinkSockets data).
       if (ok && (h.magic != wire::kHelloMagic || h.session != 0x5eed || h.rank <= me || h.rank >= 4 ||
-                 h.channel > uint32_t(kMaxTcpStreams))) {
+                 h.channel > uint32_t(kMaxLinkSockets))) {
         std::abort();
       }
     }

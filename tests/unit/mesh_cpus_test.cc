@@ -33,7 +33,7 @@
 namespace omniccl::transport {
 namespace {
 
-constexpr int kCpusField = 8;  // a field of an address record (Endpoint::encode)
+constexpr int kCpusField = 6;  // a field of an address record (Endpoint::encode)
 
 using test::Exchange;
 using test::kHostField;

@@ -53,7 +53,7 @@ inline transport::MeshOptions loopback_options(int rank, int size, uint64_t sess
   o.rank = rank;
   o.size = size;
   o.session = session;
-  o.transport = transport;
+  o.transports.forced = transport;
   o.tcp_ip = "127.0.0.1";
   o.deadline = Deadline::after_ms(30000);
   o.token = token;

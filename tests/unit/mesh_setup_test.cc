@@ -201,11 +201,16 @@ class SlowRankZero {
     stop_.store(true);
     thread_.join();
   }
-  /// Its address record (Endpoint::encode's fields).
+  /// Its address record: TCP only, on another host.
   std::string record() const {
-    return std::string("1\x1f") + "slow-host\x1f" + "slow-host\x1f" + "\x1f" + addr_.text + "\x1f" + "\x1f" + "0" +
-           "\x1f" + "1" + "\x1f" + "0" + "\x1f" + std::to_string(kTcpFraming) + "\x1f" +
-           "1";  // ..., single copy, TCP streams, CPU list, TCP framing, TCP streams on its host
+    Endpoint e;
+    e.pid = 1;
+    e.host_id = "slow-host";
+    e.hostname = "slow-host";
+    e.tcp_addr = addr_.text;
+    e.cpus = "0";
+    e.parts = {{"tcp", std::to_string(kTcpFraming) + ",1,1"}};  // framing, TCP streams, TCP streams on its host
+    return e.encode();
   }
   std::string error() {
     std::lock_guard<std::mutex> l(mu_);
@@ -440,17 +445,17 @@ void expect_refused_first(const MeshOptions& o, const std::string& named) {
 TEST(MeshOptionsCheck, TcpStreamsOutsideTheRangeAreRefusedFirst) {
   for (int bad : {-1, -2, kMaxTcpStreams + 1}) {
     MeshOptions o = options(0, 2, fresh_session());
-    o.tcp_streams = bad;
+    o.transports.tcp.streams = bad;
     expect_refused_first(o, std::to_string(bad) + " TCP data streams per peer asked for");
   }
 }
 
-// The same for the count for peers of this host (MeshOptions::local_tcp_streams,
+// The same for the count for peers of this host (TcpOptions::local_streams,
 // 0 = auto).
 TEST(MeshOptionsCheck, LocalTcpStreamsOutsideTheRangeAreRefusedFirst) {
   for (int bad : {-1, kMaxTcpStreams + 1}) {
     MeshOptions o = options(0, 2, fresh_session());
-    o.local_tcp_streams = bad;
+    o.transports.tcp.local_streams = bad;
     expect_refused_first(o, std::to_string(bad) + " TCP data streams per peer of this host");
   }
 }

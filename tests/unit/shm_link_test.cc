@@ -83,7 +83,7 @@ TEST(ShmLinkMessages, SmallMessageArrivesWhole) {
   Message s = send_msg(hs, payload);
   EXPECT_TRUE(p.link[0]->send(s));
   EXPECT_TRUE(s.complete);
-  EXPECT_FALSE(s.by_reference);
+  EXPECT_FALSE(link_state<ShmMessage>(s).by_reference);
 
   Header hr{};
   std::vector<char> dst(8);
@@ -353,7 +353,7 @@ TEST(ShmLinkMessages, LargePayloadGoesByReferenceOnlyWhenAllowedAndCompletesWhen
     int spins = 0;
     while ((!s.complete || !r.complete) && ++spins < 100000) {
       if (!s.complete) p.link[0]->send(s);
-      if (s.by_reference) {
+      if (link_state<ShmMessage>(s).by_reference) {
         EXPECT_FALSE(s.complete && !r.complete) << "a by-reference send completed before the receiver read it";
       }
       if (r.header_done < sizeof hr) {
@@ -364,8 +364,8 @@ TEST(ShmLinkMessages, LargePayloadGoesByReferenceOnlyWhenAllowedAndCompletesWhen
       if (!r.complete) p.link[1]->recv_payload(r);
     }
     ASSERT_TRUE(s.complete && r.complete);
-    EXPECT_EQ(s.by_reference, allowed);
-    EXPECT_EQ(r.by_reference, allowed);
+    EXPECT_EQ(link_state<ShmMessage>(s).by_reference, allowed);
+    EXPECT_EQ(link_state<ShmMessage>(r).by_reference, allowed);
     EXPECT_EQ(dst, payload);
   }
 }
@@ -376,7 +376,7 @@ TEST(ShmLinkMessages, SingleCopyOffMeansNoReference) {
   Header hs{1, "big"};
   Message s = send_msg(hs, payload, true);
   p.link[0]->send(s);
-  EXPECT_FALSE(s.by_reference);
+  EXPECT_FALSE(link_state<ShmMessage>(s).by_reference);
   EXPECT_GT(s.header_done + s.done, 0u);
 }
 
@@ -522,12 +522,12 @@ void start_by_reference(Pair& p, Message& s, Header& hs, Message& r, Header& hr,
                         std::vector<char>& dst, bool may_split) {
   s = send_msg(hs, payload, true);
   ASSERT_TRUE(p.link[0]->send(s));
-  ASSERT_TRUE(s.by_reference);
+  ASSERT_TRUE(link_state<ShmMessage>(s).by_reference);
   r = Message{};
   r.header = &hr;
   r.header_bytes = sizeof hr;
   ASSERT_TRUE(p.link[1]->recv_header(r));
-  ASSERT_TRUE(r.by_reference);
+  ASSERT_TRUE(link_state<ShmMessage>(r).by_reference);
   r.payload = {dst.data(), dst.size(), DeviceKind::kCPU};
   r.may_split = may_split;
 }
@@ -552,8 +552,8 @@ TEST_F(ShmLinkSplit, TheWaitingSenderWritesChunksAndTheReceiveEndsWhenAllAreIn) 
   start(1 << 20, 11, true);  // 8 chunks of 128 KiB
   ASSERT_EQ(split_chunk(payload.size()), size_t(128) << 10);
   ASSERT_TRUE(p.link[1]->recv_payload(r));  // publishes, reads chunk 0
-  EXPECT_TRUE(r.split);
-  EXPECT_EQ(r.split_mine, 1u);
+  EXPECT_TRUE(link_state<ShmMessage>(r).split);
+  EXPECT_EQ(link_state<ShmMessage>(r).split_mine, 1u);
   int written = 0;
   while (p.link[0]->send(s)) ++written;  // the sender takes every chunk left
   EXPECT_EQ(written, 7);
@@ -589,7 +589,7 @@ TEST_F(ShmLinkSplit, WithoutMaySplitTheReceiverCopiesAlone) {
     p.link[1]->recv_payload(r);
   }
   ASSERT_TRUE(r.complete);
-  EXPECT_FALSE(r.split);
+  EXPECT_FALSE(link_state<ShmMessage>(r).split);
   EXPECT_EQ(dst, payload);
   EXPECT_EQ(p.link[0]->split_stats().chunks_written, 0u);
   EXPECT_EQ(p.link[1]->split_stats().split_reads, 0u);
@@ -642,7 +642,7 @@ TEST_F(ShmLinkSplit, AnAbandonedSplitReceiveTakesNoMoreChunksFromTheSender) {
   // The receiver's operation failed: it closes the split before the caller
   // gets its buffer back.
   p.link[1]->abandon(r);
-  EXPECT_FALSE(r.split);
+  EXPECT_FALSE(link_state<ShmMessage>(r).split);
   const std::vector<char> after = dst;
   EXPECT_FALSE(p.link[0]->send(s));  // nothing left to claim
   EXPECT_EQ(p.link[0]->split_stats().chunks_written, 1u);

@@ -105,7 +105,7 @@ TEST(TcpCongestion, NamesAreCheckedBeforeAnySocketExists) {
   }
   // A mesh refuses a bad one before its address exchange.
   MeshOptions o = test::loopback_options(0, 2, test::fresh_session());
-  o.tcp_congestion = "cubic!";
+  o.transports.tcp.congestion = "cubic!";
   bool exchanged = false;
   try {
     Mesh::create(o, [&](const std::string& mine) {
@@ -129,7 +129,7 @@ std::vector<int> data_sockets(const std::vector<std::unique_ptr<Mesh>>& meshes) 
 
 TEST(TcpCongestion, MeshLinksTakeANamedAlgorithm) {
   auto named = test::two_meshes(
-      "tcp", [](MeshOptions& o) { o.tcp_congestion = "reno"; }, true);
+      "tcp", [](MeshOptions& o) { o.transports.tcp.congestion = "reno"; }, true);
   ASSERT_TRUE(named[0] && named[1]);
   const std::vector<int> fds = data_sockets(named);
   EXPECT_EQ(fds.size(), 2 * static_cast<size_t>(auto_tcp_streams(2)));
@@ -146,11 +146,11 @@ TEST(TcpCongestion, MeshLinksBetweenRanksOfOneHostDoNotPace) {
   }
   if (system.rfind("bbr", 0) != 0)
     GTEST_SKIP() << "this host's default congestion control (" << system << ") does not pace";
-  auto same = test::two_meshes("tcp", [](MeshOptions& o) { o.tcp_congestion = "auto"; });
+  auto same = test::two_meshes("tcp", [](MeshOptions& o) { o.transports.tcp.congestion = "auto"; });
   ASSERT_TRUE(same[0] && same[1]);
   for (int fd : data_sockets(same)) EXPECT_TRUE(loss_based(net::congestion_control(fd))) << net::congestion_control(fd);
   auto other = test::two_meshes(
-      "tcp", [](MeshOptions& o) { o.tcp_congestion = "auto"; }, true);
+      "tcp", [](MeshOptions& o) { o.transports.tcp.congestion = "auto"; }, true);
   ASSERT_TRUE(other[0] && other[1]);
   for (int fd : data_sockets(other)) EXPECT_EQ(net::congestion_control(fd), system);
 }

@@ -10,6 +10,15 @@
 namespace omniccl::transport {
 namespace {
 
+/// A shared-memory part (segment name, single copy) and a TCP part (framing,
+/// streams, streams on its host), as the transports write them.
+std::string shm_part(int pid, int rank, bool single_copy = true) {
+  return "/omniccl.1-" + std::to_string(pid) + ".x." + std::to_string(rank) + (single_copy ? "1" : "0");
+}
+std::string tcp_part(int streams = 1, int local_streams = 1, int framing = kTcpFraming) {
+  return std::to_string(framing) + "," + std::to_string(streams) + "," + std::to_string(local_streams);
+}
+
 Endpoint endpoint(int rank, const std::string& host, const std::string& boot = "boot-a") {
   Endpoint e;
   e.rank = rank;
@@ -18,35 +27,47 @@ Endpoint endpoint(int rank, const std::string& host, const std::string& boot = "
   e.host_id = host + "|" + boot + "|ipc:[1]|net:[2]";
   e.unix_addr = "unix:@omniccl.x." + std::to_string(rank);
   e.tcp_addr = "tcp:127.0.0.1:" + std::to_string(40000 + rank);
-  e.shm_name = "/omniccl.1-" + std::to_string(e.pid) + ".x." + std::to_string(rank);
-  e.single_copy = true;
   e.cpus = "0-3,8";
+  e.parts = {{"shm", shm_part(e.pid, rank)}, {"tcp", tcp_part()}};
   return e;
+}
+
+void set_part(Endpoint& e, const std::string& name, const std::string& text) {
+  for (auto& [n, t] : e.parts) {
+    if (n == name) t = text;
+  }
+}
+
+/// Every transport of this build (none has made its part: can_connect reads
+/// only the two records).
+const std::vector<std::unique_ptr<Transport>>& all_transports() {
+  static const auto ts = make_transports(TransportOptions{}, TransportContext{0, 2, "x"});
+  return ts;
 }
 
 /// Both directions of the pair must agree (each rank chooses on its own).
 TransportChoice choose_both(const Endpoint& a, const Endpoint& b, const std::string& forced = "auto") {
-  TransportChoice ab = choose_transport(transports(), a, b, forced);
-  TransportChoice ba = choose_transport(transports(), b, a, forced);
-  EXPECT_STREQ(ab.entry->name, ba.entry->name);
+  TransportChoice ab = choose_transport(all_transports(), a, b, forced);
+  TransportChoice ba = choose_transport(all_transports(), b, a, forced);
+  EXPECT_STREQ(ab.transport->name(), ba.transport->name());
   return ab;
 }
 
 TEST(TransportRegistry, SameHostGetsSharedMemory) {
   TransportChoice c = choose_both(endpoint(0, "hostA"), endpoint(1, "hostA"));
-  EXPECT_STREQ(c.entry->name, "shm");
+  EXPECT_STREQ(c.transport->name(), "shm");
   EXPECT_EQ(c.reason, "same host and boot id");
 }
 
 TEST(TransportRegistry, OtherHostGetsTcp) {
   TransportChoice c = choose_both(endpoint(0, "hostA"), endpoint(1, "hostB"));
-  EXPECT_STREQ(c.entry->name, "tcp");
+  EXPECT_STREQ(c.transport->name(), "tcp");
   EXPECT_EQ(c.reason, "other host");
 }
 
 TEST(TransportRegistry, SameNameButAnotherBootGetsTcp) {
   TransportChoice c = choose_both(endpoint(0, "hostA", "boot-a"), endpoint(1, "hostA", "boot-b"));
-  EXPECT_STREQ(c.entry->name, "tcp");
+  EXPECT_STREQ(c.transport->name(), "tcp");
   EXPECT_NE(c.reason.find("another boot id or namespace"), std::string::npos) << c.reason;
 }
 
@@ -54,24 +75,24 @@ TEST(TransportRegistry, ForcedTcpOnOneHost) {
   // A rank with TCP forced makes no segment: both sides then choose TCP, the
   // forced one saying so, the other naming the rank without shared memory.
   Endpoint a = endpoint(0, "hostA"), b = endpoint(1, "hostA");
-  a.shm_name.clear();
-  TransportChoice forced = choose_transport(transports(), a, b, "tcp");
-  EXPECT_STREQ(forced.entry->name, "tcp");
+  a.parts = {{"tcp", tcp_part()}};
+  TransportChoice forced = choose_transport(all_transports(), a, b, "tcp");
+  EXPECT_STREQ(forced.transport->name(), "tcp");
   EXPECT_EQ(forced.reason, "OMNICCL_TRANSPORT=tcp");
-  TransportChoice other = choose_transport(transports(), b, a, "auto");
-  EXPECT_STREQ(other.entry->name, "tcp");
+  TransportChoice other = choose_transport(all_transports(), b, a, "auto");
+  EXPECT_STREQ(other.transport->name(), "tcp");
   EXPECT_NE(other.reason.find("rank 0 offers no shared memory"), std::string::npos) << other.reason;
 }
 
 TEST(TransportRegistry, ForcedShmOnOneHost) {
   TransportChoice c = choose_both(endpoint(0, "hostA"), endpoint(1, "hostA"), "shm");
-  EXPECT_STREQ(c.entry->name, "shm");
+  EXPECT_STREQ(c.transport->name(), "shm");
   EXPECT_EQ(c.reason, "OMNICCL_TRANSPORT=shm");
 }
 
 TEST(TransportRegistry, ForcedShmAcrossHostsIsRefused) {
   try {
-    choose_transport(transports(), endpoint(0, "hostA"), endpoint(1, "hostB"), "shm");
+    choose_transport(all_transports(), endpoint(0, "hostA"), endpoint(1, "hostB"), "shm");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::kInvalidArgument);
@@ -83,7 +104,7 @@ TEST(TransportRegistry, ForcedShmAcrossHostsIsRefused) {
 
 TEST(TransportRegistry, UnknownForcedTransportIsRefused) {
   try {
-    choose_transport(transports(), endpoint(0, "hostA"), endpoint(1, "hostA"), "ib");
+    choose_transport(all_transports(), endpoint(0, "hostA"), endpoint(1, "hostA"), "ib");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::kInvalidArgument);
@@ -93,18 +114,21 @@ TEST(TransportRegistry, UnknownForcedTransportIsRefused) {
 
 TEST(TransportRegistry, SingleCopyOffStillSharedMemoryAndSaysSo) {
   Endpoint a = endpoint(0, "hostA"), b = endpoint(1, "hostA");
-  b.single_copy = false;
+  set_part(b, "shm", shm_part(b.pid, 1, /*single_copy=*/false));
   TransportChoice c = choose_both(a, b);
-  EXPECT_STREQ(c.entry->name, "shm");
+  EXPECT_STREQ(c.transport->name(), "shm");
   EXPECT_EQ(c.reason, "same host and boot id; single copy off on rank 1");
 }
 
 TEST(TransportRegistry, NoTransportCanConnect) {
-  // A table with only shared memory, for two hosts.
-  const TransportEntry only_shm[] = {transports()[0]};
-  ASSERT_STREQ(only_shm[0].name, "shm");
+  // Only shared memory, for two hosts.
+  TransportOptions only_shm;
+  only_shm.forced = "shm";
+  const auto ts = make_transports(only_shm, TransportContext{0, 2, "x"});
+  ASSERT_EQ(ts.size(), 1u);
+  ASSERT_STREQ(ts[0]->name(), "shm");
   try {
-    choose_transport(only_shm, endpoint(0, "hostA"), endpoint(1, "hostB"), "auto");
+    choose_transport(ts, endpoint(0, "hostA"), endpoint(1, "hostB"), "auto");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no transport can connect to rank 1 (shm: other host)"), std::string::npos)
@@ -112,17 +136,34 @@ TEST(TransportRegistry, NoTransportCanConnect) {
   }
 }
 
+TEST(TransportRegistry, ForcingMakesOnlyThatTransportAndAnUnknownNameIsRefused) {
+  TransportOptions o;
+  o.forced = "tcp";
+  const auto ts = make_transports(o, TransportContext{0, 2, "x"});
+  ASSERT_EQ(ts.size(), 1u);
+  EXPECT_STREQ(ts[0]->name(), "tcp");
+  o.forced = "ib";
+  try {
+    make_transports(o, TransportContext{0, 2, "x"});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("OMNICCL_TRANSPORT=ib names no transport"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TransportRegistry, PriorityOrdersTheTable) {
-  auto table = transports();
-  ASSERT_GE(table.size(), 2u);
-  for (size_t i = 1; i < table.size(); ++i) EXPECT_GT(table[i - 1].priority, table[i].priority);
+  const auto& ts = all_transports();
+  ASSERT_GE(ts.size(), 2u);
+  for (size_t i = 1; i < ts.size(); ++i) EXPECT_GT(ts[i - 1]->priority(), ts[i]->priority());
+  ASSERT_EQ(transport_table().size(), ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) EXPECT_STREQ(transport_table()[i].name, ts[i]->name());
 }
 
 TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   Endpoint e = endpoint(3, "hostA");
-  e.single_copy = false;
-  e.tcp_streams = 4;
-  e.local_tcp_streams = 3;
+  e.host_block = "/omniccl.1-1003.x.host";
+  set_part(e, "tcp", tcp_part(4, 3));
   Endpoint d = Endpoint::decode(e.encode(), 3);
   EXPECT_EQ(d.rank, 3);
   EXPECT_EQ(d.pid, e.pid);
@@ -130,20 +171,11 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   EXPECT_EQ(d.hostname, e.hostname);
   EXPECT_EQ(d.unix_addr, e.unix_addr);
   EXPECT_EQ(d.tcp_addr, e.tcp_addr);
-  EXPECT_EQ(d.shm_name, e.shm_name);
-  EXPECT_FALSE(d.single_copy);
-  EXPECT_EQ(d.tcp_streams, 4);
-  EXPECT_EQ(d.local_tcp_streams, 3);
   EXPECT_EQ(d.cpus, "0-3,8");
-  // A stream count outside 1..kMaxTcpStreams is malformed.
-  for (int bad : {0, kMaxTcpStreams + 1}) {
-    Endpoint b = e;
-    b.tcp_streams = bad;
-    EXPECT_THROW(Endpoint::decode(b.encode(), 3), Error) << bad;
-    b = e;
-    b.local_tcp_streams = bad;
-    EXPECT_THROW(Endpoint::decode(b.encode(), 3), Error) << bad << " on its host";
-  }
+  EXPECT_EQ(d.host_block, e.host_block);
+  EXPECT_EQ(d.parts, e.parts);
+  EXPECT_EQ(d.part("tcp"), tcp_part(4, 3));
+  EXPECT_EQ(d.part("ib"), "");
   // A CPU list that is not a cpulist is malformed, and the message names it.
   for (const char* bad : {"", "x", "3-1", "0,", "1-", "99999999"}) {
     Endpoint b = e;
@@ -155,57 +187,67 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
       EXPECT_NE(std::string(err.what()).find(std::string("CPU list '") + bad + "'"), std::string::npos) << err.what();
     }
   }
-  EXPECT_THROW(Endpoint::decode("1\x1f"
-                                "2",
-                                3),
-               Error);
+  // A part without its name, and fields that would break the record.
+  EXPECT_THROW(Endpoint::decode(e.encode() + "\x1f" + "\x1e" + "x", 3), Error);
+  Endpoint sep = e;
+  sep.hostname = "a\x1f" "b";
+  EXPECT_THROW(sep.encode(), Error);
+  sep = e;
+  sep.parts.emplace_back("toy", "a\x1e" "b");
+  EXPECT_THROW(sep.encode(), Error);
+  EXPECT_THROW(Endpoint::decode("1\x1f" "2", 3), Error);
   EXPECT_THROW(Endpoint::decode("", 3), Error);
 }
 
-// A pair of one host takes the smaller of its ranks' counts for this host
-// (the loopback calibration's), a pair across hosts the smaller of their
-// counts for other hosts.
+// The TCP transport's socket count per pair: a pair of one host takes the
+// smaller of its ranks' counts for this host (the loopback calibration's), a
+// pair across hosts the smaller of their counts for other hosts. A count
+// outside 1..kMaxTcpStreams is a malformed record.
 TEST(TransportRegistry, PairsOfOneHostUseTheirLocalStreamCount) {
+  const Transport& tcp = *all_transports()[1];
+  ASSERT_STREQ(tcp.name(), "tcp");
   Endpoint a = endpoint(0, "hostA"), b = endpoint(1, "hostA"), c = endpoint(2, "hostB");
-  a.tcp_streams = 2;
-  a.local_tcp_streams = 1;
-  b.tcp_streams = 4;
-  b.local_tcp_streams = 3;
-  c.tcp_streams = 3;
-  c.local_tcp_streams = 1;
-  EXPECT_EQ(pair_tcp_streams(a, b), 1);
-  EXPECT_EQ(pair_tcp_streams(b, a), 1);
-  EXPECT_EQ(pair_tcp_streams(a, c), 2);
-  EXPECT_EQ(pair_tcp_streams(b, c), 3);
-  EXPECT_EQ(pair_tcp_streams(c, b), 3);
-  a.local_tcp_streams = 2;
-  b.local_tcp_streams = 2;
-  EXPECT_EQ(pair_tcp_streams(a, b), 2);
+  set_part(a, "tcp", tcp_part(2, 1));
+  set_part(b, "tcp", tcp_part(4, 3));
+  set_part(c, "tcp", tcp_part(3, 1));
+  EXPECT_EQ(tcp.sockets(a, b), 1);
+  EXPECT_EQ(tcp.sockets(b, a), 1);
+  EXPECT_EQ(tcp.sockets(a, c), 2);
+  EXPECT_EQ(tcp.sockets(b, c), 3);
+  EXPECT_EQ(tcp.sockets(c, b), 3);
+  set_part(a, "tcp", tcp_part(2, 2));
+  set_part(b, "tcp", tcp_part(4, 2));
+  EXPECT_EQ(tcp.sockets(a, b), 2);
+  for (int bad : {0, kMaxTcpStreams + 1}) {
+    set_part(b, "tcp", tcp_part(bad, 1));
+    EXPECT_THROW(tcp.sockets(a, b), Error) << bad;
+    set_part(b, "tcp", tcp_part(1, bad));
+    EXPECT_THROW(tcp.sockets(a, b), Error) << bad << " on its host";
+  }
 }
 
-// Every record carries its build's TCP framing; a rank whose build frames
-// TCP messages differently, or writes a record of another shape (an older
-// build), is refused at setup, saying so, before any data moves.
+// Every TCP part carries its build's framing, and every record its shape; a
+// rank whose build frames TCP messages differently, or writes a record of
+// another shape (an older build), is refused at setup, saying so, before any
+// data moves.
 TEST(TransportRegistry, RecordsOfAnotherFramingOrShapeAreRefusedByName) {
-  Endpoint e = endpoint(3, "hostA");
-  EXPECT_EQ(Endpoint::decode(e.encode(), 3).tcp_framing, kTcpFraming);
-  Endpoint other = e;
-  other.tcp_framing = kTcpFraming + 1;
+  Endpoint e = endpoint(3, "hostA"), other = endpoint(4, "hostB");
+  set_part(other, "tcp", tcp_part(1, 1, kTcpFraming + 1));
   try {
-    Endpoint::decode(other.encode(), 3);
+    choose_transport(all_transports(), e, Endpoint::decode(other.encode(), 4), "auto");
     ADD_FAILURE() << "another framing was accepted";
   } catch (const Error& err) {
     EXPECT_EQ(err.status(), Status::kInvalidArgument);
     const std::string what = err.what();
-    EXPECT_NE(what.find("rank 3 frames TCP messages as layout " + std::to_string(kTcpFraming + 1)), std::string::npos)
+    EXPECT_NE(what.find("rank 4 frames TCP messages as layout " + std::to_string(kTcpFraming + 1)), std::string::npos)
         << what;
     EXPECT_NE(what.find("same OmniCCL version"), std::string::npos) << what;
   }
-  // The record of the build before the framing field: one field fewer.
-  const std::string older = e.encode().substr(0, e.encode().rfind('\x1f'));
+  // The record of the build before endpoint parts: pid first, 11 fields.
+  const std::string older = "1000\x1fhostA|b|i|n\x1fhostA\x1f\x1ftcp:127.0.0.1:1\x1f\x1f" "1\x1f" "1\x1f" "0\x1f" "3\x1f" "1";
   try {
     Endpoint::decode(older, 3);
-    ADD_FAILURE() << "a record without the framing field was accepted";
+    ADD_FAILURE() << "a record of the older shape was accepted";
   } catch (const Error& err) {
     EXPECT_EQ(err.status(), Status::kInvalidArgument);
     EXPECT_NE(std::string(err.what()).find("same OmniCCL version"), std::string::npos) << err.what();

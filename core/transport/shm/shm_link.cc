@@ -26,6 +26,7 @@
 #include <random>
 
 #include "common/fd.h"
+#include "common/shared_memory.h"
 #include "common/log.h"
 #include "common/small_copy.h"
 #include "common/status.h"
@@ -47,92 +48,21 @@ const uint64_t& probe_word() {
   }();
   return word;
 }
+
+ShmMessage& st(Message& m) { return link_state<ShmMessage>(m); }
+const ShmMessage& st(const Message& m) { return link_state<ShmMessage>(m); }
 }  // namespace
-
-static_assert(std::atomic<uint32_t>::is_always_lock_free && sizeof(std::atomic<uint32_t>) == 4,
-              "a futex word is a plain 32-bit word");
-
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, int timeout_ms) {
-  timespec ts{timeout_ms / 1000, static_cast<long>(timeout_ms % 1000) * 1000000L};
-  // Not FUTEX_PRIVATE_FLAG: the word is shared with other processes. EAGAIN
-  // (the word changed), EINTR and ETIMEDOUT all mean: look again.
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void wake_futex(std::atomic<uint32_t>& word) {
-  word.fetch_add(1, std::memory_order_seq_cst);
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
 
 size_t ShmSegment::bytes_for(int nranks) { return kHeaderBytes + kPerRing * size_t(nranks); }
 
-namespace {
-/// The inode number of this process's pid namespace ("0" if unknown): pids
-/// mean something only inside it.
-const std::string& pid_namespace() {
-  static const std::string ns = [] {
-    char buf[64] = {};
-    ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
-    std::string t(buf, n > 0 ? static_cast<size_t>(n) : 0);  // "pid:[4026531836]"
-    std::string digits;
-    for (char c : t) {
-      if (c >= '0' && c <= '9') digits.push_back(c);
-    }
-    return digits.empty() ? std::string("0") : digits;
-  }();
-  return ns;
-}
-}  // namespace
-
 std::string ShmSegment::name_for(const std::string& session, int rank) {
-  return str_cat("/omniccl.", pid_namespace(), "-", ::getpid(), ".", session, ".", rank);
-}
-
-int ShmSegment::remove_leftovers() {
-  const std::string prefix = str_cat("omniccl.", pid_namespace(), "-");
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) return 0;
-  int removed = 0;
-  const uid_t me = ::geteuid();
-  while (const dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name.rfind(prefix, 0) != 0) continue;
-    const size_t dot = name.find('.', prefix.size());
-    if (dot == std::string::npos || dot == prefix.size()) continue;
-    const std::string pid_text = name.substr(prefix.size(), dot - prefix.size());
-    if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
-    struct stat st {};
-    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != me) continue;
-    // Only a process that no longer exists: a live one (or a reused pid) keeps it.
-    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    if (::shm_unlink(("/" + name).c_str()) == 0) ++removed;
-  }
-  ::closedir(dir);
-  if (removed > 0) {
-    OCCL_LOG(kInfo, kTransport, "removed ", removed, " shared-memory segment(s) left in /dev/shm by dead processes");
-  }
-  return removed;
+  return shm_object_name(session, std::to_string(rank));
 }
 
 std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& name, int nranks) {
-  UniqueFd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
-  if (!fd.valid()) fail_errno(str_cat("shm_open(", name, ", O_CREAT)"), errno);
-  size_t bytes = bytes_for(nranks);
-  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
-    int err = errno;
-    ::shm_unlink(name.c_str());
-    fail_errno(str_cat("ftruncate(", name, ", ", bytes, ") - is /dev/shm large enough?"), err);
-  }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) {
-    int err = errno;
-    ::shm_unlink(name.c_str());
-    fail_errno(str_cat("mmap(", name, ")"), err);
-  }
-  auto seg = std::unique_ptr<ShmSegment>(new ShmSegment(name, base, bytes, true));
+  auto seg = std::unique_ptr<ShmSegment>(new ShmSegment(SharedMapping::create(name, bytes_for(nranks))));
   static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
-  auto* sh = new (base) SegmentHeader;  // placement-new on shared memory (no ownership)
+  auto* sh = new (seg->base()) SegmentHeader;  // placement-new on shared memory (no ownership)
   sh->pid = static_cast<uint64_t>(::getpid());
   sh->probe_addr = reinterpret_cast<uint64_t>(&probe_word());
   sh->probe_value = probe_word();
@@ -156,41 +86,24 @@ std::unique_ptr<ShmSegment> ShmSegment::create(const std::string& name, int nran
 }
 
 std::unique_ptr<ShmSegment> ShmSegment::open(const std::string& name, int nranks) {
-  UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600));
-  if (!fd.valid()) fail_errno(str_cat("shm_open(", name, ")"), errno);
-  size_t bytes = bytes_for(nranks);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
-    fail(Status::kInternal, "shared memory segment ", name, " is smaller than expected");
-  }
-  const size_t mapped = std::min(bytes, static_cast<size_t>(st.st_size));
-  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (base == MAP_FAILED) fail_errno(str_cat("mmap(", name, ")"), errno);
-  auto seg = std::unique_ptr<ShmSegment>(new ShmSegment(name, base, mapped, false));  // unmaps if refused below
+  const size_t bytes = bytes_for(nranks);
+  auto seg = std::unique_ptr<ShmSegment>(new ShmSegment(SharedMapping::open(name, kHeaderBytes, bytes)));
   // Another version's rings would be misread: refuse them by name first.
   const uint64_t layout = seg->header().layout;
   if (layout != kShmLayout) {
     fail(Status::kInvalidArgument, "shared memory segment ", name, " was made by another OmniCCL version (layout ",
          layout, ", this build writes ", kShmLayout, "): are all ranks of this host using the same OmniCCL version?");
   }
-  if (mapped < bytes) fail(Status::kInternal, "shared memory segment ", name, " is smaller than expected");
+  if (seg->map_->size() < bytes) fail(Status::kInternal, "shared memory segment ", name, " is smaller than expected");
   return seg;
 }
 
-ShmSegment::~ShmSegment() {
-  if (owner_) unlink();
-  ::munmap(base_, bytes_);
-}
+ShmSegment::~ShmSegment() = default;
 
-void ShmSegment::unlink() {
-  if (owner_ && !unlinked_) {
-    ::shm_unlink(name_.c_str());
-    unlinked_ = true;
-  }
-}
+void ShmSegment::unlink() { map_->unlink(); }
 
 RingHeader* ShmSegment::ring(int from) const {
-  return reinterpret_cast<RingHeader*>(static_cast<char*>(base_) + kHeaderBytes + kPerRing * size_t(from));
+  return reinterpret_cast<RingHeader*>(static_cast<char*>(base()) + kHeaderBytes + kPerRing * size_t(from));
 }
 
 char* ShmSegment::ring_data(int from) const { return reinterpret_cast<char*>(ring(from)) + sizeof(RingHeader); }
@@ -452,17 +365,17 @@ bool ShmLink::send_by_reference(Message& m) {
     if (k != m.header_bytes + sizeof d) fail(Status::kInternal, "a by-reference record was cut (", k, " bytes)");
     owe_consumer_ = true;
     m.header_done = m.header_bytes;
-    m.ticket = ++tickets_;
+    st(m).ticket = ++tickets_;
     return true;
   }
-  m.complete = ticket_done(m.ticket);
+  m.complete = ticket_done(st(m).ticket);
   return !m.complete && help_split(m);
 }
 
 bool ShmLink::split_open(const Message& m) const {
   if (!can_write_peer_) return false;
   const uint64_t w = out_->split_claim.load(std::memory_order_acquire);
-  return (w >> kSplitIndexBits) == m.ticket && (w & kSplitIndexMask) < split_chunks(m.payload.bytes);
+  return (w >> kSplitIndexBits) == st(m).ticket && (w & kSplitIndexMask) < split_chunks(m.payload.bytes);
 }
 
 bool ShmLink::help_split(const Message& m) {
@@ -471,7 +384,7 @@ bool ShmLink::help_split(const Message& m) {
   const uint64_t chunks = split_chunks(n);
   uint64_t w = out_->split_claim.load(std::memory_order_acquire);
   for (;;) {
-    if ((w >> kSplitIndexBits) != m.ticket || (w & kSplitIndexMask) >= chunks) return false;
+    if ((w >> kSplitIndexBits) != st(m).ticket || (w & kSplitIndexMask) >= chunks) return false;
     if (out_->split_claim.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) break;
   }
   // Claimed chunk i of this ticket: the consumer waits for it before it
@@ -489,16 +402,16 @@ bool ShmLink::help_split(const Message& m) {
 bool ShmLink::recv_split(Message& m) {
   const size_t bytes = m.payload.bytes;
   const uint64_t chunks = split_chunks(bytes);
-  if (!m.split) {
+  if (!st(m).split) {
     // Publish: destination first, then the claim word that names the ticket.
     in_->split_dst.store(reinterpret_cast<uint64_t>(m.payload.ptr), std::memory_order_relaxed);
     in_->split_written.store(0, std::memory_order_relaxed);
-    in_->split_claim.store(m.ticket << kSplitIndexBits, std::memory_order_release);
-    m.split = true;
+    in_->split_claim.store(st(m).ticket << kSplitIndexBits, std::memory_order_release);
+    st(m).split = true;
     owe_producer_ = true;  // a sender asleep waiting for its ticket may help:
     flush();               // wake it now, not after this side's copies
   }
-  if (!m.split_claimed) {
+  if (!st(m).split_claimed) {
     // One chunk per call, so that the step's other transfers keep moving.
     uint64_t w = in_->split_claim.load(std::memory_order_relaxed);
     while ((w & kSplitIndexMask) < chunks &&
@@ -507,15 +420,15 @@ bool ShmLink::recv_split(Message& m) {
       const size_t c = split_chunk(bytes);
       const size_t at = static_cast<size_t>(w & kSplitIndexMask) * c;
       const size_t n = std::min(c, bytes - at);
-      ++m.split_mine;  // claimed by this side (abandon counts on it, also if the read fails)
-      read_remote(m.payload.ptr + at, m.remote + at, n);
+      ++st(m).split_mine;  // claimed by this side (abandon counts on it, also if the read fails)
+      read_remote(m.payload.ptr + at, st(m).remote + at, n);
       m.done += n;
       return true;
     }
-    m.split_claimed = true;
+    st(m).split_claimed = true;
   }
   // Every chunk is claimed: done once the sender's are written.
-  const uint64_t theirs = chunks - m.split_mine;
+  const uint64_t theirs = chunks - st(m).split_mine;
   if (in_->split_written.load(std::memory_order_acquire) < theirs) return false;
   ref_bytes_read_ += bytes - m.done;  // the sender's chunks (read_remote counted this side's)
   m.done = bytes;
@@ -529,7 +442,7 @@ bool ShmLink::recv_split(Message& m) {
 
 bool ShmLink::recv_by_reference(Message& m) {
   const size_t bytes = m.payload.bytes;
-  if (m.split || (m.may_split && m.sink == nullptr && bytes >= kSplitMin && m.done == 0 &&
+  if (st(m).split || (m.may_split && m.sink == nullptr && bytes >= kSplitMin && m.done == 0 &&
                   in_->producer_writes_refs.load(std::memory_order_relaxed) != 0)) {
     return recv_split(m);
   }
@@ -537,12 +450,12 @@ bool ShmLink::recv_by_reference(Message& m) {
   if (m.done < bytes) {
     if (m.sink == nullptr) {
       size_t n = std::min(kRefChunk, bytes - m.done);
-      read_remote(m.payload.ptr + m.done, m.remote + m.done, n);
+      read_remote(m.payload.ptr + m.done, st(m).remote + m.done, n);
       m.done += n;
     } else {
       // Into the cache-sized stage, then to the sink from there.
       size_t n = std::min(m.stage.bytes, bytes - m.done);
-      read_remote(m.stage.ptr, m.remote + m.done, n);
+      read_remote(m.stage.ptr, st(m).remote + m.done, n);
       size_t taken = m.sink->take(m.stage.ptr, n);
       if (taken != n) fail(Status::kInternal, "a by-reference payload of ", bytes, " bytes is not whole granules");
       m.done += n;
@@ -671,10 +584,10 @@ const char* ShmLink::peek_whole(size_t bytes, Whole& why) {
 void ShmLink::take_whole(size_t bytes) { next_record(bytes); }
 
 bool ShmLink::send(Message& m) {
-  if (m.header_done == 0 && !m.by_reference && m.may_reference && by_reference(m.payload.bytes)) {
-    m.by_reference = true;
+  if (m.header_done == 0 && !st(m).by_reference && m.may_reference && by_reference(m.payload.bytes)) {
+    st(m).by_reference = true;
   }
-  if (m.by_reference) return send_by_reference(m);
+  if (st(m).by_reference) return send_by_reference(m);
   // A small message not started yet: one record.
   if (m.header_done == 0 && m.done == 0 &&
       send_whole(m.header, m.header_bytes, m.payload.ptr, m.payload.bytes) == Whole::kDone) {
@@ -739,9 +652,9 @@ bool ShmLink::recv_header(Message& m) {
       std::memcpy(&d, avail.data() + m.header_bytes, sizeof d);
       consume(avail.size());
       m.header_done = m.header_bytes;
-      m.by_reference = true;
-      m.remote = d.addr;
-      m.ticket = d.ticket;
+      st(m).by_reference = true;
+      st(m).remote = d.addr;
+      st(m).ticket = d.ticket;
       return true;
     }
     size_t k = std::min(avail.size(), m.header_bytes - m.header_done);
@@ -766,7 +679,7 @@ void copy_out(const Message& m, char* dst, const char* src, size_t n) {
 }  // namespace
 
 bool ShmLink::recv_payload(Message& m) {
-  if (m.by_reference) return recv_by_reference(m);
+  if (st(m).by_reference) return recv_by_reference(m);
   bool progressed = false;
   const size_t bytes = m.payload.bytes;
   if (m.sink == nullptr) {
@@ -910,13 +823,13 @@ WaitOn::How armed_how(WakeBy by) { return by == WakeBy::kFutex ? WaitOn::How::kF
 
 WaitOn ShmLink::arm_send(const Message& m, WakeBy by) {
   const size_t remaining =
-      m.by_reference ? m.header_bytes + sizeof(RefDesc) : (m.header_bytes - m.header_done) + (m.payload.bytes - m.done);
+      st(m).by_reference ? m.header_bytes + sizeof(RefDesc) : (m.header_bytes - m.header_done) + (m.payload.bytes - m.done);
   const uint32_t flag = sleep_flag(by);
   bool armed = false;
-  if (m.by_reference && m.header_done == m.header_bytes) {
+  if (st(m).by_reference && m.header_done == m.header_bytes) {
     // Woken when the receiver is done, or when it publishes a split of this
     // payload (it then owes this side a wake-up: recv_split).
-    armed = arm_ticket_wait(m.ticket, flag);
+    armed = arm_ticket_wait(st(m).ticket, flag);
     if (armed && split_open(m)) {
       out_->producer_sleeping.store(0);
       armed = false;
@@ -933,8 +846,8 @@ WaitOn ShmLink::arm_recv(const Message& m, WakeBy by) {
   // Ready: a record to read, or in a split receive a chunk to claim or the
   // sender's chunks all written (help_split wakes this side after each).
   if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0 ||
-      (m.split && (!m.split_claimed || in_->split_written.load(std::memory_order_acquire) >=
-                                           split_chunks(m.payload.bytes) - m.split_mine))) {
+      (st(m).split && (!st(m).split_claimed || in_->split_written.load(std::memory_order_acquire) >=
+                                           split_chunks(m.payload.bytes) - st(m).split_mine))) {
     in_->consumer_sleeping.store(0);
     return {WaitOn::How::kReady, -1, 0};
   }
@@ -954,15 +867,15 @@ bool ShmLink::arm_room_wait(size_t remaining, uint32_t flag) {
 }
 
 void ShmLink::abandon(Message& m) noexcept {
-  if (!m.split || m.complete) return;
+  if (!st(m).split || m.complete) return;
   // Every chunk counted as claimed: the sender takes no more of this payload.
   const uint64_t chunks = split_chunks(m.payload.bytes);
   uint64_t w = in_->split_claim.load(std::memory_order_acquire);
-  while ((w >> kSplitIndexBits) == m.ticket && (w & kSplitIndexMask) < chunks &&
-         !in_->split_claim.compare_exchange_weak(w, (m.ticket << kSplitIndexBits) | chunks, std::memory_order_acq_rel,
+  while ((w >> kSplitIndexBits) == st(m).ticket && (w & kSplitIndexMask) < chunks &&
+         !in_->split_claim.compare_exchange_weak(w, (st(m).ticket << kSplitIndexBits) | chunks, std::memory_order_acq_rel,
                                                  std::memory_order_acquire)) {}
   const uint64_t claimed = std::min<uint64_t>(w & kSplitIndexMask, chunks);
-  const uint64_t theirs = claimed > m.split_mine ? claimed - m.split_mine : 0;
+  const uint64_t theirs = claimed > st(m).split_mine ? claimed - st(m).split_mine : 0;
   // A chunk the sender claimed is being written now (one system call of at
   // most 256 KiB): wait for it, so that the caller may free the buffer.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -973,7 +886,7 @@ void ShmLink::abandon(Message& m) noexcept {
     OCCL_LOG(kWarn, kTransport, "shared memory from rank ", peer_, ": gave up a split receive while rank ", peer_,
              " had still not written a chunk after 5 s");
   }
-  m.split = false;
+  st(m).split = false;
 }
 
 void ShmLink::disarm() {

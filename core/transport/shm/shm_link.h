@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 
+#include "common/shared_memory.h"
 #include "transport/transport.h"
 
 namespace omniccl::transport {
@@ -81,32 +82,13 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint32_t> producer_sleeping;
 };
 
-/// Start of every segment: lets a peer check that it can read its creator's
-/// memory (it reads `probe_addr` in process `pid` and expects `probe_value`).
 /// The layout of segments, ring headers and records this build writes. A
 /// peer's segment of another layout (made by another OmniCCL version) is
 /// refused when it is opened. Raise it with any change to them.
-inline constexpr uint64_t kShmLayout = 5;
+inline constexpr uint64_t kShmLayout = 6;
 
-/// Choices the ranks of a host share for their communicator, published by the
-/// host's lowest-ranked member in its segment: how operations whose single
-/// copy is measured (OpTuner::copy_tuned: broadcast, gather, scatter,
-/// all_gather, all_to_all and their v-variants) of each size band (log2 of
-/// the operation's bytes) run, as an OpTuner arm (streaming stores, single
-/// copy), a row per operation kind (its OpKind value). Ranks that measure on
-/// their own settle at times on different ways on a near tie, and sends by
-/// reference from one rank mixed with sends through the rings from the other
-/// are slower than either way (2 ranks, all_gather of 4 MiB: 1.1 ms against
-/// 0.35-0.7 ms), so the others follow the lowest rank. Relaxed: a follower
-/// that reads an older choice runs one operation the older way.
-struct HostChoices {
-  static constexpr int kKinds = 16;
-  static constexpr int kBands = 64;
-  /// The lowest rank's arm plus one, per operation kind and band (0: none yet).
-  std::atomic<uint8_t> arm[kKinds][kBands];
-};
-static_assert(std::atomic<uint8_t>::is_always_lock_free, "shared choices need lock-free atomics");
-
+/// Start of every segment: lets a peer check that it can read its creator's
+/// memory (it reads `probe_addr` in process `pid` and expects `probe_value`).
 struct SegmentHeader {
   uint64_t pid;
   uint64_t probe_addr;
@@ -118,18 +100,11 @@ struct SegmentHeader {
   /// kShmLayout of the build that made the segment (0: a build from before
   /// this field).
   alignas(64) uint64_t layout;
-  /// Written by the owner when it is its host's lowest-ranked member (Mesh::host_choices).
-  alignas(64) HostChoices choices;
 };
 
-/// Sleeps in FUTEX_WAIT while `word` holds `expected`, at most timeout_ms:
-/// returns on a wake, a change of the word, a signal or the timeout.
-void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, int timeout_ms);
-/// Bumps `word` and wakes every process sleeping on it.
-void wake_futex(std::atomic<uint32_t>& word);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings need lock-free atomics");
 
-/// A mapped shared-memory segment (RAII: unmapped on destruction).
+/// A rank's mapped shared-memory segment (its rings, from every peer).
 class ShmSegment {
  public:
   /// Creates and maps the segment of `nranks` rings named `name`.
@@ -143,31 +118,31 @@ class ShmSegment {
   /// Ring carrying bytes from rank `from` to this segment's owner.
   RingHeader* ring(int from) const;
   char* ring_data(int from) const;
-  const SegmentHeader& header() const { return *static_cast<const SegmentHeader*>(base_); }
+  const SegmentHeader& header() const { return *static_cast<const SegmentHeader*>(base()); }
   /// The owner's futex word (SegmentHeader::wake_word).
-  std::atomic<uint32_t>& wake_word() const { return static_cast<SegmentHeader*>(base_)->wake_word; }
-  /// The owner's shared choices (SegmentHeader::choices).
-  HostChoices& choices() const { return static_cast<SegmentHeader*>(base_)->choices; }
+  std::atomic<uint32_t>& wake_word() const { return static_cast<SegmentHeader*>(base())->wake_word; }
   /// Removes the name (mapping stays valid). Idempotent.
   void unlink();
   static size_t bytes_for(int nranks);
-  /// The name of this process's segment for (session, rank):
-  /// "/omniccl.<pid namespace>-<pid>.<session>.<rank>", so that leftovers
-  /// can be traced to the process that made them.
+  /// The name of this process's segment for (session, rank)
+  /// (shm_object_name: leftovers can be traced to the process that made them).
   static std::string name_for(const std::string& session, int rank);
-  /// Unlinks segments in /dev/shm that this user's processes of this pid
-  /// namespace left when they died before the setup barrier (a job killed
-  /// during init). Returns how many were removed.
-  static int remove_leftovers();
 
  private:
-  ShmSegment(std::string name, void* base, size_t bytes, bool owner)
-      : name_(std::move(name)), base_(base), bytes_(bytes), owner_(owner) {}
-  std::string name_;
-  void* base_;
-  size_t bytes_;
-  bool owner_;
-  bool unlinked_ = false;
+  explicit ShmSegment(std::unique_ptr<SharedMapping> map) : map_(std::move(map)) {}
+  void* base() const { return map_->data(); }
+  std::unique_ptr<SharedMapping> map_;
+};
+
+/// What a ShmLink keeps of a message (Message::link_state; tests read it
+/// through link_state<ShmMessage>).
+struct ShmMessage {
+  uint64_t ticket;      ///< by reference: the sender's number for the payload
+  uint64_t remote;      ///< by reference, receive: the payload's address at the sender
+  uint32_t split_mine;  ///< split receive: chunks this side copied
+  bool by_reference;    ///< the payload goes (or came) by reference
+  bool split;           ///< receive by reference shared with the sender (published)
+  bool split_claimed;   ///< split receive: every chunk is taken by one side or the other
 };
 
 /// A Link over two rings: `out` (in the peer's segment) and `in` (in ours).
@@ -223,8 +198,6 @@ class ShmLink final : public Link {
     uint64_t chunks_written = 0;
   };
   SplitStats split_stats() const { return {split_reads_, split_chunks_written_}; }
-  /// The peer's shared choices (in its segment).
-  HostChoices& peer_choices() const { return peer_segment_->choices(); }
 
  private:
   RingHeader* out_;

@@ -16,18 +16,14 @@ namespace omniccl::transport {
 namespace {
 /// The padding between a header and a payload that starts on a 64-byte boundary.
 constexpr char kZeros[64] = {};
+
+/// What a TcpLink keeps of a message (Message::link_state): the bytes moved
+/// of its padding, the zeros before the payload then those after it.
+struct TcpMessage {
+  uint32_t pad_done;
+};
+uint32_t& pad_done(Message& m) { return link_state<TcpMessage>(m).pad_done; }
 }  // namespace
-
-bool valid_congestion_setting(std::string_view setting) {
-  if (setting.empty() || setting.size() > 15) return false;
-  return std::all_of(setting.begin(), setting.end(),
-                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'; });
-}
-
-void check_congestion_setting(std::string_view setting) {
-  check_arg(valid_congestion_setting(setting), "OMNICCL_TCP_CONGESTION is '", setting,
-            "'; use auto, system or a congestion control algorithm's name (cubic, reno, bbr...)");
-}
 
 std::string apply_congestion(int fd, std::string_view setting, bool same_host, int peer) {
   if (setting == "system") return {};
@@ -129,16 +125,16 @@ bool TcpLink::send(Message& m) {
   bool progressed = false;
   const char* header = static_cast<const char*>(m.header);
   const size_t pad = pad_of(m), all_pad = pad + tail_of(m);
-  while (m.header_done < m.header_bytes || m.pad_done < all_pad || m.done < m.payload.bytes) {
+  while (m.header_done < m.header_bytes || pad_done(m) < all_pad || m.done < m.payload.bytes) {
     // The header, its padding, stripe 0 and the zeros after the payload share
     // socket 0; each write stays in one stripe, and the tail follows the
     // payload's last byte in the same write where that is on socket 0.
     const int fd = fd_for(m);
     const size_t hdr_left = m.header_bytes - m.header_done;
-    const size_t pad_left = m.pad_done < pad ? pad - m.pad_done : 0;
+    const size_t pad_left = pad_done(m) < pad ? pad - pad_done(m) : 0;
     const size_t body = stripe_left(m.done, m.payload.bytes);
     const bool tail_here = m.done + body == m.payload.bytes && fd == fds_[0].get();
-    const size_t tail_done = m.pad_done > pad ? m.pad_done - pad : 0;
+    const size_t tail_done = pad_done(m) > pad ? pad_done(m) - pad : 0;
     const size_t tail_left = tail_here ? all_pad - pad - tail_done : 0;
     size_t k = try_sendv(fd, header + m.header_done, hdr_left, kZeros + (pad - pad_left), pad_left,
                          m.payload.ptr + m.done, body, kZeros + tail_done, tail_left);
@@ -148,10 +144,10 @@ bool TcpLink::send(Message& m) {
     const size_t kb = std::min(k - kh - kp, body);
     m.header_done += kh;
     m.done += kb;
-    m.pad_done += static_cast<uint32_t>(kp + (k - kh - kp - kb));
+    pad_done(m) += static_cast<uint32_t>(kp + (k - kh - kp - kb));
     progressed = true;
   }
-  m.complete = m.header_done == m.header_bytes && m.pad_done == all_pad && m.done == m.payload.bytes;
+  m.complete = m.header_done == m.header_bytes && pad_done(m) == all_pad && m.done == m.payload.bytes;
   return progressed;
 }
 
@@ -162,11 +158,11 @@ bool TcpLink::recv_header(Message& m) {
 }
 
 bool TcpLink::skip_padding(Message& m, size_t upto, bool& progressed) {
-  while (m.pad_done < upto) {
+  while (pad_done(m) < upto) {
     char skipped[64];
-    const size_t k = recv0(skipped, upto - m.pad_done);
+    const size_t k = recv0(skipped, upto - pad_done(m));
     if (k == 0) return false;
-    m.pad_done += static_cast<uint32_t>(k);
+    pad_done(m) += static_cast<uint32_t>(k);
     progressed = true;
   }
   return true;

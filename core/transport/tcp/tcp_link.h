@@ -27,15 +27,10 @@
 #include <vector>
 
 #include "common/fd.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
 
 namespace omniccl::transport {
-
-/// Whether `setting` is a value OMNICCL_TCP_CONGESTION takes: "auto",
-/// "system", or an algorithm's name (1-15 of a-z, 0-9, '_', '-').
-bool valid_congestion_setting(std::string_view setting);
-/// Throws kInvalidArgument, naming the setting, unless valid_congestion_setting.
-void check_congestion_setting(std::string_view setting);
 
 /// OMNICCL_TCP_CONGESTION on one data socket to rank `peer`. "auto": where
 /// the peer is on this host (loopback), a pacing algorithm (bbr: the kernel
@@ -59,12 +54,12 @@ class TcpLink final : public Link {
   /// at the same place modulo 64 there as in a 64-byte aligned buffer; its
   /// receive copy (rep movsb) ran 2-3.5x slower when the two places were a
   /// few bytes apart modulo 4 KiB, as a 40-byte header put 64-byte aligned
-  /// buffers (README, Round 18). And every message ends on a 64-byte
+  /// buffers. And every message ends on a 64-byte
   /// boundary: zero bytes follow its payload (on socket 0) up to one. The
   /// sending thread's socket pages are shared by every socket it writes to
   /// and restart at offset 0 only when all they held was taken, so without
   /// it a small message (a barrier's 40 bytes) shifted every later payload
-  /// in them (README, Round 19).
+  /// in them.
   static constexpr size_t kAlignedPayloadMin = 4096;
 
   /// Takes connected sockets, socket 0 first (made non-blocking here);
@@ -110,7 +105,7 @@ class TcpLink final : public Link {
   }
   /// Zero bytes after m's payload, up to a 64-byte boundary of the message.
   static size_t tail_of(const Message& m) { return (64 - (m.header_bytes + pad_of(m) + m.payload.bytes) % 64) % 64; }
-  /// Reads and drops m's padding up to `upto` bytes of it (m.pad_done counts
+  /// Reads and drops m's padding up to `upto` bytes of it (its pad_done counts
   /// the zeros before the payload, then those after); returns whether all
   /// are through, sets `progressed` when any moved.
   bool skip_padding(Message& m, size_t upto, bool& progressed);
