@@ -23,53 +23,12 @@
 
 #include "common/small_copy.h"
 #include "common/time.h"
+#include "algorithm/op.h"
 #include "executor/executor.h"
 #include "tensor/tensor.h"
 #include "transport/mesh.h"
 
 namespace omniccl {
-
-enum class OpKind : uint8_t {
-  kSendRecv = 1,
-  kBroadcast,
-  kScatter,
-  kGather,
-  kReduce,
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kBarrier,
-  kAllGatherV,
-  kAllToAllV,
-  kGatherV,
-  kScatterV,
-  kInternal,  ///< library-internal exchanges (split)
-};
-const char* op_kind_name(OpKind k);
-/// Broadcast, gather, scatter and their v-variants: each payload goes one
-/// way, from a rank that has nothing else to move meanwhile to one that waits.
-constexpr bool is_one_way(OpKind k) {
-  return k == OpKind::kBroadcast || k == OpKind::kGather || k == OpKind::kScatter || k == OpKind::kGatherV ||
-         k == OpKind::kScatterV;
-}
-
-/// What every rank must agree on for one operation.
-struct OpSignature {
-  OpKind kind = OpKind::kBarrier;
-  DType dtype = DType::kUInt8;
-  RedOp redop = RedOp::kSum;
-  int32_t root = -1;
-  uint64_t count = 0;  ///< per-op meaning, equal on all ranks (0 for v-ops)
-  uint64_t seq = 0;    ///< collective sequence number, or per-pair p2p number
-  uint8_t algo = 0;    ///< algorithm id (all ranks must pick the same); point-to-point: kP2P* flags
-  const char* algo_name = "";
-};
-
-/// Flags of a point-to-point message, carried where a collective's header
-/// has its algorithm id (OpSignature::algo). An ordinary send sets none.
-constexpr uint8_t kP2PSync = 1;  ///< a synchronous send: the receiver acks the match
-constexpr uint8_t kP2PAck = 2;   ///< an ack (no payload); count: the acknowledged message's number
 
 struct Transfer {
   /// kListen (point-to-point batches only): receive the next message from
@@ -370,6 +329,9 @@ class Engine {
   /// (transport::Link::abandon) before the caller gets its buffers back.
   void abandon_receives() noexcept;
   bool advance_listen(State& s, TransferFeed& feed);
+  bool listen_over(State& s, TransferFeed& feed);
+  void hold_message(State& s, TransferFeed& feed);
+  void land_message(State& s, TransferFeed& feed);
   /// A collective's message whose header a point-to-point listen read, given
   /// to the next receive from that peer (take_held).
   struct Held;
@@ -417,6 +379,7 @@ class Engine {
   /// moved) and sets `spun` when they are left because the spin phase ended
   /// (not because a link or message needs the general calls).
   size_t run_direct(std::span<const Transfer> transfers, std::span<Transfer> rest, bool& spun);
+  void flush_done(std::span<const Transfer> transfers, uint32_t done);
   /// One transfer of run_direct.
   transport::Whole direct_one(const Transfer& t);
   bool quick_fits(std::span<const Transfer> transfers) const;
@@ -434,6 +397,7 @@ class Engine {
   /// `spun`: the small path has spun on these transfers already (then the
   /// wait starts with yielding).
   void run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt = false, bool spun = false);
+  void load_states(std::span<const Transfer> transfers, bool adopt);
   State& add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline);
   /// Resets `s` to transfer t of operation sig (add_transfer's part, also
   /// the small path's).
@@ -452,6 +416,8 @@ class Engine {
   /// `futex` and only shared-memory links to wait on, sleeps on this rank's
   /// futex word for at most kFutexSlice; else in Mesh::sleep (doorbells).
   void sleep_step(bool futex);
+  bool collect_waiting();
+  bool arm_waiting(transport::WakeBy by);
   /// After a wait of the general loop made progress: sets first_yield_ from
   /// how long it took where it slept (WaitPolicy::progressed; zero: it did
   /// not sleep, nothing changes).

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <span>
 
-#include "algorithm/engine.h"
+#include "algorithm/op.h"
 
 namespace omniccl {
+
+class Engine;
 
 /// Kinds of algorithm. The value travels in every message header (all ranks
 /// must pick the same), so values are never reused.

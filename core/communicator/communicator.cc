@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstdlib>
@@ -34,6 +35,43 @@ uint64_t mix(uint64_t a, uint64_t b) {
 /// (OMNICCL_TRANSPORT=tcp) and OMNICCL_TCP_STREAMS is auto; else 0.
 int local_tcp_streams(const CommConfig& c, int size) {
   return c.tcp_streams == 0 && size > 1 && c.transport == "tcp" ? decide_local_tcp_streams().streams : 0;
+}
+
+/// The old ranks of the members of `color` (none for a negative color), in
+/// their new order (by key, then old rank), from every rank's "color key"
+/// record of a split.
+std::vector<int> split_members(const std::vector<std::string>& records, int color) {
+  struct Member {
+    int key, old_rank;
+  };
+  std::vector<Member> members;
+  for (size_t p = 0; p < records.size(); ++p) {
+    int c = 0, k = 0;
+    std::istringstream(records[p]) >> c >> k;
+    if (color >= 0 && c == color) members.push_back({k, int(p)});
+  }
+  std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
+    return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
+  });
+  std::vector<int> ranks;
+  for (const Member& m : members) ranks.push_back(m.old_rank);
+  return ranks;
+}
+
+/// While a split's new mesh connects: a member that dies closes its control
+/// socket of the parent communicator (`mesh`): end the split then, naming it,
+/// and tell the other members too (they may be waiting on another rank).
+void check_split_members(transport::Mesh& mesh) {
+  std::vector<pollfd> none;
+  mesh.sleep(none, 0);
+  try {
+    mesh.throw_if_peer_failed();
+  } catch (const transport::PeerReportedError&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.status() != Status::kAborted) mesh.broadcast_error(e.status(), e.what());
+    throw;
+  }
 }
 
 /// The mesh's options for this rank of `size` from `resolved`, whose
@@ -502,103 +540,17 @@ class Communicator::QueueFeed final : public TransferFeed {
     for (;;) {
       sig = OpSignature{};
       sig.kind = OpKind::kSendRecv;
-      if (!to_listen_.empty()) {
-        const int peer = to_listen_.front().first;
-        deadline = to_listen_.front().second;
-        to_listen_.pop_front();
-        t = Transfer::listen(peer);
-        tag = SIZE_MAX;
-        return true;
-      }
-      P2PMatcher::Ack ack;
-      if (c_.matcher_.take_ack(ack)) {
-        // A synchronous send from ack.peer was matched here: tell it.
-        sig.algo = kP2PAck;
-        sig.count = ack.seq;
-        sig.seq = c_.next_send_seq(ack.peer);
-        deadline = c_.op_deadline();
-        t = Transfer::send(ack.peer, nullptr, 0, 0);
-        tag = taken_.size();
-        taken_.push_back(Task{});
-        return true;
-      }
+      if (next_listen(t, deadline, tag) || next_ack(t, sig, deadline, tag)) return true;
       Task task;
-      if (!pending_.empty()) {
-        task = std::move(pending_.back());
-        pending_.clear();
-      } else {
-        std::lock_guard<std::mutex> lock(c_.mu_);
-        if (c_.queue_.empty() || !c_.queue_.front().p2p) return false;
-        task = std::move(c_.queue_.front());
-        c_.queue_.pop_front();
-      }
+      if (!take_task(task)) return false;
       const P2POp& op = *task.p2p;
       deadline = op.timeout_ms > 0 ? Deadline::after_ms(op.timeout_ms) : c_.op_deadline();
-      if (op.cancel) {
-        RecvStatus rs;
-        rs.cancelled = c_.matcher_.cancel(op.cancel.get());
-        if (op.status != nullptr) *op.status = rs;
-        task.work->complete(Status::kSuccess, "", rs);
-        continue;
-      }
-      if (op.mrecv != 0) {
-        P2PMatcher::Posted r;
-        r.dst = op.tensor.bytes_ptr();
-        r.capacity = op.tensor.bytes();
-        r.dtype = op.tensor.dtype;
-        r.work = task.work;
-        r.status = op.status;
-        if (!c_.matcher_.mrecv(op.mrecv, r)) {
-          task.work->complete(Status::kInvalidArgument,
-                              str_cat("mrecv: message #", op.mrecv,
-                                      " is not held by this communicator (already received, or from a matched probe "
-                                      "on another communicator)"));
-        }
-        continue;
-      }
-      if (op.is_send && op.peer == c_.rank()) {
-        try {
-          const bool sync = op.synchronous;
-          const bool taken = c_.matcher_.send_to_self(op.tag, op.tensor.bytes_ptr(), op.tensor.bytes(), op.tensor.dtype,
-                                                      op.tensor.count, sync ? task.work : nullptr, sync && op.blocking);
-          // A synchronous one not yet received completes when a receive takes it.
-          if (!sync || taken) task.work->complete(Status::kSuccess, "");
-        } catch (const Error& e) {
-          task.work->complete(e.status(), str_cat(op.synchronous ? "ssend" : "send", " to self: ", e.what()));
-        }
-        continue;
-      }
+      if (settled_here(task)) continue;
       if (op.is_send) {
-        sig.dtype = op.tensor.dtype;
-        sig.count = op.tensor.count;
-        sig.root = op.tag;  // a point-to-point header carries the tag here
-        sig.seq = c_.next_send_seq(op.peer);
-        if (op.synchronous) {
-          sig.algo = kP2PSync;
-          c_.matcher_.await_ack(op.peer, sig.seq, task.work);
-          listen_for(op.peer, deadline);  // for the ack
-        }
-        t = Transfer::send(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0);
-        tag = taken_.size();
-        taken_.push_back(std::move(task));
+        start_send(task, t, sig, deadline, tag);
         return true;
       }
-      P2PMatcher::Posted r;
-      r.source = op.peer;
-      r.tag = op.tag;
-      r.dst = op.tensor.bytes_ptr();
-      r.capacity = op.tensor.bytes();
-      r.dtype = op.tensor.dtype;
-      r.work = task.work;
-      r.status = op.status;
-      r.blocking = op.status != nullptr;
-      r.deadline = deadline;
-      r.probe = op.probe != P2POp::Probe::kNone;
-      r.once = op.probe == P2POp::Probe::kIprobe;
-      r.claim = op.claim;
-      if (c_.matcher_.post(std::move(r))) continue;  // an unexpected message matched
-      if (op.probe == P2POp::Probe::kIprobe) start_iprobe(op.peer);
-      listen_for(op.peer, deadline);
+      post_recv(task, deadline);
     }
   }
 
@@ -706,6 +658,118 @@ class Communicator::QueueFeed final : public TransferFeed {
   }
 
  private:
+  /// A peer to listen to, queued by a receive or a synchronous send.
+  bool next_listen(Transfer& t, Deadline& deadline, size_t& tag) {
+    if (to_listen_.empty()) return false;
+    const int peer = to_listen_.front().first;
+    deadline = to_listen_.front().second;
+    to_listen_.pop_front();
+    t = Transfer::listen(peer);
+    tag = SIZE_MAX;
+    return true;
+  }
+  /// A synchronous send from ack.peer was matched here: tell it.
+  bool next_ack(Transfer& t, OpSignature& sig, Deadline& deadline, size_t& tag) {
+    P2PMatcher::Ack ack;
+    if (!c_.matcher_.take_ack(ack)) return false;
+    sig.algo = kP2PAck;
+    sig.count = ack.seq;
+    sig.seq = c_.next_send_seq(ack.peer);
+    deadline = c_.op_deadline();
+    t = Transfer::send(ack.peer, nullptr, 0, 0);
+    tag = taken_.size();
+    taken_.push_back(Task{});
+    return true;
+  }
+  /// The first task handed over, else the next point-to-point one queued.
+  bool take_task(Task& task) {
+    if (!pending_.empty()) {
+      task = std::move(pending_.back());
+      pending_.clear();
+      return true;
+    }
+    std::lock_guard<std::mutex> lock(c_.mu_);
+    if (c_.queue_.empty() || !c_.queue_.front().p2p) return false;
+    task = std::move(c_.queue_.front());
+    c_.queue_.pop_front();
+    return true;
+  }
+  /// Completes a task that moves nothing between ranks (a cancel, a matched
+  /// receive of a held message, a send to this rank itself); false for others.
+  bool settled_here(Task& task) {
+    const P2POp& op = *task.p2p;
+    if (op.cancel) {
+      RecvStatus rs;
+      rs.cancelled = c_.matcher_.cancel(op.cancel.get());
+      if (op.status != nullptr) *op.status = rs;
+      task.work->complete(Status::kSuccess, "", rs);
+      return true;
+    }
+    if (op.mrecv != 0) {
+      P2PMatcher::Posted r;
+      r.dst = op.tensor.bytes_ptr();
+      r.capacity = op.tensor.bytes();
+      r.dtype = op.tensor.dtype;
+      r.work = task.work;
+      r.status = op.status;
+      if (!c_.matcher_.mrecv(op.mrecv, r)) {
+        task.work->complete(Status::kInvalidArgument,
+                            str_cat("mrecv: message #", op.mrecv,
+                                    " is not held by this communicator (already received, or from a matched probe "
+                                    "on another communicator)"));
+      }
+      return true;
+    }
+    if (!op.is_send || op.peer != c_.rank()) return false;
+    try {
+      const bool sync = op.synchronous;
+      const bool taken = c_.matcher_.send_to_self(op.tag, op.tensor.bytes_ptr(), op.tensor.bytes(), op.tensor.dtype,
+                                                  op.tensor.count, sync ? task.work : nullptr, sync && op.blocking);
+      // A synchronous one not yet received completes when a receive takes it.
+      if (!sync || taken) task.work->complete(Status::kSuccess, "");
+    } catch (const Error& e) {
+      task.work->complete(e.status(), str_cat(op.synchronous ? "ssend" : "send", " to self: ", e.what()));
+    }
+    return true;
+  }
+  /// A send to another rank: its transfer (a synchronous one also listens
+  /// for the ack).
+  void start_send(Task& task, Transfer& t, OpSignature& sig, const Deadline& deadline, size_t& tag) {
+    const P2POp& op = *task.p2p;
+    sig.dtype = op.tensor.dtype;
+    sig.count = op.tensor.count;
+    sig.root = op.tag;  // a point-to-point header carries the tag here
+    sig.seq = c_.next_send_seq(op.peer);
+    if (op.synchronous) {
+      sig.algo = kP2PSync;
+      c_.matcher_.await_ack(op.peer, sig.seq, task.work);
+      listen_for(op.peer, deadline);  // for the ack
+    }
+    t = Transfer::send(op.peer, op.tensor.bytes_ptr(), op.tensor.bytes(), 0);
+    tag = taken_.size();
+    taken_.push_back(std::move(task));
+  }
+  /// A receive or probe: posted to the matcher, which may match a message
+  /// already held; else its source is listened to.
+  void post_recv(const Task& task, const Deadline& deadline) {
+    const P2POp& op = *task.p2p;
+    P2PMatcher::Posted r;
+    r.source = op.peer;
+    r.tag = op.tag;
+    r.dst = op.tensor.bytes_ptr();
+    r.capacity = op.tensor.bytes();
+    r.dtype = op.tensor.dtype;
+    r.work = task.work;
+    r.status = op.status;
+    r.blocking = op.status != nullptr;
+    r.deadline = deadline;
+    r.probe = op.probe != P2POp::Probe::kNone;
+    r.once = op.probe == P2POp::Probe::kIprobe;
+    r.claim = op.claim;
+    if (c_.matcher_.post(std::move(r))) return;  // an unexpected message matched
+    if (op.probe == P2POp::Probe::kIprobe) start_iprobe(op.peer);
+    listen_for(op.peer, deadline);
+  }
   Communicator& c_;
   std::vector<Task> pending_;  // the task the worker popped to start the batch
   std::vector<Task> taken_;
@@ -836,38 +900,21 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   } heartbeat{*mesh_};
   mesh_->start_heartbeat(split_count_ + 1, setup_heartbeat_timeout_ms(),
                          str_cat("a split of the communicator of ", size_, " ranks"));
-  auto records = internal_all_gather(str_cat(color, " ", key), deadline);
-  struct Member {
-    int key, old_rank;
-  };
-  std::vector<Member> members;
-  for (int p = 0; p < size_; ++p) {
-    int c = 0, k = 0;
-    std::istringstream(records[p]) >> c >> k;
-    if (color >= 0 && c == color) members.push_back({k, p});
-  }
-  std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
-    return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
-  });
+  const std::vector<int> members = split_members(internal_all_gather(str_cat(color, " ", key), deadline), color);
   // From here on, ranks of other colors may finish first and go quiet.
-  std::vector<int> same_color;
-  for (const Member& m : members) same_color.push_back(m.old_rank);
-  mesh_->expect_heartbeats(same_color);
+  mesh_->expect_heartbeats(members);
   uint64_t session = mix(mix(session_, ++split_count_), uint64_t(uint32_t(color)));
   if (color < 0) {
     internal_all_gather("", deadline);
     return nullptr;
   }
-  int new_rank = 0;
-  for (size_t i = 0; i < members.size(); ++i) {
-    if (members[i].old_rank == rank_) new_rank = static_cast<int>(i);
-  }
+  const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
   bool exchanged = false;
   auto exchange = [&](const std::string& blob) {
     exchanged = true;
     auto all = internal_all_gather(blob, deadline);
     std::vector<std::string> mine;
-    for (const auto& m : members) mine.push_back(all[m.old_rank]);
+    for (int old_rank : members) mine.push_back(all[size_t(old_rank)]);
     return mine;
   };
   CommConfig resolved = cfg;
@@ -875,21 +922,7 @@ std::shared_ptr<Communicator> Communicator::split_in_op(int color, int key, cons
   opts.tcp_ip = tcp_ip_;
   opts.deadline = deadline;
   opts.token = token_;
-  // A member that dies while the new mesh connects closes its control
-  // socket of this communicator: end the split then, naming it.
-  // Tell the other members too (they may be waiting on another rank).
-  opts.check_peers = [this] {
-    std::vector<pollfd> none;
-    mesh_->sleep(none, 0);
-    try {
-      mesh_->throw_if_peer_failed();
-    } catch (const transport::PeerReportedError&) {
-      throw;
-    } catch (const Error& e) {
-      if (e.status() != Status::kAborted) mesh_->broadcast_error(e.status(), e.what());
-      throw;
-    }
-  };
+  opts.check_peers = [this] { check_split_members(*mesh_); };
   auto mesh = transport::Mesh::create(opts, exchange);
   if (!exchanged) internal_all_gather("", deadline);
   std::shared_ptr<Communicator> result(new Communicator(new_rank, opts.size, resolved, std::move(mesh), session));

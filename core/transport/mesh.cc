@@ -320,6 +320,55 @@ void Mesh::connect_peers(Setup& s) {
   }
 }
 
+// A connection accepted by a setup listener whose hello (and token proof)
+// is still arriving, with its own short deadline.
+struct Mesh::PendingHello {
+  UniqueFd fd;
+  Deadline until;
+  auth::Responder auth;
+};
+
+// Every setup connection dropped is logged, with the reason.
+void Mesh::log_dropped(const std::string& why) const {
+  OCCL_LOG(kWarn, kTransport, "rank ", rank_, ": dropped a setup connection (", why,
+           "; a stray client or another job)");
+}
+
+// Moves one pending connection on (its socket `readable` or not): kAccepted
+// (it took its slot: a peer's control or data socket), kDropped (refused or
+// timed out, logged), or kPending.
+Mesh::HelloState Mesh::settle_hello(Setup& s, PendingHello& c, bool readable) {
+  auth::Responder::State st = auth::Responder::State::kMore;
+  if (readable) st = c.auth.on_readable();
+  if (st == auth::Responder::State::kFailed) {
+    auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
+    log_dropped(c.auth.why());
+    return HelloState::kDropped;
+  }
+  if (st != auth::Responder::State::kDone) {
+    if (!c.until.expired()) return HelloState::kPending;
+    // A real rank on a slow link connects again when told.
+    auth::send_verdict(c.fd.get(), auth::kTimedOutMagic);
+    log_dropped("no complete hello within the handshake timeout");
+    return HelloState::kDropped;
+  }
+  const Hello h = c.auth.hello();
+  std::string why = wire::check_hello(h, s.opts.session, rank_, size_);
+  if (why.empty() && h.channel > s.data_fd[h.rank].size()) {
+    why = str_cat("rank ", h.rank, " opened data stream ", h.channel, " of ", s.data_fd[h.rank].size());
+  }
+  if (!why.empty()) {
+    auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
+    log_dropped("bad hello: " + why);
+    return HelloState::kDropped;
+  }
+  UniqueFd& slot = h.channel == 0 ? peers_[h.rank]->ctrl : s.data_fd[h.rank][h.channel - 1];
+  if (slot.valid()) fail(Status::kMismatch, "two processes connected as rank ", h.rank, " (duplicate rank)");
+  auth::send_verdict(c.fd.get(), auth::kAcceptedMagic);
+  slot = std::move(c.fd);
+  return HelloState::kAccepted;
+}
+
 // Takes the connections of the higher ranks. Accepted connections whose
 // hello is still arriving are read without blocking, next to the listeners,
 // each with its own short deadline: a stray client that connects and closes,
@@ -329,74 +378,30 @@ void Mesh::accept_peers(Setup& s) {
   const MeshOptions& opts = s.opts;
   int expected = 0;
   for (int p = opts.rank + 1; p < opts.size; ++p) expected += 1 + s.data_streams(p);
-  struct Pending {
-    UniqueFd fd;
-    Deadline until;
-    auth::Responder auth;  ///< the hello (and the token proof, with a token)
-  };
-  std::vector<Pending> pending;
-  // Every setup connection dropped is logged here, with the reason.
-  auto log_drop = [&](const std::string& why) {
-    OCCL_LOG(kWarn, kTransport, "rank ", opts.rank, ": dropped a setup connection (", why,
-             "; a stray client or another job)");
-  };
-  auto drop = [&](size_t i, const std::string& why) {
-    log_drop(why);
-    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-  };
+  std::vector<PendingHello> pending;
   while (expected > 0) {
     std::vector<pollfd> pfds = {{s.unix_listener.get(), POLLIN, 0}, {s.tcp_listener.get(), POLLIN, 0}};
     for (const auto& c : pending) pfds.push_back({c.fd.get(), POLLIN, 0});
     int r = ::poll(pfds.data(), pfds.size(), opts.deadline.remaining_ms(100));
     if (r < 0 && errno != EINTR) fail_errno("poll(listeners)", errno);
-    for (size_t i = pending.size(); i-- > 0;) {  // back to front: drop() erases
-      Pending& c = pending[i];
-      auth::Responder::State st = auth::Responder::State::kMore;
-      if (pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) st = c.auth.on_readable();
-      if (st == auth::Responder::State::kFailed) {
-        auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
-        drop(i, c.auth.why());
-        continue;
-      }
-      if (st != auth::Responder::State::kDone) {
-        if (c.until.expired()) {
-          // A real rank on a slow link connects again when told.
-          auth::send_verdict(c.fd.get(), auth::kTimedOutMagic);
-          drop(i, "no complete hello within the handshake timeout");
-        }
-        continue;
-      }
-      const Hello h = c.auth.hello();
-      const std::string why = wire::check_hello(h, opts.session, opts.rank, opts.size);
-      if (!why.empty()) {
-        auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
-        drop(i, "bad hello: " + why);
-        continue;
-      }
-      if (h.channel > s.data_fd[h.rank].size()) {
-        auth::send_verdict(c.fd.get(), auth::kRefusedMagic);
-        drop(i,
-             str_cat("bad hello: rank ", h.rank, " opened data stream ", h.channel, " of ", s.data_fd[h.rank].size()));
-        continue;
-      }
-      UniqueFd& slot = h.channel == 0 ? peers_[h.rank]->ctrl : s.data_fd[h.rank][h.channel - 1];
-      if (slot.valid()) fail(Status::kMismatch, "two processes connected as rank ", h.rank, " (duplicate rank)");
-      auth::send_verdict(c.fd.get(), auth::kAcceptedMagic);
-      slot = std::move(c.fd);
+    for (size_t i = pending.size(); i-- > 0;) {  // back to front: erases
+      const HelloState st = settle_hello(s, pending[i], pfds[2 + i].revents & (POLLIN | POLLHUP | POLLERR));
+      if (st == HelloState::kPending) continue;
+      expected -= st == HelloState::kAccepted;
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-      --expected;
     }
     for (int l = 0; l < 2; ++l) {
       if (!(pfds[l].revents & POLLIN)) continue;
       UniqueFd c = net::accept_until(pfds[l].fd, Deadline::after_ms(0));
       if (!c.valid()) continue;
       if (pending.size() >= kMaxPendingHandshakes) {
-        log_drop(str_cat(kMaxPendingHandshakes, " handshakes already pending"));
+        log_dropped(str_cat(kMaxPendingHandshakes, " handshakes already pending"));
         continue;
       }
       const int fd = c.get();
-      pending.push_back(Pending{std::move(c), Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs)),
-                                auth::Responder(fd, opts.token)});
+      pending.push_back(PendingHello{std::move(c),
+                                     Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs)),
+                                     auth::Responder(fd, opts.token)});
     }
     if (expected > 0 && opts.check_peers) opts.check_peers();
     if (expected > 0 && opts.deadline.expired()) {

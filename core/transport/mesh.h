@@ -224,6 +224,10 @@ class Mesh {
   int host_leader_rank(const Setup& s) const;
   void connect_peers(Setup& s);
   void accept_peers(Setup& s);
+  struct PendingHello;  // mesh.cc
+  enum class HelloState { kPending, kAccepted, kDropped };
+  HelloState settle_hello(Setup& s, PendingHello& c, bool readable);
+  void log_dropped(const std::string& why) const;
   void make_links(Setup& s);
   /// After the exchange: the host's leader makes the shared block.
   void make_host_block(Setup& s);

@@ -229,78 +229,110 @@ bool time_links(size_t bytes, int reps, double (&rates)[3], std::string* error) 
 
 }  // namespace
 
-std::optional<CopyRates> measure_copy_rates(std::string* error) {
-  // Private source and destination (a user's buffers) and a shared staging
-  // area of one chunk (a ring record), all touched first.
+namespace {
+
+/// Copies n bytes from src to dst of this process with process_vm_readv, as
+/// a receiver reads a payload by reference; false (with *error) where it
+/// does not work.
+bool readv_self(char* dst, const char* src, size_t n, std::string* error) {
+  const pid_t self = ::getpid();
+  size_t done = 0;
+  while (done < n) {
+    iovec l{dst + done, n - done};
+    iovec r{const_cast<char*>(src) + done, n - done};
+    ssize_t k = ::process_vm_readv(self, &l, 1, &r, 1, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      *error = str_cat("process_vm_readv does not work here (", k < 0 ? std::strerror(errno) : "read nothing", ")");
+      return false;
+    }
+    done += static_cast<size_t>(k);
+  }
+  return true;
+}
+
+/// Seconds per kChunk, fastest pass: a read by reference, and the ring's two
+/// copies through a shared staging area of one chunk (a ring record), out of
+/// private source and destination buffers (a user's), all touched first.
+bool time_readv_and_ring(double& readv_s, double& ring_s, std::string* error) {
   std::vector<char> src(kPayload, 1), dst(kPayload, 0);
   void* stage = ::mmap(nullptr, kChunk, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (stage == MAP_FAILED) {
     *error = str_cat("mmap of ", kChunk, " bytes: ", std::strerror(errno));
-    return std::nullopt;
+    return false;
   }
   std::memset(stage, 0, kChunk);
-  const pid_t self = ::getpid();
-  double best_readv = 1e30, best_ring = 1e30;  // seconds per kChunk
+  readv_s = ring_s = 1e30;
   for (int pass = 0; pass < kPasses; ++pass) {
     for (size_t off = 0; off < kPayload; off += kChunk) {
       auto t0 = std::chrono::steady_clock::now();
-      size_t done = 0;
-      while (done < kChunk) {
-        iovec l{dst.data() + off + done, kChunk - done};
-        iovec r{src.data() + off + done, kChunk - done};
-        ssize_t k = ::process_vm_readv(self, &l, 1, &r, 1, 0);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-          *error = str_cat("process_vm_readv does not work here (", k < 0 ? std::strerror(errno) : "read nothing", ")");
-          ::munmap(stage, kChunk);
-          return std::nullopt;
-        }
-        done += static_cast<size_t>(k);
+      if (!readv_self(dst.data() + off, src.data() + off, kChunk, error)) {
+        ::munmap(stage, kChunk);
+        return false;
       }
-      best_readv = std::min(best_readv, seconds_since(t0));
+      readv_s = std::min(readv_s, seconds_since(t0));
     }
     for (size_t off = 0; off < kPayload; off += kChunk) {
       auto t0 = std::chrono::steady_clock::now();
       kernels::cpu::copy(stage, src.data() + off, kChunk);  // as the rings copy
       kernels::cpu::copy(dst.data() + off, stage, kChunk);
-      best_ring = std::min(best_ring, seconds_since(t0));
+      ring_s = std::min(ring_s, seconds_since(t0));
     }
   }
   ::munmap(stage, kChunk);
-  // A receiver copying a payload larger than the caches out of the ring: one
-  // cache-resident record at a time into the destination, with regular and
-  // with streaming stores, alternating; fastest pass of each.
+  return true;
+}
+
+/// A receiver copying a payload larger than the caches out of the ring: one
+/// cache-resident record at a time into the destination, with regular and
+/// with streaming stores, alternating; the fastest pass of each (seconds per
+/// `probe` bytes).
+void time_stores(size_t probe, double& copy_s, double& stream_s) {
   constexpr size_t kRecord = size_t(64) << 10;
-  const size_t probe = stream_probe_bytes(last_level_cache_bytes());
   std::vector<char> record(kRecord, 1), big_dst(probe, 0);
-  double best_copy = 1e30, best_stream = 1e30;  // seconds per probe
+  copy_s = stream_s = 1e30;
   for (int pass = 0; pass < kStreamPasses; ++pass) {
     auto t0 = std::chrono::steady_clock::now();
     for (size_t off = 0; off < probe; off += kRecord) kernels::cpu::copy(&big_dst[off], record.data(), kRecord);
-    best_copy = std::min(best_copy, seconds_since(t0));
+    copy_s = std::min(copy_s, seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     for (size_t off = 0; off < probe; off += kRecord) {
       kernels::cpu::stream_copy(&big_dst[off], record.data(), kRecord);
     }
-    best_stream = std::min(best_stream, seconds_since(t0));
+    stream_s = std::min(stream_s, seconds_since(t0));
   }
-  // The ring's two copies overlap on two cores: it moves the payload in half
-  // the time one core took for both.
-  CopyRates rates{double(kChunk) / best_readv / 1e9, double(kChunk) / (best_ring / 2) / 1e9,
-                  double(probe) / best_copy / 1e9, double(probe) / best_stream / 1e9};
-  // One-way messages through a real pair of links, each way in turn.
+}
+
+/// One-way messages through a real pair of links, each way in turn, into
+/// rates.link_*.
+bool time_link_pairs(CopyRates& rates, std::string* error) {
   for (int i = 0; i < 2; ++i) {
     double r[3] = {0, 0, 0};
     try {
-      if (!time_links(kLinkProbeBytes[i], i == 0 ? kLinkRepsSmall : kLinkRepsLarge, r, error)) return std::nullopt;
+      if (!time_links(kLinkProbeBytes[i], i == 0 ? kLinkRepsSmall : kLinkRepsLarge, r, error)) return false;
     } catch (const std::exception& e) {  // e.g. no room in /dev/shm for the probe's segments
       *error = str_cat("the link probe failed: ", e.what());
-      return std::nullopt;
+      return false;
     }
     rates.link_ring_gbps[i] = r[0];
     rates.link_ref_gbps[i] = r[1];
     rates.link_split_gbps[i] = r[2];
   }
+  return true;
+}
+
+}  // namespace
+
+std::optional<CopyRates> measure_copy_rates(std::string* error) {
+  double readv_s = 0, ring_s = 0, copy_s = 0, stream_s = 0;
+  if (!time_readv_and_ring(readv_s, ring_s, error)) return std::nullopt;
+  const size_t probe = stream_probe_bytes(last_level_cache_bytes());
+  time_stores(probe, copy_s, stream_s);
+  // The ring's two copies overlap on two cores: it moves the payload in half
+  // the time one core took for both.
+  CopyRates rates{double(kChunk) / readv_s / 1e9, double(kChunk) / (ring_s / 2) / 1e9, double(probe) / copy_s / 1e9,
+                  double(probe) / stream_s / 1e9};
+  if (!time_link_pairs(rates, error)) return std::nullopt;
   return rates;
 }
 

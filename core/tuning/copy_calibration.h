@@ -44,7 +44,7 @@
 #include <optional>
 #include <string>
 
-#include "algorithm/engine.h"
+#include "algorithm/op.h"
 
 namespace omniccl {
 

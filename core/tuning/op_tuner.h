@@ -75,7 +75,7 @@
 #include <map>
 #include <string>
 
-#include "algorithm/engine.h"
+#include "algorithm/op.h"
 
 namespace omniccl {
 

@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include "algorithm/engine.h"
+#include "algorithm/op.h"
 #include "algorithm/registry.h"
 
 namespace omniccl {
