@@ -70,6 +70,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -78,53 +79,26 @@
 #include <type_traits>
 #include <vector>
 
+#include "cli.h"
+
 namespace {
 
-constexpr int kExitUsage = 2;
+namespace cli = omniccl::cli;
+
 constexpr int kExitFailure = 1;
 
-constexpr const char kUsage[] =
+/// --help up to the options (their lines come from the option table).
+constexpr const char kSynopsis[] =
     R"(Usage: omniccl-run -n N omniccl-bench [options]
 
 nccl-tests style benchmark of OmniCCL's collectives (out of place). Start it
 with any env:// launcher; rank 0 prints the results.
 
 Options (values as -x V, -xV, --long V or --long=V):
-  --coll NAME[,NAME...]|all
-                      allreduce, allgather, bcast, reduce, reduce_scatter,
-                      alltoall, gather, scatter, barrier (also all_reduce,
-                      all_gather, broadcast, all_to_all); default allreduce
-  -b, --minbytes SIZE first size in bytes (K, M, G suffixes = 1024^k; 8)
-  -e, --maxbytes SIZE last size (default 32M)
-  -f, --stepfactor F  multiply the size by F between points (default 2)
-      --sizes LIST    explicit sizes instead of -b/-e/-f, e.g. 8,1M,16M
-  -d, --datatype T    int8, uint8, int32, uint32, int64, uint64, float
-                      (float32), double (float64); default float
-  -o, --op OP         sum, prod, min, max, avg (default sum)
-  -r, --root R        root of bcast, reduce, gather, scatter (default 0)
-  -n, --iters N|auto  timed iterations per point (default 20); auto: by
-                      size, <= 64K: 1000, <= 1M: 50, <= 16M: 10, else 3
-  -w, --warmup_iters N|auto
-                      untimed iterations first (default 5); auto: iters/10,
-                      at least 5
-  -c, --check [0|1]   check results, print #wrong (default off)
-      --csv           print CSV instead of the table: a header line, then
-                      peer,transport,collective,ranks,bytes,count,dtype,
-                      iters,time_us,time_max_us,algbw_GBps,busbw_GBps,check
-      --peer-name S   value of the CSV peer column (default omniccl)
-      --transport S   value of the CSV transport column (default: what the
-                      communicator uses, occl_comm_transport)
-  -t, --timeout SEC   deadline of every call (default: the library's)
-      --device D      cpu (default) or cuda: buffers in GPU memory (rank r
-                      uses GPU r % number of GPUs), each call ordered on a
-                      stream of its own; a point's time ends when that
-                      stream has finished (cudaStreamSynchronize)
-      --blocked-cpu   instead of the table: CPU use of ranks blocked ~1 s in
-                      a barrier while rank 0 sleeps
-      --footprint N   instead of the table: resident memory before and after
-                      N operations of the first collective at the first size
-  -h, --help          print this help
+)";
 
+/// --help after the options.
+constexpr const char kEpilogue[] = R"(
 Exit status: 0 when all went well, 1 if an operation failed or -c found
 wrong elements, 2 for bad usage.
 )";
@@ -301,171 +275,274 @@ std::optional<std::vector<std::uint64_t>> parse_size_list(std::string_view text)
 }
 
 /// Prints a usage error with a hint to --help and returns the usage status.
-int usage_error(const std::string& message) {
-  std::fprintf(stderr,
-               "omniccl-bench: error: %s\n"
-               "Try 'omniccl-bench --help' for more information.\n",
-               message.c_str());
-  return kExitUsage;
+int usage_error(const std::string& message) { return cli::usage_error("omniccl-bench", message); }
+
+// The option table. Each setter gets the option's name as typed ('_' read as
+// '-', except in --warmup_iters, nccl-tests' spelling) and its value, and
+// returns an error message or "".
+
+using Value = const std::string&;
+
+/// -b, -e: a size with an optional K/M/G suffix.
+std::string set_size(std::uint64_t& out, Value name, Value v) {
+  auto s = parse_size(v);
+  if (!s) return name + ": '" + v + "' is not a size";
+  out = *s;
+  return {};
+}
+
+/// -n, -w: "auto" (stored as `auto_value`) or a number of at least `lo`.
+std::string set_iterations(int& out, int auto_value, long lo, Value name, Value v) {
+  if (v == "auto") {
+    out = auto_value;
+    return {};
+  }
+  auto n = parse_long(v, lo, 100000000);
+  if (!n) return name + ": '" + v + "' must be auto or a number >= " + std::to_string(lo);
+  out = static_cast<int>(*n);
+  return {};
+}
+
+/// -d: a data type by its table name, CSV name or alias.
+std::string set_dtype(Options& opt, Value name, Value v) {
+  for (const auto& d : kDTypes) {
+    if (v == d.name || v == d.csv_name || v == d.alias) {
+      opt.dtype = &d;
+      return {};
+    }
+  }
+  return name + ": unknown data type '" + v + "'";
+}
+
+/// -o: a reduce op by name.
+std::string set_op(Options& opt, Value name, Value v) {
+  for (const auto& o : kOps) {
+    if (v == o.name) {
+      opt.op = &o;
+      return {};
+    }
+  }
+  return name + ": unknown reduce op '" + v + "'";
+}
+
+/// -c: 0 or 1.
+std::string set_check(Options& opt, Value name, Value v) {
+  if (v != "0" && v != "1") return name + ": value must be 0 or 1";
+  opt.check = v == "1";
+  return {};
+}
+
+/// --peer-name, --transport: any text but "".
+std::string set_text(std::string& out, Value name, Value v) {
+  if (v.empty()) return name + " needs a value";
+  out = v;
+  return {};
+}
+
+/// A setter for a flag: sets `out`.
+std::function<std::string(Value, Value)> flag(bool& out) {
+  return [&out](Value, Value) {
+    out = true;
+    return std::string();
+  };
+}
+
+/// -t: a number of seconds > 0 (at most 1e6).
+std::string set_timeout(Options& opt, Value name, Value v) {
+  char* end = nullptr;
+  double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !(s > 0) || s > 1e6) {
+    return name + ": '" + v + "' is not a number of seconds > 0";
+  }
+  opt.timeout_s = s;
+  return {};
+}
+
+/// --device: cpu or cuda (cuda only in a CUDA build).
+std::string set_device(Options& opt, Value name, Value v) {
+  if (v != "cpu" && v != "cuda") return name + ": '" + v + "' must be cpu or cuda";
+  opt.cuda = v == "cuda";
+#ifndef OMNICCL_BENCH_CUDA
+  if (opt.cuda) {
+    return name + " cuda: this omniccl-bench was built without CUDA (configure with -DOMNICCL_CUDA=ON)";
+  }
+#endif
+  return {};
+}
+
+/// A setter for a whole number in [lo, hi] stored in `out`; `must` ends the
+/// error ("must be a number >= 1").
+template <typename T>
+std::function<std::string(Value, Value)> whole(T& out, long lo, long hi, std::string must) {
+  return [&out, lo, hi, must](Value name, Value v) {
+    auto n = parse_long(v, lo, hi);
+    if (!n) return name + ": '" + v + "' " + must;
+    out = static_cast<T>(*n);
+    return std::string();
+  };
+}
+
+/// The options that choose what is measured: collectives, sizes, data type,
+/// reduce op, root.
+std::vector<cli::Option> what_options(Options& opt) {
+  return {
+      {{"--coll", "--collective"},
+       cli::Takes::kValue,
+       "--coll NAME[,NAME...]|all",
+       "allreduce, allgather, bcast, reduce, reduce_scatter,\n"
+       "alltoall, gather, scatter, barrier (also all_reduce,\n"
+       "all_gather, broadcast, all_to_all); default allreduce",
+       [&opt](Value, Value v) {
+         auto c = parse_colls(v);
+         if (!c) return "--coll: unknown collective in '" + v + "'";
+         opt.colls = *c;
+         return std::string();
+       }},
+      {{"-b", "--minbytes"},
+       cli::Takes::kValue,
+       "-b, --minbytes SIZE",
+       "first size in bytes (K, M, G suffixes = 1024^k; 8)",
+       [&opt](Value name, Value v) { return set_size(opt.min_bytes, name, v); }},
+      {{"-e", "--maxbytes"},
+       cli::Takes::kValue,
+       "-e, --maxbytes SIZE",
+       "last size (default 32M)",
+       [&opt](Value name, Value v) { return set_size(opt.max_bytes, name, v); }},
+      {{"-f", "--stepfactor"},
+       cli::Takes::kValue,
+       "-f, --stepfactor F",
+       "multiply the size by F between points (default 2)",
+       whole(opt.factor, 2, 1 << 20, "must be a whole number >= 2")},
+      {{"--sizes"},
+       cli::Takes::kValue,
+       "    --sizes LIST",
+       "explicit sizes instead of -b/-e/-f, e.g. 8,1M,16M",
+       [&opt](Value, Value v) {
+         auto s = parse_size_list(v);
+         if (!s) return "--sizes: '" + v + "' is not a list of sizes";
+         opt.sizes = *s;
+         opt.explicit_sizes = true;
+         return std::string();
+       }},
+      {{"-d", "--datatype"},
+       cli::Takes::kValue,
+       "-d, --datatype T",
+       "int8, uint8, int32, uint32, int64, uint64, float\n"
+       "(float32), double (float64); default float",
+       [&opt](Value name, Value v) { return set_dtype(opt, name, v); }},
+      {{"-o", "--op"},
+       cli::Takes::kValue,
+       "-o, --op OP",
+       "sum, prod, min, max, avg (default sum)",
+       [&opt](Value name, Value v) { return set_op(opt, name, v); }},
+      {{"-r", "--root"},
+       cli::Takes::kValue,
+       "-r, --root R",
+       "root of bcast, reduce, gather, scatter (default 0)",
+       whole(opt.root, 0, 1 << 20, "is not a rank")},
+  };
+}
+
+/// The options of how each point is run and printed.
+std::vector<cli::Option> how_options(Options& opt) {
+  return {
+      {{"-n", "--iters"},
+       cli::Takes::kValue,
+       "-n, --iters N|auto",
+       "timed iterations per point (default 20); auto: by\n"
+       "size, <= 64K: 1000, <= 1M: 50, <= 16M: 10, else 3",
+       [&opt](Value name, Value v) { return set_iterations(opt.iters, 0, 1, name, v); }},
+      {{"-w", "--warmup_iters", "--warmup-iters"},
+       cli::Takes::kValue,
+       "-w, --warmup_iters N|auto",
+       "untimed iterations first (default 5); auto: iters/10,\n"
+       "at least 5",
+       [&opt](Value name, Value v) { return set_iterations(opt.warmup, -1, 0, name, v); }},
+      // The value is optional: "-c", "-c 1", "-c0", "--check=1".
+      {.names = {"-c", "--check"},
+       .takes = cli::Takes::kOptionalValue,
+       .label = "-c, --check [0|1]",
+       .help = "check results, print #wrong (default off)",
+       .apply = [&opt](Value name, Value v) { return set_check(opt, name, v); },
+       .next_values = {"0", "1"},
+       .implicit_value = "1"},
+      {{"--csv"},
+       cli::Takes::kNothing,
+       "    --csv",
+       "print CSV instead of the table: a header line, then\n"
+       "peer,transport,collective,ranks,bytes,count,dtype,\n"
+       "iters,time_us,time_max_us,algbw_GBps,busbw_GBps,check",
+       flag(opt.csv)},
+      {{"--peer-name"},
+       cli::Takes::kValue,
+       "    --peer-name S",
+       "value of the CSV peer column (default omniccl)",
+       [&opt](Value name, Value v) { return set_text(opt.peer, name, v); }},
+      {{"--transport"},
+       cli::Takes::kValue,
+       "    --transport S",
+       "value of the CSV transport column (default: what the\n"
+       "communicator uses, occl_comm_transport)",
+       [&opt](Value name, Value v) { return set_text(opt.transport, name, v); }},
+      {{"-t", "--timeout"},
+       cli::Takes::kValue,
+       "-t, --timeout SEC",
+       "deadline of every call (default: the library's)",
+       [&opt](Value name, Value v) { return set_timeout(opt, name, v); }},
+      {{"--device"},
+       cli::Takes::kValue,
+       "    --device D",
+       "cpu (default) or cuda: buffers in GPU memory (rank r\n"
+       "uses GPU r % number of GPUs), each call ordered on a\n"
+       "stream of its own; a point's time ends when that\n"
+       "stream has finished (cudaStreamSynchronize)",
+       [&opt](Value name, Value v) { return set_device(opt, name, v); }},
+  };
+}
+
+/// The options that measure something else instead of the table, and --help.
+std::vector<cli::Option> other_options(Options& opt) {
+  return {
+      {{"--blocked-cpu"},
+       cli::Takes::kNothing,
+       "    --blocked-cpu",
+       "instead of the table: CPU use of ranks blocked ~1 s in\n"
+       "a barrier while rank 0 sleeps",
+       flag(opt.blocked_cpu)},
+      {{"--footprint"},
+       cli::Takes::kValue,
+       "    --footprint N",
+       "instead of the table: resident memory before and after\n"
+       "N operations of the first collective at the first size",
+       whole(opt.footprint_ops, 1, 1000000000, "must be a number >= 1")},
+      {.names = {"-h", "--help"}, .label = "-h, --help", .help = "print this help", .prints_help = true},
+  };
+}
+
+/// The sizes of -b/-e/-f: from min_bytes, times factor, up to max_bytes.
+void fill_sizes(Options& opt) {
+  for (std::uint64_t s = opt.min_bytes; s <= opt.max_bytes; s *= opt.factor) {
+    opt.sizes.push_back(s);
+    if (s == 0 || s > std::numeric_limits<std::uint64_t>::max() / opt.factor) break;
+  }
 }
 
 /// Parses argv into `opt`. Returns -1 to go on, or an exit status (help
 /// printed: 0; bad usage: 2).
 int parse_args(int argc, char** argv, Options& opt) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string name = arg;
-    std::optional<std::string> inline_value;
-    if (arg.rfind("--", 0) == 0) {
-      std::size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        name = arg.substr(0, eq);
-        inline_value = arg.substr(eq + 1);
-      }
-      for (std::size_t k = 2; k < name.size(); ++k) {
-        if (name[k] == '_' && name != "--warmup_iters") name[k] = '-';
-      }
-    } else if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-') {
-      name = arg.substr(0, 2);
-      inline_value = arg.substr(2);
-    }
-    // Fetches the option's value: inline, or the next argument.
-    auto value = [&]() -> std::optional<std::string> {
-      if (inline_value) return inline_value;
-      if (i + 1 < argc) return std::string(argv[++i]);
-      return std::nullopt;
-    };
-    auto need = [&](std::optional<std::string>& v) {
-      v = value();
-      return v.has_value();
-    };
-    std::optional<std::string> v;
-    if (name == "-h" || name == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (name == "--coll" || name == "--collective") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto c = parse_colls(*v);
-      if (!c) return usage_error("--coll: unknown collective in '" + *v + "'");
-      opt.colls = *c;
-    } else if (name == "-b" || name == "--minbytes") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto s = parse_size(*v);
-      if (!s) return usage_error(name + ": '" + *v + "' is not a size");
-      opt.min_bytes = *s;
-    } else if (name == "-e" || name == "--maxbytes") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto s = parse_size(*v);
-      if (!s) return usage_error(name + ": '" + *v + "' is not a size");
-      opt.max_bytes = *s;
-    } else if (name == "-f" || name == "--stepfactor") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto f = parse_long(*v, 2, 1 << 20);
-      if (!f) return usage_error(name + ": '" + *v + "' must be a whole number >= 2");
-      opt.factor = static_cast<std::uint64_t>(*f);
-    } else if (name == "--sizes") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto s = parse_size_list(*v);
-      if (!s) return usage_error("--sizes: '" + *v + "' is not a list of sizes");
-      opt.sizes = *s;
-      opt.explicit_sizes = true;
-    } else if (name == "-d" || name == "--datatype") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      opt.dtype = nullptr;
-      for (const auto& d : kDTypes) {
-        if (*v == d.name || *v == d.csv_name || *v == d.alias) opt.dtype = &d;
-      }
-      if (!opt.dtype) return usage_error(name + ": unknown data type '" + *v + "'");
-    } else if (name == "-o" || name == "--op") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      opt.op = nullptr;
-      for (const auto& o : kOps) {
-        if (*v == o.name) opt.op = &o;
-      }
-      if (!opt.op) return usage_error(name + ": unknown reduce op '" + *v + "'");
-    } else if (name == "-r" || name == "--root") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto r = parse_long(*v, 0, 1 << 20);
-      if (!r) return usage_error(name + ": '" + *v + "' is not a rank");
-      opt.root = static_cast<int>(*r);
-    } else if (name == "-n" || name == "--iters") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      if (*v == "auto") {
-        opt.iters = 0;
-      } else {
-        auto n = parse_long(*v, 1, 100000000);
-        if (!n) return usage_error(name + ": '" + *v + "' must be auto or a number >= 1");
-        opt.iters = static_cast<int>(*n);
-      }
-    } else if (name == "-w" || name == "--warmup_iters" || name == "--warmup-iters") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      if (*v == "auto") {
-        opt.warmup = -1;
-      } else {
-        auto n = parse_long(*v, 0, 100000000);
-        if (!n) return usage_error(name + ": '" + *v + "' must be auto or a number >= 0");
-        opt.warmup = static_cast<int>(*n);
-      }
-    } else if (name == "-c" || name == "--check") {
-      // The value is optional: "-c", "-c 1", "-c0", "--check=1".
-      if (inline_value) {
-        v = inline_value;
-      } else if (i + 1 < argc && (std::strcmp(argv[i + 1], "0") == 0 || std::strcmp(argv[i + 1], "1") == 0)) {
-        v = argv[++i];
-      } else {
-        v = "1";
-      }
-      if (*v != "0" && *v != "1") return usage_error(name + ": value must be 0 or 1");
-      opt.check = *v == "1";
-    } else if (name == "--csv") {
-      opt.csv = true;
-    } else if (name == "--peer-name") {
-      if (!need(v) || v->empty()) return usage_error(name + " needs a value");
-      opt.peer = *v;
-    } else if (name == "--transport") {
-      if (!need(v) || v->empty()) return usage_error(name + " needs a value");
-      opt.transport = *v;
-    } else if (name == "-t" || name == "--timeout") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      char* end = nullptr;
-      double s = std::strtod(v->c_str(), &end);
-      if (v->empty() || end != v->c_str() + v->size() || !(s > 0) || s > 1e6) {
-        return usage_error(name + ": '" + *v + "' is not a number of seconds > 0");
-      }
-      opt.timeout_s = s;
-    } else if (name == "--device") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      if (*v != "cpu" && *v != "cuda") return usage_error(name + ": '" + *v + "' must be cpu or cuda");
-      opt.cuda = *v == "cuda";
-#ifndef OMNICCL_BENCH_CUDA
-      if (opt.cuda) {
-        return usage_error(name +
-                           " cuda: this omniccl-bench was built without CUDA (configure with "
-                           "-DOMNICCL_CUDA=ON)");
-      }
-#endif
-    } else if (name == "--blocked-cpu") {
-      opt.blocked_cpu = true;
-    } else if (name == "--footprint") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto n = parse_long(*v, 1, 1000000000);
-      if (!n) return usage_error(name + ": '" + *v + "' must be a number >= 1");
-      opt.footprint_ops = *n;
-    } else {
-      return usage_error("unknown option '" + arg + "'");
-    }
+  cli::Spec spec{
+      .program = "omniccl-bench", .synopsis = kSynopsis, .epilogue = kEpilogue, .needs_value = "{} needs a value"};
+  for (auto* part : {what_options, how_options, other_options}) {
+    for (cli::Option& o : part(opt)) spec.options.push_back(std::move(o));
   }
+  const cli::Parsed parsed = cli::parse(spec, argc, argv);
+  if (parsed.exit_status >= 0) return parsed.exit_status;
   if (opt.cuda && (opt.blocked_cpu || opt.footprint_ops > 0)) {
     return usage_error("--device cuda measures the collectives only (not with --blocked-cpu or --footprint)");
   }
   if (!opt.explicit_sizes) {
-    if (opt.min_bytes > opt.max_bytes) {
-      return usage_error("-b must not be larger than -e");
-    }
-    for (std::uint64_t s = opt.min_bytes; s <= opt.max_bytes; s *= opt.factor) {
-      opt.sizes.push_back(s);
-      if (s == 0 || s > std::numeric_limits<std::uint64_t>::max() / opt.factor) break;
-    }
+    if (opt.min_bytes > opt.max_bytes) return usage_error("-b must not be larger than -e");
+    fill_sizes(opt);
   }
   return -1;
 }
@@ -1173,7 +1250,7 @@ int run(const Options& opt) {
       if (rank == 0)
         usage_error("--root " + std::to_string(opt.root) + " is not below " + std::to_string(n) + " ranks");
       occl_comm_destroy(comm);
-      return kExitUsage;
+      return cli::kExitUsage;
     }
     if (opt.blocked_cpu) {
       status = measure_blocked_cpu(opt, comm, rank, n, transport);

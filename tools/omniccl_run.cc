@@ -93,12 +93,15 @@
 #include <utility>
 #include <vector>
 
+#include "cli.h"
+
 namespace {
+
+namespace cli = omniccl::cli;
 
 using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxRanks = 1024;
-constexpr int kExitUsage = 2;
 constexpr int kExitTimeout = 124;                      // as coreutils `timeout`
 constexpr int kExitInternal = 125;                     // the launcher itself failed
 constexpr int kExitCannotExecute = 126;                // as a shell: found but not runnable
@@ -109,7 +112,8 @@ constexpr std::size_t kMaxLine = std::size_t{1} << 20;
 constexpr int kMaxPollMs = 1000;
 constexpr double kMaxSeconds = 1e7;  // ~115 days; keeps time arithmetic sane
 
-constexpr const char kUsage[] =
+/// --help up to the options (their lines come from the option table).
+constexpr const char kSynopsis[] =
     R"(Usage: omniccl-run -n N [options] [--] PROGRAM [ARGS...]
 
 Start N local ranks of PROGRAM ARGS... for an OmniCCL (or torch.distributed
@@ -121,24 +125,10 @@ style) job and wait for them. Rank i gets, on top of the current environment:
   may say so, see below)
 
 Options:
-  -n, --nproc, --nproc-per-node N
-                      number of ranks to start, 1 to 1024 (required)
-  --master-addr ADDR  MASTER_ADDR for the ranks (default 127.0.0.1)
-  --master-port PORT  MASTER_PORT for the ranks (default: a free TCP port,
-                      found by binding port 0 on 127.0.0.1)
-  --no-prefix         do not prefix output lines with "[RANK] "; the ranks
-                      then write straight to omniccl-run's stdout and stderr
-  --grace SECONDS     once a rank has failed, how long the other ranks may
-                      still run before they get SIGTERM, and SIGKILL 5 s
-                      later (default 30)
-  --timeout SECONDS   stop the whole job after SECONDS and exit with 124
-                      (default: no time limit)
-  --bind-to core|none core: rank i runs only on the i-th CPU omniccl-run may
-                      use (round-robin when ranks outnumber them), as mpirun
-                      binds ranks to cores; none: ranks keep omniccl-run's
-                      CPU mask. Default: core
-  -h, --help          print this help and exit
+)";
 
+/// --help after the options.
+constexpr const char kEpilogue[] = R"(
 Options may also be written --option=VALUE or -nN, and '_' may replace '-'
 in long names (--nproc_per_node). Options end at PROGRAM or at '--'.
 
@@ -222,16 +212,6 @@ bool write_all(int fd, std::string_view data) {
 /// Prints "omniccl-run: <message>" as one line on stderr (one write, so it
 /// never splits a rank's line or is split by one).
 void log_line(const std::string& message) { (void)write_all(STDERR_FILENO, "omniccl-run: " + message + "\n"); }
-
-/// Prints a usage error and the hint to use --help; returns the exit status
-/// for bad usage.
-int usage_error(const std::string& message) {
-  std::fprintf(stderr,
-               "omniccl-run: error: %s\n"
-               "Try 'omniccl-run --help' for more information.\n",
-               message.c_str());
-  return kExitUsage;
-}
 
 /// Makes sure file descriptors 0, 1 and 2 are open (on /dev/null if they were
 /// closed), so that pipes created later never land on them and confuse the
@@ -346,138 +326,122 @@ std::optional<double> parse_seconds(std::string_view option, const std::string& 
   return value;
 }
 
+// The option table. Each setter gets the option's name as typed ('_' read as
+// '-') and its value, and returns an error message, or "" when it took them.
+
+using Value = const std::string&;
+
+/// Sets `out` to a whole number in [lo, hi] (see parse_int).
+std::string set_int(int& out, Value name, Value text, int lo, int hi) {
+  std::string error;
+  if (auto n = parse_int(name, text, lo, hi, error)) out = *n;
+  return error;
+}
+
+/// Sets `out` to a number of seconds (see parse_seconds).
+template <typename Seconds>  // double, or std::optional<double>
+std::string set_seconds(Seconds& out, Value name, Value text, bool positive) {
+  std::string error;
+  if (auto s = parse_seconds(name, text, positive, error)) out = *s;
+  return error;
+}
+
+/// --master-addr: any address but "".
+std::string set_master_addr(Options& o, Value, Value v) {
+  if (v.empty()) return "--master-addr: the address is empty";
+  o.master_addr = v;
+  return {};
+}
+
+/// --bind-to: core or none.
+std::string set_bind(Options& o, Value, Value v) {
+  if (v != "core" && v != "none") return "--bind-to: '" + v + "' is not one of core, none";
+  o.bind = v == "core";
+  return {};
+}
+
+/// --no-prefix.
+std::string clear_prefix(Options& o, Value, Value) {
+  o.prefix = false;
+  return {};
+}
+
+/// The option table: every option, its line in --help and what it sets in
+/// `o` (`have_n`: -n was given).
+std::vector<cli::Option> option_table(Options& o, bool& have_n) {
+  auto nproc = [&o, &have_n](Value name, Value v) {
+    have_n = true;  // a bad value ends parsing
+    return set_int(o.nproc, name, v, 1, kMaxRanks);
+  };
+  return {
+      {{"-n", "--nproc", "--nproc-per-node"},
+       cli::Takes::kValue,
+       "-n, --nproc, --nproc-per-node N",
+       "number of ranks to start, 1 to 1024 (required)",
+       nproc},
+      {{"--master-addr"},
+       cli::Takes::kValue,
+       "--master-addr ADDR",
+       "MASTER_ADDR for the ranks (default 127.0.0.1)",
+       [&o](Value name, Value v) { return set_master_addr(o, name, v); }},
+      {{"--master-port"},
+       cli::Takes::kValue,
+       "--master-port PORT",
+       "MASTER_PORT for the ranks (default: a free TCP port,\n"
+       "found by binding port 0 on 127.0.0.1)",
+       [&o](Value name, Value v) { return set_int(o.master_port, name, v, 1, 65535); }},
+      {{"--no-prefix"},
+       cli::Takes::kNothing,
+       "--no-prefix",
+       "do not prefix output lines with \"[RANK] \"; the ranks\n"
+       "then write straight to omniccl-run's stdout and stderr",
+       [&o](Value name, Value v) { return clear_prefix(o, name, v); }},
+      {{"--grace"},
+       cli::Takes::kValue,
+       "--grace SECONDS",
+       "once a rank has failed, how long the other ranks may\n"
+       "still run before they get SIGTERM, and SIGKILL 5 s\n"
+       "later (default 30)",
+       [&o](Value name, Value v) { return set_seconds(o.grace_s, name, v, /*positive=*/false); }},
+      {{"--timeout"},
+       cli::Takes::kValue,
+       "--timeout SECONDS",
+       "stop the whole job after SECONDS and exit with 124\n"
+       "(default: no time limit)",
+       [&o](Value name, Value v) { return set_seconds(o.timeout_s, name, v, /*positive=*/true); }},
+      {{"--bind-to"},
+       cli::Takes::kValue,
+       "--bind-to core|none",
+       "core: rank i runs only on the i-th CPU omniccl-run may\n"
+       "use (round-robin when ranks outnumber them), as mpirun\n"
+       "binds ranks to cores; none: ranks keep omniccl-run's\n"
+       "CPU mask. Default: core",
+       [&o](Value name, Value v) { return set_bind(o, name, v); }},
+      {.names = {"-h", "--help"}, .label = "-h, --help", .help = "print this help and exit", .prints_help = true},
+  };
+}
+
 /// Parses argv. Options come first and end at the first argument that is not
 /// an option (PROGRAM) or at "--".
 ParseOutcome parse_args(int argc, char** argv) {
   ParseOutcome out;
-  Options& o = out.options;
   bool have_n = false;
-  std::string error;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') break;  // PROGRAM (or "-")
-
-    // Split "--name=value" / "-nVALUE"; normalise '_' to '-' in long names.
-    std::string name;
-    std::optional<std::string> inline_value;
-    if (arg.starts_with("--")) {
-      std::size_t eq = arg.find('=');
-      name = std::string(arg.substr(0, eq));
-      if (eq != std::string_view::npos) inline_value = std::string(arg.substr(eq + 1));
-      std::replace(name.begin() + 2, name.end(), '_', '-');
-    } else {
-      name = std::string(arg.substr(0, 2));
-      if (arg.size() > 2) inline_value = std::string(arg.substr(2));
-    }
-
-    /// Returns the option's value (inline or the next argument), or nullopt
-    /// after setting `error` when it is missing.
-    auto take_value = [&]() -> std::optional<std::string> {
-      if (inline_value) return inline_value;
-      if (i + 1 < argc) return std::string(argv[++i]);
-      error = "option " + name + " needs a value";
-      return std::nullopt;
-    };
-    /// Rejects a value given to an option that takes none; returns false after
-    /// setting `error`.
-    auto no_value = [&]() -> bool {
-      if (!inline_value) return true;
-      error = "option " + name + " takes no value";
-      return false;
-    };
-
-    if (name == "-h" || name == "--help") {
-      if (!no_value()) {
-        // "-hx" is not -h: report it as an unknown option.
-        if (!arg.starts_with("--")) error = "unknown option '" + std::string(arg) + "'";
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      std::fputs(kUsage, stdout);
-      std::fflush(stdout);
-      out.exit_status = 0;
-      return out;
-    } else if (name == "-n" || name == "--nproc" || name == "--nproc-per-node") {
-      auto v = take_value();
-      std::optional<int> n;
-      if (v) n = parse_int(name, *v, 1, kMaxRanks, error);
-      if (!n) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.nproc = *n;
-      have_n = true;
-    } else if (name == "--master-addr") {
-      auto v = take_value();
-      if (v && v->empty()) error = "--master-addr: the address is empty";
-      if (!v || v->empty()) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.master_addr = *v;
-    } else if (name == "--master-port") {
-      auto v = take_value();
-      std::optional<int> port;
-      if (v) port = parse_int(name, *v, 1, 65535, error);
-      if (!port) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.master_port = *port;
-    } else if (name == "--no-prefix") {
-      if (!no_value()) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.prefix = false;
-    } else if (name == "--grace") {
-      auto v = take_value();
-      std::optional<double> s;
-      if (v) s = parse_seconds(name, *v, /*positive=*/false, error);
-      if (!s) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.grace_s = *s;
-    } else if (name == "--bind-to") {
-      auto v = take_value();
-      const bool known = v && (*v == "core" || *v == "none");
-      if (v && !known) error = "--bind-to: '" + *v + "' is not one of core, none";
-      if (!known) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.bind = *v == "core";
-    } else if (name == "--timeout") {
-      auto v = take_value();
-      std::optional<double> s;
-      if (v) s = parse_seconds(name, *v, /*positive=*/true, error);
-      if (!s) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.timeout_s = *s;
-    } else {
-      out.exit_status = usage_error("unknown option '" + std::string(arg) +
-                                    "' (write '--' before PROGRAM if its name starts with '-')");
-      return out;
-    }
+  const cli::Spec spec{.program = "omniccl-run",
+                       .synopsis = kSynopsis,
+                       .options = option_table(out.options, have_n),
+                       .epilogue = kEpilogue,
+                       .has_operands = true,
+                       .unknown_hint = " (write '--' before PROGRAM if its name starts with '-')"};
+  const cli::Parsed parsed = cli::parse(spec, argc, argv);
+  if (parsed.exit_status >= 0) {
+    out.exit_status = parsed.exit_status;
+  } else if (!have_n) {
+    out.exit_status = cli::usage_error(spec.program, "missing -n N (the number of ranks to start)");
+  } else if (parsed.operands >= argc || argv[parsed.operands][0] == '\0') {
+    out.exit_status = cli::usage_error(spec.program, "missing PROGRAM to run");
+  } else {
+    out.options.program = argv + parsed.operands;
   }
-
-  if (!have_n) {
-    out.exit_status = usage_error("missing -n N (the number of ranks to start)");
-    return out;
-  }
-  if (i >= argc || argv[i][0] == '\0') {
-    out.exit_status = usage_error("missing PROGRAM to run");
-    return out;
-  }
-  o.program = argv + i;
   return out;
 }
 
