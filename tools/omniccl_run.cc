@@ -639,9 +639,19 @@ class Launcher {
   /// environment shared by all ranks, /dev/null, signal handlers. Returns 0
   /// or an exit status.
   int prepare() {
-    // Each rank costs two descriptors for its output pipes, plus a few while
-    // it starts. Raise the soft RLIMIT_NOFILE if N needs it; ranks get the
-    // original limit back.
+    int rc = raise_file_limit();
+    if (rc == 0) rc = export_job_environment();
+    if (rc == 0) rc = open_failure_report_pipe();
+    if (rc == 0) rc = export_job_token();
+    if (rc == 0) rc = open_launcher_fds();
+    if (rc == 0) rc = install_signal_handlers();
+    return rc;
+  }
+
+  /// Each rank costs two descriptors for its output pipes, plus a few while
+  /// it starts: raises the soft RLIMIT_NOFILE if N needs it (ranks get the
+  /// original limit back). Returns 0 or an exit status.
+  int raise_file_limit() {
     ::getrlimit(RLIMIT_NOFILE, &original_nofile_);
     rlim_t needed = static_cast<rlim_t>(opts_.prefix ? 2 * opts_.nproc : 0) + 64;
     if (original_nofile_.rlim_cur != RLIM_INFINITY && original_nofile_.rlim_cur < needed) {
@@ -658,7 +668,13 @@ class Launcher {
         return kExitInternal;
       }
     }
+    return 0;
+  }
 
+  /// Exports the environment common to all ranks (WORLD_SIZE, MASTER_ADDR,
+  /// MASTER_PORT, ...); RANK and LOCAL_RANK are set per rank just before its
+  /// fork, so the child does no allocation. Returns 0 or an exit status.
+  int export_job_environment() {
     int port = opts_.master_port;
     if (port == 0) {
       std::string error;
@@ -669,9 +685,6 @@ class Launcher {
       }
       port = *free_port;
     }
-
-    // The environment common to all ranks; RANK and LOCAL_RANK are set per
-    // rank just before its fork, so the child does no allocation.
     const std::string n = std::to_string(opts_.nproc);
     const std::string p = std::to_string(port);
     if (::setenv("WORLD_SIZE", n.c_str(), 1) != 0 || ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1) != 0 ||
@@ -681,8 +694,12 @@ class Launcher {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }
+    return 0;
+  }
 
-    // The failure-report pipe: the ranks inherit the write end.
+  /// Opens the failure-report pipe, whose write end the ranks inherit, and
+  /// exports where it is. Returns 0 or an exit status.
+  int open_failure_report_pipe() {
     int report[2];
     if (::pipe2(report, O_NONBLOCK) != 0 || ::fcntl(report[0], F_SETFD, FD_CLOEXEC) != 0) {
       log_line(std::string("pipe: ") + std::strerror(errno));
@@ -702,33 +719,43 @@ class Launcher {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }
-    // A fresh job token (unless the caller gave one), so the ranks' rendezvous
-    // is authenticated without the user doing anything (SECURITY.md).
+    return 0;
+  }
+
+  /// Exports a fresh job token (unless the caller gave one), so the ranks'
+  /// rendezvous is authenticated without the user doing anything
+  /// (SECURITY.md). Returns 0 or an exit status.
+  static int export_job_token() {
     const char* given = std::getenv("OMNICCL_JOB_TOKEN");
-    if (given == nullptr || *given == '\0') {
-      unsigned char raw[32];
-      size_t got = 0;
-      while (got < sizeof raw) {
-        ssize_t r = ::getrandom(raw + got, sizeof raw - got, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-          log_line(std::string("getrandom: ") + std::strerror(errno));
-          return kExitInternal;
-        }
-        got += static_cast<size_t>(r);
-      }
-      static const char kHex[] = "0123456789abcdef";
-      std::string token;
-      for (unsigned char b : raw) {
-        token.push_back(kHex[b >> 4]);
-        token.push_back(kHex[b & 15]);
-      }
-      if (::setenv("OMNICCL_JOB_TOKEN", token.c_str(), 1) != 0) {
-        log_line(std::string("setenv: ") + std::strerror(errno));
+    if (given != nullptr && *given != '\0') return 0;
+    unsigned char raw[32];
+    size_t got = 0;
+    while (got < sizeof raw) {
+      ssize_t r = ::getrandom(raw + got, sizeof raw - got, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        log_line(std::string("getrandom: ") + std::strerror(errno));
         return kExitInternal;
       }
+      got += static_cast<size_t>(r);
     }
+    static const char kHex[] = "0123456789abcdef";
+    std::string token;
+    for (unsigned char b : raw) {
+      token.push_back(kHex[b >> 4]);
+      token.push_back(kHex[b & 15]);
+    }
+    if (::setenv("OMNICCL_JOB_TOKEN", token.c_str(), 1) != 0) {
+      log_line(std::string("setenv: ") + std::strerror(errno));
+      return kExitInternal;
+    }
+    return 0;
+  }
 
+  /// Opens /dev/null (stdin of the ranks that do not read the launcher's)
+  /// and the self-pipe the signal handlers write to. Returns 0 or an exit
+  /// status.
+  int open_launcher_fds() {
     devnull_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull_ < 0) {
       log_line(std::string("cannot open /dev/null: ") + std::strerror(errno));
@@ -743,7 +770,7 @@ class Launcher {
     }
     signal_pipe_read_ = fds[0];
     g_signal_pipe_write = fds[1];
-    return install_signal_handlers();
+    return 0;
   }
 
   /// Installs on_signal for the forwarded, job-control and child signals and
@@ -846,6 +873,23 @@ class Launcher {
            "   (or: python3 -m omniccl.run -n " + n_ranks + " " + program + ")";
   }
 
+  /// The pipes of one rank being started: its stdout and stderr (with
+  /// prefixing), and the close-on-exec pipe through which the child reports
+  /// a failed exec (errno); -1 where not open in the launcher.
+  struct RankPipes {
+    int out[2] = {-1, -1};
+    int err[2] = {-1, -1};
+    int exec[2] = {-1, -1};
+
+    /// Closes whichever of the pipes are still open in the launcher.
+    void close_all() {
+      for (int* p : {out, err, exec}) {
+        close_fd(p[0]);
+        close_fd(p[1]);
+      }
+    }
+  };
+
   /// Starts one rank; returns 0, or an exit status after reporting the error
   /// (the failed child, if any, has been reaped).
   int start_rank(Rank& r) {
@@ -854,25 +898,39 @@ class Launcher {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }
-
-    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, exec_pipe[2] = {-1, -1};
-    /// Closes whichever of the three pipes are still open in the launcher.
-    auto close_pipes = [&] {
-      for (int* p : {out_pipe, err_pipe, exec_pipe}) {
-        close_fd(p[0]);
-        close_fd(p[1]);
-      }
-    };
-    bool piped = ::pipe2(exec_pipe, O_CLOEXEC) == 0;
+    RankPipes pipes;
+    bool piped = ::pipe2(pipes.exec, O_CLOEXEC) == 0;
     if (piped && opts_.prefix) {
-      piped = ::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0;
+      piped = ::pipe2(pipes.out, O_CLOEXEC) == 0 && ::pipe2(pipes.err, O_CLOEXEC) == 0;
     }
     if (!piped) {
       log_line(std::string("cannot create pipes for rank ") + rank + ": " + std::strerror(errno));
-      close_pipes();
+      pipes.close_all();
       return kExitInternal;
     }
+    int fork_errno = 0;
+    const pid_t pid = fork_rank(r, pipes, fork_errno);
+    if (pid < 0) {
+      log_line("cannot start rank " + rank + ": fork: " + std::strerror(fork_errno));
+      pipes.close_all();
+      return kExitInternal;
+    }
+    // Also set the group here: whichever of parent and child runs first, the
+    // group exists before the launcher could signal it. EACCES after the
+    // child's exec is harmless (the child set it itself).
+    (void)::setpgid(pid, pid);
+    r.pid = pid;
+    r.running = true;
+    if (int rc = await_exec(r, pipes); rc != 0) return rc;
+    if (opts_.prefix) adopt_output(r, pipes);
+    return 0;
+  }
 
+  /// Forks rank r, which execs PROGRAM (exec_rank). The fork happens with
+  /// the handled signals blocked, so no handler runs in the child before it
+  /// restored the original dispositions. Returns the child's pid, or -1 with
+  /// fork's errno in `fork_errno`.
+  pid_t fork_rank(const Rank& r, const RankPipes& pipes, int& fork_errno) {
     sigset_t blocked = original_mask_;
     for (int sig = 1; sig < NSIG; ++sig) {
       if (sigismember(&handled_, sig) == 1) sigaddset(&blocked, sig);
@@ -885,50 +943,45 @@ class Launcher {
     pid_t pid = ::fork();
     if (pid == 0) {
       if (cpu && cpu->set) (void)::sched_setaffinity(0, cpu->bytes, cpu->set.get());
-      exec_rank(r.index, launcher_pid, out_pipe[1], err_pipe[1], exec_pipe[1]);
+      exec_rank(r.index, launcher_pid, pipes.out[1], pipes.err[1], pipes.exec[1]);
     }
-    int fork_errno = errno;
+    fork_errno = errno;
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
-    if (pid < 0) {
-      log_line("cannot start rank " + rank + ": fork: " + std::strerror(fork_errno));
-      close_pipes();
-      return kExitInternal;
-    }
-    // Also set the group here: whichever of parent and child runs first, the
-    // group exists before the launcher could signal it. EACCES after the
-    // child's exec is harmless (the child set it itself).
-    (void)::setpgid(pid, pid);
-    r.pid = pid;
-    r.running = true;
+    return pid;
+  }
 
-    close_fd(exec_pipe[1]);
+  /// Waits until rank r has exec'd PROGRAM (its exec pipe closes) or failed
+  /// to (it sends errno). Returns 0, or after a failed exec, with the child
+  /// reaped and reported, 127 (not found) or 126.
+  int await_exec(Rank& r, RankPipes& pipes) {
+    close_fd(pipes.exec[1]);
     int child_errno = 0;
     ssize_t n;
     do {
-      n = ::read(exec_pipe[0], &child_errno, sizeof child_errno);
+      n = ::read(pipes.exec[0], &child_errno, sizeof child_errno);
     } while (n < 0 && errno == EINTR);
-    close_fd(exec_pipe[0]);
-    if (n == static_cast<ssize_t>(sizeof child_errno)) {
-      // exec failed; the child has _exit()ed already or is about to.
-      int status = 0;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-      r.running = false;
-      close_pipes();
-      log_line("cannot execute '" + std::string(opts_.program[0]) + "': " + std::strerror(child_errno));
-      return child_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
-    }
+    close_fd(pipes.exec[0]);
+    if (n != static_cast<ssize_t>(sizeof child_errno)) return 0;
+    // exec failed; the child has _exit()ed already or is about to.
+    int status = 0;
+    while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {}
+    r.running = false;
+    pipes.close_all();
+    log_line("cannot execute '" + std::string(opts_.program[0]) + "': " + std::strerror(child_errno));
+    return child_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
+  }
 
-    if (opts_.prefix) {
-      close_fd(out_pipe[1]);
-      close_fd(err_pipe[1]);
-      // Only the launcher's read ends are non-blocking; the ranks' write ends
-      // stay blocking, as a normal stdout is.
-      (void)::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-      (void)::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-      r.out = Stream{out_pipe[0], STDOUT_FILENO, {}};
-      r.err = Stream{err_pipe[0], STDERR_FILENO, {}};
-    }
-    return 0;
+  /// With prefixing: keeps the read ends of rank r's stdout and stderr
+  /// pipes, closing the write ends the rank has.
+  static void adopt_output(Rank& r, RankPipes& pipes) {
+    close_fd(pipes.out[1]);
+    close_fd(pipes.err[1]);
+    // Only the launcher's read ends are non-blocking; the ranks' write ends
+    // stay blocking, as a normal stdout is.
+    (void)::fcntl(pipes.out[0], F_SETFL, O_NONBLOCK);
+    (void)::fcntl(pipes.err[0], F_SETFL, O_NONBLOCK);
+    r.out = Stream{pipes.out[0], STDOUT_FILENO, {}};
+    r.err = Stream{pipes.err[0], STDERR_FILENO, {}};
   }
 
   /// In the forked child: own process group, parent-death signal, original
