@@ -950,15 +950,11 @@ struct PointResult {
   long long wrong = -1;    // -1: not checked
 };
 
-/// Measures collective `c` at `size_bytes` on every rank; all ranks return
-/// the same result.
-PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl_comm_t comm, int rank, int n,
-                      const Placement& where) {
+/// Allocates the host buffers this rank holds for collective `c` (layout
+/// `l`) and fills them with the check pattern, which inputs hold during
+/// timing as well (valid for every op).
+void make_buffers(const Options& opt, Coll c, const Layout& l, int rank, PointBuffers& b) {
   const DTypeInfo& dt = *opt.dtype;
-  PointResult res;
-  res.layout = layout(c, size_bytes, n, dt.size);
-  const Layout& l = res.layout;
-  PointBuffers b;
   if (has_send(c, rank, opt.root)) {
     b.send_count = l.send;
     b.send = HostBuffer(l.send * dt.size);
@@ -969,45 +965,67 @@ PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl
     b.recv = HostBuffer(l.recv * dt.size);
     if (!b.recv.data()) throw Failure{"allocating the receive buffer", OCCL_ERR_OUT_OF_MEMORY, ""};
   }
-  // Inputs hold the pattern during timing as well (valid for every op).
   dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
-  // --device cuda: the same contents in GPU memory.
-  auto upload = [&] {
-    if (!where.cuda) return;
-    if ((b.send.data() && !b.dsend.upload(b.send)) || (b.recv.data() && !b.drecv.upload(b.recv))) {
-      throw Failure{"copying the buffers to the GPU", OCCL_ERR_SYSTEM, ""};
-    }
-  };
-  upload();
+}
 
-  res.iters = opt.iters > 0 ? opt.iters : auto_iters(l.bytes);
-  int warmup = opt.warmup >= 0 ? opt.warmup : std::max(5, res.iters / 10);
-  const occl_red_op_t op = opt.op->op;
+/// --device cuda: copies the host buffers' contents to GPU memory.
+void upload(const Placement& where, PointBuffers& b) {
+  if (!where.cuda) return;
+  if ((b.send.data() && !b.dsend.upload(b.send)) || (b.recv.data() && !b.drecv.upload(b.recv))) {
+    throw Failure{"copying the buffers to the GPU", OCCL_ERR_SYSTEM, ""};
+  }
+}
+
+/// Runs `warmup` untimed operations, a barrier, then `iters` timed ones;
+/// returns this rank's seconds per operation.
+double time_ops(const Options& opt, Coll c, int warmup, int iters, occl_comm_t comm, int rank, PointBuffers& b,
+                const Placement& where) {
+  const DTypeInfo& dt = *opt.dtype;
   for (int i = 0; i < warmup; ++i) {
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
+    check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b, where), info(c).name);
   }
   sync_stream(where);
   check_status(occl_barrier(comm, nullptr), "barrier (before timing)");
   double t0 = now_s();
-  for (int i = 0; i < res.iters; ++i) {
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
+  for (int i = 0; i < iters; ++i) {
+    check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b, where), info(c).name);
   }
   sync_stream(where);  // GPU calls return before the work is done
-  double per_op = (now_s() - t0) / res.iters;
+  return (now_s() - t0) / iters;
+}
 
-  double wrong = 0;
-  if (opt.check && c != Coll::kBarrier) {
-    dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
-    upload();
-    check_status(occl_barrier(comm, nullptr), "barrier (before check)");
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
-    sync_stream(where);
-    if (where.cuda && b.recv.data() && !b.drecv.download(b.recv)) {
-      throw Failure{"copying the results from the GPU", OCCL_ERR_SYSTEM, ""};
-    }
-    wrong = static_cast<double>(
-        dispatch(dt.kind, [&]<typename T>() { return count_wrong<T>(c, rank, n, opt.root, op, l, b); }));
+/// -c: refills the buffers, runs the operation once more and returns how
+/// many of this rank's result elements differ from the reference.
+double count_wrong_after_op(const Options& opt, Coll c, const Layout& l, occl_comm_t comm, int rank, int n,
+                            PointBuffers& b, const Placement& where) {
+  const DTypeInfo& dt = *opt.dtype;
+  dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
+  upload(where, b);
+  check_status(occl_barrier(comm, nullptr), "barrier (before check)");
+  check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b, where), info(c).name);
+  sync_stream(where);
+  if (where.cuda && b.recv.data() && !b.drecv.download(b.recv)) {
+    throw Failure{"copying the results from the GPU", OCCL_ERR_SYSTEM, ""};
   }
+  return static_cast<double>(
+      dispatch(dt.kind, [&]<typename T>() { return count_wrong<T>(c, rank, n, opt.root, opt.op->op, l, b); }));
+}
+
+/// Measures collective `c` at `size_bytes` on every rank; all ranks return
+/// the same result.
+PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl_comm_t comm, int rank, int n,
+                      const Placement& where) {
+  PointResult res;
+  res.layout = layout(c, size_bytes, n, opt.dtype->size);
+  const Layout& l = res.layout;
+  PointBuffers b;
+  make_buffers(opt, c, l, rank, b);
+  upload(where, b);  // --device cuda: the same contents in GPU memory
+  res.iters = opt.iters > 0 ? opt.iters : auto_iters(l.bytes);
+  const int warmup = opt.warmup >= 0 ? opt.warmup : std::max(5, res.iters / 10);
+  const double per_op = time_ops(opt, c, warmup, res.iters, comm, rank, b, where);
+  double wrong = 0;
+  if (opt.check && c != Coll::kBarrier) wrong = count_wrong_after_op(opt, c, l, comm, rank, n, b, where);
 
   std::vector<double> sums{per_op, wrong};
   reduce_doubles(comm, sums, OCCL_SUM);
@@ -1132,6 +1150,37 @@ Rss read_rss() {
   return r;
 }
 
+/// The memory figures of one rank in measure_footprint, in KiB, in the
+/// order they are gathered.
+enum FootprintField { kBase, kInit, kSteady, kEnd, kSharedEnd, kBuffers, kComm, kFootprintFields };
+
+/// Rank 0's report of measure_footprint: `all` holds kFootprintFields
+/// figures per rank.
+void print_footprint(const Options& opt, Coll c, const Layout& l, int n, const std::string& transport,
+                     const std::vector<double>& all) {
+  if (opt.csv) {
+    std::printf(
+        "peer,transport,ranks,rank,collective,bytes,ops,rss_base_kib,rss_init_kib,"
+        "rss_steady_kib,rss_end_kib,shared_end_kib,buffers_kib,comm_kib,growth_kib\n");
+  }
+  for (int r = 0; r < n; ++r) {
+    const double* v = &all[static_cast<std::size_t>(kFootprintFields * r)];
+    double growth = v[kEnd] - v[kSteady];
+    if (opt.csv) {
+      std::printf("%s,%s,%d,%d,%s,%" PRIu64 ",%ld,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f\n", opt.peer.c_str(),
+                  transport.c_str(), n, r, info(c).name, l.bytes, opt.footprint_ops, v[kBase], v[kInit], v[kSteady],
+                  v[kEnd], v[kSharedEnd], v[kBuffers], v[kComm], growth);
+    } else {
+      std::printf(
+          "# footprint: rank %d: RSS %.0f KiB before the communicator, %.0f after init, "
+          "%.0f steady (incl. %.0f KiB of benchmark buffers), %.0f after %ld x %s of %" PRIu64
+          " B (shared %.0f KiB): communicator %.0f KiB, growth %+.0f KiB\n",
+          r, v[kBase], v[kInit], v[kSteady], v[kBuffers], v[kEnd], opt.footprint_ops, info(c).name, l.bytes,
+          v[kSharedEnd], v[kComm], growth);
+    }
+  }
+}
+
 /// Runs opt.footprint_ops operations of the first collective at the first
 /// size and has rank 0 print every rank's resident memory at the stages
 /// (base: before the communicator; init: after it; steady: after buffers
@@ -1142,15 +1191,7 @@ int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n, con
   const DTypeInfo& dt = *opt.dtype;
   Layout l = layout(c, opt.sizes.front(), n, dt.size);
   PointBuffers b;
-  if (has_send(c, rank, opt.root)) {
-    b.send_count = l.send;
-    b.send = HostBuffer(l.send * dt.size);
-  }
-  if (has_recv(c, rank, opt.root)) {
-    b.recv_count = l.recv;
-    b.recv = HostBuffer(l.recv * dt.size);
-  }
-  dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
+  make_buffers(opt, c, l, rank, b);
   double buffers_kib = static_cast<double>(b.send.bytes() + b.recv.bytes()) / 1024.0;
   int warmup = opt.warmup >= 0 ? std::max(opt.warmup, 100) : 100;
   for (int i = 0; i < warmup; ++i) {
@@ -1164,39 +1205,19 @@ int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n, con
   check_status(occl_barrier(comm, nullptr), "barrier");
   Rss end = read_rss();
 
-  constexpr int kFields = 7;
-  std::vector<double> mine{static_cast<double>(base.resident_kib),
-                           static_cast<double>(init.resident_kib),
-                           static_cast<double>(steady.resident_kib),
-                           static_cast<double>(end.resident_kib),
-                           static_cast<double>(end.shared_kib),
-                           buffers_kib,
-                           static_cast<double>(steady.resident_kib - base.resident_kib) - buffers_kib};
-  std::vector<double> all(static_cast<std::size_t>(kFields * n), 0.0);
-  Tensor send(mine.data(), kFields, DLDataType{kDLFloat, 64, 1});
+  std::vector<double> mine(kFootprintFields);
+  mine[kBase] = static_cast<double>(base.resident_kib);
+  mine[kInit] = static_cast<double>(init.resident_kib);
+  mine[kSteady] = static_cast<double>(steady.resident_kib);
+  mine[kEnd] = static_cast<double>(end.resident_kib);
+  mine[kSharedEnd] = static_cast<double>(end.shared_kib);
+  mine[kBuffers] = buffers_kib;
+  mine[kComm] = static_cast<double>(steady.resident_kib - base.resident_kib) - buffers_kib;
+  std::vector<double> all(static_cast<std::size_t>(kFootprintFields * n), 0.0);
+  Tensor send(mine.data(), kFootprintFields, DLDataType{kDLFloat, 64, 1});
   Tensor recv(all.data(), all.size(), DLDataType{kDLFloat, 64, 1});
   check_status(occl_all_gather(send.get(), recv.get(), comm, nullptr), "all_gather (results)");
-  if (rank != 0) return 0;
-  if (opt.csv) {
-    std::printf(
-        "peer,transport,ranks,rank,collective,bytes,ops,rss_base_kib,rss_init_kib,"
-        "rss_steady_kib,rss_end_kib,shared_end_kib,buffers_kib,comm_kib,growth_kib\n");
-  }
-  for (int r = 0; r < n; ++r) {
-    const double* v = &all[static_cast<std::size_t>(kFields * r)];
-    double growth = v[3] - v[2];
-    if (opt.csv) {
-      std::printf("%s,%s,%d,%d,%s,%" PRIu64 ",%ld,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f\n", opt.peer.c_str(),
-                  transport.c_str(), n, r, info(c).name, l.bytes, opt.footprint_ops, v[0], v[1], v[2], v[3], v[4], v[5],
-                  v[6], growth);
-    } else {
-      std::printf(
-          "# footprint: rank %d: RSS %.0f KiB before the communicator, %.0f after init, "
-          "%.0f steady (incl. %.0f KiB of benchmark buffers), %.0f after %ld x %s of %" PRIu64
-          " B (shared %.0f KiB): communicator %.0f KiB, growth %+.0f KiB\n",
-          r, v[0], v[1], v[2], v[5], v[3], opt.footprint_ops, info(c).name, l.bytes, v[4], v[6], growth);
-    }
-  }
+  if (rank == 0) print_footprint(opt, c, l, n, transport, all);
   return 0;
 }
 
@@ -1226,6 +1247,76 @@ Placement placement(const Options& opt, int rank) {
   return p;
 }
 
+/// Rank 0's first line: the CSV header, or the run's settings.
+void print_run_header(const Options& opt, int n, const std::string& transport) {
+  if (opt.csv) {
+    std::printf("%s\n", kCsvHeader);
+  } else {
+    std::printf("# omniccl-bench: %d ranks, transport %s, dtype %s, op %s, iters %s, warmup %s, check %d\n", n,
+                transport.c_str(), opt.dtype->name, opt.op->name,
+                opt.iters > 0 ? std::to_string(opt.iters).c_str() : "auto",
+                opt.warmup >= 0 ? std::to_string(opt.warmup).c_str() : "auto", opt.check ? 1 : 0);
+  }
+  std::fflush(stdout);
+}
+
+/// The collective tables: every collective at every size, printed by rank
+/// 0 as rows come. Returns the exit status (1 if -c found wrong elements).
+int measure_collectives(const Options& opt, occl_comm_t comm, int rank, int n, const std::string& transport,
+                        const Placement& where) {
+  if (rank == 0) print_run_header(opt, n, transport);
+  long long total_wrong = 0;
+  double bw_sum = 0;
+  int bw_points = 0;
+  for (Coll c : opt.colls) {
+    if (rank == 0 && !opt.csv) print_table_header(opt, c, n, transport);
+    std::vector<std::uint64_t> sizes = opt.sizes;
+    if (c == Coll::kBarrier) sizes = {0};  // one point: no data
+    for (std::uint64_t s : sizes) {
+      PointResult r = run_point(opt, c, s, comm, rank, n, where);
+      if (r.wrong > 0) total_wrong += r.wrong;
+      if (c != Coll::kBarrier) {
+        bw_sum += r.busbw;
+        ++bw_points;
+      }
+      if (rank != 0) continue;
+      if (opt.csv) {
+        print_csv_row(opt, c, n, transport, r);
+      } else {
+        print_table_row(opt, c, r);
+      }
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0 && !opt.csv) {
+    std::printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %g\n#\n", bw_points ? bw_sum / bw_points : 0.0);
+  }
+  if (total_wrong == 0) return 0;
+  if (rank == 0) std::fprintf(stderr, "omniccl-bench: %lld wrong elements\n", total_wrong);
+  return kExitFailure;
+}
+
+/// Runs what the options ask for on communicator `comm` (created between
+/// the resident-memory readings `base` and `init`). Returns the exit status.
+int run_on(const Options& opt, occl_comm_t comm, const Rss& base, const Rss& init) {
+  int rank = 0, n = 0;
+  const char* tname = nullptr;
+  check_status(occl_comm_rank(comm, &rank), "occl_comm_rank");
+  check_status(occl_comm_size(comm, &n), "occl_comm_size");
+  check_status(occl_comm_transport(comm, &tname), "occl_comm_transport");
+  std::string transport = opt.transport.empty() ? tname : opt.transport;
+  const Placement where = placement(opt, rank);
+  if (where.cuda && opt.transport.empty()) transport += "/cuda";
+  if (opt.root >= n) {
+    if (rank == 0) usage_error("--root " + std::to_string(opt.root) + " is not below " + std::to_string(n) + " ranks");
+    return cli::kExitUsage;
+  }
+  if (opt.blocked_cpu) return measure_blocked_cpu(opt, comm, rank, n, transport);
+  if (opt.footprint_ops > 0) return measure_footprint(opt, comm, rank, n, transport, base, init);
+  return measure_collectives(opt, comm, rank, n, transport, where);
+}
+
 /// Creates the communicator, runs what the options ask for and destroys it.
 /// Returns the exit status.
 int run(const Options& opt) {
@@ -1238,72 +1329,14 @@ int run(const Options& opt) {
   Rss init = read_rss();
   int status = 0;
   try {
-    int rank = 0, n = 0;
-    const char* tname = nullptr;
-    check_status(occl_comm_rank(comm, &rank), "occl_comm_rank");
-    check_status(occl_comm_size(comm, &n), "occl_comm_size");
-    check_status(occl_comm_transport(comm, &tname), "occl_comm_transport");
-    std::string transport = opt.transport.empty() ? tname : opt.transport;
-    const Placement where = placement(opt, rank);
-    if (where.cuda && opt.transport.empty()) transport += "/cuda";
-    if (opt.root >= n) {
-      if (rank == 0)
-        usage_error("--root " + std::to_string(opt.root) + " is not below " + std::to_string(n) + " ranks");
-      occl_comm_destroy(comm);
-      return cli::kExitUsage;
-    }
-    if (opt.blocked_cpu) {
-      status = measure_blocked_cpu(opt, comm, rank, n, transport);
-    } else if (opt.footprint_ops > 0) {
-      status = measure_footprint(opt, comm, rank, n, transport, base, init);
-    } else {
-      if (rank == 0) {
-        if (opt.csv) {
-          std::printf("%s\n", kCsvHeader);
-        } else {
-          std::printf("# omniccl-bench: %d ranks, transport %s, dtype %s, op %s, iters %s, warmup %s, check %d\n", n,
-                      transport.c_str(), opt.dtype->name, opt.op->name,
-                      opt.iters > 0 ? std::to_string(opt.iters).c_str() : "auto",
-                      opt.warmup >= 0 ? std::to_string(opt.warmup).c_str() : "auto", opt.check ? 1 : 0);
-        }
-        std::fflush(stdout);
-      }
-      long long total_wrong = 0;
-      double bw_sum = 0;
-      int bw_points = 0;
-      for (Coll c : opt.colls) {
-        if (rank == 0 && !opt.csv) print_table_header(opt, c, n, transport);
-        std::vector<std::uint64_t> sizes = opt.sizes;
-        if (c == Coll::kBarrier) sizes = {0};  // one point: no data
-        for (std::uint64_t s : sizes) {
-          PointResult r = run_point(opt, c, s, comm, rank, n, where);
-          if (r.wrong > 0) total_wrong += r.wrong;
-          if (c != Coll::kBarrier) {
-            bw_sum += r.busbw;
-            ++bw_points;
-          }
-          if (rank == 0) {
-            if (opt.csv) {
-              print_csv_row(opt, c, n, transport, r);
-            } else {
-              print_table_row(opt, c, r);
-            }
-            std::fflush(stdout);
-          }
-        }
-      }
-      if (rank == 0 && !opt.csv) {
-        std::printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-        std::printf("# Avg bus bandwidth    : %g\n#\n", bw_points ? bw_sum / bw_points : 0.0);
-      }
-      if (total_wrong > 0) {
-        if (rank == 0) std::fprintf(stderr, "omniccl-bench: %lld wrong elements\n", total_wrong);
-        status = kExitFailure;
-      }
-    }
+    status = run_on(opt, comm, base, init);
   } catch (...) {
     occl_comm_abort(comm);
     throw;
+  }
+  if (status == cli::kExitUsage) {  // nothing ran: no collective call to finish
+    occl_comm_destroy(comm);
+    return status;
   }
   std::fflush(stdout);
   check_status(occl_comm_destroy(comm), "occl_comm_destroy");
