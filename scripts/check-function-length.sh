@@ -26,6 +26,7 @@ allowlist=scripts/function-length-allowlist.txt
 lizard_version=1.24.3
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
+mkdir -p "$build"
 lizard=$(command -v lizard || true)
 if [[ -z "$lizard" ]]; then
   venv="$build/lizard-venv"
