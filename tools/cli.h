@@ -19,7 +19,7 @@
 
 namespace omniccl::cli {
 
-/// The exit status for bad usage (as getopt-based tools and argparse use).
+/// The exit status for bad usage (2, as argparse and the shell builtins use).
 inline constexpr int kExitUsage = 2;
 
 /// Whether an option takes a value.
