@@ -106,16 +106,8 @@ double time_it(const Options& opt, cudaStream_t stream, const std::function<void
   return static_cast<double>(ms) * 1e-3 / opt.iters;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const Options opt = parse(argc, argv);
-  const auto& rt = cuda::runtime_status();
-  if (!rt.available) {
-    std::fprintf(stderr, "omniccl-cuda-kernel-bench: no CUDA driver/GPU found: %s\n", rt.reason.c_str());
-    return 2;
-  }
-  check(cudaSetDevice(opt.device), "cudaSetDevice");
+/// Prints the GPU, driver and runtime, then the table's header.
+void print_header(const Options& opt) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, opt.device), "cudaGetDeviceProperties");
   int driver = 0, runtime = 0;
@@ -129,31 +121,41 @@ int main(int argc, char** argv) {
   } else {
     std::printf("%14s  %-14s %12s %10s %10s\n", "bytes", "kernel", "time_us", "GB/s", "vs_memcpy");
   }
+}
 
-  void *a = nullptr, *b = nullptr, *out = nullptr;
-  check(cudaMalloc(&a, opt.max_bytes), "cudaMalloc");
-  check(cudaMalloc(&b, opt.max_bytes), "cudaMalloc");
-  check(cudaMalloc(&out, opt.max_bytes), "cudaMalloc");
-  // Small finite values in every dtype: 0x3c bytes are 1.0-ish floats.
-  check(cudaMemset(a, 0x3c, opt.max_bytes), "cudaMemset");
-  check(cudaMemset(b, 0x3c, opt.max_bytes), "cudaMemset");
-  cudaStream_t stream;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+/// The device buffers: two inputs and an output of opt.max_bytes each.
+struct Buffers {
+  void* a = nullptr;
+  void* b = nullptr;
+  void* out = nullptr;
+};
 
-  struct Row {
-    const char* name;
-    double traffic;  // bytes moved per byte of buffer
-    std::function<void(size_t)> run;
-  };
-  const std::vector<Row> rows = {
+/// One row of the table: a kernel and the bytes it moves.
+struct Row {
+  const char* name;
+  double traffic;  // bytes moved per byte of buffer
+  std::function<void(size_t)> run;
+};
+
+/// The kernels measured, each against cudaMemcpy (the first row).
+std::vector<Row> kernel_rows(const Buffers& m, cudaStream_t stream) {
+  void* out = m.out;
+  const void* a = m.a;
+  const void* b = m.b;
+  return {
       {"memcpy_d2d", 2,
-       [&](size_t n) { check(cudaMemcpyAsync(out, a, n, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync"); }},
-      {"copy", 2, [&](size_t n) { cuda::copy(out, a, n, stream); }},
-      {"sum_float32", 3, [&](size_t n) { cuda::reduce(out, a, b, n / 4, DType::kFloat32, RedOp::kSum, stream); }},
-      {"sum_bfloat16", 3, [&](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kBFloat16, RedOp::kSum, stream); }},
-      {"sum_float16", 3, [&](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kFloat16, RedOp::kSum, stream); }},
-      {"sum_fp8e4m3", 3, [&](size_t n) { cuda::reduce(out, a, b, n, DType::kFloat8E4M3FN, RedOp::kSum, stream); }},
+       [=](size_t n) { check(cudaMemcpyAsync(out, a, n, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync"); }},
+      {"copy", 2, [=](size_t n) { cuda::copy(out, a, n, stream); }},
+      {"sum_float32", 3, [=](size_t n) { cuda::reduce(out, a, b, n / 4, DType::kFloat32, RedOp::kSum, stream); }},
+      {"sum_bfloat16", 3, [=](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kBFloat16, RedOp::kSum, stream); }},
+      {"sum_float16", 3, [=](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kFloat16, RedOp::kSum, stream); }},
+      {"sum_fp8e4m3", 3, [=](size_t n) { cuda::reduce(out, a, b, n, DType::kFloat8E4M3FN, RedOp::kSum, stream); }},
   };
+}
+
+/// Times every row at every size (min_bytes, times 4, up to max_bytes) and
+/// prints its rate and its ratio to cudaMemcpy's.
+void measure(const Options& opt, const std::vector<Row>& rows, cudaStream_t stream) {
   for (size_t n = opt.min_bytes; n <= opt.max_bytes; n *= 4) {
     double memcpy_rate = 0;
     for (const Row& r : rows) {
@@ -168,10 +170,34 @@ int main(int argc, char** argv) {
     }
     if (n > opt.max_bytes / 4) break;  // no overflow of n *= 4
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  const auto& rt = cuda::runtime_status();
+  if (!rt.available) {
+    std::fprintf(stderr, "omniccl-cuda-kernel-bench: no CUDA driver/GPU found: %s\n", rt.reason.c_str());
+    return 2;
+  }
+  check(cudaSetDevice(opt.device), "cudaSetDevice");
+  print_header(opt);
+
+  Buffers m;
+  check(cudaMalloc(&m.a, opt.max_bytes), "cudaMalloc");
+  check(cudaMalloc(&m.b, opt.max_bytes), "cudaMalloc");
+  check(cudaMalloc(&m.out, opt.max_bytes), "cudaMalloc");
+  // Small finite values in every dtype: 0x3c bytes are 1.0-ish floats.
+  check(cudaMemset(m.a, 0x3c, opt.max_bytes), "cudaMemset");
+  check(cudaMemset(m.b, 0x3c, opt.max_bytes), "cudaMemset");
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  measure(opt, kernel_rows(m, stream), stream);
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   cudaStreamDestroy(stream);
-  cudaFree(a);
-  cudaFree(b);
-  cudaFree(out);
+  cudaFree(m.a);
+  cudaFree(m.b);
+  cudaFree(m.out);
   return 0;
 }

@@ -70,6 +70,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -78,53 +79,26 @@
 #include <type_traits>
 #include <vector>
 
+#include "cli.h"
+
 namespace {
 
-constexpr int kExitUsage = 2;
+namespace cli = omniccl::cli;
+
 constexpr int kExitFailure = 1;
 
-constexpr const char kUsage[] =
+/// --help up to the options (their lines come from the option table).
+constexpr const char kSynopsis[] =
     R"(Usage: omniccl-run -n N omniccl-bench [options]
 
 nccl-tests style benchmark of OmniCCL's collectives (out of place). Start it
 with any env:// launcher; rank 0 prints the results.
 
 Options (values as -x V, -xV, --long V or --long=V):
-  --coll NAME[,NAME...]|all
-                      allreduce, allgather, bcast, reduce, reduce_scatter,
-                      alltoall, gather, scatter, barrier (also all_reduce,
-                      all_gather, broadcast, all_to_all); default allreduce
-  -b, --minbytes SIZE first size in bytes (K, M, G suffixes = 1024^k; 8)
-  -e, --maxbytes SIZE last size (default 32M)
-  -f, --stepfactor F  multiply the size by F between points (default 2)
-      --sizes LIST    explicit sizes instead of -b/-e/-f, e.g. 8,1M,16M
-  -d, --datatype T    int8, uint8, int32, uint32, int64, uint64, float
-                      (float32), double (float64); default float
-  -o, --op OP         sum, prod, min, max, avg (default sum)
-  -r, --root R        root of bcast, reduce, gather, scatter (default 0)
-  -n, --iters N|auto  timed iterations per point (default 20); auto: by
-                      size, <= 64K: 1000, <= 1M: 50, <= 16M: 10, else 3
-  -w, --warmup_iters N|auto
-                      untimed iterations first (default 5); auto: iters/10,
-                      at least 5
-  -c, --check [0|1]   check results, print #wrong (default off)
-      --csv           print CSV instead of the table: a header line, then
-                      peer,transport,collective,ranks,bytes,count,dtype,
-                      iters,time_us,time_max_us,algbw_GBps,busbw_GBps,check
-      --peer-name S   value of the CSV peer column (default omniccl)
-      --transport S   value of the CSV transport column (default: what the
-                      communicator uses, occl_comm_transport)
-  -t, --timeout SEC   deadline of every call (default: the library's)
-      --device D      cpu (default) or cuda: buffers in GPU memory (rank r
-                      uses GPU r % number of GPUs), each call ordered on a
-                      stream of its own; a point's time ends when that
-                      stream has finished (cudaStreamSynchronize)
-      --blocked-cpu   instead of the table: CPU use of ranks blocked ~1 s in
-                      a barrier while rank 0 sleeps
-      --footprint N   instead of the table: resident memory before and after
-                      N operations of the first collective at the first size
-  -h, --help          print this help
+)";
 
+/// --help after the options.
+constexpr const char kEpilogue[] = R"(
 Exit status: 0 when all went well, 1 if an operation failed or -c found
 wrong elements, 2 for bad usage.
 )";
@@ -301,171 +275,274 @@ std::optional<std::vector<std::uint64_t>> parse_size_list(std::string_view text)
 }
 
 /// Prints a usage error with a hint to --help and returns the usage status.
-int usage_error(const std::string& message) {
-  std::fprintf(stderr,
-               "omniccl-bench: error: %s\n"
-               "Try 'omniccl-bench --help' for more information.\n",
-               message.c_str());
-  return kExitUsage;
+int usage_error(const std::string& message) { return cli::usage_error("omniccl-bench", message); }
+
+// The option table. Each setter gets the option's name as typed ('_' read as
+// '-', except in --warmup_iters, nccl-tests' spelling) and its value, and
+// returns an error message or "".
+
+using Value = const std::string&;
+
+/// -b, -e: a size with an optional K/M/G suffix.
+std::string set_size(std::uint64_t& out, Value name, Value v) {
+  auto s = parse_size(v);
+  if (!s) return name + ": '" + v + "' is not a size";
+  out = *s;
+  return {};
+}
+
+/// -n, -w: "auto" (stored as `auto_value`) or a number of at least `lo`.
+std::string set_iterations(int& out, int auto_value, long lo, Value name, Value v) {
+  if (v == "auto") {
+    out = auto_value;
+    return {};
+  }
+  auto n = parse_long(v, lo, 100000000);
+  if (!n) return name + ": '" + v + "' must be auto or a number >= " + std::to_string(lo);
+  out = static_cast<int>(*n);
+  return {};
+}
+
+/// -d: a data type by its table name, CSV name or alias.
+std::string set_dtype(Options& opt, Value name, Value v) {
+  for (const auto& d : kDTypes) {
+    if (v == d.name || v == d.csv_name || v == d.alias) {
+      opt.dtype = &d;
+      return {};
+    }
+  }
+  return name + ": unknown data type '" + v + "'";
+}
+
+/// -o: a reduce op by name.
+std::string set_op(Options& opt, Value name, Value v) {
+  for (const auto& o : kOps) {
+    if (v == o.name) {
+      opt.op = &o;
+      return {};
+    }
+  }
+  return name + ": unknown reduce op '" + v + "'";
+}
+
+/// -c: 0 or 1.
+std::string set_check(Options& opt, Value name, Value v) {
+  if (v != "0" && v != "1") return name + ": value must be 0 or 1";
+  opt.check = v == "1";
+  return {};
+}
+
+/// --peer-name, --transport: any text but "".
+std::string set_text(std::string& out, Value name, Value v) {
+  if (v.empty()) return name + " needs a value";
+  out = v;
+  return {};
+}
+
+/// A setter for a flag: sets `out`.
+std::function<std::string(Value, Value)> flag(bool& out) {
+  return [&out](Value, Value) {
+    out = true;
+    return std::string();
+  };
+}
+
+/// -t: a number of seconds > 0 (at most 1e6).
+std::string set_timeout(Options& opt, Value name, Value v) {
+  char* end = nullptr;
+  double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !(s > 0) || s > 1e6) {
+    return name + ": '" + v + "' is not a number of seconds > 0";
+  }
+  opt.timeout_s = s;
+  return {};
+}
+
+/// --device: cpu or cuda (cuda only in a CUDA build).
+std::string set_device(Options& opt, Value name, Value v) {
+  if (v != "cpu" && v != "cuda") return name + ": '" + v + "' must be cpu or cuda";
+  opt.cuda = v == "cuda";
+#ifndef OMNICCL_BENCH_CUDA
+  if (opt.cuda) {
+    return name + " cuda: this omniccl-bench was built without CUDA (configure with -DOMNICCL_CUDA=ON)";
+  }
+#endif
+  return {};
+}
+
+/// A setter for a whole number in [lo, hi] stored in `out`; `must` ends the
+/// error ("must be a number >= 1").
+template <typename T>
+std::function<std::string(Value, Value)> whole(T& out, long lo, long hi, std::string must) {
+  return [&out, lo, hi, must](Value name, Value v) {
+    auto n = parse_long(v, lo, hi);
+    if (!n) return name + ": '" + v + "' " + must;
+    out = static_cast<T>(*n);
+    return std::string();
+  };
+}
+
+/// The options that choose what is measured: collectives, sizes, data type,
+/// reduce op, root.
+std::vector<cli::Option> what_options(Options& opt) {
+  return {
+      {{"--coll", "--collective"},
+       cli::Takes::kValue,
+       "--coll NAME[,NAME...]|all",
+       "allreduce, allgather, bcast, reduce, reduce_scatter,\n"
+       "alltoall, gather, scatter, barrier (also all_reduce,\n"
+       "all_gather, broadcast, all_to_all); default allreduce",
+       [&opt](Value, Value v) {
+         auto c = parse_colls(v);
+         if (!c) return "--coll: unknown collective in '" + v + "'";
+         opt.colls = *c;
+         return std::string();
+       }},
+      {{"-b", "--minbytes"},
+       cli::Takes::kValue,
+       "-b, --minbytes SIZE",
+       "first size in bytes (K, M, G suffixes = 1024^k; 8)",
+       [&opt](Value name, Value v) { return set_size(opt.min_bytes, name, v); }},
+      {{"-e", "--maxbytes"},
+       cli::Takes::kValue,
+       "-e, --maxbytes SIZE",
+       "last size (default 32M)",
+       [&opt](Value name, Value v) { return set_size(opt.max_bytes, name, v); }},
+      {{"-f", "--stepfactor"},
+       cli::Takes::kValue,
+       "-f, --stepfactor F",
+       "multiply the size by F between points (default 2)",
+       whole(opt.factor, 2, 1 << 20, "must be a whole number >= 2")},
+      {{"--sizes"},
+       cli::Takes::kValue,
+       "    --sizes LIST",
+       "explicit sizes instead of -b/-e/-f, e.g. 8,1M,16M",
+       [&opt](Value, Value v) {
+         auto s = parse_size_list(v);
+         if (!s) return "--sizes: '" + v + "' is not a list of sizes";
+         opt.sizes = *s;
+         opt.explicit_sizes = true;
+         return std::string();
+       }},
+      {{"-d", "--datatype"},
+       cli::Takes::kValue,
+       "-d, --datatype T",
+       "int8, uint8, int32, uint32, int64, uint64, float\n"
+       "(float32), double (float64); default float",
+       [&opt](Value name, Value v) { return set_dtype(opt, name, v); }},
+      {{"-o", "--op"},
+       cli::Takes::kValue,
+       "-o, --op OP",
+       "sum, prod, min, max, avg (default sum)",
+       [&opt](Value name, Value v) { return set_op(opt, name, v); }},
+      {{"-r", "--root"},
+       cli::Takes::kValue,
+       "-r, --root R",
+       "root of bcast, reduce, gather, scatter (default 0)",
+       whole(opt.root, 0, 1 << 20, "is not a rank")},
+  };
+}
+
+/// The options of how each point is run and printed.
+std::vector<cli::Option> how_options(Options& opt) {
+  return {
+      {{"-n", "--iters"},
+       cli::Takes::kValue,
+       "-n, --iters N|auto",
+       "timed iterations per point (default 20); auto: by\n"
+       "size, <= 64K: 1000, <= 1M: 50, <= 16M: 10, else 3",
+       [&opt](Value name, Value v) { return set_iterations(opt.iters, 0, 1, name, v); }},
+      {{"-w", "--warmup_iters", "--warmup-iters"},
+       cli::Takes::kValue,
+       "-w, --warmup_iters N|auto",
+       "untimed iterations first (default 5); auto: iters/10,\n"
+       "at least 5",
+       [&opt](Value name, Value v) { return set_iterations(opt.warmup, -1, 0, name, v); }},
+      // The value is optional: "-c", "-c 1", "-c0", "--check=1".
+      {.names = {"-c", "--check"},
+       .takes = cli::Takes::kOptionalValue,
+       .label = "-c, --check [0|1]",
+       .help = "check results, print #wrong (default off)",
+       .apply = [&opt](Value name, Value v) { return set_check(opt, name, v); },
+       .next_values = {"0", "1"},
+       .implicit_value = "1"},
+      {{"--csv"},
+       cli::Takes::kNothing,
+       "    --csv",
+       "print CSV instead of the table: a header line, then\n"
+       "peer,transport,collective,ranks,bytes,count,dtype,\n"
+       "iters,time_us,time_max_us,algbw_GBps,busbw_GBps,check",
+       flag(opt.csv)},
+      {{"--peer-name"},
+       cli::Takes::kValue,
+       "    --peer-name S",
+       "value of the CSV peer column (default omniccl)",
+       [&opt](Value name, Value v) { return set_text(opt.peer, name, v); }},
+      {{"--transport"},
+       cli::Takes::kValue,
+       "    --transport S",
+       "value of the CSV transport column (default: what the\n"
+       "communicator uses, occl_comm_transport)",
+       [&opt](Value name, Value v) { return set_text(opt.transport, name, v); }},
+      {{"-t", "--timeout"},
+       cli::Takes::kValue,
+       "-t, --timeout SEC",
+       "deadline of every call (default: the library's)",
+       [&opt](Value name, Value v) { return set_timeout(opt, name, v); }},
+      {{"--device"},
+       cli::Takes::kValue,
+       "    --device D",
+       "cpu (default) or cuda: buffers in GPU memory (rank r\n"
+       "uses GPU r % number of GPUs), each call ordered on a\n"
+       "stream of its own; a point's time ends when that\n"
+       "stream has finished (cudaStreamSynchronize)",
+       [&opt](Value name, Value v) { return set_device(opt, name, v); }},
+  };
+}
+
+/// The options that measure something else instead of the table, and --help.
+std::vector<cli::Option> other_options(Options& opt) {
+  return {
+      {{"--blocked-cpu"},
+       cli::Takes::kNothing,
+       "    --blocked-cpu",
+       "instead of the table: CPU use of ranks blocked ~1 s in\n"
+       "a barrier while rank 0 sleeps",
+       flag(opt.blocked_cpu)},
+      {{"--footprint"},
+       cli::Takes::kValue,
+       "    --footprint N",
+       "instead of the table: resident memory before and after\n"
+       "N operations of the first collective at the first size",
+       whole(opt.footprint_ops, 1, 1000000000, "must be a number >= 1")},
+      {.names = {"-h", "--help"}, .label = "-h, --help", .help = "print this help", .prints_help = true},
+  };
+}
+
+/// The sizes of -b/-e/-f: from min_bytes, times factor, up to max_bytes.
+void fill_sizes(Options& opt) {
+  for (std::uint64_t s = opt.min_bytes; s <= opt.max_bytes; s *= opt.factor) {
+    opt.sizes.push_back(s);
+    if (s == 0 || s > std::numeric_limits<std::uint64_t>::max() / opt.factor) break;
+  }
 }
 
 /// Parses argv into `opt`. Returns -1 to go on, or an exit status (help
 /// printed: 0; bad usage: 2).
 int parse_args(int argc, char** argv, Options& opt) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string name = arg;
-    std::optional<std::string> inline_value;
-    if (arg.rfind("--", 0) == 0) {
-      std::size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        name = arg.substr(0, eq);
-        inline_value = arg.substr(eq + 1);
-      }
-      for (std::size_t k = 2; k < name.size(); ++k) {
-        if (name[k] == '_' && name != "--warmup_iters") name[k] = '-';
-      }
-    } else if (arg.size() > 2 && arg[0] == '-' && arg[1] != '-') {
-      name = arg.substr(0, 2);
-      inline_value = arg.substr(2);
-    }
-    // Fetches the option's value: inline, or the next argument.
-    auto value = [&]() -> std::optional<std::string> {
-      if (inline_value) return inline_value;
-      if (i + 1 < argc) return std::string(argv[++i]);
-      return std::nullopt;
-    };
-    auto need = [&](std::optional<std::string>& v) {
-      v = value();
-      return v.has_value();
-    };
-    std::optional<std::string> v;
-    if (name == "-h" || name == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (name == "--coll" || name == "--collective") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto c = parse_colls(*v);
-      if (!c) return usage_error("--coll: unknown collective in '" + *v + "'");
-      opt.colls = *c;
-    } else if (name == "-b" || name == "--minbytes") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto s = parse_size(*v);
-      if (!s) return usage_error(name + ": '" + *v + "' is not a size");
-      opt.min_bytes = *s;
-    } else if (name == "-e" || name == "--maxbytes") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto s = parse_size(*v);
-      if (!s) return usage_error(name + ": '" + *v + "' is not a size");
-      opt.max_bytes = *s;
-    } else if (name == "-f" || name == "--stepfactor") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto f = parse_long(*v, 2, 1 << 20);
-      if (!f) return usage_error(name + ": '" + *v + "' must be a whole number >= 2");
-      opt.factor = static_cast<std::uint64_t>(*f);
-    } else if (name == "--sizes") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto s = parse_size_list(*v);
-      if (!s) return usage_error("--sizes: '" + *v + "' is not a list of sizes");
-      opt.sizes = *s;
-      opt.explicit_sizes = true;
-    } else if (name == "-d" || name == "--datatype") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      opt.dtype = nullptr;
-      for (const auto& d : kDTypes) {
-        if (*v == d.name || *v == d.csv_name || *v == d.alias) opt.dtype = &d;
-      }
-      if (!opt.dtype) return usage_error(name + ": unknown data type '" + *v + "'");
-    } else if (name == "-o" || name == "--op") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      opt.op = nullptr;
-      for (const auto& o : kOps) {
-        if (*v == o.name) opt.op = &o;
-      }
-      if (!opt.op) return usage_error(name + ": unknown reduce op '" + *v + "'");
-    } else if (name == "-r" || name == "--root") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto r = parse_long(*v, 0, 1 << 20);
-      if (!r) return usage_error(name + ": '" + *v + "' is not a rank");
-      opt.root = static_cast<int>(*r);
-    } else if (name == "-n" || name == "--iters") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      if (*v == "auto") {
-        opt.iters = 0;
-      } else {
-        auto n = parse_long(*v, 1, 100000000);
-        if (!n) return usage_error(name + ": '" + *v + "' must be auto or a number >= 1");
-        opt.iters = static_cast<int>(*n);
-      }
-    } else if (name == "-w" || name == "--warmup_iters" || name == "--warmup-iters") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      if (*v == "auto") {
-        opt.warmup = -1;
-      } else {
-        auto n = parse_long(*v, 0, 100000000);
-        if (!n) return usage_error(name + ": '" + *v + "' must be auto or a number >= 0");
-        opt.warmup = static_cast<int>(*n);
-      }
-    } else if (name == "-c" || name == "--check") {
-      // The value is optional: "-c", "-c 1", "-c0", "--check=1".
-      if (inline_value) {
-        v = inline_value;
-      } else if (i + 1 < argc && (std::strcmp(argv[i + 1], "0") == 0 || std::strcmp(argv[i + 1], "1") == 0)) {
-        v = argv[++i];
-      } else {
-        v = "1";
-      }
-      if (*v != "0" && *v != "1") return usage_error(name + ": value must be 0 or 1");
-      opt.check = *v == "1";
-    } else if (name == "--csv") {
-      opt.csv = true;
-    } else if (name == "--peer-name") {
-      if (!need(v) || v->empty()) return usage_error(name + " needs a value");
-      opt.peer = *v;
-    } else if (name == "--transport") {
-      if (!need(v) || v->empty()) return usage_error(name + " needs a value");
-      opt.transport = *v;
-    } else if (name == "-t" || name == "--timeout") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      char* end = nullptr;
-      double s = std::strtod(v->c_str(), &end);
-      if (v->empty() || end != v->c_str() + v->size() || !(s > 0) || s > 1e6) {
-        return usage_error(name + ": '" + *v + "' is not a number of seconds > 0");
-      }
-      opt.timeout_s = s;
-    } else if (name == "--device") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      if (*v != "cpu" && *v != "cuda") return usage_error(name + ": '" + *v + "' must be cpu or cuda");
-      opt.cuda = *v == "cuda";
-#ifndef OMNICCL_BENCH_CUDA
-      if (opt.cuda) {
-        return usage_error(name +
-                           " cuda: this omniccl-bench was built without CUDA (configure with "
-                           "-DOMNICCL_CUDA=ON)");
-      }
-#endif
-    } else if (name == "--blocked-cpu") {
-      opt.blocked_cpu = true;
-    } else if (name == "--footprint") {
-      if (!need(v)) return usage_error(name + " needs a value");
-      auto n = parse_long(*v, 1, 1000000000);
-      if (!n) return usage_error(name + ": '" + *v + "' must be a number >= 1");
-      opt.footprint_ops = *n;
-    } else {
-      return usage_error("unknown option '" + arg + "'");
-    }
+  cli::Spec spec{
+      .program = "omniccl-bench", .synopsis = kSynopsis, .epilogue = kEpilogue, .needs_value = "{} needs a value"};
+  for (auto* part : {what_options, how_options, other_options}) {
+    for (cli::Option& o : part(opt)) spec.options.push_back(std::move(o));
   }
+  const cli::Parsed parsed = cli::parse(spec, argc, argv);
+  if (parsed.exit_status >= 0) return parsed.exit_status;
   if (opt.cuda && (opt.blocked_cpu || opt.footprint_ops > 0)) {
     return usage_error("--device cuda measures the collectives only (not with --blocked-cpu or --footprint)");
   }
   if (!opt.explicit_sizes) {
-    if (opt.min_bytes > opt.max_bytes) {
-      return usage_error("-b must not be larger than -e");
-    }
-    for (std::uint64_t s = opt.min_bytes; s <= opt.max_bytes; s *= opt.factor) {
-      opt.sizes.push_back(s);
-      if (s == 0 || s > std::numeric_limits<std::uint64_t>::max() / opt.factor) break;
-    }
+    if (opt.min_bytes > opt.max_bytes) return usage_error("-b must not be larger than -e");
+    fill_sizes(opt);
   }
   return -1;
 }
@@ -873,15 +950,11 @@ struct PointResult {
   long long wrong = -1;    // -1: not checked
 };
 
-/// Measures collective `c` at `size_bytes` on every rank; all ranks return
-/// the same result.
-PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl_comm_t comm, int rank, int n,
-                      const Placement& where) {
+/// Allocates the host buffers this rank holds for collective `c` (layout
+/// `l`) and fills them with the check pattern, which inputs hold during
+/// timing as well (valid for every op).
+void make_buffers(const Options& opt, Coll c, const Layout& l, int rank, PointBuffers& b) {
   const DTypeInfo& dt = *opt.dtype;
-  PointResult res;
-  res.layout = layout(c, size_bytes, n, dt.size);
-  const Layout& l = res.layout;
-  PointBuffers b;
   if (has_send(c, rank, opt.root)) {
     b.send_count = l.send;
     b.send = HostBuffer(l.send * dt.size);
@@ -892,45 +965,67 @@ PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl
     b.recv = HostBuffer(l.recv * dt.size);
     if (!b.recv.data()) throw Failure{"allocating the receive buffer", OCCL_ERR_OUT_OF_MEMORY, ""};
   }
-  // Inputs hold the pattern during timing as well (valid for every op).
   dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
-  // --device cuda: the same contents in GPU memory.
-  auto upload = [&] {
-    if (!where.cuda) return;
-    if ((b.send.data() && !b.dsend.upload(b.send)) || (b.recv.data() && !b.drecv.upload(b.recv))) {
-      throw Failure{"copying the buffers to the GPU", OCCL_ERR_SYSTEM, ""};
-    }
-  };
-  upload();
+}
 
-  res.iters = opt.iters > 0 ? opt.iters : auto_iters(l.bytes);
-  int warmup = opt.warmup >= 0 ? opt.warmup : std::max(5, res.iters / 10);
-  const occl_red_op_t op = opt.op->op;
+/// --device cuda: copies the host buffers' contents to GPU memory.
+void upload(const Placement& where, PointBuffers& b) {
+  if (!where.cuda) return;
+  if ((b.send.data() && !b.dsend.upload(b.send)) || (b.recv.data() && !b.drecv.upload(b.recv))) {
+    throw Failure{"copying the buffers to the GPU", OCCL_ERR_SYSTEM, ""};
+  }
+}
+
+/// Runs `warmup` untimed operations, a barrier, then `iters` timed ones;
+/// returns this rank's seconds per operation.
+double time_ops(const Options& opt, Coll c, int warmup, int iters, occl_comm_t comm, int rank, PointBuffers& b,
+                const Placement& where) {
+  const DTypeInfo& dt = *opt.dtype;
   for (int i = 0; i < warmup; ++i) {
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
+    check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b, where), info(c).name);
   }
   sync_stream(where);
   check_status(occl_barrier(comm, nullptr), "barrier (before timing)");
   double t0 = now_s();
-  for (int i = 0; i < res.iters; ++i) {
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
+  for (int i = 0; i < iters; ++i) {
+    check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b, where), info(c).name);
   }
   sync_stream(where);  // GPU calls return before the work is done
-  double per_op = (now_s() - t0) / res.iters;
+  return (now_s() - t0) / iters;
+}
 
-  double wrong = 0;
-  if (opt.check && c != Coll::kBarrier) {
-    dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
-    upload();
-    check_status(occl_barrier(comm, nullptr), "barrier (before check)");
-    check_status(run_op(c, comm, rank, opt.root, op, dt.dl, b, where), info(c).name);
-    sync_stream(where);
-    if (where.cuda && b.recv.data() && !b.drecv.download(b.recv)) {
-      throw Failure{"copying the results from the GPU", OCCL_ERR_SYSTEM, ""};
-    }
-    wrong = static_cast<double>(
-        dispatch(dt.kind, [&]<typename T>() { return count_wrong<T>(c, rank, n, opt.root, op, l, b); }));
+/// -c: refills the buffers, runs the operation once more and returns how
+/// many of this rank's result elements differ from the reference.
+double count_wrong_after_op(const Options& opt, Coll c, const Layout& l, occl_comm_t comm, int rank, int n,
+                            PointBuffers& b, const Placement& where) {
+  const DTypeInfo& dt = *opt.dtype;
+  dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
+  upload(where, b);
+  check_status(occl_barrier(comm, nullptr), "barrier (before check)");
+  check_status(run_op(c, comm, rank, opt.root, opt.op->op, dt.dl, b, where), info(c).name);
+  sync_stream(where);
+  if (where.cuda && b.recv.data() && !b.drecv.download(b.recv)) {
+    throw Failure{"copying the results from the GPU", OCCL_ERR_SYSTEM, ""};
   }
+  return static_cast<double>(
+      dispatch(dt.kind, [&]<typename T>() { return count_wrong<T>(c, rank, n, opt.root, opt.op->op, l, b); }));
+}
+
+/// Measures collective `c` at `size_bytes` on every rank; all ranks return
+/// the same result.
+PointResult run_point(const Options& opt, Coll c, std::uint64_t size_bytes, occl_comm_t comm, int rank, int n,
+                      const Placement& where) {
+  PointResult res;
+  res.layout = layout(c, size_bytes, n, opt.dtype->size);
+  const Layout& l = res.layout;
+  PointBuffers b;
+  make_buffers(opt, c, l, rank, b);
+  upload(where, b);  // --device cuda: the same contents in GPU memory
+  res.iters = opt.iters > 0 ? opt.iters : auto_iters(l.bytes);
+  const int warmup = opt.warmup >= 0 ? opt.warmup : std::max(5, res.iters / 10);
+  const double per_op = time_ops(opt, c, warmup, res.iters, comm, rank, b, where);
+  double wrong = 0;
+  if (opt.check && c != Coll::kBarrier) wrong = count_wrong_after_op(opt, c, l, comm, rank, n, b, where);
 
   std::vector<double> sums{per_op, wrong};
   reduce_doubles(comm, sums, OCCL_SUM);
@@ -1055,6 +1150,37 @@ Rss read_rss() {
   return r;
 }
 
+/// The memory figures of one rank in measure_footprint, in KiB, in the
+/// order they are gathered.
+enum FootprintField { kBase, kInit, kSteady, kEnd, kSharedEnd, kBuffers, kComm, kFootprintFields };
+
+/// Rank 0's report of measure_footprint: `all` holds kFootprintFields
+/// figures per rank.
+void print_footprint(const Options& opt, Coll c, const Layout& l, int n, const std::string& transport,
+                     const std::vector<double>& all) {
+  if (opt.csv) {
+    std::printf(
+        "peer,transport,ranks,rank,collective,bytes,ops,rss_base_kib,rss_init_kib,"
+        "rss_steady_kib,rss_end_kib,shared_end_kib,buffers_kib,comm_kib,growth_kib\n");
+  }
+  for (int r = 0; r < n; ++r) {
+    const double* v = &all[static_cast<std::size_t>(kFootprintFields * r)];
+    double growth = v[kEnd] - v[kSteady];
+    if (opt.csv) {
+      std::printf("%s,%s,%d,%d,%s,%" PRIu64 ",%ld,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f\n", opt.peer.c_str(),
+                  transport.c_str(), n, r, info(c).name, l.bytes, opt.footprint_ops, v[kBase], v[kInit], v[kSteady],
+                  v[kEnd], v[kSharedEnd], v[kBuffers], v[kComm], growth);
+    } else {
+      std::printf(
+          "# footprint: rank %d: RSS %.0f KiB before the communicator, %.0f after init, "
+          "%.0f steady (incl. %.0f KiB of benchmark buffers), %.0f after %ld x %s of %" PRIu64
+          " B (shared %.0f KiB): communicator %.0f KiB, growth %+.0f KiB\n",
+          r, v[kBase], v[kInit], v[kSteady], v[kBuffers], v[kEnd], opt.footprint_ops, info(c).name, l.bytes,
+          v[kSharedEnd], v[kComm], growth);
+    }
+  }
+}
+
 /// Runs opt.footprint_ops operations of the first collective at the first
 /// size and has rank 0 print every rank's resident memory at the stages
 /// (base: before the communicator; init: after it; steady: after buffers
@@ -1065,15 +1191,7 @@ int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n, con
   const DTypeInfo& dt = *opt.dtype;
   Layout l = layout(c, opt.sizes.front(), n, dt.size);
   PointBuffers b;
-  if (has_send(c, rank, opt.root)) {
-    b.send_count = l.send;
-    b.send = HostBuffer(l.send * dt.size);
-  }
-  if (has_recv(c, rank, opt.root)) {
-    b.recv_count = l.recv;
-    b.recv = HostBuffer(l.recv * dt.size);
-  }
-  dispatch(dt.kind, [&]<typename T>() { fill_for_check<T>(c, rank, opt.root, l, b); });
+  make_buffers(opt, c, l, rank, b);
   double buffers_kib = static_cast<double>(b.send.bytes() + b.recv.bytes()) / 1024.0;
   int warmup = opt.warmup >= 0 ? std::max(opt.warmup, 100) : 100;
   for (int i = 0; i < warmup; ++i) {
@@ -1087,39 +1205,19 @@ int measure_footprint(const Options& opt, occl_comm_t comm, int rank, int n, con
   check_status(occl_barrier(comm, nullptr), "barrier");
   Rss end = read_rss();
 
-  constexpr int kFields = 7;
-  std::vector<double> mine{static_cast<double>(base.resident_kib),
-                           static_cast<double>(init.resident_kib),
-                           static_cast<double>(steady.resident_kib),
-                           static_cast<double>(end.resident_kib),
-                           static_cast<double>(end.shared_kib),
-                           buffers_kib,
-                           static_cast<double>(steady.resident_kib - base.resident_kib) - buffers_kib};
-  std::vector<double> all(static_cast<std::size_t>(kFields * n), 0.0);
-  Tensor send(mine.data(), kFields, DLDataType{kDLFloat, 64, 1});
+  std::vector<double> mine(kFootprintFields);
+  mine[kBase] = static_cast<double>(base.resident_kib);
+  mine[kInit] = static_cast<double>(init.resident_kib);
+  mine[kSteady] = static_cast<double>(steady.resident_kib);
+  mine[kEnd] = static_cast<double>(end.resident_kib);
+  mine[kSharedEnd] = static_cast<double>(end.shared_kib);
+  mine[kBuffers] = buffers_kib;
+  mine[kComm] = static_cast<double>(steady.resident_kib - base.resident_kib) - buffers_kib;
+  std::vector<double> all(static_cast<std::size_t>(kFootprintFields * n), 0.0);
+  Tensor send(mine.data(), kFootprintFields, DLDataType{kDLFloat, 64, 1});
   Tensor recv(all.data(), all.size(), DLDataType{kDLFloat, 64, 1});
   check_status(occl_all_gather(send.get(), recv.get(), comm, nullptr), "all_gather (results)");
-  if (rank != 0) return 0;
-  if (opt.csv) {
-    std::printf(
-        "peer,transport,ranks,rank,collective,bytes,ops,rss_base_kib,rss_init_kib,"
-        "rss_steady_kib,rss_end_kib,shared_end_kib,buffers_kib,comm_kib,growth_kib\n");
-  }
-  for (int r = 0; r < n; ++r) {
-    const double* v = &all[static_cast<std::size_t>(kFields * r)];
-    double growth = v[3] - v[2];
-    if (opt.csv) {
-      std::printf("%s,%s,%d,%d,%s,%" PRIu64 ",%ld,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f\n", opt.peer.c_str(),
-                  transport.c_str(), n, r, info(c).name, l.bytes, opt.footprint_ops, v[0], v[1], v[2], v[3], v[4], v[5],
-                  v[6], growth);
-    } else {
-      std::printf(
-          "# footprint: rank %d: RSS %.0f KiB before the communicator, %.0f after init, "
-          "%.0f steady (incl. %.0f KiB of benchmark buffers), %.0f after %ld x %s of %" PRIu64
-          " B (shared %.0f KiB): communicator %.0f KiB, growth %+.0f KiB\n",
-          r, v[0], v[1], v[2], v[5], v[3], opt.footprint_ops, info(c).name, l.bytes, v[4], v[6], growth);
-    }
-  }
+  if (rank == 0) print_footprint(opt, c, l, n, transport, all);
   return 0;
 }
 
@@ -1149,6 +1247,76 @@ Placement placement(const Options& opt, int rank) {
   return p;
 }
 
+/// Rank 0's first line: the CSV header, or the run's settings.
+void print_run_header(const Options& opt, int n, const std::string& transport) {
+  if (opt.csv) {
+    std::printf("%s\n", kCsvHeader);
+  } else {
+    std::printf("# omniccl-bench: %d ranks, transport %s, dtype %s, op %s, iters %s, warmup %s, check %d\n", n,
+                transport.c_str(), opt.dtype->name, opt.op->name,
+                opt.iters > 0 ? std::to_string(opt.iters).c_str() : "auto",
+                opt.warmup >= 0 ? std::to_string(opt.warmup).c_str() : "auto", opt.check ? 1 : 0);
+  }
+  std::fflush(stdout);
+}
+
+/// The collective tables: every collective at every size, printed by rank
+/// 0 as rows come. Returns the exit status (1 if -c found wrong elements).
+int measure_collectives(const Options& opt, occl_comm_t comm, int rank, int n, const std::string& transport,
+                        const Placement& where) {
+  if (rank == 0) print_run_header(opt, n, transport);
+  long long total_wrong = 0;
+  double bw_sum = 0;
+  int bw_points = 0;
+  for (Coll c : opt.colls) {
+    if (rank == 0 && !opt.csv) print_table_header(opt, c, n, transport);
+    std::vector<std::uint64_t> sizes = opt.sizes;
+    if (c == Coll::kBarrier) sizes = {0};  // one point: no data
+    for (std::uint64_t s : sizes) {
+      PointResult r = run_point(opt, c, s, comm, rank, n, where);
+      if (r.wrong > 0) total_wrong += r.wrong;
+      if (c != Coll::kBarrier) {
+        bw_sum += r.busbw;
+        ++bw_points;
+      }
+      if (rank != 0) continue;
+      if (opt.csv) {
+        print_csv_row(opt, c, n, transport, r);
+      } else {
+        print_table_row(opt, c, r);
+      }
+      std::fflush(stdout);
+    }
+  }
+  if (rank == 0 && !opt.csv) {
+    std::printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %g\n#\n", bw_points ? bw_sum / bw_points : 0.0);
+  }
+  if (total_wrong == 0) return 0;
+  if (rank == 0) std::fprintf(stderr, "omniccl-bench: %lld wrong elements\n", total_wrong);
+  return kExitFailure;
+}
+
+/// Runs what the options ask for on communicator `comm` (created between
+/// the resident-memory readings `base` and `init`). Returns the exit status.
+int run_on(const Options& opt, occl_comm_t comm, const Rss& base, const Rss& init) {
+  int rank = 0, n = 0;
+  const char* tname = nullptr;
+  check_status(occl_comm_rank(comm, &rank), "occl_comm_rank");
+  check_status(occl_comm_size(comm, &n), "occl_comm_size");
+  check_status(occl_comm_transport(comm, &tname), "occl_comm_transport");
+  std::string transport = opt.transport.empty() ? tname : opt.transport;
+  const Placement where = placement(opt, rank);
+  if (where.cuda && opt.transport.empty()) transport += "/cuda";
+  if (opt.root >= n) {
+    if (rank == 0) usage_error("--root " + std::to_string(opt.root) + " is not below " + std::to_string(n) + " ranks");
+    return cli::kExitUsage;
+  }
+  if (opt.blocked_cpu) return measure_blocked_cpu(opt, comm, rank, n, transport);
+  if (opt.footprint_ops > 0) return measure_footprint(opt, comm, rank, n, transport, base, init);
+  return measure_collectives(opt, comm, rank, n, transport, where);
+}
+
 /// Creates the communicator, runs what the options ask for and destroys it.
 /// Returns the exit status.
 int run(const Options& opt) {
@@ -1161,72 +1329,14 @@ int run(const Options& opt) {
   Rss init = read_rss();
   int status = 0;
   try {
-    int rank = 0, n = 0;
-    const char* tname = nullptr;
-    check_status(occl_comm_rank(comm, &rank), "occl_comm_rank");
-    check_status(occl_comm_size(comm, &n), "occl_comm_size");
-    check_status(occl_comm_transport(comm, &tname), "occl_comm_transport");
-    std::string transport = opt.transport.empty() ? tname : opt.transport;
-    const Placement where = placement(opt, rank);
-    if (where.cuda && opt.transport.empty()) transport += "/cuda";
-    if (opt.root >= n) {
-      if (rank == 0)
-        usage_error("--root " + std::to_string(opt.root) + " is not below " + std::to_string(n) + " ranks");
-      occl_comm_destroy(comm);
-      return kExitUsage;
-    }
-    if (opt.blocked_cpu) {
-      status = measure_blocked_cpu(opt, comm, rank, n, transport);
-    } else if (opt.footprint_ops > 0) {
-      status = measure_footprint(opt, comm, rank, n, transport, base, init);
-    } else {
-      if (rank == 0) {
-        if (opt.csv) {
-          std::printf("%s\n", kCsvHeader);
-        } else {
-          std::printf("# omniccl-bench: %d ranks, transport %s, dtype %s, op %s, iters %s, warmup %s, check %d\n", n,
-                      transport.c_str(), opt.dtype->name, opt.op->name,
-                      opt.iters > 0 ? std::to_string(opt.iters).c_str() : "auto",
-                      opt.warmup >= 0 ? std::to_string(opt.warmup).c_str() : "auto", opt.check ? 1 : 0);
-        }
-        std::fflush(stdout);
-      }
-      long long total_wrong = 0;
-      double bw_sum = 0;
-      int bw_points = 0;
-      for (Coll c : opt.colls) {
-        if (rank == 0 && !opt.csv) print_table_header(opt, c, n, transport);
-        std::vector<std::uint64_t> sizes = opt.sizes;
-        if (c == Coll::kBarrier) sizes = {0};  // one point: no data
-        for (std::uint64_t s : sizes) {
-          PointResult r = run_point(opt, c, s, comm, rank, n, where);
-          if (r.wrong > 0) total_wrong += r.wrong;
-          if (c != Coll::kBarrier) {
-            bw_sum += r.busbw;
-            ++bw_points;
-          }
-          if (rank == 0) {
-            if (opt.csv) {
-              print_csv_row(opt, c, n, transport, r);
-            } else {
-              print_table_row(opt, c, r);
-            }
-            std::fflush(stdout);
-          }
-        }
-      }
-      if (rank == 0 && !opt.csv) {
-        std::printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-        std::printf("# Avg bus bandwidth    : %g\n#\n", bw_points ? bw_sum / bw_points : 0.0);
-      }
-      if (total_wrong > 0) {
-        if (rank == 0) std::fprintf(stderr, "omniccl-bench: %lld wrong elements\n", total_wrong);
-        status = kExitFailure;
-      }
-    }
+    status = run_on(opt, comm, base, init);
   } catch (...) {
     occl_comm_abort(comm);
     throw;
+  }
+  if (status == cli::kExitUsage) {  // nothing ran: no collective call to finish
+    occl_comm_destroy(comm);
+    return status;
   }
   std::fflush(stdout);
   check_status(occl_comm_destroy(comm), "occl_comm_destroy");

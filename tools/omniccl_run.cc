@@ -93,12 +93,15 @@
 #include <utility>
 #include <vector>
 
+#include "cli.h"
+
 namespace {
+
+namespace cli = omniccl::cli;
 
 using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxRanks = 1024;
-constexpr int kExitUsage = 2;
 constexpr int kExitTimeout = 124;                      // as coreutils `timeout`
 constexpr int kExitInternal = 125;                     // the launcher itself failed
 constexpr int kExitCannotExecute = 126;                // as a shell: found but not runnable
@@ -109,7 +112,8 @@ constexpr std::size_t kMaxLine = std::size_t{1} << 20;
 constexpr int kMaxPollMs = 1000;
 constexpr double kMaxSeconds = 1e7;  // ~115 days; keeps time arithmetic sane
 
-constexpr const char kUsage[] =
+/// --help up to the options (their lines come from the option table).
+constexpr const char kSynopsis[] =
     R"(Usage: omniccl-run -n N [options] [--] PROGRAM [ARGS...]
 
 Start N local ranks of PROGRAM ARGS... for an OmniCCL (or torch.distributed
@@ -121,24 +125,10 @@ style) job and wait for them. Rank i gets, on top of the current environment:
   may say so, see below)
 
 Options:
-  -n, --nproc, --nproc-per-node N
-                      number of ranks to start, 1 to 1024 (required)
-  --master-addr ADDR  MASTER_ADDR for the ranks (default 127.0.0.1)
-  --master-port PORT  MASTER_PORT for the ranks (default: a free TCP port,
-                      found by binding port 0 on 127.0.0.1)
-  --no-prefix         do not prefix output lines with "[RANK] "; the ranks
-                      then write straight to omniccl-run's stdout and stderr
-  --grace SECONDS     once a rank has failed, how long the other ranks may
-                      still run before they get SIGTERM, and SIGKILL 5 s
-                      later (default 30)
-  --timeout SECONDS   stop the whole job after SECONDS and exit with 124
-                      (default: no time limit)
-  --bind-to core|none core: rank i runs only on the i-th CPU omniccl-run may
-                      use (round-robin when ranks outnumber them), as mpirun
-                      binds ranks to cores; none: ranks keep omniccl-run's
-                      CPU mask. Default: core
-  -h, --help          print this help and exit
+)";
 
+/// --help after the options.
+constexpr const char kEpilogue[] = R"(
 Options may also be written --option=VALUE or -nN, and '_' may replace '-'
 in long names (--nproc_per_node). Options end at PROGRAM or at '--'.
 
@@ -222,16 +212,6 @@ bool write_all(int fd, std::string_view data) {
 /// Prints "omniccl-run: <message>" as one line on stderr (one write, so it
 /// never splits a rank's line or is split by one).
 void log_line(const std::string& message) { (void)write_all(STDERR_FILENO, "omniccl-run: " + message + "\n"); }
-
-/// Prints a usage error and the hint to use --help; returns the exit status
-/// for bad usage.
-int usage_error(const std::string& message) {
-  std::fprintf(stderr,
-               "omniccl-run: error: %s\n"
-               "Try 'omniccl-run --help' for more information.\n",
-               message.c_str());
-  return kExitUsage;
-}
 
 /// Makes sure file descriptors 0, 1 and 2 are open (on /dev/null if they were
 /// closed), so that pipes created later never land on them and confuse the
@@ -346,138 +326,122 @@ std::optional<double> parse_seconds(std::string_view option, const std::string& 
   return value;
 }
 
+// The option table. Each setter gets the option's name as typed ('_' read as
+// '-') and its value, and returns an error message, or "" when it took them.
+
+using Value = const std::string&;
+
+/// Sets `out` to a whole number in [lo, hi] (see parse_int).
+std::string set_int(int& out, Value name, Value text, int lo, int hi) {
+  std::string error;
+  if (auto n = parse_int(name, text, lo, hi, error)) out = *n;
+  return error;
+}
+
+/// Sets `out` to a number of seconds (see parse_seconds).
+template <typename Seconds>  // double, or std::optional<double>
+std::string set_seconds(Seconds& out, Value name, Value text, bool positive) {
+  std::string error;
+  if (auto s = parse_seconds(name, text, positive, error)) out = *s;
+  return error;
+}
+
+/// --master-addr: any address but "".
+std::string set_master_addr(Options& o, Value, Value v) {
+  if (v.empty()) return "--master-addr: the address is empty";
+  o.master_addr = v;
+  return {};
+}
+
+/// --bind-to: core or none.
+std::string set_bind(Options& o, Value, Value v) {
+  if (v != "core" && v != "none") return "--bind-to: '" + v + "' is not one of core, none";
+  o.bind = v == "core";
+  return {};
+}
+
+/// --no-prefix.
+std::string clear_prefix(Options& o, Value, Value) {
+  o.prefix = false;
+  return {};
+}
+
+/// The option table: every option, its line in --help and what it sets in
+/// `o` (`have_n`: -n was given).
+std::vector<cli::Option> option_table(Options& o, bool& have_n) {
+  auto nproc = [&o, &have_n](Value name, Value v) {
+    have_n = true;  // a bad value ends parsing
+    return set_int(o.nproc, name, v, 1, kMaxRanks);
+  };
+  return {
+      {{"-n", "--nproc", "--nproc-per-node"},
+       cli::Takes::kValue,
+       "-n, --nproc, --nproc-per-node N",
+       "number of ranks to start, 1 to 1024 (required)",
+       nproc},
+      {{"--master-addr"},
+       cli::Takes::kValue,
+       "--master-addr ADDR",
+       "MASTER_ADDR for the ranks (default 127.0.0.1)",
+       [&o](Value name, Value v) { return set_master_addr(o, name, v); }},
+      {{"--master-port"},
+       cli::Takes::kValue,
+       "--master-port PORT",
+       "MASTER_PORT for the ranks (default: a free TCP port,\n"
+       "found by binding port 0 on 127.0.0.1)",
+       [&o](Value name, Value v) { return set_int(o.master_port, name, v, 1, 65535); }},
+      {{"--no-prefix"},
+       cli::Takes::kNothing,
+       "--no-prefix",
+       "do not prefix output lines with \"[RANK] \"; the ranks\n"
+       "then write straight to omniccl-run's stdout and stderr",
+       [&o](Value name, Value v) { return clear_prefix(o, name, v); }},
+      {{"--grace"},
+       cli::Takes::kValue,
+       "--grace SECONDS",
+       "once a rank has failed, how long the other ranks may\n"
+       "still run before they get SIGTERM, and SIGKILL 5 s\n"
+       "later (default 30)",
+       [&o](Value name, Value v) { return set_seconds(o.grace_s, name, v, /*positive=*/false); }},
+      {{"--timeout"},
+       cli::Takes::kValue,
+       "--timeout SECONDS",
+       "stop the whole job after SECONDS and exit with 124\n"
+       "(default: no time limit)",
+       [&o](Value name, Value v) { return set_seconds(o.timeout_s, name, v, /*positive=*/true); }},
+      {{"--bind-to"},
+       cli::Takes::kValue,
+       "--bind-to core|none",
+       "core: rank i runs only on the i-th CPU omniccl-run may\n"
+       "use (round-robin when ranks outnumber them), as mpirun\n"
+       "binds ranks to cores; none: ranks keep omniccl-run's\n"
+       "CPU mask. Default: core",
+       [&o](Value name, Value v) { return set_bind(o, name, v); }},
+      {.names = {"-h", "--help"}, .label = "-h, --help", .help = "print this help and exit", .prints_help = true},
+  };
+}
+
 /// Parses argv. Options come first and end at the first argument that is not
 /// an option (PROGRAM) or at "--".
 ParseOutcome parse_args(int argc, char** argv) {
   ParseOutcome out;
-  Options& o = out.options;
   bool have_n = false;
-  std::string error;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') break;  // PROGRAM (or "-")
-
-    // Split "--name=value" / "-nVALUE"; normalise '_' to '-' in long names.
-    std::string name;
-    std::optional<std::string> inline_value;
-    if (arg.starts_with("--")) {
-      std::size_t eq = arg.find('=');
-      name = std::string(arg.substr(0, eq));
-      if (eq != std::string_view::npos) inline_value = std::string(arg.substr(eq + 1));
-      std::replace(name.begin() + 2, name.end(), '_', '-');
-    } else {
-      name = std::string(arg.substr(0, 2));
-      if (arg.size() > 2) inline_value = std::string(arg.substr(2));
-    }
-
-    /// Returns the option's value (inline or the next argument), or nullopt
-    /// after setting `error` when it is missing.
-    auto take_value = [&]() -> std::optional<std::string> {
-      if (inline_value) return inline_value;
-      if (i + 1 < argc) return std::string(argv[++i]);
-      error = "option " + name + " needs a value";
-      return std::nullopt;
-    };
-    /// Rejects a value given to an option that takes none; returns false after
-    /// setting `error`.
-    auto no_value = [&]() -> bool {
-      if (!inline_value) return true;
-      error = "option " + name + " takes no value";
-      return false;
-    };
-
-    if (name == "-h" || name == "--help") {
-      if (!no_value()) {
-        // "-hx" is not -h: report it as an unknown option.
-        if (!arg.starts_with("--")) error = "unknown option '" + std::string(arg) + "'";
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      std::fputs(kUsage, stdout);
-      std::fflush(stdout);
-      out.exit_status = 0;
-      return out;
-    } else if (name == "-n" || name == "--nproc" || name == "--nproc-per-node") {
-      auto v = take_value();
-      std::optional<int> n;
-      if (v) n = parse_int(name, *v, 1, kMaxRanks, error);
-      if (!n) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.nproc = *n;
-      have_n = true;
-    } else if (name == "--master-addr") {
-      auto v = take_value();
-      if (v && v->empty()) error = "--master-addr: the address is empty";
-      if (!v || v->empty()) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.master_addr = *v;
-    } else if (name == "--master-port") {
-      auto v = take_value();
-      std::optional<int> port;
-      if (v) port = parse_int(name, *v, 1, 65535, error);
-      if (!port) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.master_port = *port;
-    } else if (name == "--no-prefix") {
-      if (!no_value()) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.prefix = false;
-    } else if (name == "--grace") {
-      auto v = take_value();
-      std::optional<double> s;
-      if (v) s = parse_seconds(name, *v, /*positive=*/false, error);
-      if (!s) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.grace_s = *s;
-    } else if (name == "--bind-to") {
-      auto v = take_value();
-      const bool known = v && (*v == "core" || *v == "none");
-      if (v && !known) error = "--bind-to: '" + *v + "' is not one of core, none";
-      if (!known) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.bind = *v == "core";
-    } else if (name == "--timeout") {
-      auto v = take_value();
-      std::optional<double> s;
-      if (v) s = parse_seconds(name, *v, /*positive=*/true, error);
-      if (!s) {
-        out.exit_status = usage_error(error);
-        return out;
-      }
-      o.timeout_s = *s;
-    } else {
-      out.exit_status = usage_error("unknown option '" + std::string(arg) +
-                                    "' (write '--' before PROGRAM if its name starts with '-')");
-      return out;
-    }
+  const cli::Spec spec{.program = "omniccl-run",
+                       .synopsis = kSynopsis,
+                       .options = option_table(out.options, have_n),
+                       .epilogue = kEpilogue,
+                       .has_operands = true,
+                       .unknown_hint = " (write '--' before PROGRAM if its name starts with '-')"};
+  const cli::Parsed parsed = cli::parse(spec, argc, argv);
+  if (parsed.exit_status >= 0) {
+    out.exit_status = parsed.exit_status;
+  } else if (!have_n) {
+    out.exit_status = cli::usage_error(spec.program, "missing -n N (the number of ranks to start)");
+  } else if (parsed.operands >= argc || argv[parsed.operands][0] == '\0') {
+    out.exit_status = cli::usage_error(spec.program, "missing PROGRAM to run");
+  } else {
+    out.options.program = argv + parsed.operands;
   }
-
-  if (!have_n) {
-    out.exit_status = usage_error("missing -n N (the number of ranks to start)");
-    return out;
-  }
-  if (i >= argc || argv[i][0] == '\0') {
-    out.exit_status = usage_error("missing PROGRAM to run");
-    return out;
-  }
-  o.program = argv + i;
   return out;
 }
 
@@ -675,9 +639,19 @@ class Launcher {
   /// environment shared by all ranks, /dev/null, signal handlers. Returns 0
   /// or an exit status.
   int prepare() {
-    // Each rank costs two descriptors for its output pipes, plus a few while
-    // it starts. Raise the soft RLIMIT_NOFILE if N needs it; ranks get the
-    // original limit back.
+    int rc = raise_file_limit();
+    if (rc == 0) rc = export_job_environment();
+    if (rc == 0) rc = open_failure_report_pipe();
+    if (rc == 0) rc = export_job_token();
+    if (rc == 0) rc = open_launcher_fds();
+    if (rc == 0) rc = install_signal_handlers();
+    return rc;
+  }
+
+  /// Each rank costs two descriptors for its output pipes, plus a few while
+  /// it starts: raises the soft RLIMIT_NOFILE if N needs it (ranks get the
+  /// original limit back). Returns 0 or an exit status.
+  int raise_file_limit() {
     ::getrlimit(RLIMIT_NOFILE, &original_nofile_);
     rlim_t needed = static_cast<rlim_t>(opts_.prefix ? 2 * opts_.nproc : 0) + 64;
     if (original_nofile_.rlim_cur != RLIM_INFINITY && original_nofile_.rlim_cur < needed) {
@@ -694,7 +668,13 @@ class Launcher {
         return kExitInternal;
       }
     }
+    return 0;
+  }
 
+  /// Exports the environment common to all ranks (WORLD_SIZE, MASTER_ADDR,
+  /// MASTER_PORT, ...); RANK and LOCAL_RANK are set per rank just before its
+  /// fork, so the child does no allocation. Returns 0 or an exit status.
+  int export_job_environment() {
     int port = opts_.master_port;
     if (port == 0) {
       std::string error;
@@ -705,9 +685,6 @@ class Launcher {
       }
       port = *free_port;
     }
-
-    // The environment common to all ranks; RANK and LOCAL_RANK are set per
-    // rank just before its fork, so the child does no allocation.
     const std::string n = std::to_string(opts_.nproc);
     const std::string p = std::to_string(port);
     if (::setenv("WORLD_SIZE", n.c_str(), 1) != 0 || ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1) != 0 ||
@@ -717,8 +694,12 @@ class Launcher {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }
+    return 0;
+  }
 
-    // The failure-report pipe: the ranks inherit the write end.
+  /// Opens the failure-report pipe, whose write end the ranks inherit, and
+  /// exports where it is. Returns 0 or an exit status.
+  int open_failure_report_pipe() {
     int report[2];
     if (::pipe2(report, O_NONBLOCK) != 0 || ::fcntl(report[0], F_SETFD, FD_CLOEXEC) != 0) {
       log_line(std::string("pipe: ") + std::strerror(errno));
@@ -738,33 +719,43 @@ class Launcher {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }
-    // A fresh job token (unless the caller gave one), so the ranks' rendezvous
-    // is authenticated without the user doing anything (SECURITY.md).
+    return 0;
+  }
+
+  /// Exports a fresh job token (unless the caller gave one), so the ranks'
+  /// rendezvous is authenticated without the user doing anything
+  /// (SECURITY.md). Returns 0 or an exit status.
+  static int export_job_token() {
     const char* given = std::getenv("OMNICCL_JOB_TOKEN");
-    if (given == nullptr || *given == '\0') {
-      unsigned char raw[32];
-      size_t got = 0;
-      while (got < sizeof raw) {
-        ssize_t r = ::getrandom(raw + got, sizeof raw - got, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-          log_line(std::string("getrandom: ") + std::strerror(errno));
-          return kExitInternal;
-        }
-        got += static_cast<size_t>(r);
-      }
-      static const char kHex[] = "0123456789abcdef";
-      std::string token;
-      for (unsigned char b : raw) {
-        token.push_back(kHex[b >> 4]);
-        token.push_back(kHex[b & 15]);
-      }
-      if (::setenv("OMNICCL_JOB_TOKEN", token.c_str(), 1) != 0) {
-        log_line(std::string("setenv: ") + std::strerror(errno));
+    if (given != nullptr && *given != '\0') return 0;
+    unsigned char raw[32];
+    size_t got = 0;
+    while (got < sizeof raw) {
+      ssize_t r = ::getrandom(raw + got, sizeof raw - got, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        log_line(std::string("getrandom: ") + std::strerror(errno));
         return kExitInternal;
       }
+      got += static_cast<size_t>(r);
     }
+    static const char kHex[] = "0123456789abcdef";
+    std::string token;
+    for (unsigned char b : raw) {
+      token.push_back(kHex[b >> 4]);
+      token.push_back(kHex[b & 15]);
+    }
+    if (::setenv("OMNICCL_JOB_TOKEN", token.c_str(), 1) != 0) {
+      log_line(std::string("setenv: ") + std::strerror(errno));
+      return kExitInternal;
+    }
+    return 0;
+  }
 
+  /// Opens /dev/null (stdin of the ranks that do not read the launcher's)
+  /// and the self-pipe the signal handlers write to. Returns 0 or an exit
+  /// status.
+  int open_launcher_fds() {
     devnull_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull_ < 0) {
       log_line(std::string("cannot open /dev/null: ") + std::strerror(errno));
@@ -779,7 +770,7 @@ class Launcher {
     }
     signal_pipe_read_ = fds[0];
     g_signal_pipe_write = fds[1];
-    return install_signal_handlers();
+    return 0;
   }
 
   /// Installs on_signal for the forwarded, job-control and child signals and
@@ -882,6 +873,23 @@ class Launcher {
            "   (or: python3 -m omniccl.run -n " + n_ranks + " " + program + ")";
   }
 
+  /// The pipes of one rank being started: its stdout and stderr (with
+  /// prefixing), and the close-on-exec pipe through which the child reports
+  /// a failed exec (errno); -1 where not open in the launcher.
+  struct RankPipes {
+    int out[2] = {-1, -1};
+    int err[2] = {-1, -1};
+    int exec[2] = {-1, -1};
+
+    /// Closes whichever of the pipes are still open in the launcher.
+    void close_all() {
+      for (int* p : {out, err, exec}) {
+        close_fd(p[0]);
+        close_fd(p[1]);
+      }
+    }
+  };
+
   /// Starts one rank; returns 0, or an exit status after reporting the error
   /// (the failed child, if any, has been reaped).
   int start_rank(Rank& r) {
@@ -890,25 +898,39 @@ class Launcher {
       log_line(std::string("setenv: ") + std::strerror(errno));
       return kExitInternal;
     }
-
-    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, exec_pipe[2] = {-1, -1};
-    /// Closes whichever of the three pipes are still open in the launcher.
-    auto close_pipes = [&] {
-      for (int* p : {out_pipe, err_pipe, exec_pipe}) {
-        close_fd(p[0]);
-        close_fd(p[1]);
-      }
-    };
-    bool piped = ::pipe2(exec_pipe, O_CLOEXEC) == 0;
+    RankPipes pipes;
+    bool piped = ::pipe2(pipes.exec, O_CLOEXEC) == 0;
     if (piped && opts_.prefix) {
-      piped = ::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0;
+      piped = ::pipe2(pipes.out, O_CLOEXEC) == 0 && ::pipe2(pipes.err, O_CLOEXEC) == 0;
     }
     if (!piped) {
       log_line(std::string("cannot create pipes for rank ") + rank + ": " + std::strerror(errno));
-      close_pipes();
+      pipes.close_all();
       return kExitInternal;
     }
+    int fork_errno = 0;
+    const pid_t pid = fork_rank(r, pipes, fork_errno);
+    if (pid < 0) {
+      log_line("cannot start rank " + rank + ": fork: " + std::strerror(fork_errno));
+      pipes.close_all();
+      return kExitInternal;
+    }
+    // Also set the group here: whichever of parent and child runs first, the
+    // group exists before the launcher could signal it. EACCES after the
+    // child's exec is harmless (the child set it itself).
+    (void)::setpgid(pid, pid);
+    r.pid = pid;
+    r.running = true;
+    if (int rc = await_exec(r, pipes); rc != 0) return rc;
+    if (opts_.prefix) adopt_output(r, pipes);
+    return 0;
+  }
 
+  /// Forks rank r, which execs PROGRAM (exec_rank). The fork happens with
+  /// the handled signals blocked, so no handler runs in the child before it
+  /// restored the original dispositions. Returns the child's pid, or -1 with
+  /// fork's errno in `fork_errno`.
+  pid_t fork_rank(const Rank& r, const RankPipes& pipes, int& fork_errno) {
     sigset_t blocked = original_mask_;
     for (int sig = 1; sig < NSIG; ++sig) {
       if (sigismember(&handled_, sig) == 1) sigaddset(&blocked, sig);
@@ -921,50 +943,45 @@ class Launcher {
     pid_t pid = ::fork();
     if (pid == 0) {
       if (cpu && cpu->set) (void)::sched_setaffinity(0, cpu->bytes, cpu->set.get());
-      exec_rank(r.index, launcher_pid, out_pipe[1], err_pipe[1], exec_pipe[1]);
+      exec_rank(r.index, launcher_pid, pipes.out[1], pipes.err[1], pipes.exec[1]);
     }
-    int fork_errno = errno;
+    fork_errno = errno;
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
-    if (pid < 0) {
-      log_line("cannot start rank " + rank + ": fork: " + std::strerror(fork_errno));
-      close_pipes();
-      return kExitInternal;
-    }
-    // Also set the group here: whichever of parent and child runs first, the
-    // group exists before the launcher could signal it. EACCES after the
-    // child's exec is harmless (the child set it itself).
-    (void)::setpgid(pid, pid);
-    r.pid = pid;
-    r.running = true;
+    return pid;
+  }
 
-    close_fd(exec_pipe[1]);
+  /// Waits until rank r has exec'd PROGRAM (its exec pipe closes) or failed
+  /// to (it sends errno). Returns 0, or after a failed exec, with the child
+  /// reaped and reported, 127 (not found) or 126.
+  int await_exec(Rank& r, RankPipes& pipes) {
+    close_fd(pipes.exec[1]);
     int child_errno = 0;
     ssize_t n;
     do {
-      n = ::read(exec_pipe[0], &child_errno, sizeof child_errno);
+      n = ::read(pipes.exec[0], &child_errno, sizeof child_errno);
     } while (n < 0 && errno == EINTR);
-    close_fd(exec_pipe[0]);
-    if (n == static_cast<ssize_t>(sizeof child_errno)) {
-      // exec failed; the child has _exit()ed already or is about to.
-      int status = 0;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-      r.running = false;
-      close_pipes();
-      log_line("cannot execute '" + std::string(opts_.program[0]) + "': " + std::strerror(child_errno));
-      return child_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
-    }
+    close_fd(pipes.exec[0]);
+    if (n != static_cast<ssize_t>(sizeof child_errno)) return 0;
+    // exec failed; the child has _exit()ed already or is about to.
+    int status = 0;
+    while (::waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {}
+    r.running = false;
+    pipes.close_all();
+    log_line("cannot execute '" + std::string(opts_.program[0]) + "': " + std::strerror(child_errno));
+    return child_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
+  }
 
-    if (opts_.prefix) {
-      close_fd(out_pipe[1]);
-      close_fd(err_pipe[1]);
-      // Only the launcher's read ends are non-blocking; the ranks' write ends
-      // stay blocking, as a normal stdout is.
-      (void)::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
-      (void)::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-      r.out = Stream{out_pipe[0], STDOUT_FILENO, {}};
-      r.err = Stream{err_pipe[0], STDERR_FILENO, {}};
-    }
-    return 0;
+  /// With prefixing: keeps the read ends of rank r's stdout and stderr
+  /// pipes, closing the write ends the rank has.
+  static void adopt_output(Rank& r, RankPipes& pipes) {
+    close_fd(pipes.out[1]);
+    close_fd(pipes.err[1]);
+    // Only the launcher's read ends are non-blocking; the ranks' write ends
+    // stay blocking, as a normal stdout is.
+    (void)::fcntl(pipes.out[0], F_SETFL, O_NONBLOCK);
+    (void)::fcntl(pipes.err[0], F_SETFL, O_NONBLOCK);
+    r.out = Stream{pipes.out[0], STDOUT_FILENO, {}};
+    r.err = Stream{pipes.err[0], STDERR_FILENO, {}};
   }
 
   /// In the forked child: own process group, parent-death signal, original

@@ -26,68 +26,46 @@ const char* device_name(int32_t type) {
   }
 }
 
+/// The family of a dtype whose name ends with its bit width ("int" of
+/// "int32"); nullptr for other codes.
+const char* sized_family(uint8_t code) {
+  switch (code) {
+    case kDLInt: return "int";
+    case kDLUInt: return "uint";
+    case kDLFloat: return "float";
+    case kDLOpaqueHandle: return "opaque_handle";
+    case kDLBfloat: return "bfloat";
+    case kDLComplex: return "complex";
+    case kDLBool: return "bool";
+    default: return nullptr;
+  }
+}
+
+/// The name of a narrow float format, which names its layout rather than
+/// its width ("float8_e4m3fn"); nullptr for other codes.
+const char* narrow_float_name(uint8_t code) {
+  switch (code) {
+    case kDLFloat8_e3m4: return "float8_e3m4";
+    case kDLFloat8_e4m3: return "float8_e4m3";
+    case kDLFloat8_e4m3b11fnuz: return "float8_e4m3b11fnuz";
+    case kDLFloat8_e4m3fn: return "float8_e4m3fn";
+    case kDLFloat8_e4m3fnuz: return "float8_e4m3fnuz";
+    case kDLFloat8_e5m2: return "float8_e5m2";
+    case kDLFloat8_e5m2fnuz: return "float8_e5m2fnuz";
+    case kDLFloat8_e8m0fnu: return "float8_e8m0fnu";
+    case kDLFloat6_e2m3fn: return "float6_e2m3fn";
+    case kDLFloat6_e3m2fn: return "float6_e3m2fn";
+    case kDLFloat4_e2m1fn: return "float4_e2m1fn";
+    default: return nullptr;
+  }
+}
+
 /// A DLPack dtype as users know it ("complex128", "float8_e4m3fn", "int24"),
 /// for messages; a code DLPack does not define is shown as "code C, B bits".
 static std::string dtype_name(DLDataType d) {
-  const char* family = nullptr;
-  bool sized = true;  // the name ends with the bit width
-  switch (d.code) {
-    case kDLInt: family = "int"; break;
-    case kDLUInt: family = "uint"; break;
-    case kDLFloat: family = "float"; break;
-    case kDLOpaqueHandle: family = "opaque_handle"; break;
-    case kDLBfloat: family = "bfloat"; break;
-    case kDLComplex: family = "complex"; break;
-    case kDLBool: family = "bool"; break;
-    case kDLFloat8_e3m4:
-      family = "float8_e3m4";
-      sized = false;
-      break;
-    case kDLFloat8_e4m3:
-      family = "float8_e4m3";
-      sized = false;
-      break;
-    case kDLFloat8_e4m3b11fnuz:
-      family = "float8_e4m3b11fnuz";
-      sized = false;
-      break;
-    case kDLFloat8_e4m3fn:
-      family = "float8_e4m3fn";
-      sized = false;
-      break;
-    case kDLFloat8_e4m3fnuz:
-      family = "float8_e4m3fnuz";
-      sized = false;
-      break;
-    case kDLFloat8_e5m2:
-      family = "float8_e5m2";
-      sized = false;
-      break;
-    case kDLFloat8_e5m2fnuz:
-      family = "float8_e5m2fnuz";
-      sized = false;
-      break;
-    case kDLFloat8_e8m0fnu:
-      family = "float8_e8m0fnu";
-      sized = false;
-      break;
-    case kDLFloat6_e2m3fn:
-      family = "float6_e2m3fn";
-      sized = false;
-      break;
-    case kDLFloat6_e3m2fn:
-      family = "float6_e3m2fn";
-      sized = false;
-      break;
-    case kDLFloat4_e2m1fn:
-      family = "float4_e2m1fn";
-      sized = false;
-      break;
-    default: break;
-  }
-  if (family == nullptr) return str_cat("code ", int(d.code), ", ", int(d.bits), " bits");
-  if (sized) return str_cat(family, int(d.bits));
-  return str_cat(family, " (", int(d.bits), " bits)");
+  if (const char* family = sized_family(d.code)) return str_cat(family, int(d.bits));
+  if (const char* name = narrow_float_name(d.code)) return str_cat(name, " (", int(d.bits), " bits)");
+  return str_cat("code ", int(d.code), ", ", int(d.bits), " bits");
 }
 
 /// The DType of a DLPack dtype (of one lane); false when OmniCCL has none.
@@ -262,8 +240,8 @@ std::optional<TensorView> to_optional_view(const DLTensor* t, const char* name) 
   std::optional<TensorView> out;
   if (t == nullptr) return out;
   // Filled in place: copying a view just written field by field reads it
-  // back with wider loads, which wait as dtype_fields describes (two thirds
-  // of an 8-byte scatter's root call, measured on a slow day).
+  // back with wider loads, which wait as dtype_fields describes; for small
+  // messages that wait can be most of the call.
   if (!quick_view(t, out.emplace())) *out = checked_view(t, name);
   return out;
 }

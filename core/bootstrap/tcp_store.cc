@@ -139,14 +139,34 @@ struct TcpStoreServer::Impl {
   /// The server thread: poll the wake fd, the listening socket and every
   /// connection until `stop` is set.
   void run();
+  /// Answers the events of one poll() round on the connections in ids
+  /// (their entries start at pfds[base]), dropping those that fail.
+  void serve_ready(const std::vector<pollfd>& pfds, size_t base, const std::vector<uint64_t>& ids);
+  /// Between poll() rounds: drops idle connections, ends parked gets whose
+  /// bound has passed, reports silent ones, and closes the dead.
+  void housekeeping();
   /// Accepts every pending connection.
   void accept_all();
   /// Handles poll() events of one connection; false = close it.
   bool service(Conn& c, short revents);
+  /// Checks a client's answer to the challenge once it is buffered, and
+  /// sends the server's proof; false = close c (a wrong answer, or a socket
+  /// error). c.authed stays false while the answer is incomplete.
+  bool check_answer(Conn& c);
   /// Executes every complete request buffered in c.in; false = close c.
   bool process(uint64_t id, Conn& c);
   /// Executes one validated request; false = close c.
   bool execute(uint64_t id, Conn& c, Cmd cmd, std::string key, std::string value);
+  /// kGet: answers the value, or parks c until the key is set or its wait
+  /// bound (an optional 8-byte value, in ms) passes.
+  void execute_get(uint64_t id, Conn& c, std::string key, const std::string& value);
+  /// kAdd: adds the 8-byte value to the key's integer (absent: 0).
+  void execute_add(uint64_t id, Conn& c, const std::string& key, const std::string& value);
+  /// kSetOnClose: registers (or with an empty value, forgets) a key to set
+  /// when c closes, within c's on-close quota.
+  void execute_set_on_close(Conn& c, std::string key, std::string value);
+  /// kHeartbeat: watches c for silence; answers the server's identity.
+  void execute_heartbeat(Conn& c, std::string key, const std::string& value);
   /// Sends as much of c.out as the socket takes; false on a socket error.
   bool flush(Conn& c);
   /// Appends a reply message to c.out.
@@ -335,28 +355,36 @@ void TcpStoreServer::Impl::run() {
         OCCL_LOG(kWarn, kBootstrap, "rendezvous server: accept failed: ", e.what());
       }
     }
-    for (size_t i = 0; i < ids.size(); ++i) {
-      short re = pfds[base + i].revents;
-      if (re == 0) continue;
-      auto it = conns.find(ids[i]);
-      if (it == conns.end() || it->second.dead) continue;
-      bool ok = false;
-      try {
-        ok = service(it->second, re) && process(it->first, it->second);
-      } catch (const std::exception& e) {  // e.g. bad_alloc: drop this client only
-        OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", it->second.peer, ": ", e.what());
-      }
-      if (!ok) it->second.dead = true;
-    }
-    expire_idle();
-    (void)expire_parked(0);
-    report_silent();
-    std::vector<uint64_t> dead;
-    for (auto& [id, c] : conns) {
-      if (c.dead) dead.push_back(id);
-    }
-    for (uint64_t id : dead) close_conn(id);
+    serve_ready(pfds, base, ids);
+    housekeeping();
   }
+}
+
+void TcpStoreServer::Impl::serve_ready(const std::vector<pollfd>& pfds, size_t base, const std::vector<uint64_t>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    short re = pfds[base + i].revents;
+    if (re == 0) continue;
+    auto it = conns.find(ids[i]);
+    if (it == conns.end() || it->second.dead) continue;
+    bool ok = false;
+    try {
+      ok = service(it->second, re) && process(it->first, it->second);
+    } catch (const std::exception& e) {  // e.g. bad_alloc: drop this client only
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", it->second.peer, ": ", e.what());
+    }
+    if (!ok) it->second.dead = true;
+  }
+}
+
+void TcpStoreServer::Impl::housekeeping() {
+  expire_idle();
+  (void)expire_parked(0);
+  report_silent();
+  std::vector<uint64_t> dead;
+  for (auto& [id, c] : conns) {
+    if (c.dead) dead.push_back(id);
+  }
+  for (uint64_t id : dead) close_conn(id);
 }
 
 void TcpStoreServer::Impl::accept_all() {
@@ -449,44 +477,59 @@ bool TcpStoreServer::Impl::service(Conn& c, short revents) {
   return true;
 }
 
+bool TcpStoreServer::Impl::check_answer(Conn& c) {
+  constexpr size_t kAnswer = wire::kMacBytes + wire::kNonceBytes;
+  if (c.in.size() < kAnswer) return true;
+  Digest mac, theirs;
+  std::memcpy(mac.data(), c.in.data(), mac.size());
+  std::memcpy(theirs.data(), c.in.data() + mac.size(), theirs.size());
+  const std::string_view ns(reinterpret_cast<const char*>(c.nonce.data()), c.nonce.size());
+  const std::string_view nc(reinterpret_cast<const char*>(theirs.data()), theirs.size());
+  if (!digest_equal(mac, hmac_sha256(token, str_cat(wire::kClientLabel, ns, nc)))) {
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", c.peer,
+             ": it does not know the job token (OMNICCL_JOB_TOKEN)");
+    return false;
+  }
+  c.in.erase(0, kAnswer);
+  buffered_bytes -= kAnswer;
+  c.authed = true;
+  const Digest proof = hmac_sha256(token, str_cat(wire::kServerLabel, nc, ns));
+  c.out.assign(reinterpret_cast<const char*>(proof.data()), proof.size());
+  c.out_off = 0;
+  return flush(c);
+}
+
+namespace {
+
+/// Why a request header is not acceptable (its command and value length
+/// checked; decode_header has checked the rest); empty when it is.
+std::string request_problem(const char* bytes, wire::Header* h) {
+  std::string why = wire::decode_header(bytes, h);
+  if (!why.empty()) return why;
+  if (!wire::is_request(h->cmd)) return "sent a reply code as a request";
+  bool lengths_ok = h->cmd == Cmd::kSet || h->cmd == Cmd::kSetOnClose ? true
+                    : h->cmd == Cmd::kAdd                             ? h->value_len == 8
+                    : h->cmd == Cmd::kGet                             ? h->value_len == 0 || h->value_len == 8
+                    : h->cmd == Cmd::kHeartbeat
+                        ? h->value_len >= 8 && h->key_len + h->value_len - 8 <= wire::kMaxOnCloseBytes
+                        : h->value_len == 0;
+  if (!lengths_ok) return str_cat("bad value length ", h->value_len, " for its command");
+  return {};
+}
+
+}  // namespace
+
 bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
   if (!c.authed) {
-    constexpr size_t kAnswer = wire::kMacBytes + wire::kNonceBytes;
-    if (c.in.size() < kAnswer) return true;
-    Digest mac, theirs;
-    std::memcpy(mac.data(), c.in.data(), mac.size());
-    std::memcpy(theirs.data(), c.in.data() + mac.size(), theirs.size());
-    const std::string_view ns(reinterpret_cast<const char*>(c.nonce.data()), c.nonce.size());
-    const std::string_view nc(reinterpret_cast<const char*>(theirs.data()), theirs.size());
-    if (!digest_equal(mac, hmac_sha256(token, str_cat(wire::kClientLabel, ns, nc)))) {
-      OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", c.peer,
-               ": it does not know the job token (OMNICCL_JOB_TOKEN)");
-      return false;
-    }
-    c.in.erase(0, kAnswer);
-    buffered_bytes -= kAnswer;
-    c.authed = true;
-    const Digest proof = hmac_sha256(token, str_cat(wire::kServerLabel, nc, ns));
-    c.out.assign(reinterpret_cast<const char*>(proof.data()), proof.size());
-    c.out_off = 0;
-    if (!flush(c)) return false;
-    if (c.out_pending()) return true;  // the rest goes out on POLLOUT, then requests
+    if (!check_answer(c)) return false;
+    // Not yet answered, or the proof still going out (on POLLOUT, then requests).
+    if (!c.authed || c.out_pending()) return true;
   }
   size_t off = 0;
   bool ok = true;
   while (!c.parked && !c.out_pending() && c.in.size() - off >= wire::kHeaderBytes) {
     wire::Header h;
-    std::string why = wire::decode_header(c.in.data() + off, &h);
-    if (why.empty() && !wire::is_request(h.cmd)) why = "sent a reply code as a request";
-    if (why.empty()) {
-      bool lengths_ok = h.cmd == Cmd::kSet || h.cmd == Cmd::kSetOnClose ? true
-                        : h.cmd == Cmd::kAdd                            ? h.value_len == 8
-                        : h.cmd == Cmd::kGet                            ? h.value_len == 0 || h.value_len == 8
-                        : h.cmd == Cmd::kHeartbeat
-                            ? h.value_len >= 8 && h.key_len + h.value_len - 8 <= wire::kMaxOnCloseBytes
-                            : h.value_len == 0;
-      if (!lengths_ok) why = str_cat("bad value length ", h.value_len, " for its command");
-    }
+    std::string why = request_problem(c.in.data() + off, &h);
     if (!why.empty()) {
       OCCL_LOG(kInfo, kBootstrap, "rendezvous server dropped ", c.peer, ": ", why);
       return false;
@@ -527,86 +570,88 @@ bool TcpStoreServer::Impl::execute(uint64_t id, Conn& c, Cmd cmd, std::string ke
       wake_waiters(key, data.at(key).value);
       return true;
     }
-    case Cmd::kGet: {
-      // An optional 8-byte wait bound in ms (none: wait until the key is set).
-      auto it = data.find(key);
-      if (it != data.end()) {
-        reply(c, Cmd::kValue, it->second.value);
-      } else if (value.size() == 8 && wire::get_le(value.data(), 8) == 0) {
-        reply(c, Cmd::kNotFound, {});
-      } else {
-        c.parked = true;
-        c.parked_until = Clock::time_point::max();
-        if (value.size() == 8) {
-          const uint64_t ms = std::min<uint64_t>(wire::get_le(value.data(), 8), kMaxGetWaitMs);
-          c.parked_until = Clock::now() + std::chrono::milliseconds(ms);
-        }
-        waiters[key].push_back(id);
-        c.parked_key = std::move(key);
-      }
-      return true;
-    }
-    case Cmd::kAdd: {
-      const auto delta = static_cast<int64_t>(wire::get_le(value.data(), 8));
-      int64_t current = 0;
-      auto it = data.find(key);
-      if (it != data.end()) {
-        auto parsed = detail::parse_int64(it->second.value);
-        if (!parsed) {
-          reply(c, Cmd::kError,
-                str_cat("add: the value of key '", printable(key), "' is not an integer ('",
-                        printable(it->second.value), "')"));
-          return true;
-        }
-        current = *parsed;
-      }
-      int64_t result = 0;
-      if (__builtin_add_overflow(current, delta, &result)) {
-        reply(c, Cmd::kError,
-              str_cat("add: ", current, " + ", delta, " overflows int64 for key '", printable(key), "'"));
-        return true;
-      }
-      if (!put(id, c, key, std::to_string(result))) return true;
-      std::string encoded(8, '\0');
-      wire::put_le(encoded.data(), static_cast<uint64_t>(result), 8);
-      reply(c, Cmd::kValue, encoded);
-      wake_waiters(key, data.at(key).value);
-      return true;
-    }
+    case Cmd::kGet: execute_get(id, c, std::move(key), value); return true;
+    case Cmd::kAdd: execute_add(id, c, key, value); return true;
     case Cmd::kCheck: reply(c, data.count(key) != 0 ? Cmd::kOk : Cmd::kNotFound, {}); return true;
     case Cmd::kErase:
       remove(key);
       reply(c, Cmd::kOk, {});
       return true;
-    case Cmd::kSetOnClose: {
-      auto it = c.on_close.find(key);
-      uint64_t after = c.on_close_bytes;
-      if (it != c.on_close.end()) after -= key.size() + it->second.size();
-      if (!value.empty()) after += key.size() + value.size();
-      if (after > wire::kMaxOnCloseBytes) {
-        reply(c, Cmd::kError,
-              str_cat("set-on-close of key '", printable(key), "' refused: a connection may register at most ",
-                      wire::kMaxOnCloseBytes, " bytes"));
-        return true;
-      }
-      if (it != c.on_close.end()) c.on_close.erase(it);
-      if (!value.empty()) c.on_close.emplace(std::move(key), std::move(value));
-      c.on_close_bytes = after;
-      reply(c, Cmd::kOk, {});
-      return true;
-    }
-    case Cmd::kHeartbeat: {
-      // At most a year (any longer is never; keeps the time arithmetic in range).
-      const auto limit = static_cast<int64_t>(wire::get_le(value.data(), 8));
-      c.silence_ms = std::clamp<int64_t>(limit, 0, int64_t{365} * 24 * 3600 * 1000);
-      c.silence_key = std::move(key);
-      c.silence_notice = value.substr(8);
-      c.last_heard = Clock::now();
-      reply(c, Cmd::kValue, identity);
-      return true;
-    }
+    case Cmd::kSetOnClose: execute_set_on_close(c, std::move(key), std::move(value)); return true;
+    case Cmd::kHeartbeat: execute_heartbeat(c, std::move(key), value); return true;
     default: return false;
   }
+}
+
+void TcpStoreServer::Impl::execute_get(uint64_t id, Conn& c, std::string key, const std::string& value) {
+  auto it = data.find(key);
+  if (it != data.end()) {
+    reply(c, Cmd::kValue, it->second.value);
+  } else if (value.size() == 8 && wire::get_le(value.data(), 8) == 0) {
+    reply(c, Cmd::kNotFound, {});
+  } else {
+    c.parked = true;
+    c.parked_until = Clock::time_point::max();
+    if (value.size() == 8) {
+      const uint64_t ms = std::min<uint64_t>(wire::get_le(value.data(), 8), kMaxGetWaitMs);
+      c.parked_until = Clock::now() + std::chrono::milliseconds(ms);
+    }
+    waiters[key].push_back(id);
+    c.parked_key = std::move(key);
+  }
+}
+
+void TcpStoreServer::Impl::execute_add(uint64_t id, Conn& c, const std::string& key, const std::string& value) {
+  const auto delta = static_cast<int64_t>(wire::get_le(value.data(), 8));
+  int64_t current = 0;
+  auto it = data.find(key);
+  if (it != data.end()) {
+    auto parsed = detail::parse_int64(it->second.value);
+    if (!parsed) {
+      reply(c, Cmd::kError,
+            str_cat("add: the value of key '", printable(key), "' is not an integer ('", printable(it->second.value),
+                    "')"));
+      return;
+    }
+    current = *parsed;
+  }
+  int64_t result = 0;
+  if (__builtin_add_overflow(current, delta, &result)) {
+    reply(c, Cmd::kError, str_cat("add: ", current, " + ", delta, " overflows int64 for key '", printable(key), "'"));
+    return;
+  }
+  if (!put(id, c, key, std::to_string(result))) return;
+  std::string encoded(8, '\0');
+  wire::put_le(encoded.data(), static_cast<uint64_t>(result), 8);
+  reply(c, Cmd::kValue, encoded);
+  wake_waiters(key, data.at(key).value);
+}
+
+void TcpStoreServer::Impl::execute_set_on_close(Conn& c, std::string key, std::string value) {
+  auto it = c.on_close.find(key);
+  uint64_t after = c.on_close_bytes;
+  if (it != c.on_close.end()) after -= key.size() + it->second.size();
+  if (!value.empty()) after += key.size() + value.size();
+  if (after > wire::kMaxOnCloseBytes) {
+    reply(c, Cmd::kError,
+          str_cat("set-on-close of key '", printable(key), "' refused: a connection may register at most ",
+                  wire::kMaxOnCloseBytes, " bytes"));
+    return;
+  }
+  if (it != c.on_close.end()) c.on_close.erase(it);
+  if (!value.empty()) c.on_close.emplace(std::move(key), std::move(value));
+  c.on_close_bytes = after;
+  reply(c, Cmd::kOk, {});
+}
+
+void TcpStoreServer::Impl::execute_heartbeat(Conn& c, std::string key, const std::string& value) {
+  // At most a year (any longer is never; keeps the time arithmetic in range).
+  const auto limit = static_cast<int64_t>(wire::get_le(value.data(), 8));
+  c.silence_ms = std::clamp<int64_t>(limit, 0, int64_t{365} * 24 * 3600 * 1000);
+  c.silence_key = std::move(key);
+  c.silence_notice = value.substr(8);
+  c.last_heard = Clock::now();
+  reply(c, Cmd::kValue, identity);
 }
 
 void TcpStoreServer::Impl::reply(Conn& c, Cmd code, const std::string& value) {

@@ -21,6 +21,7 @@ deadlines, waking at least once a second.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import ctypes.util
 import errno
@@ -33,7 +34,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["main"]
 
@@ -221,97 +222,148 @@ def _parse_seconds(option: str, text: str, positive: bool) -> float:
     return value
 
 
+class _Help(Exception):
+    """--help was given: print the usage text and exit 0."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the launcher's own messages: every usage error raises _UsageError."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise _UsageError(message)
+
+
+class _HelpAction(argparse.Action):
+    """-h/--help: stops parsing where it stands, so later arguments are not checked (as in omniccl-run)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:
+        raise _Help()
+
+
+def _checked(check) -> type:
+    """An argparse action storing check(option, value); option is the name as typed, '_' read as '-'."""
+
+    class Checked(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                     option_string: Optional[str] = None) -> None:
+            setattr(namespace, self.dest, check(_canonical(option_string or self.dest), values))
+
+    return Checked
+
+
+def _canonical(option: str) -> str:
+    return option[:2] + option[2:].replace("_", "-") if option.startswith("--") else option
+
+
+def _names(*names: str) -> List[str]:
+    """The option's names, each long one also with '_' for '-' (--nproc_per_node)."""
+    out = list(names)
+    out += [n[:2] + n[2:].replace("-", "_") for n in names if n.startswith("--") and "-" in n[2:]]
+    return out
+
+
+def _master_addr(option: str, text: str) -> str:
+    if not text:
+        raise _UsageError("--master-addr: the address is empty")
+    return text
+
+
+def _bind_to(option: str, text: str) -> bool:
+    if text not in ("core", "none"):
+        raise _UsageError(f"--bind-to: '{text}' is not one of core, none")
+    return text == "core"
+
+
+def _make_parser() -> _Parser:
+    """The options, as USAGE lists them. Options end at PROGRAM or at '--'; the rest goes to the ranks."""
+    # exit_on_error=False: a bad option value reaches _parse as ArgumentError, to be worded as omniccl-run does.
+    p = _Parser(prog=PROG, add_help=False, allow_abbrev=False, exit_on_error=False)
+    p.add_argument(*_names("-h", "--help"), action=_HelpAction)
+    p.add_argument(*_names("-n", "--nproc", "--nproc-per-node"), dest="nproc",
+                   action=_checked(lambda o, v: _parse_int(o, v, 1, MAX_RANKS)))
+    p.add_argument(*_names("-m", "--module"), dest="module", action="store_true")
+    p.add_argument(*_names("--no-python"), dest="no_python", action="store_true")
+    p.add_argument(*_names("--master-addr"), dest="master_addr", default="127.0.0.1", action=_checked(_master_addr))
+    p.add_argument(*_names("--master-port"), dest="master_port", default=0,
+                   action=_checked(lambda o, v: _parse_int(o, v, 1, 65535)))
+    p.add_argument(*_names("--no-prefix"), dest="prefix", action="store_false")
+    p.add_argument(*_names("--grace"), dest="grace", default=30.0,
+                   action=_checked(lambda o, v: _parse_seconds(o, v, positive=False)))
+    p.add_argument(*_names("--timeout"), dest="timeout",
+                   action=_checked(lambda o, v: _parse_seconds(o, v, positive=True)))
+    p.add_argument(*_names("--bind-to"), dest="bind", default=True, action=_checked(_bind_to))
+    p.add_argument("program", nargs="?")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    return p
+
+
+def _typed(argv: Sequence[str], err: argparse.ArgumentError) -> Tuple[str, str]:
+    """The argument that err is about, and its option name as typed ('_' read as '-')."""
+    names = set((err.argument_name or "").split("/"))
+    for arg in reversed(argv):
+        name = arg.partition("=")[0] if arg.startswith("--") else arg[:2]
+        if name in names:
+            return arg, _canonical(name)
+    return "", (err.argument_name or "").split("/")[0]
+
+
+def _usage_message(argv: Sequence[str], err: argparse.ArgumentError) -> str:
+    """The launcher's wording of argparse's complaints about an option's value."""
+    arg, name = _typed(argv, err)
+    if "expected one argument" in err.message:
+        return f"option {name} needs a value"
+    if "ignored explicit argument" in err.message:
+        # "-hx" is not -h: report it as an unknown option.
+        return f"option {name} takes no value" if arg.startswith("--") else f"unknown option '{arg}'"
+    return str(err)
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parses argv into a namespace; raises _UsageError or _Help."""
+    try:
+        ns, unknown = _make_parser().parse_known_args(argv)
+    except argparse.ArgumentError as e:
+        raise _UsageError(_usage_message(argv, e)) from None
+    # argparse takes "-5" for a PROGRAM; before '--' it is an unknown option.
+    if ns.program and ns.program[:1] == "-" and len(ns.program) > 1 and "--" not in argv[:argv.index(ns.program)]:
+        unknown.insert(0, ns.program)
+    if unknown:
+        raise _UsageError(f"unknown option '{unknown[0]}' (write '--' before PROGRAM if its name starts with '-')")
+    if ns.nproc is None:
+        raise _UsageError("missing -n N (the number of ranks to start)")
+    if not ns.program:
+        raise _UsageError("missing PROGRAM to run")
+    if ns.module and ns.no_python:
+        raise _UsageError("-m and --no-python do not go together")
+    return ns
+
+
+def _command(ns: argparse.Namespace) -> List[str]:
+    """The rank's argv: PROGRAM ARGS..., under this Python for -m and for a PROGRAM ending in .py."""
+    if ns.module:
+        return [sys.executable, "-m", ns.program] + ns.args
+    if ns.program.endswith(".py") and not ns.no_python:
+        return [sys.executable, ns.program] + ns.args
+    return [ns.program] + ns.args
+
+
 def parse_args(argv: Sequence[str]) -> Union[Options, int]:
     """Parses the command line; returns Options, or an exit status (help printed, or a usage error)."""
-    o = Options()
-    have_n = False
-    i = 0
     try:
-        while i < len(argv):
-            arg = argv[i]
-            if arg == "--":
-                i += 1
-                break
-            if len(arg) < 2 or arg[0] != "-":
-                break  # PROGRAM
-            value: Optional[str] = None
-            if arg.startswith("--"):
-                name, eq, rest = arg.partition("=")
-                name = "--" + name[2:].replace("_", "-")
-                if eq:
-                    value = rest
-            else:
-                name = arg[:2]
-                if len(arg) > 2:
-                    value = arg[2:]
-
-            def take_value() -> str:
-                nonlocal i
-                if value is not None:
-                    return value
-                if i + 1 < len(argv):
-                    i += 1
-                    return argv[i]
-                raise _UsageError(f"option {name} needs a value")
-
-            def no_value() -> None:
-                if value is not None:
-                    if not arg.startswith("--"):
-                        raise _UsageError(f"unknown option '{arg}'")
-                    raise _UsageError(f"option {name} takes no value")
-
-            if name in ("-h", "--help"):
-                no_value()
-                sys.stdout.write(USAGE)
-                sys.stdout.flush()
-                return 0
-            if name in ("-n", "--nproc", "--nproc-per-node"):
-                o.nproc = _parse_int(name, take_value(), 1, MAX_RANKS)
-                have_n = True
-            elif name in ("-m", "--module"):
-                no_value()
-                o.module = True
-            elif name == "--no-python":
-                no_value()
-                o.no_python = True
-            elif name == "--master-addr":
-                v = take_value()
-                if not v:
-                    raise _UsageError("--master-addr: the address is empty")
-                o.master_addr = v
-            elif name == "--master-port":
-                o.master_port = _parse_int(name, take_value(), 1, 65535)
-            elif name == "--no-prefix":
-                no_value()
-                o.prefix = False
-            elif name == "--grace":
-                o.grace = _parse_seconds(name, take_value(), positive=False)
-            elif name == "--timeout":
-                o.timeout = _parse_seconds(name, take_value(), positive=True)
-            elif name == "--bind-to":
-                v = take_value()
-                if v not in ("core", "none"):
-                    raise _UsageError(f"--bind-to: '{v}' is not one of core, none")
-                o.bind = v == "core"
-            else:
-                raise _UsageError(f"unknown option '{arg}' (write '--' before PROGRAM if its name starts with '-')")
-            i += 1
-        if not have_n:
-            raise _UsageError("missing -n N (the number of ranks to start)")
-        if i >= len(argv) or not argv[i]:
-            raise _UsageError("missing PROGRAM to run")
-        if o.module and o.no_python:
-            raise _UsageError("-m and --no-python do not go together")
+        ns = _parse(argv)
+    except _Help:
+        sys.stdout.write(USAGE)
+        sys.stdout.flush()
+        return 0
     except _UsageError as e:
         return _usage_error(str(e))
-    program, args = argv[i], list(argv[i + 1:])
-    if o.module:
-        o.program = [sys.executable, "-m", program] + args
-    elif program.endswith(".py") and not o.no_python:
-        o.program = [sys.executable, program] + args
-    else:
-        o.program = [program] + args
-    return o
+    return Options(nproc=ns.nproc, master_addr=ns.master_addr, master_port=ns.master_port, prefix=ns.prefix,
+                   grace=ns.grace, timeout=ns.timeout, bind=ns.bind, module=ns.module, no_python=ns.no_python,
+                   program=_command(ns))
 
 
 # ----------------------------------------------------------------------------- the launcher

@@ -474,9 +474,13 @@ py::object Comm::start(const char* what, std::vector<py::object> keep, const Cal
 // Bindings
 // ---------------------------------------------------------------------------
 
-void bind_comm(py::module_& m) {
-  using OptCounts = std::optional<std::vector<int64_t>>;
+namespace {
 
+/// Per-rank counts or displacements from Python: a list, or None for "not given".
+using OptCounts = std::optional<std::vector<int64_t>>;
+
+/// Work: the handle of a started operation.
+void bind_work(py::module_& m) {
   py::class_<Work>(m, "Work", "A started operation (internal; omniccl.Work wraps it).")
       .def("wait", &Work::wait, py::arg("timeout") = py::none(),
            "Waits (GIL released, signals checked every 100 ms); raises the operation's error.")
@@ -493,8 +497,10 @@ void bind_comm(py::module_& m) {
       .def_property_readonly(
           "recv_status", [](const Work& w) { return status_tuple(w.recv_status()); },
           "A receive's (source, tag, bytes, count) once done.");
+}
 
-  py::class_<Comm> comm(m, "Comm", "A communicator handle (internal; omniccl.Communicator wraps it).");
+/// Making a communicator (init, from a unique id, split) and ending it.
+void bind_comm_creation(py::class_<Comm>& comm) {
   comm.def_static(
           "init",
           [](const std::string& init_method, int rank, int world_size, std::optional<int64_t> timeout_ms,
@@ -515,7 +521,19 @@ void bind_comm(py::module_& m) {
           "occl_comm_init_unique_id (interruptible).")
       .def("split", &Comm::split, py::arg("color"), py::arg("key"),
            "occl_comm_split (interruptible); None for color OCCL_SPLIT_NOCOLOR (-1).")
-      .def_property_readonly(
+      .def(
+          "destroy",
+          [](Comm& c) { c.state().close(OCCL_ERR_INVALID_ARGUMENT, "the communicator was destroyed", false); },
+          "occl_comm_destroy (idempotent).")
+      .def(
+          "abort", [](Comm& c) { c.state().close(OCCL_ERR_ABORTED, "the communicator was aborted", true); },
+          "occl_comm_abort: local, bounded (idempotent).");
+}
+
+/// What a communicator is (rank, size, state, transport) and its settings:
+/// the deadline and PREMUL_SUM reduce ops.
+void bind_comm_properties(py::class_<Comm>& comm) {
+  comm.def_property_readonly(
           "rank", [](const Comm& c) { return c.state().rank(); }, "This process's rank.")
       .def_property_readonly(
           "size", [](const Comm& c) { return c.state().size(); }, "Number of ranks.")
@@ -558,17 +576,14 @@ void bind_comm(py::module_& m) {
             occl_status_t st = occl_red_op_destroy(c.state().require("destroy_op"), red_op(op));
             if (st != OCCL_SUCCESS) raise_last(st, "occl_red_op_destroy");
           },
-          py::arg("op"), "Frees a reduce op made by premul_sum.")
-      .def(
-          "destroy",
-          [](Comm& c) { c.state().close(OCCL_ERR_INVALID_ARGUMENT, "the communicator was destroyed", false); },
-          "occl_comm_destroy (idempotent).")
-      .def(
-          "abort", [](Comm& c) { c.state().close(OCCL_ERR_ABORTED, "the communicator was aborted", true); },
-          "occl_comm_abort: local, bounded (idempotent).");
+          py::arg("op"), "Frees a reduce op made by premul_sum.");
+}
 
-  // Operations: each returns a Work (the Tensor arguments stay alive in it),
-  // or with blocking=True runs to completion on this thread and returns None.
+// Operations: each returns a Work (the Tensor arguments stay alive in it),
+// or with blocking=True runs to completion on this thread and returns None.
+
+/// Point to point: send and receive.
+void bind_send_recv(py::class_<Comm>& comm) {
   comm.def(
       "send",
       [](Comm& c, py::object t, int peer, bool blocking, int tag, bool synchronous) {
@@ -600,6 +615,10 @@ void bind_comm(py::module_& m) {
       py::arg("tensor"), py::arg("peer"), py::arg("blocking") = false, py::arg("tag") = 0,
       "occl_recv_tagged: peer may be ANY_SOURCE or PROC_NULL, tag ANY_TAG. Blocking: returns "
       "(source, tag, bytes, count); else a Work (its recv_status once done).");
+}
+
+/// Point to point: looking at a message before receiving it (MPI's probe and iprobe).
+void bind_probes(py::class_<Comm>& comm) {
   comm.def(
       "probe",
       [](Comm& c, int source, int tag) -> py::object {
@@ -630,6 +649,11 @@ void bind_comm(py::module_& m) {
       py::arg("source"), py::arg("tag"),
       "occl_iprobe: (source, tag, bytes, count) of a matching message that has arrived, without receiving "
       "it, or None (does not wait).");
+}
+
+/// Point to point: matched probes, which take the message out of matching so
+/// that only mrecv can receive it (MPI's mprobe, improbe, mrecv).
+void bind_matched_probes(py::class_<Comm>& comm) {
   comm.def(
       "mprobe",
       [](Comm& c, int source, int tag) -> py::object {
@@ -681,6 +705,10 @@ void bind_comm(py::module_& m) {
       py::arg("tensor"), py::arg("message"), py::arg("blocking") = false,
       "occl_mrecv: receives the message a matched probe took. Blocking: returns (source, tag, bytes, count); "
       "else a Work (its recv_status once done).");
+}
+
+/// Collectives with a root: broadcast, scatter, gather, reduce.
+void bind_rooted_collectives(py::class_<Comm>& comm) {
   comm.def(
       "broadcast",
       [](Comm& c, py::object t, int root, bool blocking) {
@@ -727,6 +755,11 @@ void bind_comm(py::module_& m) {
             blocking);
       },
       py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("root"), py::arg("blocking") = false);
+}
+
+/// Collectives among all ranks alike: all_reduce, all_gather, reduce_scatter,
+/// all_to_all, barrier.
+void bind_all_collectives(py::class_<Comm>& comm) {
   comm.def(
       "all_reduce",
       [](Comm& c, py::object send, py::object recv, int op, bool blocking) {
@@ -783,6 +816,10 @@ void bind_comm(py::module_& m) {
             [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) { return occl_barrier_ex(h, o, w); }, blocking);
       },
       py::arg("blocking") = false);
+}
+
+/// v-variants among all ranks: per-rank counts and displacements.
+void bind_all_v_collectives(py::class_<Comm>& comm) {
   comm.def(
       "all_gatherv",
       [](Comm& c, py::object send, py::object recv, std::vector<int64_t> counts, OptCounts displs, bool blocking) {
@@ -816,6 +853,10 @@ void bind_comm(py::module_& m) {
       },
       py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("recv_counts"),
       py::arg("recv_displs"), py::arg("blocking") = false);
+}
+
+/// v-variants with a root: gatherv, scatterv.
+void bind_rooted_v_collectives(py::class_<Comm>& comm) {
   comm.def(
       "gatherv",
       [](Comm& c, py::object send, py::object recv, OptCounts counts, OptCounts displs, int root, bool blocking) {
@@ -846,9 +887,10 @@ void bind_comm(py::module_& m) {
       },
       py::arg("send"), py::arg("send_counts"), py::arg("send_displs"), py::arg("recv"), py::arg("root"),
       py::arg("blocking") = false);
+}
 
-  bind_fast(m);
-
+/// The module-level unique id, for NCCL-style rendezvous.
+void bind_unique_id(py::module_& m) {
   m.def(
       "get_unique_id",
       [] {
@@ -858,6 +900,24 @@ void bind_comm(py::module_& m) {
         return py::bytes(id.internal, OCCL_UNIQUE_ID_BYTES);
       },
       "occl_get_unique_id: rendezvous bytes served by this process until it exits.");
+}
+
+}  // namespace
+
+void bind_comm(py::module_& m) {
+  bind_work(m);
+  py::class_<Comm> comm(m, "Comm", "A communicator handle (internal; omniccl.Communicator wraps it).");
+  bind_comm_creation(comm);
+  bind_comm_properties(comm);
+  bind_send_recv(comm);
+  bind_probes(comm);
+  bind_matched_probes(comm);
+  bind_rooted_collectives(comm);
+  bind_all_collectives(comm);
+  bind_all_v_collectives(comm);
+  bind_rooted_v_collectives(comm);
+  bind_fast(m);
+  bind_unique_id(m);
 }
 
 }  // namespace omniccl_py

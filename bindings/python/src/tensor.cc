@@ -508,22 +508,13 @@ const char* source_name(Tensor::Source s) {
   return "unknown";
 }
 
-}  // namespace
-
-void bind_tensor(py::module_& m) {
-  py::class_<Tensor>(m, "Tensor", R"doc(
-An array handed to OmniCCL (internal; the public functions make these).
-
-Tensor(obj, writable=False, name="tensor") imports obj once: through DLPack
-(versioned capsule first, then the legacy one) or else the buffer protocol.
-The memory stays valid, and the producer's DLPack deleter is called exactly
-once, when the Tensor is garbage collected.
-)doc")
-      .def(py::init([](py::handle obj, bool writable, const std::string& name) {
-             return Tensor::import(obj, writable, name);
-           }),
-           py::arg("obj"), py::arg("writable") = false, py::arg("name") = "tensor",
-           "Imports obj (DLPack or buffer protocol); writable: the operation writes into it.")
+/// Making tensors (import, empty, slice) and moving their bytes.
+void bind_tensor_data(py::class_<Tensor>& cls) {
+  cls.def(py::init([](py::handle obj, bool writable, const std::string& name) {
+            return Tensor::import(obj, writable, name);
+          }),
+          py::arg("obj"), py::arg("writable") = false, py::arg("name") = "tensor",
+          "Imports obj (DLPack or buffer protocol); writable: the operation writes into it.")
       .def_static(
           "empty_like", [](const Tensor& like, int64_t count) { return Tensor::empty(like.dtype(), count); },
           py::arg("like"), py::arg("count"), "A new owned tensor of count elements with like's dtype (uninitialised).")
@@ -540,8 +531,12 @@ once, when the Tensor is garbage collected.
           "Copies count elements (default: the rest of src) of src from src_offset into self at offset.")
       .def(
           "tobytes", [](const Tensor& self) { return py::bytes(self.ptr(), static_cast<size_t>(self.nbytes())); },
-          "The tensor's bytes (a copy).")
-      .def_property_readonly("count", &Tensor::count, "Number of elements.")
+          "The tensor's bytes (a copy).");
+}
+
+/// What a tensor is: size, element type, shape, where its memory came from.
+void bind_tensor_properties(py::class_<Tensor>& cls) {
+  cls.def_property_readonly("count", &Tensor::count, "Number of elements.")
       .def_property_readonly("itemsize", &Tensor::itemsize, "Bytes per element.")
       .def_property_readonly("nbytes", &Tensor::nbytes, "Bytes in all.")
       .def_property_readonly(
@@ -576,6 +571,21 @@ once, when the Tensor is garbage collected.
         return "<omniccl Tensor " + dtype_name(self.dtype()) + "[" + std::to_string(self.count()) + "] " +
                source_name(self.source()) + (self.readonly() ? " read-only" : "") + ">";
       });
+}
+
+}  // namespace
+
+void bind_tensor(py::module_& m) {
+  py::class_<Tensor> cls(m, "Tensor", R"doc(
+An array handed to OmniCCL (internal; the public functions make these).
+
+Tensor(obj, writable=False, name="tensor") imports obj once: through DLPack
+(versioned capsule first, then the legacy one) or else the buffer protocol.
+The memory stays valid, and the producer's DLPack deleter is called exactly
+once, when the Tensor is garbage collected.
+)doc");
+  bind_tensor_data(cls);
+  bind_tensor_properties(cls);
 }
 
 }  // namespace omniccl_py
