@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds OmniCCL once (warnings are errors) and runs every test suite on that
-# build: the format check (scripts/check-format.sh), CTest (C/C++), the Rust crates, the sanitizer builds and fuzzers
+# build: the format check (scripts/check-format.sh), the docs site (scripts/build-docs.sh), CTest (C/C++), the Rust crates, the sanitizer builds and fuzzers
 # (scripts/sanitize.sh; OMNICCL_SKIP_SANITIZERS=1 skips them visibly), the
 # Python package (fresh virtual environment) and the Java bindings. Every suite runs even when an earlier one
 # failed; the run ends with one verdict line over all suites and their summary
@@ -52,6 +52,9 @@ run_suite() {
 
 echo "== format (clang-format over every C/C++ source: scripts/check-format.sh)"
 run_suite format '^format: ' scripts/check-format.sh
+
+echo "== docs (Sphinx site, warnings are errors, no link check: scripts/build-docs.sh)"
+run_suite docs '^docs: ' scripts/build-docs.sh "$build/docs"
 
 echo "== ctest (C/C++ suites: unit, abi, tools, bootstrap, install, collectives, examples, gpu)"
 # Multi-rank suites are RUN_SERIAL; the rest run two at a time.
