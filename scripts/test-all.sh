@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds OmniCCL once (warnings are errors) and runs every test suite on that
 # build: the format check (scripts/check-format.sh), the function-length check
-# (scripts/check-function-length.sh), CTest (C/C++), the Rust crates, the sanitizer builds and fuzzers
+# (scripts/check-function-length.sh), the docs site (scripts/build-docs.sh),
+# CTest (C/C++), the Rust crates, the sanitizer builds and fuzzers
 # (scripts/sanitize.sh; OMNICCL_SKIP_SANITIZERS=1 skips them visibly), the
 # Python package (fresh virtual environment) and the Java bindings. Every suite runs even when an earlier one
 # failed; the run ends with one verdict line over all suites and their summary
@@ -56,6 +57,9 @@ run_suite format '^format: ' scripts/check-format.sh
 
 echo "== function length (no function over 60 lines: scripts/check-function-length.sh)"
 run_suite function-length '^function-length: ' scripts/check-function-length.sh "$build"
+
+echo "== docs (Sphinx site, warnings are errors, no link check: scripts/build-docs.sh)"
+run_suite docs '^docs: ' scripts/build-docs.sh "$build/docs"
 
 echo "== ctest (C/C++ suites: unit, abi, tools, bootstrap, install, collectives, examples, gpu)"
 # Multi-rank suites are RUN_SERIAL; the rest run two at a time.

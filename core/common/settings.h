@@ -1,7 +1,7 @@
 // The one table of every OMNICCL_* environment setting.
 //
 // Each setting has exactly one row in kSettings (settings.cc) with its default
-// and meaning; a unit test checks that the README's settings table names every
+// and meaning; a unit test checks that the docs' settings page names every
 // row. Code reads settings only through get_setting().
 #pragma once
 

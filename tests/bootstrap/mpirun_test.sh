@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's Open MPI command starts 4 ranks on any machine, 2 cores
+# The Open MPI command of docs/launchers.md starts 4 ranks on any machine, 2 cores
 # included: MASTER_ADDR=... MASTER_PORT=... mpirun -n 4 --oversubscribe
 # -x MASTER_ADDR -x MASTER_PORT PROGRAM. Skipped (exit 77, saying why) where
 # Open MPI's mpirun is not installed.

@@ -805,7 +805,7 @@ class Communicator:
         return _objects.alltoall(self, sendobj)
 
     def allreduce(self, sendobj: Any, op: Union[ReduceOpLike, Callable[[Any, Any], Any]] = ReduceOp.SUM) -> Any:
-        """Reduces every rank's object with ``op`` (a ReduceOp applied as Python's +, *, min, max, &, |, ^,
+        """Reduces every rank's object with ``op`` (a ReduceOp applied as Python's ``+``, ``*``, ``min``, ``max``, ``&``, ``|``, ``^``,
         AVG as sum / size, or any function of two objects), in rank order; returns the result on every rank."""
         return _objects.allreduce(self, sendobj, op)
 

@@ -34,7 +34,8 @@ class Work:
     ``all_to_all``) copy them into the list at that point.
 
     Waiting releases the GIL and reacts to Ctrl-C within 100 ms: the
-    KeyboardInterrupt aborts the communicator (see the README), so the
+    KeyboardInterrupt aborts the communicator (see "Blocking, the GIL and
+    Ctrl-C" in the docs, docs/getting-started/python.md), so the
     program can always exit.
     """
 

@@ -365,7 +365,7 @@ std::unique_ptr<Tensor> Tensor::import_dlpack(py::handle obj, bool writable, con
   if (writable && t->readonly_) {
     raise_value(name +
                 " is read-only, but the operation writes its result into it; pass a writable array "
-                "(jax arrays are immutable: receive into a numpy array, see the README)");
+                "(jax arrays are immutable: receive into a numpy array, see docs/getting-started/python.md)");
   }
   if (writable && copied) {
     raise_value(name +

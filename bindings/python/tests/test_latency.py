@@ -2,7 +2,8 @@
 
 Issue 17's target is the Python layer's cost over the C blocking call (at
 most 1 us at 8 bytes); it is measured by the benchmark
-(``python bench/python_latency.py --overhead``, numbers in the README), not
+(``python bench/python_latency.py --overhead``, numbers on the docs'
+performance page), not
 here: a timed test on a shared machine would test the machine. What can be
 checked without a clock is that the common forms reach the native entry
 points and are handled there (before the hot path they went through the

@@ -203,7 +203,7 @@ LAUNCHER_VARS = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_C
                                                ("PMI_RANK", "PMI_SIZE"),                          # MPICH/Hydra
                                                ("SLURM_PROCID", "SLURM_NTASKS")])                 # srun
 def test_scripts_start_unchanged_under_other_launchers(rank_var, size_var):
-    """The README example starts with only the variables torchrun, mpirun or srun set (plus MASTER_*)."""
+    """The documented example (docs/launchers.md) starts with only the variables torchrun, mpirun or srun set (plus MASTER_*)."""
     port = free_port()
     procs = []
     for rank in range(2):

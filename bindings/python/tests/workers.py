@@ -73,7 +73,7 @@ def kind(dtype):
 
 
 def defined(op, dtype):
-    """Whether the C library defines op for dtype (README: Reduce ops and dtypes)."""
+    """Whether the C library defines op for dtype (docs/concepts/operations.md: Reduce ops and dtypes)."""
     k = kind(dtype)
     if op in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR):
         return k in "biu"
