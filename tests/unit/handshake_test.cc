@@ -34,13 +34,6 @@ namespace {
 using test::Exchange;
 using test::loopback_options;
 
-/// Field `i` of an address blob (fields separated by 0x1f).
-std::string field(const std::string& blob, int i) {
-  size_t start = 0;
-  for (int k = 0; k < i; ++k) start = blob.find('\x1f', start) + 1;
-  return blob.substr(start, blob.find('\x1f', start) - start);
-}
-
 /// Builds a 2-rank TCP mesh; `attack(rank0_blob)` runs in rank 1 before it
 /// connects. Returns the seconds the slower rank took; fails the test if
 /// either rank failed.
@@ -79,8 +72,9 @@ double build_mesh_under(const std::function<void(const std::string&)>& attack, c
 /// on TCP) and does `what` on each connection; the connections stay open
 /// until `keep` is destroyed.
 void attack_both(const std::string& rank0_blob, const std::function<void(int)>& what, std::vector<UniqueFd>& keep) {
-  for (int f : {3, 4}) {
-    UniqueFd c = net::connect_to(net::SocketAddress{field(rank0_blob, f)}, Deadline::after_ms(5000));
+  const Endpoint rank0 = Endpoint::decode(rank0_blob, 0);
+  for (const std::string& addr : {rank0.unix_addr, rank0.tcp_addr}) {
+    UniqueFd c = net::connect_to(net::SocketAddress{addr}, Deadline::after_ms(5000));
     what(c.get());
     keep.push_back(std::move(c));
   }
