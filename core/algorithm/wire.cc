@@ -77,7 +77,8 @@ std::string header_diff(const WireHeader& h, const OpSignature& mine, uint32_t s
   SigFields theirs{h.kind, h.dtype, h.redop, h.algo, h.root, h.seq, h.count};
   std::string diff = diff_fields(fields_of(mine), theirs, me, peer, mine.kind == OpKind::kSendRecv);
   if (diff.empty() && h.bytes != bytes) {
-    diff = str_cat("message size ", bytes, " bytes expected on rank ", me, " vs ", h.bytes, " bytes sent by rank ", peer);
+    diff =
+        str_cat("message size ", bytes, " bytes expected on rank ", me, " vs ", h.bytes, " bytes sent by rank ", peer);
   }
   if (diff.empty() && h.step != step) {
     diff = str_cat("algorithm step ", step, " on rank ", me, " vs ", h.step, " on rank ", peer);

@@ -122,8 +122,8 @@ struct Mesh::Setup {
   const MeshOptions& opts;
   std::string own_cpus;  // this rank's CPUs (cpus::affinity_text), read once
   UniqueFd unix_listener, tcp_listener;
-  std::vector<Endpoint> remote;            // by rank (this rank's own record too)
-  std::vector<Transport*> transport;       // by peer
+  std::vector<Endpoint> remote;                // by rank (this rank's own record too)
+  std::vector<Transport*> transport;           // by peer
   std::vector<std::vector<UniqueFd>> data_fd;  // by peer: the sockets its transport asked for
   /// Sockets its transport asks for to peer p (Transport::sockets; at most
   /// kMaxLinkSockets, which hellos are checked against).

@@ -34,7 +34,6 @@
 
 namespace omniccl::transport {
 
-
 /// An error another rank reported over its control socket (not re-broadcast).
 class PeerReportedError : public Error {
  public:
@@ -55,8 +54,8 @@ using AllGatherFn = std::function<std::vector<std::string>(const std::string&)>;
 struct MeshOptions {
   int rank = 0;
   int size = 1;
-  uint64_t session = 0;     ///< unique per communicator; names sockets and segments
-  std::string tcp_ip;  ///< IP to listen on for TCP
+  uint64_t session = 0;  ///< unique per communicator; names sockets and segments
+  std::string tcp_ip;    ///< IP to listen on for TCP
   /// Every transport's settings, and the one forced.
   TransportOptions transports;
   /// The transports to choose from (a test may add its own).

@@ -31,7 +31,8 @@ std::vector<std::unique_ptr<Transport>> make_transports(const TransportOptions& 
   for (const TransportFactory& f : table) {
     if (all || options.forced == f.name) out.push_back(f.make(options, where));
   }
-  if (out.empty()) fail(Status::kInvalidArgument, "OMNICCL_TRANSPORT=", options.forced, " names no transport of this build");
+  if (out.empty())
+    fail(Status::kInvalidArgument, "OMNICCL_TRANSPORT=", options.forced, " names no transport of this build");
   return out;
 }
 

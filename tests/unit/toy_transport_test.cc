@@ -74,14 +74,16 @@ class ToyLink final : public Link {
     if (done >= n) return false;
     const ssize_t k = ::send(fd_.get(), p + done, n - done, MSG_NOSIGNAL);
     if (k > 0) done += size_t(k);
-    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) fail(Status::kPeerFailure, "toy link to rank ", peer_, " broke");
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      fail(Status::kPeerFailure, "toy link to rank ", peer_, " broke");
     return k > 0;
   }
   bool get(char* p, size_t n, size_t& done) {
     if (done >= n) return false;
     const ssize_t k = ::recv(fd_.get(), p + done, n - done, 0);
     if (k == 0) fail(Status::kPeerFailure, "toy link: rank ", peer_, " closed it");
-    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) fail(Status::kPeerFailure, "toy link to rank ", peer_, " broke");
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      fail(Status::kPeerFailure, "toy link to rank ", peer_, " broke");
     if (k > 0) done += size_t(k);
     return k > 0;
   }

@@ -190,12 +190,15 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   // A part without its name, and fields that would break the record.
   EXPECT_THROW(Endpoint::decode(e.encode() + "\x1f" + "\x1e" + "x", 3), Error);
   Endpoint sep = e;
-  sep.hostname = "a\x1f" "b";
+  sep.hostname = std::string("a") + '\x1f' + "b";
   EXPECT_THROW(sep.encode(), Error);
   sep = e;
-  sep.parts.emplace_back("toy", "a\x1e" "b");
+  sep.parts.emplace_back("toy", std::string("a") + '\x1e' + "b");
   EXPECT_THROW(sep.encode(), Error);
-  EXPECT_THROW(Endpoint::decode("1\x1f" "2", 3), Error);
+  EXPECT_THROW(Endpoint::decode("1\x1f"
+                                "2",
+                                3),
+               Error);
   EXPECT_THROW(Endpoint::decode("", 3), Error);
 }
 
@@ -244,7 +247,13 @@ TEST(TransportRegistry, RecordsOfAnotherFramingOrShapeAreRefusedByName) {
     EXPECT_NE(what.find("same OmniCCL version"), std::string::npos) << what;
   }
   // The record of the build before endpoint parts: pid first, 11 fields.
-  const std::string older = "1000\x1fhostA|b|i|n\x1fhostA\x1f\x1ftcp:127.0.0.1:1\x1f\x1f" "1\x1f" "1\x1f" "0\x1f" "3\x1f" "1";
+  const std::string older =
+      "1000\x1fhostA|b|i|n\x1fhostA\x1f\x1ftcp:127.0.0.1:1\x1f\x1f"
+      "1\x1f"
+      "1\x1f"
+      "0\x1f"
+      "3\x1f"
+      "1";
   try {
     Endpoint::decode(older, 3);
     ADD_FAILURE() << "a record of the older shape was accepted";

@@ -443,7 +443,7 @@ bool ShmLink::recv_split(Message& m) {
 bool ShmLink::recv_by_reference(Message& m) {
   const size_t bytes = m.payload.bytes;
   if (st(m).split || (m.may_split && m.sink == nullptr && bytes >= kSplitMin && m.done == 0 &&
-                  in_->producer_writes_refs.load(std::memory_order_relaxed) != 0)) {
+                      in_->producer_writes_refs.load(std::memory_order_relaxed) != 0)) {
     return recv_split(m);
   }
   // One chunk per call, so that the step's other transfers keep moving.
@@ -822,8 +822,8 @@ WaitOn::How armed_how(WakeBy by) { return by == WakeBy::kFutex ? WaitOn::How::kF
 }  // namespace
 
 WaitOn ShmLink::arm_send(const Message& m, WakeBy by) {
-  const size_t remaining =
-      st(m).by_reference ? m.header_bytes + sizeof(RefDesc) : (m.header_bytes - m.header_done) + (m.payload.bytes - m.done);
+  const size_t remaining = st(m).by_reference ? m.header_bytes + sizeof(RefDesc)
+                                              : (m.header_bytes - m.header_done) + (m.payload.bytes - m.done);
   const uint32_t flag = sleep_flag(by);
   bool armed = false;
   if (st(m).by_reference && m.header_done == m.header_bytes) {
@@ -847,7 +847,7 @@ WaitOn ShmLink::arm_recv(const Message& m, WakeBy by) {
   // sender's chunks all written (help_split wakes this side after each).
   if (word_at(in_data_, read_pos_).load(std::memory_order_acquire) != 0 ||
       (st(m).split && (!st(m).split_claimed || in_->split_written.load(std::memory_order_acquire) >=
-                                           split_chunks(m.payload.bytes) - st(m).split_mine))) {
+                                                   split_chunks(m.payload.bytes) - st(m).split_mine))) {
     in_->consumer_sleeping.store(0);
     return {WaitOn::How::kReady, -1, 0};
   }
@@ -872,8 +872,8 @@ void ShmLink::abandon(Message& m) noexcept {
   const uint64_t chunks = split_chunks(m.payload.bytes);
   uint64_t w = in_->split_claim.load(std::memory_order_acquire);
   while ((w >> kSplitIndexBits) == st(m).ticket && (w & kSplitIndexMask) < chunks &&
-         !in_->split_claim.compare_exchange_weak(w, (st(m).ticket << kSplitIndexBits) | chunks, std::memory_order_acq_rel,
-                                                 std::memory_order_acquire)) {}
+         !in_->split_claim.compare_exchange_weak(w, (st(m).ticket << kSplitIndexBits) | chunks,
+                                                 std::memory_order_acq_rel, std::memory_order_acquire)) {}
   const uint64_t claimed = std::min<uint64_t>(w & kSplitIndexMask, chunks);
   const uint64_t theirs = claimed > st(m).split_mine ? claimed - st(m).split_mine : 0;
   // A chunk the sender claimed is being written now (one system call of at

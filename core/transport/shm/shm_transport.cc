@@ -81,8 +81,7 @@ std::unique_ptr<Link> ShmTransport::connect(LinkSetup& s) {
   auto seg = ShmSegment::open(ShmPart::of(*s.peer).segment, size_);
   const int peer = s.peer->rank;
   return std::make_unique<ShmLink>(peer, seg->ring(rank_), seg->ring_data(rank_), own_->ring(peer),
-                                   own_->ring_data(peer), std::move(s.doorbell), std::move(seg),
-                                   options_.single_copy);
+                                   own_->ring_data(peer), std::move(s.doorbell), std::move(seg), options_.single_copy);
 }
 
 // Ranks 0 and 1 of a private session in this process; each link keeps its
@@ -98,9 +97,10 @@ std::array<std::unique_ptr<Link>, 2> ShmTransport::loopback() {
   for (int r = 0; r < 2; ++r) {
     const int p = 1 - r;
     auto peer = ShmSegment::open(name[p], 2);
-    links[size_t(r)] = std::make_unique<ShmLink>(p, peer->ring(r), peer->ring_data(r), loop_[r]->ring(p),
-                                                 loop_[r]->ring_data(p), [] {}, std::move(peer), options_.single_copy,
-                                                 /*quiet=*/true);
+    links[size_t(r)] = std::make_unique<ShmLink>(
+        p, peer->ring(r), peer->ring_data(r), loop_[r]->ring(p), loop_[r]->ring_data(p), [] {}, std::move(peer),
+        options_.single_copy,
+        /*quiet=*/true);
   }
   for (auto& seg : loop_) seg->unlink();
   return links;

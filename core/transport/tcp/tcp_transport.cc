@@ -89,7 +89,8 @@ int TcpTransport::sockets(const Endpoint& local, const Endpoint& peer) const {
 
 std::unique_ptr<Link> TcpTransport::connect(LinkSetup& s) {
   std::string changed;
-  for (const UniqueFd& fd : s.sockets) changed = apply_congestion(fd.get(), options_.congestion, s.same_host(), s.peer->rank);
+  for (const UniqueFd& fd : s.sockets)
+    changed = apply_congestion(fd.get(), options_.congestion, s.same_host(), s.peer->rank);
   if (!changed.empty()) {
     OCCL_LOG(kInfo, kTransport, "rank ", s.local->rank, " -> rank ", s.peer->rank, ": TCP congestion control ",
              changed);
