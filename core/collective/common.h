@@ -95,7 +95,7 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
   const int64_t timeout_ms = call.timeout_ms;
   const InterruptHook interrupt = call.async || staging.staged() ? InterruptHook{} : call.interrupt;
   auto op = [=](Engine& e) {
-    const Communicator::OpChoice& choice = comm->choose(kind, tune_bytes);
+    const Plan& plan = comm->planner().plan(kind, tune_bytes);
     OpSignature& sig = e.begin_in_place(combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
     sig.kind = kind;
     sig.dtype = dtype;
@@ -103,27 +103,23 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
     sig.root = root;
     sig.count = count;
     sig.seq = comm->next_collective_seq();
-    sig.algo = uint8_t(choice.algo);
-    sig.algo_name = choice.algo_name;
+    sig.algo = uint8_t(plan.algo);
+    sig.algo_name = plan.algo_name;
     e.set_interrupt(interrupt);
     e.use_cpu();  // staged tensors are host copies
-    e.set_split_copy(choice.split_copy);
-    if (choice.tuned_arms == 0) {
-      e.set_single_copy(choice.single_copy);
-      e.set_stream_min(choice.stream_min);
-      body(e, *choice.entry);
+    e.set_split_copy(plan.split_copy);
+    e.set_single_copy(plan.single_copy);
+    e.set_stream_min(plan.stream_min);
+    if (!plan.measured) {
+      body(e, *plan.entry);
       return;
     }
-    const unsigned arm = comm->next_arm(choice);
-    e.set_single_copy((arm & kArmSingleCopy) != 0);
-    e.set_stream_min((arm & kArmStream) != 0 ? kStreamMin : 0);
-    const bool until_read = comm->times_reads(choice, arm);
-    if (until_read) e.wait_sends_read(kTunerDrainNs);
+    if (plan.until_read) e.wait_sends_read(kTunerDrainNs);
     const auto t0 = std::chrono::steady_clock::now();
-    body(e, *choice.entry);
-    if (until_read) e.wait_sends_read(kTunerDrainNs);
+    body(e, *plan.entry);
+    if (plan.until_read) e.wait_sends_read(kTunerDrainNs);
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
-    comm->op_took(choice, arm, uint64_t(ns.count()));
+    comm->planner().took(uint64_t(ns.count()));
   };
   if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
   if (!call.async) {

@@ -74,6 +74,20 @@ void check_split_members(transport::Mesh& mesh) {
   }
 }
 
+/// What the planner of a communicator with `config` over `mesh` knows.
+PlannerSetup planner_setup(const CommConfig& config, const transport::Mesh& mesh, bool oversubscribed) {
+  PlannerSetup p;
+  p.size = mesh.size();
+  if (!config.algorithm.empty()) p.algo_override = AlgoOverride::parse(config.algorithm, config.algorithm_source);
+  p.copy = config.copy_choice;
+  p.split_copy = config.split_copy;
+  p.oversubscribed = oversubscribed;
+  p.any_host_oversubscribed = mesh.any_host_oversubscribed();
+  p.host = std::launder(static_cast<HostChoices*>(mesh.host_shared()));
+  p.host_leader = mesh.host_leader();
+  return p;
+}
+
 /// The mesh's options for this rank of `size` from `resolved`, whose
 /// single-copy choice it settles first: calibrated (or read from the cache)
 /// only where there can be links between ranks of one host.
@@ -143,10 +157,10 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
       session_(session),
       mesh_(std::move(mesh)),
       engine_(*mesh_),
-      matcher_(rank, size),
+      planner_(planner_setup(config_, *mesh_, engine_.oversubscribed())),
+      matcher_(rank, size, &engine_.exec()),
       send_seq_(size, 0),
       recv_seq_(size, 0) {
-  if (!config_.algorithm.empty()) override_ = AlgoOverride::parse(config_.algorithm, config_.algorithm_source);
   engine_.set_small_path(config_.small_path);
   log::set_rank(rank);
 }
@@ -241,75 +255,6 @@ void Communicator::check_usable() const {
     async_error(msg);
     fail(Status::kCommFailed, "this communicator is unusable after an earlier error (", status_name(st), "): ", msg);
   }
-}
-
-void Communicator::rechoose(OpKind kind, uint64_t bytes) {
-  OpChoice c;
-  c.kind = kind;
-  c.bytes = bytes;
-  c.algo = omniccl::choose_algo(kind, bytes, size(), override_, engine_.mesh().any_host_oversubscribed());
-  c.entry = &find_algorithm(kind, c.algo);
-  c.algo_name = algo_name(c.algo);
-  const auto& copy = config_.copy_choice;
-  c.single_copy =
-      copy && copy->allows(kind, bytes, config_.split_copy) && single_copy_for(kind, bytes, engine_.oversubscribed());
-  c.split_copy = config_.split_copy && is_one_way(kind);
-  c.stream_min = copy ? copy->stream_min : 0;
-  // What varies between the arms this operation measures; the rest stays
-  // as the prior has it.
-  unsigned varies = 0;
-  if (copy && copy->stream_tuned && OpTuner::stream_tuned(kind, bytes)) varies |= kArmStream;
-  // Single copy (broadcast, gather, scatter, all_gather, all_to_all of
-  // kTunedCopyMin and more, where single_copy_for lets them go by reference)
-  // is measured only where every rank of this host has a core:
-  // with more ranks than cores, a rank's durations follow how the ranks were
-  // scheduled more than the choice (4 ranks on 2 cores, all_to_all of 1 MiB:
-  // by reference took 610-1180 us while being measured against the rings,
-  // turn about, and 330 us as the only choice).
-  if (copy && copy->copy_tuned && OpTuner::copy_tuned(kind, bytes) && !engine_.oversubscribed() &&
-      single_copy_for(kind, bytes, false) && engine_.mesh().host_shared() != nullptr) {
-    varies |= kArmSingleCopy;
-    c.shared = true;
-  }
-  if (varies != 0) {
-    const unsigned prior = prior_arm(c);
-    for (unsigned a = 0; a < unsigned(kTunerArms); ++a) {
-      if ((a & ~varies) == (prior & ~varies)) c.tuned_arms |= 1u << a;
-    }
-  }
-  last_choice_ = c;
-}
-
-namespace {
-
-/// The word of `kind` on `bytes` among the host's shared choices.
-std::atomic<uint8_t>& shared_arm(const transport::Mesh& mesh, OpKind kind, uint64_t bytes) {
-  auto* h = std::launder(static_cast<HostChoices*>(mesh.host_shared()));
-  const int band = std::min(int(std::bit_width(bytes)) - 1, HostChoices::kBands - 1);
-  return h->arm[int(kind)][band];
-}
-
-}  // namespace
-
-unsigned Communicator::next_arm(const OpChoice& c) {
-  int lead = -1;
-  transport::Mesh& mesh = engine_.mesh();
-  if (c.shared && !mesh.host_leader()) lead = int(shared_arm(mesh, c.kind, c.bytes).load()) - 1;
-  return tuner_.choose(c.kind, c.bytes, c.tuned_arms, prior_arm(c), lead);
-}
-
-bool Communicator::times_reads(const OpChoice& c, unsigned arm) {
-  return c.shared && is_one_way(c.kind) && engine_.mesh().host_leader() && tuner_.measuring(c.kind, c.bytes, arm);
-}
-
-void Communicator::op_took(const OpChoice& c, unsigned arm, uint64_t ns) {
-  std::string line = tuner_.record(c.kind, c.bytes, arm, ns);
-  if (line.empty()) return;  // the arm held did not change
-  transport::Mesh& mesh = engine_.mesh();
-  if (c.shared && mesh.host_leader()) {
-    shared_arm(mesh, c.kind, c.bytes).store(uint8_t(tuner_.held(c.kind, c.bytes) + 1));
-  }
-  OCCL_LOG(kInfo, kTuning, line);
 }
 
 void Communicator::run_one(OpRef fn) {

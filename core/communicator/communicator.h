@@ -33,6 +33,7 @@
 #include "transport/mesh.h"
 #include "tuning/copy_calibration.h"
 #include "tuning/op_tuner.h"
+#include "tuning/planner.h"
 #include "tuning/tuning.h"
 
 namespace omniccl {
@@ -239,60 +240,11 @@ class Communicator {
   Deadline op_deadline() const { return Deadline::after_ms(timeout_ms_.load()); }
   /// The per-operation timeout now in force.
   int64_t timeout_ms() const { return timeout_ms_.load(std::memory_order_relaxed); }
-  const AlgoOverride& algo_override() const { return override_; }
-  /// What a collective of `kind` with `bytes` per rank runs with: its
-  /// algorithm (omniccl::choose_algo with this communicator's size and
-  /// override), the algorithm's table row and name, and
-  /// whether its sends may go by reference (single copy: the calibration's
-  /// choice and single_copy_for) and from what size receives stream.
-  struct OpChoice {
-    OpKind kind = OpKind::kBarrier;
-    uint64_t bytes = 0;
-    Algo algo = Algo::kNone;  ///< none yet
-    const AlgoEntry* entry = nullptr;
-    const char* algo_name = "";
-    bool single_copy = false;
-    /// Receives by reference may split their copies with the senders: one-way
-    /// operations only (in an exchange both cores are busy with their own
-    /// receives already), unless OMNICCL_SHM_SPLIT_COPY=0.
-    bool split_copy = false;
-    uint64_t stream_min = 0;
-    /// The arms (OpTuner: kArmStream, kArmSingleCopy bits) this operation
-    /// measures, a bit per arm, where streaming stores or single copy are
-    /// tuned (else 0): use next_arm() and op_took() around the operation
-    /// instead of stream_min and single_copy, which make the prior arm.
-    unsigned tuned_arms = 0;
-    /// Single copy is among them: the ranks of this host take the arm their
-    /// lowest rank holds (HostChoices) once it has decided.
-    bool shared = false;
-  };
-  /// OpChoice for (kind, bytes), remembered for the last kind and size asked
-  /// (a loop of one operation works it out, and logs it, once). Call only
-  /// from inside a submitted function.
-  const OpChoice& choose(OpKind kind, uint64_t bytes) {
-    if (kind != last_choice_.kind || bytes != last_choice_.bytes || last_choice_.algo == Algo::kNone) {
-      rechoose(kind, bytes);
-    }
-    return last_choice_;
-  }
-
-  /// The prior arm of `c`: its calibrated streaming stores and single copy.
-  static unsigned prior_arm(const OpChoice& c) {
-    return (c.stream_min > 0 ? kArmStream : 0) | (c.single_copy ? kArmSingleCopy : 0);
-  }
-  /// For an operation with `c.tuned_arms`: the arm it runs with, chosen by
-  /// this rank's OpTuner (with `c.shared`, following the host's lowest rank).
-  unsigned next_arm(const OpChoice& c);
-  /// Tells the OpTuner that the operation next_arm() was asked for took `ns`
-  /// with `arm` (logs a changed choice at INFO); with `c.shared`, the host's
-  /// lowest rank publishes the arm it holds.
-  void op_took(const OpChoice& c, unsigned arm, uint64_t ns);
-  /// Whether the one-way operation next_arm() gave `arm` is timed, on the
-  /// host's lowest rank, to choose whether it goes by reference
-  /// (OpTuner::measuring): launch() then brackets it with
-  /// Engine::wait_sends_read, so that sends through the rings count until
-  /// they were read, as sends by reference do.
-  bool times_reads(const OpChoice& c, unsigned arm);
+  const AlgoOverride& algo_override() const { return planner_.algo_override(); }
+  /// How each operation runs (algorithm, single copy, streaming stores, the
+  /// arm it measures): the collectives apply its plan. Call only from inside
+  /// a submitted function.
+  Planner& planner() { return planner_; }
 
   /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
   ReduceSpec reduce_spec(int op) const;
@@ -337,10 +289,6 @@ class Communicator {
   int rank_;
   int size_;
   CommConfig config_;
-  AlgoOverride override_;
-  OpChoice last_choice_;
-  OpTuner tuner_;  ///< used by the operation running only
-  void rechoose(OpKind kind, uint64_t bytes);
   std::atomic<int64_t> timeout_ms_;
   uint64_t session_;
   std::string tcp_ip_;  ///< address this rank listens on for TCP peers
@@ -348,6 +296,7 @@ class Communicator {
   std::unique_ptr<bootstrap::TcpStoreServer> store_server_;
   std::unique_ptr<transport::Mesh> mesh_;
   Engine engine_;
+  Planner planner_;  ///< used by the operation running only
 
   /// Point-to-point matching (posted receives, unexpected messages); used
   /// only by the operation running (under exec_mu_, or by the issuer).

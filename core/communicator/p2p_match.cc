@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "common/settings.h"
-#include "kernels/cpu/copy.h"
 
 namespace omniccl {
 
@@ -31,7 +30,8 @@ std::string source_text(int source) {
 
 }  // namespace
 
-P2PMatcher::P2PMatcher(int rank, int size) : rank_(rank), budget_(unexpected_budget()), landing_(size_t(size)) {}
+P2PMatcher::P2PMatcher(int rank, int size, Executor* exec)
+    : rank_(rank), exec_(exec != nullptr ? exec : &own_exec_), budget_(unexpected_budget()), landing_(size_t(size)) {}
 
 void P2PMatcher::finish(Posted& r, Status st, std::string message, RecvStatus rs) {
   rs.elem_bytes = dtype_size(r.dtype);
@@ -53,7 +53,7 @@ void P2PMatcher::deliver(Posted& r, const Message& m) {
     return;
   }
   const uint64_t n = std::min(bytes, r.capacity);
-  if (n > 0) kernels::cpu::copy(r.dst, m.data.data(), n);  // no slow distance (kernels/cpu/copy.h)
+  if (n > 0) exec_->copy(r.dst, m.data.data(), n);
   if (bytes > r.capacity) {
     rs.bytes = n;
     const size_t es = dtype_size(r.dtype);

@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "algorithm/engine.h"
+#include "executor/executor.h"
 #include "common/time.h"
 #include "communicator/work.h"
 #include "tensor/tensor.h"
@@ -87,8 +88,10 @@ class P2PMatcher {
   };
 
   /// `rank` is this rank; the unexpected-message budget is read from
-  /// OMNICCL_P2P_UNEXPECTED_BYTES (default 256 MiB).
-  P2PMatcher(int rank, int size);
+  /// OMNICCL_P2P_UNEXPECTED_BYTES (default 256 MiB). Payloads held here are
+  /// copied into receive buffers through `exec` (the engine's executor;
+  /// null: a CPU executor of the matcher's own).
+  P2PMatcher(int rank, int size, Executor* exec = nullptr);
 
   /// Posts a receive. If an unexpected message matches, it is delivered and
   /// the receive completed now (returns true); else it waits (false).
@@ -227,6 +230,8 @@ class P2PMatcher {
   void answer_probe(Posted& r, std::deque<Message>::iterator it);
 
   int rank_;
+  CpuExecutor own_exec_;  ///< when the constructor was given none
+  Executor* exec_;
   uint64_t budget_;
   uint64_t unexpected_bytes_ = 0;
   std::deque<Posted> posted_;
