@@ -27,8 +27,7 @@ const Plan& Planner::plan(OpKind kind, uint64_t bytes) {
   plan_.single_copy = (arm_ & kArmSingleCopy) != 0;
   plan_.stream_min = (arm_ & kArmStream) != 0 ? kStreamMin : 0;
   plan_.measured = true;
-  plan_.until_read =
-      choice_.shared && is_one_way(kind) && setup_.host_leader && tuner_.measuring(kind, bytes, arm_);
+  plan_.until_read = choice_.shared && is_one_way(kind) && setup_.host_leader && tuner_.measuring(kind, bytes, arm_);
   return plan_;
 }
 

@@ -47,8 +47,8 @@ struct PlannerSetup {
   /// What the communicator's shared-memory links may move by reference
   /// (nullopt: no shared memory possible).
   std::optional<SingleCopyChoice> copy;
-  bool split_copy = true;               ///< OMNICCL_SHM_SPLIT_COPY
-  bool oversubscribed = false;          ///< this host's ranks outnumber its cores
+  bool split_copy = true;                ///< OMNICCL_SHM_SPLIT_COPY
+  bool oversubscribed = false;           ///< this host's ranks outnumber its cores
   bool any_host_oversubscribed = false;  ///< some host's do (the same on every rank)
   /// Shared with the ranks of this host linked through shared memory
   /// (Mesh::host_shared); null: none.
