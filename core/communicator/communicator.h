@@ -338,6 +338,8 @@ class Communicator {
     std::shared_ptr<Work> work;
     std::optional<P2POp> p2p;  ///< set for send/recv, which run batched
   };
+  /// Runs a batch of point-to-point tasks, `task` first (p2p.cc).
+  void run_p2p_batch(Task task);
   /// Runs fn under exec_mu_ (run_one) and returns its status and message.
   Status run_captured(const std::function<void(Engine&)>& fn, std::string& message);
   std::deque<Task> queue_;

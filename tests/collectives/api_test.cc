@@ -1174,8 +1174,8 @@ TEST(TcpStreams, AutoTakesTwoStreamsOnOneHostWhereTheCalibrationFoundTwoFaster) 
   expect_streams({nullptr, nullptr}, 2, dir.path + "/tcp");
 }
 
-// ... and one where it found one faster (README, Round 25: on one machine two
-// took up to 1.7x as long) ...
+// ... and one where it found one faster (on one machine two took up to 1.7x
+// as long) ...
 TEST(TcpStreams, AutoTakesOneStreamOnOneHostWhereTheCalibrationFoundOneFaster) {
   TempDir dir;
   ASSERT_FALSE(dir.path.empty());
@@ -1368,7 +1368,7 @@ TEST(SingleCopyCalibration, SomewhatSlowerReadvStartsAllGatherWithSingleCopy) {
 // all_to_all follows the calibration as everywhere: a cache that keeps
 // exchanges on the rings (process_vm_readv well below the ring) sends
 // nothing by reference. Measured and not measured while running alike (the
-// tuner does not try single copy there): README, Round 26, where the rings
+// tuner does not try single copy there): on a VM where the rings
 // were faster for 4 ranks on 2 cores at 1 and 16 MiB in every round.
 TEST(SingleCopyCalibration, ExchangesFollowTheCalibrationWhereRanksOutnumberCores) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";

@@ -288,9 +288,9 @@ TEST_F(Calibration, SomewhatSlowerReadvKeepsSingleCopyForExchangesOnly) {
 // its ring steps by reference 1.25-2x slower than through the rings). For
 // all_to_all (+v) and all_gatherv a rule from one machine put them by
 // reference there whatever the rates (4 ranks on 2 cores, all_to_all of 1
-// MiB: 316 us by reference against 475 us through the rings; README, Round
-// 18); on the AMD EPYC family 26 VM the rings took 82-95 us against 130-169
-// us, and 16 MiB 2.1-3.5 ms against 3.2-4.1 ms (README, Round 26). The rates
+// MiB: 316 us by reference against 475 us through the rings); on another VM
+// the rings took 82-95 us against 130-169 us, and 16 MiB 2.1-3.5 ms against
+// 3.2-4.1 ms. The rates
 // are this machine's after the ring probe stopped using memcpy's slow
 // distances.
 TEST_F(Calibration, ExchangesFollowTheCalibrationWhereRanksOutnumberCores) {

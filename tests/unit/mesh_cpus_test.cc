@@ -215,8 +215,7 @@ std::vector<Engine::IdleCopyStats> ring_all_gather(const std::string& cpus0, con
 
 // A rank with a core of its own sends its block first and copies it into its
 // output in the step's waits (or right after it), at every size: 2 ranks,
-// 8-128 MiB blocks, faster than copying first on the VM measured (README,
-// Round 17).
+// 8-128 MiB blocks, faster than copying first on the VM measured.
 TEST(MeshCpus, ARankWithACoreSendsItsAllGatherBlockFirst) {
   constexpr size_t kBlock = size_t(8) << 20;  // above the 4 MiB that oversubscribed ranks send first
   const auto stats = ring_all_gather("0", "1", kBlock);

@@ -78,7 +78,7 @@ TEST(TcpStreamsRule, TwoSocketsOnlyWhereTheyAreATenthFaster) {
   EXPECT_EQ(tcp_streams_from_rates({10, 20}), 2);
   EXPECT_EQ(tcp_streams_from_rates({10, 10.9}), 1);
   EXPECT_EQ(tcp_streams_from_rates({10, 10}), 1);
-  EXPECT_EQ(tcp_streams_from_rates({13.3, 11.5}), 1);  // this project's family 26 VM (README, Round 25)
+  EXPECT_EQ(tcp_streams_from_rates({13.3, 11.5}), 1);  // a 2-core VM's loopback rates
 }
 
 TEST_F(TcpCalibration, APlantedCacheWhereTwoSocketsWinGivesTwo) {

@@ -3,7 +3,7 @@
 // timers) is replaced by a loss-based one (cubic, else reno); elsewhere the
 // system's default stays unless the setting names one. On a host whose
 // default is bbr, loopback broadcasts of 16 MiB took 6.7 ms with it against
-// 3.9 ms with cubic (README, *Round 18*). These tests set bbr on the sockets
+// 3.9 ms with cubic. These tests set bbr on the sockets
 // themselves, so they do not depend on the host's default; they skip, saying
 // so, where the kernel has no bbr to set.
 #include <netinet/in.h>

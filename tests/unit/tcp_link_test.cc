@@ -184,7 +184,7 @@ RawPeer link_to_raw_socket() {
 // of socket 0's byte stream: zero bytes follow the header up to it, so that
 // the payload lands at the same place modulo 64 in the sender's socket pages
 // as in 64-byte aligned buffers (the kernel's receive copy ran 2-3.5x slower
-// when the two were a few bytes apart; README, Round 18). Smaller payloads
+// when the two were a few bytes apart). Smaller payloads
 // follow their header at once. What the link writes is read raw here.
 TEST(TcpLinkFraming, LargePayloadsStartOnA64ByteBoundaryOfTheStream) {
   RawPeer r = link_to_raw_socket();
@@ -212,8 +212,8 @@ TEST(TcpLinkFraming, LargePayloadsStartOnA64ByteBoundaryOfTheStream) {
 // byte stream: zero bytes follow its payload up to one. The sending thread's
 // socket pages are shared by every socket it writes to and start again at
 // offset 0 only when everything in them was taken, so a message of another
-// length (a barrier's header alone) shifted every later payload there
-// (README, Round 19). The wire is read raw; with the test's 16-byte header.
+// length (a barrier's header alone) shifted every later payload there.
+// The wire is read raw; with the test's 16-byte header.
 TEST(TcpLinkFraming, EveryMessageEndsOnA64ByteBoundaryOfTheStream) {
   RawPeer r = link_to_raw_socket();
   ASSERT_TRUE(r.link && r.raw.valid());

@@ -1,7 +1,7 @@
 // How the engine waits for a peer (Engine::WaitPolicy): spin, yield, then
 // sleep until the peer's message wakes the rank. Waking a sleeping rank can
 // take longer than the yield phase (a virtual machine's idle vCPU: 200-250 us
-// a call, README Round 20), and a rank that sleeps makes its peer's next wait
+// a call), and a rank that sleeps makes its peer's next wait
 // as long: two ranks then sleep in turn on every call. So a wait that slept
 // and still ended within Engine::kYieldAwake makes the next waits yield that
 // long before they sleep; a longer wait turns that off again, and a blocked
@@ -188,7 +188,7 @@ Receiver late_sends_beside_busy(const std::string& transport, const std::vector<
 // rank yields to it: on the 2-core VM, with one busy process beside 2 ranks,
 // the receiver's first 8 B broadcast after a barrier took 2.6-5.2 ms in 19
 // of a job's 20 trials of 1000 calls; in 39 of 180 trials of 9 jobs it
-// averaged over 1 us a call (README Round 22). A yield that took Engine::kYieldStolen or
+// averaged over 1 us a call. A yield that took Engine::kYieldStolen or
 // more is counted; after one, the waits spin through their yield phase for
 // Engine::kNoYieldFor instead of yielding, so the core is given away once,
 // not at every wait.
