@@ -18,11 +18,11 @@ std::atomic<uint8_t>& shared_arm(HostChoices& h, OpKind kind, uint64_t bytes) {
 
 }  // namespace
 
-const Plan& Planner::plan(OpKind kind, uint64_t bytes) {
+const Plan& Planner::replan(OpKind kind, uint64_t bytes) {
   const Plan& base = choice_.base;
   if (kind != base.kind || bytes != base.bytes || base.algo == Algo::kNone) rechoose(kind, bytes);
+  if (choice_.tuned_arms == 0) return choice_.base;
   plan_ = choice_.base;
-  if (choice_.tuned_arms == 0) return plan_;
   arm_ = next_arm();
   plan_.single_copy = (arm_ & kArmSingleCopy) != 0;
   plan_.stream_min = (arm_ & kArmStream) != 0 ? kStreamMin : 0;

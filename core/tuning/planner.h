@@ -63,7 +63,14 @@ class Planner {
   /// varies with neither is worked out, and logged, once for a loop of one
   /// operation). Valid until the next call. Call only from the thread that
   /// runs operations.
-  const Plan& plan(OpKind kind, uint64_t bytes);
+  const Plan& plan(OpKind kind, uint64_t bytes) {
+    // A loop of one operation that measures nothing: the plan as it was.
+    const Plan& base = choice_.base;
+    if (kind == base.kind && bytes == base.bytes && base.algo != Algo::kNone && choice_.tuned_arms == 0) [[likely]] {
+      return base;
+    }
+    return replan(kind, bytes);
+  }
   /// The operation planned last, with Plan::measured, took `ns`: logs a
   /// changed choice at INFO; the host's lowest rank publishes the arm it
   /// holds.
@@ -82,6 +89,8 @@ class Planner {
     bool shared = false;
   };
   void rechoose(OpKind kind, uint64_t bytes);
+  /// plan() past its fast case: another kind or size, or an arm to choose.
+  const Plan& replan(OpKind kind, uint64_t bytes);
   /// The prior arm: the calibrated streaming stores and single copy.
   unsigned prior_arm() const;
   unsigned next_arm();
