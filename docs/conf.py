@@ -30,6 +30,7 @@ _run(os.path.join(HERE, "tools", "gen_settings.py"), os.path.join(ROOT, "core", 
      os.path.join(HERE, "reference", "settings.md"), os.path.join(GEN, "settings_omniccl.md"),
      os.path.join(GEN, "settings_launcher.md"))
 _run(os.path.join(HERE, "tools", "plot_results.py"), LATEST_CPU, PLOTS)
+_run(os.path.join(HERE, "tools", "plot_gpu.py"), os.path.join(ROOT, "bench", "results", "latest", "gpu-h200"), PLOTS)
 
 # The Python package is imported from the checkout; its native module
 # (omniccl._omniccl, built by pip) is mocked when it is not importable.
