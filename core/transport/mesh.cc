@@ -152,6 +152,13 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
 
   Setup s{opts, std::move(own_cpus), {}, {}, {}, {}, {}};
   m->exchange_endpoints(s, exchange);
+  // Nothing shared is made before every record is in (a rank killed while
+  // it waits for a late one leaves nothing in /dev/shm), and everything is
+  // before a peer connects, since a peer opens it once connected.
+  for (auto& t : m->transports_) {
+    t->prepare();
+    if (m->wake_word_ == nullptr) m->wake_word_ = t->wake_word();
+  }
   m->make_host_block(s);
   m->connect_peers(s);
   m->accept_peers(s);
@@ -166,7 +173,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
 }
 
 // Listens, makes this rank's transports and their parts of its endpoint
-// (a shared-memory segment unless another transport is forced).
+// (a shared-memory segment's name unless another transport is forced).
 Endpoint Mesh::own_endpoint(Setup& s) {
   const MeshOptions& opts = s.opts;
   const std::string session = hex(opts.session);
@@ -186,7 +193,6 @@ Endpoint Mesh::own_endpoint(Setup& s) {
   for (auto& t : transports_) {
     std::string part = t->part();
     if (!part.empty()) me.parts.emplace_back(t->name(), std::move(part));
-    if (wake_word_ == nullptr) wake_word_ = t->wake_word();
   }
   return me;
 }

@@ -322,8 +322,13 @@ class Transport {
   /// Higher is preferred when several can connect.
   virtual int priority() const = 0;
   /// This rank's part of its endpoint (what a peer needs to connect to it),
-  /// made once before the exchange; "" offers nothing.
+  /// made once before the exchange; "" offers nothing. It only names what
+  /// prepare() makes: ranks may wait long in the exchange (for a late rank),
+  /// and one killed there must leave nothing behind.
   virtual std::string part() = 0;
+  /// After the exchange, before any peer connects: makes what the peers
+  /// will open (a shared-memory segment).
+  virtual void prepare() {}
   /// Whether `local` and `peer` can use this transport, and why. Both ranks
   /// of a pair run it over the same two records, so it must be symmetric.
   /// Throws Error(kInvalidArgument) when the peer's part comes from a build

@@ -21,9 +21,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -437,6 +439,47 @@ void expect_refused_first(const MeshOptions& o, const std::string& named) {
     EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
   }
   EXPECT_FALSE(exchanged) << "the address exchange ran before '" << named << "' was refused";
+}
+
+// A rank makes its shared-memory segment only once every member's record is
+// in (after the address exchange, before connecting): a job killed while its
+// ranks wait in the rendezvous for a late rank leaves nothing in /dev/shm.
+TEST(MeshSetup, NoSegmentWhileWaitingInTheExchange) {
+  Exchange ex;
+  const uint64_t session = fresh_session();
+  std::ostringstream hex;
+  hex << std::hex << session;
+  const std::string mark = "." + hex.str() + ".";
+  auto segments = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+      n += e.path().filename().string().find(mark) != std::string::npos;
+    }
+    return n;
+  };
+  int during[2] = {-1, -1};
+  std::unique_ptr<Mesh> meshes[2];
+  std::string errors[2];
+  auto build = [&](int rank) {
+    try {
+      // Each rank counts before it posts its record, so the other cannot be
+      // past the exchange yet either.
+      meshes[rank] = Mesh::create(loopback_options(rank, 2, session, "auto"), [&](const std::string& mine) {
+        during[rank] = segments();
+        return ex.all_gather(rank, mine);
+      });
+    } catch (const std::exception& e) {
+      errors[rank] = e.what();
+    }
+  };
+  std::thread t0(build, 0), t1(build, 1);
+  t0.join();
+  t1.join();
+  ASSERT_TRUE(meshes[0] && meshes[1]) << errors[0] << " / " << errors[1];
+  EXPECT_STREQ(meshes[0]->transport_name(), "shm");
+  EXPECT_EQ(during[0], 0) << "segments in /dev/shm while rank 0 waited in the exchange";
+  EXPECT_EQ(during[1], 0) << "segments in /dev/shm while rank 1 waited in the exchange";
+  EXPECT_EQ(segments(), 0) << "segments left in /dev/shm once the mesh was built";
 }
 
 // A data stream count outside 0 (auto) ..kMaxTcpStreams is refused before

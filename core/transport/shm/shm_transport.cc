@@ -36,6 +36,7 @@ class ShmTransport final : public Transport {
   const char* name() const override { return kName; }
   int priority() const override { return 20; }
   std::string part() override;
+  void prepare() override;
   Verdict can_connect(const Endpoint& local, const Endpoint& peer) const override;
   std::unique_ptr<Link> connect(LinkSetup& setup) override;
   void setup_done() override {
@@ -50,15 +51,19 @@ class ShmTransport final : public Transport {
   int rank_;
   int size_;
   std::string session_;
-  std::unique_ptr<ShmSegment> own_;  ///< this rank's segment: the rings from every peer
+  std::string name_;                 ///< this rank's segment's name (part)
+  std::unique_ptr<ShmSegment> own_;  ///< this rank's segment: the rings from every peer (prepare)
   std::unique_ptr<ShmSegment> loop_[2];
 };
 
 std::string ShmTransport::part() {
+  name_ = ShmSegment::name_for(session_, rank_);
+  return name_ + (options_.single_copy ? "1" : "0");
+}
+
+void ShmTransport::prepare() {
   remove_dead_shm_objects();
-  const std::string name = ShmSegment::name_for(session_, rank_);
-  own_ = ShmSegment::create(name, size_);
-  return name + (options_.single_copy ? "1" : "0");
+  own_ = ShmSegment::create(name_, size_);
 }
 
 // Both ranks on one host, and both made a segment (none is made when another
