@@ -10,8 +10,9 @@
 #   fuzz  the libFuzzer targets of tests/fuzz, from the asan build, each for
 #         OMNICCL_FUZZ_SECONDS (default 15) from its checked-in corpus in
 #         tests/fuzz/corpus/<target>; a crash, leak or sanitizer report fails.
-#   tsan  gcc, ThreadSanitizer: the threaded tests (the staged CUDA path over
-#         the emulated GPU: caller, worker and stream threads; two threads on one
+#   tsan  gcc, ThreadSanitizer: the threaded tests (the staged CUDA path and
+#         the CUDA IPC path over the emulated GPU: caller, worker, watchdog
+#         and stream threads; two threads on one
 #         communicator and the issuer handed between threads, work handles
 #         waited with long deadlines, the store server's thread with many
 #         clients, two meshes built by two threads).
@@ -117,13 +118,13 @@ run_fuzz() {
 run_tsan() {
   local dir=$root/tsan
   configure "$dir" gcc g++ thread
-  local t=(store_test handshake_test hello_retry_test hardening_test gpu_staging_test issuer_test)
+  local t=(store_test handshake_test hello_retry_test hardening_test gpu_staging_test cuda_ipc_test issuer_test)
   echo "== tsan: building ${t[*]}"
   cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
   echo "== tsan: threaded and asynchronous tests"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 \
-    -R '^(Issuer\.|TcpStore\.|Handshake\.|HelloRetry\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken|AbortFromAnotherThread)|GpuStaging\.)'
+    -R '^(Issuer\.|TcpStore\.|Handshake\.|HelloRetry\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken|AbortFromAnotherThread)|GpuStaging\.|CudaIpc\.)'
 }
 
 start=$(date +%s)

@@ -4,6 +4,10 @@ namespace omniccl::coll {
 
 WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOptions& call) {
   check_root(c, root);
+  if (auto w = launch_device(
+          c, device_call(OpKind::kBroadcast, t.dtype, {}, root, t.count, t.bytes_ptr(), t.bytes_ptr()), {&t}, call)) {
+    return *w;
+  }
   Staging st({{&t, c.rank() == root ? Use::kIn : Use::kOut}}, call);
   // The body captures scalars, not views (see TensorView).
   char* const buf = st.view(t).bytes_ptr();

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "algorithm/algorithms.h"
@@ -76,6 +78,23 @@ inline ReduceSpec resolve_op(const Communicator& c, int op, DType t) {
 inline const TensorView* opt(const OptTensor& t) { return t ? &*t : nullptr; }
 /// SUM for AVG and PREMUL_SUM (scaled separately), else op.
 RedOp combine_op(RedOp op);
+
+/// The device path's description of an operation (algorithm/device/).
+algo::DeviceCall device_call(OpKind kind, DType dtype, const ReduceSpec& spec, int root, uint64_t count,
+                             const char* send, char* recv);
+/// Enqueues `d` on the call's stream through the communicator's device
+/// engine when it takes it: every non-empty tensor of `used` is a CUDA
+/// tensor of the engine's device, the calling thread's current one. Returns
+/// the Work (async) or nullptr (blocking: the call returns without waiting
+/// for the stream); nullopt when the operation is not for the device path.
+std::optional<WorkPtr> launch_device(Communicator& c, algo::DeviceCall d, std::initializer_list<const TensorView*> used,
+                                     const CallOptions& call);
+
+/// Point-to-point on a CUDA tensor through the device engine: a named peer
+/// other than this rank, a tag >= 0, the engine's device current. nullopt
+/// when it does not apply (the caller then reports why).
+std::optional<WorkPtr> launch_device_p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send,
+                                         bool synchronous, const CallOptions& call, RecvStatus* status);
 
 /// launch's staged path: enqueues the stream's part, then queues `op`
 /// between the host-side waits (staging.h).

@@ -14,6 +14,13 @@ WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, i
                 "gather: the root's recvbuf holds size x sendbuf elements");
     check_overlap(*recv, "recvbuf", send, "sendbuf", static_cast<long long>(send.bytes()) * root);
   }
+  const bool is_root = c.rank() == root;
+  if (auto w = launch_device(c,
+                             device_call(OpKind::kGather, send.dtype, {}, root, send.count, send.bytes_ptr(),
+                                         is_root ? recv->bytes_ptr() : nullptr),
+                             {&send, is_root ? &*recv : nullptr}, call)) {
+    return *w;
+  }
   // A non-root's recvbuf is not used: checked for its device, not copied.
   Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);
   // The body captures scalars, not views (see TensorView).
@@ -35,6 +42,13 @@ WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, 
     check_count(*send, "sendbuf", times_ranks(recv, "recvbuf", n),
                 "scatter: the root's sendbuf holds size x recvbuf elements");
     check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * root);
+  }
+  const bool is_root = c.rank() == root;
+  if (auto w = launch_device(c,
+                             device_call(OpKind::kScatter, recv.dtype, {}, root, recv.count,
+                                         is_root ? send->bytes_ptr() : nullptr, recv.bytes_ptr()),
+                             {is_root ? &*send : nullptr, &recv}, call)) {
+    return *w;
   }
   Staging st({{opt(send), c.rank() == root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);
   // The body captures scalars, not views (see TensorView).

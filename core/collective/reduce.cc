@@ -15,6 +15,12 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   }
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
+  if (auto w = launch_device(c,
+                             device_call(OpKind::kReduce, send.dtype, spec, root, send.count, send.bytes_ptr(),
+                                         is_root ? recv->bytes_ptr() : nullptr),
+                             {&send, is_root ? &*recv : nullptr}, call)) {
+    return *w;
+  }
   Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);
   // The body captures scalars, not views (see TensorView).
   const char* const in = st.view(send).bytes_ptr();

@@ -10,6 +10,11 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
               "reduce_scatter: sendbuf holds size x recvbuf elements");
   check_overlap(send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * c.rank());
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
+  if (auto w = launch_device(
+          c, device_call(OpKind::kReduceScatter, send.dtype, spec, -1, recv.count, send.bytes_ptr(), recv.bytes_ptr()),
+          {&send, &recv}, call)) {
+    return *w;
+  }
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
   // The body captures scalars, not views (see TensorView).
   const char* const in = st.view(send).bytes_ptr();

@@ -15,6 +15,9 @@ namespace {
 WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, const CallOptions& call,
             RecvStatus* status, bool synchronous = false) {
   check_p2p_args(c, peer, tag, is_send);
+  if (t.device == DeviceKind::kCUDA && t.count > 0) {
+    if (auto w = launch_device_p2p(c, t, peer, tag, is_send, synchronous, call, status)) return *w;
+  }
   check_p2p_device(t, is_send ? "send" : "recv");
   if (peer == kProcNull) {
     RecvStatus none;  // source PROC_NULL, ANY_TAG, 0 bytes
@@ -33,8 +36,9 @@ WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_sen
 
 void check_p2p_device(const TensorView& t, const char* what) {
   if (t.device != DeviceKind::kCPU && t.count > 0) {
-    fail(Status::kUnsupported, what, ": point-to-point operations on CUDA tensors are not ",
-         "implemented yet (collectives are); copy the tensor to host memory first");
+    fail(Status::kUnsupported, what, ": point-to-point operations on CUDA tensors run only on the CUDA IPC path ",
+         "(ranks of one host whose GPUs reach each other, a named peer other than this rank, a tag >= 0, the ",
+         "tensor on the current device); copy the tensor to host memory otherwise");
   }
 }
 

@@ -1,11 +1,15 @@
 #include "common/gpu_runtime.h"
 
+#include <dlfcn.h>
+
 #include <mutex>
 #include <utility>
 
 #include "common/status.h"
 
 #ifdef OMNICCL_HAVE_CUDA
+#include "kernels/cuda/ipc.h"
+#include "kernels/cuda/reduce.h"
 #include "kernels/cuda/runtime.h"
 #endif
 
@@ -50,6 +54,67 @@ class CudaRuntime final : public GpuRuntime {
   void stream_wait_flag(Stream stream, const uint32_t* flag, uint32_t value) override {
     call([=] { kernels::cuda::stream_wait_flag(stream, flag, value); });
   }
+  std::string device_uuid(int device) override {
+    return call([=] { return kernels::cuda::device_uuid(device); });
+  }
+  bool driver_loaded() override {
+    void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib != nullptr) ::dlclose(lib);
+    return lib != nullptr;
+  }
+  bool device_in_use(int device) override {
+    return call([=] { return kernels::cuda::primary_context_active(device); });
+  }
+  bool can_access_peer(int device, int peer) override {
+    return call([=] { return kernels::cuda::can_access_peer(device, peer); });
+  }
+  void* device_alloc(size_t bytes) override {
+    return call([=] { return kernels::cuda::device_alloc(bytes); });
+  }
+  void device_free(void* p) override {
+    call([=] { kernels::cuda::device_free(p); });
+  }
+  GpuIpcHandle ipc_export(void* base) override {
+    GpuIpcHandle h;
+    call([&] { kernels::cuda::ipc_export(base, h.bytes); });
+    return h;
+  }
+  void* ipc_open(const GpuIpcHandle& h) override {
+    return call([&] { return kernels::cuda::ipc_open(h.bytes); });
+  }
+  void ipc_close(void* mapped) override {
+    call([=] { kernels::cuda::ipc_close(mapped); });
+  }
+  void stream_write_value(Stream stream, uint64_t* addr, uint64_t value) override {
+    call([=] { kernels::cuda::stream_write_value64(stream, addr, value); });
+  }
+  void stream_wait_value(Stream stream, const uint64_t* addr, uint64_t value) override {
+    call([=] { kernels::cuda::stream_wait_value64(stream, addr, value); });
+  }
+  void check_words_async(const uint64_t* words, int n, int self, uint64_t expected, uint64_t* release,
+                         size_t release_count, uint64_t released, uint64_t* error, uint32_t code,
+                         Stream stream) override {
+    call([=] {
+      kernels::cuda::check_words(words, n, self, expected, release, release_count, released, error, code, stream);
+    });
+  }
+  void write_value(uint64_t* addr, uint64_t value) override {
+    call([=] { kernels::cuda::write_value64(addr, value); });
+  }
+  uint64_t read_value(const uint64_t* addr) override {
+    return call([=] { return kernels::cuda::read_value64(addr); });
+  }
+  void reduce_async(void* out, const void* a, const void* b, size_t count, kernels::DType t, kernels::RedOp op,
+                    Stream stream) override {
+    call([=] { kernels::cuda::reduce(out, a, b, count, t, op, stream); });
+  }
+  void scale_divide_async(void* data, size_t count, kernels::DType t, int64_t divisor, Stream stream) override {
+    call([=] { kernels::cuda::scale_divide(data, count, t, divisor, stream); });
+  }
+  void scale_multiply_async(void* out, const void* in, size_t count, kernels::DType t, double scalar,
+                            Stream stream) override {
+    call([=] { kernels::cuda::scale_multiply(out, in, count, t, scalar, stream); });
+  }
 
  private:
   template <typename Fn>
@@ -75,7 +140,40 @@ Installed& installed() {
   return *s;
 }
 
+[[noreturn]] void no_device_transport(const char* what) {
+  fail(Status::kUnsupported, "this GPU runtime cannot ", what, " (no device transport with it)");
+}
+
 }  // namespace
+
+std::string GpuRuntime::device_uuid(int) { no_device_transport("name its devices"); }
+bool GpuRuntime::driver_loaded() { return false; }
+bool GpuRuntime::device_in_use(int) { return false; }
+bool GpuRuntime::can_access_peer(int device, int peer) { return device == peer; }
+void* GpuRuntime::device_alloc(size_t) { no_device_transport("allocate device memory"); }
+void GpuRuntime::device_free(void*) { no_device_transport("free device memory"); }
+GpuIpcHandle GpuRuntime::ipc_export(void*) { no_device_transport("export device memory"); }
+void* GpuRuntime::ipc_open(const GpuIpcHandle&) { no_device_transport("open a peer's device memory"); }
+void GpuRuntime::ipc_close(void*) { no_device_transport("close a peer's device memory"); }
+void GpuRuntime::stream_write_value(Stream, uint64_t*, uint64_t) { no_device_transport("write a word on a stream"); }
+void GpuRuntime::stream_wait_value(Stream, const uint64_t*, uint64_t) {
+  no_device_transport("wait for a word on a stream");
+}
+void GpuRuntime::check_words_async(const uint64_t*, int, int, uint64_t, uint64_t*, size_t, uint64_t, uint64_t*,
+                                   uint32_t, Stream) {
+  no_device_transport("check words on a stream");
+}
+void GpuRuntime::write_value(uint64_t*, uint64_t) { no_device_transport("write a device word"); }
+uint64_t GpuRuntime::read_value(const uint64_t*) { no_device_transport("read a device word"); }
+void GpuRuntime::reduce_async(void*, const void*, const void*, size_t, kernels::DType, kernels::RedOp, Stream) {
+  no_device_transport("reduce on a stream");
+}
+void GpuRuntime::scale_divide_async(void*, size_t, kernels::DType, int64_t, Stream) {
+  no_device_transport("scale on a stream");
+}
+void GpuRuntime::scale_multiply_async(void*, const void*, size_t, kernels::DType, double, Stream) {
+  no_device_transport("scale on a stream");
+}
 
 GpuRuntime* gpu_runtime() {
   Installed& s = installed();

@@ -16,7 +16,16 @@
 #include <memory>
 #include <string>
 
+#include "kernels/types.h"
+
 namespace omniccl {
+
+/// An exported allocation of device memory, as another process of the same
+/// host opens it (GpuRuntime::ipc_export): opaque bytes (a cudaIpcMemHandle_t
+/// for cudaMalloc memory).
+struct GpuIpcHandle {
+  unsigned char bytes[64] = {};
+};
 
 class GpuRuntime {
  public:
@@ -44,6 +53,61 @@ class GpuRuntime {
   /// The stream waits (the host does not) until *flag >= value; flag is
   /// host_alloc memory. The host must write the word eventually.
   virtual void stream_wait_flag(Stream stream, const uint32_t* flag, uint32_t value) = 0;
+
+  // --- What a device transport (peers' device memory mapped into this
+  // process, synchronised on the stream) needs. The defaults throw
+  // Error(kUnsupported): a runtime without them offers no such transport.
+
+  /// A name of `device` that is the same in every process of the host
+  /// (CUDA: the GPU's UUID), whatever CUDA_VISIBLE_DEVICES renumbers.
+  virtual std::string device_uuid(int device);
+  /// Whether this process has touched the GPU driver at all (CUDA: libcuda
+  /// is loaded), asked without touching it: a CPU-only program is never made
+  /// to initialise CUDA (nor to lose fork() to it).
+  virtual bool driver_loaded();
+  /// Whether this process has already set up `device` (CUDA: its primary
+  /// context is active), so that offering it to peers costs nothing new.
+  virtual bool device_in_use(int device);
+  /// Whether kernels on `device` can read and write memory of `peer`
+  /// (true when they are the same device).
+  virtual bool can_access_peer(int device, int peer);
+  /// Device memory of the current device (cudaMalloc), zeroed.
+  virtual void* device_alloc(size_t bytes);
+  virtual void device_free(void* p);
+  /// A handle to device_alloc memory at `base` for other processes.
+  virtual GpuIpcHandle ipc_export(void* base);
+  /// Maps another process's exported memory into this one (its base).
+  virtual void* ipc_open(const GpuIpcHandle& handle);
+  /// Unmaps what ipc_open returned.
+  virtual void ipc_close(void* mapped);
+  /// Enqueues *addr = value on `stream` after the work before it (addr in
+  /// device memory of this process or mapped from a peer).
+  virtual void stream_write_value(Stream stream, uint64_t* addr, uint64_t value);
+  /// Makes `stream` wait, without the host, until *addr >= value (addr in
+  /// this process's own device memory).
+  virtual void stream_wait_value(Stream stream, const uint64_t* addr, uint64_t value);
+  /// Enqueues a check of words[0, n) but words[self]: where one holds
+  /// `expected`'s call (its bits from 24 up) but not `expected` itself (its
+  /// low 24 bits differ: the peer's call is another operation), writes
+  /// (index + 1) << 8 | code into *error and `released` into release[0,
+  /// release_count) (so that waits on them pass).
+  virtual void check_words_async(const uint64_t* words, int n, int self, uint64_t expected, uint64_t* release,
+                                 size_t release_count, uint64_t released, uint64_t* error, uint32_t code,
+                                 Stream stream);
+  /// *addr = value now, from the host (device memory; not ordered on any
+  /// stream of the caller's): releases stream waits on the word.
+  virtual void write_value(uint64_t* addr, uint64_t value);
+  /// *addr now, from the host.
+  virtual uint64_t read_value(const uint64_t* addr);
+  /// out = op(a, b) over `count` elements, enqueued on `stream`
+  /// (kernels/cuda/reduce.h: bit for bit the CPU kernels' results).
+  virtual void reduce_async(void* out, const void* a, const void* b, size_t count, kernels::DType t, kernels::RedOp op,
+                            Stream stream);
+  /// data /= divisor (AVG), enqueued on `stream`.
+  virtual void scale_divide_async(void* data, size_t count, kernels::DType t, int64_t divisor, Stream stream);
+  /// out = in * scalar (PREMUL_SUM), enqueued on `stream`.
+  virtual void scale_multiply_async(void* out, const void* in, size_t count, kernels::DType t, double scalar,
+                                    Stream stream);
 };
 
 /// The runtime for CUDA tensors in this process: the one installed with

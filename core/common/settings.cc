@@ -43,6 +43,14 @@ constexpr SettingInfo kSettings[] = {
      "reads (process_vm_readv) and its sender, while it waits, writes into the receiver's buffer "
      "(process_vm_writev), so both cores copy; broadcast, gather and scatter then go by reference where the "
      "calibration finds that faster than the ring; 0: the receiver copies alone. Ranks may differ in it."},
+    {"OMNICCL_DEVICE_TRANSPORT", "auto",
+     "How CUDA tensors move between ranks of one host. auto: over CUDA IPC (every rank maps its peers' device "
+     "buffers; copies, reductions and waits on the caller's stream) where every pair of ranks can reach each "
+     "other's GPU memory and the process already used its GPU when the communicator was made; cuda_ipc: also when "
+     "it had not (the communicator then sets up the current GPU); staged: always through host memory."},
+    {"OMNICCL_CUDA_IPC_BUFFER", "4194304",
+     "Bytes of each rank's device scratch buffer for CUDA IPC (at least 4096, a multiple of 256; the same on "
+     "every rank, else CUDA tensors are staged): operations move through it in pieces of this size."},
     {"OMNICCL_SHM_CALIBRATION", "cached",
      "cached: reuse a valid calibration file for this host and kernel; force: measure again and rewrite it."},
     {"OMNICCL_SHM_CALIBRATION_FILE", "(runtime dir)",

@@ -14,6 +14,7 @@
 
 #include "algorithm/algorithms.h"
 #include "bootstrap/store.h"
+#include "common/gpu_runtime.h"
 #include "common/log.h"
 #include "common/settings.h"
 #include "tuning/tcp_calibration.h"
@@ -104,8 +105,25 @@ transport::MeshOptions mesh_options(CommConfig& resolved, int rank, int size, ui
   o.transports.tcp.streams = resolved.tcp_streams;
   o.transports.tcp.local_streams = local_tcp_streams(resolved, size);
   o.transports.tcp.congestion = resolved.tcp_congestion;
+  o.transports.cuda_ipc.mode = resolved.device_transport;
+  o.transports.cuda_ipc.buffer_bytes = resolved.cuda_ipc_buffer;
   o.host_shared_bytes = sizeof(HostChoices);
   return o;
+}
+
+}  // namespace
+
+namespace {
+
+/// OMNICCL_DEVICE_TRANSPORT and OMNICCL_CUDA_IPC_BUFFER (checked by validate()).
+void device_settings(CommConfig& c) {
+  if (auto v = get_setting("OMNICCL_DEVICE_TRANSPORT")) c.device_transport = *v;
+  if (auto v = get_setting("OMNICCL_CUDA_IPC_BUFFER")) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v->c_str(), &end, 10);
+    check_arg(!v->empty() && *end == '\0', "OMNICCL_CUDA_IPC_BUFFER is '", *v, "'; use a number of bytes");
+    c.cuda_ipc_buffer = n;
+  }
 }
 
 }  // namespace
@@ -138,6 +156,7 @@ CommConfig CommConfig::from_environment() {
     check_arg(*v == "0" || *v == "1", "OMNICCL_SHM_SPLIT_COPY is '", *v, "'; use 1 (on) or 0 (off)");
     c.split_copy = *v == "1";
   }
+  device_settings(c);
   return c;
 }
 
@@ -146,6 +165,7 @@ void CommConfig::validate() const {
   check_arg(transport == "auto" || transport == "shm" || transport == "tcp", "transport '", transport,
             "' is unknown (use auto, shm or tcp; OMNICCL_TRANSPORT or occl_config_t.transport)");
   if (!algorithm.empty()) AlgoOverride::parse(algorithm, algorithm_source);
+  transport::CudaIpcOptions{device_transport, cuda_ipc_buffer}.validate();
 }
 
 Communicator::Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh,
@@ -163,6 +183,10 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
       recv_seq_(size, 0) {
   engine_.set_small_path(config_.small_path);
   log::set_rank(rank);
+  if (transport::DeviceWindow* w = mesh_->device_window(); w != nullptr && gpu_runtime() != nullptr) {
+    device_ = std::make_unique<algo::DeviceEngine>(*w, *gpu_runtime(), rank, size,
+                                                   [this](Status st, const std::string& m) { set_failed(st, m); });
+  }
 }
 
 std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSpec& spec, const CommConfig& config,
@@ -395,6 +419,9 @@ void Communicator::abort(bool as_failure) {
     mesh_->leave_in_order();
   }
   mesh_->set_aborted();
+  // A healthy communicator's destruction lets operations already on the
+  // streams finish (the device engine's destructor waits for them).
+  if (device_ && as_failure) device_->abort();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;

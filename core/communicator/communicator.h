@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithm/device/device_engine.h"
 #include "algorithm/engine.h"
 #include "algorithm/registry.h"
 #include "bootstrap/rendezvous.h"
@@ -63,6 +64,11 @@ struct CommConfig {
   /// OMNICCL_SHM_SPLIT_COPY: a payload this rank reads by reference is copied
   /// half by its sender (process_vm_writev) while this rank copies the rest.
   bool split_copy = true;
+  /// OMNICCL_DEVICE_TRANSPORT: "auto", "cuda_ipc" or "staged" (how CUDA
+  /// tensors move between ranks of one host: transport/cuda_ipc/).
+  std::string device_transport = "auto";
+  /// OMNICCL_CUDA_IPC_BUFFER: each rank's device scratch buffer, bytes.
+  size_t cuda_ipc_buffer = size_t{4} << 20;
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO /
   /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS / OMNICCL_TCP_CONGESTION /
@@ -137,6 +143,9 @@ class Communicator {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// The device path for CUDA tensors (algorithm/device/), or null: CUDA
+  /// tensors are then staged through host memory (collective/staging.h).
+  algo::DeviceEngine* device_engine() const { return device_.get(); }
   const char* transport_name() const { return mesh_->transport_name(); }
   const CommConfig& config() const { return config_; }
   void set_timeout(int64_t ms);
@@ -295,6 +304,9 @@ class Communicator {
   std::string token_;   ///< the job token setup connections prove (splits too)
   std::unique_ptr<bootstrap::TcpStoreServer> store_server_;
   std::unique_ptr<transport::Mesh> mesh_;
+  /// Collectives on CUDA tensors over the mesh's device window (null without
+  /// one); destroyed before the mesh, whose window it uses.
+  std::unique_ptr<algo::DeviceEngine> device_;
   Engine engine_;
   Planner planner_;  ///< used by the operation running only
 

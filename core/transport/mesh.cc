@@ -124,6 +124,7 @@ struct Mesh::Setup {
   UniqueFd unix_listener, tcp_listener;
   std::vector<Endpoint> remote;                // by rank (this rank's own record too)
   std::vector<Transport*> transport;           // by peer
+  std::vector<Transport*> device;              // by peer: its device transport, nullptr = staged
   std::vector<std::vector<UniqueFd>> data_fd;  // by peer: the sockets its transport asked for
   /// Sockets its transport asks for to peer p (Transport::sockets; at most
   /// kMaxLinkSockets, which hellos are checked against).
@@ -164,6 +165,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->accept_peers(s);
   m->make_links(s);
   m->open_host_block(s);
+  m->open_device_window(s);
   m->ready_barrier(opts.deadline, opts.check_ready ? opts.check_ready : opts.check_peers);
   // Every peer has mapped what this rank made for it, so the names can go
   // (nothing is left in /dev/shm even if a rank dies later).
@@ -208,6 +210,7 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   s.remote.resize(opts.size);
   s.remote[opts.rank] = me;  // data_streams() reads both records
   s.transport.resize(opts.size);
+  s.device.resize(opts.size);
   const Transport* only = nullptr;  // the transport of every peer so far
   bool mixed = false;
   // CPUs of every host's ranks, from the records every rank got (this one's
@@ -242,6 +245,26 @@ void Mesh::add_peer(Setup& s, int p) {
   const int streams = s.data_streams(p);
   OCCL_LOG(kInfo, kTransport, "rank ", rank_, " -> rank ", p, ": ", c.transport->name(), " (", c.reason, ")",
            streams > 1 ? str_cat(", ", streams, " data streams") : std::string());
+  TransportChoice d = choose_device_transport(transports_, me, e);
+  s.device[p] = d.transport;
+  OCCL_LOG(kInfo, kTransport, "rank ", rank_, " -> rank ", p, ": CUDA tensors ",
+           d.transport ? str_cat("over ", d.transport->name()) : std::string("staged through host memory"), " (",
+           d.reason, ")");
+}
+
+// CUDA tensors move directly only where every pair chose the same device
+// transport: its operations need every rank's memory.
+void Mesh::open_device_window(Setup& s) {
+  Transport* t = nullptr;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    if (s.device[size_t(p)] == nullptr || (t != nullptr && s.device[size_t(p)] != t)) return;
+    t = s.device[size_t(p)];
+  }
+  if (t == nullptr) return;
+  device_window_ = t->open_window(s.remote);
+  OCCL_LOG(kInfo, kTransport, "CUDA tensors of this communicator move over ", t->name(), " between all ", size_,
+           " ranks");
 }
 
 // How many CPUs this host's ranks have, and whether any host's ranks

@@ -115,6 +115,9 @@ class Mesh {
   /// host_leader(): that member is this rank.
   void* host_shared() const { return host_block_ ? host_block_->data() : nullptr; }
   bool host_leader() const { return host_leader_; }
+  /// Every rank's device memory, when a device transport joins every pair
+  /// (CUDA tensors then move directly: algorithm/device/); null otherwise.
+  DeviceWindow* device_window() const { return device_window_.get(); }
   /// Description of a peer for messages: "rank 3 (pid 1234 on hostA)".
   std::string describe(int peer) const;
 
@@ -228,6 +231,7 @@ class Mesh {
   HelloState settle_hello(Setup& s, PendingHello& c, bool readable);
   void log_dropped(const std::string& why) const;
   void make_links(Setup& s);
+  void open_device_window(Setup& s);
   /// After the exchange: the host's leader makes the shared block.
   void make_host_block(Setup& s);
   /// After connecting: the others map it.
@@ -263,6 +267,7 @@ class Mesh {
   std::atomic<uint32_t>* wake_word_ = nullptr;  ///< Transport::wake_word, if one has it
   std::unique_ptr<SharedMapping> host_block_;
   bool host_leader_ = false;
+  std::unique_ptr<DeviceWindow> device_window_;
   UniqueFd wake_fd_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> no_goodbye_{false};

@@ -1,5 +1,7 @@
 #include "transport/registry.h"
 
+#include <algorithm>
+
 #include "common/status.h"
 
 namespace omniccl::transport {
@@ -14,10 +16,15 @@ std::unique_ptr<Transport> make_tcp(const TransportOptions& o, const TransportCo
   return make_tcp_transport(o.tcp, w.size);
 }
 
+std::unique_ptr<Transport> make_cuda_ipc(const TransportOptions& o, const TransportContext& w) {
+  return make_cuda_ipc_transport(o.cuda_ipc, w.rank, w.size);
+}
+
 // Highest priority first.
 constexpr TransportFactory kTransports[] = {
     {"shm", make_shm},
     {"tcp", make_tcp},
+    {"cuda_ipc", make_cuda_ipc, true},
 };
 
 }  // namespace
@@ -29,9 +36,10 @@ std::vector<std::unique_ptr<Transport>> make_transports(const TransportOptions& 
   const bool all = options.forced.empty() || options.forced == "auto";
   std::vector<std::unique_ptr<Transport>> out;
   for (const TransportFactory& f : table) {
-    if (all || options.forced == f.name) out.push_back(f.make(options, where));
+    const bool wanted = f.device ? options.cuda_ipc.mode != "staged" : all || options.forced == f.name;
+    if (wanted) out.push_back(f.make(options, where));
   }
-  if (out.empty())
+  if (std::none_of(out.begin(), out.end(), [](const auto& t) { return !t->moves_device_memory(); }))
     fail(Status::kInvalidArgument, "OMNICCL_TRANSPORT=", options.forced, " names no transport of this build");
   return out;
 }
@@ -46,7 +54,7 @@ TransportChoice choose_transport(std::span<const std::unique_ptr<Transport>> tra
                                  const Endpoint& peer, const std::string& forced) {
   if (!forced.empty() && forced != "auto") {
     for (const auto& t : transports) {
-      if (forced != t->name()) continue;
+      if (forced != t->name() || t->moves_device_memory()) continue;
       Verdict v = t->can_connect(local, peer);
       if (!v.ok) {
         fail(Status::kInvalidArgument, "OMNICCL_TRANSPORT=", forced, " but rank ", peer.rank, " (on ", peer.hostname,
@@ -59,6 +67,7 @@ TransportChoice choose_transport(std::span<const std::unique_ptr<Transport>> tra
   Transport* best = nullptr;
   std::string reason, refused;
   for (const auto& t : transports) {
+    if (t->moves_device_memory()) continue;
     Verdict v = t->can_connect(local, peer);
     if (!v.ok) {
       refused += str_cat(refused.empty() ? "" : "; ", t->name(), ": ", v.reason);
@@ -74,6 +83,23 @@ TransportChoice choose_transport(std::span<const std::unique_ptr<Transport>> tra
   // shared memory" rather than just "fallback").
   if (reason == "fallback" && !refused.empty()) reason = refused;
   return {best, reason};
+}
+
+TransportChoice choose_device_transport(std::span<const std::unique_ptr<Transport>> transports, const Endpoint& local,
+                                        const Endpoint& peer) {
+  TransportChoice best;
+  std::string refused;
+  for (const auto& t : transports) {
+    if (!t->moves_device_memory()) continue;
+    Verdict v = t->can_connect(local, peer);
+    if (!v.ok) {
+      refused += str_cat(refused.empty() ? "" : "; ", t->name(), ": ", v.reason);
+    } else if (best.transport == nullptr || t->priority() > best.transport->priority()) {
+      best = {t.get(), std::move(v.reason)};
+    }
+  }
+  if (best.transport == nullptr) best.reason = refused.empty() ? "OMNICCL_DEVICE_TRANSPORT=staged" : refused;
+  return best;
 }
 
 }  // namespace omniccl::transport

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "transport/cuda_ipc/cuda_ipc_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
@@ -28,8 +29,14 @@ struct TransportOptions {
   std::string forced = "auto";
   ShmOptions shm;
   TcpOptions tcp;
+  /// The device transport's settings; its mode also says whether device
+  /// memory moves directly at all ("staged": never).
+  CudaIpcOptions cuda_ipc;
   /// Throws Error(kInvalidArgument) naming the setting that is wrong.
-  void validate() const { tcp.validate(); }
+  void validate() const {
+    tcp.validate();
+    cuda_ipc.validate();
+  }
 };
 
 /// Where a communicator's transports are made: this rank of `size`, and the
@@ -44,14 +51,17 @@ struct TransportContext {
 struct TransportFactory {
   const char* name;
   std::unique_ptr<Transport> (*make)(const TransportOptions& options, const TransportContext& where);
+  /// A device transport (Transport::moves_device_memory).
+  bool device = false;
 };
 
 /// The transports of this build, highest priority first.
 std::span<const TransportFactory> transport_table();
 
 /// One communicator's transports from `table`: all of them, or only the one
-/// that options.forced names (the others then offer nothing: no segment is
-/// made when TCP is forced). Throws Error(kInvalidArgument) when the forced
+/// that options.forced names (the other message transports then offer
+/// nothing: no segment is made when TCP is forced). Device transports are
+/// made unless options.cuda_ipc.mode is "staged". Throws Error(kInvalidArgument) when the forced
 /// name is in no row.
 std::vector<std::unique_ptr<Transport>> make_transports(const TransportOptions& options, const TransportContext& where,
                                                         std::span<const TransportFactory> table = transport_table());
@@ -71,5 +81,12 @@ struct TransportChoice {
 /// cannot connect or is unknown, and Error(kInternal) when none can.
 TransportChoice choose_transport(std::span<const std::unique_ptr<Transport>> transports, const Endpoint& local,
                                  const Endpoint& peer, const std::string& forced);
+
+/// Picks the device transport between `local` and `peer` (for CUDA
+/// tensors): the highest-priority one whose can_connect agrees, else none
+/// (transport nullptr), with the reason: such a pair stages CUDA tensors
+/// through host memory. Never fails.
+TransportChoice choose_device_transport(std::span<const std::unique_ptr<Transport>> transports, const Endpoint& local,
+                                        const Endpoint& peer);
 
 }  // namespace omniccl::transport

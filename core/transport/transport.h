@@ -298,6 +298,32 @@ struct Verdict {
   std::string reason;  ///< why (or why not): "same host and boot id", "other host"
 };
 
+/// Device memory of every rank of a communicator, mapped into this process
+/// by a device transport (CUDA IPC): each rank's block, a few flag words
+/// then a scratch buffer, which streams of all ranks read and write
+/// directly. How operations use it is the algorithms' business
+/// (algorithm/device/); the window only maps it and watches the peers.
+class DeviceWindow {
+ public:
+  virtual ~DeviceWindow() = default;
+  /// The transport's name ("cuda_ipc").
+  virtual const char* kind() const = 0;
+  /// This rank's device (the calling thread's current device at setup).
+  virtual int device() const = 0;
+  /// Rank r's flag words (flag_words() of them), as mapped here.
+  virtual uint64_t* flags(int rank) = 0;
+  virtual size_t flag_words() const = 0;
+  /// Rank r's scratch buffer, as mapped here.
+  virtual char* scratch(int rank) = 0;
+  /// Its size, the same on every rank.
+  virtual size_t scratch_bytes() const = 0;
+  /// A peer whose process has ended, or -1: peers of one host, watched
+  /// without their control sockets (pidfd), from any thread.
+  virtual int dead_peer() = 0;
+  /// "rank 3 (pid 1234)", for messages.
+  virtual std::string describe(int rank) const = 0;
+};
+
 /// What a transport gets to build the link to one peer.
 struct LinkSetup {
   const Endpoint* local = nullptr;
@@ -353,6 +379,14 @@ class Transport {
   /// of one host, and quiet: for calibrations that time this transport's
   /// links. They may use this object's resources: keep it alive.
   virtual std::array<std::unique_ptr<Link>, 2> loopback() = 0;
+  /// Whether this transport moves device memory between ranks (a device
+  /// transport: no Link, a DeviceWindow) rather than the engine's messages.
+  /// The registry chooses the two kinds separately per pair.
+  virtual bool moves_device_memory() const { return false; }
+  /// A device transport, when every peer chose it: maps every rank's block
+  /// (`all` holds every rank's endpoint, this one's included). Throws
+  /// Error(kSystem) naming the rank whose memory cannot be opened.
+  virtual std::unique_ptr<DeviceWindow> open_window(std::span<const Endpoint> /*all*/) { return nullptr; }
 };
 
 }  // namespace omniccl::transport

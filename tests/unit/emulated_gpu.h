@@ -6,7 +6,19 @@
 // handling (the stream is always released) be checked without a GPU. It
 // says nothing about the CUDA calls themselves: the `gpu` suites do, on a
 // GPU.
+//
+// For the device transport (transport/cuda_ipc), "device memory" from
+// device_alloc is a memfd mapped shared, so that other processes (ranks are
+// forked processes) map it as CUDA IPC maps a peer's memory: its handle
+// names the exporting process and descriptor, and ipc_open maps
+// /proc/<pid>/fd/<fd>. Stream writes and waits of 64-bit words are atomic
+// stores and polling loads on the stream's thread; reductions run the CPU
+// kernels on it (whose results the CUDA kernels match bit for bit).
 #pragma once
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,7 +31,12 @@
 #include <new>
 #include <thread>
 
+#include <map>
+#include <string>
+
 #include "common/gpu_runtime.h"
+#include "common/status.h"
+#include "kernels/cpu/reduce.h"
 
 namespace omniccl::test {
 
@@ -117,6 +134,7 @@ class EmulatedGpu final : public GpuRuntime {
 
   std::string unavailable_reason() override { return ""; }
   int device_count() override { return devices_; }
+  void set_device_count(int n) { devices_ = n; }
   int current_device() override { return current(); }
   void set_device(int device) override { current() = device; }
   /// Bytes of "page-locked" host memory host_alloc has handed out.
@@ -143,6 +161,71 @@ class EmulatedGpu final : public GpuRuntime {
     auto* ev = static_cast<EmuEvent*>(e);
     return ev->reached.load() >= ev->recorded.load();
   }
+  // --- the device transport's part ---
+  /// Whether peers' devices can reach each other (a test of the fallback).
+  bool peer_access = true;
+  std::string device_uuid(int device) override { return "emu-gpu-" + std::to_string(device); }
+  bool driver_loaded() override { return true; }
+  bool device_in_use(int) override { return true; }
+  bool can_access_peer(int device, int peer) override { return device == peer || peer_access; }
+  void* device_alloc(size_t bytes) override;
+  void device_free(void* p) override;
+  GpuIpcHandle ipc_export(void* base) override;
+  void* ipc_open(const GpuIpcHandle& h) override;
+  void ipc_close(void* mapped) override;
+  /// How many peer mappings are open (ipc_open without ipc_close).
+  int open_mappings() {
+    std::lock_guard lock(mem_mu_);
+    return int(opened_.size());
+  }
+  void stream_write_value(Stream s, uint64_t* addr, uint64_t value) override {
+    stream(s).enqueue([addr, value] { std::atomic_ref<uint64_t>(*addr).store(value, std::memory_order_release); });
+  }
+  void stream_wait_value(Stream s, const uint64_t* addr, uint64_t value) override {
+    stream(s).enqueue([addr, value] {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      auto* word = const_cast<uint64_t*>(addr);
+      while (std::atomic_ref<uint64_t>(*word).load(std::memory_order_acquire) < value) {
+        if (std::chrono::steady_clock::now() > give_up) {
+          ++stuck_waits();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    });
+  }
+  void check_words_async(const uint64_t* words, int n, int self, uint64_t expected, uint64_t* release,
+                         size_t release_count, uint64_t released, uint64_t* error, uint32_t code, Stream s) override {
+    stream(s).enqueue([=] {
+      for (int i = 0; i < n; ++i) {
+        const uint64_t w = std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(words + i)).load(std::memory_order_acquire);
+        if (i == self || (w >> 24) != (expected >> 24) || w == expected) continue;
+        std::atomic_ref<uint64_t>(*error).store(uint64_t(i + 1) << 8 | code, std::memory_order_release);
+        for (size_t k = 0; k < release_count; ++k) {
+          std::atomic_ref<uint64_t>(release[k]).store(released, std::memory_order_release);
+        }
+        return;
+      }
+    });
+  }
+  void write_value(uint64_t* addr, uint64_t value) override {
+    std::atomic_ref<uint64_t>(*addr).store(value, std::memory_order_release);
+  }
+  uint64_t read_value(const uint64_t* addr) override {
+    return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(addr)).load(std::memory_order_acquire);
+  }
+  void reduce_async(void* out, const void* a, const void* b, size_t count, kernels::DType t, kernels::RedOp op,
+                    Stream s) override {
+    stream(s).enqueue([=] { kernels::cpu::reduce(out, a, b, count, t, op); });
+  }
+  void scale_divide_async(void* data, size_t count, kernels::DType t, int64_t divisor, Stream s) override {
+    stream(s).enqueue([=] { kernels::cpu::scale_divide(data, count, t, divisor); });
+  }
+  void scale_multiply_async(void* out, const void* in, size_t count, kernels::DType t, double scalar,
+                            Stream s) override {
+    stream(s).enqueue([=] { kernels::cpu::scale_multiply(out, in, count, t, scalar); });
+  }
+
   void stream_wait_flag(Stream s, const uint32_t* flag, uint32_t value) override {
     stream(s).enqueue([flag, value] {
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -163,8 +246,76 @@ class EmulatedGpu final : public GpuRuntime {
   }
   EmuStream& stream(Stream s) { return s == nullptr ? default_ : *static_cast<EmuStream*>(s); }
 
+  struct Mapping {
+    int fd = -1;  ///< device_alloc memory: its memfd; peers' mappings: -1
+    size_t bytes = 0;
+  };
   int devices_;
   EmuStream default_;
+  std::mutex mem_mu_;
+  std::map<void*, Mapping> owned_;   ///< device_alloc
+  std::map<void*, Mapping> opened_;  ///< ipc_open
 };
+
+/// The handle's bytes: "EMU1", the exporting pid, its memfd, the size.
+struct EmuHandle {
+  char magic[4];
+  int32_t pid;
+  int32_t fd;
+  uint64_t bytes;
+};
+static_assert(sizeof(EmuHandle) <= sizeof(GpuIpcHandle::bytes));
+
+inline void* EmulatedGpu::device_alloc(size_t bytes) {
+  const int fd = ::memfd_create("omniccl-emulated-device", MFD_CLOEXEC);
+  if (fd < 0 || ::ftruncate(fd, off_t(bytes)) != 0) throw std::bad_alloc();
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  std::lock_guard lock(mem_mu_);
+  owned_[p] = Mapping{fd, bytes};
+  return p;
+}
+
+inline void EmulatedGpu::device_free(void* p) {
+  std::lock_guard lock(mem_mu_);
+  auto it = owned_.find(p);
+  if (it == owned_.end()) return;
+  ::munmap(p, it->second.bytes);
+  ::close(it->second.fd);
+  owned_.erase(it);
+}
+
+inline GpuIpcHandle EmulatedGpu::ipc_export(void* base) {
+  std::lock_guard lock(mem_mu_);
+  auto it = owned_.find(base);
+  if (it == owned_.end()) fail(Status::kSystem, "ipc_export: not the base of device_alloc memory");
+  EmuHandle e{{'E', 'M', 'U', '1'}, int32_t(::getpid()), int32_t(it->second.fd), it->second.bytes};
+  GpuIpcHandle h;
+  std::memcpy(h.bytes, &e, sizeof e);
+  return h;
+}
+
+inline void* EmulatedGpu::ipc_open(const GpuIpcHandle& h) {
+  EmuHandle e;
+  std::memcpy(&e, h.bytes, sizeof e);
+  if (std::memcmp(e.magic, "EMU1", 4) != 0) fail(Status::kSystem, "ipc_open: not an emulated handle");
+  const std::string path = "/proc/" + std::to_string(e.pid) + "/fd/" + std::to_string(e.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) fail(Status::kSystem, "ipc_open: cannot open ", path);
+  void* p = ::mmap(nullptr, e.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) fail(Status::kSystem, "ipc_open: cannot map ", path);
+  std::lock_guard lock(mem_mu_);
+  opened_[p] = Mapping{-1, e.bytes};
+  return p;
+}
+
+inline void EmulatedGpu::ipc_close(void* mapped) {
+  std::lock_guard lock(mem_mu_);
+  auto it = opened_.find(mapped);
+  if (it == opened_.end()) return;
+  ::munmap(mapped, it->second.bytes);
+  opened_.erase(it);
+}
 
 }  // namespace omniccl::test

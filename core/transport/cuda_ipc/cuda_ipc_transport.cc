@@ -1,0 +1,259 @@
+#include "transport/cuda_ipc/cuda_ipc_transport.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "common/fd.h"
+#include "common/gpu_runtime.h"
+#include "common/log.h"
+#include "common/status.h"
+
+namespace omniccl::transport {
+
+namespace {
+
+constexpr size_t kFlagAlign = 256;
+constexpr const char* kName = "cuda_ipc";
+
+size_t flag_bytes(int size) { return (cuda_ipc_flag_words(size) * 8 + kFlagAlign - 1) / kFlagAlign * kFlagAlign; }
+
+std::string to_hex(const unsigned char* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += digits[p[i] >> 4];
+    out += digits[p[i] & 15];
+  }
+  return out;
+}
+
+bool from_hex(const std::string& s, unsigned char* out, size_t n) {
+  if (s.size() != 2 * n) return false;
+  auto nibble = [](char c) { return c >= 'a' ? c - 'a' + 10 : c - '0'; };
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<unsigned char>(nibble(s[2 * i]) << 4 | nibble(s[2 * i + 1]));
+  return true;
+}
+
+/// A peer's part, parsed.
+struct Part {
+  std::string uuid;
+  int device = 0;
+  size_t scratch = 0;
+  GpuIpcHandle handle;
+};
+
+Part parse_part(const std::string& text, int rank) {
+  std::istringstream in(text);
+  std::string version, hex;
+  Part p;
+  in >> version >> p.uuid >> p.device >> p.scratch >> hex;
+  if (version != "v1" || !in || !from_hex(hex, p.handle.bytes, sizeof p.handle.bytes)) {
+    fail(Status::kInvalidArgument, "rank ", rank, "'s CUDA IPC record is of another version or malformed ('",
+         text.substr(0, 40), "'): are all ranks running the same build of OmniCCL?");
+  }
+  return p;
+}
+
+/// A peer's process, watched through a pidfd (kill(pid, 0) where there is none).
+class PeerProcess {
+ public:
+  explicit PeerProcess(int pid) : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
+  bool gone() const {
+    if (fd_.valid()) {
+      pollfd p{fd_.get(), POLLIN, 0};
+      return ::poll(&p, 1, 0) > 0;
+    }
+    return ::kill(pid_, 0) != 0 && errno == ESRCH;
+  }
+  int pid() const { return pid_; }
+
+ private:
+  int pid_;
+  UniqueFd fd_;
+};
+
+class CudaIpcWindow final : public DeviceWindow {
+ public:
+  CudaIpcWindow(GpuRuntime& rt, int rank, int device, size_t flag_words, size_t scratch, size_t flag_bytes)
+      : rt_(rt), rank_(rank), device_(device), flag_words_(flag_words), scratch_(scratch), flag_bytes_(flag_bytes) {}
+  ~CudaIpcWindow() override {
+    for (size_t r = 0; r < bases_.size(); ++r) {
+      if (bases_[r] == nullptr) continue;
+      try {
+        if (int(r) == rank_) {
+          rt_.device_free(bases_[r]);
+        } else {
+          rt_.ipc_close(bases_[r]);
+        }
+      } catch (const std::exception& e) {
+        OCCL_LOG(kWarn, kTransport, "releasing rank ", r, "'s CUDA IPC memory: ", e.what());
+      }
+    }
+  }
+  void add(char* base, int pid) {
+    bases_.push_back(base);
+    peers_.emplace_back(pid);
+  }
+  const char* kind() const override { return kName; }
+  int device() const override { return device_; }
+  uint64_t* flags(int r) override { return reinterpret_cast<uint64_t*>(bases_[size_t(r)]); }
+  size_t flag_words() const override { return flag_words_; }
+  char* scratch(int r) override { return bases_[size_t(r)] + flag_bytes_; }
+  size_t scratch_bytes() const override { return scratch_; }
+  int dead_peer() override {
+    for (size_t r = 0; r < peers_.size(); ++r) {
+      if (int(r) != rank_ && peers_[r].gone()) return int(r);
+    }
+    return -1;
+  }
+  std::string describe(int r) const override { return str_cat("rank ", r, " (pid ", peers_[size_t(r)].pid(), ")"); }
+
+ private:
+  GpuRuntime& rt_;
+  int rank_;
+  int device_;
+  size_t flag_words_;
+  size_t scratch_;
+  size_t flag_bytes_;
+  std::vector<char*> bases_;
+  std::vector<PeerProcess> peers_;
+};
+
+class CudaIpcTransport final : public Transport {
+ public:
+  CudaIpcTransport(const CudaIpcOptions& o, int rank, int size) : options_(o), rank_(rank), size_(size) {}
+  ~CudaIpcTransport() override {
+    if (block_ != nullptr && !window_made_) free_block();
+  }
+  const char* name() const override { return kName; }
+  int priority() const override { return 0; }
+  bool moves_device_memory() const override { return true; }
+  std::string part() override;
+  Verdict can_connect(const Endpoint& local, const Endpoint& peer) const override;
+  std::unique_ptr<Link> connect(LinkSetup&) override {
+    fail(Status::kInternal, "the cuda_ipc transport carries no messages");
+  }
+  std::array<std::unique_ptr<Link>, 2> loopback() override {
+    fail(Status::kInternal, "the cuda_ipc transport carries no messages");
+  }
+  std::unique_ptr<DeviceWindow> open_window(std::span<const Endpoint> all) override;
+
+ private:
+  void free_block() {
+    try {
+      rt_->device_free(block_);
+    } catch (const std::exception& e) {
+      OCCL_LOG(kWarn, kTransport, "freeing the CUDA IPC block: ", e.what());
+    }
+    block_ = nullptr;
+  }
+  /// The local ordinal of the GPU named `uuid`, or -1 when it is not visible here.
+  int local_ordinal(const std::string& uuid) const;
+
+  CudaIpcOptions options_;
+  int rank_;
+  int size_;
+  GpuRuntime* rt_ = nullptr;
+  int device_ = -1;
+  char* block_ = nullptr;
+  bool window_made_ = false;  ///< the window owns (and frees) the block from then on
+  std::string why_not_;       ///< why this rank offers nothing
+};
+
+std::string CudaIpcTransport::part() {
+  if (options_.mode == "staged") return {};
+  rt_ = gpu_runtime();
+  if (rt_ == nullptr) return {};
+  const char* unused = "this process had not used its GPU when the communicator was created";
+  if (options_.mode == "auto" && !rt_->driver_loaded()) {
+    why_not_ = unused;
+    return {};
+  }
+  if (!rt_->unavailable_reason().empty()) return {};
+  try {
+    device_ = rt_->current_device();
+    if (options_.mode == "auto" && !rt_->device_in_use(device_)) {
+      why_not_ = unused;
+      return {};
+    }
+    const std::string uuid = rt_->device_uuid(device_);
+    block_ = static_cast<char*>(rt_->device_alloc(flag_bytes(size_) + options_.buffer_bytes));
+    const GpuIpcHandle h = rt_->ipc_export(block_);
+    return str_cat("v1 ", uuid, " ", device_, " ", options_.buffer_bytes, " ", to_hex(h.bytes, sizeof h.bytes));
+  } catch (const Error& e) {
+    // A GPU that cannot share memory is a reason to stage, not to fail.
+    if (block_ != nullptr) free_block();
+    why_not_ = e.what();
+    OCCL_LOG(kInfo, kTransport, "cuda_ipc: not offered: ", e.what());
+    return {};
+  }
+}
+
+int CudaIpcTransport::local_ordinal(const std::string& uuid) const {
+  const int n = rt_->device_count();
+  for (int d = 0; d < n; ++d) {
+    if (rt_->device_uuid(d) == uuid) return d;
+  }
+  return -1;
+}
+
+Verdict CudaIpcTransport::can_connect(const Endpoint& local, const Endpoint& peer) const {
+  const std::string& mine = local.part(kName);
+  const std::string& theirs = peer.part(kName);
+  if (mine.empty()) return {false, why_not_.empty() ? "no GPU memory offered here" : why_not_};
+  if (theirs.empty()) return {false, str_cat("rank ", peer.rank, " offers no GPU memory")};
+  if (local.host_id != peer.host_id) return {false, "other host"};
+  const Part a = parse_part(mine, local.rank), b = parse_part(theirs, peer.rank);
+  if (a.scratch != b.scratch) {
+    return {false, str_cat("OMNICCL_CUDA_IPC_BUFFER differs (", a.scratch, " and ", b.scratch, " bytes)")};
+  }
+  if (a.uuid == b.uuid) return {true, "same GPU"};
+  const int ordinal = local_ordinal(b.uuid);
+  if (ordinal < 0) return {false, str_cat("rank ", peer.rank, "'s GPU is not visible to this process")};
+  if (!rt_->can_access_peer(device_, ordinal)) return {false, "the GPUs have no peer access"};
+  return {true, "GPU peer access (NVLink/PCIe)"};
+}
+
+std::unique_ptr<DeviceWindow> CudaIpcTransport::open_window(std::span<const Endpoint> all) {
+  auto w = std::make_unique<CudaIpcWindow>(*rt_, rank_, device_, cuda_ipc_flag_words(size_), options_.buffer_bytes,
+                                           flag_bytes(size_));
+  for (const Endpoint& e : all) {
+    if (e.rank == rank_) {
+      w->add(block_, e.pid);
+      continue;
+    }
+    const Part p = parse_part(e.part(kName), e.rank);
+    try {
+      w->add(static_cast<char*>(rt_->ipc_open(p.handle)), e.pid);
+    } catch (const Error& err) {
+      fail(Status::kSystem, "cannot map rank ", e.rank, "'s GPU memory (", err.what(),
+           "); OMNICCL_DEVICE_TRANSPORT=staged moves CUDA tensors through host memory instead");
+    }
+  }
+  window_made_ = true;
+  return w;
+}
+
+}  // namespace
+
+void CudaIpcOptions::validate() const {
+  check_arg(mode == "auto" || mode == "cuda_ipc" || mode == "staged", "OMNICCL_DEVICE_TRANSPORT is '", mode,
+            "'; use auto, cuda_ipc or staged");
+  check_arg(buffer_bytes >= 4096 && buffer_bytes % 256 == 0, "OMNICCL_CUDA_IPC_BUFFER is ", buffer_bytes,
+            " bytes; use at least 4096, a multiple of 256");
+}
+
+size_t cuda_ipc_flag_words(int size) { return 1 + 6 * size_t(size); }
+
+std::unique_ptr<Transport> make_cuda_ipc_transport(const CudaIpcOptions& options, int rank, int size) {
+  return std::make_unique<CudaIpcTransport>(options, rank, size);
+}
+
+}  // namespace omniccl::transport
