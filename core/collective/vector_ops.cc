@@ -73,6 +73,14 @@ WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& r
   check_arg(bc[c.rank()] == send.bytes(), "all_gatherv: sendbuf has ", send.count, " elements but recv_counts[",
             c.rank(), "] is ", counts[c.rank()]);
   check_overlap(recv, "recvbuf", send, "sendbuf", static_cast<long long>(bd[c.rank()]));
+  if (c.device_engine() != nullptr && recv.device == DeviceKind::kCUDA) {
+    algo::DeviceCall d = device_call(OpKind::kAllGatherV, send.dtype, {}, -1, 0, nullptr, nullptr);
+    for (int q = 0; q < n; ++q) {
+      d.sends.push_back({q, send.bytes_ptr(), nullptr, send.bytes()});
+      d.recvs.push_back({q, nullptr, recv.bytes_ptr() + bd[q], bc[q]});
+    }
+    if (auto w = launch_device(c, std::move(d), {&send, &recv}, call)) return *w;
+  }
   // recvbuf may have gaps between the ranks' parts: copied both ways.
   Staging st({{&send, Use::kIn}, {&recv, Use::kInOut}}, call);
   const TensorView sv = st.view(send);
@@ -96,6 +104,15 @@ WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t
   to_bytes(recv_counts, std::move(recv_displs), n, recv.count, es, "recv_counts", "recv_displs", true, rc, rd);
   check_arg(sc[c.rank()] == rc[c.rank()], "all_to_allv: send_counts[", c.rank(), "] (", send_counts[c.rank()],
             ") differs from recv_counts[", c.rank(), "] (", recv_counts[c.rank()], ") for this rank's own part");
+  // In place, a block received could land on one not yet sent: staged.
+  if (c.device_engine() != nullptr && recv.device == DeviceKind::kCUDA && send.data != recv.data) {
+    algo::DeviceCall d = device_call(OpKind::kAllToAllV, send.dtype, {}, -1, 0, nullptr, nullptr);
+    for (int q = 0; q < n; ++q) {
+      d.sends.push_back({q, send.bytes_ptr() + sd[q], nullptr, sc[q]});
+      d.recvs.push_back({q, nullptr, recv.bytes_ptr() + rd[q], rc[q]});
+    }
+    if (auto w = launch_device(c, std::move(d), {&send, &recv}, call)) return *w;
+  }
   Staging st({{&send, Use::kIn}, {&recv, Use::kInOut}}, call);
   const TensorView sv = st.view(send);
   const TensorView rv = st.view(recv);
@@ -131,6 +148,13 @@ WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, 
               root, "] is ", counts[root]);
     check_overlap(*recv, "recvbuf", send, "sendbuf", static_cast<long long>(bd[root]));
   }
+  if (c.device_engine() != nullptr && send.device == DeviceKind::kCUDA) {
+    algo::DeviceCall d = device_call(OpKind::kGatherV, send.dtype, {}, root, 0, nullptr, nullptr);
+    d.sends.push_back({root, send.bytes_ptr(), nullptr, send.bytes()});
+    for (int p = 0; p < n && c.rank() == root; ++p) d.recvs.push_back({p, nullptr, recv->bytes_ptr() + bd[p], bc[p]});
+    const bool is_root = c.rank() == root;
+    if (auto w = launch_device(c, std::move(d), {&send, is_root ? &*recv : nullptr}, call)) return *w;
+  }
   Staging st({{&send, Use::kIn}, {opt(recv), c.rank() == root ? Use::kInOut : Use::kNone}}, call);
   const TensorView sv = st.view(send);
   if (c.rank() == root) out = st.view(*recv).bytes_ptr();
@@ -159,6 +183,13 @@ WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> co
     check_arg(bc[root] == recv.bytes(), "scatterv: the root's recvbuf has ", recv.count, " elements but send_counts[",
               root, "] is ", counts[root]);
     check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(bd[root]));
+  }
+  if (c.device_engine() != nullptr && recv.device == DeviceKind::kCUDA) {
+    algo::DeviceCall d = device_call(OpKind::kScatterV, recv.dtype, {}, root, 0, nullptr, nullptr);
+    d.recvs.push_back({root, nullptr, recv.bytes_ptr(), recv.bytes()});
+    for (int p = 0; p < n && c.rank() == root; ++p) d.sends.push_back({p, send->bytes_ptr() + bd[p], nullptr, bc[p]});
+    const bool is_root = c.rank() == root;
+    if (auto w = launch_device(c, std::move(d), {is_root ? &*send : nullptr, &recv}, call)) return *w;
   }
   Staging st({{opt(send), c.rank() == root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);
   const TensorView rv = st.view(recv);

@@ -118,6 +118,56 @@ void check_movement(Communicator& c, RankChecks& ck, int dev, size_t count) {
   for (int k = 0; k < 6; ++k) ck.expect(ok[k], names[k]);
 }
 
+/// Offsets of blocks of `counts` laid out one after another.
+std::vector<int64_t> offsets(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> d(counts.size());
+  for (size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
+  return d;
+}
+
+// The v-variants, with blocks of several slots (pieces in rounds).
+void check_vectors(Communicator& c, RankChecks& ck, int dev) {
+  const int n = c.size(), me = c.rank();
+  EmuStream s;
+  std::vector<int64_t> counts(n);
+  for (int r = 0; r < n; ++r) counts[r] = 300 * (r + 1);
+  const auto displs = offsets(counts);
+  const int64_t total = displs[n - 1] + counts[n - 1];
+  auto mine = inputs(me, size_t(counts[me]));
+  std::vector<int32_t> agv(total, -1), gv(me == 1 ? total : 0, -1), sv(counts[me], -1);
+  auto all = inputs(7, size_t(total));
+  coll::all_gatherv(c, dev_view(mine, DType::kInt32, dev), dev_view(agv, DType::kInt32, dev), counts, displs, on(s));
+  std::optional<TensorView> groot, sroot;
+  if (me == 1) groot = dev_view(gv, DType::kInt32, dev);
+  if (me == 0) sroot = dev_view(all, DType::kInt32, dev);
+  coll::gatherv(c, dev_view(mine, DType::kInt32, dev), groot, counts, displs, 1, on(s));
+  coll::scatterv(c, sroot, counts, displs, dev_view(sv, DType::kInt32, dev), 0, on(s));
+  // all_to_allv: rank p sends 50 (p + 1)(q + 1) elements to rank q.
+  std::vector<int64_t> sc(n), rc(n);
+  for (int q = 0; q < n; ++q) {
+    sc[q] = 50 * (me + 1) * (q + 1);
+    rc[q] = 50 * (q + 1) * (me + 1);
+  }
+  const auto sd = offsets(sc), rd = offsets(rc);
+  auto a2s = inputs(me, size_t(sd[n - 1] + sc[n - 1]));
+  std::vector<int32_t> a2r(size_t(rd[n - 1] + rc[n - 1]), -1);
+  coll::all_to_allv(c, dev_view(a2s, DType::kInt32, dev), sc, sd, dev_view(a2r, DType::kInt32, dev), rc, rd, on(s));
+  ck.expect(s.sync(), "the stream finished");
+  bool ok[4] = {true, true, true, true};
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < counts[r]; ++i) {
+      ok[0] &= agv[displs[r] + i] == in(r, size_t(i));
+      if (me == 1) ok[1] &= gv[displs[r] + i] == in(r, size_t(i));
+    }
+    int64_t from = 0;  // where rank r's block for this rank starts in its sendbuf
+    for (int q = 0; q < me; ++q) from += 50 * (r + 1) * (q + 1);
+    for (int64_t i = 0; i < rc[r]; ++i) ok[3] &= a2r[rd[r] + i] == in(r, size_t(from + i));
+  }
+  for (int64_t i = 0; i < counts[me]; ++i) ok[2] &= sv[i] == all[displs[me] + i];
+  const char* names[4] = {"all_gatherv", "gatherv", "scatterv", "all_to_allv"};
+  for (int k = 0; k < 4; ++k) ck.expect(ok[k], names[k]);
+}
+
 TEST(CudaIpc, HandlesOpenInAnotherProcess) {
   EmulatedGpu gpu;
   auto* p = static_cast<uint64_t*>(gpu.device_alloc(4096));
@@ -149,6 +199,7 @@ TEST(CudaIpc, EveryCollectiveOnOneGpu) {
           const size_t host_before = EmulatedGpu::host_bytes().load();
           check_reductions(c, ck, 0, 2500);  // five pieces of 512
           check_movement(c, ck, 0, 700);     // pieces of 512 / n
+          check_vectors(c, ck, 0);
           ck.expect(EmulatedGpu::host_bytes().load() == host_before, "nothing was staged through host memory");
         },
         20000, {}, device_path()));
@@ -162,6 +213,7 @@ TEST(CudaIpc, SeveralGpusWithPeerAccess) {
         ck.expect(c.device_engine() != nullptr, "peer access: the device path");
         check_reductions(c, ck, c.rank(), 1500);
         check_movement(c, ck, c.rank(), 300);
+        check_vectors(c, ck, c.rank());
       },
       20000, {}, device_path(3)));
 }

@@ -124,6 +124,7 @@ TEST(TransportRegistry, NoTransportCanConnect) {
   // Only shared memory, for two hosts.
   TransportOptions only_shm;
   only_shm.forced = "shm";
+  only_shm.cuda_ipc.mode = "staged";  // no device transport either
   const auto ts = make_transports(only_shm, TransportContext{0, 2, "x"});
   ASSERT_EQ(ts.size(), 1u);
   ASSERT_STREQ(ts[0]->name(), "shm");
@@ -139,7 +140,15 @@ TEST(TransportRegistry, NoTransportCanConnect) {
 TEST(TransportRegistry, ForcingMakesOnlyThatTransportAndAnUnknownNameIsRefused) {
   TransportOptions o;
   o.forced = "tcp";
-  const auto ts = make_transports(o, TransportContext{0, 2, "x"});
+  // Forcing names the message transport; the device transport is made too
+  // (it carries CUDA tensors only) unless OMNICCL_DEVICE_TRANSPORT=staged.
+  auto ts = make_transports(o, TransportContext{0, 2, "x"});
+  ASSERT_EQ(ts.size(), 2u);
+  EXPECT_STREQ(ts[0]->name(), "tcp");
+  EXPECT_STREQ(ts[1]->name(), "cuda_ipc");
+  EXPECT_TRUE(ts[1]->moves_device_memory());
+  o.cuda_ipc.mode = "staged";
+  ts = make_transports(o, TransportContext{0, 2, "x"});
   ASSERT_EQ(ts.size(), 1u);
   EXPECT_STREQ(ts[0]->name(), "tcp");
   o.forced = "ib";
@@ -150,6 +159,17 @@ TEST(TransportRegistry, ForcingMakesOnlyThatTransportAndAnUnknownNameIsRefused) 
     EXPECT_EQ(e.status(), Status::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("OMNICCL_TRANSPORT=ib names no transport"), std::string::npos) << e.what();
   }
+}
+
+// Without a GPU runtime the device transport offers nothing, so every pair
+// stages CUDA tensors, with the reason.
+TEST(TransportRegistry, TheDeviceTransportIsChosenApartAndNeverFails) {
+  const auto& ts = all_transports();
+  TransportChoice c = choose_device_transport(ts, endpoint(0, "hostA"), endpoint(1, "hostA"));
+  EXPECT_EQ(c.transport, nullptr);
+  EXPECT_NE(c.reason.find("cuda_ipc: "), std::string::npos) << c.reason;
+  TransportChoice m = choose_transport(ts, endpoint(0, "hostA"), endpoint(1, "hostB"), "auto");
+  EXPECT_STREQ(m.transport->name(), "tcp");  // never the device transport for messages
 }
 
 TEST(TransportRegistry, PriorityOrdersTheTable) {

@@ -50,6 +50,10 @@ class DeviceEngine::Run {
       case OpKind::kGather: return gather();
       case OpKind::kScatter: return scatter();
       case OpKind::kAllToAll: return all_to_all();
+      case OpKind::kAllGatherV:
+      case OpKind::kAllToAllV:
+      case OpKind::kGatherV:
+      case OpKind::kScatterV: return e_.exchange(c_);
       default: fail(Status::kInternal, "no device protocol for ", op_kind_name(c_.kind));
     }
   }
@@ -300,7 +304,11 @@ bool DeviceEngine::accepts(OpKind kind, int device) const {
     case OpKind::kReduceScatter:
     case OpKind::kGather:
     case OpKind::kScatter:
-    case OpKind::kAllToAll: return true;
+    case OpKind::kAllToAll:
+    case OpKind::kAllGatherV:
+    case OpKind::kAllToAllV:
+    case OpKind::kGatherV:
+    case OpKind::kScatterV: return true;
     default: return false;
   }
 }

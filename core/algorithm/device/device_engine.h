@@ -57,6 +57,14 @@
 
 namespace omniccl::algo {
 
+/// One rank's block of a v-variant: sent to or received from `peer`.
+struct DevicePart {
+  int peer = 0;
+  const char* src = nullptr;  ///< a send's data
+  char* dst = nullptr;        ///< a receive's destination
+  uint64_t bytes = 0;
+};
+
 /// One operation on CUDA tensors, as the collective layer describes it.
 struct DeviceCall {
   OpKind kind = OpKind::kAllReduce;
@@ -74,6 +82,10 @@ struct DeviceCall {
   char* recv = nullptr;
   GpuRuntime::Stream stream = nullptr;
   int64_t timeout_ms = 0;
+  /// The v-variants (all_gatherv, all_to_allv, gatherv, scatterv): the
+  /// blocks this rank sends and receives (its own block in both, with its
+  /// own rank as peer), moved as messages over the point-to-point slots.
+  std::vector<DevicePart> sends, recvs;
 };
 
 /// A point-to-point transfer on CUDA tensors: matched in order per pair of
@@ -159,6 +171,10 @@ class DeviceEngine {
   void check_signatures(const Pending& p, GpuRuntime::Stream stream);
   void p2p_send(const DeviceP2P& c);
   void p2p_recv(const DeviceP2P& c, uint64_t meta);
+  void send_piece(int peer, const char* src, size_t bytes, GpuRuntime::Stream stream);
+  void recv_piece(int peer, char* dst, size_t bytes, GpuRuntime::Stream stream);
+  void expect_message(int peer, uint64_t meta, GpuRuntime::Stream stream);
+  void exchange(const DeviceCall& c);
   void track(Pending p, GpuRuntime::Stream stream);
   void watch();
   bool check_front(Pending& p);
