@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The one GPU check: on a machine with a GPU (its driver, Python, PyTorch and
+# CuPy; no network needed), runs in at most 8 minutes (OMNICCL_GPU_CHECK_SECONDS)
+# every GPU test and
+# benchmark of OmniCCL and writes everything into one results folder:
+#   machine.txt        nvidia-smi, driver, CUDA, NCCL, PyTorch, CuPy, CPU, kernel
+#   ctest-gpu.log      ctest -L gpu (the CUDA kernels against the CPU kernels bit
+#                      for bit, collectives on CUDA tensors through the C ABI on
+#                      the staged and the CUDA IPC paths, stream order, a dead peer)
+#   pytest-gpu.log     the Python GPU tests (PyTorch and CuPy), where an omniccl
+#                      package built with CUDA imports here
+#   example-cuda.log   examples/cuda/all_reduce.cu on 2 ranks
+#   kernel-bench.txt   omniccl-cuda-kernel-bench (kernels against cudaMemcpy)
+#   bench-<path>-n<N>.csv  omniccl-bench --device cuda, every collective, 8 B -
+#                      1 GiB (the staged path to 256 MiB), 2 and 4 ranks on the
+#                      GPU(s), path = cuda_ipc or staged
+#   nccl-n<N>.csv      NCCL through PyTorch on the same sizes (bench/nccl_torch.py;
+#                      several ranks per GPU need NCCL >= 2.30), or why it did not run
+#   summary.txt        one line per step: what ran, its exit status, its time
+# Run it first on any GPU machine; see docs/performance for how results are read.
+#
+# Usage: scripts/gpu-check.sh [BUILD_DIR] [OUT_DIR]
+#   BUILD_DIR  a CUDA build of this checkout (default build-cuda): made on a CPU
+#              machine with scripts/install-cuda-toolkit.sh and
+#              cmake -DOMNICCL_CUDA=ON, then brought along; if it is missing
+#              and nvcc is on PATH (or in CUDACXX), it is built here first.
+#   OUT_DIR    default gpu-results/<date>-<host>
+# Each step is bounded (timeout); a failing step is recorded and the next runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-cuda}
+out=${2:-gpu-results/$(date -u +%Y%m%d-%H%M%S)-$(hostname -s)}
+mkdir -p "$out"
+out=$(realpath "$out")
+start=$SECONDS
+py=${PYTHON:-python3}
+
+budget=${OMNICCL_GPU_CHECK_SECONDS:-480}
+
+# step NAME SECONDS COMMAND...: runs COMMAND with its output in $out/NAME.log,
+# and a line in summary.txt; at most SECONDS, and never past the budget.
+step() {
+  local name=$1 limit=$2 t0=$SECONDS rc=0 left=$((budget - (SECONDS - start)))
+  shift 2
+  if ((left < 15)); then
+    echo "$name: skipped, the ${budget} s budget is spent" | tee -a "$out/summary.txt"
+    return 0
+  fi
+  ((limit > left)) && limit=$left
+  echo "== $name"
+  # A child bash, so that COMMAND may be one of the functions below.
+  timeout --kill-after=10 "$limit" bash -c '"$@"' step "$@" >"$out/$name.log" 2>&1 </dev/null || rc=$?
+  echo "$name: exit $rc after $((SECONDS - t0)) s$([ $rc = 124 ] && echo " (timed out after $limit s)")" |
+    tee -a "$out/summary.txt"
+  return 0
+}
+
+machine() {
+  nvidia-smi || echo "no nvidia-smi"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv || true
+  nvidia-smi topo -m 2>/dev/null || true
+  "$py" - <<'EOF' || true
+import platform
+print("python", platform.python_version())
+try:
+    import torch
+    print("torch", torch.__version__, "cuda", torch.version.cuda,
+          "nccl", ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else "-")
+except Exception as e:  # noqa: BLE001 - any reason is worth recording
+    print("torch: not usable:", e)
+try:
+    import cupy
+    print("cupy", cupy.__version__, "runtime", cupy.cuda.runtime.runtimeGetVersion())
+except Exception as e:  # noqa: BLE001
+    print("cupy: not usable:", e)
+EOF
+  lscpu | grep -E "Model name|^CPU\(s\)" || true
+  uname -r
+  git log -1 --format='commit %H %s' 2>/dev/null || true
+}
+
+build_here() {
+  local nvcc=${CUDACXX:-$(command -v nvcc || true)}
+  [ -n "$nvcc" ] || { echo "no CUDA build at $build and no nvcc here: bring a CUDA build"; return 1; }
+  cmake -S . -B "$build" -DOMNICCL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DOMNICCL_BUILD_TESTS=ON \
+    -DOMNICCL_BUILD_EXAMPLES=ON -DCMAKE_BUILD_TYPE=Release && cmake --build "$build" -j"$(nproc)"
+}
+
+# bench PATH N MAXBYTES: omniccl-bench on CUDA buffers, every collective.
+bench() {
+  OMNICCL_DEVICE_TRANSPORT=$1 "$build/tools/omniccl-run" -n "$2" "$build/tools/omniccl-bench" --device cuda \
+    --coll all --sizes "8,1K,64K,1M,16M,256M$( [ "$3" = 1G ] && echo ,1G)" -n auto -w auto -c 1 --csv \
+    --transport "$1" -t 60
+}
+
+pytest_gpu() {
+  PYTHONPATH=${OMNICCL_PYTHONPATH:-} "$py" -c "import omniccl" || {
+    echo "SKIPPED: no omniccl Python package imports here (pip install ./bindings/python -C" \
+      "cmake.define.OMNICCL_CUDA=ON -C cmake.define.CMAKE_CUDA_COMPILER=\$nvcc, or set OMNICCL_PYTHONPATH)"
+    return 0
+  }
+  PYTHONPATH=${OMNICCL_PYTHONPATH:-} "$py" -m pytest -q -m gpu bindings/python/tests/test_cuda.py
+}
+
+export build py
+export -f machine build_here bench pytest_gpu
+echo "gpu-check: results in $out"
+step machine 60 machine
+if [ ! -x "$build/tools/omniccl-bench" ]; then
+  budget=$((budget + 420))  # building here is not part of the check's time
+  step build 420 build_here
+fi
+step ctest-gpu 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+step pytest-gpu 90 pytest_gpu
+step example-cuda 30 "$build/tools/omniccl-run" -n 2 "$build/examples/cuda/all_reduce_cuda"
+step kernel-bench 45 "$build/tools/omniccl-cuda-kernel-bench"
+for n in 2 4; do
+  step "bench-cuda_ipc-n$n" 50 bench cuda_ipc "$n" 1G
+  step "bench-staged-n$n" 40 bench staged "$n" 256M
+  step "nccl-n$n" 45 "$py" bench/nccl_torch.py --ranks "$n"
+done
+for f in "$out"/bench-*.log "$out"/nccl-*.log; do
+  [ -f "$f" ] && grep -E '^(omniccl|nccl),' "$f" >"${f%.log}.csv"
+done
+echo "gpu-check: done in $((SECONDS - start)) s; results in $out" | tee -a "$out/summary.txt"
