@@ -115,6 +115,7 @@ struct Mesh::Peer {
   bool closed = false;    // control socket at EOF (after BYE, or not: failed)
   bool failed = false;    // control socket at EOF without BYE: exited, killed or aborted
   bool ready = false;
+  bool device_window = false;  ///< its kReady said it mapped every rank's device memory
 };
 
 // What the parts of Mesh::create hand on to the next.
@@ -167,6 +168,7 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->open_host_block(s);
   m->open_device_window(s);
   m->ready_barrier(opts.deadline, opts.check_ready ? opts.check_ready : opts.check_peers);
+  m->agree_on_device_window();
   // Every peer has mapped what this rank made for it, so the names can go
   // (nothing is left in /dev/shm even if a rank dies later).
   for (auto& t : m->transports_) t->setup_done();
@@ -253,7 +255,9 @@ void Mesh::add_peer(Setup& s, int p) {
 }
 
 // CUDA tensors move directly only where every pair chose the same device
-// transport: its operations need every rank's memory.
+// transport: its operations need every rank's memory. A rank that cannot map
+// a peer's memory (a container without the host's IPC namespace) stages
+// instead, and says so in the ready barrier (agree_on_device_window).
 void Mesh::open_device_window(Setup& s) {
   Transport* t = nullptr;
   for (int p = 0; p < size_; ++p) {
@@ -262,9 +266,24 @@ void Mesh::open_device_window(Setup& s) {
     t = s.device[size_t(p)];
   }
   if (t == nullptr) return;
-  device_window_ = t->open_window(s.remote);
-  OCCL_LOG(kInfo, kTransport, "CUDA tensors of this communicator move over ", t->name(), " between all ", size_,
-           " ranks");
+  try {
+    device_window_ = t->open_window(s.remote);
+  } catch (const Error& e) {
+    OCCL_LOG(kWarn, kTransport, t->name(), ": ", e.what(), "; CUDA tensors of this communicator are staged");
+  }
+}
+
+// Every rank keeps its window only if every peer mapped all of them too.
+void Mesh::agree_on_device_window() {
+  if (!device_window_) return;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_ || peers_[p]->device_window) continue;
+    OCCL_LOG(kInfo, kTransport, describe(p), " could not map every rank's GPU memory: CUDA tensors are staged");
+    device_window_.reset();
+    return;
+  }
+  OCCL_LOG(kInfo, kTransport, "CUDA tensors of this communicator move over ", device_window_->kind(), " between all ",
+           size_, " ranks");
 }
 
 // How many CPUs this host's ranks have, and whether any host's ranks
@@ -460,7 +479,7 @@ void Mesh::make_links(Setup& s) {
 // Every peer has made its links (and so mapped what this rank made for it).
 void Mesh::ready_barrier(const Deadline& deadline, const std::function<void()>& check_peers) {
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_) send_control(p, kReady, "", false);
+    if (p != rank_) send_control(p, kReady, device_window_ ? "D" : "", false);
   }
   for (;;) {
     bool all = true;
@@ -675,7 +694,10 @@ void Mesh::handle_control(int peer) {
 void Mesh::process_message(int peer, char type, const std::string& payload) {
   switch (type) {
     case kDoorbell: return;
-    case kReady: peers_[peer]->ready = true; return;
+    case kReady:
+      peers_[peer]->ready = true;
+      peers_[peer]->device_window = payload == "D";
+      return;
     case kBye: peers_[peer]->departed = true; return;
     case kHeartbeat: note_heartbeat(peer, payload); return;
     case kError: {

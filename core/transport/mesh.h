@@ -232,6 +232,7 @@ class Mesh {
   void log_dropped(const std::string& why) const;
   void make_links(Setup& s);
   void open_device_window(Setup& s);
+  void agree_on_device_window();
   /// After the exchange: the host's leader makes the shared block.
   void make_host_block(Setup& s);
   /// After connecting: the others map it.

@@ -317,9 +317,9 @@ class DeviceWindow {
   virtual char* scratch(int rank) = 0;
   /// Its size, the same on every rank.
   virtual size_t scratch_bytes() const = 0;
-  /// A peer whose process has ended, or -1: peers of one host, watched
-  /// without their control sockets (pidfd), from any thread.
-  virtual int dead_peer() = 0;
+  /// Whether rank r's process has ended: peers of one host, watched without
+  /// their control sockets (pidfd), from any thread.
+  virtual bool peer_gone(int r) = 0;
   /// "rank 3 (pid 1234)", for messages.
   virtual std::string describe(int rank) const = 0;
 };

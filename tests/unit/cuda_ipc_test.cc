@@ -164,28 +164,41 @@ void check_vectors(Communicator& c, RankChecks& ck, int dev) {
     for (int64_t i = 0; i < rc[r]; ++i) ok[3] &= a2r[rd[r] + i] == in(r, size_t(from + i));
   }
   for (int64_t i = 0; i < counts[me]; ++i) ok[2] &= sv[i] == all[displs[me] + i];
+  std::string why;
+  ck.expect(c.async_error(why) == Status::kSuccess, "no asynchronous error: " + why);
   const char* names[4] = {"all_gatherv", "gatherv", "scatterv", "all_to_allv"};
   for (int k = 0; k < 4; ++k) ck.expect(ok[k], names[k]);
 }
 
+// The other process is forked before any runtime (and its stream thread)
+// exists, and gets the handle's bytes through a pipe, as a peer gets them
+// in the setup exchange.
 TEST(CudaIpc, HandlesOpenInAnotherProcess) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(fds[1]);
+    GpuIpcHandle h;
+    const bool got = read(fds[0], h.bytes, sizeof h.bytes) == ssize_t(sizeof h.bytes);
+    EmulatedGpu other;
+    auto* q = got ? static_cast<uint64_t*>(other.ipc_open(h)) : nullptr;
+    const bool saw = q != nullptr && q[0] == 42;
+    if (q != nullptr) q[1] = 7;  // written through the mapping: the owner sees it
+    if (q != nullptr) other.ipc_close(q);
+    _exit(saw && other.open_mappings() == 0 ? 0 : 1);
+  }
+  close(fds[0]);
   EmulatedGpu gpu;
   auto* p = static_cast<uint64_t*>(gpu.device_alloc(4096));
   p[0] = 42;
   const GpuIpcHandle h = gpu.ipc_export(p);
-  const pid_t child = fork();
-  if (child == 0) {
-    EmulatedGpu other;
-    auto* q = static_cast<uint64_t*>(other.ipc_open(h));
-    const bool saw = q[0] == 42;
-    q[1] = 7;  // written through the mapping: the owner sees it
-    other.ipc_close(q);
-    _exit(saw && other.open_mappings() == 0 ? 0 : 1);
-  }
+  ASSERT_EQ(write(fds[1], h.bytes, sizeof h.bytes), ssize_t(sizeof h.bytes));
+  close(fds[1]);
   int status = 0;
   waitpid(child, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_EQ(p[1], 7u);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(p[1]).load(), 7u);
   gpu.device_free(p);
 }
 
@@ -226,6 +239,20 @@ TEST(CudaIpc, WithoutPeerAccessCudaTensorsAreStaged) {
         check_reductions(c, ck, c.rank(), 100);
       },
       20000, {}, device_path(2, false)));
+}
+
+TEST(CudaIpc, ARankThatCannotMapItsPeersMakesEveryRankStage) {
+  const RankSetup setup = [](int r, EmulatedGpu& gpu, CommConfig& cfg) {
+    device_path()(r, gpu, cfg);
+    gpu.ipc_open_fails = r == 2;
+  };
+  expect_all_ok(run_ranks(
+      3,
+      [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+        ck.expect(c.device_engine() == nullptr, "no rank took the device path");
+        check_reductions(c, ck, 0, 100);
+      },
+      20000, {}, setup));
 }
 
 TEST(CudaIpc, TheCallReturnsBeforeTheStreamRunsIt) {

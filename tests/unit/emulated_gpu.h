@@ -164,6 +164,8 @@ class EmulatedGpu final : public GpuRuntime {
   // --- the device transport's part ---
   /// Whether peers' devices can reach each other (a test of the fallback).
   bool peer_access = true;
+  /// Whether ipc_open fails (a container without the host's IPC namespace).
+  bool ipc_open_fails = false;
   std::string device_uuid(int device) override { return "emu-gpu-" + std::to_string(device); }
   bool driver_loaded() override { return true; }
   bool device_in_use(int) override { return true; }
@@ -296,6 +298,7 @@ inline GpuIpcHandle EmulatedGpu::ipc_export(void* base) {
 }
 
 inline void* EmulatedGpu::ipc_open(const GpuIpcHandle& h) {
+  if (ipc_open_fails) fail(Status::kSystem, "ipc_open: refused (emulating another IPC namespace)");
   EmuHandle e;
   std::memcpy(&e, h.bytes, sizeof e);
   if (std::memcmp(e.magic, "EMU1", 4) != 0) fail(Status::kSystem, "ipc_open: not an emulated handle");

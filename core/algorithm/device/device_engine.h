@@ -133,16 +133,18 @@ class DeviceEngine {
   int device() const { return window_.device(); }
 
   /// The flag words, as laid out in each block: the error word, then per
-  /// peer the collectives' posted, acked and signature words, then the
-  /// point-to-point posted, acked and message words.
+  /// peer the collectives' posted, acked and signature words, the
+  /// point-to-point posted, acked and message words, and the word a peer
+  /// sets when it leaves in order (its part of every operation done).
   static constexpr size_t kErrorWord = 0;
-  static size_t flag_words(int size) { return 1 + 6 * size_t(size); }
+  static size_t flag_words(int size) { return 1 + 7 * size_t(size); }
   size_t posted_word(int from) const { return word(0, from); }
   size_t acked_word(int from) const { return word(1, from); }
   size_t sig_word(int from) const { return word(2, from); }
   size_t p2p_posted_word(int from) const { return word(3, from); }
   size_t p2p_acked_word(int from) const { return word(4, from); }
   size_t p2p_meta_word(int from) const { return word(5, from); }
+  size_t bye_word(int from) const { return word(6, from); }
   /// The scratch bytes collectives move their pieces through (the first
   /// half of each block's scratch); the second half holds one slot per
   /// sender for point-to-point pieces.
@@ -182,6 +184,8 @@ class DeviceEngine {
   std::string missing(const Pending& p);
   void fail_all(Status st, const std::string& message, bool tell_peers);
   void release_own_waits();
+  int dead_peer();
+  void leave_in_order();
   GpuRuntime::Event take_event();
 
   transport::DeviceWindow& window_;

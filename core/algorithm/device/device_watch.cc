@@ -64,7 +64,7 @@ bool DeviceEngine::check_front(Pending& p) {
   if (!begun || now - p.started < kSlow) return true;
   // The error word first: a peer that found a mismatch may be gone already.
   if (!check_error_word(p)) return false;
-  if (const int dead = window_.dead_peer(); dead >= 0) {
+  if (const int dead = dead_peer(); dead >= 0) {
     fail_all(Status::kPeerFailure, str_cat(window_.describe(dead), " ended during ", p.what), false);
     return false;
   }
@@ -122,9 +122,35 @@ std::string DeviceEngine::missing(const Pending& p) {
   return late.empty() ? std::string("every rank started it; one has not finished") : late + " did not arrive";
 }
 
-// Every word this rank's stream may wait on (all but the error word).
+// A peer whose process ended without leaving in order, or -1. One that left
+// in order had done its part of every operation: what this rank still
+// waits for comes from others.
+int DeviceEngine::dead_peer() {
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && window_.peer_gone(p) && rt_.read_value(window_.flags(rank_) + bye_word(p)) == 0) return p;
+  }
+  return -1;
+}
+
+// A healthy communicator's end: waits (bounded) until the receivers took
+// this rank's last pieces (their acks are written into this rank's block,
+// which must outlive them), then tells every peer it left in order.
+void DeviceEngine::leave_in_order() {
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  for (int p = 0; p < size_; ++p) {
+    while (p != rank_ && rt_.read_value(window_.flags(rank_) + p2p_acked_word(p)) < send_steps_[size_t(p)] &&
+           Clock::now() < give_up && !window_.peer_gone(p)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) rt_.write_value(window_.flags(p) + bye_word(rank_), 1);
+  }
+}
+
+// Every word this rank's stream may wait on (all but the error and bye words).
 void DeviceEngine::release_own_waits() {
-  for (size_t w = kErrorWord + 1; w < flag_words(size_); ++w) {
+  for (size_t w = kErrorWord + 1; w < bye_word(0); ++w) {
     rt_.write_value(window_.flags(rank_) + w, kReleased);
   }
 }
@@ -169,6 +195,13 @@ DeviceEngine::~DeviceEngine() {
     lock.lock();
   }
   if (!pending_.empty()) fail_all(Status::kAborted, "the communicator was destroyed before this operation ended", true);
+  if (failed_ == Status::kSuccess && !aborted_) {
+    try {
+      leave_in_order();
+    } catch (const Error& e) {
+      OCCL_LOG(kWarn, kColl, "leaving the device window: ", e.what());
+    }
+  }
   stop_ = true;
   cv_.notify_all();
   lock.unlock();

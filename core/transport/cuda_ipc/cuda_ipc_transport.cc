@@ -88,7 +88,7 @@ class CudaIpcWindow final : public DeviceWindow {
       if (bases_[r] == nullptr) continue;
       try {
         if (int(r) == rank_) {
-          rt_.device_free(bases_[r]);
+          if (owns_block_) rt_.device_free(bases_[r]);
         } else {
           rt_.ipc_close(bases_[r]);
         }
@@ -97,6 +97,8 @@ class CudaIpcWindow final : public DeviceWindow {
       }
     }
   }
+  /// Every peer's memory is mapped: the window frees this rank's block.
+  void own_block() { owns_block_ = true; }
   void add(char* base, int pid) {
     bases_.push_back(base);
     peers_.emplace_back(pid);
@@ -107,12 +109,7 @@ class CudaIpcWindow final : public DeviceWindow {
   size_t flag_words() const override { return flag_words_; }
   char* scratch(int r) override { return bases_[size_t(r)] + flag_bytes_; }
   size_t scratch_bytes() const override { return scratch_; }
-  int dead_peer() override {
-    for (size_t r = 0; r < peers_.size(); ++r) {
-      if (int(r) != rank_ && peers_[r].gone()) return int(r);
-    }
-    return -1;
-  }
+  bool peer_gone(int r) override { return r != rank_ && peers_[size_t(r)].gone(); }
   std::string describe(int r) const override { return str_cat("rank ", r, " (pid ", peers_[size_t(r)].pid(), ")"); }
 
  private:
@@ -124,6 +121,7 @@ class CudaIpcWindow final : public DeviceWindow {
   size_t flag_bytes_;
   std::vector<char*> bases_;
   std::vector<PeerProcess> peers_;
+  bool owns_block_ = false;
 };
 
 class CudaIpcTransport final : public Transport {
@@ -233,10 +231,10 @@ std::unique_ptr<DeviceWindow> CudaIpcTransport::open_window(std::span<const Endp
     try {
       w->add(static_cast<char*>(rt_->ipc_open(p.handle)), e.pid);
     } catch (const Error& err) {
-      fail(Status::kSystem, "cannot map rank ", e.rank, "'s GPU memory (", err.what(),
-           "); OMNICCL_DEVICE_TRANSPORT=staged moves CUDA tensors through host memory instead");
+      fail(Status::kSystem, "cannot map rank ", e.rank, "'s GPU memory (", err.what(), ")");
     }
   }
+  w->own_block();
   window_made_ = true;
   return w;
 }
@@ -250,7 +248,7 @@ void CudaIpcOptions::validate() const {
             " bytes; use at least 4096, a multiple of 256");
 }
 
-size_t cuda_ipc_flag_words(int size) { return 1 + 6 * size_t(size); }
+size_t cuda_ipc_flag_words(int size) { return 1 + 7 * size_t(size); }
 
 std::unique_ptr<Transport> make_cuda_ipc_transport(const CudaIpcOptions& options, int rank, int size) {
   return std::make_unique<CudaIpcTransport>(options, rank, size);
