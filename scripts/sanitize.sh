@@ -58,8 +58,9 @@ run_asan() {
   echo "== asan+ubsan: unit, abi and examples suites, then the hardening suite"
   # Leak checking stays on; ranks are forked processes, each checked at exit.
   export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  # (abi_symbols checks the release library's exports: the main build runs it.)
-  ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 -L 'unit|abi|examples' -E '^abi_symbols$'
+  # (abi_symbols and abi_abidiff* check the release library's exports and
+  # ABI, and the ABI check itself: the main build runs them.)
+  ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 -L 'unit|abi|examples' -E '^abi_(symbols|abidiff.*)$'
   ctest --test-dir "$dir" --output-on-failure --timeout 600 -R '^HardeningTest\.'
   # Bad input, the API's edges and faults (killed peers, aborts), each suite
   # one process (its ranks forked): about 1 minute, and 2 more to build.

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # CI for the Rust crates (omniccl-sys, omniccl) against an already-built C
-# library, so nothing is compiled twice:
+# library (OMNICCL_DIR, so the checks do not build it again):
 #   formatting, clippy (warnings are errors), tests (unit, multi-process,
 #   doc tests), rustdoc (warnings are errors), the bindings drift check, the
-#   examples under omniccl-run checked against their documented output, and
-#   `cargo package` of both crates (which builds the packaged sources).
+#   examples under omniccl-run checked against their documented output,
+#   `cargo package` of both crates, and a new crate outside the checkout that
+#   depends on the two packages: cargo builds the library from the sources
+#   packaged in omniccl-sys (the one build of the library here) and links it
+#   statically, and the program runs on 2 ranks without LD_LIBRARY_PATH
+#   (package-test.sh).
 #
 # Usage: bindings/rust/ci.sh BUILD_DIR   (a CMake build directory of this
 #        repository holding capi/libomniccl.so and tools/omniccl-run)
@@ -30,6 +34,8 @@ export OMNICCL_DIR="$build"
 export LD_LIBRARY_PATH="$build/capi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0 RUST_BACKTRACE=0
 start=$SECONDS
+# shellcheck source=package-test.sh
+. "$here/package-test.sh"
 step() { echo "== rust: $* ($((SECONDS - start)) s)"; }
 
 step "toolchain: $(cargo --version), $(rustc --version)"
@@ -59,18 +65,25 @@ for src in omniccl/examples/*.rs; do
   echo "example $name: ok"
 done
 
-step "cargo package (both crates; builds the packaged sources)"
-# `cargo package --workspace` verifies omniccl against the omniccl-sys it just
-# packaged, through a local overlay registry extracted under
-# $CARGO_HOME/registry/src/-<hash of the overlay's path>/ and never extracted
-# again for the same name and version, and builds it where a registry crate of
-# that name and version built before counts as up to date: a copy left by an
-# earlier run from the same path (an older omniccl-sys 0.3.0) would stand in
-# for this one. So our crates' copies there are removed first (crates.io's are
-# untouched) and the packages are verified in a target directory of their own.
+step "cargo package (both crates)"
+# omniccl-sys carries the library's sources (vendor/, written by vendor.sh,
+# removed again on exit). cargo does not verify the packages here
+# (--no-verify): the next step builds both as cargo's verification would, but
+# outside the checkout and without OMNICCL_DIR, so the library is built once,
+# from the packaged sources. `cargo package --workspace` resolves omniccl
+# against the omniccl-sys it just packaged through a local overlay registry
+# extracted under $CARGO_HOME/registry/src/-<hash of the overlay's path>/ and
+# never extracted again for the same name and version, so a copy left there
+# by an earlier run (an older omniccl-sys 0.3.0) is removed first (crates.io's
+# copies are untouched).
+trap 'omniccl-sys/vendor.sh --clean; rm -rf "${package_test_dir:-}"' EXIT
+omniccl-sys/vendor.sh
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
 rm -rf "$cargo_home"/registry/src/-*/omniccl-sys-* "$cargo_home"/registry/src/-*/omniccl-[0-9]* \
-  "$cargo_home"/registry/cache/-*/omniccl-*.crate target/package-verify
-cargo package --locked --workspace --allow-dirty --target-dir target/package-verify
+  "$cargo_home"/registry/cache/-*/omniccl-*.crate target/package
+cargo package --locked --workspace --allow-dirty --no-verify
+
+step "a new crate on the packaged crates, outside the checkout: 2 ranks, no LD_LIBRARY_PATH"
+package_test "$here/target/package" "$build/tools/omniccl-run"
 
 step "all Rust checks passed in $((SECONDS - start)) s"
