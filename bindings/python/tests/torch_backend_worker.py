@@ -263,12 +263,12 @@ def ops(chk: Checker) -> dict:
 
 
 # ----------------------------------------------------------------- training
-def _train(model: torch.nn.Module, step, steps: int, rank: int) -> None:
+def _train(model: torch.nn.Module, step, steps: int, rank: int, device: str = "cpu") -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     gen = torch.Generator().manual_seed(1000 + rank)
     for _ in range(steps):
-        x = torch.randn(16, 32, generator=gen)
-        y = torch.randn(16, 4, generator=gen)
+        x = torch.randn(16, 32, generator=gen).to(device)
+        y = torch.randn(16, 4, generator=gen).to(device)
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         step(model)
@@ -333,7 +333,55 @@ def peer_dies(chk: Checker) -> dict:
     return {"seconds": time.monotonic() - start, "error": error[:300]}
 
 
-SCENARIOS = {"ops": ops, "ddp": ddp, "peer_dies": peer_dies}
+def cuda(chk: Checker) -> dict:
+    """CUDA tensors: operations ordered on the current stream (as NCCL's backend), and DDP on the GPU."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    total = float(size * (size + 1) // 2)
+    x = torch.full((1031,), float(rank + 1), device=dev)
+    dist.all_reduce(x)
+    chk.equal(x.cpu(), torch.full((1031,), total), "all_reduce float32")
+    xb = torch.full((4097,), float(rank + 1), device=dev, dtype=torch.bfloat16)
+    dist.all_reduce(xb, op=dist.ReduceOp.MAX)
+    chk.equal(xb.float().cpu(), torch.full((4097,), float(size)), "all_reduce MAX bfloat16")
+    # stream order: a long kernel runs on a side stream; the all_reduce issued there sees its result
+    side = torch.cuda.Stream()
+    y = torch.zeros(1 << 20, device=dev)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(1 << 28)
+        y.fill_(float(rank + 1))
+        dist.all_reduce(y)
+        y.mul_(2)
+    side.synchronize()
+    chk.equal(y[:4].cpu(), torch.full((4,), 2 * total), "all_reduce ordered on the current (side) stream")
+    t = torch.full((3,), float(rank), device=dev)
+    dist.broadcast(t, src=size - 1)
+    chk.equal(t.cpu(), torch.full((3,), float(size - 1)), "broadcast")
+    outs = [torch.zeros(2, device=dev) for _ in range(size)]
+    dist.all_gather(outs, torch.full((2,), float(rank), device=dev))
+    chk.equal(torch.cat(outs).cpu(), torch.arange(size, dtype=torch.float32).repeat_interleave(2), "all_gather list")
+    out = torch.zeros(2, device=dev)
+    dist.reduce_scatter_tensor(out, torch.ones(2 * size, device=dev))
+    chk.equal(out.cpu(), torch.full((2,), float(size)), "reduce_scatter_tensor")
+    inp = torch.arange(size, dtype=torch.float32, device=dev) + 10 * rank
+    out = torch.zeros(size, device=dev)
+    dist.all_to_all_single(out, inp)
+    chk.equal(out.cpu(), torch.tensor([10.0 * i + rank for i in range(size)]), "all_to_all_single")
+    work = dist.all_reduce(torch.ones(8, device=dev), async_op=True)
+    chk.true(work.wait() is True, "async wait()")
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(32, 4).to(dev), device_ids=[dev.index])
+    _train(model, lambda m: None, 3, rank, dev)
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    gathered = [torch.zeros_like(params) for _ in range(size)]
+    dist.all_gather(gathered, params)
+    chk.true(all(torch.equal(g, params) for g in gathered), "DDP on CUDA: every rank has the same parameters")
+    return {}
+
+
+SCENARIOS = {"ops": ops, "ddp": ddp, "peer_dies": peer_dies, "cuda": cuda}
 
 
 def main() -> int:

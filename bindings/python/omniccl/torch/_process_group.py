@@ -363,6 +363,16 @@ class ProcessGroupOmniCCL(dist.ProcessGroup):
         works, self._coalesced = self._coalesced or [], None
         return self._join(works, [t for w in works for t in w.result()])
 
+    def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
+                                        opts: Any = None) -> TorchWork:
+        """PyTorch 2.x's coalesced ``all_gather_into_tensor`` calls: one Work for all."""
+        return self._join([self._allgather_base(o, i) for o, i in zip(outputs, inputs)], list(outputs))
+
+    def reduce_scatter_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
+                                        opts: Any = None) -> TorchWork:
+        """PyTorch 2.x's coalesced ``reduce_scatter_tensor`` calls: one Work for all."""
+        return self._join([self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)], list(outputs))
+
     def _join(self, works: List[TorchWork], result: List[torch.Tensor]) -> TorchWork:
         """One Work over several (waiting for it waits for each, raising the first error)."""
         parts = [_WorkPart(w) for w in works]
