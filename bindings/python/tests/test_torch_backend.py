@@ -91,5 +91,32 @@ def test_tutorial_under_mpirun(torch_python, tmp_path):
         assert not json.loads((tmp_path / f"rank{rank}.json").read_text())["failures"]
 
 
+def _launcher_module():
+    # Loaded by path: omniccl.torch itself imports torch, which this interpreter may lack.
+    import importlib.util
+
+    import omniccl
+
+    path = Path(omniccl.__file__).parent / "torch" / "_launcher.py"
+    spec = importlib.util.spec_from_file_location("omniccl_torch_launcher", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("environ, want", [
+    ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+      "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+     {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}),
+    ({"PMI_RANK": "0", "PMI_SIZE": "2"}, {"RANK": "0", "WORLD_SIZE": "2"}),
+    ({"SLURM_PROCID": "3", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "2(x4)"},
+     {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"}),
+    ({"RANK": "0", "WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}, {}),
+    ({}, {}),
+])
+def test_torchrun_variables_from_other_launchers(environ, want):
+    assert _launcher_module().torch_env_from_launcher(environ) == want
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q", "-rs"]))

@@ -15,19 +15,27 @@ TCPStore of ``env://`` or ``tcp://``, a FileStore, torchrun's agent store):
 rank 0 of each group publishes an OmniCCL unique id in it and every rank
 creates the group's communicator from that id, within ``timeout``.
 ``import omniccl`` alone does not import torch.
+
+Under mpirun (Open MPI, MPICH) or srun, which do not set torchrun's RANK and
+WORLD_SIZE, importing this module sets them (and LOCAL_RANK,
+LOCAL_WORLD_SIZE) from the launcher's own variables when they are missing,
+so ``env://`` works there too; MASTER_ADDR and MASTER_PORT are passed to
+the launcher (``mpirun -x MASTER_ADDR=host -x MASTER_PORT=29500 ...``).
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 
 import torch.distributed as _dist
 
+from ._launcher import torch_env_from_launcher
 from ._process_group import UNIQUE_ID_KEY, ProcessGroupOmniCCL, create_process_group, reduce_op
 from ._work import TorchWork
 
 __all__ = ["BACKEND", "ProcessGroupOmniCCL", "TorchWork", "create_process_group", "register", "reduce_op",
-           "UNIQUE_ID_KEY"]
+           "torch_env_from_launcher", "UNIQUE_ID_KEY"]
 
 #: The backend name to pass to ``torch.distributed.init_process_group``.
 BACKEND = "omniccl"
@@ -46,3 +54,4 @@ def register() -> None:
 
 
 register()
+os.environ.update(torch_env_from_launcher(os.environ))
