@@ -26,7 +26,8 @@ def torchrun(python, env, scenario, nproc, out_dir: Path, timeout=150):
     """Runs ``torchrun --nproc_per_node NPROC worker SCENARIO``; returns each rank's JSON result."""
     e = dict(os.environ)
     e.pop("PYTHONPATH", None)
-    e.update(env, OMNICCL_TEST_OUT=str(out_dir), OMNICCL_TIMEOUT="60s", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    e.update(env, OMNICCL_TEST_OUT=str(out_dir), OMNICCL_TIMEOUT="60s", OMNICCL_SOCKET_ADDR="127.0.0.1",
+             OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     # --redirects/--tee: Debian 12's torch 1.13 on Python 3.11 cannot parse its own default
     # (see tests/bootstrap/torchrun_test.sh).
     cmd = [python, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1", "--nnodes", "1",
@@ -58,8 +59,8 @@ def test_ddp_and_gradient_averaging_match_gloo(torch_python, tmp_path):
 
 def test_dead_peer_raises_in_the_survivors(torch_python):
     python, env = torch_python
-    results = run_ranks(3, "peer_dies", python=python, env={**env, "OMNICCL_TIMEOUT": "60s"}, timeout=120,
-                        check=False, script=WORKER)
+    extra = {**env, "OMNICCL_TIMEOUT": "60s", "OMNICCL_SOCKET_ADDR": "127.0.0.1"}
+    results = run_ranks(3, "peer_dies", python=python, env=extra, timeout=120, check=False, script=WORKER)
     assert results[2].returncode == 3, [r.stderr[-2000:] for r in results]
     for r in results[:2]:
         res = r.result
@@ -81,7 +82,7 @@ def test_tutorial_under_mpirun(torch_python, tmp_path):
     python, env = torch_python
     e = dict(os.environ)
     e.pop("PYTHONPATH", None)
-    e.update(env, OMNICCL_TEST_OUT=str(tmp_path), OMP_NUM_THREADS="1")
+    e.update(env, OMNICCL_TEST_OUT=str(tmp_path), OMNICCL_SOCKET_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", "-x", "MASTER_ADDR=127.0.0.1",
            "-x", f"MASTER_PORT={free_port()}", "-x", "OMNICCL_TEST_OUT", "-x", "PYTHONPATH", python, str(WORKER),
            "ops"]
