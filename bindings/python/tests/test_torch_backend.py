@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS, free_port, run_ranks
+from conftest import EXAMPLES, TESTS, free_port, run_ranks
 
 WORKER = TESTS / "torch_backend_worker.py"
 
@@ -77,19 +78,45 @@ def test_cuda_tensors(torch_python, tmp_path):
     torchrun(python, env, "cuda", 2, tmp_path)
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed (apt-get install openmpi-bin)")
-def test_tutorial_under_mpirun(torch_python, tmp_path):
+EXAMPLE = EXAMPLES / "torch_backend.py"
+
+
+def documented_output(path):
+    """The "rank N: ..." lines after "Output with 2 ranks" in the example's docstring."""
+    text = path.read_text().split("Output with 2 ranks", 1)[1].split('"""', 1)[0]
+    return sorted(m.group(0) for m in re.finditer(r"rank [0-9]+: .*", text))
+
+
+def printed_output(stdout):
+    return sorted(m.group(0) for m in re.finditer(r"rank [0-9]+: .*", stdout))
+
+
+def test_tutorial_example_under_torchrun(torch_python):
     python, env = torch_python
     e = dict(os.environ)
     e.pop("PYTHONPATH", None)
-    e.update(env, OMNICCL_TEST_OUT=str(tmp_path), OMNICCL_SOCKET_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", "-x", "MASTER_ADDR=127.0.0.1",
-           "-x", f"MASTER_PORT={free_port()}", "-x", "OMNICCL_TEST_OUT", "-x", "PYTHONPATH", python, str(WORKER),
-           "ops"]
+    e.update(env, OMNICCL_SOCKET_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
+    cmd = [python, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(EXAMPLE)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=e, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    for rank in range(2):
-        assert not json.loads((tmp_path / f"rank{rank}.json").read_text())["failures"]
+    assert printed_output(proc.stdout) == documented_output(EXAMPLE), proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed (apt-get install openmpi-bin)")
+def test_tutorial_example_under_mpirun(torch_python):
+    python, env = torch_python
+    e = dict(os.environ)
+    e.pop("PYTHONPATH", None)
+    e.update(env, OMNICCL_SOCKET_ADDR="127.0.0.1", OMP_NUM_THREADS="1")
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "2", "-x", "MASTER_ADDR=127.0.0.1",
+           "-x", f"MASTER_PORT={free_port()}", "-x", "OMNICCL_SOCKET_ADDR", "-x", "OMP_NUM_THREADS"]
+    if "PYTHONPATH" in e:
+        cmd += ["-x", "PYTHONPATH"]
+    proc = subprocess.run(cmd + [python, str(EXAMPLE)], capture_output=True, text=True, timeout=150, env=e,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert printed_output(proc.stdout) == documented_output(EXAMPLE), proc.stdout
 
 
 def _launcher_module():
