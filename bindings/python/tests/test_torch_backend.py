@@ -58,9 +58,11 @@ def test_ddp_and_gradient_averaging_match_gloo(torch_python, tmp_path):
     assert all(r["max_difference"] == {"ddp": 0.0, "ddp averaging": 0.0} for r in results), results
 
 
-def test_dead_peer_raises_in_the_survivors(torch_python):
+def test_dead_peer_raises_in_the_survivors(torch_python, tmp_path):
+    # The ranks meet through a FileStore (init_method="file://...") here, not torchrun's TCPStore.
     python, env = torch_python
-    extra = {**env, "OMNICCL_TIMEOUT": "60s", "OMNICCL_SOCKET_ADDR": "127.0.0.1"}
+    extra = {**env, "OMNICCL_TIMEOUT": "60s", "OMNICCL_SOCKET_ADDR": "127.0.0.1",
+             "OMNICCL_TEST_INIT_FILE": str(tmp_path / "store")}
     results = run_ranks(3, "peer_dies", python=python, env=extra, timeout=120, check=False, script=WORKER)
     assert results[2].returncode == 3, [r.stderr[-2000:] for r in results]
     for r in results[:2]:

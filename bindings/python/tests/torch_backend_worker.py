@@ -386,7 +386,12 @@ SCENARIOS = {"ops": ops, "ddp": ddp, "peer_dies": peer_dies, "cuda": cuda}
 
 def main() -> int:
     name = sys.argv[1]
-    dist.init_process_group("omniccl", timeout=TIMEOUT)
+    init_file = os.environ.get("OMNICCL_TEST_INIT_FILE")
+    if init_file:  # a FileStore rendezvous (file://) instead of torchrun's TCPStore
+        dist.init_process_group("omniccl", init_method=f"file://{init_file}", rank=int(os.environ["RANK"]),
+                                world_size=int(os.environ["WORLD_SIZE"]), timeout=TIMEOUT)
+    else:
+        dist.init_process_group("omniccl", timeout=TIMEOUT)
     chk = Checker()
     result = {"rank": dist.get_rank(), "torch": torch.__version__}
     try:
