@@ -154,6 +154,17 @@ class ProcessGroupOmniCCL(dist.ProcessGroup):
     def _get_backend_name(self) -> str:
         return "omniccl"
 
+    # What PyTorch 2.x asks of a group's backend (``pg._get_backend(device).supports_coalescing``):
+    # this group is its own backend for every device, and offers neither NCCL-style coalescing
+    # of point-to-point calls, nor splitting, nor time estimates.
+    supports_coalescing = False
+    supports_splitting = False
+    _supports_time_estimate = False
+
+    def _get_backend(self, device: Any = None) -> "ProcessGroupOmniCCL":
+        """The group itself: it serves CPU and CUDA tensors alike (PyTorch 2.x asks per device)."""
+        return self
+
     def shutdown(self) -> None:
         """Frees the communicator (peers are told this rank left); safe to call twice."""
         self._completer.stop()
@@ -372,6 +383,46 @@ class ProcessGroupOmniCCL(dist.ProcessGroup):
                                         opts: Any = None) -> TorchWork:
         """PyTorch 2.x's coalesced ``reduce_scatter_tensor`` calls: one Work for all."""
         return self._join([self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)], list(outputs))
+
+    # Newer PyTorch 2.x calls the single-tensor collectives by these names.
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> TorchWork:
+        """``dist.all_gather_into_tensor`` (PyTorch 2.x's name): as :meth:`_allgather_base`."""
+        return self._allgather_base(output, input, opts)
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> TorchWork:
+        """``dist.reduce_scatter_tensor`` (PyTorch 2.x's name): as :meth:`_reduce_scatter_base`."""
+        return self._reduce_scatter_base(output, input, opts)
+
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
+                          input_split_sizes: List[int], opts: Any = None) -> TorchWork:
+        """``dist.all_to_all_single`` (PyTorch 2.x's name): as :meth:`alltoall_base`."""
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> TorchWork:
+        """PyTorch 2.x's gather into one tensor (``size * n`` elements, rank order) on the root."""
+        opts = opts or dist.GatherOptions()
+        root = opts.rootRank
+        s = _d(input).reshape(-1)
+        r = _d(output) if self.rank() == root else None
+        with _stream(input):
+            part = self._native("gather", lambda c: c.gather(
+                as_tensor(s, False, "input"), None if r is None else as_tensor(r, True, "output"), root,
+                blocking=False))
+        return self._work([part], [output])
+
+    def all_gather_single_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
+                                    opts: Any = None) -> TorchWork:
+        """PyTorch 2.x's name of :meth:`allgather_into_tensor_coalesced`."""
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
+                                        opts: Any = None) -> TorchWork:
+        """PyTorch 2.x's name of :meth:`reduce_scatter_tensor_coalesced`."""
+        return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+
+    def set_timeout(self, timeout: datetime.timedelta) -> None:
+        """``dist.set_timeout``: the deadline of the group's later operations."""
+        self._comm.set_timeout(timeout)
 
     def _join(self, works: List[TorchWork], result: List[torch.Tensor]) -> TorchWork:
         """One Work over several (waiting for it waits for each, raising the first error)."""
