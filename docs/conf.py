@@ -48,7 +48,8 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 4
 exclude_patterns = ["_build", "reference/generated/*", "performance/generated/*.md", "tools", "requirements.txt"]
 
-autodoc_mock_imports = ["omniccl._omniccl"]
+# Ray (for omniccl.ray) is mocked too: the docs environment does not install it.
+autodoc_mock_imports = ["omniccl._omniccl", "ray"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
 

@@ -8,8 +8,8 @@
 # Usage: bindings/python/ci.sh [VENV_DIR]     (default: build-py/venv)
 #
 # Needs python3 (with venv), a C++20 compiler and network access to PyPI
-# (scikit-build-core, pybind11, numpy, pytest, build, auditwheel; cmake/ninja
-# if missing). Debian's python3-torch is installed for the torch tests.
+# (scikit-build-core, pybind11, numpy, pytest, build, auditwheel, ray;
+# cmake/ninja if missing). Debian's python3-torch is installed for the torch tests.
 # Exits non-zero if the install or any test fails, or if no test ran.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,6 +57,9 @@ mkdir -p "$out/src" && tar -C "$out/src" --strip-components=1 -xzf "$sdist"
 wheel=$(ls "$out"/omniccl-*.whl)
 echo "== built $(basename "$sdist") and $(basename "$wheel")"
 "$venv/bin/python" -m pip install --quiet "$wheel[test]" </dev/null
+# Ray, for the omniccl.ray tests (tests/test_ray.py skips them, saying so, without it).
+"$venv/bin/python" -m pip install --quiet ray </dev/null ||
+  echo "ci.sh: ray could not be installed; the Ray tests will be skipped" >&2
 
 echo "== pytest bindings/python/tests"
 # pytest exits 5 when it collected no test: non-zero, so a failure here too.

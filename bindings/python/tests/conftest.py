@@ -87,12 +87,13 @@ def rank_env(rank: int, size: int, port: int, extra: Optional[Dict[str, str]] = 
 
 def run_ranks(size: int, scenario: str, args: Optional[Dict[str, Any]] = None, *, timeout: float = 90,
               env: Optional[Dict[str, str]] = None, rank_envs: Optional[Dict[int, Dict[str, str]]] = None,
-              check: bool = True, python: Optional[str] = None,
+              check: bool = True, python: Optional[str] = None, script: Optional[Path] = None,
               while_running: Optional[Callable[[List[subprocess.Popen], Path], None]] = None) -> List[RankResult]:
     """Runs ``size`` ranks of ``scenario`` and returns what each did.
 
     With ``check``, fails the test unless every rank exits 0. ``python``: the
-    interpreter (default: this one). ``while_running``
+    interpreter (default: this one); ``script``: the rank program (default:
+    workers.py), given ``SCENARIO ARGS_JSON``. ``while_running``
     is called with the processes (and the output folder) after they start,
     to send signals for instance.
     """
@@ -109,7 +110,7 @@ def run_ranks(size: int, scenario: str, args: Optional[Dict[str, Any]] = None, *
                 err = open(out_dir / f"{rank}.err", "w+")
                 files.append((out, err))
                 procs.append(subprocess.Popen(
-                    [python or sys.executable, str(WORKERS), scenario, json.dumps(args or {})],
+                    [python or sys.executable, str(script or WORKERS), scenario, json.dumps(args or {})],
                     stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=e, cwd=tmp, preexec_fn=sigint_default))
             if while_running is not None:
                 while_running(procs, out_dir)
@@ -169,3 +170,35 @@ def run_launcher(args: List[str], *, timeout: float = 60, cwd: Optional[Path] = 
 def send_signal(proc: subprocess.Popen, sig: int = signal.SIGINT) -> None:
     """Sends a signal to one rank process."""
     proc.send_signal(sig)
+
+
+# ------------------------------------------------------------------ torch
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _has_torch(python):
+    try:
+        return subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=60,
+                              stdin=subprocess.DEVNULL).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def torch_python(tmp_path_factory):
+    """(interpreter, extra environment) that imports torch and this omniccl."""
+    if _has_torch(sys.executable):
+        return sys.executable, {}
+    import omniccl
+
+    if os.path.exists(SYSTEM_PYTHON) and _has_torch(SYSTEM_PYTHON):
+        shim = tmp_path_factory.mktemp("omniccl-path")
+        (shim / "omniccl").symlink_to(Path(omniccl.__file__).parent)
+        env = {"PYTHONPATH": str(shim)}
+        check = subprocess.run([SYSTEM_PYTHON, "-c", "import omniccl, sys; print(omniccl.__file__)"],
+                               capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+                               stdin=subprocess.DEVNULL)
+        if check.returncode == 0:
+            return SYSTEM_PYTHON, env
+        pytest.skip(f"{SYSTEM_PYTHON} has torch but cannot import this omniccl build: {check.stderr[-500:]}")
+    pytest.skip("torch is not installed (pip install torch, or apt-get install python3-torch)")

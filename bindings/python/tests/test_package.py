@@ -143,6 +143,14 @@ def test_functions_need_init_first():
         omniccl.get_rank()
 
 
+def test_importing_omniccl_does_not_import_torch():
+    # The PyTorch backend lives in omniccl.torch; plain `import omniccl` stays torch-free (and fast).
+    code = "import sys, omniccl; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stdout + out.stderr
+
+
 def test_naming_the_module_creates_no_process_group():
     # No MASTER_ADDR or RANK: creating a group here would fail (or hang).
     code = """

@@ -70,6 +70,7 @@ def test_wheel_carries_the_library_stubs_and_launcher():
     names = zipfile.ZipFile(WHEEL).namelist()
     assert "omniccl/libomniccl.so.1" in names
     assert "omniccl/py.typed" in names and "omniccl/_omniccl.pyi" in names
+    assert "omniccl/torch/__init__.py" in names  # the PyTorch backend
     assert any(n.startswith("omniccl/_omniccl") and n.endswith(".so") for n in names)
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert entry, names
