@@ -143,8 +143,11 @@ void DeviceEngine::leave_in_order() {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
+  // Not into the block of a peer that left already: its memory may be gone.
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_) rt_.write_value(window_.flags(p) + bye_word(rank_), 1);
+    if (p != rank_ && rt_.read_value(window_.flags(rank_) + bye_word(p)) == 0) {
+      rt_.write_value(window_.flags(p) + bye_word(rank_), 1);
+    }
   }
 }
 
