@@ -164,6 +164,10 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->accept_peers(s);
   m->make_links(s);
   m->open_host_block(s);
+  std::vector<bool> on_block(size_t(opts.size), false);
+  for (int p = 0; p < opts.size; ++p)
+    on_block[size_t(p)] = p != opts.rank && s.transport[size_t(p)]->shares_host_memory();
+  m->setup_notices(on_block, opts.host_shared_bytes);
   m->ready_barrier(opts.deadline, opts.check_ready ? opts.check_ready : opts.check_peers);
   // Every peer has mapped what this rank made for it, so the names can go
   // (nothing is left in /dev/shm even if a rank dies later).
@@ -272,7 +276,8 @@ int Mesh::host_leader_rank(const Setup& s) const {
 
 void Mesh::make_host_block(Setup& s) {
   if (s.opts.host_shared_bytes == 0 || host_leader_rank(s) != rank_) return;
-  host_block_ = SharedMapping::create(s.remote[size_t(rank_)].host_block, s.opts.host_shared_bytes);
+  host_block_ = SharedMapping::create(s.remote[size_t(rank_)].host_block,
+                                      host_block_bytes(s.opts.host_shared_bytes, s.opts.size));
   host_leader_ = true;
 }
 
@@ -283,7 +288,8 @@ void Mesh::open_host_block(Setup& s) {
   if (s.opts.host_shared_bytes == 0 || leader < 0 || leader == rank_) return;
   const std::string& name = s.remote[size_t(leader)].host_block;
   if (name.empty()) fail(Status::kInternal, "rank ", leader, " made no block for its host's ranks");
-  host_block_ = SharedMapping::open(name, s.opts.host_shared_bytes, s.opts.host_shared_bytes);
+  const size_t bytes = host_block_bytes(s.opts.host_shared_bytes, s.opts.size);
+  host_block_ = SharedMapping::open(name, bytes, bytes);
 }
 
 // Lower ranks accept, higher ranks connect; connecting never waits for the
@@ -494,6 +500,8 @@ std::string Mesh::describe(int peer) const {
 
 void Mesh::throw_if_failed() {
   if (aborted()) fail(Status::kAborted, "the communicator was aborted");
+  if (foreign_failed_.load(std::memory_order_acquire)) [[unlikely]]
+    adopt_foreign_failure();
   if (pending_status_ == Status::kSuccess) return;
   if (pending_remote_) throw PeerReportedError(pending_status_, pending_message_);
   throw Error(pending_status_, pending_message_);
@@ -601,7 +609,9 @@ void Mesh::broadcast_error(Status status, const std::string& message) {
   std::string payload(1, static_cast<char>(status));
   payload += message;
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_) send_control(p, kError, payload, false);
+    if (p == rank_) continue;
+    send_control(p, kError, payload, false);
+    ring_notice(p);
   }
 }
 
@@ -655,6 +665,7 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
     case kReady: peers_[peer]->ready = true; return;
     case kBye: peers_[peer]->departed = true; return;
     case kHeartbeat: note_heartbeat(peer, payload); return;
+    case wire::kRejectedCall: note_rejection(peer, payload); return;
     case kError: {
       if (pending_status_ != Status::kSuccess) return;  // the first error is the one to report
       pending_status_ = wire::error_status_of(payload);
