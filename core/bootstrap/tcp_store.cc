@@ -147,6 +147,9 @@ struct TcpStoreServer::Impl {
   void housekeeping();
   /// Accepts every pending connection.
   void accept_all();
+  /// Without a job token: whether the connection on fd may stay (not a
+  /// process of another user on this host); closes it when not.
+  bool admits(int fd);
   /// Handles poll() events of one connection; false = close it.
   bool service(Conn& c, short revents);
   /// Checks a client's answer to the challenge once it is buffered, and
@@ -387,6 +390,24 @@ void TcpStoreServer::Impl::housekeeping() {
   for (uint64_t id : dead) close_conn(id);
 }
 
+bool TcpStoreServer::Impl::admits(int fd) {
+  // Without a job token, the kernel still tells who a connection of this
+  // host comes from: only this user's processes may read the records or
+  // claim a rank. Connections from other hosts cannot be told apart (the
+  // server warned at its start that it is open to them).
+  const std::optional<uid_t> uid = detail::local_peer_uid(fd);
+  if (!uid || *uid == ::geteuid()) return true;
+  UniqueFd refused(fd);
+  if (Clock::now() - refused_log > std::chrono::seconds(1)) {
+    refused_log = Clock::now();
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": refused a connection from ",
+             peer_text(fd), ", a process of user ", *uid, " on this host: without a job token only processes of ",
+             "this job's user (", ::geteuid(), ") may join from this host; give every rank the same ",
+             "OMNICCL_JOB_TOKEN to admit other users, see SECURITY.md");
+  }
+  return false;
+}
+
 void TcpStoreServer::Impl::accept_all() {
   for (;;) {
     int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -411,6 +432,7 @@ void TcpStoreServer::Impl::accept_all() {
       }
       continue;
     }
+    if (token.empty() && !admits(fd)) continue;
     net::set_nodelay(fd);
     Conn c;
     c.fd = UniqueFd(fd);
@@ -777,8 +799,10 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimi
            s.token.empty() ? "" : " (job token required)");
   if (s.token.empty() && !detail::is_loopback_name(host)) {
     OCCL_LOG(kWarn, kBootstrap, "rendezvous server on ", host_port(host, s.port),
-             " runs without a job token: anyone who can reach it can join the job; set OMNICCL_JOB_TOKEN "
-             "(launchers set one for you), see SECURITY.md");
+             " runs without a job token: processes on other hosts that can reach it can join the job, read "
+             "its ranks' records or take a missing rank's place (other users of this host are refused); set "
+             "OMNICCL_JOB_TOKEN to the same secret in every rank to close it (omniccl-run sets one for you), "
+             "see SECURITY.md");
   }
 }
 

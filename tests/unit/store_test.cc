@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -346,6 +347,34 @@ TEST(TcpStore, ClientConnectsBeforeServerStarts) {
 }
 
 /// Nobody listening: kTimeout naming host:port shortly after the deadline.
+// Without a job token, a process of another user on this host is refused
+// as it connects (it can neither read the records nor claim a rank), while
+// this user's processes are served. Needs root, to run a client as another
+// user (nobody); skipped otherwise.
+TEST(TcpStore, OtherUsersOfThisHostAreRefusedWithoutAToken) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another user";
+  TcpStoreServer server("127.0.0.1", 0);
+  auto mine = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  mine->set("rank/0", "pid 1 on host");
+  const uint16_t port = server.port();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    try {
+      auto s = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(2000));
+      ::_exit(s->get("rank/0", Deadline::after_ms(2000)) == "pid 1 on host" ? 1 : 2);
+    } catch (const Error&) {
+      ::_exit(0);  // refused
+    }
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: another user read the record; 2: it was served; 3: setuid failed";
+  EXPECT_EQ(mine->get("rank/0", Deadline::after_ms(2000)), "pid 1 on host");
+}
+
 TEST(TcpStore, ConnectTimesOut) {
   const uint16_t port = free_port();
   auto start = Clock::now();
