@@ -375,6 +375,34 @@ TEST(TcpStore, OtherUsersOfThisHostAreRefusedWithoutAToken) {
   EXPECT_EQ(mine->get("rank/0", Deadline::after_ms(2000)), "pid 1 on host");
 }
 
+// A local process opening many idle connections (more than the server
+// serves at once) must not keep the job's own out: connections that never
+// completed a request are shed, oldest first, to admit new ones, while those
+// of the job that are in use stay. Before, once the cap was reached every new
+// connection, a rank's included, was closed at accept.
+TEST(TcpStore, IdleStrangersAreShedForTheJobsConnections) {
+  StoreLimits limits;
+  limits.max_connections = 32;
+  TcpStoreServer server("127.0.0.1", 0, limits);
+  auto early = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  early->set("rank/0", "r0");
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 100; ++i) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server.port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    idle.push_back(std::move(fd));
+  }
+  std::this_thread::sleep_for(200ms);  // the server has accepted (or refused) them all
+  auto late = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  late->set("rank/1", "r1");
+  EXPECT_EQ(late->get("rank/0", Deadline::after_ms(2000)), "r0");
+  EXPECT_EQ(early->get("rank/1", Deadline::after_ms(2000)), "r1");
+}
+
 TEST(TcpStore, ConnectTimesOut) {
   const uint16_t port = free_port();
   auto start = Clock::now();
