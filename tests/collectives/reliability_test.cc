@@ -40,7 +40,16 @@ using Clock = std::chrono::steady_clock;
 /// Counters shared by the forked ranks (mapped before the fork).
 struct Shared {
   std::atomic<int> reported{0};
+  std::atomic<int> done{0};
 };
+
+/// Waits (at most 10 s) until `counter` reaches `want`: ranks that stay
+/// until the others have their answers, so that no answer comes from a rank
+/// that left.
+void wait_for(const std::atomic<int>& counter, int want) {
+  const auto t0 = Clock::now();
+  while (counter.load() < want && seconds_since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
 
 class SharedBlock {
  public:
@@ -130,9 +139,7 @@ void root_rejects_gatherv(int64_t elems) {
     // Each stays until both have their answers: they must come from the
     // rejection, not from the other rank leaving.
     shared->reported.fetch_add(1);
-    while (shared->reported.load() < n && seconds_since(t0) < 10) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    wait_for(shared->reported, n);
     return ok && s < 5.0 ? 0 : 1;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
@@ -161,7 +168,7 @@ TEST(RejectedCall, OthersOfAnAllReduceAreTold) {
     // Rank 1 stays until the others have their answer: it must come from
     // the rejection, not from rank 1 leaving.
     s->reported.fetch_add(1);
-    while (s->reported.load() < n && seconds_since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    wait_for(s->reported, n);
     return ok && took < 5.0 ? 0 : 1;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
@@ -192,11 +199,17 @@ TEST(RejectedCall, AllRanksRejectingStayUsable) {
 // report MISMATCH naming both calls; rank 0's broadcast only sends, so it may
 // return first, but its next call (another broadcast, which also only
 // sends) must fail with the same report.
-TEST(MismatchReachesEveryRank, BroadcastRootHearsOfIt) {
+// Over shared memory the root reads a word its peers bump; over TCP it
+// reads its control sockets before each call.
+class MismatchReachesEveryRank : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MismatchReachesEveryRank, BroadcastRootHearsOfIt) {
   SharedBlock sh;
   ASSERT_NE(sh.get(), nullptr);
   Shared* s = sh.get();
-  JobResult res = run_ranks(job(4), [s](occl_comm_t comm, int rank, int n) {
+  JobOptions o = job(4);
+  o.transport = GetParam();
+  JobResult res = run_ranks(o, [s](occl_comm_t comm, int rank, int n) {
     if (occl_barrier(comm, nullptr) != OCCL_SUCCESS) return 1;
     float x[64] = {};
     Tensor1D t(x, 64, dl_float(32));
@@ -204,22 +217,28 @@ TEST(MismatchReachesEveryRank, BroadcastRootHearsOfIt) {
     if (rank != 0) {
       bool ok = failed_with(rank, "all_reduce", occl_all_reduce(&t, &t, OCCL_SUM, comm, nullptr), needles);
       s->reported.fetch_add(1);
+      wait_for(s->reported, n - 1);
+      wait_for(s->done, 1);
       return ok ? 0 : 1;
     }
     occl_status_t st = occl_broadcast(&t, 0, comm, nullptr);
-    if (st != OCCL_SUCCESS) return failed_with(rank, "broadcast", st, needles) ? 0 : 1;
-    const auto t0 = Clock::now();
-    while (s->reported.load() < n - 1 && seconds_since(t0) < 10) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    bool ok = true;
+    if (st != OCCL_SUCCESS) {
+      ok = failed_with(rank, "broadcast", st, needles);
+    } else {
+      wait_for(s->reported, n - 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the notices are on their way
+      st = occl_broadcast(&t, 0, comm, nullptr);
+      ok = failed_with(rank, "the broadcast after the mismatch", st, needles) && st == OCCL_ERR_MISMATCH;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the notices are on their way
-    st = occl_broadcast(&t, 0, comm, nullptr);
-    bool ok = failed_with(rank, "the broadcast after the mismatch", st, needles);
-    ok &= st == OCCL_ERR_MISMATCH;
+    s->done.store(1);
     return ok ? 0 : 1;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, MismatchReachesEveryRank, ::testing::Values("shm", "tcp"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
 
 // ---------------------------------------------------------------------------
 // Two threads on one communicator
