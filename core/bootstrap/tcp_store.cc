@@ -423,7 +423,7 @@ bool TcpStoreServer::Impl::admits(int fd) {
   // host comes from: only this user's processes may read the records or
   // claim a rank. Connections from other hosts cannot be told apart (the
   // server warned at its start that it is open to them).
-  const std::optional<uid_t> uid = detail::local_peer_uid(fd);
+  const std::optional<uid_t> uid = net::local_peer_uid(fd);
   if (!uid || *uid == ::geteuid()) return true;
   UniqueFd refused(fd);
   if (Clock::now() - refused_log > std::chrono::seconds(1)) {

@@ -1,8 +1,6 @@
 // Private helpers shared by the bootstrap sources (not part of store.h).
 #pragma once
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,11 +22,6 @@ bool is_loopback_name(const std::string& host);
 /// Deadline for store operations that take none (set, add, check, erase):
 /// OMNICCL_TIMEOUT, 600 s by default.
 int64_t default_op_timeout_ms();
-
-/// The user that owns the other end of the accepted TCP connection `fd`
-/// when that end is a socket of this host (peer_owner.cc); nullopt when it
-/// is not (another host) or the kernel cannot tell.
-std::optional<uid_t> local_peer_uid(int fd);
 
 /// Parses the whole of text as a decimal int64; nullopt if it is not one.
 std::optional<int64_t> parse_int64(const std::string& text);

@@ -366,6 +366,13 @@ Mesh::HelloState Mesh::settle_hello(Setup& s, PendingHello& c, bool readable) {
   }
   const Hello h = c.auth.hello();
   std::string why = wire::check_hello(h, s.opts.session, rank_, size_);
+  // Without a token the hello's session id is all a connection proves, and
+  // other users of this host can see it (segment and socket names): only this
+  // user's processes of this host may connect then, as at the rendezvous.
+  if (const std::optional<uid_t> uid = s.opts.token.empty() ? net::local_peer_uid(c.fd.get()) : std::nullopt;
+      why.empty() && uid && *uid != ::geteuid()) {
+    why = str_cat("a process of user ", *uid, " on this host (without a job token only this job's user's may connect)");
+  }
   if (why.empty() && h.channel > s.data_fd[h.rank].size()) {
     why = str_cat("rank ", h.rank, " opened data stream ", h.channel, " of ", s.data_fd[h.rank].size());
   }

@@ -1,5 +1,6 @@
-// Who owns the other end of an accepted TCP connection, when it is a socket
-// of this host (and network namespace): the kernel's socket table knows, and
+// Who owns the other end of an accepted connection, when it is a socket of
+// this host (and network namespace). A unix socket carries its peer's
+// credentials (SO_PEERCRED). For TCP the kernel's socket table knows, and
 // answers one exact lookup by address and port over a sock_diag netlink
 // socket (inet_diag_req_v2 without NLM_F_DUMP: the kernel finds that one
 // socket, the cost of one system call pair whatever the number of sockets;
@@ -15,10 +16,10 @@
 
 #include <cstring>
 
-#include "bootstrap/util.h"
 #include "common/fd.h"
+#include "common/net.h"
 
-namespace omniccl::bootstrap::detail {
+namespace omniccl::net {
 
 namespace {
 
@@ -62,6 +63,12 @@ std::optional<uid_t> local_peer_uid(int fd) {
       ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) {
     return std::nullopt;
   }
+  if (local.ss_family == AF_UNIX) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return std::nullopt;
+    return cred.uid;
+  }
   struct {
     nlmsghdr nlh;
     inet_diag_req_v2 r;
@@ -95,4 +102,4 @@ std::optional<uid_t> local_peer_uid(int fd) {
   return static_cast<uid_t>(static_cast<const inet_diag_msg*>(NLMSG_DATA(h))->idiag_uid);
 }
 
-}  // namespace omniccl::bootstrap::detail
+}  // namespace omniccl::net
