@@ -20,6 +20,12 @@
 //   background helper it forgot) get SIGTERM.
 // * Zombies. Every rank is waited for (waitpid) before the launcher exits, on
 //   every path, including start-up failures.
+// * Leftovers. A rank killed during its link setup (by SIGTERM's default
+//   action, or SIGKILL) leaves the shared-memory segments it made for its
+//   peers. After the last rank has exited, the launcher removes this user's
+//   OmniCCL segments whose creating process is gone (each name carries the
+//   creator's pid namespace and pid: core/common/shared_memory.cc), as the
+//   next job on the host would; a live process's segments stay.
 // * Output. With prefixing on, each rank's stdout and stderr are pipes that
 //   the launcher reads in one poll() loop; it writes only whole lines, each
 //   as "[RANK] line\n", so lines from different ranks never mix mid-line. A
@@ -64,6 +70,7 @@
 //   which OmniCCL checks at rendezvous, so a rank never joins another job.
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -226,6 +233,44 @@ void ensure_standard_fds() {
 }
 
 /// Names ranks for messages: "rank 3" or "ranks 0, 2, 3".
+/// The pid in "omniccl.<ns>-<pid>.<rest>" when it starts with `prefix`
+/// ("omniccl.<ns>-"), else 0.
+pid_t pid_in_segment_name(const std::string& name, const std::string& prefix) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return 0;
+  long pid = 0;
+  size_t i = prefix.size();
+  for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && pid < (1L << 30); ++i) {
+    pid = pid * 10 + (name[i] - '0');
+  }
+  return i < name.size() && name[i] == '.' ? static_cast<pid_t>(pid) : 0;
+}
+
+/// Removes this user's OmniCCL shared-memory segments of this pid namespace
+/// whose creating process is gone; returns how many.
+int remove_dead_segments() {
+  char link[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof link - 1);  // "pid:[4026531836]"
+  std::string ns;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (std::isdigit(static_cast<unsigned char>(link[i]))) ns.push_back(link[i]);
+  }
+  const std::string prefix = "omniccl." + (ns.empty() ? std::string("0") : ns) + "-";
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(dir)) {
+    const pid_t pid = pid_in_segment_name(e->d_name, prefix);
+    struct stat st {};
+    if (pid <= 0 || ::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != ::geteuid()) {
+      continue;
+    }
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    if (::unlinkat(::dirfd(dir), e->d_name, 0) == 0) ++removed;
+  }
+  ::closedir(dir);
+  return removed;
+}
+
 std::string join_ranks(const std::vector<int>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
   bool first = true;
@@ -557,6 +602,9 @@ class Launcher {
     }
     if (int rc = start_ranks(); rc != 0) return rc;
     loop();
+    if (const int removed = remove_dead_segments(); removed > 0) {
+      log_line("removed " + std::to_string(removed) + " shared-memory segment(s) that ended ranks left in /dev/shm");
+    }
     if (timed_out_) return kExitTimeout;
     if (const Rank* first = first_failed(); first != nullptr && first->failure_status) {
       if (failed_count() > 1) {

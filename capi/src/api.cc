@@ -93,6 +93,25 @@ class Calling {
   Communicator::IssueGuard issuing_;
 };
 
+/// A collective's call on comm, this thread its issuer (Calling): an
+/// argument error found before the operation was issued is also told to the
+/// peers, whose matching call would otherwise wait for this rank
+/// (Communicator::reject_collective). `fn_name`: the C function.
+template <typename Fn>
+std::shared_ptr<Work> collective(occl_comm_t comm, const char* fn_name, Fn&& fn) {
+  Calling on(comm);
+  try {
+    return fn(*on);
+  } catch (const Error& e) {
+    if (e.status() != Status::kInvalidArgument && e.status() != Status::kUnsupported) throw;
+    std::string call = fn_name;
+    if (call.starts_with("occl_")) call.erase(0, 5);
+    if (call.ends_with("_ex")) call.erase(call.size() - 3);
+    (*on).reject_collective(call.c_str(), e.what());
+    throw;
+  }
+}
+
 /// Frees a handle: a ready communicator is aborted (local, bounded; with
 /// as_failure its peers hear that this rank failed rather than that it left),
 /// a pending creation cancelled.
@@ -524,7 +543,8 @@ OCCL_API occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const o
 static occl_status_t broadcast_impl(const char* fn, const DLTensor* tensor, int root, occl_comm_t comm,
                                     const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::broadcast(*Calling(comm), to_view(tensor, "tensor"), root, call);
+    return collective(comm, fn,
+                      [&](Communicator& c) { return coll::broadcast(c, to_view(tensor, "tensor"), root, call); });
   });
 }
 OCCL_API occl_status_t occl_broadcast(const DLTensor* tensor, int root, occl_comm_t comm, occl_work_t* work) {
@@ -538,10 +558,10 @@ OCCL_API occl_status_t occl_broadcast_ex(const DLTensor* tensor, int root, occl_
 static occl_status_t scatter_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root,
                                   occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    Calling on(comm);
-    Communicator& c = *on;
-    auto send = c.rank() == root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt;
-    return coll::scatter(c, send, to_view(recvbuf, "recvbuf"), root, call);
+    return collective(comm, fn, [&](Communicator& c) {
+      auto send = c.rank() == root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt;
+      return coll::scatter(c, send, to_view(recvbuf, "recvbuf"), root, call);
+    });
   });
 }
 OCCL_API occl_status_t occl_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
@@ -556,10 +576,10 @@ OCCL_API occl_status_t occl_scatter_ex(const DLTensor* sendbuf, const DLTensor* 
 static occl_status_t gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, int root,
                                  occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    Calling on(comm);
-    Communicator& c = *on;
-    auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
-    return coll::gather(c, to_view(sendbuf, "sendbuf"), recv, root, call);
+    return collective(comm, fn, [&](Communicator& c) {
+      auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
+      return coll::gather(c, to_view(sendbuf, "sendbuf"), recv, root, call);
+    });
   });
 }
 OCCL_API occl_status_t occl_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, int root, occl_comm_t comm,
@@ -574,10 +594,10 @@ OCCL_API occl_status_t occl_gather_ex(const DLTensor* sendbuf, const DLTensor* r
 static occl_status_t reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
                                  int root, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    Calling on(comm);
-    Communicator& c = *on;
-    auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
-    return coll::reduce(c, to_view(sendbuf, "sendbuf"), recv, redop, root, call);
+    return collective(comm, fn, [&](Communicator& c) {
+      auto recv = c.rank() == root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt;
+      return coll::reduce(c, to_view(sendbuf, "sendbuf"), recv, redop, root, call);
+    });
   });
 }
 OCCL_API occl_status_t occl_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop, int root,
@@ -593,7 +613,9 @@ static occl_status_t all_reduce_impl(const char* fn, const DLTensor* sendbuf, co
                                      occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options,
                                      occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::all_reduce(*Calling(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
+    return collective(comm, fn, [&](Communicator& c) {
+      return coll::all_reduce(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
+    });
   });
 }
 OCCL_API occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
@@ -608,7 +630,9 @@ OCCL_API occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTenso
 static occl_status_t all_gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
                                      const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::all_gather(*Calling(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
+    return collective(comm, fn, [&](Communicator& c) {
+      return coll::all_gather(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
+    });
   });
 }
 OCCL_API occl_status_t occl_all_gather(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
@@ -624,7 +648,9 @@ static occl_status_t reduce_scatter_impl(const char* fn, const DLTensor* sendbuf
                                          occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options,
                                          occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::reduce_scatter(*Calling(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
+    return collective(comm, fn, [&](Communicator& c) {
+      return coll::reduce_scatter(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), redop, call);
+    });
   });
 }
 OCCL_API occl_status_t occl_reduce_scatter(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
@@ -639,7 +665,9 @@ OCCL_API occl_status_t occl_reduce_scatter_ex(const DLTensor* sendbuf, const DLT
 static occl_status_t all_to_all_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
                                      const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    return coll::all_to_all(*Calling(comm), to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
+    return collective(comm, fn, [&](Communicator& c) {
+      return coll::all_to_all(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), call);
+    });
   });
 }
 OCCL_API occl_status_t occl_all_to_all(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
@@ -652,7 +680,9 @@ OCCL_API occl_status_t occl_all_to_all_ex(const DLTensor* sendbuf, const DLTenso
 }
 
 static occl_status_t barrier_impl(const char* fn, occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
-  return op(fn, options, work, [&](const CallOptions& call) { return coll::barrier(*Calling(comm), call); });
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return collective(comm, fn, [&](Communicator& c) { return coll::barrier(c, call); });
+  });
 }
 OCCL_API occl_status_t occl_barrier(occl_comm_t comm, occl_work_t* work) {
   return barrier_impl("occl_barrier", comm, nullptr, work);
@@ -665,11 +695,11 @@ static occl_status_t all_gatherv_impl(const char* fn, const DLTensor* sendbuf, c
                                       const int64_t* recv_counts, const int64_t* recv_displs, occl_comm_t comm,
                                       const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    Calling on(comm);
-    Communicator& c = *on;
-    check_arg(recv_counts != nullptr, "recv_counts is NULL");
-    return coll::all_gatherv(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), vec(recv_counts, c.size()),
-                             vec(recv_displs, c.size()), call);
+    return collective(comm, fn, [&](Communicator& c) {
+      check_arg(recv_counts != nullptr, "recv_counts is NULL");
+      return coll::all_gatherv(c, to_view(sendbuf, "sendbuf"), to_view(recvbuf, "recvbuf"), vec(recv_counts, c.size()),
+                               vec(recv_displs, c.size()), call);
+    });
   });
 }
 OCCL_API occl_status_t occl_all_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
@@ -687,13 +717,13 @@ static occl_status_t all_to_allv_impl(const char* fn, const DLTensor* sendbuf, c
                                       const int64_t* recv_displs, occl_comm_t comm, const occl_options_t* options,
                                       occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    Calling on(comm);
-    Communicator& c = *on;
-    check_arg(send_counts != nullptr, "send_counts is NULL");
-    check_arg(recv_counts != nullptr, "recv_counts is NULL");
-    int n = c.size();
-    return coll::all_to_allv(c, to_view(sendbuf, "sendbuf"), vec(send_counts, n), vec(send_displs, n),
-                             to_view(recvbuf, "recvbuf"), vec(recv_counts, n), vec(recv_displs, n), call);
+    return collective(comm, fn, [&](Communicator& c) {
+      check_arg(send_counts != nullptr, "send_counts is NULL");
+      check_arg(recv_counts != nullptr, "recv_counts is NULL");
+      int n = c.size();
+      return coll::all_to_allv(c, to_view(sendbuf, "sendbuf"), vec(send_counts, n), vec(send_displs, n),
+                               to_view(recvbuf, "recvbuf"), vec(recv_counts, n), vec(recv_displs, n), call);
+    });
   });
 }
 OCCL_API occl_status_t occl_all_to_allv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,
@@ -714,13 +744,14 @@ static occl_status_t gatherv_impl(const char* fn, const DLTensor* sendbuf, const
                                   const int64_t* recv_counts, const int64_t* recv_displs, int root, occl_comm_t comm,
                                   const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    Calling on(comm);
-    Communicator& c = *on;
-    bool is_root = c.rank() == root;
-    check_arg(!is_root || recv_counts != nullptr, "recv_counts is NULL on the root");
-    return coll::gatherv(c, to_view(sendbuf, "sendbuf"), is_root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt,
-                         is_root ? vec(recv_counts, c.size()) : std::vector<int64_t>(),
-                         is_root ? vec(recv_displs, c.size()) : std::vector<int64_t>(), root, call);
+    return collective(comm, fn, [&](Communicator& c) {
+      bool is_root = c.rank() == root;
+      check_arg(!is_root || recv_counts != nullptr, "recv_counts is NULL on the root");
+      return coll::gatherv(c, to_view(sendbuf, "sendbuf"),
+                           is_root ? to_optional_view(recvbuf, "recvbuf") : std::nullopt,
+                           is_root ? vec(recv_counts, c.size()) : std::vector<int64_t>(),
+                           is_root ? vec(recv_displs, c.size()) : std::vector<int64_t>(), root, call);
+    });
   });
 }
 OCCL_API occl_status_t occl_gatherv(const DLTensor* sendbuf, const DLTensor* recvbuf, const int64_t* recv_counts,
@@ -737,14 +768,14 @@ static occl_status_t scatterv_impl(const char* fn, const DLTensor* sendbuf, cons
                                    const int64_t* send_displs, const DLTensor* recvbuf, int root, occl_comm_t comm,
                                    const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
-    Calling on(comm);
-    Communicator& c = *on;
-    bool is_root = c.rank() == root;
-    check_arg(!is_root || send_counts != nullptr, "send_counts is NULL on the root");
-    return coll::scatterv(c, is_root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt,
-                          is_root ? vec(send_counts, c.size()) : std::vector<int64_t>(),
-                          is_root ? vec(send_displs, c.size()) : std::vector<int64_t>(), to_view(recvbuf, "recvbuf"),
-                          root, call);
+    return collective(comm, fn, [&](Communicator& c) {
+      bool is_root = c.rank() == root;
+      check_arg(!is_root || send_counts != nullptr, "send_counts is NULL on the root");
+      return coll::scatterv(c, is_root ? to_optional_view(sendbuf, "sendbuf") : std::nullopt,
+                            is_root ? vec(send_counts, c.size()) : std::vector<int64_t>(),
+                            is_root ? vec(send_displs, c.size()) : std::vector<int64_t>(), to_view(recvbuf, "recvbuf"),
+                            root, call);
+    });
   });
 }
 OCCL_API occl_status_t occl_scatterv(const DLTensor* sendbuf, const int64_t* send_counts, const int64_t* send_displs,

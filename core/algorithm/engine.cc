@@ -125,7 +125,11 @@ void Engine::fail_header(const State& s) {
     mesh_.broadcast_error(Status::kInternal, msg);
     throw transport::PeerReportedError(Status::kInternal, msg);
   }
-  const std::string diff = header_diff(h, mine, s.t.step, s.t.bytes, mesh_.rank(), peer);
+  // A message of a call this rank rejected: the peer went on with it.
+  const std::string* rejected = mine.kind == OpKind::kSendRecv ? nullptr : mesh_.own_rejection(h.seq);
+  const std::string diff =
+      rejected ? str_cat(mesh_.describe(peer), " ran ", op_kind_name(OpKind(h.kind)), " #", h.seq, " where ", *rejected)
+               : header_diff(h, mine, s.t.step, s.t.bytes, mesh_.rank(), peer);
   std::string msg = str_cat(op_text(mine), ": calls do not match across ranks: ", diff);
   mesh_.broadcast_error(Status::kMismatch, msg);
   throw transport::PeerReportedError(Status::kMismatch, msg);
@@ -359,6 +363,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
     // that still waits on it (sleep_step), after this pass consumed what it
     // delivered.
     mesh_.throw_if_failed();
+    if (sig_.kind != OpKind::kSendRecv) mesh_.throw_if_rejected(sig_.seq);
     if (interrupt_.fired()) fail(Status::kInterrupted, op_text(), ": interrupted by the caller");
     if (pull_feed(feed)) {
       waited(wait.progressed());

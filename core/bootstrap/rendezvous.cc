@@ -370,8 +370,10 @@ std::string job_id() {
 
 std::unique_ptr<TcpStoreServer> start_rendezvous_server(const RendezvousSpec& spec) {
   try {
-    return std::make_unique<TcpStoreServer>(spec.host, spec.port, StoreLimits::from_environment(spec.world_size),
-                                            &spec.secret);
+    auto server = std::make_unique<TcpStoreServer>(spec.host, spec.port, StoreLimits::from_environment(spec.world_size),
+                                                   &spec.secret);
+    remove_failure_notes(spec.port);  // an earlier run's failure is no news now
+    return server;
   } catch (const Error& e) {
     if (std::string(e.what()).find(std::strerror(EADDRINUSE)) == std::string::npos) throw;
     const std::string port = std::to_string(spec.port);
@@ -390,10 +392,19 @@ std::unique_ptr<Store> connect_rendezvous(const RendezvousSpec& spec, Deadline d
   auto next_report = start + kFirstReport;
   for (;;) {
     Deadline slice = Deadline::min(deadline, Deadline(next_report));
+    // In slices of a second: between them, a note that this job's rendezvous
+    // failed before this rank arrived ends the wait (failure_notice.cc).
+    const bool late_may_learn = spec.kind == RendezvousSpec::Kind::kTcp && spec.rank != 0;
+    if (late_may_learn) slice = Deadline::min(slice, Deadline::after_ms(1000));
     try {
       return connect_tcp_store(spec.host, spec.port, slice, &spec.secret);
     } catch (const Error& e) {
       if (e.status() != Status::kTimeout) throw;
+      if (std::optional<std::string> why = late_may_learn ? find_failure_note(spec.port, timeout_ms) : std::nullopt) {
+        fail(Status::kPeerFailure, "the rendezvous at ", rendezvous_address(spec), " failed before rank ", spec.rank,
+             " arrived, and rank 0 has left: ", *why);
+      }
+      if (Clock::now() < next_report && !deadline.expired()) continue;
       if (deadline.expired()) {
         fail(Status::kTimeout, "rendezvous timed out after ", timeout_ms, " ms: rank ", spec.rank, " of ",
              spec.world_size, " could not reach the rendezvous server at ", rendezvous_address(spec),
@@ -526,6 +537,7 @@ void RendezvousWait::check_members(bool server_may_close) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     } catch (const Error&) {}
+    leave_failure_note(spec_.port, why);
   } else {
     try {
       (void)store_.add(prefix_ + "left_seen", 1);

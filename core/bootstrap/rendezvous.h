@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,15 @@ std::string rendezvous_address(const RendezvousSpec& spec);
 /// launcher's (TORCHELASTIC_RUN_ID unless "none", SLURM_JOB_ID.SLURM_STEP_ID,
 /// OMPI_MCA_ess_base_jobid), else "" (no identity known).
 std::string job_id();
+
+/// A failed rendezvous told to ranks of its job that arrive after it
+/// (failure_notice.cc): rank 0 leaves a note on its host (nothing without a
+/// job identity); a rank that finds no server looks for its job's note for
+/// `port` younger than its deadline; a server that starts removes its
+/// port's notes.
+void leave_failure_note(uint16_t port, const std::string& why);
+std::optional<std::string> find_failure_note(uint16_t port, int64_t younger_than_ms);
+void remove_failure_notes(uint16_t port);
 
 /// Starts rank 0's TCP rendezvous server on spec.host:spec.port. A port that
 /// is taken is reported as such, with how to choose another.

@@ -147,6 +147,13 @@ struct TcpStoreServer::Impl {
   void housekeeping();
   /// Accepts every pending connection.
   void accept_all();
+  /// Without a job token: whether the connection on fd may stay (not a
+  /// process of another user on this host); closes it when not.
+  bool admits(int fd);
+  /// Closes the oldest connection that has proven nothing (no request
+  /// completed, or no token proof) to make room; false when there is none.
+  bool shed_unproven();
+  Clock::time_point shed_log{};  ///< last "closed to admit" warning
   /// Handles poll() events of one connection; false = close it.
   bool service(Conn& c, short revents);
   /// Checks a client's answer to the challenge once it is buffered, and
@@ -387,6 +394,48 @@ void TcpStoreServer::Impl::housekeeping() {
   for (uint64_t id : dead) close_conn(id);
 }
 
+bool TcpStoreServer::Impl::shed_unproven() {
+  // Unproven: it has not completed a request (or, with a token, not proven
+  // it), and waits for nothing. A rank sends its first request as soon as it
+  // has connected, so the oldest unproven connection is the one least likely
+  // to be the job's: many idle connections from one process cannot keep a
+  // rank out, while the connections the job uses stay.
+  auto oldest = conns.end();
+  for (auto it = conns.begin(); it != conns.end(); ++it) {
+    const Conn& c = it->second;
+    const bool unproven = token.empty() ? !c.served : !c.authed;
+    if (unproven && !c.parked && (oldest == conns.end() || c.idle_since < oldest->second.idle_since)) oldest = it;
+  }
+  if (oldest == conns.end()) return false;
+  if (Clock::now() - shed_log > std::chrono::seconds(1)) {
+    shed_log = Clock::now();
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": closed ", oldest->second.peer,
+             ", connected without completing a request, to admit a new connection (", conns.size(),
+             " open, OMNICCL_STORE_MAX_CONNECTIONS, or out of descriptors); is something else connecting to this "
+             "port?");
+  }
+  close_conn(oldest->first);
+  return true;
+}
+
+bool TcpStoreServer::Impl::admits(int fd) {
+  // Without a job token, the kernel still tells who a connection of this
+  // host comes from: only this user's processes may read the records or
+  // claim a rank. Connections from other hosts cannot be told apart (the
+  // server warned at its start that it is open to them).
+  const std::optional<uid_t> uid = net::local_peer_uid(fd);
+  if (!uid || *uid == ::geteuid()) return true;
+  UniqueFd refused(fd);
+  if (Clock::now() - refused_log > std::chrono::seconds(1)) {
+    refused_log = Clock::now();
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": refused a connection from ",
+             peer_text(fd), ", a process of user ", *uid, " on this host: without a job token only processes of ",
+             "this job's user (", ::geteuid(), ") may join from this host; give every rank the same ",
+             "OMNICCL_JOB_TOKEN to admit other users, see SECURITY.md");
+  }
+  return false;
+}
+
 void TcpStoreServer::Impl::accept_all() {
   for (;;) {
     int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -394,6 +443,9 @@ void TcpStoreServer::Impl::accept_all() {
       int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
       if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+      // Out of descriptors: a connection that has proven nothing gives its
+      // own back, so that the job's connections still get in.
+      if ((err == EMFILE || err == ENFILE) && shed_unproven()) continue;
       // Out of descriptors or memory: stop accepting for a moment rather
       // than spinning on a listening socket that stays readable.
       OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": accept failed: ", errno_text(err),
@@ -401,7 +453,7 @@ void TcpStoreServer::Impl::accept_all() {
       accept_resume = Clock::now() + std::chrono::milliseconds(100);
       return;
     }
-    if (conns.size() >= limits.max_connections) {
+    if (conns.size() >= limits.max_connections && !shed_unproven()) {
       UniqueFd refused(fd);
       if (Clock::now() - refused_log > std::chrono::seconds(1)) {
         refused_log = Clock::now();
@@ -411,6 +463,7 @@ void TcpStoreServer::Impl::accept_all() {
       }
       continue;
     }
+    if (token.empty() && !admits(fd)) continue;
     net::set_nodelay(fd);
     Conn c;
     c.fd = UniqueFd(fd);
@@ -777,8 +830,10 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimi
            s.token.empty() ? "" : " (job token required)");
   if (s.token.empty() && !detail::is_loopback_name(host)) {
     OCCL_LOG(kWarn, kBootstrap, "rendezvous server on ", host_port(host, s.port),
-             " runs without a job token: anyone who can reach it can join the job; set OMNICCL_JOB_TOKEN "
-             "(launchers set one for you), see SECURITY.md");
+             " runs without a job token: processes on other hosts that can reach it can join the job, read "
+             "its ranks' records or take a missing rank's place (other users of this host are refused); set "
+             "OMNICCL_JOB_TOKEN to the same secret in every rank to close it (omniccl-run sets one for you), "
+             "see SECURITY.md");
   }
 }
 

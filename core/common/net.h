@@ -9,9 +9,11 @@
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,5 +99,11 @@ void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string
 /// Non-TCP sockets (unix: nothing is lost on close) are left untouched.
 /// Never throws; the sockets stay open (the caller closes them).
 void finish_sending(const std::vector<int>& fds, Deadline deadline);
+
+/// The user that owns the other end of the accepted connection `fd` when
+/// that end is a socket of this host: a unix socket's peer credentials, or
+/// for TCP one exact lookup in the kernel's socket table (peer_owner.cc);
+/// nullopt when it is not (another host) or the kernel cannot tell.
+std::optional<uid_t> local_peer_uid(int fd);
 
 }  // namespace omniccl::net

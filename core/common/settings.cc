@@ -116,6 +116,10 @@ constexpr SettingInfo kSettings[] = {
     {"TORCHELASTIC_RUN_ID", "-", "torchrun's job id (--rdzv-id); part of the job identity unless 'none'."},
     {"SLURM_JOB_ID", "-", "Slurm job id; with SLURM_STEP_ID the job identity under srun."},
     {"SLURM_STEP_ID", "-", "Slurm job step id."},
+    {"TORCHELASTIC_RESTART_COUNT", "-",
+     "torchrun's restart count; with the job identity, names the attempt whose failed rendezvous a late rank "
+     "learns of."},
+    {"SLURM_RESTART_COUNT", "-", "Slurm's requeue count; used as TORCHELASTIC_RESTART_COUNT."},
     {"OMPI_MCA_ess_base_jobid", "-", "Open MPI's job id; the job identity under mpirun."},
     {"LOCAL_RANK", "-", "Rank within the host, set by the launchers (informational)."},
     {"OMPI_COMM_WORLD_RANK", "-", "env:// rank under Open MPI's mpirun."},

@@ -284,9 +284,15 @@ void Communicator::check_usable() const {
 void Communicator::run_one(OpRef fn) {
   check_usable();
   try {
+    // What peers reported since the last operation: a call of this rank's
+    // that they found wrong after it had returned fails the next one.
+    if (mesh_->notice_pending()) mesh_->take_notices(collective_seq_);
     fn(engine_);
   } catch (...) {
     op_failed();
+  }
+  if (failed_status_.load(std::memory_order_acquire) != Status::kSuccess) [[unlikely]] {
+    fail_used_meanwhile();
   }
 }
 
@@ -303,11 +309,42 @@ void Communicator::op_failed() {
 }
 
 Communicator::IssueGuard::IssueGuard(Communicator& c) : c_(c), how_(c.issuer_.enter()) {
-  if (how_ == Issuer::Entry::kBusy) {
-    fail(Status::kInvalidArgument,
-         "comm is in use by another thread: operations on one communicator must be issued "
-         "by one thread at a time (from two threads at once the ranks could pair different operations and mix "
-         "their data); serialise the calls, or give each thread its own communicator (occl_comm_split)");
+  if (how_ == Issuer::Entry::kBusy) c.refuse_second_thread();
+}
+
+void Communicator::refuse_second_thread() {
+  // Which thread won may differ between ranks, so the winners' operations
+  // may pair across ranks with data of the wrong threads: the call running
+  // must fail too, and with it every peer (told by the failing call).
+  const std::string msg = str_cat(
+      "comm is in use by another thread: operations on one communicator must be issued by one thread at a time "
+      "(from two threads at once the ranks could pair different operations and mix their data), so the operation "
+      "running on the other thread fails too and the communicator is unusable on every rank; serialise the calls, "
+      "or give each thread its own communicator (occl_comm_split)");
+  set_failed(Status::kInvalidArgument, msg);
+  mesh_->fail_from_another_thread(Status::kInvalidArgument, msg);
+  fail(Status::kInvalidArgument, msg);
+}
+
+void Communicator::fail_used_meanwhile() {
+  std::string msg;
+  const Status st = async_error(msg);
+  mesh_->broadcast_error(st, msg);
+  throw transport::PeerReportedError(st, msg);  // told everyone
+}
+
+void Communicator::reject_collective(const char* call, const std::string& why) {
+  if (!usable()) return;
+  try {
+    submit(
+        [&](Engine&) {
+          const uint64_t seq = next_collective_seq();
+          mesh_->reject_call(seq, str_cat("rank ", rank_, " rejected the arguments of its ", call, " #", seq,
+                                          " before sending anything: ", why));
+        },
+        false);
+  } catch (const Error&) {
+    // The communicator failed first (a peer's notice): its next call says why.
   }
 }
 

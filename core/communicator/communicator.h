@@ -187,16 +187,26 @@ class Communicator {
     // The common case here, so that fn's body joins the caller's (no
     // closure built in memory, no calls through run_issued_ref): nothing
     // queued, the communicator usable (check_usable's test).
-    if (idle_.load(std::memory_order_acquire) && usable()) [[likely]] {
+    if (idle_.load(std::memory_order_acquire) && usable() && !mesh_->notice_pending()) [[likely]] {
       try {
         fn(engine_);
       } catch (...) {
         op_failed();
       }
+      if (failed_status_.load(std::memory_order_acquire) != Status::kSuccess) [[unlikely]] {
+        fail_used_meanwhile();
+      }
       return;
     }
     run_issued_ref(OpRef{&fn, [](void* f, Engine& e) { (*static_cast<Fn*>(f))(e); }}, interrupt);
   }
+
+  /// A collective call (`call`, e.g. "gatherv") that this rank rejected for
+  /// its arguments (`why`) before issuing it: in issue order, takes the
+  /// number the call would have had and tells every peer, whose matching
+  /// call then fails naming the rejection (a call every rank rejects leaves
+  /// every communicator usable). Nothing when the communicator has failed.
+  void reject_collective(const char* call, const std::string& why);
 
   /// Queues a send or recv. Point-to-point operations queued one after
   /// another run as one step (Engine::run_feed), so they progress together;
@@ -286,6 +296,14 @@ class Communicator {
   void run_blocking_ref(OpRef fn, InterruptHook interrupt);
   /// run_blocking_ref's body, for a thread that holds the issuer.
   void run_issued_ref(OpRef fn, InterruptHook interrupt);
+  /// A second thread issued while another was in a call: fails the
+  /// communicator (the ranks may have paired the two threads' operations
+  /// differently), including the call running, and throws kInvalidArgument.
+  [[noreturn]] void refuse_second_thread();
+  /// The operation just run succeeded, but the communicator failed meanwhile
+  /// (refuse_second_thread): its result may mix another thread's operation
+  /// on a peer; tells every peer and throws.
+  [[noreturn]] void fail_used_meanwhile();
   /// Records the first error that makes the communicator unusable.
   void set_failed(Status st, const std::string& message);
   Issuer issuer_;

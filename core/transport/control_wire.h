@@ -20,6 +20,9 @@ namespace omniccl::transport::wire {
 
 inline constexpr uint32_t kHelloMagic = 0x4f434833;  // "OCH3" (answered with a verdict, transport/auth.h)
 inline constexpr uint32_t kMaxControlPayload = 1 << 20;
+/// A control message: the sender rejected a collective for its arguments;
+/// payload "SEQ TEXT" (decimal number, a space, the reason).
+inline constexpr char kRejectedCall = 'J';
 
 struct Hello {
   uint32_t magic;

@@ -167,6 +167,10 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   m->make_links(s);
   m->open_host_block(s);
   m->open_device_window(s);
+  std::vector<bool> on_block(size_t(opts.size), false);
+  for (int p = 0; p < opts.size; ++p)
+    on_block[size_t(p)] = p != opts.rank && s.transport[size_t(p)]->shares_host_memory();
+  m->setup_notices(on_block, opts.host_shared_bytes);
   m->ready_barrier(opts.deadline, opts.check_ready ? opts.check_ready : opts.check_peers);
   m->agree_on_device_window();
   // Every peer has mapped what this rank made for it, so the names can go
@@ -314,7 +318,8 @@ int Mesh::host_leader_rank(const Setup& s) const {
 
 void Mesh::make_host_block(Setup& s) {
   if (s.opts.host_shared_bytes == 0 || host_leader_rank(s) != rank_) return;
-  host_block_ = SharedMapping::create(s.remote[size_t(rank_)].host_block, s.opts.host_shared_bytes);
+  host_block_ = SharedMapping::create(s.remote[size_t(rank_)].host_block,
+                                      host_block_bytes(s.opts.host_shared_bytes, s.opts.size));
   host_leader_ = true;
 }
 
@@ -325,7 +330,8 @@ void Mesh::open_host_block(Setup& s) {
   if (s.opts.host_shared_bytes == 0 || leader < 0 || leader == rank_) return;
   const std::string& name = s.remote[size_t(leader)].host_block;
   if (name.empty()) fail(Status::kInternal, "rank ", leader, " made no block for its host's ranks");
-  host_block_ = SharedMapping::open(name, s.opts.host_shared_bytes, s.opts.host_shared_bytes);
+  const size_t bytes = host_block_bytes(s.opts.host_shared_bytes, s.opts.size);
+  host_block_ = SharedMapping::open(name, bytes, bytes);
 }
 
 // Lower ranks accept, higher ranks connect; connecting never waits for the
@@ -402,6 +408,13 @@ Mesh::HelloState Mesh::settle_hello(Setup& s, PendingHello& c, bool readable) {
   }
   const Hello h = c.auth.hello();
   std::string why = wire::check_hello(h, s.opts.session, rank_, size_);
+  // Without a token the hello's session id is all a connection proves, and
+  // other users of this host can see it (segment and socket names): only this
+  // user's processes of this host may connect then, as at the rendezvous.
+  if (const std::optional<uid_t> uid = s.opts.token.empty() ? net::local_peer_uid(c.fd.get()) : std::nullopt;
+      why.empty() && uid && *uid != ::geteuid()) {
+    why = str_cat("a process of user ", *uid, " on this host (without a job token only this job's user's may connect)");
+  }
   if (why.empty() && h.channel > s.data_fd[h.rank].size()) {
     why = str_cat("rank ", h.rank, " opened data stream ", h.channel, " of ", s.data_fd[h.rank].size());
   }
@@ -536,6 +549,8 @@ std::string Mesh::describe(int peer) const {
 
 void Mesh::throw_if_failed() {
   if (aborted()) fail(Status::kAborted, "the communicator was aborted");
+  if (foreign_failed_.load(std::memory_order_acquire)) [[unlikely]]
+    adopt_foreign_failure();
   if (pending_status_ == Status::kSuccess) return;
   if (pending_remote_) throw PeerReportedError(pending_status_, pending_message_);
   throw Error(pending_status_, pending_message_);
@@ -643,7 +658,9 @@ void Mesh::broadcast_error(Status status, const std::string& message) {
   std::string payload(1, static_cast<char>(status));
   payload += message;
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_) send_control(p, kError, payload, false);
+    if (p == rank_) continue;
+    send_control(p, kError, payload, false);
+    ring_notice(p);
   }
 }
 
@@ -700,6 +717,7 @@ void Mesh::process_message(int peer, char type, const std::string& payload) {
       return;
     case kBye: peers_[peer]->departed = true; return;
     case kHeartbeat: note_heartbeat(peer, payload); return;
+    case wire::kRejectedCall: note_rejection(peer, payload); return;
     case kError: {
       if (pending_status_ != Status::kSuccess) return;  // the first error is the one to report
       pending_status_ = wire::error_status_of(payload);

@@ -166,6 +166,34 @@ class Mesh {
   /// notice, a heartbeat watch) or kAborted, if any. A peer that left is not
   /// one by itself (check_peer, throw_if_peer_failed).
   void throw_if_failed();
+  /// Whether a peer may have sent a notice (an error report, a rejected
+  /// call) that no wait has read yet. A peer that shares this rank's host
+  /// block bumps this rank's word there after each notice, so the check is
+  /// one load; with a peer elsewhere it is always true (its control socket
+  /// has to be read). Operations ask it before they start (mesh_notices.cc).
+  bool notice_pending() const {
+    return poll_notices_ || rejections_waiting_ ||
+           (notice_word_ != nullptr && notice_word_->load(std::memory_order_relaxed) != notices_seen_);
+  }
+  /// Reads the control sockets without waiting, then throws a peer's error
+  /// (throw_if_failed) or a collective numbered <= done_seq that a peer
+  /// rejected (throw_if_rejected): a rank whose last call ended before the
+  /// others found it wrong learns of it at its next call.
+  void take_notices(uint64_t done_seq);
+  /// This rank rejected collective number `seq` for its arguments before
+  /// sending anything (`why` says so, naming this rank): tells every peer,
+  /// whose call `seq` then fails with `why`, and remembers it, so that a
+  /// peer's message of that call is reported as such (own_rejection).
+  void reject_call(uint64_t seq, const std::string& why);
+  /// What reject_call said for `seq`, or nullptr.
+  const std::string* own_rejection(uint64_t seq) const;
+  /// Throws kMismatch, after telling every peer, when a peer rejected a
+  /// collective numbered <= seq that this rank did not reject too.
+  void throw_if_rejected(uint64_t seq);
+  /// From a thread other than the one running operations: the operation
+  /// running fails with status/message at its next wait (throw_if_failed,
+  /// as an error of this rank, so every peer is told).
+  void fail_from_another_thread(Status status, const std::string& message);
   /// Asks every peer what it is doing (answers arrive during sleep()).
   void send_queries(uint64_t seq);
   /// Answers received since the last send_queries, by rank.
@@ -173,6 +201,9 @@ class Mesh {
   /// Asks every peer what it is doing, then throws Error(kTimeout) naming
   /// the ranks that did not arrive at operation `seq`.
   [[noreturn]] void fail_timeout(const std::string& what, uint64_t seq, const std::vector<int>& waiting_on);
+  /// Bytes of the host block for `user_bytes` of MeshOptions::host_shared_bytes
+  /// and `size` ranks: those, then a notice word per rank (mesh_notices.cc).
+  static size_t host_block_bytes(size_t user_bytes, int size);
   /// Tells every peer (best effort, never blocks long) that this rank failed
   /// with status/message, so that they fail too instead of waiting.
   void broadcast_error(Status status, const std::string& message);
@@ -245,6 +276,13 @@ class Mesh {
   void handle_control(int peer);
   void process_message(int peer, char type, const std::string& payload);
   void note_heartbeat(int peer, const std::string& payload);
+  /// The notice words in the host block (mesh_notices.cc).
+  /// on_block[p]: peer p maps the host block; user_bytes: its part before
+  /// the words (MeshOptions::host_shared_bytes).
+  void setup_notices(const std::vector<bool>& on_block, size_t user_bytes);
+  void ring_notice(int peer);
+  void note_rejection(int peer, const std::string& payload);
+  void adopt_foreign_failure();
   std::vector<int> control_fds() const;
   void check_heartbeats();
   /// The pid of a peer on this host as this process sees it (its control
@@ -284,6 +322,21 @@ class Mesh {
   std::string pending_message_;
   bool pending_remote_ = false;
   int first_failed_ = -1;  ///< the first peer whose control socket closed without goodbye
+  // Notices (mesh_notices.cc): this rank's word in the host block and the
+  // peers' (nullptr: not on this block), the value last read, whether some
+  // peer can only be heard on its socket.
+  std::atomic<uint32_t>* notice_word_ = nullptr;
+  std::vector<std::atomic<uint32_t>*> peer_notice_word_;
+  uint32_t notices_seen_ = 0;
+  bool poll_notices_ = false;
+  // Collectives rejected for their arguments, by number: by this rank, and
+  // by peers (for calls this rank has not rejected), with their messages.
+  std::map<uint64_t, std::string> own_rejections_, peer_rejections_;
+  bool rejections_waiting_ = false;  ///< peer_rejections_ is not empty
+  std::atomic<bool> foreign_failed_{false};
+  std::mutex foreign_mu_;
+  Status foreign_status_ = Status::kSuccess;
+  std::string foreign_message_;
 };
 
 }  // namespace omniccl::transport

@@ -89,5 +89,31 @@ sleep 2
 victim=$(probe_pid e2)
 kill -KILL "$victim"; killed=$(now_ms)
 expect_named "file:// rendezvous" "$victim" e0 e1
+# (f) A rank that arrives after the failure: ranks 0-2 of 4 (a job with an
+# identity, as launchers give it) wait; rank 2 is killed; once ranks 0 and 1
+# have failed and exited, rank 3 starts. It finds no server, and must learn
+# of the failure from rank 0's note on the host within 5 s, not wait out its
+# 60 s deadline. The killed rank leaves nothing in /dev/shm (it had made no
+# segment yet); rank 0's note is removed at the end.
+port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
+job="rank-death-f-$$"
+for r in 0 1 2; do start_rank "f$r" "$r" 4 "$port" OMNICCL_TIMEOUT=60s OMNICCL_JOB_ID="$job"; done
+sleep 2
+victim=$(probe_pid f2)
+kill -KILL "$victim"; killed=$(now_ms)
+expect_named "rendezvous, early ranks" "$victim" f0 f1
+start_rank f3 3 4 "$port" OMNICCL_TIMEOUT=60s OMNICCL_JOB_ID="$job"
+started=$(now_ms)
+wait "$PID_f3"; rc=$?
+took=$(( $(now_ms) - started ))
+if ((rc == 1)) && grep -q "failed before rank 3 arrived" "$TMP/f3.err" &&
+   grep -qE "rank 2 \(pid $victim on [^)]*\)" "$TMP/f3.err" && ((took < 5000)); then
+  ok "late rank: failed after $took ms naming rank 2 (pid $victim)"
+else
+  fail "late rank: exit $rc after $took ms, expected 1 within 5000 ms naming the failure"; show "$TMP/f3.err"
+fi
+left=$(ls /dev/shm 2>/dev/null | grep -E "^omniccl\.[0-9]+-$victim\." || true)
+[[ -z "$left" ]] && ok "late rank: the killed rank left nothing in /dev/shm" || fail "killed rank left: $left"
+rm -f /dev/shm/omniccl.*."rdzv.$port"
 [[ -n "${SHOW_ALL:-}" ]] && for f in "$TMP"/*.err; do show "$f"; done
 finish rank_death_test

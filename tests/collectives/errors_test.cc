@@ -1077,13 +1077,15 @@ TEST(ErrorsTest, InitWorldSizeInconsistentEveryRankReports) {
 // Validation happens before anything is sent
 // ---------------------------------------------------------------------------
 
-// Rank 0 makes one bad call of every class (blocking and async) while the
-// other ranks go straight to an all_reduce. Had rank 0 sent anything, or
-// used up a sequence number, the all_reduce would fail or mis-compute.
+// Every rank makes the same bad call of every class (blocking and async), as
+// a program with a bug does. Had a rank sent anything, or the ranks numbered
+// the rejected calls differently, the all_reduce after them would fail or
+// mis-compute. (A call that only some ranks reject fails the others'
+// matching call, naming the rejection: reliability_test.cc.)
 TEST(ErrorsTest, CommUsableAfterBadArguments) {
   expect_job_ok(job(3), [](occl_comm_t comm, int rank, int n) {
     Checks ck(rank);
-    if (rank == 0) {
+    {
       std::vector<float> a(12, 2.0f), b(12, 0.0f);
       Tensor1D ta(a.data(), 12, dl_float(32)), tb(b.data(), 12, dl_float(32)), t5(b.data(), 5, dl_float(32));
       Tensor1D ti(b.data(), 12, dl_int(32));

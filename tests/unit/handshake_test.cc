@@ -3,7 +3,9 @@
 // higher rank connects, a stranger connects to the lower rank's listeners
 // and closes, sends garbage, or sends half a hello and goes silent. The mesh
 // must still come up, long before the operation deadline.
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -152,6 +154,61 @@ TEST(Handshake, WrongTokenCannotTakeARank) {
       },
       "the right token", &session);
   EXPECT_LT(s, 10.0);
+}
+
+// Without a token, a hello proves only the session id, which other users of
+// the host can see (segment and socket names). A process of another user
+// (a child switched to user nobody, forked before the meshes' threads start)
+// connects to rank 0's listeners first with rank 1's hellos; it must be
+// dropped, and the real rank 1 connect. Before, its hellos took rank 1's
+// place and the mesh failed ("two processes connected as rank 1"). Needs
+// root, to become another user; skipped otherwise.
+TEST(Handshake, OtherUserCannotTakeARankWithoutAToken) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another user";
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    char buf[1024] = {};
+    const ssize_t n = ::read(to_child[0], buf, sizeof buf - 1);
+    if (n <= 0) ::_exit(4);
+    // "SESSION UNIX_ADDR TCP_ADDR"
+    std::string text(buf, size_t(n));
+    const size_t a = text.find(' '), b = text.find(' ', a + 1);
+    const uint64_t session = std::stoull(text.substr(0, a));
+    std::vector<UniqueFd> keep;
+    uint32_t channel = 0;  // unix listener: control; TCP: data stream 1
+    for (const std::string& addr : {text.substr(a + 1, b - a - 1), text.substr(b + 1)}) {
+      try {
+        UniqueFd c = net::connect_to(net::SocketAddress{addr}, Deadline::after_ms(2000));
+        const wire::Hello h{wire::kHelloMagic, channel++, session, 1, 0};
+        (void)::send(c.get(), &h, sizeof h, MSG_NOSIGNAL);
+        keep.push_back(std::move(c));
+      } catch (const Error&) {}
+    }
+    (void)::write(from_child[1], "s", 1);
+    ::sleep(5);  // holds its connections while the real rank connects
+    ::_exit(0);
+  }
+  uint64_t session = 0;
+  double s = build_mesh_under(
+      [&](const std::string& blob) {
+        const Endpoint rank0 = Endpoint::decode(blob, 0);
+        const std::string text = std::to_string(session) + " " + rank0.unix_addr + " " + rank0.tcp_addr;
+        ASSERT_EQ(::write(to_child[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+        pollfd p{from_child[0], POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, 5000), 1) << "the other user's process did not connect";
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its hellos are read first
+      },
+      "", &session);
+  EXPECT_LT(s, 10.0);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -346,6 +347,62 @@ TEST(TcpStore, ClientConnectsBeforeServerStarts) {
 }
 
 /// Nobody listening: kTimeout naming host:port shortly after the deadline.
+// Without a job token, a process of another user on this host is refused
+// as it connects (it can neither read the records nor claim a rank), while
+// this user's processes are served. Needs root, to run a client as another
+// user (nobody); skipped otherwise.
+TEST(TcpStore, OtherUsersOfThisHostAreRefusedWithoutAToken) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another user";
+  TcpStoreServer server("127.0.0.1", 0);
+  auto mine = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  mine->set("rank/0", "pid 1 on host");
+  const uint16_t port = server.port();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    try {
+      auto s = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(2000));
+      ::_exit(s->get("rank/0", Deadline::after_ms(2000)) == "pid 1 on host" ? 1 : 2);
+    } catch (const Error&) {
+      ::_exit(0);  // refused
+    }
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: another user read the record; 2: it was served; 3: setuid failed";
+  EXPECT_EQ(mine->get("rank/0", Deadline::after_ms(2000)), "pid 1 on host");
+}
+
+// A local process opening many idle connections (more than the server
+// serves at once) must not keep the job's own out: connections that never
+// completed a request are shed, oldest first, to admit new ones, while those
+// of the job that are in use stay. Before, once the cap was reached every new
+// connection, a rank's included, was closed at accept.
+TEST(TcpStore, IdleStrangersAreShedForTheJobsConnections) {
+  StoreLimits limits;
+  limits.max_connections = 32;
+  TcpStoreServer server("127.0.0.1", 0, limits);
+  auto early = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  early->set("rank/0", "r0");
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 100; ++i) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server.port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    idle.push_back(std::move(fd));
+  }
+  std::this_thread::sleep_for(200ms);  // the server has accepted (or refused) them all
+  auto late = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  late->set("rank/1", "r1");
+  EXPECT_EQ(late->get("rank/0", Deadline::after_ms(2000)), "r0");
+  EXPECT_EQ(early->get("rank/1", Deadline::after_ms(2000)), "r1");
+}
+
 TEST(TcpStore, ConnectTimesOut) {
   const uint16_t port = free_port();
   auto start = Clock::now();
