@@ -12,9 +12,13 @@ if ! command -v mpirun >/dev/null || ! mpirun --version 2>/dev/null | grep -q "O
 fi
 root=()
 [[ $(id -u) == 0 ]] && root=(--allow-run-as-root)  # Open MPI refuses root otherwise
+# Open MPI's own traffic on loopback only: the runtime's messages between mpirun and the ranks
+# (oob) and its byte transfer layers (btl); the ranks' own go to MASTER_ADDR, 127.0.0.1.
+loopback=(--mca oob_tcp_if_include lo --mca btl self,tcp --mca btl_tcp_if_include lo)
 port=$(free_port) || { echo "FAIL: no free port" >&2; exit 1; }
 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMNICCL_TIMEOUT=60s timeout 120 \
-  mpirun "${root[@]}" -n 4 --oversubscribe -x MASTER_ADDR -x MASTER_PORT -x OMNICCL_TIMEOUT "$PROBE" \
+  mpirun "${root[@]}" -n 4 --oversubscribe "${loopback[@]}" -x MASTER_ADDR -x MASTER_PORT -x OMNICCL_TIMEOUT \
+  "$PROBE" \
   >"$TMP/mpi.out" 2>"$TMP/mpi.err"
 rc=$?
 n=$(grep -c "probe rank [0-3] of 4 ok" "$TMP/mpi.out")

@@ -9,19 +9,30 @@ it started), then, with two actors spread over the nodes:
   is importable), and the gradient-averaging loop;
 - ``killed``: one actor is killed by Ray while the other waits in an
   all_reduce; the survivor gets an OmniCCL error, and the cluster then
-  runs a new group.
+  runs a new group;
+- ``network``: the network interfaces this process sees and the address
+  every Ray node, the cluster's GCS and each actor's node report, so that
+  the test can check that Ray's own traffic stays on loopback.
+
+test_ray.py runs this in a network namespace of its own with only ``lo``
+up; the nodes are also told to use 127.0.0.1, since Ray otherwise picks the
+host's outward address (or what the host name resolves to) even for a
+cluster on one machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 import time
 
 import numpy as np
 import ray
+
+LOOPBACK = "127.0.0.1"
 
 
 @ray.remote(num_cpus=1)
@@ -83,6 +94,9 @@ class Member:
     def node(self):
         return ray.get_runtime_context().get_node_id()
 
+    def node_ip(self):
+        return ray.util.get_node_ip_address()
+
 
 def members(n, group):
     actors = [Member.options(scheduling_strategy="SPREAD").remote() for _ in range(n)]
@@ -114,17 +128,29 @@ def killed():
     return result
 
 
+def network(cluster):
+    """Where Ray's traffic goes: the interfaces here, the GCS's and every node's address."""
+    actors = members(2, "network")
+    return {"interfaces": sorted(name for _, name in socket.if_nameindex()),
+            "gcs": cluster.address.rsplit(":", 1)[0].strip("[]"),
+            "nodes": sorted({n["NodeManagerAddress"] for n in ray.nodes()}),
+            "actors": ray.get([a.node_ip.remote() for a in actors], timeout=60)}
+
+
 def main():
     from ray.cluster_utils import Cluster
 
-    node = {"num_cpus": 2, "include_dashboard": False}
+    # node_ip_address: without it Ray advertises the host's outward address.
+    node = {"num_cpus": 2, "include_dashboard": False, "node_ip_address": LOOPBACK}
     cluster = Cluster(initialize_head=True, head_node_args=node)
     try:
         cluster.add_node(**node)
         env = {k: os.environ[k] for k in ("PYTHONPATH", "OMNICCL_TIMEOUT", "OMNICCL_SOCKET_ADDR") if k in os.environ}
-        ray.init(address=cluster.address, runtime_env={"env_vars": env}, log_to_driver=False)
+        ray.init(address=cluster.address, runtime_env={"env_vars": env}, log_to_driver=False,
+                 _node_ip_address=LOOPBACK)
         cluster.wait_for_nodes()
         result = {"nodes_alive": sum(n["Alive"] for n in ray.nodes())}
+        result["network"] = network(cluster)
         result["collectives"] = collectives()
         result["killed"] = killed()
         result["nodes_alive_after"] = sum(n["Alive"] for n in ray.nodes())
