@@ -70,7 +70,13 @@ class DeviceEngine::Run {
       if (p != me_) fn(p);
     }
   }
-  uint64_t next_step() { return ++e_.step_; }
+  /// body(offset, elements, step) for each piece of c_.count elements, the
+  /// step numbered as every rank numbers it.
+  template <class Fn>
+  void each_piece(size_t step, Fn body) {
+    for (uint64_t off = 0; off < c_.count; off += step)
+      body(off, size_t(std::min<uint64_t>(step, c_.count - off)), ++e_.step_);
+  }
 
   // --- data ---
   /// Elements per piece when the scratch buffer holds `parts` of them.
@@ -120,16 +126,14 @@ class DeviceEngine::Run {
 // Rank 0 reduces every rank's piece into its scratch; the others copy it.
 void DeviceEngine::Run::all_reduce() {
   const size_t step = piece(1);
-  for (uint64_t off = 0; off < c_.count; off += step) {
-    const size_t k = std::min<uint64_t>(step, c_.count - off);
-    const uint64_t s = next_step();
+  each_piece(step, [&](uint64_t off, size_t k, uint64_t s) {
     if (me_ != 0) {
       load(w_.scratch(me_), at(c_.send, off), k);
       post(0, s);
       wait_posted(0, s);
       copy(at(c_.recv, off), w_.scratch(0), k);
       ack(0, s);
-      continue;
+      return;
     }
     char* out = w_.scratch(0);
     const char* own = at(c_.send, off);
@@ -143,15 +147,13 @@ void DeviceEngine::Run::all_reduce() {
     peers([&](int p) { post(p, s); });
     copy(at(c_.recv, off), out, k);
     peers([&](int p) { wait_acked(p, s); });
-  }
+  });
 }
 
 void DeviceEngine::Run::broadcast() {
   const int root = c_.root;
   const size_t step = piece(1);
-  for (uint64_t off = 0; off < c_.count; off += step) {
-    const size_t k = std::min<uint64_t>(step, c_.count - off);
-    const uint64_t s = next_step();
+  each_piece(step, [&](uint64_t off, size_t k, uint64_t s) {
     if (me_ == root) {
       copy(w_.scratch(root), at(c_.send, off), k);
       peers([&](int p) { post(p, s); });
@@ -162,7 +164,7 @@ void DeviceEngine::Run::broadcast() {
       copy(at(c_.recv, off), w_.scratch(root), k);
       ack(root, s);
     }
-  }
+  });
 }
 
 // The root reduces every rank's piece (its own through its scratch, so that
@@ -170,27 +172,23 @@ void DeviceEngine::Run::broadcast() {
 void DeviceEngine::Run::reduce() {
   const int root = c_.root;
   const size_t step = piece(1);
-  for (uint64_t off = 0; off < c_.count; off += step) {
-    const size_t k = std::min<uint64_t>(step, c_.count - off);
-    const uint64_t s = next_step();
+  each_piece(step, [&](uint64_t off, size_t k, uint64_t s) {
     load(w_.scratch(me_), at(c_.send, off), k);
     if (me_ != root) {
       post(root, s);
       wait_posted(root, s);  // the root has read the piece
-      continue;
+      return;
     }
     peers([&](int p) { wait_posted(p, s); });
     reduce_chain(
         at(c_.recv, off), [&](int p) { return w_.scratch(p); }, k);
     peers([&](int p) { post(p, s); });
-  }
+  });
 }
 
 void DeviceEngine::Run::all_gather() {
   const size_t step = piece(1);
-  for (uint64_t off = 0; off < c_.count; off += step) {
-    const size_t k = std::min<uint64_t>(step, c_.count - off);
-    const uint64_t s = next_step();
+  each_piece(step, [&](uint64_t off, size_t k, uint64_t s) {
     copy(w_.scratch(me_), at(c_.send, off), k);
     peers([&](int p) { post(p, s); });
     copy(at(c_.recv, uint64_t(me_) * c_.count + off), at(c_.send, off), k);
@@ -200,16 +198,14 @@ void DeviceEngine::Run::all_gather() {
       ack(p, s);
     });
     peers([&](int p) { wait_acked(p, s); });
-  }
+  });
 }
 
 // Every rank puts its pieces for every rank in its scratch; each reduces
 // its own block from all of them, in rank order.
 void DeviceEngine::Run::reduce_scatter() {
   const size_t step = piece(n_);
-  for (uint64_t off = 0; off < c_.count; off += step) {
-    const size_t k = std::min<uint64_t>(step, c_.count - off);
-    const uint64_t s = next_step();
+  each_piece(step, [&](uint64_t off, size_t k, uint64_t s) {
     for (int q = 0; q < n_; ++q) load(at(w_.scratch(me_), uint64_t(q) * step), at(c_.send, q * c_.count + off), k);
     peers([&](int p) { post(p, s); });
     peers([&](int p) { wait_posted(p, s); });
@@ -217,20 +213,18 @@ void DeviceEngine::Run::reduce_scatter() {
         at(c_.recv, off), [&](int p) { return at(w_.scratch(p), uint64_t(me_) * step); }, k);
     peers([&](int p) { ack(p, s); });
     peers([&](int p) { wait_acked(p, s); });
-  }
+  });
 }
 
 void DeviceEngine::Run::gather() {
   const int root = c_.root;
   const size_t step = piece(1);
-  for (uint64_t off = 0; off < c_.count; off += step) {
-    const size_t k = std::min<uint64_t>(step, c_.count - off);
-    const uint64_t s = next_step();
+  each_piece(step, [&](uint64_t off, size_t k, uint64_t s) {
     if (me_ != root) {
       copy(w_.scratch(me_), at(c_.send, off), k);
       post(root, s);
       wait_acked(root, s);
-      continue;
+      return;
     }
     copy(at(c_.recv, uint64_t(root) * c_.count + off), at(c_.send, off), k);
     peers([&](int p) {
@@ -238,33 +232,29 @@ void DeviceEngine::Run::gather() {
       copy(at(c_.recv, uint64_t(p) * c_.count + off), w_.scratch(p), k);
       ack(p, s);
     });
-  }
+  });
 }
 
 void DeviceEngine::Run::scatter() {
   const int root = c_.root;
   const size_t step = piece(n_);
-  for (uint64_t off = 0; off < c_.count; off += step) {
-    const size_t k = std::min<uint64_t>(step, c_.count - off);
-    const uint64_t s = next_step();
+  each_piece(step, [&](uint64_t off, size_t k, uint64_t s) {
     if (me_ != root) {
       wait_posted(root, s);
       copy(at(c_.recv, off), at(w_.scratch(root), uint64_t(me_) * step), k);
       ack(root, s);
-      continue;
+      return;
     }
     peers([&](int p) { copy(at(w_.scratch(root), uint64_t(p) * step), at(c_.send, p * c_.count + off), k); });
     peers([&](int p) { post(p, s); });
     copy(at(c_.recv, off), at(c_.send, uint64_t(root) * c_.count + off), k);
     peers([&](int p) { wait_acked(p, s); });
-  }
+  });
 }
 
 void DeviceEngine::Run::all_to_all() {
   const size_t step = piece(n_);
-  for (uint64_t off = 0; off < c_.count; off += step) {
-    const size_t k = std::min<uint64_t>(step, c_.count - off);
-    const uint64_t s = next_step();
+  each_piece(step, [&](uint64_t off, size_t k, uint64_t s) {
     peers([&](int q) { copy(at(w_.scratch(me_), uint64_t(q) * step), at(c_.send, q * c_.count + off), k); });
     peers([&](int p) { post(p, s); });
     copy(at(c_.recv, uint64_t(me_) * c_.count + off), at(c_.send, uint64_t(me_) * c_.count + off), k);
@@ -274,7 +264,7 @@ void DeviceEngine::Run::all_to_all() {
       ack(p, s);
     });
     peers([&](int p) { wait_acked(p, s); });
-  }
+  });
 }
 
 DeviceEngine::DeviceEngine(transport::DeviceWindow& window, GpuRuntime& rt, int rank, int size,
