@@ -1624,7 +1624,7 @@ TEST(SingleCopyCalibration, OneWayOperationsKeepTheFasterWayAndSayWhich) {
 }
 
 // Streaming stores (OMNICCL_STREAM_STORES=auto): gathers of 8 MiB per rank
-// are tuned while they run. The root tries the calibration's answer (a cache
+// are tuned while they run. The root (rank 0) tries the calibration's answer (a cache
 // that finds streaming stores no faster: off), then streaming stores (each
 // with and without single copy, also measured), and logs which was faster; results are right with either. With the
 // setting 0 or 1 nothing is measured.
@@ -1644,8 +1644,14 @@ TEST(StreamTuning, LargeGathersTryBothStoresAndSayWhichWon) {
       if (int rc = gathers(rank, false, kFloats, 8, &log); rc != 0) return rc;
       const bool said = log.find("gather of 8-16 MiB: streaming stores o") != std::string::npos;
       const bool promised = log.find("measure both while they run") != std::string::npos;
-      RANK_CHECK(said == tuned && promised == tuned, rank,
-                 cat(tuned ? "no" : "a", " tuned streaming-store choice in:\n", log));
+      RANK_CHECK(promised == tuned, rank, cat(tuned ? "no" : "a", " promise to measure streaming stores in:\n", log));
+      // Rank 0 (the root, the host's lowest rank) decides. Rank 1 follows
+      // rank 0's choice from the operation after it is published, so it
+      // logs a choice of its own only if its own arms were all measured by
+      // then (they may not be: its durations are a sender's, and settle
+      // otherwise), and never when nothing is tuned.
+      RANK_CHECK(rank == 0 ? said == tuned : !said || tuned, rank,
+                 cat(said ? "a" : "no", " tuned streaming-store choice in:\n", log));
       return 0;
     });
     EXPECT_TRUE(res.ok()) << "OMNICCL_STREAM_STORES=" << stores << res.summary();
