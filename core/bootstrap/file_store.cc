@@ -37,6 +37,7 @@
 #include "bootstrap/store.h"
 #include "bootstrap/util.h"
 #include "common/fd.h"
+#include "common/hash.h"
 #include "common/status.h"
 
 namespace omniccl::bootstrap {
@@ -44,16 +45,6 @@ namespace omniccl::bootstrap {
 using detail::printable;
 
 namespace {
-
-/// 64-bit FNV-1a hash of s, started from `seed`.
-uint64_t fnv1a(const std::string& s, uint64_t seed) {
-  uint64_t h = seed;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 /// The file name (no directory) that stores key.
 std::string key_file_name(const std::string& key) {
@@ -72,9 +63,8 @@ std::string key_file_name(const std::string& key) {
   }
   if (name.size() <= 240) return name;
   char hash[40];
-  std::snprintf(hash, sizeof hash, "~%016llx%016llx",
-                static_cast<unsigned long long>(fnv1a(key, 0xcbf29ce484222325ull)),
-                static_cast<unsigned long long>(fnv1a(key, 0x84222325cbf29ce4ull)));
+  std::snprintf(hash, sizeof hash, "~%016llx%016llx", static_cast<unsigned long long>(Fnv1a().bytes(key).value()),
+                static_cast<unsigned long long>(Fnv1a(0x84222325cbf29ce4ull).bytes(key).value()));
   return "h_" + name.substr(2, 180) + hash;
 }
 

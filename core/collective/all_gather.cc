@@ -7,9 +7,9 @@ WorkPtr all_gather(Communicator& c, const TensorView& send, const TensorView& re
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
   check_count(recv, "recvbuf", times_ranks(send, "sendbuf", n), "all_gather: recvbuf holds size x sendbuf elements");
   check_overlap(recv, "recvbuf", send, "sendbuf", static_cast<long long>(send.bytes()) * c.rank());
-  if (auto w = launch_device(
-          c, device_call(OpKind::kAllGather, send.dtype, {}, -1, send.count, send.bytes_ptr(), recv.bytes_ptr()),
-          {&send, &recv}, call)) {
+  if (auto w = launch_device(c, {&send, &recv}, call, [&] {
+        return device_call(OpKind::kAllGather, send.dtype, {}, -1, send.count, send.bytes_ptr(), recv.bytes_ptr());
+      })) {
     return *w;
   }
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);

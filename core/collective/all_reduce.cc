@@ -8,9 +8,9 @@ WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& re
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
-  if (auto w = launch_device(
-          c, device_call(OpKind::kAllReduce, send.dtype, spec, -1, send.count, send.bytes_ptr(), recv.bytes_ptr()),
-          {&send, &recv}, call)) {
+  if (auto w = launch_device(c, {&send, &recv}, call, [&] {
+        return device_call(OpKind::kAllReduce, send.dtype, spec, -1, send.count, send.bytes_ptr(), recv.bytes_ptr());
+      })) {
     return *w;
   }
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);

@@ -9,9 +9,9 @@ WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& re
   check_arg(send.count % n == 0, "all_to_all: sendbuf has ", send.count, " elements, not a multiple of the ", n,
             " ranks");
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
-  if (auto w = launch_device(
-          c, device_call(OpKind::kAllToAll, send.dtype, {}, -1, send.count / n, send.bytes_ptr(), recv.bytes_ptr()),
-          {&send, &recv}, call)) {
+  if (auto w = launch_device(c, {&send, &recv}, call, [&] {
+        return device_call(OpKind::kAllToAll, send.dtype, {}, -1, send.count / n, send.bytes_ptr(), recv.bytes_ptr());
+      })) {
     return *w;
   }
   const size_t part = send.bytes() / n;

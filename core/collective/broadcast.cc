@@ -4,8 +4,9 @@ namespace omniccl::coll {
 
 WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOptions& call) {
   check_root(c, root);
-  if (auto w = launch_device(
-          c, device_call(OpKind::kBroadcast, t.dtype, {}, root, t.count, t.bytes_ptr(), t.bytes_ptr()), {&t}, call)) {
+  if (auto w = launch_device(c, {&t}, call, [&] {
+        return device_call(OpKind::kBroadcast, t.dtype, {}, root, t.count, t.bytes_ptr(), t.bytes_ptr());
+      })) {
     return *w;
   }
   Staging st({{&t, c.rank() == root ? Use::kIn : Use::kOut}}, call);

@@ -87,8 +87,19 @@ algo::DeviceCall device_call(OpKind kind, DType dtype, const ReduceSpec& spec, i
 /// tensor of the engine's device, the calling thread's current one. Returns
 /// the Work (async) or nullptr (blocking: the call returns without waiting
 /// for the stream); nullopt when the operation is not for the device path.
-std::optional<WorkPtr> launch_device(Communicator& c, algo::DeviceCall d, std::initializer_list<const TensorView*> used,
-                                     const CallOptions& call);
+std::optional<WorkPtr> launch_device_call(Communicator& c, algo::DeviceCall d,
+                                          std::initializer_list<const TensorView*> used, const CallOptions& call);
+
+/// launch_device_call(c, build(), used, call), where `build` makes the
+/// DeviceCall only for a communicator with a device engine: every CPU
+/// collective passes here, and on its smallest sizes building a call it
+/// will not use (vectors included, for the v-variants) is measurable.
+template <typename Build>
+std::optional<WorkPtr> launch_device(Communicator& c, std::initializer_list<const TensorView*> used,
+                                     const CallOptions& call, Build build) {
+  if (c.device_engine() == nullptr) return std::nullopt;
+  return launch_device_call(c, build(), used, call);
+}
 
 /// Point-to-point on a CUDA tensor through the device engine: a named peer
 /// other than this rank, a tag >= 0, the engine's device current. nullopt

@@ -23,8 +23,8 @@ algo::DeviceCall device_call(OpKind kind, DType dtype, const ReduceSpec& spec, i
   return d;
 }
 
-std::optional<WorkPtr> launch_device(Communicator& c, algo::DeviceCall d, std::initializer_list<const TensorView*> used,
-                                     const CallOptions& call) {
+std::optional<WorkPtr> launch_device_call(Communicator& c, algo::DeviceCall d,
+                                          std::initializer_list<const TensorView*> used, const CallOptions& call) {
   algo::DeviceEngine* engine = c.device_engine();
   if (engine == nullptr) return std::nullopt;
   int device = -1;

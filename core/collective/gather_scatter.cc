@@ -15,10 +15,10 @@ WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, i
     check_overlap(*recv, "recvbuf", send, "sendbuf", static_cast<long long>(send.bytes()) * root);
   }
   const bool is_root = c.rank() == root;
-  if (auto w = launch_device(c,
-                             device_call(OpKind::kGather, send.dtype, {}, root, send.count, send.bytes_ptr(),
-                                         is_root ? recv->bytes_ptr() : nullptr),
-                             {&send, is_root ? &*recv : nullptr}, call)) {
+  if (auto w = launch_device(c, {&send, is_root ? &*recv : nullptr}, call, [&] {
+        return device_call(OpKind::kGather, send.dtype, {}, root, send.count, send.bytes_ptr(),
+                           is_root ? recv->bytes_ptr() : nullptr);
+      })) {
     return *w;
   }
   // A non-root's recvbuf is not used: checked for its device, not copied.
@@ -44,10 +44,10 @@ WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, 
     check_overlap(*send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * root);
   }
   const bool is_root = c.rank() == root;
-  if (auto w = launch_device(c,
-                             device_call(OpKind::kScatter, recv.dtype, {}, root, recv.count,
-                                         is_root ? send->bytes_ptr() : nullptr, recv.bytes_ptr()),
-                             {is_root ? &*send : nullptr, &recv}, call)) {
+  if (auto w = launch_device(c, {is_root ? &*send : nullptr, &recv}, call, [&] {
+        return device_call(OpKind::kScatter, recv.dtype, {}, root, recv.count, is_root ? send->bytes_ptr() : nullptr,
+                           recv.bytes_ptr());
+      })) {
     return *w;
   }
   Staging st({{opt(send), c.rank() == root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);

@@ -15,10 +15,10 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   }
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
   const int n = c.size();
-  if (auto w = launch_device(c,
-                             device_call(OpKind::kReduce, send.dtype, spec, root, send.count, send.bytes_ptr(),
-                                         is_root ? recv->bytes_ptr() : nullptr),
-                             {&send, is_root ? &*recv : nullptr}, call)) {
+  if (auto w = launch_device(c, {&send, is_root ? &*recv : nullptr}, call, [&] {
+        return device_call(OpKind::kReduce, send.dtype, spec, root, send.count, send.bytes_ptr(),
+                           is_root ? recv->bytes_ptr() : nullptr);
+      })) {
     return *w;
   }
   Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);

@@ -10,9 +10,10 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
               "reduce_scatter: sendbuf holds size x recvbuf elements");
   check_overlap(send, "sendbuf", recv, "recvbuf", static_cast<long long>(recv.bytes()) * c.rank());
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
-  if (auto w = launch_device(
-          c, device_call(OpKind::kReduceScatter, send.dtype, spec, -1, recv.count, send.bytes_ptr(), recv.bytes_ptr()),
-          {&send, &recv}, call)) {
+  if (auto w = launch_device(c, {&send, &recv}, call, [&] {
+        return device_call(OpKind::kReduceScatter, send.dtype, spec, -1, recv.count, send.bytes_ptr(),
+                           recv.bytes_ptr());
+      })) {
     return *w;
   }
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);

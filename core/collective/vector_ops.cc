@@ -79,7 +79,7 @@ WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& r
       d.sends.push_back({q, send.bytes_ptr(), nullptr, send.bytes()});
       d.recvs.push_back({q, nullptr, recv.bytes_ptr() + bd[q], bc[q]});
     }
-    if (auto w = launch_device(c, std::move(d), {&send, &recv}, call)) return *w;
+    if (auto w = launch_device_call(c, std::move(d), {&send, &recv}, call)) return *w;
   }
   // recvbuf may have gaps between the ranks' parts: copied both ways.
   Staging st({{&send, Use::kIn}, {&recv, Use::kInOut}}, call);
@@ -111,7 +111,7 @@ WorkPtr all_to_allv(Communicator& c, const TensorView& send, std::vector<int64_t
       d.sends.push_back({q, send.bytes_ptr() + sd[q], nullptr, sc[q]});
       d.recvs.push_back({q, nullptr, recv.bytes_ptr() + rd[q], rc[q]});
     }
-    if (auto w = launch_device(c, std::move(d), {&send, &recv}, call)) return *w;
+    if (auto w = launch_device_call(c, std::move(d), {&send, &recv}, call)) return *w;
   }
   Staging st({{&send, Use::kIn}, {&recv, Use::kInOut}}, call);
   const TensorView sv = st.view(send);
@@ -153,7 +153,7 @@ WorkPtr gatherv(Communicator& c, const TensorView& send, const OptTensor& recv, 
     d.sends.push_back({root, send.bytes_ptr(), nullptr, send.bytes()});
     for (int p = 0; p < n && c.rank() == root; ++p) d.recvs.push_back({p, nullptr, recv->bytes_ptr() + bd[p], bc[p]});
     const bool is_root = c.rank() == root;
-    if (auto w = launch_device(c, std::move(d), {&send, is_root ? &*recv : nullptr}, call)) return *w;
+    if (auto w = launch_device_call(c, std::move(d), {&send, is_root ? &*recv : nullptr}, call)) return *w;
   }
   Staging st({{&send, Use::kIn}, {opt(recv), c.rank() == root ? Use::kInOut : Use::kNone}}, call);
   const TensorView sv = st.view(send);
@@ -189,7 +189,7 @@ WorkPtr scatterv(Communicator& c, const OptTensor& send, std::vector<int64_t> co
     d.recvs.push_back({root, nullptr, recv.bytes_ptr(), recv.bytes()});
     for (int p = 0; p < n && c.rank() == root; ++p) d.sends.push_back({p, send->bytes_ptr() + bd[p], nullptr, bc[p]});
     const bool is_root = c.rank() == root;
-    if (auto w = launch_device(c, std::move(d), {is_root ? &*send : nullptr, &recv}, call)) return *w;
+    if (auto w = launch_device_call(c, std::move(d), {is_root ? &*send : nullptr, &recv}, call)) return *w;
   }
   Staging st({{opt(send), c.rank() == root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);
   const TensorView rv = st.view(recv);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "tensor/tensor.h"
 
@@ -15,16 +16,15 @@ using Clock = std::chrono::steady_clock;
 /// What every rank must agree on, hashed into the 24 bits below the call's
 /// sequence number in a signature word.
 uint32_t signature(const DeviceCall& c) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-  mix(uint64_t(c.kind));
-  mix(uint64_t(c.dtype));
-  mix(uint64_t(c.op));
-  mix(uint64_t(c.average));
-  mix(std::bit_cast<uint64_t>(c.premul));
-  mix(uint64_t(int64_t(c.root)));
-  mix(c.count);
-  return uint32_t(h ^ (h >> 32)) & 0xffffffu;
+  return Fnv1a()
+      .word(uint64_t(c.kind))
+      .word(uint64_t(c.dtype))
+      .word(uint64_t(c.op))
+      .word(uint64_t(c.average))
+      .word(std::bit_cast<uint64_t>(c.premul))
+      .word(uint64_t(int64_t(c.root)))
+      .word(c.count)
+      .low24();
 }
 
 std::string describe(const DeviceCall& c, uint64_t seq) {

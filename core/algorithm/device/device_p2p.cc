@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "algorithm/device/device_engine.h"
+#include "common/hash.h"
 
 namespace omniccl::algo {
 
@@ -12,10 +13,7 @@ namespace {
 /// What sender and receiver must agree on (size and tag), in the 24 bits
 /// below the message's number.
 uint64_t message_word(uint64_t number, uint64_t bytes, int tag) {
-  uint64_t h = 1469598103934665603ull;
-  h = (h ^ bytes) * 1099511628211ull;
-  h = (h ^ uint64_t(uint32_t(tag))) * 1099511628211ull;
-  return number << 24 | ((h ^ (h >> 32)) & 0xffffffu);
+  return number << 24 | Fnv1a().word(bytes).word(uint64_t(uint32_t(tag))).low24();
 }
 
 }  // namespace
