@@ -532,6 +532,28 @@ OCCL_API occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* messag
   return st;
 }
 
+OCCL_API occl_status_t occl_comm_window_register(occl_comm_t comm, void* buffer, size_t bytes, occl_window_t* window) {
+  return guard("occl_comm_window_register", [&] {
+    if (window != nullptr) *window = OCCL_WINDOW_NULL;
+    Calling on(comm);
+    // A bad argument still takes part, so that the peers fail with it
+    // rather than wait for this rank.
+    const uint64_t got = (*on).register_window(buffer, bytes, window == nullptr ? "window is NULL" : "");
+    *window = got;
+  });
+}
+
+OCCL_API occl_status_t occl_comm_window_deregister(occl_comm_t comm, occl_window_t* window) {
+  return guard("occl_comm_window_deregister", [&] {
+    Calling on(comm);
+    const char* bad = window == nullptr             ? "window is NULL"
+                      : *window == OCCL_WINDOW_NULL ? "*window is OCCL_WINDOW_NULL"
+                                                    : "";
+    (*on).deregister_window(window != nullptr ? *window : OCCL_WINDOW_NULL, bad);
+    *window = OCCL_WINDOW_NULL;
+  });
+}
+
 OCCL_API occl_status_t occl_probe(int source, int tag, occl_comm_t comm, const occl_options_t* options,
                                   occl_recv_status_t* status) {
   return guard("occl_probe", [&] {

@@ -79,6 +79,13 @@ class CudaRuntime final : public GpuRuntime {
     call([&] { kernels::cuda::ipc_export(base, h.bytes); });
     return h;
   }
+  GpuAllocation allocation_of(const void* p) override {
+    GpuAllocation a;
+    if (!call([&] { return kernels::cuda::allocation_of(p, &a.base, &a.bytes, &a.ipc_capable); })) {
+      fail(Status::kInvalidArgument, "not CUDA device memory of this process");
+    }
+    return a;
+  }
   void* ipc_open(const GpuIpcHandle& h) override {
     return call([&] { return kernels::cuda::ipc_open(h.bytes); });
   }
@@ -153,6 +160,7 @@ bool GpuRuntime::can_access_peer(int device, int peer) { return device == peer; 
 void* GpuRuntime::device_alloc(size_t) { no_device_transport("allocate device memory"); }
 void GpuRuntime::device_free(void*) { no_device_transport("free device memory"); }
 GpuIpcHandle GpuRuntime::ipc_export(void*) { no_device_transport("export device memory"); }
+GpuAllocation GpuRuntime::allocation_of(const void*) { no_device_transport("find a pointer's allocation"); }
 void* GpuRuntime::ipc_open(const GpuIpcHandle&) { no_device_transport("open a peer's device memory"); }
 void GpuRuntime::ipc_close(void*) { no_device_transport("close a peer's device memory"); }
 void GpuRuntime::stream_write_value(Stream, uint64_t*, uint64_t) { no_device_transport("write a word on a stream"); }

@@ -27,6 +27,15 @@ struct GpuIpcHandle {
   unsigned char bytes[64] = {};
 };
 
+/// The device allocation that holds a pointer (GpuRuntime::allocation_of).
+struct GpuAllocation {
+  void* base = nullptr;
+  size_t bytes = 0;
+  /// Whether ipc_export takes it: cudaMalloc memory does; memory from the
+  /// virtual memory API (cuMemCreate: PyTorch's expandable segments) does not.
+  bool ipc_capable = false;
+};
+
 class GpuRuntime {
  public:
   using Stream = void*;
@@ -76,6 +85,9 @@ class GpuRuntime {
   virtual void device_free(void* p);
   /// A handle to device_alloc memory at `base` for other processes.
   virtual GpuIpcHandle ipc_export(void* base);
+  /// The allocation of this process's device memory that holds `p`
+  /// (throws kInvalidArgument when `p` is not device memory).
+  virtual GpuAllocation allocation_of(const void* p);
   /// Maps another process's exported memory into this one (its base).
   virtual void* ipc_open(const GpuIpcHandle& handle);
   /// Unmaps what ipc_open returned.

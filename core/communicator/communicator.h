@@ -146,6 +146,20 @@ class Communicator {
   /// The device path for CUDA tensors (algorithm/device/), or null: CUDA
   /// tensors are then staged through host memory (collective/staging.h).
   algo::DeviceEngine* device_engine() const { return device_.get(); }
+  /// occl_comm_window_register: collective; every rank registers a buffer
+  /// of its CUDA memory (its own size and place), in the same order. On the
+  /// device path, operations whose buffers lie in registered ones on every
+  /// rank then read the peers' in place; elsewhere (staged CUDA tensors, CPU
+  /// communicators) registering changes nothing and says so in the log.
+  /// Returns the handle (never 0). Throws, on every rank alike, when a rank
+  /// cannot share its buffer, naming the rank and why; a non-empty
+  /// `refused` is this rank's own argument error (it still takes part, so
+  /// that its peers fail with it instead of waiting).
+  uint64_t register_window(const void* p, size_t bytes, const std::string& refused = {});
+  /// occl_comm_window_deregister: collective, in the same order on every
+  /// rank; waits (bounded by the timeout) for the operations that may read
+  /// the buffer, then unmaps the peers' buffers. `refused` as above.
+  void deregister_window(uint64_t handle, const std::string& refused = {});
   const char* transport_name() const { return mesh_->transport_name(); }
   const CommConfig& config() const { return config_; }
   void set_timeout(int64_t ms);
@@ -325,6 +339,14 @@ class Communicator {
   /// Collectives on CUDA tensors over the mesh's device window (null without
   /// one); destroyed before the mesh, whose window it uses.
   std::unique_ptr<algo::DeviceEngine> device_;
+  /// Registered buffers: handle -> the device engine's region (0: none,
+  /// registered where there is no device path).
+  std::map<uint64_t, uint32_t> registered_;
+  uint64_t registrations_ = 0;
+  /// register_window's steps (registration.cc).
+  std::vector<std::string> agree(const std::string& mine, const char* what);
+  static std::string refusal(const std::string& refused, bool bad, const std::string& why);
+  algo::DeviceRegion import_regions(const void* p, size_t bytes, const std::vector<std::string>& records);
   Engine engine_;
   Planner planner_;  ///< used by the operation running only
 

@@ -322,6 +322,22 @@ class DeviceWindow {
   virtual bool peer_gone(int r) = 0;
   /// "rank 3 (pid 1234)", for messages.
   virtual std::string describe(int rank) const = 0;
+
+  // Registered memory (occl_comm_window_register): each rank exports a range
+  // of its device memory once, every peer maps it, and operations on it read
+  // it in place.
+  /// This rank's record of device memory [p, p + bytes) for the peers.
+  /// Throws kInvalidArgument (not device memory of this rank's device) or
+  /// kUnsupported (memory the transport cannot share), saying which.
+  virtual std::string export_range(const void* /*p*/, size_t /*bytes*/) {
+    fail(Status::kUnsupported, kind(), " cannot share registered memory");
+  }
+  /// Maps rank r's range from its record: where its first byte is here.
+  virtual char* import_range(int /*r*/, const std::string& /*record*/) {
+    fail(Status::kUnsupported, kind(), " cannot share registered memory");
+  }
+  /// Gives back what import_range returned (nothing may use it any more).
+  virtual void release_range(char* /*mapped*/) {}
 };
 
 /// What a transport gets to build the link to one peer.

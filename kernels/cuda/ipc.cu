@@ -37,12 +37,19 @@ void* driver_entry(const char* name) {
 using Value64Fn = int (*)(void* stream, unsigned long long addr, unsigned long long value, unsigned int flags);
 using CtxStateFn = int (*)(int device, unsigned int* flags, int* active);
 using DeviceGetFn = int (*)(int* device, int ordinal);
+// CUresult (void* data, CUpointer_attribute, CUdeviceptr).
+using PointerAttrFn = int (*)(void* data, int attribute, unsigned long long ptr);
+// CUpointer_attribute values (cuda.h), stable since CUDA 10/11.
+constexpr int kAttrLegacyIpcCapable = 10;
+constexpr int kAttrRangeStart = 11;
+constexpr int kAttrRangeSize = 12;
 
 struct Driver {
   Value64Fn write64 = nullptr;
   Value64Fn wait64 = nullptr;
   CtxStateFn ctx_state = nullptr;
   DeviceGetFn device_get = nullptr;
+  PointerAttrFn pointer_attr = nullptr;
 };
 
 const Driver& driver() {
@@ -52,6 +59,7 @@ const Driver& driver() {
     r.wait64 = reinterpret_cast<Value64Fn>(driver_entry("cuStreamWaitValue64"));
     r.ctx_state = reinterpret_cast<CtxStateFn>(driver_entry("cuDevicePrimaryCtxGetState"));
     r.device_get = reinterpret_cast<DeviceGetFn>(driver_entry("cuDeviceGet"));
+    r.pointer_attr = reinterpret_cast<PointerAttrFn>(driver_entry("cuPointerGetAttribute"));
     return r;
   }();
   return d;
@@ -138,6 +146,23 @@ void ipc_export(void* base, unsigned char out[64]) {
   check(cudaIpcGetMemHandle(&h, base), "cudaIpcGetMemHandle");
   static_assert(sizeof h == 64, "cudaIpcMemHandle_t is 64 bytes");
   std::memcpy(out, &h, sizeof h);
+}
+
+bool allocation_of(const void* p, void** base, size_t* bytes, bool* ipc_capable) {
+  const Driver& d = driver();
+  const auto at = reinterpret_cast<unsigned long long>(p);
+  unsigned long long start = 0;
+  size_t size = 0;
+  int capable = 0;
+  if (d.pointer_attr == nullptr) throw Error(0, "this CUDA driver has no cuPointerGetAttribute");
+  if (d.pointer_attr(&start, kAttrRangeStart, at) != 0 || d.pointer_attr(&size, kAttrRangeSize, at) != 0) {
+    return false;
+  }
+  if (d.pointer_attr(&capable, kAttrLegacyIpcCapable, at) != 0) capable = 0;
+  *base = reinterpret_cast<void*>(start);
+  *bytes = size;
+  *ipc_capable = capable != 0;
+  return true;
 }
 
 void* ipc_open(const unsigned char handle[64]) {

@@ -28,6 +28,10 @@ void* device_alloc(size_t bytes);
 void device_free(void* p);
 /// cudaIpcGetMemHandle of cudaMalloc memory at `base` into out[64].
 void ipc_export(void* base, unsigned char out[64]);
+/// The allocation holding device pointer p (cuPointerGetAttribute: its
+/// range, and whether cudaIpcGetMemHandle takes it).
+/// False when p is not device memory of this process.
+bool allocation_of(const void* p, void** base, size_t* bytes, bool* ipc_capable);
 /// cudaIpcOpenMemHandle (peer access enabled lazily where needed).
 void* ipc_open(const unsigned char handle[64]);
 void ipc_close(void* mapped);

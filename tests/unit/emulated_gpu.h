@@ -166,6 +166,9 @@ class EmulatedGpu final : public GpuRuntime {
   bool peer_access = true;
   /// Whether ipc_open fails (a container without the host's IPC namespace).
   bool ipc_open_fails = false;
+  /// Whether device_alloc memory is VMM memory (cuMemCreate), which
+  /// ipc_export refuses, as cudaIpcGetMemHandle does.
+  bool vmm_memory = false;
   std::string device_uuid(int device) override { return "emu-gpu-" + std::to_string(device); }
   bool driver_loaded() override { return true; }
   bool device_in_use(int) override { return true; }
@@ -175,6 +178,7 @@ class EmulatedGpu final : public GpuRuntime {
   GpuIpcHandle ipc_export(void* base) override;
   void* ipc_open(const GpuIpcHandle& h) override;
   void ipc_close(void* mapped) override;
+  GpuAllocation allocation_of(const void* p) override;
   /// How many peer mappings are open (ipc_open without ipc_close).
   int open_mappings() {
     std::lock_guard lock(mem_mu_);
@@ -251,7 +255,13 @@ class EmulatedGpu final : public GpuRuntime {
   struct Mapping {
     int fd = -1;  ///< device_alloc memory: its memfd; peers' mappings: -1
     size_t bytes = 0;
+    /// Which allocation (a serial per process, as CUDA's handles carry an
+    /// identity of the allocation: memory freed and allocated again at the
+    /// same address, even with the same descriptor, has another handle).
+    uint64_t serial = 0;
+    int pid = 0;  ///< peers' mappings: the exporting process
   };
+  uint64_t serials_ = 0;
   int devices_;
   EmuStream default_;
   std::mutex mem_mu_;
@@ -259,12 +269,14 @@ class EmulatedGpu final : public GpuRuntime {
   std::map<void*, Mapping> opened_;  ///< ipc_open
 };
 
-/// The handle's bytes: "EMU1", the exporting pid, its memfd, the size.
+/// The handle's bytes: "EMU1", the exporting pid, its memfd, the size, the
+/// allocation's serial.
 struct EmuHandle {
   char magic[4];
   int32_t pid;
   int32_t fd;
   uint64_t bytes;
+  uint64_t serial;
 };
 static_assert(sizeof(EmuHandle) <= sizeof(GpuIpcHandle::bytes));
 
@@ -274,7 +286,7 @@ inline void* EmulatedGpu::device_alloc(size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   std::lock_guard lock(mem_mu_);
-  owned_[p] = Mapping{fd, bytes};
+  owned_[p] = Mapping{fd, bytes, ++serials_, 0};
   return p;
 }
 
@@ -291,7 +303,8 @@ inline GpuIpcHandle EmulatedGpu::ipc_export(void* base) {
   std::lock_guard lock(mem_mu_);
   auto it = owned_.find(base);
   if (it == owned_.end()) fail(Status::kSystem, "ipc_export: not the base of device_alloc memory");
-  EmuHandle e{{'E', 'M', 'U', '1'}, int32_t(::getpid()), int32_t(it->second.fd), it->second.bytes};
+  if (vmm_memory) fail(Status::kSystem, "ipc_export: VMM memory (emulating cudaIpcGetMemHandle's refusal)");
+  EmuHandle e{{'E', 'M', 'U', '1'}, int32_t(::getpid()), int32_t(it->second.fd), it->second.bytes, it->second.serial};
   GpuIpcHandle h;
   std::memcpy(h.bytes, &e, sizeof e);
   return h;
@@ -302,6 +315,14 @@ inline void* EmulatedGpu::ipc_open(const GpuIpcHandle& h) {
   EmuHandle e;
   std::memcpy(&e, h.bytes, sizeof e);
   if (std::memcmp(e.magic, "EMU1", 4) != 0) fail(Status::kSystem, "ipc_open: not an emulated handle");
+  {
+    // CUDA refuses to open one handle twice in a process: a cache of opened
+    // handles must hand out the mapping it has.
+    std::lock_guard lock(mem_mu_);
+    for (const auto& [at, m] : opened_) {
+      if (m.pid == e.pid && m.serial == e.serial) fail(Status::kSystem, "ipc_open: this handle is already open here");
+    }
+  }
   const std::string path = "/proc/" + std::to_string(e.pid) + "/fd/" + std::to_string(e.fd);
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) fail(Status::kSystem, "ipc_open: cannot open ", path);
@@ -309,8 +330,20 @@ inline void* EmulatedGpu::ipc_open(const GpuIpcHandle& h) {
   ::close(fd);
   if (p == MAP_FAILED) fail(Status::kSystem, "ipc_open: cannot map ", path);
   std::lock_guard lock(mem_mu_);
-  opened_[p] = Mapping{-1, e.bytes};
+  opened_[p] = Mapping{-1, e.bytes, e.serial, e.pid};
   return p;
+}
+
+inline GpuAllocation EmulatedGpu::allocation_of(const void* p) {
+  std::lock_guard lock(mem_mu_);
+  const auto* at = static_cast<const char*>(p);
+  auto it = owned_.upper_bound(const_cast<void*>(p));
+  if (it != owned_.begin()) {
+    --it;
+    const auto* base = static_cast<const char*>(it->first);
+    if (at >= base && at < base + it->second.bytes) return GpuAllocation{it->first, it->second.bytes, !vmm_memory};
+  }
+  fail(Status::kInvalidArgument, "not emulated device memory of this process");
 }
 
 inline void EmulatedGpu::ipc_close(void* mapped) {

@@ -708,6 +708,49 @@ occl_status_t occl_improbe(int source, int tag, occl_comm_t comm, const occl_opt
 occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* message, occl_comm_t comm,
                          const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work);
 
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.4 (ABI 1.3): registered buffers                            */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * A buffer registered with a communicator (occl_comm_window_register). A
+ * plain number, not an allocation.
+ */
+typedef uint64_t occl_window_t;
+/** No registered buffer: what occl_comm_window_deregister leaves behind. */
+#define OCCL_WINDOW_NULL ((occl_window_t)0)
+
+/**
+ * Registers bytes of CUDA device memory at buffer with comm, as NCCL's
+ * ncclCommWindowRegister: collective, every rank registers one buffer of its
+ * own (its own size and place) in the same order. On the CUDA IPC path, an
+ * operation whose buffers lie in registered ones on every rank, at the same
+ * offset in the same registration on every rank, reads the peers' buffers
+ * in place instead of copying through the communicator's scratch buffers:
+ * all_reduce (input and output registered), all_gather, broadcast and
+ * reduce_scatter (input registered). Ranks that disagree on whether or where
+ * a buffer is registered get OCCL_ERR_MISMATCH on that operation, as for
+ * any mismatched call. Where CUDA tensors are staged, or on a communicator
+ * without GPUs, registering succeeds and changes nothing (the log says so).
+ * *window (not NULL) receives the handle. Errors, on every rank alike, name
+ * the rank that could not register: OCCL_ERR_INVALID_ARGUMENT (not device
+ * memory of the communicator's GPU, or past the end of its allocation),
+ * OCCL_ERR_UNSUPPORTED (memory of CUDA's virtual memory API, e.g. PyTorch's
+ * expandable segments, which cannot be shared yet). Blocking; bounded by the
+ * communicator's timeout.
+ */
+occl_status_t occl_comm_window_register(occl_comm_t comm, void* buffer, size_t bytes, occl_window_t* window);
+/**
+ * Deregisters *window (from occl_comm_window_register on comm) and sets it
+ * to OCCL_WINDOW_NULL: collective, in the same order on every rank. Waits
+ * (bounded by the communicator's timeout: OCCL_ERR_TIMEOUT) until the
+ * operations enqueued before it that may read the buffer have passed, on
+ * every rank, then unmaps the peers' buffers; the memory may be freed once
+ * it returns. OCCL_ERR_INVALID_ARGUMENT for NULL, OCCL_WINDOW_NULL or a
+ * handle comm did not give.
+ */
+occl_status_t occl_comm_window_deregister(occl_comm_t comm, occl_window_t* window);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,5 +1,7 @@
 #include "algorithm/device/device_engine.h"
 
+#include "algorithm/device/device_run.h"
+
 #include <algorithm>
 #include <bit>
 
@@ -15,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 /// What every rank must agree on, hashed into the 24 bits below the call's
 /// sequence number in a signature word.
-uint32_t signature(const DeviceCall& c) {
+uint32_t signature(const DeviceCall& c, uint64_t direct_tag) {
   return Fnv1a()
       .word(uint64_t(c.kind))
       .word(uint64_t(c.dtype))
@@ -24,104 +26,17 @@ uint32_t signature(const DeviceCall& c) {
       .word(std::bit_cast<uint64_t>(c.premul))
       .word(uint64_t(int64_t(c.root)))
       .word(c.count)
+      .word(direct_tag)
       .low24();
 }
 
-std::string describe(const DeviceCall& c, uint64_t seq) {
+std::string describe(const DeviceCall& c, uint64_t seq, bool direct) {
   return str_cat(op_kind_name(c.kind), " #", seq, " (", c.count, " x ", dtype_name(c.dtype),
-                 c.root >= 0 ? str_cat(", root ", c.root) : std::string(), ") on CUDA tensors");
+                 c.root >= 0 ? str_cat(", root ", c.root) : std::string(), ") on CUDA tensors",
+                 direct ? " in registered buffers" : "");
 }
 
 }  // namespace
-
-// One operation's enqueueing: the protocol of device_engine.h, piece by piece.
-class DeviceEngine::Run {
- public:
-  Run(DeviceEngine& e, const DeviceCall& c)
-      : e_(e), c_(c), rt_(e.rt_), w_(e.window_), me_(e.rank_), n_(e.size_), elem_(dtype_size(c.dtype)) {}
-
-  void run() {
-    switch (c_.kind) {
-      case OpKind::kAllReduce: return all_reduce();
-      case OpKind::kBroadcast: return broadcast();
-      case OpKind::kReduce: return reduce();
-      case OpKind::kAllGather: return all_gather();
-      case OpKind::kReduceScatter: return reduce_scatter();
-      case OpKind::kGather: return gather();
-      case OpKind::kScatter: return scatter();
-      case OpKind::kAllToAll: return all_to_all();
-      case OpKind::kAllGatherV:
-      case OpKind::kAllToAllV:
-      case OpKind::kGatherV:
-      case OpKind::kScatterV: return e_.exchange(c_);
-      default: fail(Status::kInternal, "no device protocol for ", op_kind_name(c_.kind));
-    }
-  }
-
- private:
-  // --- flags (device_engine.h) ---
-  void post(int to, uint64_t s) { rt_.stream_write_value(c_.stream, w_.flags(to) + e_.posted_word(me_), s); }
-  void ack(int to, uint64_t s) { rt_.stream_write_value(c_.stream, w_.flags(to) + e_.acked_word(me_), s); }
-  void wait_posted(int from, uint64_t s) { rt_.stream_wait_value(c_.stream, w_.flags(me_) + e_.posted_word(from), s); }
-  void wait_acked(int from, uint64_t s) { rt_.stream_wait_value(c_.stream, w_.flags(me_) + e_.acked_word(from), s); }
-  template <class Fn>
-  void peers(Fn fn) {
-    for (int p = 0; p < n_; ++p) {
-      if (p != me_) fn(p);
-    }
-  }
-  /// body(offset, elements, step) for each piece of c_.count elements, the
-  /// step numbered as every rank numbers it.
-  template <class Fn>
-  void each_piece(size_t step, Fn body) {
-    for (uint64_t off = 0; off < c_.count; off += step)
-      body(off, size_t(std::min<uint64_t>(step, c_.count - off)), ++e_.step_);
-  }
-
-  // --- data ---
-  /// Elements per piece when the scratch buffer holds `parts` of them.
-  size_t piece(int parts) const { return std::max<size_t>(1, e_.coll_bytes() / (elem_ * size_t(parts))); }
-  char* at(const char* base, uint64_t elems) const { return const_cast<char*>(base) + elems * elem_; }
-  void copy(char* dst, const char* src, size_t k) {
-    if (k > 0 && dst != src) rt_.copy_async(dst, src, k * elem_, c_.stream);
-  }
-  /// dst = an input piece, pre-multiplied for PREMUL_SUM.
-  void load(char* dst, const char* src, size_t k) {
-    if (c_.premul != 0) {
-      rt_.scale_multiply_async(dst, src, k, c_.dtype, c_.premul, c_.stream);
-    } else {
-      copy(dst, src, k);
-    }
-  }
-  /// out = in(0) op in(1) op ... op in(n-1), in rank order (the same
-  /// result whichever rank computes it), then / n for AVG.
-  template <class In>
-  void reduce_chain(char* out, In in, size_t k) {
-    const char* acc = in(0);
-    for (int p = 1; p < n_; ++p) {
-      rt_.reduce_async(out, acc, in(p), k, c_.dtype, c_.op, c_.stream);
-      acc = out;
-    }
-    if (c_.average) rt_.scale_divide_async(out, k, c_.dtype, n_, c_.stream);
-  }
-
-  void all_reduce();
-  void broadcast();
-  void reduce();
-  void all_gather();
-  void reduce_scatter();
-  void gather();
-  void scatter();
-  void all_to_all();
-
-  DeviceEngine& e_;
-  const DeviceCall& c_;
-  GpuRuntime& rt_;
-  transport::DeviceWindow& w_;
-  int me_;
-  int n_;
-  size_t elem_;
-};
 
 // Rank 0 reduces every rank's piece into its scratch; the others copy it.
 void DeviceEngine::Run::all_reduce() {
@@ -316,8 +231,9 @@ void DeviceEngine::enqueue(const DeviceCall& call, DeviceDone done) {
   if (failed_ != Status::kSuccess) fail(Status::kCommFailed, "the communicator failed earlier: ", failed_message_);
   Pending p;
   p.seq = ++seq_;
-  p.sig = signature(call);
-  p.what = describe(call, p.seq);
+  const Direct direct = direct_for(call);
+  p.sig = signature(call, direct.tag);
+  p.what = describe(call, p.seq, direct.on);
   p.timeout_ms = call.timeout_ms;
   p.done = std::move(done);
   p.begin = take_event();
@@ -325,7 +241,7 @@ void DeviceEngine::enqueue(const DeviceCall& call, DeviceDone done) {
   try {
     rt_.event_record(p.begin, call.stream);
     check_signatures(p, call.stream);
-    Run(*this, call).run();
+    Run(*this, call, direct).run();
   } catch (const Error& e) {
     // Part of the operation may be queued: nothing must wait for the rest.
     fail_all(e.status(), str_cat(p.what, ": ", e.what()), true);

@@ -25,6 +25,16 @@
 // bit-identical on every rank. reduce: the root does the same.
 // reduce_scatter: each rank reduces its own block in rank order.
 //
+// Registered buffers (add_region): where an operation's buffers lie in
+// registered ones on every rank, ranks read each other's buffers in place,
+// in one step: post that the own input is ready, read (or reduce) the
+// peers', ack, and wait for the peers' acks before the operation ends.
+// all_reduce is then one-shot below kTwoShotMin bytes (rank 0 reduces all,
+// the others copy its result) and two-shot from there (each rank reduces
+// its 1/n slice from every rank's input, then copies the others' slices).
+// Every element is still reduced once, in rank order: results stay
+// bit-identical on every rank and equal to the unregistered path's.
+//
 // Mismatched calls: each operation starts with every rank writing its call's
 // signature (sequence number, hash of kind, dtype, count, root, op) into every
 // peer's block and its stream checking the peers' (a one-thread kernel):
@@ -102,6 +112,17 @@ struct DeviceP2P {
   int64_t timeout_ms = 0;
 };
 
+/// A buffer registered on every rank (occl_comm_window_register): operations
+/// whose buffers lie in registered ones on every rank read the peers' data
+/// in place, instead of through the peers' scratch buffers.
+struct DeviceRegion {
+  uint32_t id = 0;  ///< assigned by add_region, the same on every rank
+  const char* base = nullptr;
+  uint64_t bytes = 0;
+  /// Every rank's buffer as mapped here (this rank's: base).
+  std::vector<char*> at;
+};
+
 /// Completes one enqueued operation: kSuccess or the error and its message.
 using DeviceDone = std::function<void(Status, const std::string&)>;
 
@@ -129,6 +150,21 @@ class DeviceEngine {
   void enqueue_p2p(const DeviceP2P& call, DeviceDone done);
   /// Fails every pending operation with kAborted (occl_comm_abort).
   void abort();
+  /// Adds a registered buffer (the same on every rank, in the same order);
+  /// returns its id.
+  uint32_t add_region(DeviceRegion r);
+  /// Takes region `id` out once no operation enqueued before may still use
+  /// it (waits for them, at most timeout_ms: kTimeout); returns it, for its
+  /// mappings to be given back. Throws kInvalidArgument for an unknown id.
+  DeviceRegion remove_region(uint32_t id, int64_t timeout_ms);
+  /// How many buffers are registered.
+  size_t regions() const;
+  /// Flag steps enqueued so far (every rank numbers them alike): how the
+  /// operations were split, which tests compare between the paths.
+  uint64_t steps() const {
+    std::lock_guard lock(mu_);
+    return step_;
+  }
   /// The device the window's memory is on.
   int device() const { return window_.device(); }
 
@@ -154,6 +190,8 @@ class DeviceEngine {
   char* p2p_slot_of(int r, int sender) const { return window_.scratch(r) + coll_bytes() + size_t(sender) * p2p_slot(); }
   /// Above every step: what a released wait reads.
   static constexpr uint64_t kReleased = uint64_t{1} << 62;
+  /// Registered all_reduce of this many bytes and more is two-shot.
+  static constexpr uint64_t kTwoShotMin = uint64_t{256} << 10;
 
  private:
   size_t word(int kind, int from) const { return 1 + size_t(kind) * size_t(size_) + size_t(from); }
@@ -169,6 +207,16 @@ class DeviceEngine {
     DeviceDone done;
   };
   class Run;  // one operation's enqueueing (device_engine.cc)
+  /// Where the peers' buffers of an operation on registered buffers lie
+  /// (on = false: through the scratch buffers).
+  struct Direct {
+    bool on = false;
+    std::vector<const char*> send;
+    std::vector<char*> recv;
+    uint64_t tag = 0;  ///< which regions and offsets, for the signature
+  };
+  Direct direct_for(const DeviceCall& c) const;
+  const DeviceRegion* region_of(const void* p, uint64_t bytes) const;
 
   void check_signatures(const Pending& p, GpuRuntime::Stream stream);
   void p2p_send(const DeviceP2P& c);
@@ -197,7 +245,9 @@ class DeviceEngine {
   uint64_t seq_ = 0;   ///< the last collective enqueued
   /// Point-to-point counters per peer: pieces and messages sent and received.
   std::vector<uint64_t> send_steps_, recv_steps_, send_msgs_, recv_msgs_;
-  std::mutex mu_;
+  std::vector<DeviceRegion> regions_;
+  uint32_t region_ids_ = 0;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending> pending_;
   std::vector<GpuRuntime::Event> free_events_;

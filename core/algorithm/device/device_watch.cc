@@ -100,7 +100,7 @@ bool DeviceEngine::check_error_word(const Pending& p) {
     fail_all(st,
              str_cat("mismatched call: ", peer, "'s call #", p.seq,
                      " on CUDA tensors is another operation than this rank's ", p.what,
-                     " (operation, dtype, count, root or reduce op differ)"),
+                     " (operation, dtype, count, root, reduce op, or which buffers are registered differ)"),
              false);
   } else {
     fail_all(st == Status::kSuccess ? Status::kPeerFailure : st,

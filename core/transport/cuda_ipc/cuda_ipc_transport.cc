@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "common/gpu_runtime.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "transport/cuda_ipc/ipc_cache.h"
 
 namespace omniccl::transport {
 
@@ -21,6 +23,10 @@ namespace {
 
 constexpr size_t kFlagAlign = 256;
 constexpr const char* kName = "cuda_ipc";
+/// Peers' allocations kept mapped after their last registered buffer went
+/// (IpcCache): enough for a training step's buffers to be registered again
+/// next step without new mappings.
+constexpr size_t kIdleMappings = 32;
 
 size_t flag_bytes(int size) { return (cuda_ipc_flag_words(size) * 8 + kFlagAlign - 1) / kFlagAlign * kFlagAlign; }
 
@@ -82,8 +88,15 @@ class PeerProcess {
 class CudaIpcWindow final : public DeviceWindow {
  public:
   CudaIpcWindow(GpuRuntime& rt, int rank, int device, size_t flag_words, size_t scratch, size_t flag_bytes)
-      : rt_(rt), rank_(rank), device_(device), flag_words_(flag_words), scratch_(scratch), flag_bytes_(flag_bytes) {}
+      : rt_(rt),
+        rank_(rank),
+        device_(device),
+        flag_words_(flag_words),
+        scratch_(scratch),
+        flag_bytes_(flag_bytes),
+        cache_(rt, kIdleMappings) {}
   ~CudaIpcWindow() override {
+    for (const auto& [mapped, base] : ranges_) cache_.release(base);
     for (size_t r = 0; r < bases_.size(); ++r) {
       if (bases_[r] == nullptr) continue;
       try {
@@ -111,6 +124,9 @@ class CudaIpcWindow final : public DeviceWindow {
   size_t scratch_bytes() const override { return scratch_; }
   bool peer_gone(int r) override { return r != rank_ && peers_[size_t(r)].gone(); }
   std::string describe(int r) const override { return str_cat("rank ", r, " (pid ", peers_[size_t(r)].pid(), ")"); }
+  std::string export_range(const void* p, size_t bytes) override;
+  char* import_range(int r, const std::string& record) override;
+  void release_range(char* mapped) override;
 
  private:
   GpuRuntime& rt_;
@@ -122,7 +138,54 @@ class CudaIpcWindow final : public DeviceWindow {
   std::vector<char*> bases_;
   std::vector<PeerProcess> peers_;
   bool owns_block_ = false;
+  IpcCache cache_;
+  /// What import_range handed out: the range's first byte -> its
+  /// allocation's base, one entry per import.
+  std::multimap<char*, char*> ranges_;
 };
+
+// The record: "r1 <handle hex> <offset in the allocation> <allocation bytes> <range bytes>".
+std::string CudaIpcWindow::export_range(const void* p, size_t bytes) {
+  const GpuAllocation a = rt_.allocation_of(p);
+  const size_t offset = size_t(static_cast<const char*>(p) - static_cast<const char*>(a.base));
+  check_arg(offset + bytes <= a.bytes, "the buffer's ", bytes, " bytes run past the end of its allocation (",
+            a.bytes - offset, " bytes from the buffer on)");
+  if (!a.ipc_capable) {
+    fail(Status::kUnsupported,
+         "the buffer is in memory of CUDA's virtual memory API (cuMemCreate, as PyTorch's expandable segments "
+         "allocate), which cannot be shared through cudaIpcGetMemHandle; register a cudaMalloc buffer "
+         "(PYTORCH_CUDA_ALLOC_CONF without expandable_segments) or leave it unregistered");
+  }
+  const GpuIpcHandle h = rt_.ipc_export(a.base);
+  return str_cat("r1 ", to_hex(h.bytes, sizeof h.bytes), " ", offset, " ", a.bytes, " ", bytes);
+}
+
+char* CudaIpcWindow::import_range(int r, const std::string& record) {
+  std::istringstream in(record);
+  std::string version, hex;
+  size_t offset = 0, alloc = 0, bytes = 0;
+  GpuIpcHandle h;
+  in >> version >> hex >> offset >> alloc >> bytes;
+  if (version != "r1" || !in || !from_hex(hex, h.bytes, sizeof h.bytes) || offset + bytes > alloc) {
+    fail(Status::kInvalidArgument, "rank ", r, "'s record of a registered buffer is malformed ('", record.substr(0, 40),
+         "'): are all ranks running the same build of OmniCCL?");
+  }
+  char* base = nullptr;
+  try {
+    base = cache_.acquire(r, h);
+  } catch (const Error& e) {
+    fail(Status::kSystem, "cannot map rank ", r, "'s registered buffer (", e.what(), ")");
+  }
+  ranges_.emplace(base + offset, base);
+  return base + offset;
+}
+
+void CudaIpcWindow::release_range(char* mapped) {
+  auto it = ranges_.find(mapped);
+  if (it == ranges_.end()) return;
+  cache_.release(it->second);
+  ranges_.erase(it);
+}
 
 class CudaIpcTransport final : public Transport {
  public:

@@ -1,0 +1,284 @@
+// Registered buffers on the CUDA IPC path (occl_comm_window_register), over
+// the emulated GPU runtime (emulated_gpu.h): the cache of peers' mappings
+// (one mapping per allocation, a freed and reallocated allocation never
+// served from a stale mapping, idle mappings bounded, used ones never
+// closed), collectives that read registered buffers in place (results equal
+// to the reference, one or two flag steps where the scratch path takes many
+// pieces, in place too), a rank whose buffers are not registered where its
+// peers' are (a mismatch on every rank), and registrations refused on every
+// rank alike when one rank cannot share its buffer.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "collective/collectives.h"
+#include "emulated_ranks.h"
+#include "transport/cuda_ipc/ipc_cache.h"
+
+namespace omniccl {
+namespace {
+
+using test::EmulatedGpu;
+using test::EmuStream;
+using test::expect_all_ok;
+using test::on;
+using test::RankChecks;
+using test::RankSetup;
+using test::run_ranks;
+using test::status_of;
+
+RankSetup device_path() {
+  return [](int, EmulatedGpu&, CommConfig& cfg) {
+    cfg.device_transport = "cuda_ipc";
+    cfg.cuda_ipc_buffer = 4096;  // scratch pieces of 512 int32: many steps unregistered
+  };
+}
+
+/// A CUDA tensor over `count` int32 at p.
+TensorView dev(void* p, size_t count) {
+  TensorView t;
+  t.data = p;
+  t.count = count;
+  t.dtype = DType::kInt32;
+  t.device = DeviceKind::kCUDA;
+  return t;
+}
+
+int32_t in(int r, size_t i) { return int32_t(r * 1000 + int(i % 997)); }
+
+/// Device memory of `count` int32, filled with rank r's inputs.
+int32_t* inputs(EmulatedGpu& gpu, int r, size_t count) {
+  auto* p = static_cast<int32_t*>(gpu.device_alloc(count * 4));
+  for (size_t i = 0; i < count; ++i) p[i] = in(r, i);
+  return p;
+}
+
+TEST(IpcCache, OneMappingPerAllocationWhoeverAsks) {
+  EmulatedGpu gpu;
+  void* p = gpu.device_alloc(4096);
+  const GpuIpcHandle h = gpu.ipc_export(p);
+  transport::IpcCache cache(gpu, 4);
+  char* a = cache.acquire(1, h);
+  char* b = cache.acquire(1, h);  // the emulation, as CUDA, refuses a second ipc_open
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(gpu.open_mappings(), 1);
+  cache.release(a);
+  cache.release(b);
+  EXPECT_EQ(cache.idle(), 1u);
+  EXPECT_EQ(cache.acquire(1, h), a) << "an idle mapping serves the allocation again";
+  cache.release(a);
+  EXPECT_THROW(cache.release(a), Error) << "released more often than acquired";
+  gpu.device_free(p);
+}
+
+// Memory freed and allocated again (the same descriptor number, very likely
+// the same address) has another handle: a new mapping, which shows the new
+// contents, never the old one's.
+TEST(IpcCache, AFreedAndReallocatedAllocationIsNeverServedStale) {
+  EmulatedGpu gpu;
+  auto* p = static_cast<int32_t*>(gpu.device_alloc(4096));
+  p[0] = 1;
+  const GpuIpcHandle old_handle = gpu.ipc_export(p);
+  transport::IpcCache cache(gpu, 4);
+  auto* old_map = reinterpret_cast<int32_t*>(cache.acquire(1, old_handle));
+  ASSERT_EQ(old_map[0], 1);
+  cache.release(reinterpret_cast<char*>(old_map));
+  gpu.device_free(p);
+  auto* q = static_cast<int32_t*>(gpu.device_alloc(4096));
+  q[0] = 2;
+  const GpuIpcHandle new_handle = gpu.ipc_export(q);
+  EXPECT_NE(std::memcmp(old_handle.bytes, new_handle.bytes, sizeof old_handle.bytes), 0);
+  auto* new_map = reinterpret_cast<int32_t*>(cache.acquire(1, new_handle));
+  EXPECT_EQ(new_map[0], 2) << "the mapping is of the new allocation";
+  EXPECT_EQ(cache.open(), 2u);
+  cache.release(reinterpret_cast<char*>(new_map));
+  gpu.device_free(q);
+}
+
+TEST(IpcCache, IdleMappingsAreBoundedAndUsedOnesNeverClosed) {
+  EmulatedGpu gpu;
+  void* held = gpu.device_alloc(4096);
+  transport::IpcCache cache(gpu, 2);
+  char* kept = cache.acquire(0, gpu.ipc_export(held));
+  std::vector<void*> others;
+  for (int i = 0; i < 6; ++i) {
+    others.push_back(gpu.device_alloc(4096));
+    cache.release(cache.acquire(1, gpu.ipc_export(others.back())));
+  }
+  EXPECT_EQ(cache.idle(), 2u);
+  EXPECT_EQ(cache.open(), 3u) << "two idle mappings and the one in use";
+  EXPECT_EQ(gpu.open_mappings(), 3);
+  EXPECT_EQ(cache.acquire(0, gpu.ipc_export(held)), kept) << "the used mapping stayed open";
+  for (void* o : others) gpu.device_free(o);
+  gpu.device_free(held);
+}
+
+/// Registered all_reduce (one-shot and two-shot, out of place and in place),
+/// all_gather, broadcast and reduce_scatter: results, and the flag steps.
+void check_registered(Communicator& c, EmulatedGpu& gpu, RankChecks& ck, size_t count) {
+  const int n = c.size(), me = c.rank();
+  algo::DeviceEngine& e = *c.device_engine();
+  EmuStream s;
+  int32_t* send = inputs(gpu, me, count * n);
+  auto* recv = static_cast<int32_t*>(gpu.device_alloc(count * n * 4));
+  const uint64_t ws = c.register_window(send, count * n * 4), wr = c.register_window(recv, count * n * 4);
+  const uint64_t before = e.steps();
+  coll::all_reduce(c, dev(send, count), dev(recv, count), int(RedOp::kSum), on(s));
+  const bool two_shot = count * 4 >= algo::DeviceEngine::kTwoShotMin;
+  ck.expect(e.steps() - before == (two_shot ? 2u : 1u), "all_reduce on registered buffers in one pass");
+  ck.expect(s.sync(), "the stream finished");
+  bool ok = true;
+  for (size_t i = 0; i < count; ++i) {
+    int32_t want = 0;
+    for (int r = 0; r < n; ++r) want += in(r, i);
+    ok &= recv[i] == want;
+  }
+  ck.expect(ok, "registered all_reduce of " + std::to_string(count));
+  coll::all_reduce(c, dev(send, count), dev(send, count), int(RedOp::kSum), on(s));  // in place
+  coll::all_gather(c, dev(send, count), dev(recv, count * n), on(s));
+  ck.expect(s.sync(), "the stream finished");
+  ok = true;
+  for (size_t i = 0; i < count; ++i) {
+    ok &= send[i] == recv[i];
+    for (int r = 1; r < n; ++r) ok &= recv[size_t(r) * count + i] == recv[i];
+  }
+  ck.expect(ok, "in-place all_reduce, then all_gather of its result");
+  c.deregister_window(ws);
+  c.deregister_window(wr);
+  ck.expect(e.regions() == 0, "both buffers deregistered");
+  gpu.device_free(send);
+  gpu.device_free(recv);
+}
+
+TEST(CudaIpcRegistration, CollectivesReadRegisteredBuffersInPlace) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("ranks " + std::to_string(n));
+    expect_all_ok(run_ranks(
+        n,
+        [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+          ck.expect(c.device_engine() != nullptr, "the device path");
+          check_registered(c, gpu, ck, 1000);   // one-shot
+          check_registered(c, gpu, ck, 70001);  // two-shot, slices of unequal length
+        },
+        20000, {}, device_path()));
+  }
+}
+
+// Broadcast from rank 1 and reduce_scatter in place, on registered buffers.
+TEST(CudaIpcRegistration, BroadcastAndInPlaceReduceScatter) {
+  expect_all_ok(run_ranks(
+      3,
+      [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+        const int n = c.size(), me = c.rank();
+        const size_t count = 3000;
+        EmuStream s;
+        int32_t* buf = inputs(gpu, me, count * n);
+        const uint64_t w = c.register_window(buf, count * n * 4);
+        const uint64_t before = c.device_engine()->steps();
+        coll::reduce_scatter(c, dev(buf, count * n), dev(buf + me * count, count), int(RedOp::kSum), on(s));
+        ck.expect(s.sync(), "the stream finished");
+        bool ok = true;
+        for (size_t i = 0; i < count; ++i) {
+          int32_t want = 0;
+          for (int r = 0; r < n; ++r) want += in(r, me * count + i);
+          ok &= buf[me * count + i] == want;
+        }
+        ck.expect(ok, "in-place reduce_scatter");
+        coll::broadcast(c, dev(buf, count * n), 1, on(s));
+        ck.expect(s.sync(), "the stream finished");
+        ck.expect(c.device_engine()->steps() - before == 2, "one step each");
+        // Rank 1's buffer after its reduce_scatter: its own block reduced.
+        ok = true;
+        for (size_t i = 0; i < count * n; ++i) {
+          int32_t want = in(1, i);
+          if (i / count == 1) {
+            want = 0;
+            for (int r = 0; r < n; ++r) want += in(r, i);
+          }
+          ok &= buf[i] == want;
+        }
+        ck.expect(ok, "broadcast of rank 1's buffer");
+        c.deregister_window(w);
+        gpu.device_free(buf);
+      },
+      20000, {}, device_path()));
+}
+
+// Rank 0's input is registered, rank 1's is not: the ranks would run
+// different protocols, so the call is a mismatch on both, which says so.
+TEST(CudaIpcRegistration, BuffersRegisteredOnlyOnSomeRanksAreAMismatch) {
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+        EmuStream s;
+        int32_t* a = inputs(gpu, c.rank(), 32);
+        int32_t* b = inputs(gpu, c.rank(), 32);
+        auto* out = static_cast<int32_t*>(gpu.device_alloc(64 * 4));
+        c.register_window(a, 32 * 4);
+        auto work = coll::all_gather(c, dev(c.rank() == 0 ? a : b, 32), dev(out, 64), on(s, true));
+        const Status st = work->wait();
+        ck.expect(st == Status::kMismatch && work->message().find("registered") != std::string::npos,
+                  std::string("a mismatch naming registered buffers, got ") + status_name(st) + ": " + work->message());
+        ck.expect(s.sync(5000), "the stream was released");
+      },
+      20000, {}, device_path()));
+}
+
+// A rank that cannot share its buffer (here: host memory; VMM memory) makes
+// the registration fail on every rank, with that rank's reason; the
+// communicator stays usable.
+TEST(CudaIpcRegistration, ARegistrationOneRankCannotMakeFailsOnEveryRank) {
+  expect_all_ok(run_ranks(
+      3,
+      [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+        ck.expect(c.device_engine() != nullptr, "the device path");
+        std::vector<int32_t> host(16);
+        int32_t* mine = inputs(gpu, c.rank(), 16);
+        std::string why;
+        Status st = status_of([&] { c.register_window(c.rank() == 1 ? host.data() : mine, 64); }, &why);
+        ck.expect(st == Status::kInvalidArgument && why.find("rank 1") != std::string::npos,
+                  "host memory on rank 1 refused everywhere: " + why);
+        // Rank 2's allocations are VMM memory from here on: cudaIpcGetMemHandle
+        // cannot share them.
+        gpu.vmm_memory = c.rank() == 2;
+        st = status_of([&] { c.register_window(mine, 64); }, &why);
+        ck.expect(st == Status::kUnsupported && why.find("rank 2") != std::string::npos &&
+                      why.find("virtual memory") != std::string::npos,
+                  "VMM memory on rank 2 refused everywhere: " + why);
+        st = status_of([&] { c.deregister_window(c.rank() == 0 ? 99 : 1); }, &why);
+        ck.expect(st == Status::kInvalidArgument, "an unknown handle on one rank fails on every rank: " + why);
+        ck.expect(c.usable(), "the communicator is still usable");
+        ck.expect(c.device_engine()->regions() == 0, "nothing stayed registered");
+      },
+      20000, {}, device_path()));
+}
+
+// Registering the same buffer again reuses the peers' mappings.
+TEST(CudaIpcRegistration, RegisteringAgainMapsNothingNew) {
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+        int32_t* buf = inputs(gpu, c.rank(), 1024);
+        c.deregister_window(c.register_window(buf, 4096));
+        const int mapped = gpu.open_mappings();
+        for (int i = 0; i < 5; ++i) c.deregister_window(c.register_window(buf + 16, 1024));
+        ck.expect(gpu.open_mappings() == mapped, "the cached mapping served every registration");
+      },
+      20000, {}, device_path()));
+}
+
+// Where CUDA tensors are staged, registering succeeds and changes nothing.
+TEST(CudaIpcRegistration, WithoutTheDevicePathRegisteringIsHarmless) {
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+    ck.expect(c.device_engine() == nullptr, "staged");
+    int32_t* buf = inputs(gpu, c.rank(), 64);
+    std::string why;
+    const Status st = status_of([&] { c.deregister_window(c.register_window(buf, 256)); }, &why);
+    ck.expect(st == Status::kSuccess, "registered and deregistered: " + why);
+  }));
+}
+
+}  // namespace
+}  // namespace omniccl
