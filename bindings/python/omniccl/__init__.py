@@ -33,6 +33,7 @@ from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_t
 from .errors import (InvalidArgumentError, MismatchError, OmniCCLError, PeerFailureError, Status, TimeoutError,
                      TruncatedError, UnsupportedError)
 from .ops import MPIOp, PremulSum, ReduceOp, make_premul_sum
+from ._windows import Window
 from .work import Work
 
 #: The package version: the C library's (OCCL_VERSION_MAJOR.MINOR.PATCH of omniccl.h).
@@ -68,7 +69,7 @@ __all__ = [
     "Prequest", "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem",
     "Message", "MESSAGE_NULL", "MESSAGE_NO_PROC",
     # CUDA arrays
-    "cuda_stream", "current_cuda_stream",
+    "cuda_stream", "current_cuda_stream", "Window",
     # errors
     "OmniCCLError", "InvalidArgumentError", "UnsupportedError", "TimeoutError", "PeerFailureError",
     "MismatchError", "TruncatedError", "Status",

@@ -20,6 +20,7 @@ from . import _failure, _logical, _objects, _omniccl, _p2p
 from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
 from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Message, Prequest, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
+from ._windows import Window
 from .errors import InvalidArgumentError
 from ._messages import in_place, message, vmessage
 from .ops import MPIOp, MPIOpLike, PremulSum, ReduceOp, ReduceOpLike, _check_op
@@ -179,6 +180,22 @@ class Communicator:
             child.all_gather(as_tensor(mine, False, "rank"), as_tensor(everyone, True, "ranks"), blocking=True)
             comm._global_ranks = list(everyone)
         return comm
+
+    # ------------------------------------------------------ registered buffers
+    def register_window(self, buffer: Any) -> Window:
+        """Registers a CUDA array (torch, CuPy, anything with ``__dlpack__``) with the communicator.
+
+        Collective: every rank registers one buffer of its own, in the same
+        order. Operations whose buffers lie in registered ones on every rank
+        then read the peers' buffers in place on the CUDA IPC path:
+        all_reduce (input and output registered), all_gather, broadcast and
+        reduce_scatter (input registered). Use the returned :class:`Window`
+        with ``with``, or call its ``deregister()``; memory of PyTorch's
+        expandable segments cannot be registered (``UnsupportedError``).
+        """
+        tensor = as_tensor(buffer, True, "buffer")
+        native = self._live("register_window")
+        return Window(native, native.window_register(tensor.data_ptr, tensor.nbytes), tensor)
 
     # ---------------------------------------------------------------- lifetime
     def destroy(self) -> None:

@@ -902,6 +902,39 @@ void bind_unique_id(py::module_& m) {
       "occl_get_unique_id: rendezvous bytes served by this process until it exits.");
 }
 
+/// Registered buffers (occl_comm_window_register): collective and blocking,
+/// so the GIL is given up while the ranks agree.
+void bind_windows(py::class_<Comm>& comm) {
+  comm.def(
+          "window_register",
+          [](Comm& c, uintptr_t address, size_t nbytes) {
+            occl_comm_t h = c.state().require("window_register");
+            occl_window_t w = OCCL_WINDOW_NULL;
+            occl_status_t st;
+            {
+              py::gil_scoped_release nogil;
+              st = occl_comm_window_register(h, reinterpret_cast<void*>(address), nbytes, &w);
+            }
+            if (st != OCCL_SUCCESS) raise_last(st, "occl_comm_window_register");
+            return uint64_t(w);
+          },
+          py::arg("address"), py::arg("nbytes"),
+          "occl_comm_window_register (collective): registers nbytes of CUDA memory at address; returns the handle.")
+      .def(
+          "window_deregister",
+          [](Comm& c, uint64_t handle) {
+            occl_comm_t h = c.state().require("window_deregister");
+            occl_window_t w = handle;
+            occl_status_t st;
+            {
+              py::gil_scoped_release nogil;
+              st = occl_comm_window_deregister(h, &w);
+            }
+            if (st != OCCL_SUCCESS) raise_last(st, "occl_comm_window_deregister");
+          },
+          py::arg("handle"), "occl_comm_window_deregister (collective).");
+}
+
 }  // namespace
 
 void bind_comm(py::module_& m) {
@@ -909,6 +942,7 @@ void bind_comm(py::module_& m) {
   py::class_<Comm> comm(m, "Comm", "A communicator handle (internal; omniccl.Communicator wraps it).");
   bind_comm_creation(comm);
   bind_comm_properties(comm);
+  bind_windows(comm);
   bind_send_recv(comm);
   bind_probes(comm);
   bind_matched_probes(comm);

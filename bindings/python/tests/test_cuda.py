@@ -56,3 +56,10 @@ def test_cupy_arrays(size):
     _require("cupy")
     results = _run(size, "cupy_cuda", {})
     assert all(r.result and r.result["checks"] == 3 for r in results), [r.result for r in results]
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_torch_registered_windows(tmp_path, size):
+    _require("torch")
+    results = _run(size, "torch_cuda_windows", {"init_method": f"file://{tmp_path}/init"})
+    assert all(r.result["checks"] == 7 for r in results), [r.result for r in results]

@@ -106,3 +106,8 @@ def test_ranks_get_ctrl_c_even_when_the_suite_ignores_it():
     finally:
         signal.signal(signal.SIGINT, previous)
     assert results[0].result["default_int_handler"] is True, describe(results)
+
+
+def test_registered_windows_without_a_device_path():
+    for r in run_ranks(2, "windows_cpu"):
+        assert r.result["checks"] == 5, describe([r])

@@ -973,6 +973,57 @@ def cupy_cuda(rank, size):
 
 
 @scenario
+def torch_cuda_windows(rank, size, init_method):
+    """Registered CUDA buffers: in-place all_reduce (one- and two-shot sizes), all_gather, deregistration."""
+    import torch
+
+    torch.cuda.set_device(rank % torch.cuda.device_count())
+    torch.zeros(1, device="cuda")  # the process uses its GPU before the communicator: the CUDA IPC path
+    comm = dist.Communicator.init(init_method, rank, size)
+    chk = Checker()
+    total = size * (size + 1) // 2
+    for n in (1031, 1 << 20):
+        x = torch.full((n,), float(rank + 1), device="cuda")
+        with comm.register_window(x) as w:
+            chk.true(w.registered, "registered")
+            comm.Allreduce(dist.IN_PLACE, x)
+            torch.cuda.synchronize()
+            chk.equal(x.cpu().numpy(), np.full(n, total, np.float32), f"registered in-place all_reduce of {n}")
+        chk.true(not w.registered, "deregistered by with")
+    src = torch.full((5,), float(rank), device="cuda")
+    out = torch.zeros(5 * size, device="cuda")
+    with comm.register_window(src), comm.register_window(out):
+        comm.Allgather(src, out)
+        torch.cuda.synchronize()
+    chk.equal(out.cpu().numpy(), np.repeat(np.arange(size, dtype=np.float32), 5), "registered all_gather")
+    comm.destroy()
+    return {"checks": chk.finish()}
+
+
+@scenario
+def windows_cpu(rank, size):
+    """Registering where there is no device path is harmless; bad arguments fail on every rank."""
+    comm = dist.COMM_WORLD
+    chk = Checker()
+    x = np.full(8, rank + 1, np.float32)
+    with comm.register_window(x) as w:
+        chk.true(w.registered and w.handle != 0, "a handle")
+        comm.Allreduce(dist.IN_PLACE, x)
+    chk.true(not w.registered and w.handle == 0, "deregistered by with")
+    w.deregister()  # twice: nothing happens
+    chk.equal(x, np.full(8, size * (size + 1) / 2, np.float32), "all_reduce of the registered array")
+    try:
+        comm.register_window(np.zeros(0, np.float32))
+        chk.true(False, "an empty buffer was registered")
+    except dist.InvalidArgumentError as e:
+        chk.true("at least one byte" in str(e) and "rank 0" in str(e), f"names the rank and the size: {e}")
+    y = np.full(2, rank, np.int64)
+    comm.Allreduce(dist.IN_PLACE, y)
+    chk.equal(y, np.full(2, sum(range(size)), np.int64), "still usable")
+    return {"checks": chk.finish()}
+
+
+@scenario
 def mpi4py_messages(rank, size):
     """mpi4py's buffer specifications, IN_PLACE/None, complex arrays and op names (expected values by hand)."""
     import array as pyarray
