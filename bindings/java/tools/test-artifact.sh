@@ -155,10 +155,10 @@ resolved_in=$SECONDS
 
 art="$tmp/m2/org/omniccl/omniccl/$version"
 jar="$art/omniccl-$version.jar"
-# The copy resolved must be the deployed one, not one from ~/.m2.
-cmp "$jar" "$repo/org/omniccl/omniccl/$version/omniccl-$version.jar"
-
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# The copy resolved must be the deployed one, not one from ~/.m2.
+cmp -s "$jar" "$repo/org/omniccl/omniccl/$version/omniccl-$version.jar" ||
+  fail "the resolved $jar is not the one deployed to $repo"
 # check_lib NAME MAX: NAME is in the jar, stripped, at most MAX bytes.
 check_lib() {
   local f="$tmp/lib/native/linux-x86_64/$1" size sections
