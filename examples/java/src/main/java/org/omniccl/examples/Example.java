@@ -8,8 +8,11 @@ import java.util.Arrays;
  * exit status.
  *
  * <p>Launching: every example creates its communicator with "env://", so it
- * runs under any torchrun/mpirun-style launcher, e.g. with 4 ranks:
- * {@code omniccl-run -n 4 java -cp omniccl-0.3.0.jar:classes org.omniccl.examples.AllReduce}.
+ * runs under any torchrun/mpirun-style launcher, e.g. with 4 ranks, the jar
+ * where {@code mvn install} put it and the examples compiled into target/classes:
+ * {@code omniccl-run -n 4 java -cp
+ * target/classes:$HOME/.m2/repository/org/omniccl/omniccl/0.3.0/omniccl-0.3.0.jar
+ * org.omniccl.examples.AllReduce}.
  */
 final class Example {
   private Example() {}
