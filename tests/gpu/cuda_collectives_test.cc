@@ -415,18 +415,18 @@ TEST(CudaCollectives, RegisteredBuffersGiveTheSameResults) {
     const int64_t big = int64_t(1) << 20;  // 4 MiB of float: two-shot
     DeviceMemory mem(size_t(big) * 4 * 3);
     RANK_CHECK(mem.ok(), rank, "device buffer");
-    auto* in = static_cast<float*>(mem.get());
+    auto* in = reinterpret_cast<float*>(mem.get());
     float* out = in + big;
     occl_window_t w = OCCL_WINDOW_NULL;
     RANK_OK(occl_comm_window_register(comm, mem.get(), size_t(big) * 4 * 3, &w), rank);
     for (int64_t k : {int64_t(5), big}) {
-      std::vector<float> host(size_t(k), float(rank + 1));
+      std::vector<float> host(static_cast<size_t>(k), float(rank + 1));
       RANK_CUDA(cudaMemcpy(in, host.data(), size_t(k) * 4, cudaMemcpyHostToDevice), rank);
       CudaTensor ti(in, k, dl_float(32)), to(out, k, dl_float(32));
       RANK_OK(occl_all_reduce(&ti, &to, OCCL_SUM, comm, nullptr), rank);
       RANK_OK(occl_all_reduce(&ti, &ti, OCCL_MAX, comm, nullptr), rank);
       RANK_CUDA(cudaDeviceSynchronize(), rank);
-      std::vector<float> sum(size_t(k)), mx(size_t(k));
+      std::vector<float> sum(static_cast<size_t>(k)), mx(static_cast<size_t>(k));
       RANK_CUDA(cudaMemcpy(sum.data(), out, size_t(k) * 4, cudaMemcpyDeviceToHost), rank);
       RANK_CUDA(cudaMemcpy(mx.data(), in, size_t(k) * 4, cudaMemcpyDeviceToHost), rank);
       RANK_CHECK(sum == std::vector<float>(size_t(k), float(n * (n + 1) / 2)), rank, "registered all_reduce sum");
