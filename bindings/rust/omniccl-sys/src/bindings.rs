@@ -928,3 +928,18 @@ unsafe extern "C" {
         work: *mut occl_work_t,
     ) -> occl_status_t;
 }
+#[doc = " A buffer registered with a communicator (occl_comm_window_register). A\n plain number, not an allocation."]
+pub type occl_window_t = u64;
+unsafe extern "C" {
+    #[doc = " Registers bytes of CUDA device memory at buffer with comm, as NCCL's\n ncclCommWindowRegister: collective, every rank registers one buffer of its\n own (its own size and place) in the same order. On the CUDA IPC path, an\n operation whose buffers lie in registered ones on every rank, at the same\n offset in the same registration on every rank, reads the peers' buffers\n in place instead of copying through the communicator's scratch buffers:\n all_reduce (input and output registered), all_gather, broadcast and\n reduce_scatter (input registered). Ranks that disagree on whether or where\n a buffer is registered get OCCL_ERR_MISMATCH on that operation, as for\n any mismatched call. Where CUDA tensors are staged, or on a communicator\n without GPUs, registering succeeds and changes nothing (the log says so).\n *window (not NULL) receives the handle. Errors, on every rank alike, name\n the rank that could not register: OCCL_ERR_INVALID_ARGUMENT (not device\n memory of the communicator's GPU, or past the end of its allocation),\n OCCL_ERR_UNSUPPORTED (memory of CUDA's virtual memory API, e.g. PyTorch's\n expandable segments, which cannot be shared yet). Blocking; bounded by the\n communicator's timeout."]
+    pub fn occl_comm_window_register(
+        comm: occl_comm_t,
+        buffer: *mut ::core::ffi::c_void,
+        bytes: usize,
+        window: *mut occl_window_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " Deregisters *window (from occl_comm_window_register on comm) and sets it\n to OCCL_WINDOW_NULL: collective, in the same order on every rank. Waits\n (bounded by the communicator's timeout: OCCL_ERR_TIMEOUT) until the\n operations enqueued before it that may read the buffer have passed, on\n every rank, then unmaps the peers' buffers; the memory may be freed once\n it returns. OCCL_ERR_INVALID_ARGUMENT for NULL, OCCL_WINDOW_NULL or a\n handle comm did not give."]
+    pub fn occl_comm_window_deregister(comm: occl_comm_t, window: *mut occl_window_t) -> occl_status_t;
+}

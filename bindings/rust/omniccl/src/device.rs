@@ -220,6 +220,11 @@ impl<'a> DeviceBuffer<'a> {
         self.dtype
     }
 
+    /// The address of the first element.
+    pub(crate) fn as_ptr(&self) -> *mut c_void {
+        self.data
+    }
+
     /// The DLPack descriptor, pointing at `shape` (keep it alive meanwhile).
     fn describe(&self, shape: &mut i64) -> Result<sys::DLTensor> {
         *shape =

@@ -21,6 +21,8 @@
 //!   feature `ndarray`: `ndarray` arrays as buffers.
 //! - [`device`]: every collective on CUDA device pointers, with per-call
 //!   options (a CUDA stream, a deadline) through the C ABI's `_ex` calls.
+//! - [`Communicator::register_window`]: registered buffers ([`Window`]),
+//!   which collectives on the CUDA IPC path read in place on the peers.
 //!
 //! Run N ranks with the project's launcher (`omniccl-run -n 4 ./program`) or
 //! any torchrun/mpirun-style launcher, and create the communicator with
@@ -52,6 +54,7 @@ mod op;
 mod p2p;
 mod scope;
 mod tensor;
+mod window;
 
 pub use comm::Communicator;
 pub use config::{Config, InitMethod, UniqueId};
@@ -60,6 +63,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use op::ReduceOp;
 pub use p2p::{Dest, Message, PROC_NULL, ProcNull, RecvStatus, Source, TAG_UB, Tag};
 pub use scope::{RecvRequest, Request, Scope};
+pub use window::Window;
 
 /// The raw C bindings (`omniccl-sys`), for what this crate does not wrap.
 pub use omniccl_sys as sys;

@@ -20,6 +20,10 @@
  *                          to block until it completes (the C ABI's NULL)
  *   const occl_config_t*   a Config (null for defaults)
  *   const int64_t* counts  long[] (null for NULL), read only
+ *   void* / size_t         long (a registered buffer's address, 0 is NULL,
+ *                          and size in bytes)
+ *   occl_window_t*         long[1] holding the window number, read and
+ *                          written back
  *
  * The declarations at the end are the allowlist. They are compiled against
  * the real header, so a signature that drifts from it fails the build.
@@ -644,3 +648,50 @@ OCCL_CALL(occl_mrecv, mrecv)
 occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* MESSAGE, occl_comm_t comm,
                          const occl_options_t* OPTS, occl_recv_status_t* STATUS,
                          occl_work_t* WORK);
+
+/* ABI 1.3: registered buffers. */
+
+/* void* ADDRESS: a memory address as long (0 is NULL), passed as is. */
+%typemap(jni) void* ADDRESS "jlong"
+%typemap(jtype) void* ADDRESS "long"
+%typemap(jstype) void* ADDRESS "long"
+%typemap(javain) void* ADDRESS "$javainput"
+%typemap(in) void* ADDRESS %{ $1 = (void*)(intptr_t)$input; %}
+
+/* size_t BYTES: a long, at least 0 (Communicator checks the sign). */
+%typemap(jni) size_t BYTES "jlong"
+%typemap(jtype) size_t BYTES "long"
+%typemap(jstype) size_t BYTES "long"
+%typemap(javain) size_t BYTES "$javainput"
+%typemap(in) size_t BYTES %{ $1 = (size_t)$input; %}
+
+/* occl_window_t* WINDOW: a long[1] holding the window number, read
+ * (deregister) and written back (both calls). */
+%typemap(jni) occl_window_t* WINDOW "jlongArray"
+%typemap(jtype) occl_window_t* WINDOW "long[]"
+%typemap(jstype) occl_window_t* WINDOW "long[]"
+%typemap(javain) occl_window_t* WINDOW "$javainput"
+%typemap(in) occl_window_t* WINDOW (occl_window_t win) %{
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    occl_java_illegal_argument(jenv, "window: need a long[] of length >= 1");
+    return $null;
+  }
+  {
+    jlong v;
+    (*jenv)->GetLongArrayRegion(jenv, $input, 0, 1, &v);
+    win = (occl_window_t)v;
+  }
+  $1 = &win;
+%}
+%typemap(argout) occl_window_t* WINDOW %{
+  {
+    jlong v = (jlong)win$argnum;
+    (*jenv)->SetLongArrayRegion(jenv, $input, 0, 1, &v);
+  }
+%}
+
+OCCL_CALL(occl_comm_window_register, commWindowRegister)
+occl_status_t occl_comm_window_register(occl_comm_t comm, void* ADDRESS, size_t BYTES,
+                                        occl_window_t* WINDOW);
+OCCL_CALL(occl_comm_window_deregister, commWindowDeregister)
+occl_status_t occl_comm_window_deregister(occl_comm_t comm, occl_window_t* WINDOW);

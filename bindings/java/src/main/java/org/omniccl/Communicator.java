@@ -784,6 +784,68 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
     }
   }
 
+  // ---------------------------------------------------------------- registered buffers
+
+  /**
+   * Registers {@code bytes} bytes of CUDA device memory at {@code address}
+   * with this communicator (NCCL's {@code ncclCommWindowRegister}) until the
+   * returned {@link Window} is closed: operations on the CUDA IPC path whose
+   * buffers lie in registered ones on every rank read the peers' buffers in
+   * place (see {@link Window}). Collective: every rank registers one buffer
+   * of its own (its own size and place) in the same order, and closes the
+   * windows in the same order. Blocking, within the communicator's deadline.
+   * On a communicator without the device path (no GPU, or staged CUDA
+   * buffers) it succeeds and changes nothing.
+   *
+   * <pre>{@code
+   * try (Window w = comm.registerWindow(devicePtr, bytes)) {
+   *   // collectives on DeviceBuffers inside [devicePtr, devicePtr + bytes)
+   * }
+   * }</pre>
+   *
+   * @param address the buffer's address (a {@code cudaMalloc} result of this
+   *     rank's GPU), not 0
+   * @param bytes its size in bytes, at least 1
+   * @return the registration, to close (try-with-resources)
+   * @throws InvalidArgumentException on every rank alike (the message names
+   *     the rank) for address 0, a size below 1, memory that is not device
+   *     memory of the communicator's GPU or that reaches past the end of its
+   *     allocation (on the CUDA IPC path)
+   * @throws OmniCCLException for other failures, e.g. {@code
+   *     OCCL_ERR_UNSUPPORTED} for memory of CUDA's virtual memory API, or a
+   *     {@link TimeoutException}
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public Window registerWindow(long address, long bytes) {
+    long[] win = {Window.NULL};
+    synchronized (issueLock) {
+      long h = handle("registerWindow");
+      if (bytes < 0) {
+        // Still take part (as an empty buffer), so that the peers fail too
+        // rather than wait for this rank until their deadline.
+        try {
+          OmniCCLNative.commWindowRegister(h, address, 0, win);
+        } catch (InvalidArgumentException e) {
+          throw new InvalidArgumentException("registerWindow: bytes is negative (" + bytes + ")");
+        }
+        throw new IllegalStateException("registerWindow: the library accepted an empty buffer");
+      }
+      OmniCCLNative.commWindowRegister(h, address, bytes, win);
+    }
+    return new Window(this, win[0], address, bytes);
+  }
+
+  /** Window.close: deregisters window {@code h}. */
+  void deregisterWindow(long h) {
+    try {
+      synchronized (issueLock) {
+        OmniCCLNative.commWindowDeregister(handle("Window.close"), new long[] {h});
+      }
+    } catch (IllegalStateException closed) {
+      // the communicator was closed meanwhile: its registrations went with it
+    }
+  }
+
   /** occl_work_cancel: whether the library cancelled the operation of {@code work}. */
   private boolean cancelWork(long work) {
     int[] cancelled = new int[1];
