@@ -438,8 +438,10 @@ occl_status_t occl_work_wait_for(occl_work_t work, int64_t timeout_ms);
 
 /** ABI minor: 1 once the functions below exist (the library's
     occl_get_version() is then >= 200); 2 once the point-to-point matching
-    functions appended in 0.3 exist as well (version >= 300). */
-#define OCCL_ABI_VERSION_MINOR 2
+    functions appended in 0.3 exist as well (version >= 300); 3 once the
+    registered buffers appended for 0.4 exist as well (unreleased: until 0.4
+    is tagged the version still reads 300, so test this macro, not it). */
+#define OCCL_ABI_VERSION_MINOR 3
 
 #define OCCL_OPTIONS_MAGIC 0x4f43434fu /* "OCCO" */
 #define OCCL_OPTIONS_VERSION 1u
