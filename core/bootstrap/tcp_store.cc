@@ -470,6 +470,13 @@ void TcpStoreServer::Impl::housekeeping() {
   (void)expire_parked(0);
   report_silent();
   report_shedding(false);
+  // Forget the ids of connections that are no longer pending from the front,
+  // so the queue spans at most the handshake timeout's worth of connections.
+  while (!pending_order.empty()) {
+    auto it = conns.find(pending_order.front());
+    if (it != conns.end() && it->second.pending) break;
+    pending_order.pop_front();
+  }
   std::vector<uint64_t> dead;
   for (auto& [id, c] : conns) {
     if (c.dead) dead.push_back(id);
