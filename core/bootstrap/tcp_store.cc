@@ -607,6 +607,12 @@ void TcpStoreServer::Impl::accept_all() {
 
 void TcpStoreServer::Impl::admit(int fd) {
   UniqueFd owned(fd);
+  // Another user's connection is refused before it can push anyone out
+  // (admits() closes a connection it refuses).
+  if (token.empty() && !admits(owned.get())) {
+    (void)owned.release();
+    return;
+  }
   if (pending_count >= limits.max_pending && shed_oldest_pending()) ++shed.for_newer;
   if (conns.size() >= limits.max_connections) {
     if (!shed_oldest_pending()) {
@@ -615,11 +621,6 @@ void TcpStoreServer::Impl::admit(int fd) {
       return;  // every connection has proven itself: this one is refused
     }
     ++shed.for_newer;
-  }
-  // admits() closes a connection it refuses.
-  if (token.empty() && !admits(owned.get())) {
-    (void)owned.release();
-    return;
   }
   net::set_nodelay(fd);
   Conn c;
