@@ -26,6 +26,7 @@
 #include "bootstrap/liveness.h"
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
+#include "bootstrap/util.h"
 #include "common/fd.h"
 #include "common/net.h"
 #include "common/status.h"
@@ -1091,6 +1092,27 @@ TEST(TcpStore, OutOfDescriptorsRefusesWithoutSpinning) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) ::close(fd);
+}
+
+// A process's first rendezvous raises its soft open-file limit to the hard
+// one, unless OMNICCL_RAISE_NOFILE=0 (each case in a child, whose limits and
+// once-per-process flag are its own).
+TEST(TcpStore, OpenFileLimitIsRaisedToTheHardOne) {
+  for (const bool keep : {false, true}) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      rlimit rl{256, 1024};
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(3);
+      if (keep) ::setenv("OMNICCL_RAISE_NOFILE", "0", 1);
+      detail::raise_open_file_limit();
+      if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(4);
+      ::_exit(rl.rlim_cur == (keep ? 256u : 1024u) ? 0 : 1);
+    }
+    ASSERT_GT(child, 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "OMNICCL_RAISE_NOFILE=" << !keep << ": " << status;
+  }
 }
 
 }  // namespace
