@@ -284,6 +284,7 @@ void create_unique_id(char out[kUniqueIdBytes]) {
   std::string host;
   const Digest random = random_nonce();
   const std::string secret(reinterpret_cast<const char*>(random.data()), kUidSecretBytes);
+  detail::raise_open_file_limit();
   const StoreLimits limits = StoreLimits::from_environment(0);
   if (auto configured = get_setting("OMNICCL_SOCKET_ADDR")) {
     host = *configured;  // an explicit choice: failing to bind it is an error
@@ -693,6 +694,7 @@ std::string hex(uint64_t v) {
 }  // namespace
 
 Rendezvous::Rendezvous(const RendezvousSpec& spec, Deadline deadline, int64_t timeout_ms) : spec_(spec) {
+  detail::raise_open_file_limit();  // before the server sizes its quotas from it
   switch (spec.kind) {
     case RendezvousSpec::Kind::kTcp:
       if (spec.rank == 0) server_ = start_rendezvous_server(spec);

@@ -88,9 +88,19 @@ struct StoreLimits {
   /// A connection must complete its first request, and any message it has
   /// started, within this time (a connection waiting for a key is exempt).
   int64_t idle_timeout_ms = 10000;
+  /// Connections open at once that have proven nothing yet (no request
+  /// completed; with a job token, no proof of it): when one more arrives,
+  /// the oldest of them is closed. 0: max(8, min(1024, an eighth of the
+  /// open-file limit)), so that idle strangers can never hold more than an
+  /// eighth of the server process's descriptors.
+  size_t max_pending = 0;
+  /// A connection that has proven nothing within this time is closed (the
+  /// shorter of this and idle_timeout_ms applies).
+  int64_t handshake_timeout_ms = 5000;
 
   /// Defaults overridden by OMNICCL_STORE_MAX_CONNECTIONS,
-  /// OMNICCL_STORE_MAX_BYTES and OMNICCL_STORE_IDLE_TIMEOUT, for a job of
+  /// OMNICCL_STORE_MAX_PENDING, OMNICCL_STORE_MAX_BYTES and
+  /// OMNICCL_STORE_IDLE_TIMEOUT, for a job of
   /// `world_size` ranks (0 = unknown).
   static StoreLimits from_environment(int world_size);
 };

@@ -39,6 +39,14 @@
 // and logs it) and answers HMAC-SHA-256(token, kServerLabel | Nc | Ns), which
 // the client checks. Requests flow only after that. The token itself never
 // crosses the wire, and a recorded exchange cannot be replayed (fresh nonces).
+//
+// Shedding: a connection that has proven nothing yet (no request completed,
+// or no token proof) may be closed to keep descriptors for the job (too many
+// such connections at once, silent too long, or the process out of
+// descriptors). The server then sends kShedMagic alone, where the client
+// expects a reply header, the challenge or the server's proof, and closes.
+// Nothing the connection sent was executed, so the client connects again
+// (until its deadline); a wrong token is still answered by a bare close.
 #pragma once
 
 #include <cstddef>
@@ -67,6 +75,9 @@ inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr char kClientLabel[] = "omniccl store client";
 inline constexpr char kServerLabel[] = "omniccl store server";
+/// The server closed this connection to keep descriptors for the job,
+/// before executing anything it sent: connect again.
+inline constexpr char kShedMagic[4] = {'O', 'C', 'S', 'H'};
 
 /// Request commands and reply codes (the header's command field).
 enum class Cmd : uint16_t {

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -46,6 +47,30 @@ constexpr uint64_t kMaxGetWaitMs = 24ull * 3600 * 1000;
 /// How long past its wait bound a client waits for the server's answer
 /// before it treats the connection as lost.
 constexpr int64_t kGetGraceMs = 10000;
+/// The longest pause before a client connects again after the server shed
+/// its connection.
+constexpr auto kShedBackoffMax = std::chrono::milliseconds(200);
+/// Connections the server accepts per poll round: between rounds it reads
+/// what the accepted ones sent, so a flood of new connections cannot push
+/// out a rank's before its request is read.
+constexpr int kAcceptBatch = 64;
+/// The least time between two reports of shed connections.
+constexpr auto kShedReportEvery = std::chrono::seconds(10);
+
+/// This process's soft open-file limit (1024 when it cannot be read).
+uint64_t open_file_limit() {
+  rlimit rl{};
+  return ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? uint64_t(rl.rlim_cur) : 1024;
+}
+
+/// The default of StoreLimits::max_connections for a job of world_size.
+size_t default_max_connections(int world_size) {
+  return static_cast<size_t>(std::max<uint64_t>(2 * static_cast<uint64_t>(std::max(world_size, 0)) + 16,
+                                                std::min<uint64_t>(4096, open_file_limit() / 2)));
+}
+
+/// The default of StoreLimits::max_pending.
+size_t default_max_pending() { return static_cast<size_t>(std::clamp<uint64_t>(open_file_limit() / 8, 8, 1024)); }
 }  // namespace
 
 namespace {
@@ -60,6 +85,15 @@ std::string errno_text(int err) {
   char buf[256];
   const char* msg = strerror_r(err, buf, sizeof buf);
   return msg;
+}
+
+/// Tells a connection about to be shed so (wire::kShedMagic), best effort.
+/// What it sent is read and discarded first: a socket closed with unread
+/// input is reset, and the reset could overtake the notice.
+void say_shed(int fd) {
+  char buf[4096];
+  for (int i = 0; i < 16 && ::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0; ++i) {}
+  (void)::send(fd, wire::kShedMagic, sizeof wire::kShedMagic, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 /// The "a.b.c.d:port" text of a connected socket's peer, for logs.
@@ -96,6 +130,7 @@ struct TcpStoreServer::Impl {
     bool served = false;                                        ///< has completed at least one request
     Clock::time_point idle_since = Clock::now();                ///< connected, or last complete request
     bool authed = true;                                         ///< false until it proved the job token
+    bool pending = true;                                        ///< has proven nothing yet (counted in pending_count)
     Digest nonce{};                                             ///< the challenge sent to it
     /// kSetOnClose registrations: set when this connection closes.
     std::unordered_map<std::string, std::string> on_close;
@@ -135,6 +170,27 @@ struct TcpStoreServer::Impl {
   Clock::time_point refused_log{};  ///< last "connection refused" warning
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;
   Clock::time_point accept_resume{};  ///< accept paused until then (EMFILE)
+  /// Connections that have proven nothing (Conn::pending), and their ids in
+  /// the order they were accepted (ids of proven or closed ones are skipped
+  /// when met), so the oldest is found at once however many there are.
+  size_t pending_count = 0;
+  std::deque<uint64_t> pending_order;
+  /// A descriptor held in reserve: when the process has none left, closing it
+  /// lets the server accept (and close) a connection instead of leaving it in
+  /// the listen queue, where it would keep the listening socket readable.
+  UniqueFd spare_fd;
+  /// Connections closed or refused to protect the job, by reason, and what
+  /// the last report said (reports summarise; none is per connection).
+  struct ShedCounts {
+    uint64_t for_newer = 0;  ///< pending, the oldest, closed to admit a newer one
+    uint64_t timed_out = 0;  ///< pending past handshake_timeout_ms
+    uint64_t no_fds = 0;     ///< refused at accept: out of descriptors
+    uint64_t all_busy = 0;   ///< refused at accept: max_connections proven ones open
+    uint64_t total() const { return for_newer + timed_out + no_fds + all_busy; }
+  };
+  ShedCounts shed, shed_reported;
+  Clock::time_point shed_report_at{};
+  Clock::time_point accept_error_log{};  ///< last "accept failed" warning
 
   /// The server thread: poll the wake fd, the listening socket and every
   /// connection until `stop` is set.
@@ -152,8 +208,20 @@ struct TcpStoreServer::Impl {
   bool admits(int fd);
   /// Closes the oldest connection that has proven nothing (no request
   /// completed, or no token proof) to make room; false when there is none.
-  bool shed_unproven();
-  Clock::time_point shed_log{};  ///< last "closed to admit" warning
+  bool shed_oldest_pending();
+  /// Takes a newly accepted connection in (or refuses it at the limits) and
+  /// reads what it has already sent.
+  void admit(int fd);
+  /// Out of descriptors with nothing to shed: accepts the next connection
+  /// on the reserve descriptor and closes it. kEmpty: nothing was queued
+  /// (accept reports EMFILE before it looks); kFailed: no reserve.
+  enum class Refusal { kRefused, kEmpty, kFailed };
+  Refusal refuse_without_descriptors();
+  /// c has proven itself: it no longer counts as pending.
+  void mark_proven(Conn& c);
+  /// Logs what was shed since the last report: the first time at once, then
+  /// at most every kShedReportEvery, and at the end (`final`).
+  void report_shedding(bool final);
   /// Handles poll() events of one connection; false = close it.
   bool service(Conn& c, short revents);
   /// Checks a client's answer to the challenge once it is buffered, and
@@ -265,8 +333,18 @@ int TcpStoreServer::Impl::expire_parked(int cap_ms) {
 void TcpStoreServer::Impl::expire_idle() {
   const auto now = Clock::now();
   const auto limit = std::chrono::milliseconds(limits.idle_timeout_ms);
+  const auto handshake = std::chrono::milliseconds(std::min(limits.handshake_timeout_ms, limits.idle_timeout_ms));
   for (auto& [id, c] : conns) {
-    if (c.dead || c.parked || c.out_pending()) continue;
+    if (c.dead) continue;
+    // Proven nothing in time: counted, not logged one by one (a stranger may
+    // open thousands; report_shedding() sums them up).
+    if (c.pending && now - c.idle_since > handshake) {
+      say_shed(c.fd.get());
+      c.dead = true;
+      ++shed.timed_out;
+      continue;
+    }
+    if (c.parked || c.out_pending()) continue;
     const bool waiting_for_first = !c.served;
     const bool mid_message = !c.in.empty();
     if ((waiting_for_first || mid_message) && now - c.idle_since > limit) {
@@ -306,10 +384,13 @@ StoreLimits StoreLimits::from_environment(int world_size) {
               "' is not a number of connections (1..16777216)");
     l.max_connections = static_cast<size_t>(*n);
   } else {
-    rlimit rl{};
-    uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
-    l.max_connections = static_cast<size_t>(std::max<uint64_t>(2 * static_cast<uint64_t>(std::max(world_size, 0)) + 16,
-                                                               std::min<uint64_t>(4096, nofile / 2)));
+    l.max_connections = default_max_connections(world_size);
+  }
+  if (auto v = get_setting("OMNICCL_STORE_MAX_PENDING")) {
+    auto n = detail::parse_int64(*v);
+    check_arg(n && *n >= 1 && *n <= (int64_t{1} << 24), "OMNICCL_STORE_MAX_PENDING='", *v,
+              "' is not a number of connections (1..16777216)");
+    l.max_pending = static_cast<size_t>(*n);
   }
   if (auto v = get_setting("OMNICCL_STORE_MAX_BYTES")) {
     auto n = detail::parse_int64(*v);
@@ -365,6 +446,7 @@ void TcpStoreServer::Impl::run() {
     serve_ready(pfds, base, ids);
     housekeeping();
   }
+  report_shedding(/*final=*/true);
 }
 
 void TcpStoreServer::Impl::serve_ready(const std::vector<pollfd>& pfds, size_t base, const std::vector<uint64_t>& ids) {
@@ -387,6 +469,14 @@ void TcpStoreServer::Impl::housekeeping() {
   expire_idle();
   (void)expire_parked(0);
   report_silent();
+  report_shedding(false);
+  // Forget the ids of connections that are no longer pending from the front,
+  // so the queue spans at most the handshake timeout's worth of connections.
+  while (!pending_order.empty()) {
+    auto it = conns.find(pending_order.front());
+    if (it != conns.end() && it->second.pending) break;
+    pending_order.pop_front();
+  }
   std::vector<uint64_t> dead;
   for (auto& [id, c] : conns) {
     if (c.dead) dead.push_back(id);
@@ -394,28 +484,73 @@ void TcpStoreServer::Impl::housekeeping() {
   for (uint64_t id : dead) close_conn(id);
 }
 
-bool TcpStoreServer::Impl::shed_unproven() {
-  // Unproven: it has not completed a request (or, with a token, not proven
-  // it), and waits for nothing. A rank sends its first request as soon as it
-  // has connected, so the oldest unproven connection is the one least likely
-  // to be the job's: many idle connections from one process cannot keep a
-  // rank out, while the connections the job uses stay.
-  auto oldest = conns.end();
-  for (auto it = conns.begin(); it != conns.end(); ++it) {
-    const Conn& c = it->second;
-    const bool unproven = token.empty() ? !c.served : !c.authed;
-    if (unproven && !c.parked && (oldest == conns.end() || c.idle_since < oldest->second.idle_since)) oldest = it;
+bool TcpStoreServer::Impl::shed_oldest_pending() {
+  // Pending: it has not completed a request (or, with a token, not proven
+  // it). A rank sends its first request as soon as it has connected (and
+  // admit() reads it at once), so the oldest pending connection is the one
+  // least likely to be the job's: many idle connections from one process
+  // cannot keep a rank out, while the connections the job uses stay.
+  while (!pending_order.empty()) {
+    const uint64_t id = pending_order.front();
+    pending_order.pop_front();
+    auto it = conns.find(id);
+    if (it == conns.end() || !it->second.pending) continue;
+    say_shed(it->second.fd.get());
+    close_conn(id);
+    return true;
   }
-  if (oldest == conns.end()) return false;
-  if (Clock::now() - shed_log > std::chrono::seconds(1)) {
-    shed_log = Clock::now();
-    OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": closed ", oldest->second.peer,
-             ", connected without completing a request, to admit a new connection (", conns.size(),
-             " open, OMNICCL_STORE_MAX_CONNECTIONS, or out of descriptors); is something else connecting to this "
-             "port?");
+  return false;
+}
+
+void TcpStoreServer::Impl::mark_proven(Conn& c) {
+  if (!c.pending) return;
+  c.pending = false;
+  --pending_count;
+}
+
+TcpStoreServer::Impl::Refusal TcpStoreServer::Impl::refuse_without_descriptors() {
+  if (!spare_fd.valid()) return Refusal::kFailed;
+  spare_fd.reset();
+  UniqueFd refused(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  const int err = errno;
+  const bool took = refused.valid();
+  if (took) {
+    say_shed(refused.get());
+    ++shed.no_fds;
   }
-  close_conn(oldest->first);
-  return true;
+  refused.reset();
+  spare_fd = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!spare_fd.valid()) return Refusal::kFailed;
+  return took || err == ECONNABORTED || err == EINTR ? Refusal::kRefused
+         : err == EAGAIN || err == EWOULDBLOCK       ? Refusal::kEmpty
+                                                     : Refusal::kFailed;
+}
+
+void TcpStoreServer::Impl::report_shedding(bool final) {
+  if (shed.total() == shed_reported.total()) return;
+  const auto now = Clock::now();
+  const bool first = shed_reported.total() == 0;
+  if (!first && !final && now - shed_report_at < kShedReportEvery) return;
+  const ShedCounts d{shed.for_newer - shed_reported.for_newer, shed.timed_out - shed_reported.timed_out,
+                     shed.no_fds - shed_reported.no_fds, shed.all_busy - shed_reported.all_busy};
+  const std::string counts = str_cat(d.for_newer, " closed for newer ones, ", d.timed_out, " silent for ",
+                                     std::min(limits.handshake_timeout_ms, limits.idle_timeout_ms), " ms, ", d.no_fds,
+                                     " refused out of descriptors, ", d.all_busy, " refused with ",
+                                     limits.max_connections, " proven connections open");
+  if (first) {
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port),
+             ": something is opening connections to this port that prove nothing (no request",
+             token.empty() ? "" : ", no job token", "); they are shed so that descriptors stay for the job: at most ",
+             limits.max_pending, " may wait at once (OMNICCL_STORE_MAX_PENDING; open-file limit ", open_file_limit(),
+             "), oldest closed first. So far ", counts, ". Further counts every ",
+             std::chrono::seconds(kShedReportEvery).count(), " s, not per connection");
+  } else {
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": shed ", d.total(),
+             " more connections that proved nothing (", counts, "); ", shed.total(), " in all, ", pending_count,
+             " pending now");
+  }
+  shed_reported = shed;
+  shed_report_at = now;
 }
 
 bool TcpStoreServer::Impl::admits(int fd) {
@@ -437,47 +572,81 @@ bool TcpStoreServer::Impl::admits(int fd) {
 }
 
 void TcpStoreServer::Impl::accept_all() {
-  for (;;) {
+  for (int i = 0; i < kAcceptBatch; ++i) {
     int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK) return;
-      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
-      // Out of descriptors: a connection that has proven nothing gives its
-      // own back, so that the job's connections still get in.
-      if ((err == EMFILE || err == ENFILE) && shed_unproven()) continue;
-      // Out of descriptors or memory: stop accepting for a moment rather
-      // than spinning on a listening socket that stays readable.
-      OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": accept failed: ", errno_text(err),
-               "; retrying in 100 ms");
-      accept_resume = Clock::now() + std::chrono::milliseconds(100);
-      return;
-    }
-    if (conns.size() >= limits.max_connections && !shed_unproven()) {
-      UniqueFd refused(fd);
-      if (Clock::now() - refused_log > std::chrono::seconds(1)) {
-        refused_log = Clock::now();
-        OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": refused a connection from ",
-                 peer_text(fd), " (", limits.max_connections,
-                 " connections already open, OMNICCL_STORE_MAX_CONNECTIONS)");
-      }
+    if (fd >= 0) {
+      admit(fd);
       continue;
     }
-    if (token.empty() && !admits(fd)) continue;
-    net::set_nodelay(fd);
-    Conn c;
-    c.fd = UniqueFd(fd);
-    c.peer = peer_text(fd);
-    if (!token.empty()) {  // challenge first (see store_wire.h)
-      c.authed = false;
-      c.nonce = random_nonce();
-      c.out.assign(wire::kAuthMagic, sizeof wire::kAuthMagic);
-      c.out.append(reinterpret_cast<const char*>(c.nonce.data()), c.nonce.size());
-      if (!flush(c)) continue;
+    const int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK) return;
+    if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+    if (err == EMFILE || err == ENFILE) {
+      // Out of descriptors: a connection that has proven nothing gives its
+      // own back, so that the job's connections still get in; else the
+      // reserve descriptor takes the new one off the queue, to close it.
+      if (shed_oldest_pending()) {
+        ++shed.for_newer;
+        continue;
+      }
+      const Refusal r = refuse_without_descriptors();
+      if (r == Refusal::kRefused) continue;
+      if (r == Refusal::kEmpty) return;
     }
-    OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " connected");
-    conns.emplace(next_id++, std::move(c));
+    // Out of memory, or the reserve is gone: stop accepting for a moment
+    // rather than spinning on a listening socket that stays readable.
+    if (Clock::now() - accept_error_log > kShedReportEvery) {
+      accept_error_log = Clock::now();
+      OCCL_LOG(kWarn, kBootstrap, "rendezvous server ", host_port(host, port), ": accept failed: ", errno_text(err),
+               "; pausing accepts for 100 ms at a time while it lasts");
+    }
+    accept_resume = Clock::now() + std::chrono::milliseconds(100);
+    return;
   }
+}
+
+void TcpStoreServer::Impl::admit(int fd) {
+  UniqueFd owned(fd);
+  // Another user's connection is refused before it can push anyone out
+  // (admits() closes a connection it refuses).
+  if (token.empty() && !admits(owned.get())) {
+    (void)owned.release();
+    return;
+  }
+  if (pending_count >= limits.max_pending && shed_oldest_pending()) ++shed.for_newer;
+  if (conns.size() >= limits.max_connections) {
+    if (!shed_oldest_pending()) {
+      ++shed.all_busy;
+      say_shed(fd);
+      return;  // every connection has proven itself: this one is refused
+    }
+    ++shed.for_newer;
+  }
+  net::set_nodelay(fd);
+  Conn c;
+  c.fd = std::move(owned);
+  c.peer = peer_text(fd);
+  if (!token.empty()) {  // challenge first (see store_wire.h)
+    c.authed = false;
+    c.nonce = random_nonce();
+    c.out.assign(wire::kAuthMagic, sizeof wire::kAuthMagic);
+    c.out.append(reinterpret_cast<const char*>(c.nonce.data()), c.nonce.size());
+    if (!flush(c)) return;
+  }
+  OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " connected");
+  const uint64_t id = next_id++;
+  Conn& added = conns.emplace(id, std::move(c)).first->second;
+  ++pending_count;
+  pending_order.push_back(id);
+  // A rank's first request (or token answer) is usually there already:
+  // reading it now proves the connection before newer ones can push it out.
+  bool ok = false;
+  try {
+    ok = service(added, POLLIN) && process(id, added);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: drop this client only
+    OCCL_LOG(kWarn, kBootstrap, "rendezvous server dropped ", added.peer, ": ", e.what());
+  }
+  if (!ok) close_conn(id);
 }
 
 bool TcpStoreServer::Impl::service(Conn& c, short revents) {
@@ -546,6 +715,7 @@ bool TcpStoreServer::Impl::check_answer(Conn& c) {
   c.in.erase(0, kAnswer);
   buffered_bytes -= kAnswer;
   c.authed = true;
+  mark_proven(c);
   const Digest proof = hmac_sha256(token, str_cat(wire::kServerLabel, nc, ns));
   c.out.assign(reinterpret_cast<const char*>(proof.data()), proof.size());
   c.out_off = 0;
@@ -607,6 +777,7 @@ bool TcpStoreServer::Impl::process(uint64_t id, Conn& c) {
     c.in.erase(0, off);
     buffered_bytes -= off;
     c.served = true;
+    if (token.empty()) mark_proven(c);
     c.idle_since = Clock::now();
     c.last_heard = c.idle_since;
   }
@@ -769,6 +940,7 @@ void TcpStoreServer::Impl::close_conn(uint64_t id) {
     }
   }
   OCCL_LOG(kDebug, kBootstrap, "rendezvous server: client ", c.peer, " disconnected");
+  mark_proven(c);  // it no longer counts as pending either way
   buffered_bytes -= c.in.size();
   // Its kSetOnClose registrations take effect now (bounded by
   // kMaxOnCloseBytes per connection, charged to nobody).
@@ -784,6 +956,9 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port, StoreLimi
   Impl& s = *impl_;
   s.host = host;
   s.limits = limits;
+  if (s.limits.max_connections == 0) s.limits.max_connections = default_max_connections(0);
+  if (s.limits.max_pending == 0) s.limits.max_pending = default_max_pending();
+  s.spare_fd = UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   s.token = token != nullptr ? *token : get_setting("OMNICCL_JOB_TOKEN").value_or("");
   int gai_err = 0;
   auto addrs = net::resolve(host, port, /*passive=*/true, &gai_err);
@@ -992,15 +1167,24 @@ UniqueFd connect_once(const std::string& host, uint16_t port, Deadline deadline,
   return UniqueFd();
 }
 
+/// Whether bytes that ended early (io not kOk) are the server's notice that
+/// it shed the connection (wire::kShedMagic): nothing was executed, so the
+/// client may connect again.
+bool shed_notice(Io io, const char* bytes) {
+  return io != Io::kOk && io != Io::kTimeout && std::memcmp(bytes, wire::kShedMagic, sizeof wire::kShedMagic) == 0;
+}
+
 /// Proves knowledge of the job token to the server on a fresh connection and
 /// checks the server's proof (see store_wire.h). Bounded by deadline and by
-/// 10 s, whichever comes first.
-void authenticate(int fd, const std::string& token, const std::string& where, Deadline deadline,
+/// 10 s, whichever comes first. False: the server shed the connection
+/// before it was proven (connect again).
+bool authenticate(int fd, const std::string& token, const std::string& where, Deadline deadline,
                   const WaitCheck* check = nullptr) {
   deadline = Deadline::min(deadline, Deadline::after_ms(10000));
   int err = 0;
-  char challenge[sizeof wire::kAuthMagic + wire::kNonceBytes];
+  char challenge[sizeof wire::kAuthMagic + wire::kNonceBytes] = {};
   Io io = recv_all(fd, challenge, sizeof challenge, deadline, &err, check);
+  if (shed_notice(io, challenge)) return false;
   if (io == Io::kTimeout) {
     fail(Status::kPeerFailure, "rendezvous server ", where,
          " did not ask for the job token (OMNICCL_JOB_TOKEN is set here; is it unset on rank 0?)");
@@ -1021,6 +1205,7 @@ void authenticate(int fd, const std::string& token, const std::string& where, De
   io = send_all(fd, answer.data(), answer.size(), deadline, &err, check);
   Digest proof{};
   if (io == Io::kOk) io = recv_all(fd, reinterpret_cast<char*>(proof.data()), proof.size(), deadline, &err, check);
+  if (shed_notice(io, reinterpret_cast<const char*>(proof.data()))) return false;
   if (io != Io::kOk) {
     fail(Status::kPeerFailure, "rendezvous server ", where,
          " refused this process's job token (OMNICCL_JOB_TOKEN differs from rank 0's)");
@@ -1029,6 +1214,7 @@ void authenticate(int fd, const std::string& token, const std::string& where, De
     fail(Status::kPeerFailure, "rendezvous server ", where,
          " could not prove it knows the job token: it is not this job's server");
   }
+  return true;
 }
 
 /// How long a live server may leave a request (other than a waiting get)
@@ -1140,7 +1326,7 @@ class TcpStore final : public Store {
     if (!fd_.valid()) reconnect(deadline);
     Reply r;
     try {
-      r = exchange(cmd, op, key, value, deadline, start);
+      r = exchange_admitted(cmd, op, key, value, deadline, start);
     } catch (const Error& e) {
       fd_.reset();
       if (bounded && e.status() == Status::kTimeout) {
@@ -1159,23 +1345,52 @@ class TcpStore final : public Store {
     return r;
   }
 
-  /// Re-establishes the connection after an earlier failure (one attempt:
-  /// a server that is gone stays gone).
-  void reconnect(Deadline deadline) {
-    int err = 0;
-    std::string resolve_error;
-    fd_ = connect_once(host_, port_, deadline, &err, &resolve_error, &check_);
-    if (!fd_.valid()) {
-      fail(Status::kPeerFailure, "rendezvous server ", where(),
-           " is no longer reachable: ", resolve_error.empty() ? errno_text(err) : resolve_error);
+  /// exchange(), on a new connection each time the server sheds the one it
+  /// has (a fresh connection among a stranger's flood), until the deadline.
+  Reply exchange_admitted(Cmd cmd, const char* op, const std::string& key, const std::string& value, Deadline deadline,
+                          Clock::time_point start) {
+    for (auto backoff = std::chrono::milliseconds(10);; backoff = std::min(backoff * 2, kShedBackoffMax)) {
+      if (std::optional<Reply> r = exchange(cmd, op, key, value, deadline, start)) return *r;
+      fd_.reset();
+      wait_after_shed(backoff, deadline);
+      reconnect(deadline);
     }
-    if (!token_.empty()) {
+  }
+
+  /// Waits a little before connecting again after the server shed this
+  /// client's connection; fails once the deadline has passed.
+  void wait_after_shed(std::chrono::milliseconds backoff, Deadline deadline) const {
+    if (deadline.expired()) {
+      fail(Status::kTimeout, "rendezvous server ", where(),
+           " kept closing this client's new connections before serving them until the deadline: it sheds "
+           "connections that prove nothing, and something is opening many of them (see its log)");
+    }
+    std::this_thread::sleep_for(std::min(backoff, std::chrono::milliseconds(deadline.remaining_ms(1000))));
+  }
+
+  /// Re-establishes the connection after an earlier failure (one attempt:
+  /// a server that is gone stays gone; but one the server shed before it
+  /// was proven is made again, until the deadline).
+  void reconnect(Deadline deadline) {
+    for (auto backoff = std::chrono::milliseconds(10);; backoff = std::min(backoff * 2, kShedBackoffMax)) {
+      int err = 0;
+      std::string resolve_error;
+      fd_ = connect_once(host_, port_, deadline, &err, &resolve_error, &check_);
+      if (!fd_.valid()) {
+        fail(Status::kPeerFailure, "rendezvous server ", where(),
+             " is no longer reachable: ", resolve_error.empty() ? errno_text(err) : resolve_error);
+      }
+      if (token_.empty()) return;
+      bool proven = false;
       try {
-        authenticate(fd_.get(), token_, where(), deadline, &check_);
+        proven = authenticate(fd_.get(), token_, where(), deadline, &check_);
       } catch (...) {
         fd_.reset();
         throw;
       }
+      if (proven) return;
+      fd_.reset();
+      wait_after_shed(backoff, deadline);
     }
   }
 
@@ -1198,14 +1413,17 @@ class TcpStore final : public Store {
   }
 
   /// The request/reply exchange on the current connection.
-  Reply exchange(Cmd cmd, const char* op, const std::string& key, const std::string& value, Deadline deadline,
-                 Clock::time_point start) {
+  /// nullopt: the server shed this fresh connection before executing the
+  /// request (wire::kShedMagic).
+  std::optional<Reply> exchange(Cmd cmd, const char* op, const std::string& key, const std::string& value,
+                                Deadline deadline, Clock::time_point start) {
     std::string msg = wire::encode_message(cmd, key, value);
     int err = 0;
     Io io = send_all(fd_.get(), msg.data(), msg.size(), deadline, &err, &check_);
     if (io != Io::kOk) io_failed(io, err, op, key, start);
-    char header[wire::kHeaderBytes];
+    char header[wire::kHeaderBytes] = {};
     io = recv_all(fd_.get(), header, sizeof header, deadline, &err, &check_);
+    if (shed_notice(io, header)) return std::nullopt;
     if (io != Io::kOk) io_failed(io, err, op, key, start);
     if (std::memcmp(header, wire::kAuthMagic, sizeof wire::kAuthMagic) == 0) {
       fail(Status::kPeerFailure, "rendezvous server ", where(),
@@ -1274,14 +1492,17 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
   int err = 0;
   int last_err = 0;  // the last informative error (not "cut off by our deadline")
   std::string resolve_error;
+  bool shed_seen = false;  // the server closed a connection unproven (store_wire.h)
   for (int attempt = 1;; ++attempt) {
     UniqueFd fd = connect_once(host, port, deadline, &err, &resolve_error);
     if (err != ETIMEDOUT || last_err == 0) last_err = err;
     if (fd.valid()) {
       OCCL_LOG(kDebug, kBootstrap, "connected to rendezvous server ", host_port(host, port), " after ", attempt,
                " attempt(s)");
-      if (!token.empty()) authenticate(fd.get(), token, host_port(host, port), deadline);
-      return std::make_unique<TcpStore>(host, port, std::move(fd), op_timeout_ms, token);
+      if (token.empty() || authenticate(fd.get(), token, host_port(host, port), deadline)) {
+        return std::make_unique<TcpStore>(host, port, std::move(fd), op_timeout_ms, token);
+      }
+      shed_seen = true;
     }
     if (deadline.expired()) break;
     // Refused (server not up yet), unreachable, resolving: all may heal
@@ -1294,6 +1515,9 @@ std::unique_ptr<Store> connect_tcp_store(const std::string& host, uint16_t port,
   fail(Status::kTimeout, "timed out after ", elapsed_ms(start), " ms connecting to rendezvous server ",
        host_port(host, port),
        " (last error: ", resolve_error.empty() ? errno_text(last_err) : "cannot resolve host: " + resolve_error,
+       shed_seen ? "; the server shed some of this client's connections before they were proven: something else "
+                   "is opening many connections to it"
+                 : "",
        "); is the server (rank 0 / MASTER_ADDR) running and reachable?");
 }
 

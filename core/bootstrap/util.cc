@@ -3,11 +3,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
+#include "common/log.h"
 #include "common/settings.h"
 
 namespace omniccl::bootstrap::detail {
@@ -54,6 +57,23 @@ std::optional<int64_t> parse_int64(const std::string& text) {
   auto [ptr, ec] = std::from_chars(first, last, v);
   if (first == last || ec != std::errc() || ptr != last) return std::nullopt;
   return v;
+}
+
+void raise_open_file_limit() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (get_setting("OMNICCL_RAISE_NOFILE").value_or("1") == "0") return;
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+    const rlim_t before = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    // Some kernels refuse an unlimited hard limit as a soft one (above
+    // fs.nr_open); the soft limit then stays, which is only what it was.
+    if (::setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+      OCCL_LOG(kDebug, kBootstrap, "raised the open-file limit from ", before, " to ", rl.rlim_cur,
+               " (OMNICCL_RAISE_NOFILE=0 keeps it)");
+    }
+  });
 }
 
 }  // namespace omniccl::bootstrap::detail

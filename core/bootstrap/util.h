@@ -26,4 +26,10 @@ int64_t default_op_timeout_ms();
 /// Parses the whole of text as a decimal int64; nullopt if it is not one.
 std::optional<int64_t> parse_int64(const std::string& text);
 
+/// Once per process, unless OMNICCL_RAISE_NOFILE=0: raises the soft
+/// open-file limit to the hard one, so that the job's own descriptors (a
+/// socket or two and a segment per peer, per communicator and split; the
+/// rendezvous server's share on rank 0) run out only at the hard limit.
+void raise_open_file_limit();
+
 }  // namespace omniccl::bootstrap::detail

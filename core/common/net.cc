@@ -194,6 +194,16 @@ UniqueFd connect_to(const SocketAddress& addr, Deadline deadline, const std::fun
   }
 }
 
+UniqueFd accept_now(int listen_fd, int* err) {
+  *err = EAGAIN;
+  pollfd pfd{listen_fd, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) <= 0) return UniqueFd();  // nothing queued (the listener may block)
+  const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd >= 0) return UniqueFd(fd);
+  if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) *err = errno;
+  return UniqueFd();
+}
+
 UniqueFd accept_until(int listen_fd, Deadline deadline) {
   for (;;) {
     pollfd pfd{listen_fd, POLLIN, 0};

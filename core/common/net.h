@@ -79,6 +79,10 @@ UniqueFd connect_to(const SocketAddress& addr, Deadline deadline, const std::fun
 /// Accepts one connection, waiting at most until the deadline (an invalid
 /// fd on timeout).
 UniqueFd accept_until(int listen_fd, Deadline deadline);
+/// Accepts one connection if one is queued, without waiting; else an invalid
+/// fd and *err: EAGAIN (none queued, or a retryable error), or what accept
+/// failed with (EMFILE, ENFILE: out of descriptors).
+UniqueFd accept_now(int listen_fd, int* err);
 /// Accepts the connection that `connected_fd` (a TCP socket of this process,
 /// connected to `listen_fd`'s address) made: others that arrive first, from
 /// anyone else who found the port, are closed. Invalid fd when it did not

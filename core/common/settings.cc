@@ -88,7 +88,16 @@ constexpr SettingInfo kSettings[] = {
      "a process without it cannot read or write rendezvous keys or take a rank. Must be the same on every rank."},
     {"OMNICCL_STORE_MAX_CONNECTIONS", "(auto)",
      "Connections the rendezvous server (rank 0 of tcp:// and env://, or the unique-id creator) serves at once; "
-     "more are closed at accept. Default: max(world size + 16, min(4096, half the open-file limit))."},
+     "more are closed at accept. Default: max(2 x world size + 16, min(4096, half the open-file limit))."},
+    {"OMNICCL_STORE_MAX_PENDING", "(auto)",
+     "Connections to the rendezvous server that have proven nothing yet (no request completed; with a job token, "
+     "no proof of it) that may be open at once; when one more arrives the oldest is closed, and each is closed "
+     "after 5 s. Default: max(8, min(1024, an eighth of the open-file limit)), so that idle strangers never hold "
+     "more than an eighth of rank 0's descriptors."},
+    {"OMNICCL_RAISE_NOFILE", "1",
+     "1: the first communicator of a process raises its soft open-file limit (RLIMIT_NOFILE) to the hard limit, "
+     "as many servers do, so that rank 0's rendezvous server and every rank's sockets, shared-memory segments and "
+     "splits have room; 0: the limit is left as it is (e.g. for a program that still uses select())."},
     {"OMNICCL_STORE_MAX_BYTES", "268435456",
      "Bytes of keys and values the rendezvous server stores for all clients together (unprocessed input has "
      "the same limit of its own); one client may store at most 80 MiB. A set over a quota is refused with an "

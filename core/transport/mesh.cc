@@ -440,6 +440,7 @@ void Mesh::accept_peers(Setup& s) {
   int expected = 0;
   for (int p = opts.rank + 1; p < opts.size; ++p) expected += 1 + s.data_streams(p);
   std::vector<PendingHello> pending;
+  uint64_t dropped_at_cap = 0;  // logged once, then counted (a flood would log each)
   while (expected > 0) {
     std::vector<pollfd> pfds = {{s.unix_listener.get(), POLLIN, 0}, {s.tcp_listener.get(), POLLIN, 0}};
     for (const auto& c : pending) pfds.push_back({c.fd.get(), POLLIN, 0});
@@ -452,17 +453,7 @@ void Mesh::accept_peers(Setup& s) {
       pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
     }
     for (int l = 0; l < 2; ++l) {
-      if (!(pfds[l].revents & POLLIN)) continue;
-      UniqueFd c = net::accept_until(pfds[l].fd, Deadline::after_ms(0));
-      if (!c.valid()) continue;
-      if (pending.size() >= kMaxPendingHandshakes) {
-        log_dropped(str_cat(kMaxPendingHandshakes, " handshakes already pending"));
-        continue;
-      }
-      const int fd = c.get();
-      pending.push_back(PendingHello{std::move(c),
-                                     Deadline::min(opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs)),
-                                     auth::Responder(fd, opts.token)});
+      if (pfds[l].revents & POLLIN) take_connection(s, pfds[l].fd, pending, dropped_at_cap);
     }
     if (expected > 0 && opts.check_peers) opts.check_peers();
     if (expected > 0 && opts.deadline.expired()) {
@@ -473,6 +464,35 @@ void Mesh::accept_peers(Setup& s) {
       fail(Status::kTimeout, "rank ", opts.rank, " timed out waiting for connections from rank(s) ", missing);
     }
   }
+  if (dropped_at_cap > 1) {
+    OCCL_LOG(kWarn, kTransport, "rank ", rank_, ": dropped ", dropped_at_cap, " setup connections in all with ",
+             kMaxPendingHandshakes, " handshakes pending or out of descriptors (a stray client or another job)");
+  }
+}
+
+// Accepts one connection to a setup listener into `pending`. At
+// kMaxPendingHandshakes it is closed at once (counted in dropped, logged the
+// first time); out of descriptors, the oldest pending one (a stranger's, or
+// a peer's that then connects again) is closed to make room, and only a rank
+// with none pending fails (its own descriptors are gone).
+void Mesh::take_connection(Setup& s, int listen_fd, std::vector<PendingHello>& pending, uint64_t& dropped) {
+  int err = 0;
+  UniqueFd c = net::accept_now(listen_fd, &err);
+  if (!c.valid()) {
+    if (err != EMFILE && err != ENFILE) return;
+    if (pending.empty()) fail_errno("accept", err);
+    pending.erase(pending.begin());
+    if (++dropped == 1) log_dropped("out of descriptors: the oldest pending handshake closed");
+    return;
+  }
+  if (pending.size() >= kMaxPendingHandshakes) {
+    if (++dropped == 1)
+      log_dropped(str_cat(kMaxPendingHandshakes, " handshakes already pending; further ones counted"));
+    return;
+  }
+  const int fd = c.get();
+  pending.push_back(PendingHello{std::move(c), Deadline::min(s.opts.deadline, Deadline::after_ms(kHandshakeTimeoutMs)),
+                                 auth::Responder(fd, s.opts.token)});
 }
 
 // Each peer's link from its transport.

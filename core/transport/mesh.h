@@ -258,6 +258,7 @@ class Mesh {
   void connect_peers(Setup& s);
   void accept_peers(Setup& s);
   struct PendingHello;  // mesh.cc
+  void take_connection(Setup& s, int listen_fd, std::vector<PendingHello>& pending, uint64_t& dropped);
   enum class HelloState { kPending, kAccepted, kDropped };
   HelloState settle_hello(Setup& s, PendingHello& c, bool readable);
   void log_dropped(const std::string& why) const;

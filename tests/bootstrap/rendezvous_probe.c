@@ -15,6 +15,11 @@
  * PROBE_INIT_METHOD: the init method (default env://), e.g. file:///dir.
  * PROBE_SPLIT_DELAY_MS=M: waits M ms (busy in "user code", outside OmniCCL)
  * before the split.
+ * PROBE_SPLITS=K: after the first all_reduce, K splits in a row (one color,
+ * same order), each followed by an all_reduce on the child and on the
+ * parent before the child is destroyed; then prints "probe rank R of N
+ * splits ok (K)". PROBE_KEEP_SPLITS=1: the children stay alive until all K
+ * are made (at most 256; torch.distributed.new_group keeps its groups).
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
@@ -67,6 +72,38 @@ static int check_all_reduce(occl_comm_t comm) {
   return 0;
 }
 
+/* PROBE_SPLITS: k splits of comm, each checked with an all_reduce on the
+ * child and on the parent; 0 on success. */
+static int run_splits(occl_comm_t comm, long k) {
+  int rank = 0, size = 0;
+  occl_comm_rank(comm, &rank);
+  occl_comm_size(comm, &size);
+  const char* keep_text = getenv("PROBE_KEEP_SPLITS");
+  const int keep = keep_text != NULL && keep_text[0] == '1';
+  occl_comm_t kept[256];
+  long n_kept = 0, bad = 0;
+  for (long i = 0; i < k && !bad; ++i) {
+    occl_comm_t child = NULL;
+    occl_status_t st = occl_comm_split(comm, 0, rank, NULL, &child);
+    if (st != OCCL_SUCCESS) {
+      fprintf(stderr, "probe: split %ld of %ld\n", i + 1, k);
+      bad = fail("occl_comm_split", st);
+      break;
+    }
+    bad = check_all_reduce(child) != 0 || check_all_reduce(comm) != 0;
+    if (keep && n_kept < 256) {
+      kept[n_kept++] = child;
+    } else {
+      occl_comm_destroy(child);
+    }
+  }
+  for (long i = 0; i < n_kept; ++i) occl_comm_destroy(kept[i]);
+  if (bad) return 1;
+  printf("probe rank %d of %d splits ok (%ld)\n", rank, size, k);
+  fflush(stdout);
+  return 0;
+}
+
 /* One round: create, all_reduce (and split), hold, destroy. */
 static int one_round(void) {
   occl_comm_t comm = NULL;
@@ -102,6 +139,8 @@ static int one_round(void) {
     printf("probe rank %d of %d loop ok (%ld all_reduces)\n", rank, size, ops);
     fflush(stdout);
   }
+  const char* splits = getenv("PROBE_SPLITS");
+  if (splits != NULL && run_splits(comm, strtol(splits, NULL, 10)) != 0) return 1;
   sleep_ms_from("PROBE_HOLD_MS");
   occl_comm_destroy(comm);
   return 0;

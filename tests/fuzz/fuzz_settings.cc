@@ -21,11 +21,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)ov;
   } catch (const Error&) {}
   const std::string cstr = text.substr(0, text.find('\0'));
-  for (const char* var : {"OMNICCL_STORE_MAX_CONNECTIONS", "OMNICCL_STORE_MAX_BYTES", "OMNICCL_STORE_IDLE_TIMEOUT"}) {
+  for (const char* var : {"OMNICCL_STORE_MAX_CONNECTIONS", "OMNICCL_STORE_MAX_PENDING", "OMNICCL_STORE_MAX_BYTES",
+                          "OMNICCL_STORE_IDLE_TIMEOUT"}) {
     ::setenv(var, cstr.c_str(), 1);
     try {
       auto l = bootstrap::StoreLimits::from_environment(4);
-      if (l.max_connections == 0 || l.idle_timeout_ms < 1) std::abort();
+      // max_pending stays 0 (automatic) unless its own variable was accepted.
+      const bool pending_set = std::string(var) == "OMNICCL_STORE_MAX_PENDING";
+      if (l.max_connections == 0 || l.idle_timeout_ms < 1 || (pending_set && l.max_pending == 0)) std::abort();
     } catch (const Error&) {}
     ::unsetenv(var);
   }

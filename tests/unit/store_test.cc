@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include "bootstrap/liveness.h"
 #include "bootstrap/store.h"
 #include "bootstrap/store_wire.h"
+#include "bootstrap/util.h"
 #include "common/fd.h"
 #include "common/net.h"
 #include "common/status.h"
@@ -990,6 +992,127 @@ TEST(FileStore, LivenessMarks) {
   EXPECT_EQ(st.kind, Kind::kStopped);
   EXPECT_EQ(st.who, "rank 2 (pid 8 on h)");
   EXPECT_EQ(watcher->probe_mark("alive/2", 0).kind, Kind::kAlive);  // 0: no silence check
+}
+
+// At most max_pending connections that proved nothing stay open: each newer
+// one sheds the oldest, which is told so (kShedMagic) rather than just
+// closed, and a client with the job token whose fresh connection is shed
+// connects again and is served.
+TEST(TcpStore, PendingConnectionsAreCappedAndShedOnesAreTold) {
+  JobToken t("s3cret-job");
+  StoreLimits limits;
+  limits.max_pending = 8;
+  TcpStoreServer server("127.0.0.1", 0, limits);
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 40; ++i) idle.push_back(raw_connect(server.port()));
+  auto member = connect_tcp_store("127.0.0.1", server.port(), Deadline::after_ms(5000));
+  member->set("addr/0", "a0");
+  int told = 0, open = 0;
+  for (auto& fd : idle) {
+    // The challenge (36 bytes) came first; a shed connection then has the notice.
+    std::string got;
+    char buf[256];
+    const auto deadline = Deadline::after_ms(200);
+    while (!deadline.expired()) {
+      pollfd p{fd.get(), POLLIN, 0};
+      if (::poll(&p, 1, deadline.remaining_ms(200)) <= 0) continue;
+      ssize_t r = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+      if (r <= 0) break;
+      got.append(buf, static_cast<size_t>(r));
+    }
+    told += got.size() >= 4 && got.compare(got.size() - 4, 4, std::string(wire::kShedMagic, 4)) == 0;
+    open += got.size() == sizeof wire::kAuthMagic + wire::kNonceBytes;
+  }
+  EXPECT_GE(told, 40 - 8);
+  EXPECT_LE(open, 8);
+  EXPECT_EQ(member->get("addr/0", Deadline::after_ms(2000)), "a0");
+}
+
+// Out of descriptors with nothing to shed (every connection proven), the
+// server takes each new connection off the listen queue on its reserve
+// descriptor and closes it, instead of spinning on a readable listening
+// socket; the connections it serves keep working. The server runs in a child
+// process whose open-file limit is 64.
+TEST(TcpStore, OutOfDescriptorsRefusesWithoutSpinning) {
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(::pipe(to_parent), 0);
+  ASSERT_EQ(::pipe(to_child), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    rlimit rl{64, 64};
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(3);
+    StoreLimits limits;
+    limits.max_pending = 1000;
+    limits.max_connections = 1000;
+    TcpStoreServer server("127.0.0.1", 0, limits);
+    const uint16_t port = server.port();
+    if (::write(to_parent[1], &port, sizeof port) != sizeof port) ::_exit(4);
+    char go = 0;  // the parent has filled the server: measure a second
+    if (::read(to_child[0], &go, 1) != 1) ::_exit(5);
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    std::this_thread::sleep_for(1000ms);
+    ::getrusage(RUSAGE_SELF, &after);
+    const auto us = [](const rusage& r) {
+      return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000000L + r.ru_utime.tv_usec + r.ru_stime.tv_usec;
+    };
+    const long cpu_ms = (us(after) - us(before)) / 1000;
+    if (::write(to_parent[1], &cpu_ms, sizeof cpu_ms) != sizeof cpu_ms) ::_exit(6);
+    (void)::read(to_child[0], &go, 1);  // until the parent is done
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  uint16_t port = 0;
+  ASSERT_EQ(::read(to_parent[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  std::vector<std::unique_ptr<Store>> members;
+  ::setenv("OMNICCL_TIMEOUT", "1s", 1);  // bounds a refused member's retries
+  for (int i = 0; i < 64; ++i) {         // until the child runs out of descriptors
+    try {
+      auto s = connect_tcp_store("127.0.0.1", port, Deadline::after_ms(1000));
+      s->check("k");
+      members.push_back(std::move(s));
+    } catch (const Error&) {  // refused (and retried) until its deadline
+      break;
+    }
+  }
+  ::unsetenv("OMNICCL_TIMEOUT");
+  EXPECT_GT(members.size(), 40u);
+  EXPECT_LT(members.size(), 64u);
+  std::vector<UniqueFd> waiting;  // refused at once, not left queued
+  for (int i = 0; i < 10; ++i) waiting.push_back(raw_connect(port));
+  ASSERT_EQ(::write(to_child[1], "g", 1), 1);
+  long cpu_ms = -1;
+  ASSERT_EQ(::read(to_parent[0], &cpu_ms, sizeof cpu_ms), static_cast<ssize_t>(sizeof cpu_ms));
+  EXPECT_LT(cpu_ms, 300) << "the server spun while out of descriptors";
+  for (auto& fd : waiting) EXPECT_TRUE(closed_by_server(fd.get(), 2000));
+  members.front()->set("k", "v");
+  EXPECT_EQ(members.back()->get("k", Deadline::after_ms(2000)), "v");
+  ASSERT_EQ(::write(to_child[1], "d", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) ::close(fd);
+}
+
+// A process's first rendezvous raises its soft open-file limit to the hard
+// one, unless OMNICCL_RAISE_NOFILE=0 (each case in a child, whose limits and
+// once-per-process flag are its own).
+TEST(TcpStore, OpenFileLimitIsRaisedToTheHardOne) {
+  for (const bool keep : {false, true}) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      rlimit rl{256, 1024};
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(3);
+      if (keep) ::setenv("OMNICCL_RAISE_NOFILE", "0", 1);
+      detail::raise_open_file_limit();
+      if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(4);
+      ::_exit(rl.rlim_cur == (keep ? 256u : 1024u) ? 0 : 1);
+    }
+    ASSERT_GT(child, 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "OMNICCL_RAISE_NOFILE=" << !keep << ": " << status;
+  }
 }
 
 }  // namespace
