@@ -25,8 +25,8 @@ WorkPtr recv(Communicator& c, const TensorView& t, int peer, const CallOptions& 
 /// given) when it ends, also when it fails with kTruncated.
 /// Throws kInvalidArgument for a peer or tag a send (is_send) or recv refuses.
 void check_p2p_args(const Communicator& c, int peer, int tag, bool is_send);
-/// Throws kUnsupported for a non-empty tensor that is not in host memory
-/// (point-to-point operations move CPU tensors only, for now).
+/// Throws kUnsupported for a non-empty tensor that is not in host memory:
+/// for the operations CUDA tensors cannot take (mrecv; see send_recv.cc).
 void check_p2p_device(const TensorView& t, const char* what);
 WorkPtr send_tagged(Communicator& c, const TensorView& t, int peer, int tag, const CallOptions& call);
 /// A synchronous send (MPI_Ssend): completes once a receive has matched it

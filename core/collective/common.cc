@@ -45,19 +45,20 @@ const char* premultiplied(Engine& e, const ReduceSpec& op, const char* src, size
   return tmp;
 }
 
-WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op) {
+WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op,
+                      WorkPtr work) {
   // Refused at once, as a blocking call would be: nothing is enqueued on
   // the stream for an operation that cannot run.
   c.check_usable();
   std::shared_ptr<StagedCall> staged = staging.start();
   const int64_t timeout_ms = call.timeout_ms > 0 ? call.timeout_ms : c.timeout_ms();
-  WorkPtr work = c.submit(
+  work = c.submit(
       [staged, timeout_ms, op = std::move(op)](Engine& e) {
         staged->wait_ready(Deadline::after_ms(timeout_ms), e.mesh());
         op(e);
         staged->finish(Deadline::after_ms(timeout_ms), e.mesh());
       },
-      true);
+      true, std::move(work));
   return call.async ? work : nullptr;
 }
 

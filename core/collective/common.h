@@ -108,8 +108,10 @@ std::optional<WorkPtr> launch_device_p2p(Communicator& c, const TensorView& t, i
                                          bool synchronous, const CallOptions& call, RecvStatus* status);
 
 /// launch's staged path: enqueues the stream's part, then queues `op`
-/// between the host-side waits (staging.h).
-WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op);
+/// between the host-side waits (staging.h). `work`: the handle to complete
+/// (see Communicator::submit), made when null.
+WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op,
+                      WorkPtr work = nullptr);
 
 /// Queues or runs body(engine, row) as operation `kind` on the tensors
 /// `staging` checked (body works on staging.view() of each); `tune_bytes` is

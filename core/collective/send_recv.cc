@@ -6,19 +6,69 @@
 // the operation complete at once (a receive gets source kProcNull, tag
 // kAnyTag, 0 bytes). Sends and receives issued one after another progress
 // together (Communicator::submit_p2p).
+//
+// CUDA tensors: the CUDA IPC device path takes the operation when it
+// applies (launch_device_p2p); otherwise the staged path (staging.h) does,
+// ordered on the call's stream as NCCL's send and recv are. A send's tensor
+// is copied to page-locked host memory on the stream and sent once the
+// stream has reached that point; a receive lands in host memory and the
+// stream, which waits (bounded) for it, copies it to the device. Each runs
+// on the worker as a point-to-point step of its own
+// (Communicator::run_p2p_step), so on one stream a receive queued before a
+// send ends before that send starts, as on NCCL without a group: ranks that exchange large
+// messages order their calls against each other's (one sends first, the
+// other receives first), or move one direction to another communicator
+// (its own worker) and stream. A staged receive must name its source and
+// tag: with ANY_SOURCE or ANY_TAG (and for probes) the message, hence its
+// size and the stream's copy, is chosen only when it arrives, after the
+// copy was enqueued; and a message to this rank itself would pair two steps
+// of the one worker. Those stay refused (kUnsupported). A staged operation
+// that fails (a truncated receive too) fails the communicator, as every
+// staged operation does (staging.h): the stream's copy back has no partial
+// result to keep.
 #include "collective/common.h"
 
 namespace omniccl::coll {
 
 namespace {
 
+/// The staged path's send or recv (see above): after the stream's copies,
+/// the host side runs as one point-to-point step on the host copy.
+WorkPtr staged_p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, bool synchronous,
+                   const CallOptions& call, RecvStatus* status) {
+  const char* what = is_send ? (synchronous ? "ssend" : "send") : "recv";
+  if (peer == c.rank() || peer == kAnySource || tag == kAnyTag) {
+    fail(Status::kUnsupported, what, " of a CUDA tensor ",
+         peer == c.rank() ? "to/from this rank itself" : "from ANY_SOURCE or with ANY_TAG",
+         ": the staged path copies a named peer's message of a known size on the stream; name the peer and "
+         "tag, or copy the tensor to host memory");
+  }
+  Staging staging({{&t, is_send ? Use::kIn : Use::kOut}}, call);
+  P2POp op{is_send, peer, staging.view(t), call.timeout_ms, tag, nullptr};
+  op.synchronous = synchronous;
+  RecvStatus got;  // a blocking call returns before the message arrives: the named peer and tag, the whole tensor
+  got.source = peer;
+  got.tag = tag;
+  got.bytes = t.bytes();
+  got.elem_bytes = dtype_size(t.dtype);
+  if (!is_send && status != nullptr) *status = got;
+  auto work = std::make_shared<Work>();
+  Communicator* comm = &c;
+  auto body = [comm, op, work](Engine& e) {
+    e.use_cpu();  // the host copy
+    const RecvStatus received = comm->run_p2p_step(e, op);
+    if (!op.is_send) work->set_received(received);
+  };
+  return launch_staged(c, staging, call, body, work);
+}
+
 WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, const CallOptions& call,
             RecvStatus* status, bool synchronous = false) {
   check_p2p_args(c, peer, tag, is_send);
-  if (t.device == DeviceKind::kCUDA && t.count > 0) {
+  if (t.device == DeviceKind::kCUDA && t.count > 0 && peer != kProcNull) {
     if (auto w = launch_device_p2p(c, t, peer, tag, is_send, synchronous, call, status)) return *w;
+    return staged_p2p(c, t, peer, tag, is_send, synchronous, call, status);
   }
-  check_p2p_device(t, is_send ? "send" : "recv");
   if (peer == kProcNull) {
     RecvStatus none;  // source PROC_NULL, ANY_TAG, 0 bytes
     if (status != nullptr) *status = none;
@@ -36,9 +86,9 @@ WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_sen
 
 void check_p2p_device(const TensorView& t, const char* what) {
   if (t.device != DeviceKind::kCPU && t.count > 0) {
-    fail(Status::kUnsupported, what, ": point-to-point operations on CUDA tensors run only on the CUDA IPC path ",
-         "(ranks of one host whose GPUs reach each other, a named peer other than this rank, a tag >= 0, the ",
-         "tensor on the current device); copy the tensor to host memory otherwise");
+    fail(Status::kUnsupported, what, ": a CUDA tensor takes a message only through send/recv naming its source ",
+         "and tag (the message, hence the stream's copy, must be known when the call is enqueued); copy the ",
+         "tensor to host memory otherwise");
   }
 }
 

@@ -384,13 +384,13 @@ void Communicator::run_issued_ref(OpRef fn, InterruptHook interrupt) {
   run_one(fn);
 }
 
-std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool async) {
+std::shared_ptr<Work> Communicator::submit(std::function<void(Engine&)> fn, bool async, std::shared_ptr<Work> work) {
   if (!async) {
     run_blocking_ref(ref_of(fn), {});
     return nullptr;
   }
   IssueGuard issuing(*this);
-  auto work = std::make_shared<Work>();
+  if (work == nullptr) work = std::make_shared<Work>();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {

@@ -166,8 +166,9 @@ class Communicator {
 
   /// Runs fn(engine) in issue order. Blocking (async == false): on this
   /// thread, rethrowing its error, returns nullptr. Async: queued; returns
-  /// the Work to wait on.
-  std::shared_ptr<Work> submit(std::function<void(Engine&)> fn, bool async);
+  /// the Work to wait on: `work` when given (made here otherwise), so that
+  /// fn may record in it what a receive got before the worker completes it.
+  std::shared_ptr<Work> submit(std::function<void(Engine&)> fn, bool async, std::shared_ptr<Work> work = nullptr);
   /// Marks this thread as the one issuing on the communicator for its
   /// lifetime; a second thread issuing meanwhile gets kInvalidArgument (the
   /// ranks would pair the two threads' operations in different orders and
@@ -230,6 +231,14 @@ class Communicator {
   /// communicator (the transfer must not outlive the call) and throws
   /// kInterrupted.
   std::shared_ptr<Work> submit_p2p(const P2POp& op, const CallOptions& call);
+  /// Inside an operation running on the worker (submit): runs `op` as a
+  /// point-to-point step of its own on `engine` (with the point-to-point
+  /// operations queued right after it, which join it as they would join a
+  /// batch), until it has completed. Returns what a receive got; throws the
+  /// operation's error (which, as any failed operation, fails the
+  /// communicator). The staged path's send and recv (collective/staging.h)
+  /// run this way between their waits for the stream.
+  RecvStatus run_p2p_step(Engine& engine, P2POp op);
 
   /// MPI_Iprobe: reads what point-to-point messages have arrived from the
   /// ranks that could match (source: a rank, kAnySource or kProcNull; tag:

@@ -411,4 +411,28 @@ void Communicator::run_p2p_batch(Task task) {
   }
 }
 
+RecvStatus Communicator::run_p2p_step(Engine& engine, P2POp op) {
+  auto work = std::make_shared<Work>();
+  RecvStatus got;
+  // Blocking on the worker: a receive still posted when the step ends fails
+  // (as a blocking caller's would) rather than outliving this operation.
+  op.status = &got;
+  op.blocking = true;
+  QueueFeed feed(*this, Task{nullptr, work, op});
+  feed.resume_posted();
+  try {
+    engine.run_feed(feed);
+  } catch (const Error& e) {
+    feed.fail_rest(e.status(), e.what());
+    throw;
+  } catch (...) {
+    feed.fail_rest(Status::kInternal, "a point-to-point step failed");  // none may keep pointing at `got`
+    throw;
+  }
+  feed.finish();
+  if (!work->done()) fail(Status::kInternal, "a point-to-point step ended before its operation");
+  if (work->status() != Status::kSuccess) throw Error(work->status(), work->message());
+  return op.is_send ? RecvStatus{} : got;
+}
+
 }  // namespace omniccl

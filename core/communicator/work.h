@@ -35,6 +35,12 @@ class Work {
     }
     complete(status, std::move(message));
   }
+  /// Records what a receive got; the work completes later (a staged
+  /// receive's, which its operation completes after the copy back).
+  void set_received(const RecvStatus& received) {
+    std::lock_guard<std::mutex> lock(mu_);
+    recv_ = received;
+  }
   /// What a finished receive got (defaults for other operations).
   RecvStatus recv_status() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -252,7 +252,8 @@ TEST(GpuStaging, TensorsOnTheWrongDeviceAreClearErrors) {
                   msg.find("current CUDA device is cuda:0") != std::string::npos,
               "a tensor on another device: " + msg);
     st = status_of([&] { coll::send(c, dev_view(d, DType::kFloat32), 0, on(s)); }, &msg);
-    ck.expect(st == Status::kUnsupported && msg.find("CUDA") != std::string::npos, "send of a CUDA tensor: " + msg);
+    ck.expect(st == Status::kUnsupported && msg.find("CUDA") != std::string::npos,
+              "send of a CUDA tensor to this rank itself: " + msg);
     // None of these broke the communicator.
     std::vector<float> x(4, 2.0f);
     coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), 0, on(s));
