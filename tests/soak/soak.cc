@@ -203,6 +203,7 @@ int rank_main(const Plan& p, Shared* sh, int rank, int n, long round) {
 struct Totals {
   long rounds = 0, ops = 0, calls = 0, discrepancies = 0, failures = 0;
   long faults[5] = {};
+  std::vector<std::string> killed_left;  // segments of killed ranks, not yet removed
 };
 
 void print_plan(long round, const Plan& p) {
@@ -244,7 +245,10 @@ bool run_round(const Options& o, long round, Totals& t) {
   const JobResult res =
       omniccl::testing::run_ranks(jo, [&](occl_comm_t, int rank, int n) { return rank_main(p, sh, rank, n, round); });
   if (p.fault == Fault::kDrop) set_drop(false);  // in case the victim could not lift it
-  std::vector<std::string> problems = judge(p, *sh, res);
+  std::vector<std::string> killed_left;
+  std::vector<std::string> problems = judge(p, *sh, res, &killed_left);
+  if (p.transport == "shm") check_removed(t.killed_left, problems);
+  t.killed_left.insert(t.killed_left.end(), killed_left.begin(), killed_left.end());
   for (int r = 0; r < p.nranks; ++r) {
     t.calls += sh->rank[r].ops_ok;
     t.discrepancies += sh->rank[r].discrepancies;
@@ -326,6 +330,9 @@ int main(int argc, char** argv) {
     run_round(o, round, t);
     if (o.only_round >= 0 || t.ops >= o.ops || omniccl::testing::seconds_since(start) >= o.seconds) break;
   }
+  // As a launcher does when its job ends: what killed ranks left since the
+  // last round on shared memory.
+  for (const auto& name : t.killed_left) ::shm_unlink(("/" + name).c_str());
   std::printf(
       "soak: seed %llu: %ld rounds, %ld operations (%ld rank calls), faults injected: %ld kill, %ld stop, %ld slow, "
       "%ld drop; %ld discrepancies, %ld failed rounds, %.0f s\n",
