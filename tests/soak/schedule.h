@@ -107,9 +107,9 @@ struct Plan {
   int64_t max_bytes = 4 << 20;  // the largest buffer an operation uses
   Fault fault = Fault::kNone;
   int victim = 0;
-  int fault_op = 0;    // the operation during which the fault happens
-  int fault_ms = 0;    // stop: how long the victim stays stopped; drop: how long packets are dropped
-  int fault_delay_us;  // how far into fault_op the fault comes
+  int fault_op = 0;        // the operation during which the fault happens
+  int fault_ms = 0;        // stop: how long the victim stays stopped; drop: how long packets are dropped
+  int fault_delay_us = 0;  // how far into fault_op the fault comes
 };
 
 /// The algorithms of each collective (docs/concepts/algorithms.md).

@@ -24,18 +24,13 @@
 // Usage: soak [--seed N] [--ops N] [--ranks N] [--seconds N] [--faults on|off]
 //             [--netns] [--round R] [--verbose]
 // Exit status 0 when every round passed.
-#include <dirent.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <new>
 #include <string>
 #include <thread>
 #include <vector>
