@@ -70,6 +70,12 @@ std::unique_ptr<SharedMapping> SharedMapping::create(const std::string& name, si
 
 std::unique_ptr<SharedMapping> SharedMapping::open(const std::string& name, size_t min_bytes, size_t bytes) {
   UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid() && errno == ENOENT) {
+    // Its creator gave up (its deadline passed) or died before this process
+    // mapped it: a failed peer, not a failed system call (kSystem).
+    fail(Status::kPeerFailure, "shared memory segment ", name,
+         " is gone: the rank that made it left or failed before this rank mapped it");
+  }
   if (!fd.valid()) fail_errno(str_cat("shm_open(", name, ")"), errno);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < min_bytes) {

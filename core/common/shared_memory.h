@@ -25,7 +25,10 @@ class SharedMapping {
   /// `bytes`; throws Error naming the system call that failed.
   static std::unique_ptr<SharedMapping> create(const std::string& name, size_t bytes);
   /// Maps an existing object of at least `min_bytes`, and at most `bytes`
-  /// of it; throws Error(kInternal) when it is smaller.
+  /// of it; throws Error(kInternal) when it is smaller, and
+  /// Error(kPeerFailure) when there is no such object: every object opened
+  /// is a peer's, which unlinks it only once every rank has mapped it, or
+  /// when it gives up or dies first.
   static std::unique_ptr<SharedMapping> open(const std::string& name, size_t min_bytes, size_t bytes);
   ~SharedMapping();
   SharedMapping(const SharedMapping&) = delete;

@@ -331,7 +331,12 @@ void Mesh::open_host_block(Setup& s) {
   const std::string& name = s.remote[size_t(leader)].host_block;
   if (name.empty()) fail(Status::kInternal, "rank ", leader, " made no block for its host's ranks");
   const size_t bytes = host_block_bytes(s.opts.host_shared_bytes, s.opts.size);
-  host_block_ = SharedMapping::open(name, bytes, bytes);
+  try {
+    host_block_ = SharedMapping::open(name, bytes, bytes);
+  } catch (const Error& e) {
+    if (e.status() != Status::kPeerFailure) throw;
+    fail(Status::kPeerFailure, "rank ", leader, " failed during link setup: ", e.what());
+  }
 }
 
 // Lower ranks accept, higher ranks connect; connecting never waits for the

@@ -37,7 +37,9 @@ namespace occl_ref {
 // ---------------------------------------------------------------------------
 // dtypes
 
-enum class DT { kI8, kI16, kI32, kI64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64, kBool };
+// kF8E4M3 (float8_e4m3fn) and kF8E5M2 (float8_e5m2) are not in kAllDT: the
+// matrix suites predate them; the soak test (tests/soak) draws them.
+enum class DT { kI8, kI16, kI32, kI64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64, kBool, kF8E4M3, kF8E5M2 };
 
 inline constexpr DT kAllDT[] = {DT::kI8,  DT::kI16, DT::kI32,  DT::kI64, DT::kU8,  DT::kU16, DT::kU32,
                                 DT::kU64, DT::kF16, DT::kBF16, DT::kF32, DT::kF64, DT::kBool};
@@ -57,6 +59,8 @@ inline const char* dt_name(DT d) {
     case DT::kF32: return "float32";
     case DT::kF64: return "float64";
     case DT::kBool: return "bool";
+    case DT::kF8E4M3: return "float8_e4m3fn";
+    case DT::kF8E5M2: return "float8_e5m2";
   }
   return "?";
 }
@@ -65,7 +69,9 @@ inline size_t dt_size(DT d) {
   switch (d) {
     case DT::kI8:
     case DT::kU8:
-    case DT::kBool: return 1;
+    case DT::kBool:
+    case DT::kF8E4M3:
+    case DT::kF8E5M2: return 1;
     case DT::kI16:
     case DT::kU16:
     case DT::kF16:
@@ -96,11 +102,15 @@ inline DLDataType dt_dl(DT d) {
     case DT::kF32: return dl_float(32);
     case DT::kF64: return dl_float(64);
     case DT::kBool: return dl_bool();
+    case DT::kF8E4M3: return {kDLFloat8_e4m3fn, 8, 1};
+    case DT::kF8E5M2: return {kDLFloat8_e5m2, 8, 1};
   }
   return dl_uint(8);
 }
 
-inline bool dt_float(DT d) { return d == DT::kF16 || d == DT::kBF16 || d == DT::kF32 || d == DT::kF64; }
+inline bool dt_float(DT d) {
+  return d == DT::kF16 || d == DT::kBF16 || d == DT::kF32 || d == DT::kF64 || d == DT::kF8E4M3 || d == DT::kF8E5M2;
+}
 
 // ---------------------------------------------------------------------------
 // reduce ops
@@ -275,27 +285,74 @@ struct BoolModel {
 struct F16Codec {
   using S = uint16_t;
   static constexpr double kEps = 1.0 / 1024;  // 2^-10: twice the unit roundoff
+  static constexpr int kGenMax = 8;
   static S enc(double v) { return f32_to_f16(static_cast<float>(v)); }
   static double dec(S s) { return f16_to_f32(s); }
 };
 struct BF16Codec {
   using S = uint16_t;
   static constexpr double kEps = 1.0 / 128;  // 2^-7
+  static constexpr int kGenMax = 8;
   static S enc(double v) { return f32_to_bf16(static_cast<float>(v)); }
   static double dec(S s) { return bf16_to_f32(s); }
 };
 struct F32Codec {
   using S = float;
   static constexpr double kEps = 1.0 / (1 << 23);
+  static constexpr int kGenMax = 8;
   static S enc(double v) { return static_cast<float>(v); }
   static double dec(S s) { return s; }
 };
 struct F64Codec {
   using S = double;
   static constexpr double kEps = 1.0 / (1ull << 52);
+  static constexpr int kGenMax = 8;
   static S enc(double v) { return v; }
   static double dec(S s) { return s; }
 };
+
+/// float8 decoding from the format's definition: kMant mantissa bits,
+/// exponent bias kBias; e4m3fn (kIeee false) has no Inf and one NaN per sign
+/// (all bits set), e5m2 (kIeee true) is IEEE-like.
+template <int kMant, int kBias, bool kIeee>
+struct F8Codec {
+  using S = uint8_t;
+  static constexpr double kEps = 2.0 / (1 << kMant);  // twice the unit roundoff
+  // Inputs that keep every partial sum of up to 6 ranks exact (3 mantissa
+  // bits: integers to 16; 2 bits: to 8), as [-8, 8] does for the wider types.
+  static constexpr int kGenMax = kMant == 3 ? 2 : 1;
+  static double dec(S s) {
+    const int e = (s >> kMant) & ((0x80 >> kMant) - 1), m = s & ((1 << kMant) - 1);
+    const int emax = (0x80 >> kMant) - 1;
+    const double sign = (s & 0x80) ? -1.0 : 1.0;
+    if (kIeee && e == emax) return m ? std::nan("") : sign * INFINITY;
+    if (!kIeee && e == emax && m == (1 << kMant) - 1) return std::nan("");
+    if (e == 0) return sign * std::ldexp(m, 1 - kBias - kMant);
+    return sign * std::ldexp(m + (1 << kMant), e - kBias - kMant);
+  }
+  /// Nearest finite code, ties to an even mantissa: from a table of every
+  /// finite code sorted by value (built once by decoding them all).
+  static S enc(double v) {
+    static const std::vector<std::pair<double, S>> kSorted = [] {
+      std::vector<std::pair<double, S>> t;
+      for (int c = 0; c < 256; ++c) {
+        const double x = dec(static_cast<S>(c));
+        if (std::isfinite(x) && !(x == 0 && std::signbit(x))) t.emplace_back(x, static_cast<S>(c));  // one zero
+      }
+      std::sort(t.begin(), t.end());
+      return t;
+    }();
+    auto hi = std::lower_bound(kSorted.begin(), kSorted.end(), std::pair<double, S>{v, 0});
+    if (hi == kSorted.begin()) return hi->second;
+    if (hi == kSorted.end()) return kSorted.back().second;
+    const auto lo = hi - 1;
+    const double dl = v - lo->first, dh = hi->first - v;
+    if (dl != dh) return dl < dh ? lo->second : hi->second;
+    return (lo->second & 1) == 0 ? lo->second : hi->second;
+  }
+};
+using F8E4M3Codec = F8Codec<3, 7, false>;
+using F8E5M2Codec = F8Codec<2, 15, true>;
 
 template <class C>
 struct FloatModel {
@@ -306,7 +363,7 @@ struct FloatModel {
       static constexpr double kProd[4] = {-2.0, -1.0, 1.0, 2.0};
       return kProd[h & 3];
     }
-    return static_cast<double>(static_cast<int>(h % 17) - 8);
+    return static_cast<double>(static_cast<int>(h % (2 * C::kGenMax + 1)) - C::kGenMax);
   }
   static S store(R v) { return C::enc(v); }
   static R load(S v) { return C::dec(v); }
@@ -349,6 +406,8 @@ decltype(auto) with_model(DT d, F&& f) {
     case DT::kBF16: return f(FloatModel<BF16Codec>{});
     case DT::kF32: return f(FloatModel<F32Codec>{});
     case DT::kF64: return f(FloatModel<F64Codec>{});
+    case DT::kF8E4M3: return f(FloatModel<F8E4M3Codec>{});
+    case DT::kF8E5M2: return f(FloatModel<F8E5M2Codec>{});
     case DT::kBool: break;
   }
   return f(BoolModel{});

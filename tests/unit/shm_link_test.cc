@@ -669,5 +669,21 @@ TEST(ShmSegmentLayout, ASegmentOfAnotherVersionIsRefusedByName) {
   }
 }
 
+// A peer's segment that is gone before this rank maps it (its creator gave
+// up at its deadline, or died, during link setup) is a failed peer, not a
+// failed system call: a rank stopped in a split past its peer's deadline got
+// OCCL_ERR_SYSTEM ("shm_open(...): No such file or directory") on resuming.
+TEST(ShmSegmentGone, OpeningItIsAPeerFailure) {
+  const std::string name = ShmSegment::name_for(std::to_string(std::random_device{}()) + "g", 0);
+  ShmSegment::create(name, 2).reset();  // made, then unlinked by its owner
+  try {
+    ShmSegment::open(name, 2);
+    ADD_FAILURE() << "a segment that no longer exists was opened";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kPeerFailure) << e.what();
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace omniccl::transport

@@ -83,8 +83,14 @@ Verdict ShmTransport::can_connect(const Endpoint& local, const Endpoint& peer) c
 }
 
 std::unique_ptr<Link> ShmTransport::connect(LinkSetup& s) {
-  auto seg = ShmSegment::open(ShmPart::of(*s.peer).segment, size_);
   const int peer = s.peer->rank;
+  std::unique_ptr<ShmSegment> seg;
+  try {
+    seg = ShmSegment::open(ShmPart::of(*s.peer).segment, size_);
+  } catch (const Error& e) {
+    if (e.status() != Status::kPeerFailure) throw;
+    fail(Status::kPeerFailure, "rank ", peer, " failed during link setup: ", e.what());
+  }
   return std::make_unique<ShmLink>(peer, seg->ring(rank_), seg->ring_data(rank_), own_->ring(peer),
                                    own_->ring_data(peer), std::move(s.doorbell), std::move(seg), options_.single_copy);
 }
