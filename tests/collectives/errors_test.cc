@@ -706,18 +706,18 @@ TEST(ErrorsTest, NonCpuDevice) {
 // an NVIDIA driver is read from /dev/nvidiactl, not asked of the library.
 TEST(ErrorsTest, CudaTensorSaysWhy) {
 #ifdef OMNICCL_TEST_CUDA_BUILT
-  const bool built = true;
+  constexpr bool kBuilt = true;
 #else
-  const bool built = false;
+  constexpr bool kBuilt = false;
 #endif
   const bool driver = std::filesystem::exists("/dev/nvidiactl");
-  expect_job_ok(job(1), [built, driver](occl_comm_t comm, int rank, int n) {
+  expect_job_ok(job(1), [driver](occl_comm_t comm, int rank, int n) {
     Checks ck(rank);
     float a[4] = {1, 2, 3, 4}, b[4] = {};
     Tensor1D cpu(b, 4, dl_float(32));
     Tensor1D dev(a, 4, dl_float(32));
     dev.get()->device = {kDLCUDA, 0};
-    if (!built) {
+    if (!kBuilt) {
       CK_ERR(ck, occl_all_reduce(&dev, &cpu, OCCL_SUM, comm, nullptr), OCCL_ERR_UNSUPPORTED, "sendbuf", "cuda:0",
              "no CUDA support");
     } else if (!driver) {

@@ -26,8 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ::setenv(var, cstr.c_str(), 1);
     try {
       auto l = bootstrap::StoreLimits::from_environment(4);
-      // max_pending stays 0 (automatic) unless its own variable was accepted.
-      const bool pending_set = std::string(var) == "OMNICCL_STORE_MAX_PENDING";
+      // max_pending stays 0 (automatic) unless its own variable was set (an
+      // empty value is unset) and accepted.
+      const bool pending_set = std::string(var) == "OMNICCL_STORE_MAX_PENDING" && !cstr.empty();
       if (l.max_connections == 0 || l.idle_timeout_ms < 1 || (pending_set && l.max_pending == 0)) std::abort();
     } catch (const Error&) {}
     ::unsetenv(var);

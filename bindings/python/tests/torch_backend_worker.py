@@ -188,7 +188,10 @@ def check_p2p(chk: Checker, rank: int, size: int) -> None:
         src = dist.recv(t)
         chk.equal(src, 0, "recv from any source: the sender")
         chk.equal(t, full(float(rank), 1), "recv from any source: the message")
-    ops = [dist.P2POp(dist.isend, full(float(rank), 3), right), dist.P2POp(dist.irecv, torch.zeros(3), left)]
+    # Its own tag: a rank done with the any-source receive above may already send this while
+    # its right neighbour's any-source receive still waits, which would otherwise take it.
+    ops = [dist.P2POp(dist.isend, full(float(rank), 3), right, tag=11),
+           dist.P2POp(dist.irecv, torch.zeros(3), left, tag=11)]
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     chk.equal(ops[1].tensor, full(float(left), 3), "batch_isend_irecv ring")
