@@ -35,7 +35,7 @@ __all__ = ["started", "completed"]
 def started(native_work: Any, outputs: Optional[List[Any]] = None,
             finish: Optional[Callable[[], None]] = None) -> Request:
     """A Request over a native work handle; ``finish`` runs once it completed successfully."""
-    r = Request(native_work, outputs=outputs)
+    r = Request(native_work, outputs=outputs, cancellable=False)  # MPI: collectives cannot be cancelled
     r._finish = finish
     return r
 
