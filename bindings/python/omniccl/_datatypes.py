@@ -481,3 +481,35 @@ def alltoallw(comm: Any, sendspec: Any, recvspec: Any) -> None:
         unpack(rraw, rtypes[j], rcounts[j], rdispls[j], recvbytes[at:at + rsizes[j]], f"Alltoallw: recvbuf block {j}")
         at += rsizes[j]
     del rkeep, skeep
+
+
+def send(comm: Any, spec: Any, dest: int, tag: int) -> None:
+    """Send of a message with a derived datatype: its elements are packed and sent as base-type elements."""
+    import numpy
+    buf, count, start, dt = split_derived(spec, "buf")
+    raw, keep = raw_bytes(buf, False, "buf")
+    data = pack(raw, dt, count, start, "buf").view(numpy.dtype(_NUMPY[dt.code]))
+    comm.Send([data, Datatype(dt.code)], dest, tag)
+    del keep
+
+
+def recv(comm: Any, spec: Any, source: int, tag: int, status: Any) -> None:
+    """Recv into a message with a derived datatype: base-type elements arrive and are unpacked in type-map order.
+
+    As for any receive the message is an upper bound: a shorter one fills
+    the first elements of the type map.
+    """
+    import numpy
+    from ._p2p import RecvStatus
+    buf, count, start, dt = split_derived(spec, "buf")
+    raw, keep = raw_bytes(buf, True, "buf")
+    data = numpy.empty(count * len(dt.offsets), numpy.dtype(_NUMPY[dt.code]))
+    st = status if status is not None else RecvStatus()
+    comm.Recv([data, Datatype(dt.code)], source, tag, st)
+    got = data.view(numpy.uint8)[:st.Get_count(Datatype("B"))]
+    idx = byte_index(dt, count, start)[:got.size]
+    if idx.size and (idx.min() < 0 or idx.max() >= raw.size):
+        raise InvalidArgumentError(f"buf: {count} elements of the datatype from byte {start} reach past the "
+                                   f"buffer's {raw.size} bytes")
+    raw[idx] = got
+    del keep

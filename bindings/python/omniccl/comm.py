@@ -675,7 +675,13 @@ class Communicator:
     # receive from any rank / with any tag, a receive buffer is an upper bound
     # (status says how much came), dest/source may be this rank or PROC_NULL.
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
-        """Sends ``buf`` to rank ``dest`` with ``tag``; returns once ``buf`` may be reused."""
+        """Sends ``buf`` to rank ``dest`` with ``tag``; returns once ``buf`` may be reused.
+
+        With a derived datatype (``[buf, count, type]``) the elements are packed and sent as elements
+        of its base type.
+        """
+        if _datatypes.is_derived(buf):
+            return _datatypes.send(self, buf, dest, tag)
         self._live("Send").send(_p2p_message(buf, "buf", False, dest), dest, blocking=True, tag=tag)
 
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
@@ -683,8 +689,11 @@ class Communicator:
         """Receives into ``buf`` the first message from ``source`` with ``tag``; fills ``status``.
 
         ``buf`` is an upper bound: a smaller message fills its start (``status.Get_count()``
-        says how much came); a larger one raises :class:`~omniccl.TruncatedError`.
+        says how much came); a larger one raises :class:`~omniccl.TruncatedError`. With a derived
+        datatype (``[buf, count, type]``) the elements arrive packed and are unpacked in type-map order.
         """
+        if _datatypes.is_derived(buf):
+            return _datatypes.recv(self, buf, source, tag, status)
         st = self._live("Recv").recv(_p2p_message(buf, "buf", True, source), source, blocking=True, tag=tag)
         if status is not None:
             status._fill(st)

@@ -227,6 +227,23 @@ def derived_datatypes(rank, size):
         want[[0, 3, 4, 7]] = [0, 3, 4, 7]
     chk.equal(buf, want, "Ibcast with Create_vector")
 
+    # Send of every other element, received into the odd positions (a ring)
+    if size > 1:
+        src, dst = (rank - 1) % size, (rank + 1) % size
+        mine = np.arange(10, dtype=np.int32) + 100 * rank
+        got = np.full(10, -1, np.int32)
+        odd = i4.Create_indexed_block(1, list(range(1, 10, 2)))
+        st = dist.RecvStatus()
+        if rank == 0:
+            world.Send([mine, 1, every_other], dst, tag=7)
+        world.Recv([got, 1, odd], src, tag=7, status=st)
+        if rank != 0:
+            world.Send([mine, 1, every_other], dst, tag=7)
+        want = np.full(10, -1, np.int32)
+        want[1::2] = np.arange(0, 10, 2) + 100 * src
+        chk.equal(got, want, "Send and Recv with derived datatypes")
+        chk.true(st.Get_count(dist.INT) == 5 and st.Get_source() == src, "the status of a derived receive")
+
     # Alltoallw: rank i sends j + 1 ints (value 100 i + j) to rank j from
     # byte offset 64 j; receives rank + 1 ints from each rank into every
     # other int of a block of 2 (rank + 1) ints per sender.
