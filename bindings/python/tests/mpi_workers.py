@@ -111,6 +111,21 @@ def nonblocking_collectives(rank, size):
     world.Iscan(np.array([1, rank], np.int32), sc_out, dist.SUM).Wait()
     chk.equal(sc_out, np.array([rank + 1, rank * (rank + 1) // 2], np.int32), "Iscan")
 
+    # integer handles give the same request back
+    r = world.Ibarrier()
+    chk.true(dist.Request.f2py(r.py2f()) is r and dist.Request.fromint(r.toint()) is r, "f2py/fromint")
+    chk.true(dist.Request.fromhandle(r.handle) is r and r.handle == r.py2f() > 0, "fromhandle")
+    p = world.Send_init(b"", dist.PROC_NULL)
+    chk.true(dist.Prequest.fromhandle(p.handle) is p and dist.Request.f2py(p.py2f()) is p, "a Prequest's handle")
+    chk.true(dist.REQUEST_NULL.py2f() == 0 and dist.Request.f2py(0) is dist.REQUEST_NULL, "REQUEST_NULL is 0")
+    for bad, cls in ((r.handle, TypeError), (10 ** 12, ValueError)):
+        try:
+            dist.Prequest.fromhandle(bad)
+            chk.true(False, f"Prequest.fromhandle({bad}) raises")
+        except cls:
+            pass
+    r.Wait()
+
     # several at once, completed by the list forms
     outs = [np.zeros(4, np.int32) for _ in range(3)]
     reqs = [world.Iallreduce(np.full(4, k + rank, np.int32), outs[k], dist.SUM) for k in range(3)]
