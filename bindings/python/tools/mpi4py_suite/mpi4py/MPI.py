@@ -1,6 +1,6 @@
 """mpi4py.MPI's names, mapped one to one onto omniccl (a name map, no behaviour of its own).
 
-Names OmniCCL has no counterpart for (BOTTOM, Grequest, _comm_lock_table,
+Names OmniCCL has no counterpart for (Grequest, _comm_lock_table, Create_keyval,
 ...) are placeholders that raise NotImplementedError when called or asked
 for an attribute, so the tests that use them fail (counted as OmniCCL
 failures) while the rest of their file still runs. The few environment
