@@ -8,6 +8,8 @@ the code under test.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 import omniccl as dist
@@ -36,6 +38,17 @@ def nonblocking_collectives(rank, size):
     chk.true(isinstance(r, dist.Request), "Ibarrier returns a Request")
     r.Wait()
     chk.true(not r, "a completed request is inactive")
+
+    if size > 1:
+        # the native ones return before the peers arrive: rank 0's Ibarrier is still
+        # pending while the last rank sleeps before entering it
+        world.Barrier()
+        if rank == size - 1:
+            time.sleep(1.0)
+        r = world.Ibarrier()
+        if rank == 0:
+            chk.true(not r.Test() and bool(r), "Ibarrier pending while a rank has not entered it")
+        r.Wait()
 
     root = size - 1
     buf = np.arange(5, dtype=np.int32) * 3 if rank == root else np.full(5, -1, np.int32)
