@@ -23,6 +23,8 @@ from . import _failure, _omniccl
 from ._p2p import (ANY_SOURCE, ANY_TAG, BSEND_OVERHEAD, MESSAGE_NO_PROC, MESSAGE_NULL, PROC_NULL, REQUEST_NULL, TAG_UB,
                    Alloc_mem, Attach_buffer, Detach_buffer, Free_mem, Message, Prequest, RecvStatus, Request)
 from ._cuda import cuda_stream, current_cuda_stream
+from ._datatypes import BOTTOM, Datatype, DerivedDatatype, Get_address, predefined as _predefined
+from ._userops import Op
 from .comm import COMM_NULL, IN_PLACE, UNDEFINED, Communicator, get_unique_id
 from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
                           all_to_all, all_to_all_single, barrier, broadcast, broadcast_object_list,
@@ -30,8 +32,10 @@ from .distributed import (COMM_WORLD, GroupMember, all_gather, all_gather_into_t
                           get_group_rank, get_process_group_ranks, get_rank, get_world_size, group,
                           init_process_group, irecv, is_available, is_initialized, isend, new_group, recv, reduce,
                           reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send)
-from .errors import (InvalidArgumentError, MismatchError, OmniCCLError, PeerFailureError, Status, TimeoutError,
-                     TruncatedError, UnsupportedError)
+from .errors import (ERR_ARG, ERR_BUFFER, ERR_COMM, ERR_COUNT, ERR_INTERN, ERR_LASTCODE, ERR_NO_MEM, ERR_OP,
+                     ERR_OTHER, ERR_PROC_FAILED, ERR_RANK, ERR_REQUEST, ERR_ROOT, ERR_TAG, ERR_TRUNCATE, ERR_TYPE,
+                     ERR_UNKNOWN, ERR_UNSUPPORTED_OPERATION, InvalidArgumentError, MismatchError, OmniCCLError,
+                     PeerFailureError, Status, TimeoutError, TruncatedError, UnsupportedError)
 from .ops import MPIOp, PremulSum, ReduceOp, make_premul_sum
 from ._windows import Window
 from .work import Work
@@ -44,6 +48,36 @@ SUM, PROD, MAX, MIN = ReduceOp.SUM, ReduceOp.PRODUCT, ReduceOp.MAX, ReduceOp.MIN
 BAND, BOR, BXOR = ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR
 LAND, LOR, LXOR = MPIOp.LAND, MPIOp.LOR, MPIOp.LXOR
 MAXLOC, MINLOC, REPLACE, NO_OP = MPIOp.MAXLOC, MPIOp.MINLOC, MPIOp.REPLACE, MPIOp.NO_OP
+
+# mpi4py's predefined datatypes (MPI.INT, ...): each is its typecode ("i", ...).
+globals().update(_predefined())
+BYTE: Datatype
+CHAR: Datatype
+SIGNED_CHAR: Datatype
+UNSIGNED_CHAR: Datatype
+SHORT: Datatype
+UNSIGNED_SHORT: Datatype
+INT: Datatype
+UNSIGNED_INT: Datatype
+UNSIGNED: Datatype
+LONG: Datatype
+UNSIGNED_LONG: Datatype
+LONG_LONG: Datatype
+UNSIGNED_LONG_LONG: Datatype
+FLOAT: Datatype
+DOUBLE: Datatype
+C_BOOL: Datatype
+BOOL: Datatype
+C_FLOAT_COMPLEX: Datatype
+C_DOUBLE_COMPLEX: Datatype
+INT8_T: Datatype
+INT16_T: Datatype
+INT32_T: Datatype
+INT64_T: Datatype
+UINT8_T: Datatype
+UINT16_T: Datatype
+UINT32_T: Datatype
+UINT64_T: Datatype
 
 # An uncaught exception aborts the communicators (peers are told this rank
 # failed, not that it left) and tells omniccl-run when the rank failed.
@@ -67,7 +101,11 @@ __all__ = [
     "SUM", "PROD", "MAX", "MIN", "BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC", "REPLACE",
     "NO_OP", "ANY_SOURCE", "ANY_TAG", "PROC_NULL", "TAG_UB", "RecvStatus", "Request", "REQUEST_NULL",
     "Prequest", "BSEND_OVERHEAD", "Attach_buffer", "Detach_buffer", "Alloc_mem", "Free_mem",
-    "Message", "MESSAGE_NULL", "MESSAGE_NO_PROC",
+    "Message", "MESSAGE_NULL", "MESSAGE_NO_PROC", "Op", "Datatype", "DerivedDatatype", "BOTTOM", "Get_address",
+    *_predefined(),
+    "ERR_BUFFER", "ERR_COUNT", "ERR_TYPE", "ERR_TAG", "ERR_COMM", "ERR_RANK", "ERR_ROOT", "ERR_OP", "ERR_ARG",
+    "ERR_UNKNOWN", "ERR_TRUNCATE", "ERR_OTHER", "ERR_INTERN", "ERR_REQUEST", "ERR_NO_MEM",
+    "ERR_UNSUPPORTED_OPERATION", "ERR_PROC_FAILED", "ERR_LASTCODE",
     # CUDA arrays
     "cuda_stream", "current_cuda_stream", "Window",
     # errors

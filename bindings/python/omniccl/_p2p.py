@@ -25,9 +25,11 @@ unpickling garbage.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import struct
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 from . import _omniccl
@@ -157,7 +159,7 @@ class Request(Work):
     (and their lower-case object forms) work over lists of requests.
     """
 
-    __slots__ = ("_recv", "_then", "_value", "_status", "_cancellable")
+    __slots__ = ("_recv", "_then", "_value", "_status", "_cancellable", "_handle", "__weakref__")
 
     def __init__(self, native: Any = None, outputs: Optional[List[Any]] = None, recv: bool = False,
                  then: Optional[Callable[[Tuple[int, int, int, int]], Any]] = None,
@@ -168,6 +170,54 @@ class Request(Work):
         self._value: Any = None
         self._status: Optional[Tuple[int, int, int, int]] = None
         self._cancellable = cancellable  # False: an object sent in two messages (Cancel leaves it alone)
+        self._handle: Optional[int] = None  # given on first use of handle/toint/py2f
+
+    # ------------------------------------------------------- integer handles
+    # mpi4py's request handles as integers: a request gets one the first time
+    # it is asked for it (REQUEST_NULL's is 0); fromhandle/fromint/f2py give
+    # back that same request object while it is alive.
+    @property
+    def handle(self) -> int:
+        """This request's integer handle (0 for REQUEST_NULL); :meth:`fromhandle` gives the request back."""
+        if self._handle is None:
+            self._handle = next(_NEXT_HANDLE)
+            _HANDLES[self._handle] = self
+        return self._handle
+
+    def toint(self) -> int:
+        """Same as :attr:`handle`."""
+        return self.handle
+
+    def py2f(self) -> int:
+        """Same as :attr:`handle` (OmniCCL has no Fortran handles; the integer serves both)."""
+        return self.handle
+
+    @classmethod
+    def fromhandle(cls, handle: int) -> "Request":
+        """The live request whose :attr:`handle` is ``handle`` (the same object).
+
+        Raises InvalidArgumentError if no live request has that handle, TypeError if it is not
+        of this class (``Prequest.fromhandle`` of a plain request's handle).
+        """
+        if handle == 0:
+            found: Optional[Request] = REQUEST_NULL
+        else:
+            found = _HANDLES.get(int(handle))
+        if found is None:
+            raise InvalidArgumentError(f"{cls.__name__}.fromhandle: no live request has handle {handle}")
+        if not isinstance(found, cls):
+            raise TypeError(f"{cls.__name__}.fromhandle: handle {handle} is a {type(found).__name__}")
+        return found
+
+    @classmethod
+    def fromint(cls, handle: int) -> "Request":
+        """Same as :meth:`fromhandle`."""
+        return cls.fromhandle(handle)
+
+    @classmethod
+    def f2py(cls, handle: int) -> "Request":
+        """Same as :meth:`fromhandle`."""
+        return cls.fromhandle(handle)
 
     def _fill_status(self, status: Optional[RecvStatus]) -> None:
         """Fills status from the ended native work (a receive's source, tag and size; whether it was cancelled)."""
@@ -376,8 +426,12 @@ class Request(Work):
         return "<omniccl.Request " + Work.__repr__(self)[len("<omniccl.Work "):]
 
 
+_HANDLES: "weakref.WeakValueDictionary[int, Request]" = weakref.WeakValueDictionary()
+_NEXT_HANDLE = itertools.count(1)
+
 #: A request that is already complete and inactive (mpi4py's MPI.REQUEST_NULL).
 REQUEST_NULL = Request(None)
+REQUEST_NULL._handle = 0
 
 _REQUEST_SLOTS = ("_native", "_finish", "_outputs", "_finished", "_recv", "_then", "_value", "_status",
                   "_cancellable")

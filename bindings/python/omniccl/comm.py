@@ -16,7 +16,7 @@ import warnings
 from array import array
 from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Union
 
-from . import _failure, _logical, _objects, _omniccl, _p2p
+from . import _datatypes, _failure, _logical, _nonblocking, _objects, _omniccl, _p2p, _userops
 from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
 from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Message, Prequest, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
@@ -362,7 +362,9 @@ class Communicator:
             self._live("Barrier").barrier(blocking=True)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
-        """Copies ``root``'s ``buf`` into every rank's ``buf``."""
+        """Copies ``root``'s ``buf`` into every rank's ``buf`` (derived datatypes allowed: ``[buf, count, type]``)."""
+        if _datatypes.is_derived(buf):
+            return _datatypes.bcast(self, buf, root)
         native = self._native
         if native is not None and fast_broadcast(native, buf, root, "buf") is None:
             return
@@ -372,6 +374,8 @@ class Communicator:
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Reduces every rank's ``sendbuf`` into every rank's ``recvbuf`` (sendbuf may be IN_PLACE)."""
+        if isinstance(op, _userops.Op):
+            return _userops.allreduce(self, sendbuf, recvbuf, op)
         native = self._native
         if (native is not None
                 and fast_all_reduce(native, None if sendbuf is IN_PLACE else sendbuf, recvbuf, op, "recvbuf") is None):
@@ -389,6 +393,8 @@ class Communicator:
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM, root: int = 0) -> None:
         """Reduces every rank's ``sendbuf`` into ``root``'s ``recvbuf`` (ignored elsewhere; IN_PLACE at root)."""
         native = self._live("Reduce")
+        if isinstance(op, _userops.Op):
+            return _userops.reduce(self, sendbuf, recvbuf, op, root)
         if isinstance(op, MPIOp):
             return _logical.reduce(self, sendbuf, recvbuf, op, root)
         if native.rank == root:
@@ -498,6 +504,8 @@ class Communicator:
         left in its first n elements; the rest is left as it was (MPI's rule).
         """
         native = self._live("Reduce_scatter_block")
+        if isinstance(op, _userops.Op):
+            return _userops.reduce_scatter(self, sendbuf, recvbuf, op, None)
         if isinstance(op, MPIOp):
             return _logical.reduce_scatter_block(self, sendbuf, recvbuf, op)
         if in_place(sendbuf):
@@ -530,6 +538,8 @@ class Communicator:
         first ``recvcounts[rank]`` elements.
         """
         native = self._live("Reduce_scatter")
+        if isinstance(op, _userops.Op):
+            return _userops.reduce_scatter(self, sendbuf, recvbuf, op, recvcounts)
         size, rank = native.size, native.rank
         if in_place(sendbuf):
             full = message(recvbuf, "recvbuf", True)
@@ -593,11 +603,99 @@ class Communicator:
             s, scounts, sdispls = vmessage(sendbuf, "sendbuf", False, native.size)
         native.all_to_allv(s, scounts, sdispls, r, rcounts, rdispls, blocking=True)
 
+    def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
+        """All-to-all with a count, byte displacement and datatype per peer (sendbuf may be IN_PLACE).
+
+        Each side is ``[buf, (counts, displs), types]`` or ``[buf, counts,
+        displs, types]``; displacements are in bytes, types are datatypes
+        (``omniccl.INT``, derived ones, typecodes). Each block is packed to
+        contiguous bytes with numpy, the bytes go by :meth:`Alltoallv`, and
+        the receiver unpacks them with its own types.
+        """
+        _datatypes.alltoallw(self, sendbuf, recvbuf)
+
+    # Non-blocking collectives (omniccl._nonblocking): each returns a Request
+    # (Wait, Test, Request.Waitall, ...); buffers stay untouched until it completes.
+    def Ibarrier(self) -> Request:
+        """Starts a barrier; the request completes once every rank has entered it."""
+        return _nonblocking.ibarrier(self)
+
+    def Ibcast(self, buf: Any, root: int = 0) -> Request:
+        """Starts a :meth:`Bcast`."""
+        return _nonblocking.ibcast(self, buf, root)
+
+    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> Request:
+        """Starts an :meth:`Allreduce`."""
+        return _nonblocking.iallreduce(self, sendbuf, recvbuf, op)
+
+    def Ireduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM, root: int = 0) -> Request:
+        """Starts a :meth:`Reduce`."""
+        return _nonblocking.ireduce(self, sendbuf, recvbuf, op, root)
+
+    def Iallgather(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """Starts an :meth:`Allgather`."""
+        return _nonblocking.iallgather(self, sendbuf, recvbuf)
+
+    def Iallgatherv(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """Starts an :meth:`Allgatherv`."""
+        return _nonblocking.iallgatherv(self, sendbuf, recvbuf)
+
+    def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        """Starts a :meth:`Gather`."""
+        return _nonblocking.igather(self, sendbuf, recvbuf, root)
+
+    def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        """Starts a :meth:`Gatherv`."""
+        return _nonblocking.igatherv(self, sendbuf, recvbuf, root)
+
+    def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        """Starts a :meth:`Scatter`."""
+        return _nonblocking.iscatter(self, sendbuf, recvbuf, root)
+
+    def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        """Starts a :meth:`Scatterv`."""
+        return _nonblocking.iscatterv(self, sendbuf, recvbuf, root)
+
+    def Ialltoall(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """Starts an :meth:`Alltoall`."""
+        return _nonblocking.ialltoall(self, sendbuf, recvbuf)
+
+    def Ialltoallv(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """Starts an :meth:`Alltoallv`."""
+        return _nonblocking.ialltoallv(self, sendbuf, recvbuf)
+
+    def Ialltoallw(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """:meth:`Alltoallw`, run to completion; returns a request that is already complete."""
+        return _nonblocking.completed(lambda: self.Alltoallw(sendbuf, recvbuf))
+
+    def Ireduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> Request:
+        """Starts a :meth:`Reduce_scatter_block`."""
+        return _nonblocking.ireduce_scatter_block(self, sendbuf, recvbuf, op)
+
+    def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Optional[Sequence[int]] = None,
+                        op: MPIOpLike = ReduceOp.SUM) -> Request:
+        """:meth:`Reduce_scatter`, run to completion; returns a request that is already complete."""
+        return _nonblocking.completed(lambda: self.Reduce_scatter(sendbuf, recvbuf, recvcounts, op))
+
+    def Iscan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> Request:
+        """:meth:`Scan`, run to completion; returns a request that is already complete."""
+        return _nonblocking.completed(lambda: self.Scan(sendbuf, recvbuf, op))
+
+    def Iexscan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> Request:
+        """:meth:`Exscan`, run to completion; returns a request that is already complete."""
+        return _nonblocking.completed(lambda: self.Exscan(sendbuf, recvbuf, op))
+
     # Point-to-point (omniccl._p2p): tags are matched, ANY_SOURCE / ANY_TAG
     # receive from any rank / with any tag, a receive buffer is an upper bound
     # (status says how much came), dest/source may be this rank or PROC_NULL.
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
-        """Sends ``buf`` to rank ``dest`` with ``tag``; returns once ``buf`` may be reused."""
+        """Sends ``buf`` to rank ``dest`` with ``tag``; returns once ``buf`` may be reused.
+
+        With a derived datatype (``[buf, count, type]``) the elements are packed and sent as elements
+        of its base type.
+        """
+        if _datatypes.is_derived(buf):
+            return _datatypes.send(self, buf, dest, tag)
         self._live("Send").send(_p2p_message(buf, "buf", False, dest), dest, blocking=True, tag=tag)
 
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
@@ -605,8 +703,11 @@ class Communicator:
         """Receives into ``buf`` the first message from ``source`` with ``tag``; fills ``status``.
 
         ``buf`` is an upper bound: a smaller message fills its start (``status.Get_count()``
-        says how much came); a larger one raises :class:`~omniccl.TruncatedError`.
+        says how much came); a larger one raises :class:`~omniccl.TruncatedError`. With a derived
+        datatype (``[buf, count, type]``) the elements arrive packed and are unpacked in type-map order.
         """
+        if _datatypes.is_derived(buf):
+            return _datatypes.recv(self, buf, source, tag, status)
         st = self._live("Recv").recv(_p2p_message(buf, "buf", True, source), source, blocking=True, tag=tag)
         if status is not None:
             status._fill(st)
@@ -922,13 +1023,6 @@ def _p2p_message(buf: Any, name: str, writable: bool, peer: int) -> Tensor:
 # code ported from mpi4py learns why).
 _NOT_OFFERED = {
     "Isendrecv": "Isendrecv", "Isendrecv_replace": "Isendrecv_replace",
-    "Alltoallw": "Alltoallw (derived datatypes)", "Ibarrier": "non-blocking collectives (Ibarrier)",
-    "Ibcast": "non-blocking collectives (Ibcast)", "Iallreduce": "non-blocking collectives (Iallreduce)",
-    "Iallgather": "non-blocking collectives (Iallgather)", "Igather": "non-blocking collectives (Igather)",
-    "Iscatter": "non-blocking collectives (Iscatter)", "Ireduce": "non-blocking collectives (Ireduce)",
-    "Ialltoall": "non-blocking collectives (Ialltoall)", "Iscan": "non-blocking collectives (Iscan)",
-    "Iexscan": "non-blocking collectives (Iexscan)",
-    "Ireduce_scatter_block": "non-blocking collectives (Ireduce_scatter_block)",
     "Get_group": "MPI groups (Get_group)", "Create": "MPI groups (Create)", "Create_group": "MPI groups (Create_group)",
     "Split_type": "Split_type", "Create_cart": "topologies (Create_cart)", "Create_graph": "topologies (Create_graph)",
     "Create_dist_graph": "topologies (Create_dist_graph)", "Spawn": "dynamic processes (Spawn)",

@@ -38,6 +38,11 @@ class ReduceOp(enum.IntEnum):
     PREMUL_SUM = 8
     PROD = 1  # alias of PRODUCT
 
+    def Reduce_local(self, inbuf: object, inoutbuf: object) -> None:  # noqa: N802 - mpi4py's name
+        """``inoutbuf = inbuf op inoutbuf`` on this rank only, with numpy (same element type and count)."""
+        from ._userops import reduce_local
+        reduce_local(self, inbuf, inoutbuf)
+
 
 class PremulSum:
     """A PREMUL_SUM reduce op with a factor: each rank's input is multiplied by ``scalar`` before summing.
@@ -98,6 +103,11 @@ class MPIOp(enum.Enum):
     MINLOC = "MINLOC"
     REPLACE = "REPLACE"
     NO_OP = "NO_OP"
+
+    def Reduce_local(self, inbuf: object, inoutbuf: object) -> None:  # noqa: N802 - mpi4py's name
+        """``inoutbuf = inbuf op inoutbuf`` on this rank only (LAND, LOR, LXOR, REPLACE, NO_OP), with numpy."""
+        from ._userops import reduce_local
+        reduce_local(self, inbuf, inoutbuf)
 
 
 ReduceOpLike = Union[ReduceOp, int, PremulSum]

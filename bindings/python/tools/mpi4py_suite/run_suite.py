@@ -4,7 +4,8 @@
     python run_suite.py --sdist DIR [--ranks 2] [--only omniccl|mpi4py] [--no-fake-gpu] [--files test_p2p_buf ...]
 
 DIR is an unpacked mpi4py sdist (``pip download --no-deps --no-binary :all:
-mpi4py``, then tar xzf); its test/ folder holds the test files. For OmniCCL,
+mpi4py``, then tar xzf); its test/ folder holds the test files (FILES: the
+blocking and non-blocking collective files and the point-to-point ones). For OmniCCL,
 the tests import the stand-in ``mpi4py`` package next to this file (a map
 of names onto omniccl) and run under ``python -m omniccl.run``; for mpi4py
 they run under ``mpirun`` with the real mpi4py (needs Open MPI and
@@ -24,7 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-FILES = ["test_cco_buf", "test_cco_obj", "test_cco_vec", "test_p2p_buf", "test_p2p_obj"]
+FILES = ["test_cco_buf", "test_cco_obj", "test_cco_vec", "test_p2p_buf", "test_p2p_obj", "test_cco_nb_buf",
+         "test_cco_nb_vec"]
 HERE = Path(__file__).resolve().parent
 
 

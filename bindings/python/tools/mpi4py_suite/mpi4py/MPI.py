@@ -1,6 +1,6 @@
 """mpi4py.MPI's names, mapped one to one onto omniccl (a name map, no behaviour of its own).
 
-Names OmniCCL has no counterpart for (BOTTOM, Grequest, _comm_lock_table,
+Names OmniCCL has no counterpart for (Grequest, _comm_lock_table, Create_keyval,
 ...) are placeholders that raise NotImplementedError when called or asked
 for an attribute, so the tests that use them fail (counted as OmniCCL
 failures) while the rest of their file still runs. The few environment
@@ -37,22 +37,24 @@ LAND, LOR, LXOR = omniccl.LAND, omniccl.LOR, omniccl.LXOR
 BAND, BOR, BXOR = omniccl.BAND, omniccl.BOR, omniccl.BXOR
 MAXLOC, MINLOC, REPLACE, NO_OP = omniccl.MAXLOC, omniccl.MINLOC, omniccl.REPLACE, omniccl.NO_OP
 OP_NULL = None
+Op = omniccl.Op
 
-# datatypes: OmniCCL takes typecodes in messages ([buf, "i"], ...)
+# datatypes: OmniCCL's Datatype objects (each equal to its typecode: MPI.INT == "i")
+Datatype = omniccl.Datatype
+BOTTOM, Get_address = omniccl.BOTTOM, omniccl.Get_address
 DATATYPE_NULL = None
-BYTE = "B"
-CHAR = "c"
-SIGNED_CHAR, UNSIGNED_CHAR = "b", "B"
-SHORT, UNSIGNED_SHORT = "h", "H"
-INT, UNSIGNED_INT, UNSIGNED = "i", "I", "I"
-LONG, UNSIGNED_LONG = "l", "L"
-LONG_LONG, UNSIGNED_LONG_LONG = "q", "Q"
+BYTE, CHAR = omniccl.BYTE, omniccl.CHAR
+SIGNED_CHAR, UNSIGNED_CHAR = omniccl.SIGNED_CHAR, omniccl.UNSIGNED_CHAR
+SHORT, UNSIGNED_SHORT = omniccl.SHORT, omniccl.UNSIGNED_SHORT
+INT, UNSIGNED_INT, UNSIGNED = omniccl.INT, omniccl.UNSIGNED_INT, omniccl.UNSIGNED
+LONG, UNSIGNED_LONG = omniccl.LONG, omniccl.UNSIGNED_LONG
+LONG_LONG, UNSIGNED_LONG_LONG = omniccl.LONG_LONG, omniccl.UNSIGNED_LONG_LONG
 # OmniCCL has no long double: DATATYPE_NULL, as mpi4py has where an MPI lacks a type.
-FLOAT, DOUBLE, LONG_DOUBLE = "f", "d", None
-C_BOOL = "?"
-C_FLOAT_COMPLEX, C_DOUBLE_COMPLEX, C_LONG_DOUBLE_COMPLEX = "F", "D", None
-INT8_T, INT16_T, INT32_T, INT64_T = "b", "h", "i", "q"
-UINT8_T, UINT16_T, UINT32_T, UINT64_T = "B", "H", "I", "Q"
+FLOAT, DOUBLE, LONG_DOUBLE = omniccl.FLOAT, omniccl.DOUBLE, None
+C_BOOL = omniccl.C_BOOL
+C_FLOAT_COMPLEX, C_DOUBLE_COMPLEX, C_LONG_DOUBLE_COMPLEX = omniccl.C_FLOAT_COMPLEX, omniccl.C_DOUBLE_COMPLEX, None
+INT8_T, INT16_T, INT32_T, INT64_T = omniccl.INT8_T, omniccl.INT16_T, omniccl.INT32_T, omniccl.INT64_T
+UINT8_T, UINT16_T, UINT32_T, UINT64_T = omniccl.UINT8_T, omniccl.UINT16_T, omniccl.UINT32_T, omniccl.UINT64_T
 
 # point to point
 ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB = omniccl.ANY_SOURCE, omniccl.ANY_TAG, omniccl.PROC_NULL, omniccl.TAG_UB
@@ -72,6 +74,14 @@ Alloc_mem, Free_mem = omniccl.Alloc_mem, omniccl.Free_mem
 # errors
 Exception = omniccl.OmniCCLError  # noqa: A001 - mpi4py's name
 SUCCESS = 0
+ERR_BUFFER, ERR_COUNT, ERR_TYPE, ERR_TAG = omniccl.ERR_BUFFER, omniccl.ERR_COUNT, omniccl.ERR_TYPE, omniccl.ERR_TAG
+ERR_COMM, ERR_RANK, ERR_ROOT, ERR_OP, ERR_ARG = (omniccl.ERR_COMM, omniccl.ERR_RANK, omniccl.ERR_ROOT, omniccl.ERR_OP,
+                                                 omniccl.ERR_ARG)
+ERR_UNKNOWN, ERR_TRUNCATE, ERR_OTHER, ERR_INTERN = (omniccl.ERR_UNKNOWN, omniccl.ERR_TRUNCATE, omniccl.ERR_OTHER,
+                                                    omniccl.ERR_INTERN)
+ERR_REQUEST, ERR_NO_MEM, ERR_UNSUPPORTED_OPERATION = (omniccl.ERR_REQUEST, omniccl.ERR_NO_MEM,
+                                                      omniccl.ERR_UNSUPPORTED_OPERATION)
+ERR_PROC_FAILED, ERR_LASTCODE = omniccl.ERR_PROC_FAILED, omniccl.ERR_LASTCODE
 
 # environment queries
 THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
