@@ -649,6 +649,32 @@ OCCL_API occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTenso
   return all_reduce_impl("occl_all_reduce_ex", sendbuf, recvbuf, redop, comm, options, work);
 }
 
+static occl_status_t scan_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                               occl_comm_t comm, const occl_options_t* options, occl_work_t* work, bool exclusive) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return collective(comm, fn, [&](Communicator& c) {
+      const TensorView send = to_view(sendbuf, "sendbuf"), recv = to_view(recvbuf, "recvbuf");
+      return exclusive ? coll::exscan(c, send, recv, redop, call) : coll::scan(c, send, recv, redop, call);
+    });
+  });
+}
+OCCL_API occl_status_t occl_scan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                 occl_comm_t comm, occl_work_t* work) {
+  return scan_impl("occl_scan", sendbuf, recvbuf, redop, comm, nullptr, work, false);
+}
+OCCL_API occl_status_t occl_scan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                    occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return scan_impl("occl_scan_ex", sendbuf, recvbuf, redop, comm, options, work, false);
+}
+OCCL_API occl_status_t occl_exscan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                   occl_comm_t comm, occl_work_t* work) {
+  return scan_impl("occl_exscan", sendbuf, recvbuf, redop, comm, nullptr, work, true);
+}
+OCCL_API occl_status_t occl_exscan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                      occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return scan_impl("occl_exscan_ex", sendbuf, recvbuf, redop, comm, options, work, true);
+}
+
 static occl_status_t all_gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,
                                      const occl_options_t* options, occl_work_t* work) {
   return op(fn, options, work, [&](const CallOptions& call) {
