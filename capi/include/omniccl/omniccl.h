@@ -149,13 +149,14 @@ typedef enum occl_red_op {
    * OCCL_RED_OP_CUSTOM_BASE. Passing OCCL_PREMUL_SUM itself means a scalar 1.
    */
   OCCL_PREMUL_SUM = 8,
-  /**
-   * Logical AND/OR/XOR (ABI 1.4), as MPI_LAND/LOR/LXOR: every dtype, floats
-   * and bool included; a nonzero element is true (NaN too, -0.0 not), and
-   * each result element is 1 (true) or 0 (false) in the tensor's dtype.
-   */
+  /* The logical ops (ABI 1.4), as MPI_LAND/LOR/LXOR: every dtype, floats
+     and bool included; a nonzero element is true (NaN too, -0.0 not), and
+     each result element is 1 (true) or 0 (false) in the tensor's dtype. */
+  /** Logical AND: 1 where every input element is nonzero, else 0. */
   OCCL_LAND = 9,
+  /** Logical OR: 1 where any input element is nonzero, else 0. */
   OCCL_LOR = 10,
+  /** Logical XOR: 1 where an odd number of input elements are nonzero. */
   OCCL_LXOR = 11,
   /**
    * Not an op: widens the enum's range, so the values made by
@@ -788,9 +789,10 @@ occl_status_t occl_scan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_r
  */
 occl_status_t occl_exscan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
                           occl_work_t* work);
-/** occl_scan and occl_exscan with per-call options (NULL = defaults). */
+/** occl_scan with per-call options (NULL = defaults). */
 occl_status_t occl_scan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
                            const occl_options_t* options, occl_work_t* work);
+/** occl_exscan with per-call options (NULL = defaults). */
 occl_status_t occl_exscan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
                              const occl_options_t* options, occl_work_t* work);
 
