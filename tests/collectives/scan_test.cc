@@ -57,8 +57,8 @@ int bad_arguments(occl_comm_t comm, int rank) {
   RANK_OK(occl_red_op_create_premul_sum(comm, 2.0, &premul), rank);
   RANK_CHECK(refused(occl_exscan(&tx, &ty, premul, comm, nullptr), {"PREMUL_SUM"}), rank, "premul op" + last());
   RANK_OK(occl_red_op_destroy(comm, premul), rank);
-  RANK_CHECK(refused(occl_scan(&tx, &ty, static_cast<occl_red_op_t>(12), comm, nullptr), {"unknown"}), rank,
-             "op 12" + last());
+  RANK_CHECK(refused(occl_scan(&tx, &ty, static_cast<occl_red_op_t>(63), comm, nullptr), {"unknown"}), rank,
+             "op 63" + last());
   RANK_CHECK(refused(occl_scan(&tx, &ty3, OCCL_SUM, comm, nullptr), {"recvbuf", "3", "4"}), rank, "count" + last());
   RANK_CHECK(refused(occl_exscan(&tx, &tf, OCCL_SUM, comm, nullptr), {"dtype", "int32", "float32"}), rank,
              "dtype" + last());
