@@ -831,6 +831,22 @@ std::string check_large_sum(const float* p, size_t count, size_t base, int n, ui
   return {};
 }
 
+/// scan of 16 MiB of float32 sums, and an in-place exscan of 4 MiB of int32
+/// with LXOR, across the transports' staging.
+void large_scans(Ctx& c, size_t count) {
+  if (!owns(c.set, kScan) || c.broken) return;
+  const uint64_t cs = c.next();
+  std::vector<float> in(count), out(count, -1.0f);
+  for (size_t i = 0; i < count; ++i) in[i] = large_value(c.rank, i, cs);
+  Tensor1D st(in.data(), count, omniccl::testing::dl_float(32)), rt(out.data(), count, omniccl::testing::dl_float(32));
+  const std::string what = cat("scan float32 SUM count=", count);
+  if (issue(c, what, [&](occl_work_t* w) { return occl_scan(&st, &rt, OCCL_SUM, c.comm, w); })) {
+    c.expect(check_large_sum(out.data(), count, 0, c.rank + 1, cs), what);
+  }
+  if (owns(c.set, kExScan) && !c.broken)
+    t_scan(c, DT::kI32, Op{OCCL_LXOR, OCCL_LXOR, 1.0}, (size_t(1) << 20) + 1, true, true);
+}
+
 int large_rank(occl_comm_t comm, int rank, int n, int set) {
   Ctx c;
   c.comm = comm;
@@ -875,6 +891,7 @@ int large_rank(occl_comm_t comm, int rank, int n, int set) {
     }
     if (!c.broken) t_reduce_scatter(c, DT::kF64, Op{OCCL_SUM, OCCL_SUM, 1.0}, (size_t(1) << 19) + 1, true);
   }
+  large_scans(c, L);
   if (owns(set, kReduce) && !c.broken) {
     const uint64_t cs = c.next();
     std::vector<float> in(L), out(rank == root ? L : 1, -1.0f);
