@@ -1172,6 +1172,9 @@ def mpi4py_messages(rank, size):
     start = sum(rc[:rank])
     chk.equal(rs_out, np.arange(start, start + rc[rank], dtype=np.float64) * (size * (size + 1) / 2),
               "Reduce_scatter counts")
+    rl = np.full(rc[rank], 7, np.int16)
+    world.Reduce_scatter(np.full(sum(rc), rank + 1, np.int16), rl, rc, op=dist.LAND)
+    chk.equal(rl, np.ones(rc[rank], np.int16), "Reduce_scatter LAND")
     # object methods
     chk.true(world.allreduce((rank % 2, rank), op=dist.MAXLOC) == (1 if size > 1 else 0, 1 if size > 1 else 0),
              "allreduce MAXLOC")
