@@ -631,6 +631,17 @@ OCCL_API occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* r
   return reduce_impl("occl_reduce_ex", sendbuf, recvbuf, redop, root, comm, options, work);
 }
 
+// The core takes an occl_red_op_t value as the RedOp of the same number
+// (collective/common.h, resolve_op): the two enums must agree.
+static_assert(int(OCCL_SUM) == int(RedOp::kSum) && int(OCCL_PROD) == int(RedOp::kProd) &&
+                  int(OCCL_MIN) == int(RedOp::kMin) && int(OCCL_MAX) == int(RedOp::kMax) &&
+                  int(OCCL_AVG) == int(RedOp::kAvg) && int(OCCL_BAND) == int(RedOp::kBAnd) &&
+                  int(OCCL_BOR) == int(RedOp::kBOr) && int(OCCL_BXOR) == int(RedOp::kBXor) &&
+                  int(OCCL_PREMUL_SUM) == int(RedOp::kPreMulSum) && int(OCCL_LAND) == int(RedOp::kLAnd) &&
+                  int(OCCL_LOR) == int(RedOp::kLOr) && int(OCCL_LXOR) == int(RedOp::kLXor) &&
+                  kernels::kNumRedOps <= OCCL_RED_OP_CUSTOM_BASE,
+              "occl_red_op_t values as RedOp's");
+
 static occl_status_t all_reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf,
                                      occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options,
                                      occl_work_t* work) {
