@@ -778,7 +778,8 @@ occl_status_t occl_comm_window_deregister(occl_comm_t comm, occl_window_t* windo
  * input. AVG and PREMUL_SUM have no prefix meaning: OCCL_ERR_INVALID_ARGUMENT.
  * Floating-point results may differ from a left-to-right sum by rounding
  * (the partial results are combined in a tree), but are the same on every
- * run for the same communicator size.
+ * run for the same communicator size. CUDA tensors are staged through host
+ * memory (ordered on the call's stream like the staged collectives).
  */
 occl_status_t occl_scan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
                         occl_work_t* work);

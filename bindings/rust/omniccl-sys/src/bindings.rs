@@ -950,7 +950,7 @@ unsafe extern "C" {
     pub fn occl_comm_window_deregister(comm: occl_comm_t, window: *mut occl_window_t) -> occl_status_t;
 }
 unsafe extern "C" {
-    #[doc = " Inclusive prefix reduction (MPI_Scan): rank i's recvbuf gets op applied\n to the sendbufs of ranks 0..i, in rank order (x0 op x1 op ... op xi).\n sendbuf and recvbuf have the same dtype and element count on every rank;\n in place when they coincide. op: SUM, PROD, MIN, MAX, the bitwise and the\n logical ops, and on rank 0 a logical op gives the 0/1 truth of its own\n input. AVG and PREMUL_SUM have no prefix meaning: OCCL_ERR_INVALID_ARGUMENT.\n Floating-point results may differ from a left-to-right sum by rounding\n (the partial results are combined in a tree), but are the same on every\n run for the same communicator size."]
+    #[doc = " Inclusive prefix reduction (MPI_Scan): rank i's recvbuf gets op applied\n to the sendbufs of ranks 0..i, in rank order (x0 op x1 op ... op xi).\n sendbuf and recvbuf have the same dtype and element count on every rank;\n in place when they coincide. op: SUM, PROD, MIN, MAX, the bitwise and the\n logical ops, and on rank 0 a logical op gives the 0/1 truth of its own\n input. AVG and PREMUL_SUM have no prefix meaning: OCCL_ERR_INVALID_ARGUMENT.\n Floating-point results may differ from a left-to-right sum by rounding\n (the partial results are combined in a tree), but are the same on every\n run for the same communicator size. CUDA tensors are staged through host\n memory (ordered on the call's stream like the staged collectives)."]
     pub fn occl_scan(
         sendbuf: *const DLTensor,
         recvbuf: *const DLTensor,
