@@ -35,6 +35,9 @@ const char* redop_name(RedOp op) {
     case RedOp::kBOr: return "BOR";
     case RedOp::kBXor: return "BXOR";
     case RedOp::kPreMulSum: return "PREMUL_SUM";
+    case RedOp::kLAnd: return "LAND";
+    case RedOp::kLOr: return "LOR";
+    case RedOp::kLXor: return "LXOR";
   }
   return "UNKNOWN";
 }
@@ -60,6 +63,11 @@ bool is_defined(RedOp op, DType t) {
     case RedOp::kBXor:
       // Bit patterns of floats are not values; integers and bool only.
       return !is_floating(t);
+    case RedOp::kLAnd:
+    case RedOp::kLOr:
+    case RedOp::kLXor:
+      // Truth values: any nonzero element is true, floats included.
+      return true;
   }
   return false;
 }

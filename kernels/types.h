@@ -27,10 +27,15 @@ enum class DType : uint8_t {
 };
 inline constexpr int kNumDTypes = 15;
 
-/// Reduce operations. AVG and PREMUL_SUM combine like SUM; their scaling is
-/// a separate step (scale_divide / scale_multiply).
-enum class RedOp : uint8_t { kSum, kProd, kMin, kMax, kAvg, kBAnd, kBOr, kBXor, kPreMulSum };
-inline constexpr int kNumRedOps = 9;
+/// Reduce operations, numbered as the C ABI's occl_red_op. AVG and
+/// PREMUL_SUM combine like SUM; their scaling is a separate step
+/// (scale_divide / scale_multiply). The logical ops (LAND, LOR, LXOR) take
+/// any nonzero element as true and give 1 or 0 in the operands' dtype.
+enum class RedOp : uint8_t { kSum, kProd, kMin, kMax, kAvg, kBAnd, kBOr, kBXor, kPreMulSum, kLAnd, kLOr, kLXor };
+inline constexpr int kNumRedOps = 12;
+
+/// LAND, LOR and LXOR.
+constexpr bool is_logical(RedOp op) { return op == RedOp::kLAnd || op == RedOp::kLOr || op == RedOp::kLXor; }
 
 /// Bytes per element (0 for a value that is not a DType: callers validate
 /// before sizing buffers). Inline: it is asked several times per call.
@@ -61,7 +66,7 @@ const char* redop_name(RedOp op);
 /// True for float16, bfloat16, float32, float64 and the fp8 types.
 bool is_floating(DType t);
 /// Whether op is defined for t: bitwise ops need integer or bool types, AVG
-/// and PREMUL_SUM are not defined for bool.
+/// and PREMUL_SUM are not defined for bool, logical ops for every dtype.
 bool is_defined(RedOp op, DType t);
 
 }  // namespace omniccl::kernels

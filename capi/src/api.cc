@@ -631,6 +631,17 @@ OCCL_API occl_status_t occl_reduce_ex(const DLTensor* sendbuf, const DLTensor* r
   return reduce_impl("occl_reduce_ex", sendbuf, recvbuf, redop, root, comm, options, work);
 }
 
+// The core takes an occl_red_op_t value as the RedOp of the same number
+// (collective/common.h, resolve_op): the two enums must agree.
+static_assert(int(OCCL_SUM) == int(RedOp::kSum) && int(OCCL_PROD) == int(RedOp::kProd) &&
+                  int(OCCL_MIN) == int(RedOp::kMin) && int(OCCL_MAX) == int(RedOp::kMax) &&
+                  int(OCCL_AVG) == int(RedOp::kAvg) && int(OCCL_BAND) == int(RedOp::kBAnd) &&
+                  int(OCCL_BOR) == int(RedOp::kBOr) && int(OCCL_BXOR) == int(RedOp::kBXor) &&
+                  int(OCCL_PREMUL_SUM) == int(RedOp::kPreMulSum) && int(OCCL_LAND) == int(RedOp::kLAnd) &&
+                  int(OCCL_LOR) == int(RedOp::kLOr) && int(OCCL_LXOR) == int(RedOp::kLXor) &&
+                  kernels::kNumRedOps <= OCCL_RED_OP_CUSTOM_BASE,
+              "occl_red_op_t values as RedOp's");
+
 static occl_status_t all_reduce_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf,
                                      occl_red_op_t redop, occl_comm_t comm, const occl_options_t* options,
                                      occl_work_t* work) {
@@ -647,6 +658,32 @@ OCCL_API occl_status_t occl_all_reduce(const DLTensor* sendbuf, const DLTensor* 
 OCCL_API occl_status_t occl_all_reduce_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
                                           occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
   return all_reduce_impl("occl_all_reduce_ex", sendbuf, recvbuf, redop, comm, options, work);
+}
+
+static occl_status_t scan_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                               occl_comm_t comm, const occl_options_t* options, occl_work_t* work, bool exclusive) {
+  return op(fn, options, work, [&](const CallOptions& call) {
+    return collective(comm, fn, [&](Communicator& c) {
+      const TensorView send = to_view(sendbuf, "sendbuf"), recv = to_view(recvbuf, "recvbuf");
+      return exclusive ? coll::exscan(c, send, recv, redop, call) : coll::scan(c, send, recv, redop, call);
+    });
+  });
+}
+OCCL_API occl_status_t occl_scan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                 occl_comm_t comm, occl_work_t* work) {
+  return scan_impl("occl_scan", sendbuf, recvbuf, redop, comm, nullptr, work, false);
+}
+OCCL_API occl_status_t occl_scan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                    occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return scan_impl("occl_scan_ex", sendbuf, recvbuf, redop, comm, options, work, false);
+}
+OCCL_API occl_status_t occl_exscan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                   occl_comm_t comm, occl_work_t* work) {
+  return scan_impl("occl_exscan", sendbuf, recvbuf, redop, comm, nullptr, work, true);
+}
+OCCL_API occl_status_t occl_exscan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t redop,
+                                      occl_comm_t comm, const occl_options_t* options, occl_work_t* work) {
+  return scan_impl("occl_exscan_ex", sendbuf, recvbuf, redop, comm, options, work, true);
 }
 
 static occl_status_t all_gather_impl(const char* fn, const DLTensor* sendbuf, const DLTensor* recvbuf, occl_comm_t comm,

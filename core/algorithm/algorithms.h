@@ -82,4 +82,13 @@ void gatherv_direct(Engine& e, const char* send, uint64_t send_bytes, char* recv
 void scatterv_direct(Engine& e, const char* send, const uint64_t* counts, const uint64_t* displs, char* recv,
                      uint64_t recv_bytes, int root);
 
+/// Prefix reductions (Hillis-Steele): in round k each rank sends its partial
+/// result to rank r + 2^k and combines the one from rank r - 2^k on its
+/// left, so after ceil(log2 n) rounds rank r holds x0 op ... op xr. Lower
+/// ranks' values are always the left operand. scan: recv may equal send.
+/// exscan: rank r > 0 gets x0 op ... op x(r-1) in recv (which may equal
+/// send); rank 0's recv is not written.
+void scan_recursive_doubling(Engine& e, const char* send, char* recv, size_t count);
+void exscan_recursive_doubling(Engine& e, const char* send, char* recv, size_t count);
+
 }  // namespace omniccl::algo

@@ -3,6 +3,7 @@
 // and the signature every rank of one must agree on.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "tensor/tensor.h"
@@ -25,7 +26,11 @@ enum class OpKind : uint8_t {
   kGatherV,
   kScatterV,
   kInternal,  ///< library-internal exchanges (split)
+  kScan,      ///< inclusive prefix reduction
+  kExScan,    ///< exclusive prefix reduction
 };
+/// One past the largest OpKind value: the size of tables indexed by kind.
+inline constexpr size_t kNumOpKinds = size_t(OpKind::kExScan) + 1;
 const char* op_kind_name(OpKind k);
 /// Broadcast, gather, scatter and their v-variants: each payload goes one
 /// way, from a rank that has nothing else to move meanwhile to one that waits.

@@ -119,6 +119,12 @@ constexpr AlgoEntry kTable[] = {
        algo::scatterv_direct(e, a.send, a.counts, a.displs, a.recv, a.bytes, a.root);
      },
      "per-rank counts: the root sends each part"},
+    {OpKind::kScan, Algo::kRecursiveDoubling,
+     [](Engine& e, const AlgoArgs& a) { algo::scan_recursive_doubling(e, a.send, a.recv, a.count); },
+     "any size: log2(n) rounds, each rank passing its partial result to the rank 2^k above it"},
+    {OpKind::kExScan, Algo::kRecursiveDoubling,
+     [](Engine& e, const AlgoArgs& a) { algo::exscan_recursive_doubling(e, a.send, a.recv, a.count); },
+     "any size: log2(n) rounds as scan, with a second partial result that leaves out the rank's own input"},
 };
 
 constexpr const char* kAlgoNames[kNumAlgos] = {"none",          "ring",     "recursive_doubling", "recursive_halving",
@@ -137,7 +143,7 @@ std::span<const AlgoEntry> algorithm_table() { return kTable; }
 const AlgoEntry& find_algorithm(OpKind op, Algo algo) {
   // Looked up on every call: an index built once instead of a scan.
   static const auto index = [] {
-    std::array<std::array<const AlgoEntry*, kNumAlgos>, 16> by{};
+    std::array<std::array<const AlgoEntry*, kNumAlgos>, kNumOpKinds> by{};
     for (const AlgoEntry& row : kTable) by[static_cast<size_t>(row.op)][static_cast<size_t>(row.algo)] = &row;
     return by;
   }();

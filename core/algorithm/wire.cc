@@ -24,6 +24,8 @@ const char* op_kind_name(OpKind k) {
     case OpKind::kGatherV: return "gatherv";
     case OpKind::kScatterV: return "scatterv";
     case OpKind::kInternal: return "internal exchange";
+    case OpKind::kScan: return "scan";
+    case OpKind::kExScan: return "exscan";
   }
   return "?";
 }

@@ -24,6 +24,7 @@ WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& re
                   const char* src = premultiply(e, spec, in, count, dtype);
                   algo.run(e, {.send = src, .recv = buf, .count = count});
                   if (spec.op == RedOp::kAvg) e.exec().scale_divide(buf, count, dtype, n);
+                  if (n == 1 && is_logical(spec.op)) truth_values(e, buf, count, dtype);
                 });
 }
 

@@ -44,6 +44,10 @@ WorkPtr all_gather(Communicator& c, const TensorView& send, const TensorView& re
 WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView& recv, int op,
                        const CallOptions& call);
 WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& recv, const CallOptions& call);
+/// Prefix reductions (inclusive, exclusive) in rank order; exscan leaves
+/// rank 0's recv as it was. AVG and PREMUL_SUM: kInvalidArgument.
+WorkPtr scan(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call);
+WorkPtr exscan(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call);
 WorkPtr barrier(Communicator& c, const CallOptions& call);
 
 /// Counts and displacements in elements; empty displs = packed.

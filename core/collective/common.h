@@ -161,6 +161,13 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
   return c.submit(op, true);
 }
 
+/// Makes buf's count elements the 0/1 truth values of what they hold (as the
+/// logical ops give): for a result that no combine has touched, a single
+/// rank's all_reduce, reduce or reduce_scatter, or a prefix of one rank.
+inline void truth_values(Engine& e, char* buf, size_t count, DType t) {
+  if (count > 0) e.exec().reduce(buf, buf, buf, count, t, RedOp::kLOr);  // x OR x is x's truth
+}
+
 /// premultiply's PREMUL_SUM case: src times the scalar, in engine scratch slot 3.
 const char* premultiplied(Engine& e, const ReduceSpec& op, const char* src, size_t count, DType t);
 /// Pre-multiplies (PREMUL_SUM) into engine scratch slot 3, else returns src.

@@ -27,6 +27,9 @@ std::optional<WorkPtr> launch_device_call(Communicator& c, algo::DeviceCall d,
                                           std::initializer_list<const TensorView*> used, const CallOptions& call) {
   algo::DeviceEngine* engine = c.device_engine();
   if (engine == nullptr) return std::nullopt;
+  // A single rank's logical reduction combines nothing, so its input must be
+  // made 0/1 by hand: the staged path does that (truth_values).
+  if (c.size() == 1 && is_logical(d.op)) return std::nullopt;
   int device = -1;
   for (const TensorView* t : used) {
     if (t == nullptr || t->count == 0) continue;

@@ -32,6 +32,7 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
                   const char* src = premultiply(e, spec, in, count, dtype);
                   algo.run(e, {.send = src, .recv = out, .count = count, .root = root});
                   if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, count, dtype, n);
+                  if (is_root && n == 1 && is_logical(spec.op)) truth_values(e, out, count, dtype);
                 });
 }
 

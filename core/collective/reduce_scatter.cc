@@ -27,6 +27,7 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
                   const char* src = premultiply(e, spec, in, send_count, dtype);
                   algo.run(e, {.send = src, .recv = out, .count = count});
                   if (spec.op == RedOp::kAvg) e.exec().scale_divide(out, count, dtype, n);
+                  if (n == 1 && is_logical(spec.op)) truth_values(e, out, count, dtype);
                 });
 }
 

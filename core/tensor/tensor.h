@@ -12,6 +12,7 @@ namespace omniccl {
 using kernels::DType;
 using kernels::dtype_name;
 using kernels::dtype_size;
+using kernels::is_logical;
 using kernels::RedOp;
 using kernels::redop_name;
 

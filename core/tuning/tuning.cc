@@ -60,6 +60,8 @@ constexpr Row kDefaultTable[] = {
     {OpKind::kGatherV, kAny, Algo::kDirect, "only algorithm"},
     {OpKind::kScatterV, kAny, Algo::kDirect, "only algorithm"},
     {OpKind::kInternal, kAny, Algo::kDirect, "only algorithm"},
+    {OpKind::kScan, kAny, Algo::kRecursiveDoubling, "only algorithm"},
+    {OpKind::kExScan, kAny, Algo::kRecursiveDoubling, "only algorithm"},
 };
 
 struct Named {
@@ -81,6 +83,8 @@ constexpr Named kOpNames[] = {
     {"all_to_all", OpKind::kAllToAll},
     {"alltoall", OpKind::kAllToAll},
     {"barrier", OpKind::kBarrier},
+    {"scan", OpKind::kScan},
+    {"exscan", OpKind::kExScan},
 };
 constexpr OpKind kTunable[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather,
                                OpKind::kBroadcast, OpKind::kReduce,        OpKind::kGather,
@@ -116,7 +120,7 @@ std::string offered(OpKind k) {
 std::span<const Algo> algos_for(OpKind kind) {
   // Built once from the algorithm table (algorithm/registry.cc).
   static const auto offers = [] {
-    std::array<std::vector<Algo>, 16> by_op;
+    std::array<std::vector<Algo>, kNumOpKinds> by_op;
     for (const AlgoEntry& row : algorithm_table()) by_op[static_cast<size_t>(row.op)].push_back(row.algo);
     return by_op;
   }();

@@ -31,7 +31,7 @@ class AlgoOverride {
   bool empty() const;
 
  private:
-  std::array<Algo, 16> per_op_;
+  std::array<Algo, kNumOpKinds> per_op_;
 };
 
 /// Picks the algorithm for one call. Deterministic, so every rank agrees:

@@ -11,7 +11,9 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
+#include "kernels/cpu/logical.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/types.h"
 
@@ -26,6 +28,17 @@ namespace omniccl::kernels::cpu::detail {
   throw std::invalid_argument(std::string(what) + ": dtype " + dtype_name(t) + " is not supported here");
 }
 
+/// The logical kernel for op (LAND, LOR, LXOR) over truth type Truth.
+template <class Truth, class F>
+void visit_logical(RedOp op, F& f) {
+  switch (op) {
+    case RedOp::kLAnd: return f(LogicalAnd<Truth>{});
+    case RedOp::kLOr: return f(LogicalOr<Truth>{});
+    case RedOp::kLXor: return f(LogicalXor<Truth>{});
+    default: return;
+  }
+}
+
 template <class T, class F>
 void visit_int(RedOp op, F& f) {
   switch (op) {
@@ -38,6 +51,9 @@ void visit_int(RedOp op, F& f) {
     case RedOp::kBAnd: return f(BitAnd<T>{});
     case RedOp::kBOr: return f(BitOr<T>{});
     case RedOp::kBXor: return f(BitXor<T>{});
+    case RedOp::kLAnd:
+    case RedOp::kLOr:
+    case RedOp::kLXor: return visit_logical<ValueTruth<T>>(op, f);
   }
 }
 
@@ -50,12 +66,16 @@ void visit_float(RedOp op, F& f) {
     case RedOp::kProd: return f(FloatProd<T>{});
     case RedOp::kMin: return f(FloatMin<T>{});
     case RedOp::kMax: return f(FloatMax<T>{});
+    case RedOp::kLAnd:
+    case RedOp::kLOr:
+    case RedOp::kLXor: return visit_logical<ValueTruth<T>>(op, f);
     default: return;  // bitwise ops: rejected by is_defined before this
   }
 }
 
 template <class C, class F>
 void visit_half(RedOp op, F& f) {
+  using Truth = std::conditional_t<std::is_same_v<C, Fp16>, Fp16Truth, Bf16Truth>;
   switch (op) {
     case RedOp::kSum:
     case RedOp::kAvg:
@@ -63,12 +83,16 @@ void visit_half(RedOp op, F& f) {
     case RedOp::kProd: return f(HalfProd<C>{});
     case RedOp::kMin: return f(HalfMin<C>{});
     case RedOp::kMax: return f(HalfMax<C>{});
+    case RedOp::kLAnd:
+    case RedOp::kLOr:
+    case RedOp::kLXor: return visit_logical<Truth>(op, f);
     default: return;
   }
 }
 
 template <class C, class F>
 void visit_fp8(RedOp op, F& f) {
+  using Truth = std::conditional_t<std::is_same_v<C, Fp8E4M3>, Fp8E4M3Truth, Fp8E5M2Truth>;
   switch (op) {
     case RedOp::kSum:
     case RedOp::kAvg:
@@ -76,6 +100,9 @@ void visit_fp8(RedOp op, F& f) {
     case RedOp::kProd: return f(Fp8Prod<C>{});
     case RedOp::kMin: return f(Fp8Min<C>{});
     case RedOp::kMax: return f(Fp8Max<C>{});
+    case RedOp::kLAnd:
+    case RedOp::kLOr:
+    case RedOp::kLXor: return visit_logical<Truth>(op, f);
     default: return;
   }
 }
@@ -85,11 +112,14 @@ void visit_bool(RedOp op, F& f) {
   switch (op) {
     case RedOp::kSum:
     case RedOp::kMax:
-    case RedOp::kBOr: return f(BoolOr{});
+    case RedOp::kBOr:
+    case RedOp::kLOr: return f(BoolOr{});
     case RedOp::kProd:
     case RedOp::kMin:
-    case RedOp::kBAnd: return f(BoolAnd{});
-    case RedOp::kBXor: return f(BoolXor{});
+    case RedOp::kBAnd:
+    case RedOp::kLAnd: return f(BoolAnd{});
+    case RedOp::kBXor:
+    case RedOp::kLXor: return f(BoolXor{});
     default: return;  // AVG / PREMUL_SUM: rejected by is_defined
   }
 }

@@ -53,7 +53,19 @@ using omniccl::testing::Tensor1D;
 // ---------------------------------------------------------------------------
 // Algorithm sets
 
-enum Coll { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kGather, kScatter, kAllToAll, kBarrier };
+enum Coll {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAll,
+  kBarrier,
+  kScan,
+  kExScan
+};
 
 struct CollAlgos {
   const char* name;
@@ -71,6 +83,8 @@ const std::vector<CollAlgos>& colls() {
       {"scatter", {"tree", "direct"}},
       {"all_to_all", {"pairwise", "direct"}},
       {"barrier", {"recursive_doubling", "dissemination", "direct"}},
+      {"scan", {"recursive_doubling"}},
+      {"exscan", {"recursive_doubling"}},
   };
   return k;
 }
@@ -544,11 +558,37 @@ void t_reduce_scatter(Ctx& c, DT d, const Op& op, size_t cnt, bool inplace) {
   if (!inplace && !same_input(d, op, send, c.n * cnt, 0, c.rank, cs)) c.fail(what + ": sendbuf changed");
 }
 
+/// scan (inclusive): rank i gets the reduction over ranks 0..i; exscan
+/// (exclusive) over ranks 0..i-1, and rank 0's recvbuf stays as it was.
+void t_scan(Ctx& c, DT d, const Op& op, size_t count, bool inplace, bool exclusive) {
+  const uint64_t cs = c.next();
+  Buf send(d, count), recv(d, count);
+  fill_reduce_input(d, op, send.data(), count, 0, c.rank, cs);
+  unsigned char* out = inplace ? send.data() : recv.data();
+  Tensor1D st(send.data(), count, dt_dl(d));
+  Tensor1D rt(out, count, dt_dl(d));
+  const std::string what =
+      cat(exclusive ? "exscan " : "scan ", dt_name(d), " ", op.name(), " count=", count, inplace ? " in-place" : "");
+  if (!issue(c, what, [&](occl_work_t* w) {
+        return exclusive ? occl_exscan(&st, &rt, op.handle, c.comm, w) : occl_scan(&st, &rt, op.handle, c.comm, w);
+      })) {
+    return;
+  }
+  if (exclusive && c.rank == 0) {
+    const std::string err = inplace ? (same_input(d, op, send, count, 0, c.rank, cs) ? "" : "sendbuf changed")
+                                    : check_sentinel(recv.data(), recv.nbytes());
+    c.expect(err, what + ": rank 0's recvbuf");
+  } else {
+    c.expect(check_reduce_output(d, op, out, count, 0, exclusive ? c.rank : c.rank + 1, cs), what);
+  }
+  if (!inplace && !same_input(d, op, send, count, 0, c.rank, cs)) c.fail(what + ": sendbuf changed");
+}
+
 /// The reduce ops a dtype supports, with the created PREMUL_SUM ops.
 std::vector<Op> ops_for(DT d, const Op& premul_int, const Op& premul_float, const Op& neg_int, const Op& neg_float) {
   std::vector<Op> out;
-  for (occl_red_op_t k :
-       {OCCL_SUM, OCCL_PROD, OCCL_MIN, OCCL_MAX, OCCL_AVG, OCCL_BAND, OCCL_BOR, OCCL_BXOR, OCCL_PREMUL_SUM}) {
+  for (occl_red_op_t k : {OCCL_SUM, OCCL_PROD, OCCL_MIN, OCCL_MAX, OCCL_AVG, OCCL_BAND, OCCL_BOR, OCCL_BXOR,
+                          OCCL_PREMUL_SUM, OCCL_LAND, OCCL_LOR, OCCL_LXOR}) {
     if (!op_defined(k, d)) continue;
     out.push_back(Op{k, k, 1.0});  // plain OCCL_PREMUL_SUM means scalar 1
   }
@@ -717,6 +757,10 @@ int matrix_rank(occl_comm_t comm, int rank, int n, int set, const std::string& t
           if (owns(set, kAllReduce)) t_all_reduce(c, d, op, count, inplace);
           if (owns(set, kReduce)) t_reduce(c, d, op, count, inplace ? (op_root + 1) % n : op_root, inplace);
           if (owns(set, kReduceScatter)) t_reduce_scatter(c, d, op, count, inplace);
+          // AVG and PREMUL_SUM have no prefix meaning (refused: scan_test.cc).
+          if (op.kind == OCCL_AVG || op.kind == OCCL_PREMUL_SUM) continue;
+          if (owns(set, kScan)) t_scan(c, d, op, count, inplace, false);
+          if (owns(set, kExScan)) t_scan(c, d, op, count, inplace, true);
         }
       }
     }
@@ -787,6 +831,22 @@ std::string check_large_sum(const float* p, size_t count, size_t base, int n, ui
   return {};
 }
 
+/// scan of 16 MiB of float32 sums, and an in-place exscan of 4 MiB of int32
+/// with LXOR, across the transports' staging.
+void large_scans(Ctx& c, size_t count) {
+  if (!owns(c.set, kScan) || c.broken) return;
+  const uint64_t cs = c.next();
+  std::vector<float> in(count), out(count, -1.0f);
+  for (size_t i = 0; i < count; ++i) in[i] = large_value(c.rank, i, cs);
+  Tensor1D st(in.data(), count, omniccl::testing::dl_float(32)), rt(out.data(), count, omniccl::testing::dl_float(32));
+  const std::string what = cat("scan float32 SUM count=", count);
+  if (issue(c, what, [&](occl_work_t* w) { return occl_scan(&st, &rt, OCCL_SUM, c.comm, w); })) {
+    c.expect(check_large_sum(out.data(), count, 0, c.rank + 1, cs), what);
+  }
+  if (owns(c.set, kExScan) && !c.broken)
+    t_scan(c, DT::kI32, Op{OCCL_LXOR, OCCL_LXOR, 1.0}, (size_t(1) << 20) + 1, true, true);
+}
+
 int large_rank(occl_comm_t comm, int rank, int n, int set) {
   Ctx c;
   c.comm = comm;
@@ -831,6 +891,7 @@ int large_rank(occl_comm_t comm, int rank, int n, int set) {
     }
     if (!c.broken) t_reduce_scatter(c, DT::kF64, Op{OCCL_SUM, OCCL_SUM, 1.0}, (size_t(1) << 19) + 1, true);
   }
+  large_scans(c, L);
   if (owns(set, kReduce) && !c.broken) {
     const uint64_t cs = c.next();
     std::vector<float> in(L), out(rank == root ? L : 1, -1.0f);

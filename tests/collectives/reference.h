@@ -126,13 +126,31 @@ inline const char* op_name(occl_red_op_t op) {
     case OCCL_BOR: return "BOR";
     case OCCL_BXOR: return "BXOR";
     case OCCL_PREMUL_SUM: return "PREMUL_SUM";
+    case OCCL_LAND: return "LAND";
+    case OCCL_LOR: return "LOR";
+    case OCCL_LXOR: return "LXOR";
     default: break;  // OCCL_RED_OP_MAX_ENUM is not an op
   }
   return "?";
 }
 
+inline bool op_logical(occl_red_op_t op) { return op == OCCL_LAND || op == OCCL_LOR || op == OCCL_LXOR; }
+
+/// The truth value of x as the logical ops give it (1 or 0, in R).
+template <class R>
+R truth(bool t) {
+  return static_cast<R>(t ? 1 : 0);
+}
+/// a LAND/LOR/LXOR b, nonzero being true.
+template <class R>
+R logical(occl_red_op_t op, R a, R b) {
+  const bool x = a != R(0), y = b != R(0);
+  return truth<R>(op == OCCL_LAND ? (x && y) : op == OCCL_LOR ? (x || y) : (x != y));
+}
+
 /// Whether `op` is defined for `d` (the undefined pairs are error tests
-/// elsewhere): bitwise ops need integer or bool, AVG/PREMUL_SUM not bool.
+/// elsewhere): bitwise ops need integer or bool, AVG/PREMUL_SUM not bool,
+/// logical ops take every dtype.
 inline bool op_defined(occl_red_op_t op, DT d) {
   if (op == OCCL_BAND || op == OCCL_BOR || op == OCCL_BXOR) return !dt_float(d);
   if (op == OCCL_AVG || op == OCCL_PREMUL_SUM) return d != DT::kBool;
@@ -221,6 +239,9 @@ struct IntModel {
       case OCCL_PROD: return static_cast<T>((h >> 61) != 0 ? (h | 1u) : h);  // mostly odd
       case OCCL_BAND: return static_cast<T>(h | mix64(h));                   // dense bits
       case OCCL_BOR: return static_cast<T>(h & mix64(h) & mix64(h + 1));     // sparse bits
+      case OCCL_LAND: return static_cast<T>(h % 8 == 0 ? 0 : h | 0x80);      // mostly true
+      case OCCL_LOR: return static_cast<T>(h % 8 == 0 ? h | 0x40 : 0);       // mostly false
+      case OCCL_LXOR: return static_cast<T>(h % 2 == 0 ? 0 : h | 0x10);      // either
       default: return static_cast<T>(h);                                     // full range
     }
   }
@@ -242,11 +263,15 @@ struct IntModel {
       case OCCL_BAND: return static_cast<T>(a & b);
       case OCCL_BOR: return static_cast<T>(a | b);
       case OCCL_BXOR: return static_cast<T>(a ^ b);
+      case OCCL_LAND:
+      case OCCL_LOR:
+      case OCCL_LXOR: return logical<T>(op.kind, a, b);
       default: break;  // OCCL_RED_OP_MAX_ENUM is not an op
     }
     return a;
   }
   static R finish(const Op& op, R acc, int n) {
+    if (op_logical(op.kind)) return truth<T>(acc != 0);  // one rank's input is made 0/1 too
     if (op.kind != OCCL_AVG) return acc;
     return static_cast<T>(acc / static_cast<T>(n));  // truncates toward zero
   }
@@ -264,18 +289,21 @@ struct IntModel {
 struct BoolModel {
   using S = uint8_t;
   using R = uint8_t;
-  static bool and_like(const Op& op) { return op.kind == OCCL_PROD || op.kind == OCCL_MIN || op.kind == OCCL_BAND; }
+  static bool and_like(const Op& op) {
+    return op.kind == OCCL_PROD || op.kind == OCCL_MIN || op.kind == OCCL_BAND || op.kind == OCCL_LAND;
+  }
+  static bool xor_like(const Op& op) { return op.kind == OCCL_BXOR || op.kind == OCCL_LXOR; }
   static R gen(const Op& op, uint64_t h) {
-    if (op.kind == OCCL_BXOR) return static_cast<R>(h & 1);
+    if (xor_like(op)) return static_cast<R>(h & 1);
     return and_like(op) ? static_cast<R>(h % 8 != 0) : static_cast<R>(h % 8 == 0);
   }
   static S store(R v) { return v; }
   static R load(S v) { return v; }
   static R pre(const Op&, R x) { return x; }
   static R combine(const Op& op, R a, R b) {
-    if (op.kind == OCCL_BXOR) return static_cast<R>((a != 0) ^ (b != 0));
+    if (xor_like(op)) return static_cast<R>((a != 0) ^ (b != 0));
     if (and_like(op)) return static_cast<R>((a != 0) && (b != 0));
-    return static_cast<R>((a != 0) || (b != 0));  // SUM, MAX, BOR
+    return static_cast<R>((a != 0) || (b != 0));  // SUM, MAX, BOR, LOR
   }
   static R finish(const Op&, R acc, int) { return acc; }
   static bool ok(const Op&, S got, R want) { return got == want; }
@@ -363,6 +391,14 @@ struct FloatModel {
       static constexpr double kProd[4] = {-2.0, -1.0, 1.0, 2.0};
       return kProd[h & 3];
     }
+    if (op_logical(op.kind)) {
+      // Zeros of both signs (both false) among nonzero values, biased as
+      // IntModel's; NaN is true, tested in scan_test.cc.
+      const double zero = (h & 16) != 0 ? -0.0 : 0.0;
+      const double value = static_cast<double>(1 + h % C::kGenMax) * ((h & 32) != 0 ? -1 : 1);
+      const bool nonzero = op.kind == OCCL_LAND ? h % 8 != 0 : op.kind == OCCL_LOR ? h % 8 == 0 : h % 2 != 0;
+      return nonzero ? value : zero;
+    }
     return static_cast<double>(static_cast<int>(h % (2 * C::kGenMax + 1)) - C::kGenMax);
   }
   static S store(R v) { return C::enc(v); }
@@ -373,10 +409,16 @@ struct FloatModel {
       case OCCL_PROD: return a * b;
       case OCCL_MIN: return b < a ? b : a;
       case OCCL_MAX: return a < b ? b : a;
+      case OCCL_LAND:
+      case OCCL_LOR:
+      case OCCL_LXOR: return logical<R>(op.kind, a, b);
       default: return a + b;  // SUM, AVG, PREMUL_SUM
     }
   }
-  static R finish(const Op& op, R acc, int n) { return op.kind == OCCL_AVG ? acc / n : acc; }
+  static R finish(const Op& op, R acc, int n) {
+    if (op_logical(op.kind)) return truth<R>(acc != 0);  // one rank's input is made 0/1 too
+    return op.kind == OCCL_AVG ? acc / n : acc;
+  }
   static bool ok(const Op& op, S got, R want) {
     const double g = C::dec(got);
     if (op.kind != OCCL_AVG) return g == want;  // exact by construction

@@ -189,6 +189,30 @@ inline Result run_reduce_scatter(const Ctx& c) {
   return r;
 }
 
+/// scan, and exscan when `exclusive` (rank 0's recvbuf must stay as it was).
+inline Result run_scan(const Ctx& c, bool exclusive) {
+  const Spec& s = c.s;
+  const auto n = static_cast<size_t>(s.count);
+  Buf in(s.dt, n), out(s.dt, n);
+  fill_input(s, in.data(), n, 0, c.rank);
+  Buf& dst = s.in_place ? in : out;
+  Tensor1D ti(in.data(), s.count, dl(s)), to(dst.data(), s.count, dl(s));
+  Result r;
+  r.st = issue(s, [&](occl_work_t* w) {
+    return exclusive ? occl_exscan(&ti, &to, s.op.handle, c.comm, w) : occl_scan(&ti, &to, s.op.handle, c.comm, w);
+  });
+  if (r.st != OCCL_SUCCESS) return r;
+  if (!exclusive || c.rank > 0) {
+    r.bad = check_output(s, dst.data(), n, 0, exclusive ? c.rank : c.rank + 1);
+    return r;
+  }
+  Buf want(s.dt, n);
+  fill_input(s, want.data(), n, 0, c.rank);
+  if (s.in_place && std::memcmp(want.data(), in.data(), in.nbytes()) != 0) r.bad = "exscan wrote rank 0's recvbuf";
+  if (!s.in_place) r.bad = occl_ref::check_sentinel(out.data(), out.nbytes());
+  return r;
+}
+
 inline Result run_broadcast(const Ctx& c) {
   const Spec& s = c.s;
   const auto n = static_cast<size_t>(s.count);

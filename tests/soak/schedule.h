@@ -44,18 +44,24 @@ enum class Kind {
   kAllToAllv,
   kSendRecv,
   kBarrier,
-  kSplit,  // comm split, a few operations on the new communicators, destroy
+  kScan,
+  kExScan,
+  kSplit,  // comm split, a few operations on the new communicators, destroy (last: not drawn inside a split)
   kCount
 };
 
 inline const char* kind_name(Kind k) {
   static const char* const kNames[] = {"all_reduce", "reduce",      "broadcast",  "all_gather",  "reduce_scatter",
                                        "gather",     "scatter",     "all_to_all", "all_gatherv", "gatherv",
-                                       "scatterv",   "all_to_allv", "send_recv",  "barrier",     "split"};
+                                       "scatterv",   "all_to_allv", "send_recv",  "barrier",     "scan",
+                                       "exscan",     "split"};
   return kNames[static_cast<int>(k)];
 }
 
-inline bool is_reduction(Kind k) { return k == Kind::kAllReduce || k == Kind::kReduce || k == Kind::kReduceScatter; }
+inline bool is_scan(Kind k) { return k == Kind::kScan || k == Kind::kExScan; }
+inline bool is_reduction(Kind k) {
+  return k == Kind::kAllReduce || k == Kind::kReduce || k == Kind::kReduceScatter || is_scan(k);
+}
 
 /// How a fault is injected in a round (--faults on).
 enum class Fault { kNone, kKill, kStop, kSlow, kDrop };
@@ -200,11 +206,11 @@ inline DT draw_dtype(Rng& r) {
 /// A reduce op defined for dt. PREMUL_SUM scalars keep the reference exact:
 /// integral for integers, halves for the wide floating types, +-1 for fp8.
 inline occl_ref::Op draw_op(Rng& r, DT dt) {
-  static const occl_red_op_t kOps[] = {OCCL_SUM,  OCCL_PROD, OCCL_MIN,  OCCL_MAX,       OCCL_AVG,
-                                       OCCL_BAND, OCCL_BOR,  OCCL_BXOR, OCCL_PREMUL_SUM};
+  static const occl_red_op_t kOps[] = {OCCL_SUM, OCCL_PROD, OCCL_MIN,  OCCL_MAX, OCCL_AVG,  OCCL_BAND,
+                                       OCCL_BOR, OCCL_BXOR, OCCL_LAND, OCCL_LOR, OCCL_LXOR, OCCL_PREMUL_SUM};
   occl_ref::Op op;
   do {
-    op.kind = kOps[r.below(9)];
+    op.kind = kOps[r.below(std::size(kOps))];
   } while (!occl_ref::op_defined(op.kind, dt));
   op.handle = op.kind;
   if (op.kind != OCCL_PREMUL_SUM) return op;
@@ -225,15 +231,18 @@ inline Spec draw_spec(uint64_t seed, uint64_t index, int nranks, int64_t max_byt
   s.kind = static_cast<Kind>(r.below(static_cast<uint64_t>(kinds)));
   s.dt = draw_dtype(r);
   s.op = draw_op(r, s.dt);
+  // AVG and PREMUL_SUM have no prefix meaning: a scan draws SUM instead.
+  if (is_scan(s.kind) && (s.op.kind == OCCL_AVG || s.op.kind == OCCL_PREMUL_SUM)) s.op = occl_ref::Op{};
   const bool blocks = !(s.kind == Kind::kAllReduce || s.kind == Kind::kReduce || s.kind == Kind::kBroadcast ||
-                        s.kind == Kind::kSendRecv);
+                        s.kind == Kind::kSendRecv || is_scan(s.kind));
   s.count = draw_count(r, occl_ref::dt_size(s.dt), blocks ? nranks : 1, max_bytes);
   s.root = static_cast<int>(r.below(static_cast<uint64_t>(nranks)));
   s.async = r.below(3) == 0;
   s.in_place = r.below(3) == 0;
   s.null_nonroot = r.below(2) == 0;
   s.gaps = r.below(2) == 0;
-  s.rounded = occl_ref::dt_float(s.dt) && r.below(2) == 0;
+  // Random magnitudes are all true: the logical ops keep reference.h's inputs.
+  s.rounded = occl_ref::dt_float(s.dt) && r.below(2) == 0 && !occl_ref::op_logical(s.op.kind);
   return s;
 }
 

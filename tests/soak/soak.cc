@@ -63,6 +63,8 @@ Result run_spec(const Ctx& c, const Plan& p) {
     case Kind::kAllToAllv: return run_all_to_allv(c);
     case Kind::kSendRecv: return run_send_recv(c);
     case Kind::kBarrier: return run_barrier(c);
+    case Kind::kScan: return run_scan(c, false);
+    case Kind::kExScan: return run_scan(c, true);
     case Kind::kSplit: return run_split(c, p);
     case Kind::kCount: break;
   }

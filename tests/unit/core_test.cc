@@ -360,7 +360,7 @@ TEST(AlgorithmTable, OffersAndTunedChoicesComeFromTheTable) {
   const OpKind tunable[] = {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather, OpKind::kBroadcast,
                             OpKind::kReduce,    OpKind::kGather,        OpKind::kScatter,   OpKind::kAllToAll,
                             OpKind::kBarrier,   OpKind::kAllGatherV,    OpKind::kAllToAllV, OpKind::kGatherV,
-                            OpKind::kScatterV};
+                            OpKind::kScatterV,  OpKind::kScan,          OpKind::kExScan};
   AlgoOverride none;
   for (OpKind k : tunable) {
     size_t rows = 0;

@@ -150,6 +150,25 @@ TEST(GpuStaging, RanksMayMixCudaAndCpuTensorsInOneCollective) {
   }));
 }
 
+TEST(GpuStaging, ScanAndExscanGoThroughHostCopies) {
+  // 3 ranks: scan in place, exscan out of place (rank 0's recvbuf keeps its
+  // device contents), then LAND on float32 through the same copies.
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    const int r = c.rank();
+    std::vector<int64_t> x(4099, r + 1), y(4099, -7);
+    coll::exscan(c, dev_view(x, DType::kInt64), dev_view(y, DType::kInt64), int(RedOp::kSum), on(s));
+    coll::scan(c, dev_view(x, DType::kInt64), dev_view(x, DType::kInt64), int(RedOp::kSum), on(s));
+    std::vector<float> f(5, r == 1 ? 0.0f : 2.5f), g(5, -1.0f);
+    coll::scan(c, dev_view(f, DType::kFloat32), dev_view(g, DType::kFloat32), int(RedOp::kLAnd), on(s));
+    ck.expect(s.sync(), "the stream finished");
+    const int64_t inc = int64_t(r + 1) * (r + 2) / 2, exc = int64_t(r) * (r + 1) / 2;
+    ck.expect(x.front() == inc && x.back() == inc, "scan SUM int64 in place");
+    ck.expect(y.front() == (r == 0 ? -7 : exc) && y.back() == (r == 0 ? -7 : exc), "exscan SUM int64");
+    ck.expect(g.front() == (r == 0 ? 1.0f : 0.0f) && g.back() == g.front(), "scan LAND float32");
+  }));
+}
+
 TEST(GpuStaging, CallReturnsBeforeTheStreamReachesItAndLaterWorkSeesTheResult) {
   expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
     EmuStream s;

@@ -41,8 +41,13 @@ constexpr DType kAllDTypes[] = {DType::kInt8,    DType::kInt16,        DType::kI
                                 DType::kUInt8,   DType::kUInt16,       DType::kUInt32,    DType::kUInt64,
                                 DType::kFloat16, DType::kBFloat16,     DType::kFloat32,   DType::kFloat64,
                                 DType::kBool,    DType::kFloat8E4M3FN, DType::kFloat8E5M2};
-constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,  RedOp::kMax,      RedOp::kAvg,
-                             RedOp::kBAnd, RedOp::kBOr,  RedOp::kBXor, RedOp::kPreMulSum};
+constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMin,       RedOp::kMax,  RedOp::kAvg, RedOp::kBAnd,
+                             RedOp::kBOr, RedOp::kBXor, RedOp::kPreMulSum, RedOp::kLAnd, RedOp::kLOr, RedOp::kLXor};
+
+/// LAND / LOR / LXOR of two truth values.
+bool ref_logical(RedOp op, bool x, bool y) {
+  return op == RedOp::kLAnd ? (x && y) : op == RedOp::kLOr ? (x || y) : (x != y);
+}
 
 // ---------------------------------------------------------------------------
 // Reference float16 / bfloat16 codec (double based, independent of half.h).
@@ -150,6 +155,9 @@ T ref_int(RedOp op, T a, T b) {
     case RedOp::kBAnd: return wrap(x & y);
     case RedOp::kBOr: return wrap(x | y);
     case RedOp::kBXor: return wrap(x ^ y);
+    case RedOp::kLAnd:
+    case RedOp::kLOr:
+    case RedOp::kLXor: return static_cast<T>(ref_logical(op, a != 0, b != 0));
   }
   ADD_FAILURE() << "bad op";
   return 0;
@@ -191,6 +199,9 @@ T ref_float(RedOp op, T a, T b) {
     case RedOp::kMax:
       if (std::isnan(a) || std::isnan(b)) return canonical_nan<T>();
       return ref_pick(op, a, b) == 0 ? a : b;
+    case RedOp::kLAnd:
+    case RedOp::kLOr:
+    case RedOp::kLXor: return ref_logical(op, !(a == 0), !(b == 0)) ? T(1) : T(0);  // NaN is true
     default: ADD_FAILURE() << "bad op"; break;
   }
   return std::isnan(r) ? canonical_nan<T>() : r;
@@ -209,6 +220,12 @@ uint16_t ref_small(const SmallFloat& f, RedOp op, uint16_t a, uint16_t b) {
     case RedOp::kMax:
       if (ref_is_nan(f, a) || ref_is_nan(f, b)) return f.quiet_nan;
       return ref_pick(op, fa, fb) == 0 ? a : b;
+    case RedOp::kLAnd:
+    case RedOp::kLOr:
+    case RedOp::kLXor: {
+      const bool x = ref_is_nan(f, a) || fa != 0, y = ref_is_nan(f, b) || fb != 0;
+      return ref_logical(op, x, y) ? ref_encode(f, 1.0f) : uint16_t{0};
+    }
     default: ADD_FAILURE() << "bad op"; return 0;
   }
 }
@@ -218,11 +235,14 @@ uint8_t ref_bool(RedOp op, uint8_t a, uint8_t b) {
   switch (op) {
     case RedOp::kSum:
     case RedOp::kMax:
-    case RedOp::kBOr: return x || y;
+    case RedOp::kBOr:
+    case RedOp::kLOr: return x || y;
     case RedOp::kProd:
     case RedOp::kMin:
-    case RedOp::kBAnd: return x && y;
-    case RedOp::kBXor: return x != y;
+    case RedOp::kBAnd:
+    case RedOp::kLAnd: return x && y;
+    case RedOp::kBXor:
+    case RedOp::kLXor: return x != y;
     default: ADD_FAILURE() << "bad op"; return 0;
   }
 }
@@ -422,7 +442,8 @@ TEST(KernelTypes, SizesAndNames) {
     EXPECT_EQ(dtype_size(kAllDTypes[i]), sizes[i]) << i;
     EXPECT_STREQ(dtype_name(kAllDTypes[i]), names[i]) << i;
   }
-  const char* op_names[] = {"SUM", "PROD", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+  const char* op_names[] = {"SUM", "PROD", "MIN",        "MAX",  "AVG", "BAND",
+                            "BOR", "BXOR", "PREMUL_SUM", "LAND", "LOR", "LXOR"};
   static_assert(std::size(kAllOps) == kNumRedOps);
   for (int i = 0; i < kNumRedOps; ++i) EXPECT_STREQ(redop_name(kAllOps[i]), op_names[i]);
 }
@@ -446,7 +467,8 @@ TEST(KernelTypes, IsDefinedTable) {
   EXPECT_TRUE(is_defined(RedOp::kAvg, DType::kInt32));
   EXPECT_TRUE(is_defined(RedOp::kPreMulSum, DType::kFloat16));
   EXPECT_TRUE(is_defined(RedOp::kMin, DType::kBool));
-  // The whole table: 4 float types lack 3 bitwise ops, bool lacks 2.
+  // The whole table: 6 float types lack 3 bitwise ops, bool lacks 2; the
+  // logical ops take every type.
   int defined = 0;
   for (DType t : kAllDTypes) {
     for (RedOp op : kAllOps) {
@@ -459,7 +481,7 @@ TEST(KernelTypes, IsDefinedTable) {
       defined += want;
     }
   }
-  EXPECT_EQ(defined, 15 * 9 - 6 * 3 - 2);
+  EXPECT_EQ(defined, 15 * 12 - 6 * 3 - 2);
 }
 
 TEST(KernelTypes, UndefinedPairThrows) {

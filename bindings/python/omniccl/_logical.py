@@ -1,20 +1,21 @@
-"""Reductions the C library has no code for, done in Python with numpy on top of its collectives.
+"""Complex reductions the C library cannot do on pairs of reals, done in Python with numpy.
 
-- mpi4py's logical ops (LAND, LOR, LXOR) on buffers: each rank's values
-  become 0/1 (uint8), the C library reduces those with MIN (and), MAX (or)
-  or BXOR (xor), and the 0/1 result is written back in the array's dtype.
-- Complex PROD (the library reduces complex arrays as pairs of reals, which
-  is right for sums only): every rank's array is gathered and multiplied in
-  rank order with numpy (``fold``).
-- Scan and Exscan (prefix reductions): Allgather every rank's buffer, then
-  reduce ranks 0..i (0..i-1) locally in rank order with numpy's ufuncs.
-  Each rank receives size times its buffer: fine for the small buffers
-  scans are used for; a native scan belongs in the C library.
+The library reduces a complex array as an array of twice as many reals,
+which is right for sums only. PROD (a complex product) and the logical ops
+LAND/LOR/LXOR (a complex value is true when either part is nonzero) on
+complex arrays are computed here instead:
 
-Arrays are imported as every collective imports them (one DLPack export,
-else the buffer protocol) and viewed with numpy through the imported
-memory, so these accept what the collectives accept (numpy's own
-from_dlpack is not used: the view lives exactly as long as the import).
+- ``fold`` (Allreduce, Reduce, Reduce_scatter_block, Reduce_scatter):
+  every rank's array is gathered and folded with numpy in rank order.
+- ``scan`` (Scan, Exscan): Allgather every rank's buffer, then reduce ranks
+  0..i (0..i-1) locally in rank order. Each rank receives size times its
+  buffer.
+
+Every other dtype and op, logical ops and scans included, goes to the C
+library. Arrays are imported as every collective imports them (one DLPack
+export, else the buffer protocol) and viewed with numpy through the
+imported memory (numpy's own from_dlpack is not used: the view lives
+exactly as long as the import).
 """
 
 from __future__ import annotations
@@ -72,57 +73,6 @@ def _view(buf: Any, name: str, writable: bool) -> Any:
     return arr
 
 
-_LOGICAL_NATIVE = {MPIOp.LAND: ReduceOp.MIN, MPIOp.LOR: ReduceOp.MAX, MPIOp.LXOR: ReduceOp.BXOR}
-
-
-def _check_logical(op: MPIOp, what: str) -> ReduceOp:
-    if op not in _LOGICAL_NATIVE:
-        raise NotImplementedError(f"{what} with MPI.{op.value}: only object methods (allreduce, reduce, scan) "
-                                  f"take {op.value}; buffer methods would need mpi4py's pair datatypes")
-    return _LOGICAL_NATIVE[op]
-
-
-def _truth(arr: Any) -> Any:
-    return (arr != 0).astype("uint8")
-
-
-def allreduce(comm: "Communicator", sendbuf: Any, recvbuf: Any, op: MPIOp) -> None:
-    """Allreduce with LAND/LOR/LXOR."""
-    native_op = _check_logical(op, "Allreduce")
-    out = _view(recvbuf, "recvbuf", True)
-    src = out if in_place(sendbuf) else _view(sendbuf, "sendbuf", False)
-    if src.size != out.size:
-        raise InvalidArgumentError(f"Allreduce: sendbuf has {src.size} elements, recvbuf {out.size}")
-    flags = _truth(src)
-    comm.Allreduce(comm_in_place(), flags, native_op)
-    out[...] = flags.astype(out.dtype)
-
-
-def reduce(comm: "Communicator", sendbuf: Any, recvbuf: Any, op: MPIOp, root: int) -> None:
-    """Reduce with LAND/LOR/LXOR."""
-    native_op = _check_logical(op, "Reduce")
-    is_root = comm.rank == root
-    out = _view(recvbuf, "recvbuf", True) if is_root else None
-    src = out if (is_root and in_place(sendbuf)) else _view(sendbuf, "sendbuf", False)
-    flags = _truth(src)
-    result = _np().zeros_like(flags) if is_root else None
-    comm.Reduce(flags, result, native_op, root)
-    if is_root:
-        out[...] = result.astype(out.dtype)
-
-
-def reduce_scatter_block(comm: "Communicator", sendbuf: Any, recvbuf: Any, op: MPIOp) -> None:
-    """Reduce_scatter_block with LAND/LOR/LXOR."""
-    native_op = _check_logical(op, "Reduce_scatter_block")
-    out = _view(recvbuf, "recvbuf", True)
-    src = out if in_place(sendbuf) else _view(sendbuf, "sendbuf", False)
-    flags = _truth(src)
-    n = flags.size // comm.size
-    result = _np().zeros(n, "uint8")
-    comm.Reduce_scatter_block(flags, result, native_op)
-    out[:n] = result.astype(out.dtype)
-
-
 def _ufunc(op: Any, dtype: Any) -> Any:
     np = _np()
     if isinstance(op, MPIOp):
@@ -148,7 +98,7 @@ def _ufunc(op: Any, dtype: Any) -> Any:
 
 
 def scan(comm: "Communicator", sendbuf: Any, recvbuf: Any, op: Any, exclusive: bool) -> None:
-    """Scan (inclusive) or Exscan: Allgather, then a local reduction of the ranks before this one."""
+    """Scan (inclusive) or Exscan of complex arrays: Allgather, then a local reduction of the ranks before this one."""
     np = _np()
     out = _view(recvbuf, "recvbuf", True)
     src = out if in_place(sendbuf) else _view(sendbuf, "sendbuf", False)
@@ -166,12 +116,6 @@ def scan(comm: "Communicator", sendbuf: Any, recvbuf: Any, op: Any, exclusive: b
     for row in everyone[1:upto]:
         acc = fn(acc, row).astype(src.dtype, copy=False)
     out[...] = acc
-
-
-def comm_in_place() -> Any:
-    """The IN_PLACE marker (imported late: comm imports this module)."""
-    from .comm import IN_PLACE
-    return IN_PLACE
 
 
 def _tensor_view(t: Any) -> Any:

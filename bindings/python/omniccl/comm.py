@@ -23,7 +23,7 @@ from ._tensors import Tensor, as_tensor
 from ._windows import Window
 from .errors import InvalidArgumentError, OmniCCLError
 from ._messages import in_place, message, vmessage
-from .ops import MPIOp, MPIOpLike, PremulSum, ReduceOp, ReduceOpLike, _check_op
+from .ops import MPIOp, MPIOpLike, PremulSum, ReduceOp, ReduceOpLike, _check_op, logical_value
 from .work import Timeout, Work, _seconds
 
 __all__ = ["Communicator", "COMM_NULL", "IN_PLACE", "UNDEFINED", "get_unique_id"]
@@ -329,6 +329,12 @@ class Communicator:
             if free is not None:
                 free()
 
+    def _any_op_call(self, op: MPIOpLike, what: str, start: Callable[[int], Any]) -> Any:
+        """As _reduce_call, also for the logical MPI ops (LAND, LOR, LXOR), which the C library reduces."""
+        if isinstance(op, MPIOp):
+            return start(logical_value(op, what))
+        return self._reduce_call(op, start)
+
     @staticmethod
     def _wait(native_work: Any) -> None:
         Work(native_work).wait()
@@ -381,13 +387,11 @@ class Communicator:
                 and fast_all_reduce(native, None if sendbuf is IN_PLACE else sendbuf, recvbuf, op, "recvbuf") is None):
             return None
         native = self._live("Allreduce")
-        if isinstance(op, MPIOp):
-            return _logical.allreduce(self, sendbuf, recvbuf, op)
         r = message(recvbuf, "recvbuf", True)
         s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
-        if r.is_complex and _is_prod(op):
+        if r.is_complex and _folded(op, "Allreduce"):
             return _logical.fold(self, s, r, op)
-        self._reduce_call(op, lambda v: native.all_reduce(s, r, v, blocking=True))
+        self._any_op_call(op, "Allreduce", lambda v: native.all_reduce(s, r, v, blocking=True))
         return None
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM, root: int = 0) -> None:
@@ -395,16 +399,14 @@ class Communicator:
         native = self._live("Reduce")
         if isinstance(op, _userops.Op):
             return _userops.reduce(self, sendbuf, recvbuf, op, root)
-        if isinstance(op, MPIOp):
-            return _logical.reduce(self, sendbuf, recvbuf, op, root)
         if native.rank == root:
             r = message(recvbuf, "recvbuf", True)
             s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
         else:
             r, s = None, message(sendbuf, "sendbuf", False)
-        if s.is_complex and _is_prod(op):
+        if s.is_complex and _folded(op, "Reduce"):
             return _logical.fold(self, s, r, op, root=root)
-        self._reduce_call(op, lambda v: native.reduce(s, r, v, root, blocking=True))
+        self._any_op_call(op, "Reduce", lambda v: native.reduce(s, r, v, root, blocking=True))
         return None
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
@@ -506,8 +508,6 @@ class Communicator:
         native = self._live("Reduce_scatter_block")
         if isinstance(op, _userops.Op):
             return _userops.reduce_scatter(self, sendbuf, recvbuf, op, None)
-        if isinstance(op, MPIOp):
-            return _logical.reduce_scatter_block(self, sendbuf, recvbuf, op)
         if in_place(sendbuf):
             full = message(recvbuf, "recvbuf", True, native.size)
             n = full.count // native.size
@@ -515,16 +515,17 @@ class Communicator:
             # elements: the rest of recvbuf (this rank's own input block
             # included) is left as it was.
             block = Tensor.empty_like(full, n)
-            if full.is_complex and _is_prod(op):
+            if full.is_complex and _folded(op, "Reduce_scatter_block"):
                 return _logical.fold(self, full, full, op, block=(native.rank * n // 2, n // 2))
-            self._reduce_call(op, lambda v: native.reduce_scatter(full, block, v, blocking=True))
+            self._any_op_call(op, "Reduce_scatter_block",
+                              lambda v: native.reduce_scatter(full, block, v, blocking=True))
             full.copy_from(block, 0, 0, n)
             return None
         r = message(recvbuf, "recvbuf", True)
         s = message(sendbuf, "sendbuf", False, native.size)
-        if s.is_complex and _is_prod(op):
+        if s.is_complex and _folded(op, "Reduce_scatter_block"):
             return _logical.fold(self, s, r, op, block=(native.rank * (r.count // 2), r.count // 2))
-        self._reduce_call(op, lambda v: native.reduce_scatter(s, r, v, blocking=True))
+        self._any_op_call(op, "Reduce_scatter_block", lambda v: native.reduce_scatter(s, r, v, blocking=True))
         return None
 
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Optional[Sequence[int]] = None,
@@ -562,29 +563,37 @@ class Communicator:
                                        f"add up to {sum(counts)}")
         whole = Tensor.slice(full, 0, sum(counts) * f)
         out = full if mine is None else mine
-        if isinstance(op, MPIOp):
-            raise NotImplementedError("Reduce_scatter with MPI.LAND/LOR/LXOR: use Allreduce")
-        if whole.is_complex and _is_prod(op):
+        if whole.is_complex and _folded(op, "Reduce_scatter"):
             return _logical.fold(self, whole, out, op, block=(sum(counts[:rank]), counts[rank]))
         staging = Tensor.empty_like(whole, whole.count)
-        self._reduce_call(op, lambda v: native.all_reduce(whole, staging, v, blocking=True))
+        self._any_op_call(op, "Reduce_scatter", lambda v: native.all_reduce(whole, staging, v, blocking=True))
         out.copy_from(staging, 0, sum(counts[:rank]) * f, counts[rank] * f)
         return None
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Inclusive prefix reduction: rank i gets the reduction of ranks 0..i's ``sendbuf`` (IN_PLACE allowed).
 
-        Implemented in Python on Allgather (the C library has no scan yet):
-        every rank receives size times the data, and reduces with numpy.
+        ``op``: SUM, PROD, MIN, MAX, the bitwise ops or LAND/LOR/LXOR (occl_scan);
+        AVG and PREMUL_SUM have no prefix meaning (InvalidArgumentError).
         """
-        _logical.scan(self, sendbuf, recvbuf, op, exclusive=False)
+        self._scan("Scan", sendbuf, recvbuf, op, exclusive=False)
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
         """Exclusive prefix reduction: rank i > 0 gets the reduction of ranks 0..i-1; rank 0's recvbuf is untouched.
 
-        Implemented in Python on Allgather, as :meth:`Scan`.
+        Ops as :meth:`Scan` (occl_exscan).
         """
-        _logical.scan(self, sendbuf, recvbuf, op, exclusive=True)
+        self._scan("Exscan", sendbuf, recvbuf, op, exclusive=True)
+
+    def _scan(self, what: str, sendbuf: Any, recvbuf: Any, op: MPIOpLike, exclusive: bool) -> None:
+        native = self._live(what)
+        r = message(recvbuf, "recvbuf", True)
+        s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
+        if r.is_complex and _folded(op, what):
+            # Complex PROD and logical ops are not element-wise on pairs of reals.
+            return _logical.scan(self, sendbuf, recvbuf, op, exclusive=exclusive)
+        self._any_op_call(op, what, lambda v: native.scan(s, r, v, exclusive, blocking=True))
+        return None
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Block j of rank i's ``sendbuf`` becomes block i of rank j's ``recvbuf`` (sendbuf may be IN_PLACE)."""
@@ -1052,3 +1061,12 @@ COMM_NULL = Communicator(None)
 def _is_prod(op: Any) -> bool:
     """Whether op is PROD (complex PROD is folded in Python: the library multiplies reals pairwise)."""
     return isinstance(op, int) and not isinstance(op, bool) and op == ReduceOp.PRODUCT
+
+
+def _folded(op: Any, what: str) -> bool:
+    """Whether a complex reduction with op is folded in Python: PROD and the logical ops (a complex
+    value is true when either part is nonzero, which pairs of reals cannot say)."""
+    if isinstance(op, MPIOp):
+        logical_value(op, what)  # raises for the object-only ops
+        return True
+    return _is_prod(op)

@@ -84,12 +84,14 @@ def make_premul_sum(scalar: float) -> PremulSum:
 
 
 class MPIOp(enum.Enum):
-    """mpi4py's reduce ops that the C library has no code for, done in Python.
+    """mpi4py's reduce ops beyond :class:`ReduceOp`.
 
     - ``LAND``, ``LOR``, ``LXOR``: logical and/or/xor; buffer methods
-      (Allreduce, Reduce, Reduce_scatter_block, Scan, Exscan) compute them
-      with numpy on 0/1 values and write 0/1 (True/False) in the array's
-      dtype; object methods apply Python's ``and``/``or``/xor of truth values.
+      (Allreduce, Reduce, Reduce_scatter_block, Reduce_scatter, Scan, Exscan)
+      hand them to the C library (``OCCL_LAND``, ``OCCL_LOR``, ``OCCL_LXOR``):
+      a nonzero element is true, and the result is 0/1 (False/True) in the
+      array's dtype (complex arrays are reduced in Python with numpy);
+      object methods apply Python's ``and``/``or``/xor of truth values.
     - ``MAXLOC``, ``MINLOC``: object methods only, on ``(value, index)``
       pairs (ties take the lower index, as MPI); buffer methods raise
       NotImplementedError (mpi4py's pair datatypes are not offered).
@@ -108,6 +110,19 @@ class MPIOp(enum.Enum):
         """``inoutbuf = inbuf op inoutbuf`` on this rank only (LAND, LOR, LXOR, REPLACE, NO_OP), with numpy."""
         from ._userops import reduce_local
         reduce_local(self, inbuf, inoutbuf)
+
+
+#: The C library's values (occl_red_op_t) of the logical ops.
+_LOGICAL_VALUES = {MPIOp.LAND: 9, MPIOp.LOR: 10, MPIOp.LXOR: 11}
+
+
+def logical_value(op: MPIOp, what: str) -> int:
+    """The C value of a logical op for buffer method ``what``; NotImplementedError for the object-only ops."""
+    value = _LOGICAL_VALUES.get(op)
+    if value is None:
+        raise NotImplementedError(f"{what} with MPI.{op.value}: only object methods (allreduce, reduce, scan) "
+                                  f"take {op.value}; buffer methods would need mpi4py's pair datatypes")
+    return value
 
 
 ReduceOpLike = Union[ReduceOp, int, PremulSum]

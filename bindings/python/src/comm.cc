@@ -833,6 +833,25 @@ void bind_all_collectives(py::class_<Comm>& comm) {
       py::arg("blocking") = false);
 }
 
+/// Prefix reductions: scan, and exscan (exclusive=True).
+void bind_scans(py::class_<Comm>& comm) {
+  comm.def(
+      "scan",
+      [](Comm& c, py::object send, py::object recv, int op, bool exclusive, bool blocking) {
+        const char* what = exclusive ? "exscan" : "scan";
+        check_complex_op(send, op, what);
+        check_complex_op(recv, op, what);
+        return c.start(
+            what, {send, recv},
+            [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
+              return exclusive ? occl_exscan_ex(dl_of(send), dl_of(recv), red_op(op), h, o, w)
+                               : occl_scan_ex(dl_of(send), dl_of(recv), red_op(op), h, o, w);
+            },
+            blocking);
+      },
+      py::arg("send"), py::arg("recv"), py::arg("op"), py::arg("exclusive") = false, py::arg("blocking") = false);
+}
+
 /// v-variants among all ranks: per-rank counts and displacements.
 void bind_all_v_collectives(py::class_<Comm>& comm) {
   comm.def(
@@ -963,6 +982,7 @@ void bind_comm(py::module_& m) {
   bind_matched_probes(comm);
   bind_rooted_collectives(comm);
   bind_all_collectives(comm);
+  bind_scans(comm);
   bind_all_v_collectives(comm);
   bind_rooted_v_collectives(comm);
   bind_fast(m);

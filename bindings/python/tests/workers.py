@@ -1141,6 +1141,30 @@ def mpi4py_messages(rank, size):
     world.Exscan(np.array([rank + 1, 2], np.int64), ex, op=dist.PROD)
     chk.equal(ex, np.array([-9, -9] if rank == 0 else [int(np.prod(np.arange(1, rank + 1))), 2 ** rank], np.int64),
               "Exscan PROD")
+    # logical ops and prefixes through the C library: floats (NaN true, -0.0 false), in place
+    fl = np.array([np.nan if rank == 0 else 1.5, -0.0, 2.0 if rank % 2 else 0.0], np.float64)
+    world.Scan(dist.IN_PLACE, fl, op=dist.LAND)
+    chk.equal(fl, np.array([1.0, 0.0, 0.0]), "Scan LAND float64 IN_PLACE")
+    lx = np.full(2, -3, np.int8)
+    world.Exscan(np.array([rank, 7], np.int8), lx, op=dist.LXOR)
+    chk.equal(lx, np.array([-3, -3] if rank == 0 else [(rank - 1) % 2, rank % 2], np.int8), "Exscan LXOR int8")
+    rsb = np.zeros(2, np.int32)
+    world.Reduce_scatter_block(np.array([0] * (2 * size), np.int32) + (rank == size - 1) * 5, rsb, op=dist.LOR)
+    chk.equal(rsb, np.array([1, 1], np.int32), "Reduce_scatter_block LOR")
+    zs = np.zeros(1, np.complex128)
+    world.Scan(np.array([1 + 1j], np.complex128), zs, op=dist.PROD)
+    chk.equal(zs, np.array([(1 + 1j) ** (rank + 1)]), "complex Scan PROD (folded in Python)", tol=1e-12)
+    for bad in (dist.ReduceOp.AVG, dist.ReduceOp.PREMUL_SUM):
+        try:
+            world.Scan(np.ones(2, np.float32), np.zeros(2, np.float32), op=bad)
+            chk.true(False, f"Scan {bad!r} accepted")
+        except dist.InvalidArgumentError as e:
+            chk.true("prefix" in str(e), f"Scan {bad!r} message: {e}")
+    try:
+        world.Exscan(np.ones(2, np.int32), np.zeros(2, np.int32), op=dist.MAXLOC)
+        chk.true(False, "Exscan MAXLOC accepted")
+    except NotImplementedError as e:
+        chk.true("object methods" in str(e), f"Exscan MAXLOC message: {e}")
     chk.true(world.scan(rank, op=dist.SUM) == rank * (rank + 1) // 2, "scan object")
     chk.true(world.exscan(rank) == (None if rank == 0 else rank * (rank - 1) // 2), "exscan object")
     # Reduce_scatter with per-rank counts
@@ -1151,6 +1175,9 @@ def mpi4py_messages(rank, size):
     start = sum(rc[:rank])
     chk.equal(rs_out, np.arange(start, start + rc[rank], dtype=np.float64) * (size * (size + 1) / 2),
               "Reduce_scatter counts")
+    rl = np.full(rc[rank], 7, np.int16)
+    world.Reduce_scatter(np.full(sum(rc), rank + 1, np.int16), rl, rc, op=dist.LAND)
+    chk.equal(rl, np.ones(rc[rank], np.int16), "Reduce_scatter LAND")
     # object methods
     chk.true(world.allreduce((rank % 2, rank), op=dist.MAXLOC) == (1 if size > 1 else 0, 1 if size > 1 else 0),
              "allreduce MAXLOC")

@@ -121,11 +121,12 @@ occl_status_t occl_init_check(int abi_version, int header_version);
 /* Reduce operations                                                         */
 /*                                                                           */
 /* Value rules for occl_red_op_t:                                            */
-/*   0..8   the built-in ops below, valid on every communicator;             */
+/*   0..11  the built-in ops below, valid on every communicator (9..11,    */
+/*          the logical ops, since ABI 1.4);                                 */
 /*   >= 64  (OCCL_RED_OP_CUSTOM_BASE) ops made at run time by                */
 /*          occl_red_op_create_premul_sum(), valid only on the communicator  */
 /*          that made them and until occl_red_op_destroy();                  */
-/*   any other value (9..63, negatives) is OCCL_ERR_INVALID_ARGUMENT.        */
+/*   any other value (12..63, negatives) is OCCL_ERR_INVALID_ARGUMENT.       */
 /* An op must also be defined for the dtype: BAND/BOR/BXOR on floating-point */
 /* types is OCCL_ERR_INVALID_ARGUMENT. OCCL_RED_OP_MAX_ENUM/MIN_ENUM exist   */
 /* only so that every int is a valid value of the enum type in C++.          */
@@ -148,6 +149,15 @@ typedef enum occl_red_op {
    * OCCL_RED_OP_CUSTOM_BASE. Passing OCCL_PREMUL_SUM itself means a scalar 1.
    */
   OCCL_PREMUL_SUM = 8,
+  /* The logical ops (ABI 1.4), as MPI_LAND/LOR/LXOR: every dtype, floats
+     and bool included; a nonzero element is true (NaN too, -0.0 not), and
+     each result element is 1 (true) or 0 (false) in the tensor's dtype. */
+  /** Logical AND: 1 where every input element is nonzero, else 0. */
+  OCCL_LAND = 9,
+  /** Logical OR: 1 where any input element is nonzero, else 0. */
+  OCCL_LOR = 10,
+  /** Logical XOR: 1 where an odd number of input elements are nonzero. */
+  OCCL_LXOR = 11,
   /**
    * Not an op: widens the enum's range, so the values made by
    * occl_red_op_create_premul_sum() (>= OCCL_RED_OP_CUSTOM_BASE) are valid
@@ -440,8 +450,10 @@ occl_status_t occl_work_wait_for(occl_work_t work, int64_t timeout_ms);
     occl_get_version() is then >= 200); 2 once the point-to-point matching
     functions appended in 0.3 exist as well (version >= 300); 3 once the
     registered buffers appended for 0.4 exist as well (unreleased: until 0.4
-    is tagged the version still reads 300, so test this macro, not it). */
-#define OCCL_ABI_VERSION_MINOR 3
+    is tagged the version still reads 300, so test this macro, not it); 4
+    once the logical ops (OCCL_LAND, OCCL_LOR, OCCL_LXOR) and the prefix
+    reductions (occl_scan, occl_exscan) appended for 0.4 exist as well. */
+#define OCCL_ABI_VERSION_MINOR 4
 
 #define OCCL_OPTIONS_MAGIC 0x4f43434fu /* "OCCO" */
 #define OCCL_OPTIONS_VERSION 1u
@@ -752,6 +764,38 @@ occl_status_t occl_comm_window_register(occl_comm_t comm, void* buffer, size_t b
  * handle comm did not give.
  */
 occl_status_t occl_comm_window_deregister(occl_comm_t comm, occl_window_t* window);
+
+/* ------------------------------------------------------------------------ */
+/* Appended in 0.4 (ABI 1.4): prefix reductions                              */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Inclusive prefix reduction (MPI_Scan): rank i's recvbuf gets op applied
+ * to the sendbufs of ranks 0..i, in rank order (x0 op x1 op ... op xi).
+ * sendbuf and recvbuf have the same dtype and element count on every rank;
+ * in place when they coincide. op: SUM, PROD, MIN, MAX, the bitwise and the
+ * logical ops, and on rank 0 a logical op gives the 0/1 truth of its own
+ * input. AVG and PREMUL_SUM have no prefix meaning: OCCL_ERR_INVALID_ARGUMENT.
+ * Floating-point results may differ from a left-to-right sum by rounding
+ * (the partial results are combined in a tree), but are the same on every
+ * run for the same communicator size. CUDA tensors are staged through host
+ * memory (ordered on the call's stream like the staged collectives).
+ */
+occl_status_t occl_scan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
+                        occl_work_t* work);
+/**
+ * Exclusive prefix reduction (MPI_Exscan): rank i > 0 gets op over the
+ * sendbufs of ranks 0..i-1; rank 0's recvbuf is left as it was (MPI leaves
+ * it undefined). Arguments and ops as occl_scan.
+ */
+occl_status_t occl_exscan(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
+                          occl_work_t* work);
+/** occl_scan with per-call options (NULL = defaults). */
+occl_status_t occl_scan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
+                           const occl_options_t* options, occl_work_t* work);
+/** occl_exscan with per-call options (NULL = defaults). */
+occl_status_t occl_exscan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op, occl_comm_t comm,
+                             const occl_options_t* options, occl_work_t* work);
 
 #ifdef __cplusplus
 } /* extern "C" */

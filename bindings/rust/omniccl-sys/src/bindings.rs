@@ -16,7 +16,7 @@ pub const OCCL_CONFIG_MAGIC: u32 = 1329808204;
 pub const OCCL_CONFIG_VERSION: u32 = 2;
 pub const OCCL_FROM_ENV: i32 = -1;
 pub const OCCL_SPLIT_NOCOLOR: i32 = -1;
-pub const OCCL_ABI_VERSION_MINOR: u32 = 3;
+pub const OCCL_ABI_VERSION_MINOR: u32 = 4;
 pub const OCCL_OPTIONS_MAGIC: u32 = 1329808207;
 pub const OCCL_OPTIONS_VERSION: u32 = 1;
 pub const OCCL_ANY_SOURCE: i32 = -1;
@@ -280,6 +280,12 @@ pub const OCCL_BOR: occl_red_op = 6;
 pub const OCCL_BXOR: occl_red_op = 7;
 #[doc = " Placeholder value for PREMUL_SUM; real pre-multiplied sums are created\n with occl_red_op_create_premul_sum(), which returns a value >=\n OCCL_RED_OP_CUSTOM_BASE. Passing OCCL_PREMUL_SUM itself means a scalar 1."]
 pub const OCCL_PREMUL_SUM: occl_red_op = 8;
+#[doc = " Logical AND: 1 where every input element is nonzero, else 0."]
+pub const OCCL_LAND: occl_red_op = 9;
+#[doc = " Logical OR: 1 where any input element is nonzero, else 0."]
+pub const OCCL_LOR: occl_red_op = 10;
+#[doc = " Logical XOR: 1 where an odd number of input elements are nonzero."]
+pub const OCCL_LXOR: occl_red_op = 11;
 #[doc = " Not an op: widens the enum's range, so the values made by\n occl_red_op_create_premul_sum() (>= OCCL_RED_OP_CUSTOM_BASE) are valid\n occl_red_op_t values in C++ too (as NCCL's ncclMaxRedOp does)."]
 pub const OCCL_RED_OP_MAX_ENUM: occl_red_op = 2147483647;
 #[doc = " Not an op: with the above, makes every int a valid occl_red_op_t, so a\n  bad value (e.g. -1) is reported as OCCL_ERR_INVALID_ARGUMENT."]
@@ -942,4 +948,46 @@ unsafe extern "C" {
 unsafe extern "C" {
     #[doc = " Deregisters *window (from occl_comm_window_register on comm) and sets it\n to OCCL_WINDOW_NULL: collective, in the same order on every rank. Waits\n (bounded by the communicator's timeout: OCCL_ERR_TIMEOUT) until the\n operations enqueued before it that may read the buffer have passed, on\n every rank, then unmaps the peers' buffers; the memory may be freed once\n it returns. OCCL_ERR_INVALID_ARGUMENT for NULL, OCCL_WINDOW_NULL or a\n handle comm did not give."]
     pub fn occl_comm_window_deregister(comm: occl_comm_t, window: *mut occl_window_t) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " Inclusive prefix reduction (MPI_Scan): rank i's recvbuf gets op applied\n to the sendbufs of ranks 0..i, in rank order (x0 op x1 op ... op xi).\n sendbuf and recvbuf have the same dtype and element count on every rank;\n in place when they coincide. op: SUM, PROD, MIN, MAX, the bitwise and the\n logical ops, and on rank 0 a logical op gives the 0/1 truth of its own\n input. AVG and PREMUL_SUM have no prefix meaning: OCCL_ERR_INVALID_ARGUMENT.\n Floating-point results may differ from a left-to-right sum by rounding\n (the partial results are combined in a tree), but are the same on every\n run for the same communicator size. CUDA tensors are staged through host\n memory (ordered on the call's stream like the staged collectives)."]
+    pub fn occl_scan(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        op: occl_red_op_t,
+        comm: occl_comm_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " Exclusive prefix reduction (MPI_Exscan): rank i > 0 gets op over the\n sendbufs of ranks 0..i-1; rank 0's recvbuf is left as it was (MPI leaves\n it undefined). Arguments and ops as occl_scan."]
+    pub fn occl_exscan(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        op: occl_red_op_t,
+        comm: occl_comm_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " occl_scan with per-call options (NULL = defaults)."]
+    pub fn occl_scan_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        op: occl_red_op_t,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
+}
+unsafe extern "C" {
+    #[doc = " occl_exscan with per-call options (NULL = defaults)."]
+    pub fn occl_exscan_ex(
+        sendbuf: *const DLTensor,
+        recvbuf: *const DLTensor,
+        op: occl_red_op_t,
+        comm: occl_comm_t,
+        options: *const occl_options_t,
+        work: *mut occl_work_t,
+    ) -> occl_status_t;
 }
