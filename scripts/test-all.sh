@@ -58,6 +58,9 @@ run_suite format '^format: ' scripts/check-format.sh
 echo "== function length (no function over 60 lines: scripts/check-function-length.sh)"
 run_suite function-length '^function-length: ' scripts/check-function-length.sh "$build"
 
+echo "== parity (every C entry point wrapped by each binding, or listed with a reason: scripts/check-parity.py)"
+run_suite parity '^check-parity: ' python3 scripts/check-parity.py
+
 echo "== docs (Sphinx site, warnings are errors, no link check: scripts/build-docs.sh)"
 run_suite docs '^docs: ' scripts/build-docs.sh "$build/docs"
 

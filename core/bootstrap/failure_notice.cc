@@ -14,7 +14,9 @@
 // OMNICCL_JOB_ID; torchrun's and Slurm's restart counts are part of it): two
 // plain env:// jobs on one port cannot be told apart, and a later job must
 // never take an earlier one's failure for its own. Ranks on other hosts
-// cannot see the note and still wait for their deadline.
+// cannot see the note and still wait for their deadline. The note is meant
+// to outlive rank 0, so it is not among the names a terminating signal
+// removes (signal_cleanup.h).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>

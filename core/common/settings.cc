@@ -98,6 +98,11 @@ constexpr SettingInfo kSettings[] = {
      "1: the first communicator of a process raises its soft open-file limit (RLIMIT_NOFILE) to the hard limit, "
      "as many servers do, so that rank 0's rendezvous server and every rank's sockets, shared-memory segments and "
      "splits have room; 0: the limit is left as it is (e.g. for a program that still uses select())."},
+    {"OMNICCL_SIGNAL_CLEANUP", "1",
+     "1: a process that makes a shared-memory segment handles SIGTERM, SIGINT, SIGHUP and SIGQUIT where they still "
+     "have their default action: it unlinks the segments it holds, then dies by the signal as before. An "
+     "application's own handler and an ignored signal are kept. 0: no handler is installed (what a rank killed "
+     "during link setup leaves is removed by the next job on the host, or by omniccl-run)."},
     {"OMNICCL_STORE_MAX_BYTES", "268435456",
      "Bytes of keys and values the rendezvous server stores for all clients together (unprocessed input has "
      "the same limit of its own); one client may store at most 80 MiB. A set over a quota is refused with an "

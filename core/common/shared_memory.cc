@@ -16,6 +16,7 @@
 
 #include "common/fd.h"
 #include "common/log.h"
+#include "common/signal_cleanup.h"
 #include "common/status.h"
 
 namespace omniccl {
@@ -52,20 +53,29 @@ pid_t pid_in_name(const std::string& name, const std::string& prefix) {
 }  // namespace
 
 std::unique_ptr<SharedMapping> SharedMapping::create(const std::string& name, size_t bytes) {
+  // Entered before the object exists, so that no signal finds it unlisted.
+  const int slot = register_shm_object(name);
   UniqueFd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
-  if (!fd.valid()) fail_errno(str_cat("shm_open(", name, ", O_CREAT)"), errno);
-  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
-    int err = errno;
+  if (!fd.valid()) {
+    const int err = errno;
+    unregister_shm_object(slot);
+    fail_errno(str_cat("shm_open(", name, ", O_CREAT)"), err);
+  }
+  auto give_up = [&](const std::string& what, int err) {
     ::shm_unlink(name.c_str());
-    fail_errno(str_cat("ftruncate(", name, ", ", bytes, ") - is /dev/shm large enough?"), err);
+    unregister_shm_object(slot);
+    fail_errno(what, err);
+  };
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    give_up(str_cat("ftruncate(", name, ", ", bytes, ") - is /dev/shm large enough?"), err);
   }
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) {
-    int err = errno;
-    ::shm_unlink(name.c_str());
-    fail_errno(str_cat("mmap(", name, ")"), err);
+    const int err = errno;
+    give_up(str_cat("mmap(", name, ")"), err);
   }
-  return std::unique_ptr<SharedMapping>(new SharedMapping(name, base, bytes, true));
+  return std::unique_ptr<SharedMapping>(new SharedMapping(name, base, bytes, true, slot));
 }
 
 std::unique_ptr<SharedMapping> SharedMapping::open(const std::string& name, size_t min_bytes, size_t bytes) {
@@ -84,7 +94,7 @@ std::unique_ptr<SharedMapping> SharedMapping::open(const std::string& name, size
   const size_t mapped = std::min(bytes, static_cast<size_t>(st.st_size));
   void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) fail_errno(str_cat("mmap(", name, ")"), errno);
-  return std::unique_ptr<SharedMapping>(new SharedMapping(name, base, mapped, false));
+  return std::unique_ptr<SharedMapping>(new SharedMapping(name, base, mapped, false, -1));
 }
 
 SharedMapping::~SharedMapping() {
@@ -95,6 +105,7 @@ SharedMapping::~SharedMapping() {
 void SharedMapping::unlink() {
   if (owner_ && !unlinked_) {
     ::shm_unlink(name_.c_str());
+    unregister_shm_object(cleanup_slot_);
     unlinked_ = true;
   }
 }

@@ -6,7 +6,8 @@
 //   /omniccl.<pid namespace>-<pid>.<session>.<tail>
 // so that a leftover can be traced to the process that made it: a process
 // that died before it could unlink its objects (a job killed during setup)
-// leaves them, and the next job on the host removes them.
+// leaves them, and the next job on the host removes them. One ended by
+// SIGTERM, SIGINT, SIGHUP or SIGQUIT removes its own first (signal_cleanup.h).
 #pragma once
 
 #include <atomic>
@@ -22,7 +23,8 @@ namespace omniccl {
 class SharedMapping {
  public:
   /// Creates (exclusively), sizes (zero-filled) and maps object `name` of
-  /// `bytes`; throws Error naming the system call that failed.
+  /// `bytes`; throws Error naming the system call that failed. Until its
+  /// name is removed, a terminating signal removes it (signal_cleanup.h).
   static std::unique_ptr<SharedMapping> create(const std::string& name, size_t bytes);
   /// Maps an existing object of at least `min_bytes`, and at most `bytes`
   /// of it; throws Error(kInternal) when it is smaller, and
@@ -42,12 +44,13 @@ class SharedMapping {
   void unlink();
 
  private:
-  SharedMapping(std::string name, void* base, size_t bytes, bool owner)
-      : name_(std::move(name)), base_(base), bytes_(bytes), owner_(owner) {}
+  SharedMapping(std::string name, void* base, size_t bytes, bool owner, int cleanup_slot)
+      : name_(std::move(name)), base_(base), bytes_(bytes), owner_(owner), cleanup_slot_(cleanup_slot) {}
   std::string name_;
   void* base_;
   size_t bytes_;
   bool owner_;
+  int cleanup_slot_;  ///< the creator's entry in the signal cleanup table (-1: none)
   bool unlinked_ = false;
 };
 

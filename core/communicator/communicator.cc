@@ -17,6 +17,7 @@
 #include "common/gpu_runtime.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "common/signal_cleanup.h"
 #include "tuning/tcp_calibration.h"
 
 namespace omniccl {
@@ -157,6 +158,8 @@ CommConfig CommConfig::from_environment() {
     c.split_copy = *v == "1";
   }
   device_settings(c);
+  // Read when the first segment is made; a typo is an error here, at creation.
+  (void)signal_cleanup_enabled();
   return c;
 }
 

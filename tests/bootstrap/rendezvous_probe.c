@@ -20,13 +20,18 @@
  * parent before the child is destroyed; then prints "probe rank R of N
  * splits ok (K)". PROBE_KEEP_SPLITS=1: the children stay alive until all K
  * are made (at most 256; torch.distributed.new_group keeps its groups).
+ * PROBE_OWN_SIGTERM=1: installs its own SIGTERM handler before anything
+ * else, which prints "probe: own SIGTERM handler" and exits 3 (an
+ * application's handler, which OmniCCL must keep).
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
 #include <omniccl/omniccl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static int fail(const char* what, occl_status_t st) {
   fprintf(stderr, "probe: %s failed: %s: %s\n", what, occl_status_string(st), occl_last_error());
@@ -168,7 +173,24 @@ static int init_then_abort(long after_ms) {
   return 0;
 }
 
+/* PROBE_OWN_SIGTERM: the application's handler (async-signal-safe calls only). */
+static void own_sigterm(int sig) {
+  (void)sig;
+  static const char text[] = "probe: own SIGTERM handler\n";
+  ssize_t n = write(2, text, sizeof text - 1);
+  (void)n;
+  _exit(3);
+}
+
 int main(void) {
+  const char* own = getenv("PROBE_OWN_SIGTERM");
+  if (own != NULL && own[0] == '1') {
+    struct sigaction sa;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    sa.sa_handler = own_sigterm;
+    sigaction(SIGTERM, &sa, NULL);
+  }
   const char* abort_after = getenv("PROBE_ABORT_AFTER_MS");
   if (abort_after != NULL) return init_then_abort(strtol(abort_after, NULL, 10));
   const char* repeat = getenv("PROBE_REPEAT");

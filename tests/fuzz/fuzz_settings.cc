@@ -1,12 +1,14 @@
 // Fuzzes the setting parsers: durations (OMNICCL_TIMEOUT and friends),
-// algorithm overrides (OMNICCL_ALGO) and the store limits. Each must accept
-// or throw omniccl::Error; an accepted duration is at least 1 ms.
+// algorithm overrides (OMNICCL_ALGO), the store limits and
+// OMNICCL_SIGNAL_CLEANUP. Each must accept or throw omniccl::Error; an
+// accepted duration is at least 1 ms, and only 0 turns the cleanup off.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "bootstrap/store.h"
 #include "common/settings.h"
+#include "common/signal_cleanup.h"
 #include "common/status.h"
 #include "tuning/tuning.h"
 
@@ -33,5 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const Error&) {}
     ::unsetenv(var);
   }
+  ::setenv("OMNICCL_SIGNAL_CLEANUP", cstr.c_str(), 1);
+  try {
+    if (!signal_cleanup_enabled() && cstr != "0") std::abort();
+  } catch (const Error&) {}
+  ::unsetenv("OMNICCL_SIGNAL_CLEANUP");
   return 0;
 }

@@ -20,38 +20,21 @@
 namespace omniccl {
 namespace {
 
+using test::cuda_ipc_path;
+using test::dev_view;
 using test::EmulatedGpu;
 using test::EmuStream;
 using test::expect_all_ok;
 using test::on;
+using test::rank_input;
 using test::RankChecks;
-using test::RankSetup;
 using test::run_ranks;
 using test::status_of;
-
-RankSetup device_path() {
-  return [](int, EmulatedGpu&, CommConfig& cfg) {
-    cfg.device_transport = "cuda_ipc";
-    cfg.cuda_ipc_buffer = 4096;  // scratch pieces of 512 int32: many steps unregistered
-  };
-}
-
-/// A CUDA tensor over `count` int32 at p.
-TensorView dev(void* p, size_t count) {
-  TensorView t;
-  t.data = p;
-  t.count = count;
-  t.dtype = DType::kInt32;
-  t.device = DeviceKind::kCUDA;
-  return t;
-}
-
-int32_t in(int r, size_t i) { return int32_t(r * 1000 + int(i % 997)); }
 
 /// Device memory of `count` int32, filled with rank r's inputs.
 int32_t* inputs(EmulatedGpu& gpu, int r, size_t count) {
   auto* p = static_cast<int32_t*>(gpu.device_alloc(count * 4));
-  for (size_t i = 0; i < count; ++i) p[i] = in(r, i);
+  for (size_t i = 0; i < count; ++i) p[i] = rank_input(r, i);
   return p;
 }
 
@@ -125,19 +108,19 @@ void check_registered(Communicator& c, EmulatedGpu& gpu, RankChecks& ck, size_t 
   auto* recv = static_cast<int32_t*>(gpu.device_alloc(count * n * 4));
   const uint64_t ws = c.register_window(send, count * n * 4), wr = c.register_window(recv, count * n * 4);
   const uint64_t before = e.steps();
-  coll::all_reduce(c, dev(send, count), dev(recv, count), int(RedOp::kSum), on(s));
+  coll::all_reduce(c, dev_view(send, count), dev_view(recv, count), int(RedOp::kSum), on(s));
   const bool two_shot = count * 4 >= algo::DeviceEngine::kTwoShotMin;
   ck.expect(e.steps() - before == (two_shot ? 2u : 1u), "all_reduce on registered buffers in one pass");
   ck.expect(s.sync(), "the stream finished");
   bool ok = true;
   for (size_t i = 0; i < count; ++i) {
     int32_t want = 0;
-    for (int r = 0; r < n; ++r) want += in(r, i);
+    for (int r = 0; r < n; ++r) want += rank_input(r, i);
     ok &= recv[i] == want;
   }
   ck.expect(ok, "registered all_reduce of " + std::to_string(count));
-  coll::all_reduce(c, dev(send, count), dev(send, count), int(RedOp::kSum), on(s));  // in place
-  coll::all_gather(c, dev(send, count), dev(recv, count * n), on(s));
+  coll::all_reduce(c, dev_view(send, count), dev_view(send, count), int(RedOp::kSum), on(s));  // in place
+  coll::all_gather(c, dev_view(send, count), dev_view(recv, count * n), on(s));
   ck.expect(s.sync(), "the stream finished");
   ok = true;
   for (size_t i = 0; i < count; ++i) {
@@ -162,7 +145,7 @@ TEST(CudaIpcRegistration, CollectivesReadRegisteredBuffersInPlace) {
           check_registered(c, gpu, ck, 1000);   // one-shot
           check_registered(c, gpu, ck, 70001);  // two-shot, slices of unequal length
         },
-        20000, {}, device_path()));
+        20000, {}, cuda_ipc_path()));
   }
 }
 
@@ -177,25 +160,25 @@ TEST(CudaIpcRegistration, BroadcastAndInPlaceReduceScatter) {
         int32_t* buf = inputs(gpu, me, count * n);
         const uint64_t w = c.register_window(buf, count * n * 4);
         const uint64_t before = c.device_engine()->steps();
-        coll::reduce_scatter(c, dev(buf, count * n), dev(buf + me * count, count), int(RedOp::kSum), on(s));
+        coll::reduce_scatter(c, dev_view(buf, count * n), dev_view(buf + me * count, count), int(RedOp::kSum), on(s));
         ck.expect(s.sync(), "the stream finished");
         bool ok = true;
         for (size_t i = 0; i < count; ++i) {
           int32_t want = 0;
-          for (int r = 0; r < n; ++r) want += in(r, me * count + i);
+          for (int r = 0; r < n; ++r) want += rank_input(r, me * count + i);
           ok &= buf[me * count + i] == want;
         }
         ck.expect(ok, "in-place reduce_scatter");
-        coll::broadcast(c, dev(buf, count * n), 1, on(s));
+        coll::broadcast(c, dev_view(buf, count * n), 1, on(s));
         ck.expect(s.sync(), "the stream finished");
         ck.expect(c.device_engine()->steps() - before == 2, "one step each");
         // Rank 1's buffer after its reduce_scatter: its own block reduced.
         ok = true;
         for (size_t i = 0; i < count * n; ++i) {
-          int32_t want = in(1, i);
+          int32_t want = rank_input(1, i);
           if (i / count == 1) {
             want = 0;
-            for (int r = 0; r < n; ++r) want += in(r, i);
+            for (int r = 0; r < n; ++r) want += rank_input(r, i);
           }
           ok &= buf[i] == want;
         }
@@ -203,7 +186,7 @@ TEST(CudaIpcRegistration, BroadcastAndInPlaceReduceScatter) {
         c.deregister_window(w);
         gpu.device_free(buf);
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 // Rank 0's input is registered, rank 1's is not: the ranks would run
@@ -217,13 +200,13 @@ TEST(CudaIpcRegistration, BuffersRegisteredOnlyOnSomeRanksAreAMismatch) {
         int32_t* b = inputs(gpu, c.rank(), 32);
         auto* out = static_cast<int32_t*>(gpu.device_alloc(64 * 4));
         c.register_window(a, 32 * 4);
-        auto work = coll::all_gather(c, dev(c.rank() == 0 ? a : b, 32), dev(out, 64), on(s, true));
+        auto work = coll::all_gather(c, dev_view(c.rank() == 0 ? a : b, 32), dev_view(out, 64), on(s, true));
         const Status st = work->wait();
         ck.expect(st == Status::kMismatch && work->message().find("registered") != std::string::npos,
                   std::string("a mismatch naming registered buffers, got ") + status_name(st) + ": " + work->message());
         ck.expect(s.sync(5000), "the stream was released");
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 // A rank that cannot share its buffer (here: host memory; VMM memory) makes
@@ -252,7 +235,7 @@ TEST(CudaIpcRegistration, ARegistrationOneRankCannotMakeFailsOnEveryRank) {
         ck.expect(c.usable(), "the communicator is still usable");
         ck.expect(c.device_engine()->regions() == 0, "nothing stayed registered");
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 // Registering the same buffer again reuses the peers' mappings.
@@ -266,7 +249,7 @@ TEST(CudaIpcRegistration, RegisteringAgainMapsNothingNew) {
         for (int i = 0; i < 5; ++i) c.deregister_window(c.register_window(buf + 16, 1024));
         ck.expect(gpu.open_mappings() == mapped, "the cached mapping served every registration");
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 // Where CUDA tensors are staged, registering succeeds and changes nothing.

@@ -24,35 +24,21 @@
 namespace omniccl {
 namespace {
 
+using test::cuda_ipc_path;
 using test::dev_view;
 using test::EmulatedGpu;
 using test::EmuStream;
 using test::expect_all_ok;
 using test::on;
+using test::rank_input;
 using test::RankChecks;
 using test::RankSetup;
 using test::run_ranks;
 using test::status_of;
 
-/// The device path with a small scratch buffer (4 KiB: collectives' pieces
-/// of 512 int32, point-to-point slots of 2 KiB / n), on device
-/// rank % `devices`.
-RankSetup device_path(int devices = 1, bool peer_access = true) {
-  return [=](int r, EmulatedGpu& gpu, CommConfig& cfg) {
-    cfg.device_transport = "cuda_ipc";
-    cfg.cuda_ipc_buffer = 4096;
-    gpu.peer_access = peer_access;
-    gpu.set_device_count(devices);
-    gpu.set_device(r % devices);
-  };
-}
-
-/// Rank r's input element i.
-int32_t in(int r, size_t i) { return int32_t(r * 1000 + int(i % 997)); }
-
 std::vector<int32_t> inputs(int r, size_t n) {
   std::vector<int32_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = in(r, i);
+  for (size_t i = 0; i < n; ++i) v[i] = rank_input(r, i);
   return v;
 }
 
@@ -71,9 +57,9 @@ void check_reductions(Communicator& c, RankChecks& ck, int dev, size_t count) {
   bool ok_sum = true, ok_max = true, ok_red = true, ok_avg = true;
   for (size_t i = 0; i < count; ++i) {
     int32_t want = 0;
-    for (int r = 0; r < n; ++r) want += in(r, i);
+    for (int r = 0; r < n; ++r) want += rank_input(r, i);
     ok_sum &= sum[i] == want;
-    ok_max &= mx[i] == in(n - 1, i);
+    ok_max &= mx[i] == rank_input(n - 1, i);
     ok_red &= me == n - 1 ? red[i] == want : red[i] == -7;
     ok_avg &= avg[i] == float(n + 1) / 2;
   }
@@ -103,16 +89,16 @@ void check_movement(Communicator& c, RankChecks& ck, int dev, size_t count) {
   ck.expect(s.sync(), "the stream finished");
   bool ok[6] = {true, true, true, true, true, true};
   for (size_t i = 0; i < count; ++i) {
-    ok[0] &= bc[i] == in(1, i);
+    ok[0] &= bc[i] == rank_input(1, i);
     int32_t want = 0;
     for (int r = 0; r < n; ++r) {
-      ok[1] &= ag[r * count + i] == in(r, i);
-      want += in(r, me * count + i);
-      if (me == 1) ok[3] &= ga[r * count + i] == in(r, i);
-      ok[5] &= a2a[r * count + i] == in(r, me * count + i);
+      ok[1] &= ag[r * count + i] == rank_input(r, i);
+      want += rank_input(r, me * count + i);
+      if (me == 1) ok[3] &= ga[r * count + i] == rank_input(r, i);
+      ok[5] &= a2a[r * count + i] == rank_input(r, me * count + i);
     }
     ok[2] &= rs[i] == want;
-    ok[4] &= sc[i] == in(0, me * count + i);
+    ok[4] &= sc[i] == rank_input(0, me * count + i);
   }
   const char* names[6] = {"broadcast", "all_gather", "reduce_scatter", "gather", "scatter", "all_to_all"};
   for (int k = 0; k < 6; ++k) ck.expect(ok[k], names[k]);
@@ -156,12 +142,12 @@ void check_vectors(Communicator& c, RankChecks& ck, int dev) {
   bool ok[4] = {true, true, true, true};
   for (int r = 0; r < n; ++r) {
     for (int64_t i = 0; i < counts[r]; ++i) {
-      ok[0] &= agv[displs[r] + i] == in(r, size_t(i));
-      if (me == 1) ok[1] &= gv[displs[r] + i] == in(r, size_t(i));
+      ok[0] &= agv[displs[r] + i] == rank_input(r, size_t(i));
+      if (me == 1) ok[1] &= gv[displs[r] + i] == rank_input(r, size_t(i));
     }
     int64_t from = 0;  // where rank r's block for this rank starts in its sendbuf
     for (int q = 0; q < me; ++q) from += 50 * (r + 1) * (q + 1);
-    for (int64_t i = 0; i < rc[r]; ++i) ok[3] &= a2r[rd[r] + i] == in(r, size_t(from + i));
+    for (int64_t i = 0; i < rc[r]; ++i) ok[3] &= a2r[rd[r] + i] == rank_input(r, size_t(from + i));
   }
   for (int64_t i = 0; i < counts[me]; ++i) ok[2] &= sv[i] == all[displs[me] + i];
   std::string why;
@@ -215,7 +201,7 @@ TEST(CudaIpc, EveryCollectiveOnOneGpu) {
           check_vectors(c, ck, 0);
           ck.expect(EmulatedGpu::host_bytes().load() == host_before, "nothing was staged through host memory");
         },
-        20000, {}, device_path()));
+        20000, {}, cuda_ipc_path()));
   }
 }
 
@@ -228,7 +214,7 @@ TEST(CudaIpc, SeveralGpusWithPeerAccess) {
         check_movement(c, ck, c.rank(), 300);
         check_vectors(c, ck, c.rank());
       },
-      20000, {}, device_path(3)));
+      20000, {}, cuda_ipc_path(3)));
 }
 
 TEST(CudaIpc, WithoutPeerAccessCudaTensorsAreStaged) {
@@ -238,12 +224,12 @@ TEST(CudaIpc, WithoutPeerAccessCudaTensorsAreStaged) {
         ck.expect(c.device_engine() == nullptr, "no peer access: no device path");
         check_reductions(c, ck, c.rank(), 100);
       },
-      20000, {}, device_path(2, false)));
+      20000, {}, cuda_ipc_path(2, false)));
 }
 
 TEST(CudaIpc, ARankThatCannotMapItsPeersMakesEveryRankStage) {
   const RankSetup setup = [](int r, EmulatedGpu& gpu, CommConfig& cfg) {
-    device_path()(r, gpu, cfg);
+    cuda_ipc_path()(r, gpu, cfg);
     gpu.ipc_open_fails = r == 2;
   };
   expect_all_ok(run_ranks(
@@ -270,7 +256,7 @@ TEST(CudaIpc, TheCallReturnsBeforeTheStreamRunsIt) {
         ck.expect(work->wait() == Status::kSuccess, "the work's wait follows the stream");
         ck.expect(out[0] == 3 && out[63] == 3, "the result is there once the stream passed it");
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 TEST(CudaIpc, APeerKilledMidOperationFailsItAndReleasesTheStream) {
@@ -295,7 +281,7 @@ TEST(CudaIpc, APeerKilledMidOperationFailsItAndReleasesTheStream) {
                   }) == Status::kCommFailed,
                   "later calls are refused");
       },
-      20000, {}, device_path());
+      20000, {}, cuda_ipc_path());
   EXPECT_EQ(codes[0], 0);
 }
 
@@ -316,7 +302,7 @@ TEST(CudaIpc, APeerThatNeverArrivesTimesOut) {
         ck.expect(work->message().find("rank 1") != std::string::npos, "naming rank 1: " + work->message());
         ck.expect(s.sync(5000), "the stream was released");
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 TEST(CudaIpc, AbortFailsPendingWorkAndReleasesTheStream) {
@@ -335,7 +321,7 @@ TEST(CudaIpc, AbortFailsPendingWorkAndReleasesTheStream) {
         ck.expect(work->wait() == Status::kAborted, "the work ended as aborted");
         ck.expect(s.sync(5000), "the stream was released");
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 TEST(CudaIpc, AMismatchedCallFailsOnEveryRank) {
@@ -355,7 +341,7 @@ TEST(CudaIpc, AMismatchedCallFailsOnEveryRank) {
                   std::string("mismatch reported, got ") + status_name(st) + ": " + work->message());
         ck.expect(s.sync(5000), "the stream was released");
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 // Sends and receives on CUDA tensors: in order per pair, messages larger
@@ -387,7 +373,7 @@ TEST(CudaIpc, SendAndReceiveInOrderPerPair) {
         for (size_t k = 0; k < 3; ++k)
           ck.expect(got[k] == inputs(int(k) + 1, sizes[k]), "message " + std::to_string(k));
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 TEST(CudaIpc, ASendAndReceiveOfDifferentTagsFailTheReceive) {
@@ -406,7 +392,7 @@ TEST(CudaIpc, ASendAndReceiveOfDifferentTagsFailTheReceive) {
         ck.expect(w->wait() == Status::kMismatch, "the receive failed as a mismatch: " + w->message());
         ck.expect(s.sync(5000), "the stream was released");
       },
-      20000, {}, device_path()));
+      20000, {}, cuda_ipc_path()));
 }
 
 }  // namespace

@@ -102,6 +102,33 @@ TensorView dev_view(std::vector<T>& v, DType t, int device = 0) {
   return tv;
 }
 
+/// A CUDA tensor over `count` elements of type `t` at device pointer p.
+inline TensorView dev_view(void* p, size_t count, DType t = DType::kInt32, int device = 0) {
+  TensorView tv;
+  tv.data = p;
+  tv.count = count;
+  tv.dtype = t;
+  tv.device = DeviceKind::kCUDA;
+  tv.device_id = device;
+  return tv;
+}
+
+/// The CUDA IPC path with a small scratch buffer (4 KiB: collectives' pieces
+/// of 512 int32, point-to-point slots of 2 KiB / n, so that most calls take
+/// many steps), on device rank % `devices`.
+inline RankSetup cuda_ipc_path(int devices = 1, bool peer_access = true) {
+  return [=](int r, EmulatedGpu& gpu, CommConfig& cfg) {
+    cfg.device_transport = "cuda_ipc";
+    cfg.cuda_ipc_buffer = 4096;
+    gpu.peer_access = peer_access;
+    gpu.set_device_count(devices);
+    gpu.set_device(r % devices);
+  };
+}
+
+/// Rank r's input element i: distinct for every rank and (mod 997) position.
+inline int32_t rank_input(int r, size_t i) { return int32_t(r * 1000 + int(i % 997)); }
+
 inline CallOptions on(EmuStream& s, bool async = false) {
   CallOptions c;
   c.stream = &s;

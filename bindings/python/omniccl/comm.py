@@ -21,7 +21,7 @@ from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broad
 from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Message, Prequest, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
 from ._windows import Window
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, OmniCCLError
 from ._messages import in_place, message, vmessage
 from .ops import MPIOp, MPIOpLike, PremulSum, ReduceOp, ReduceOpLike, _check_op, logical_value
 from .work import Timeout, Work, _seconds
@@ -230,6 +230,20 @@ class Communicator:
     def closed(self) -> bool:
         """True once destroyed or aborted (also after a KeyboardInterrupt aborted it)."""
         return self._native is None or self._native.closed
+
+    def async_error(self) -> Optional[OmniCCLError]:
+        """The error that made the communicator unusable, or None while it is usable.
+
+        NCCL's ``ncclCommGetAsyncError``: after an operation failed (a peer
+        died, a deadline passed, a mismatch was reported), every later call
+        raises; this returns that error as an exception object without
+        raising it, e.g. for a watchdog thread that decides to abort::
+
+            if (err := comm.async_error()) is not None:
+                log.error("communicator failed: %s", err)
+                comm.abort()
+        """
+        return self._live("async_error").async_error()
 
     @property
     def rank(self) -> int:

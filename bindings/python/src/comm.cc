@@ -530,6 +530,18 @@ void bind_comm_creation(py::class_<Comm>& comm) {
           "occl_comm_abort: local, bounded (idempotent).");
 }
 
+/// The communicator's asynchronous error (NCCL's ncclCommGetAsyncError) as
+/// the omniccl.errors exception it would raise, or None while it is usable.
+py::object async_error(const Comm& c) {
+  occl_status_t error = OCCL_SUCCESS;
+  const occl_status_t st = occl_comm_get_async_error(c.state().require("async_error"), &error);
+  if (st != OCCL_SUCCESS) raise_last(st, "occl_comm_get_async_error");
+  if (error == OCCL_SUCCESS || error == OCCL_ERR_IN_PROGRESS) return py::none();
+  std::string message = occl_last_error();
+  if (message.empty()) message = occl_status_string(error);
+  return py::module_::import("omniccl.errors").attr("_from_status")(static_cast<int>(error), message);
+}
+
 /// What a communicator is (rank, size, state, transport) and its settings:
 /// the deadline and PREMUL_SUM reduce ops.
 void bind_comm_properties(py::class_<Comm>& comm) {
@@ -544,6 +556,9 @@ void bind_comm_properties(py::class_<Comm>& comm) {
           py::arg("what"), "Raises (naming what) if the communicator is closed.")
       .def_property_readonly(
           "closed_reason", [](const Comm& c) { return c.state().closed_reason(); }, "Why it is closed.")
+      .def("async_error", &async_error,
+           "occl_comm_get_async_error: the error that made the communicator unusable, as an exception "
+           "object (not raised), or None while it is usable.")
       .def_property_readonly(
           "transport",
           [](const Comm& c) {

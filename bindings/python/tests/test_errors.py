@@ -22,6 +22,9 @@ def test_killed_peer_is_peer_failure_error():
         assert r.result["error"] == "PeerFailureError", describe(results)
         assert r.result["status"] == 4
         assert r.result["seconds"] < 15
+        # Communicator.async_error(): None while usable, then the failure, not raised.
+        assert r.result["async_before"] == "None", describe(results)
+        assert r.result["async_after"] == "PeerFailureError" and r.result["async_after_status"] == 4
 
 
 def test_deadline_is_timeout_error():

@@ -673,6 +673,7 @@ def mismatch_dtype(rank, size):
 def killed_peer(rank, size):
     dist.init_process_group()
     dist.barrier()
+    before = dist.group.WORLD.async_error()
     if rank == size - 1:
         time.sleep(0.5)  # let the others leave the barrier first
         os.kill(os.getpid(), signal.SIGKILL)
@@ -681,8 +682,10 @@ def killed_peer(rank, size):
         dist.all_reduce(np.ones(1000))
         dist.all_reduce(np.ones(1000))
     except dist.PeerFailureError as e:
+        after = dist.group.WORLD.async_error()
         return {"error": type(e).__name__, "status": int(e.status), "message": str(e),
-                "seconds": time.monotonic() - start}
+                "seconds": time.monotonic() - start, "async_before": repr(before),
+                "async_after": type(after).__name__, "async_after_status": int(after.status)}
     return {"error": None}
 
 

@@ -9,7 +9,7 @@ use omniccl_sys as sys;
 
 use crate::config::{Config, InitMethod};
 use crate::element::Element;
-use crate::error::{Result, check, invalid};
+use crate::error::{Error, Result, check, invalid};
 use crate::op::{RawOp, ReduceOp};
 use crate::tensor::Tensor;
 
@@ -204,6 +204,29 @@ impl Communicator {
         let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
         // SAFETY: live handle.
         check(unsafe { sys::occl_comm_set_timeout(self.raw.as_ptr(), ms) })
+    }
+
+    /// The error that made the communicator unusable, or `None` while it is
+    /// usable (NCCL's `ncclCommGetAsyncError`). After an operation failed (a
+    /// peer died, a deadline passed, a mismatch was reported) every later
+    /// call fails; this returns that error without making such a call, e.g.
+    /// for a watchdog thread that decides to abort.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// assert!(comm.async_error()?.is_none());
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn async_error(&self) -> Result<Option<Error>> {
+        let mut error: sys::occl_status_t = sys::OCCL_SUCCESS;
+        // SAFETY: live handle; error is a valid place.
+        check(unsafe { sys::occl_comm_get_async_error(self.raw.as_ptr(), &mut error) })?;
+        match error {
+            sys::OCCL_SUCCESS | sys::OCCL_ERR_IN_PROGRESS => Ok(None),
+            // check() reads occl_last_error(), which now holds the failure's message.
+            status => Ok(check(status).err()),
+        }
     }
 
     /// Splits the communicator: ranks passing the same `color` get a new one

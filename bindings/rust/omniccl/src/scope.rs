@@ -11,6 +11,7 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
+use std::time::Duration;
 
 use omniccl_sys as sys;
 
@@ -239,6 +240,39 @@ impl<'scope, Out> Request<'scope, Out> {
     }
 }
 
+impl<Out> Request<'_, Out> {
+    /// Waits at most `timeout` for the operation: `Ok(true)` once it has
+    /// ended (then [`wait`](Request::wait) returns at once), `Ok(false)` if
+    /// it is still running (it goes on), `Err` if it failed.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut buf = [0u8; 4];
+    /// comm.scope(|s| {
+    ///     let recv = s.irecv(&mut buf, 0)?; // nothing sent yet
+    ///     assert!(!recv.wait_timeout(std::time::Duration::from_millis(10))?);
+    ///     s.isend(&[1u8, 2, 3, 4], 0)?.wait()?;
+    ///     assert!(recv.wait_timeout(std::time::Duration::from_secs(60))?);
+    ///     assert_eq!(recv.wait()?, [1, 2, 3, 4]);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
+        let slots = self.state.slots.borrow();
+        let Some(slot) = slots[self.index].as_ref() else {
+            return Ok(true);
+        };
+        let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+        // SAFETY: the handle is live while its slot holds it.
+        match unsafe { sys::occl_work_wait_for(slot.work.as_ptr(), ms) } {
+            sys::OCCL_ERR_IN_PROGRESS => Ok(false),
+            status => check(status).map(|()| true),
+        }
+    }
+}
+
 impl<Out> Drop for Request<'_, Out> {
     fn drop(&mut self) {
         if self.out.is_some() {
@@ -284,6 +318,11 @@ impl<'scope, T> RecvRequest<'scope, T> {
     /// ```
     pub fn wait(self) -> Result<(&'scope mut [T], RecvStatus)> {
         self.0.wait_status()
+    }
+
+    /// Waits at most `timeout`, as [`Request::wait_timeout`].
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.0.wait_timeout(timeout)
     }
 
     /// As [`Request::test`]: whether the receive has ended. Never blocks.

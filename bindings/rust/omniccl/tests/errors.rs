@@ -108,6 +108,7 @@ fn killed_peer_is_a_peer_failure_and_drop_returns() {
             let config = Config::new().timeout(Duration::from_secs(100));
             let comm = Communicator::init_with_config(common::init_method(), &config).unwrap();
             comm.barrier().unwrap();
+            assert!(comm.async_error().unwrap().is_none(), "usable before the failure");
             if rank == 2 {
                 std::process::abort(); // dies without a word to its peers
             }
@@ -120,6 +121,8 @@ fn killed_peer_is_a_peer_failure_and_drop_returns() {
             assert_eq!(err.kind(), ErrorKind::PeerFailure, "{err}");
             eprintln!("rank {rank}: {err} (after {took:?})");
             assert!(took < Duration::from_secs(30), "noticing the dead peer took {took:?}");
+            let later = comm.async_error().unwrap().expect("the communicator has failed");
+            assert_eq!(later.kind(), ErrorKind::PeerFailure, "{later}");
             let start = Instant::now();
             drop(comm);
             assert!(

@@ -51,6 +51,10 @@
   private OmniCCLNativeJNI() {}
 %}
 %pragma(java) modulecode=%{
+  static {
+    checkHeader(); // the library loaded must fit the header this code was compiled against
+  }
+
   private OmniCCLNative() {}
 %}
 
@@ -695,3 +699,35 @@ occl_status_t occl_comm_window_register(occl_comm_t comm, void* ADDRESS, size_t 
                                         occl_window_t* WINDOW);
 OCCL_CALL(occl_comm_window_deregister, commWindowDeregister)
 occl_status_t occl_comm_window_deregister(occl_comm_t comm, occl_window_t* WINDOW);
+
+/* occl_init_check with the header this JNI code was compiled against: a
+ * libomniccl.so.1 found on the library path that is older than the jar's,
+ * or of another ABI major, fails the first use with both versions named. */
+%{
+static occl_status_t occl_java_check_header(void) { return OCCL_INIT_CHECK(); }
+%}
+OCCL_CALL(occl_java_check_header, checkHeader)
+occl_status_t occl_java_check_header(void);
+
+/* occl_status_t* STATUS: an int[1] receiving a status code. */
+%typemap(jni) occl_status_t* STATUS "jintArray"
+%typemap(jtype) occl_status_t* STATUS "int[]"
+%typemap(jstype) occl_status_t* STATUS "int[]"
+%typemap(javain) occl_status_t* STATUS "$javainput"
+%typemap(in) occl_status_t* STATUS (occl_status_t status) %{
+  status = OCCL_SUCCESS;
+  $1 = &status;
+  if ($input == NULL || (*jenv)->GetArrayLength(jenv, $input) < 1) {
+    occl_java_illegal_argument(jenv, "output: need an int[] of length >= 1");
+    return $null;
+  }
+%}
+%typemap(argout) occl_status_t* STATUS %{
+  {
+    jint value = (jint)status$argnum;
+    (*jenv)->SetIntArrayRegion(jenv, $input, 0, 1, &value);
+  }
+%}
+
+OCCL_CALL(occl_comm_get_async_error, commGetAsyncError)
+occl_status_t occl_comm_get_async_error(occl_comm_t comm, occl_status_t* STATUS);

@@ -224,6 +224,33 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
   // ---------------------------------------------------------------- queries
 
   /**
+   * The error that made this communicator unusable, or empty while it is
+   * usable (NCCL's {@code ncclCommGetAsyncError}). After an operation failed
+   * (a peer died, a deadline passed, a mismatch was reported) every later
+   * call throws; this returns that failure without throwing it, for example
+   * to a watchdog thread that decides to {@link #abort()}.
+   *
+   * <pre>{@code
+   * comm.asyncError().ifPresent(e -> {
+   *   log.error("communicator failed", e);
+   *   comm.abort();
+   * });
+   * }</pre>
+   *
+   * @return the failure, as the exception the next call would throw
+   * @throws IllegalStateException if the communicator is closed
+   */
+  public Optional<OmniCCLException> asyncError() {
+    int[] status = new int[1];
+    OmniCCLNative.commGetAsyncError(handle("asyncError"), status);
+    if (status[0] == OmniCCLException.SUCCESS || status[0] == OmniCCLException.IN_PROGRESS) {
+      return Optional.empty();
+    }
+    // Read at once: the call above left the failure's message on this thread.
+    return Optional.of(OmniCCLException.fromStatus(status[0], OmniCCLNative.lastError()));
+  }
+
+  /**
    * This process's (or thread's) rank.
    *
    * @return 0 to size() - 1

@@ -12,10 +12,12 @@ public class OmniCCLException extends RuntimeException {
   private static final long serialVersionUID = 1L;
 
   /** C status codes (omniccl.h, fixed values). */
+  static final int SUCCESS = 0;
   static final int INVALID_ARGUMENT = 1;
   static final int TIMEOUT = 3;
   static final int PEER_FAILURE = 4;
   static final int MISMATCH = 5;
+  static final int IN_PROGRESS = 9;
   static final int TRUNCATED = 14;
 
   /** The C status code ({@code occl_status_t}). */

@@ -43,6 +43,7 @@ class ErrorsTest {
       assertTrue(e.getMessage().contains("sendCounts has 2 entries, expected size() = 1"), e.getMessage());
       e = assertThrows(InvalidArgumentException.class, () -> c.broadcast(new long[2], 1));
       assertTrue(e.getMessage().contains("root 1 is not a rank of this 1-rank communicator"), e.getMessage());
+      assertTrue(c.asyncError().isEmpty(), "argument errors leave a 1-rank communicator usable");
     }
     Ranks.threads(2, quick, c -> {
       long[] send = {1, 2};
@@ -55,6 +56,9 @@ class ErrorsTest {
       } else {
         PeerFailureException e = assertThrows(PeerFailureException.class, () -> c.allGather(send, recv));
         assertTrue(e.getMessage().contains("rank 1"), e.getMessage());
+        // The failure stays readable without a call that would throw it.
+        OmniCCLException later = c.asyncError().orElseThrow();
+        assertTrue(later instanceof PeerFailureException, later.toString());
       }
     });
   }
