@@ -28,6 +28,14 @@ OPS = [
      ["B:data:INOUT", "O:op"], "doAllReduce({data}, {data}, op, options(), {is_async})"),
     ("allReduce", "Reduces every rank's {@code send} with {@code op} into every rank's {@code recv} (same length); every rank gets the same (bit-identical) result.",
      ["B:send:IN", "B:recv:OUT", "O:op"], "doAllReduce({send}, {recv}, op, options(), {is_async})"),
+    ("scan", "Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).",
+     ["B:data:INOUT", "O:op"], "doScan({data}, {data}, op, false, options(), {is_async})"),
+    ("scan", "Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).",
+     ["B:send:IN", "B:recv:OUT", "O:op"], "doScan({send}, {recv}, op, false, options(), {is_async})"),
+    ("exscan", "Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.",
+     ["B:data:INOUT", "O:op"], "doScan({data}, {data}, op, true, options(), {is_async})"),
+    ("exscan", "Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.",
+     ["B:send:IN", "B:recv:INOUT", "O:op"], "doScan({send}, {recv}, op, true, options(), {is_async})"),
     ("broadcast", "Copies the root's {@code data} into {@code data} on every rank (in place; same length everywhere).",
      ["B:data:INOUT", "I:root"], "doBroadcast({data}, root, options(), {is_async})"),
     ("reduce", "Reduces every rank's {@code send} with {@code op} into the root's {@code recv} (same length as send); non-root inputs are never modified.",
@@ -223,6 +231,7 @@ def generate_message():
 def generate():
     generics = [
         "abstract CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, CallOptions opts, boolean async);",
+        "abstract CompletableFuture<Void> doScan(Buf send, Buf recv, ReduceOp op, boolean exclusive, CallOptions opts, boolean async);",
         "abstract CompletableFuture<Void> doBroadcast(Buf data, int root, CallOptions opts, boolean async);",
         "abstract CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, CallOptions opts, boolean async);",
         "abstract CompletableFuture<Void> doGather(Buf send, Buf recv, int root, CallOptions opts, boolean async);",

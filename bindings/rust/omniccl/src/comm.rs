@@ -406,6 +406,44 @@ impl Communicator {
         Ok(op)
     }
 
+    /// Inclusive (`exclusive` false) or exclusive prefix reduction into
+    /// `recv`; `send` `None` is in place.
+    pub(crate) fn scan_impl<T: Element>(
+        &self,
+        send: Option<&[T]>,
+        recv: &mut [T],
+        op: ReduceOp,
+        exclusive: bool,
+        work: *mut sys::occl_work_t,
+    ) -> Result<RawOp> {
+        let what = if exclusive { "exscan" } else { "scan" };
+        if let Some(send) = send {
+            if send.len() != recv.len() {
+                return Err(invalid(format!(
+                    "{what}: send has {} elements but recv has {}; they must be equal",
+                    send.len(),
+                    recv.len()
+                )));
+            }
+        }
+        let op = RawOp::new(op, self.as_raw())?;
+        let (mut n1, mut n2) = (0, 0);
+        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
+        let s = match send {
+            Some(send) => Tensor::new(send.as_ptr(), send.len(), &mut n1),
+            None => Tensor::new(recv.as_ptr(), recv.len(), &mut n1),
+        };
+        let scan = if exclusive {
+            sys::occl_exscan_ex
+        } else {
+            sys::occl_scan_ex
+        };
+        // SAFETY: both tensors describe live slices (the same one in place);
+        // NULL options are the defaults.
+        self.call(work, |c, w| unsafe { scan(s.ptr(), r.ptr(), op.op, c, ptr::null(), w) })?;
+        Ok(op)
+    }
+
     pub(crate) fn reduce_impl<T: Element>(
         &self,
         send: &[T],
@@ -795,6 +833,68 @@ impl Communicator {
     /// ```
     pub fn all_reduce_in_place<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
         self.all_reduce_impl(None, buf, op, ptr::null_mut()).map(drop)
+    }
+
+    /// Inclusive prefix reduction (MPI's `Scan`): rank i's `recv` gets `op`
+    /// over the `send` of ranks 0 to i (the same length on every rank).
+    /// [`Avg`](ReduceOp::Avg) and [`PremulSum`](ReduceOp::PremulSum) have no
+    /// prefix meaning: an `InvalidArgument` error.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let send = [comm.rank() as u64 + 1; 2];
+    /// let mut recv = [0u64; 2];
+    /// comm.scan(&send, &mut recv, omniccl::ReduceOp::Sum)?;
+    /// let r = comm.rank() as u64 + 1;
+    /// assert_eq!(recv, [r * (r + 1) / 2; 2]); // 1 + 2 + ... + (rank + 1)
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn scan<T: Element>(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+        self.scan_impl(Some(send), recv, op, false, ptr::null_mut()).map(drop)
+    }
+
+    /// [`scan`](Self::scan) in place: `buf` is input and output.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut buf = [3i32, 7];
+    /// comm.scan_in_place(&mut buf, omniccl::ReduceOp::Max)?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn scan_in_place<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        self.scan_impl(None, buf, op, false, ptr::null_mut()).map(drop)
+    }
+
+    /// Exclusive prefix reduction (MPI's `Exscan`): rank i > 0's `recv` gets
+    /// `op` over the `send` of ranks 0 to i - 1; rank 0's `recv` is left as
+    /// it was. Ops as for [`scan`](Self::scan).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut offset = [0u64]; // where this rank's items start: the sum of the earlier ranks' counts
+    /// comm.exscan(&[10u64], &mut offset, omniccl::ReduceOp::Sum)?;
+    /// assert_eq!(offset, [10 * comm.rank() as u64]);
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn exscan<T: Element>(&self, send: &[T], recv: &mut [T], op: ReduceOp) -> Result<()> {
+        self.scan_impl(Some(send), recv, op, true, ptr::null_mut()).map(drop)
+    }
+
+    /// [`exscan`](Self::exscan) in place: `buf` is input and output (rank 0's
+    /// keeps its input).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let mut buf = [5u8];
+    /// comm.exscan_in_place(&mut buf, omniccl::ReduceOp::BitOr)?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn exscan_in_place<T: Element>(&self, buf: &mut [T], op: ReduceOp) -> Result<()> {
+        self.scan_impl(None, buf, op, true, ptr::null_mut()).map(drop)
     }
 
     /// Reduces every rank's `send` with `op` into `root`'s `recv` (same

@@ -33,6 +33,14 @@ pub enum ReduceOp {
     /// Each rank's input multiplied by the scalar, then summed (NCCL's
     /// `ncclRedOpCreatePreMulSum`). Integer types need an integral scalar.
     PremulSum(f64),
+    /// Logical and (MPI's `LAND`): 1 where every input is nonzero, else 0,
+    /// in the element type; every type, floats included.
+    LogicalAnd,
+    /// Logical or (MPI's `LOR`): 1 where any input is nonzero, else 0.
+    LogicalOr,
+    /// Logical xor (MPI's `LXOR`): 1 where an odd number of inputs are
+    /// nonzero, else 0.
+    LogicalXor,
 }
 
 /// A reduce op as the C library takes it; a pre-multiplied sum is created on
@@ -55,6 +63,9 @@ impl RawOp {
             ReduceOp::BitAnd => plain(sys::OCCL_BAND),
             ReduceOp::BitOr => plain(sys::OCCL_BOR),
             ReduceOp::BitXor => plain(sys::OCCL_BXOR),
+            ReduceOp::LogicalAnd => plain(sys::OCCL_LAND),
+            ReduceOp::LogicalOr => plain(sys::OCCL_LOR),
+            ReduceOp::LogicalXor => plain(sys::OCCL_LXOR),
             ReduceOp::PremulSum(scalar) => {
                 let mut raw = sys::OCCL_SUM;
                 // SAFETY: comm is a live handle (owned by the caller's

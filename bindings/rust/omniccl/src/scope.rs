@@ -551,6 +551,33 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.started(w, None, buf)
     }
 
+    /// Non-blocking [`Communicator::scan`] (`exclusive` false) or
+    /// [`Communicator::exscan`]; `wait()` returns `recv`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let comm = omniccl::Communicator::init(omniccl::InitMethod::File { path: dir.path().into(), rank: 0, world_size: 1 })?;
+    /// let send = [4u32, 5];
+    /// let mut recv = [0u32; 2];
+    /// comm.scope(|s| {
+    ///     let req = s.iscan(&send, &mut recv, omniccl::ReduceOp::Sum, false)?;
+    ///     assert_eq!(req.wait()?, [4, 5]); // one rank: its own input
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), omniccl::Error>(())
+    /// ```
+    pub fn iscan<T: Element>(
+        &'scope self,
+        send: &'scope [T],
+        recv: &'scope mut [T],
+        op: ReduceOp,
+        exclusive: bool,
+    ) -> Result<Request<'scope, &'scope mut [T]>> {
+        let mut w = ptr::null_mut();
+        let op = self.comm.scan_impl(Some(send), recv, op, exclusive, &mut w)?;
+        self.started(w, Some(op), recv)
+    }
+
     /// Non-blocking [`Communicator::all_reduce`]; `wait()` returns `recv`.
     ///
     /// ```

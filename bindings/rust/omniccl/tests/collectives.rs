@@ -84,21 +84,54 @@ fn prod_value(r: usize, i: usize) -> i64 {
     1 + ((r + i) % 2) as i64
 }
 
+/// Rank r's input element i for the logical ops: zero at every third
+/// (rank + element) position, so that each result takes both values.
+fn logic_value(r: usize, i: usize) -> i64 {
+    if (r + i) % 3 == 0 { 0 } else { ((r + i) % 4 + 1) as i64 }
+}
+
+fn is_logical(op: ReduceOp) -> bool {
+    matches!(op, ReduceOp::LogicalAnd | ReduceOp::LogicalOr | ReduceOp::LogicalXor)
+}
+
 /// The ops defined for T.
 fn ops<T: TestElem>() -> Vec<ReduceOp> {
     use ReduceOp::*;
-    if T::BOOL {
+    let logical = [LogicalAnd, LogicalOr, LogicalXor];
+    let mut ops = if T::BOOL {
         vec![Sum, Prod, Min, Max, BitAnd, BitOr, BitXor]
     } else if T::INT {
         vec![Sum, Prod, Min, Max, Avg, BitAnd, BitOr, BitXor, PremulSum(2.0)]
     } else {
         vec![Sum, Prod, Min, Max, Avg, PremulSum(2.0)]
+    };
+    ops.extend(logical);
+    ops
+}
+
+/// The input function of op.
+fn value_fn(op: ReduceOp) -> fn(usize, usize) -> i64 {
+    match op {
+        ReduceOp::Prod => prod_value,
+        op if is_logical(op) => logic_value,
+        _ => value,
     }
 }
 
 fn input<T: TestElem>(op: ReduceOp, r: usize, count: usize, offset: usize) -> Vec<T> {
-    let f = if op == ReduceOp::Prod { prod_value } else { value };
+    let f = value_fn(op);
     (0..count).map(|i| T::from_i64(f(r, i + offset))).collect()
+}
+
+/// The logical op over the truth of `vals`, as 0 or 1.
+fn logical(op: ReduceOp, vals: &[i64]) -> i64 {
+    let trues = vals.iter().filter(|&&v| v != 0).count();
+    let x = match op {
+        ReduceOp::LogicalAnd => trues == vals.len(),
+        ReduceOp::LogicalOr => trues > 0,
+        _ => trues % 2 == 1,
+    };
+    x as i64
 }
 
 /// The reduction of element i (at `offset + i`) over n ranks, as T.
@@ -106,8 +139,12 @@ fn reference<T: TestElem>(op: ReduceOp, n: usize, count: usize, offset: usize) -
     (0..count)
         .map(|i| {
             let i = i + offset;
-            let f = if op == ReduceOp::Prod { prod_value } else { value };
+            let f = value_fn(op);
             let vals: Vec<i64> = (0..n).map(|r| f(r, i)).collect();
+            if is_logical(op) {
+                let truths: Vec<i64> = vals.iter().map(|&v| (T::from_i64(v).to_f64() != 0.0) as i64).collect();
+                return T::from_i64(logical(op, &truths));
+            }
             if T::BOOL {
                 let bits: Vec<bool> = vals.iter().map(|&v| T::from_i64(v).to_f64() != 0.0).collect();
                 let any = bits.iter().any(|&b| b);
@@ -157,6 +194,52 @@ fn part<T: TestElem>(q: usize, p: usize, count: usize) -> Vec<T> {
 
 fn concat<T: TestElem>(parts: impl Iterator<Item = Vec<T>>) -> Vec<T> {
     parts.flatten().collect()
+}
+
+/// Scan and exscan (blocking, in place, non-blocking) for every op with a
+/// prefix meaning; the references are reductions over the ranks before.
+fn exercise_scan<T: TestElem>(comm: &Communicator, count: usize) {
+    let (r, n) = (comm.rank(), comm.size());
+    let untouched = T::from_i64(1);
+    for op in ops::<T>()
+        .into_iter()
+        .filter(|op| !matches!(op, ReduceOp::Avg | ReduceOp::PremulSum(_)))
+    {
+        let ctx = |what: &str| format!("{what} {op:?}, count {count}, rank {r} of {n}");
+        let send = input::<T>(op, r, count, 0);
+        let upto = reference::<T>(op, r + 1, count, 0);
+        let before = if r == 0 {
+            vec![untouched; count]
+        } else {
+            reference::<T>(op, r, count, 0)
+        };
+        let mut recv = vec![T::default(); count];
+        comm.scan(&send, &mut recv, op).unwrap();
+        assert_close(&recv, &upto, false, &ctx("scan"));
+        let mut buf = send.clone();
+        comm.scan_in_place(&mut buf, op).unwrap();
+        assert_close(&buf, &upto, false, &ctx("scan_in_place"));
+        let mut recv = vec![untouched; count];
+        comm.exscan(&send, &mut recv, op).unwrap();
+        assert_close(&recv, &before, false, &ctx("exscan"));
+        // In place, rank 0's input is its output, which it keeps.
+        let mut buf = send.clone();
+        comm.exscan_in_place(&mut buf, op).unwrap();
+        assert_close(
+            &buf,
+            if r == 0 { &send } else { &before },
+            false,
+            &ctx("exscan_in_place"),
+        );
+        let mut recv = vec![untouched; count];
+        comm.scope(|s| s.iscan(&send, &mut recv, op, true)?.wait().map(drop))
+            .unwrap();
+        assert_close(&recv, &before, false, &ctx("iscan (exclusive)"));
+    }
+    let err = comm
+        .scan_in_place(&mut vec![T::default(); count], ReduceOp::Avg)
+        .unwrap_err();
+    assert_eq!(err.kind(), omniccl::ErrorKind::InvalidArgument, "scan with Avg: {err}");
 }
 
 /// Every operation on T with `count` elements per rank.
@@ -498,6 +581,7 @@ fn every_type(comm: Communicator) {
     fn one<T: TestElem>(comm: &Communicator) {
         for count in [0, 1, 7] {
             exercise::<T>(comm, count);
+            exercise_scan::<T>(comm, count);
             exercise_nonblocking::<T>(comm, count);
             exercise_nonblocking_v::<T>(comm, count);
         }

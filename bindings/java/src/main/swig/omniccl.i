@@ -731,3 +731,11 @@ occl_status_t occl_java_check_header(void);
 
 OCCL_CALL(occl_comm_get_async_error, commGetAsyncError)
 occl_status_t occl_comm_get_async_error(occl_comm_t comm, occl_status_t* STATUS);
+
+/* ABI 1.4: prefix reductions. */
+OCCL_CALL(occl_scan_ex, scanEx)
+occl_status_t occl_scan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op,
+                           occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);
+OCCL_CALL(occl_exscan_ex, exscanEx)
+occl_status_t occl_exscan_ex(const DLTensor* sendbuf, const DLTensor* recvbuf, occl_red_op_t op,
+                             occl_comm_t comm, const occl_options_t* OPTS, occl_work_t* WORK);

@@ -13,6 +13,7 @@ abstract class ArrayCollectives {
   ArrayCollectives() {}
 
   abstract CompletableFuture<Void> doAllReduce(Buf send, Buf recv, ReduceOp op, CallOptions opts, boolean async);
+  abstract CompletableFuture<Void> doScan(Buf send, Buf recv, ReduceOp op, boolean exclusive, CallOptions opts, boolean async);
   abstract CompletableFuture<Void> doBroadcast(Buf data, int root, CallOptions opts, boolean async);
   abstract CompletableFuture<Void> doReduce(Buf send, Buf recv, ReduceOp op, int root, CallOptions opts, boolean async);
   abstract CompletableFuture<Void> doGather(Buf send, Buf recv, int root, CallOptions opts, boolean async);
@@ -488,6 +489,922 @@ abstract class ArrayCollectives {
    */
   public final CompletableFuture<Void> allReduceAsync(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
     return doAllReduce(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, options(), true);
+  }
+
+  // ---- scan(data, op)
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(byte[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(byte[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(short[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(short[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(int[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(int[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(long[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(long[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(float[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(float[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(double[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(double[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(boolean[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(boolean[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(ByteBuffer data, DataType type, ReduceOp op) {
+    Buf buf = Buf.of(data, type, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(ByteBuffer data, DataType type, ReduceOp op) {
+    Buf buf = Buf.of(data, type, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(DeviceBuffer data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan), in place: rank i's {@code data} becomes {@code op} over the data of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(DeviceBuffer data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, false, options(), true);
+  }
+
+  // ---- scan(send, recv, op)
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(byte[] send, byte[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(byte[] send, byte[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(short[] send, short[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(short[] send, short[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(int[] send, int[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(int[] send, int[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(long[] send, long[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(long[] send, long[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(float[] send, float[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(float[] send, float[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(double[] send, double[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(double[] send, double[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(boolean[] send, boolean[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(boolean[] send, boolean[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param type the element type of the buffers
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op) {
+    doScan(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param type the element type of the buffers
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op) {
+    return doScan(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void scan(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), false);
+  }
+
+  /**
+   * Inclusive prefix reduction (MPI_Scan): rank i's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i (same length everywhere). AVG and pre-multiplied sums have no prefix meaning (InvalidArgumentException).
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> scanAsync(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.OUT), op, false, options(), true);
+  }
+
+  // ---- exscan(data, op)
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(byte[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(byte[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(short[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(short[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(int[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(int[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(long[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(long[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(float[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(float[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(double[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(double[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(boolean[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(boolean[] data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(ByteBuffer data, DataType type, ReduceOp op) {
+    Buf buf = Buf.of(data, type, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param type the element type of the buffers
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(ByteBuffer data, DataType type, ReduceOp op) {
+    Buf buf = Buf.of(data, type, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(DeviceBuffer data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    doScan(buf, buf, op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan), in place: rank i > 0's {@code data} becomes {@code op} over the data of ranks 0 to i - 1; rank 0's keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param data the buffer
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(DeviceBuffer data, ReduceOp op) {
+    Buf buf = Buf.of(data, "data", Buf.INOUT);
+    return doScan(buf, buf, op, true, options(), true);
+  }
+
+  // ---- exscan(send, recv, op)
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(byte[] send, byte[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(byte[] send, byte[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(short[] send, short[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(short[] send, short[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(int[] send, int[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(int[] send, int[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(long[] send, long[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(long[] send, long[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(float[] send, float[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(float[] send, float[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(double[] send, double[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(double[] send, double[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(boolean[] send, boolean[] recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(boolean[] send, boolean[] recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param type the element type of the buffers
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op) {
+    doScan(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param type the element type of the buffers
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(ByteBuffer send, ByteBuffer recv, DataType type, ReduceOp op) {
+    return doScan(Buf.of(send, type, "send", Buf.IN), Buf.of(recv, type, "recv", Buf.INOUT), op, true, options(), true);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @throws OmniCCLException if the operation fails (timeout, peer failure, mismatch, ...)
+   */
+  public final void exscan(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
+    doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), false);
+  }
+
+  /**
+   * Exclusive prefix reduction (MPI_Exscan): rank i > 0's {@code recv} gets {@code op} over the {@code send} of ranks 0 to i - 1; rank 0's {@code recv} keeps its values.
+   * Non-blocking: starts the operation; the buffers must not be touched until the future completes.
+   *
+   * @param send the data this rank contributes
+   * @param recv where the result goes
+   * @param op how values are combined
+   * @return a future completing when the operation has, or exceptionally with its OmniCCLException
+   */
+  public final CompletableFuture<Void> exscanAsync(DeviceBuffer send, DeviceBuffer recv, ReduceOp op) {
+    return doScan(Buf.of(send, "send", Buf.IN), Buf.of(recv, "recv", Buf.INOUT), op, true, options(), true);
   }
 
   // ---- broadcast(data, root)

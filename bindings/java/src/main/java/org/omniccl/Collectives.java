@@ -118,6 +118,12 @@ public final class Collectives extends ArrayCollectives {
   }
 
   @Override
+  CompletableFuture<Void> doScan(Buf send, Buf recv, ReduceOp op, boolean exclusive, CallOptions o,
+      boolean async) {
+    return comm.doScan(send, recv, op, exclusive, o, async);
+  }
+
+  @Override
   CompletableFuture<Void> doBroadcast(Buf data, int root, CallOptions o, boolean async) {
     return comm.doBroadcast(data, root, o, async);
   }

@@ -447,6 +447,25 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
   }
 
   @Override
+  CompletableFuture<Void> doScan(Buf send, Buf recv, ReduceOp op, boolean exclusive, CallOptions opts,
+      boolean async) {
+    String what = exclusive ? "exscan" : "scan";
+    need(what, send, recv);
+    sameType(what, send, recv);
+    if (send.count != recv.count) {
+      throw lengths(what, recv.name + " has " + recv.count + " elements, " + send.name + " "
+          + send.count + "; they must be equal");
+    }
+    return run(what, new Buf[] {send, recv}, op, (c, o, w) -> {
+      if (exclusive) {
+        OmniCCLNative.exscanEx(t(send), t(recv), o, c, nat(opts), w);
+      } else {
+        OmniCCLNative.scanEx(t(send), t(recv), o, c, nat(opts), w);
+      }
+    }, async);
+  }
+
+  @Override
   CompletableFuture<Void> doBroadcast(Buf data, int root, CallOptions opts, boolean async) {
     need("broadcast", data);
     checkRoot("broadcast", root);

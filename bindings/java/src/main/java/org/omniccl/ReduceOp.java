@@ -6,7 +6,8 @@ import java.util.Objects;
 /**
  * How a reduction combines the ranks' values: the constants {@link #SUM},
  * {@link #PROD}, {@link #MIN}, {@link #MAX}, {@link #AVG}, {@link #BAND},
- * {@link #BOR}, {@link #BXOR}, or a pre-multiplied sum made by {@link
+ * {@link #BOR}, {@link #BXOR}, {@link #LAND}, {@link #LOR}, {@link #LXOR},
+ * or a pre-multiplied sum made by {@link
  * #premulSum(double)}. The bitwise ops take integer and bool data only (a
  * float gets an {@link InvalidArgumentException}).
  *
@@ -31,8 +32,15 @@ public final class ReduceOp {
   public static final ReduceOp BOR = new ReduceOp("BOR", 6, Double.NaN);
   /** Bitwise XOR (logical XOR for bool). */
   public static final ReduceOp BXOR = new ReduceOp("BXOR", 7, Double.NaN);
+  /** Logical AND (MPI_LAND): 1 where every input is nonzero, else 0; every type, floats included. */
+  public static final ReduceOp LAND = new ReduceOp("LAND", 9, Double.NaN);
+  /** Logical OR (MPI_LOR): 1 where any input is nonzero, else 0. */
+  public static final ReduceOp LOR = new ReduceOp("LOR", 10, Double.NaN);
+  /** Logical XOR (MPI_LXOR): 1 where an odd number of inputs are nonzero, else 0. */
+  public static final ReduceOp LXOR = new ReduceOp("LXOR", 11, Double.NaN);
 
-  private static final List<ReduceOp> BUILT_IN = List.of(SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR);
+  private static final List<ReduceOp> BUILT_IN =
+      List.of(SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR, LAND, LOR, LXOR);
 
   private final String name;
   private final int code;
@@ -60,9 +68,10 @@ public final class ReduceOp {
   }
 
   /**
-   * The built-in ops, SUM to BXOR, in C ABI order.
+   * The built-in ops, SUM to LXOR, in C ABI order (the pre-multiplied sum,
+   * code 8, is made by {@link #premulSum(double)}).
    *
-   * @return the eight built-in ops
+   * @return the eleven built-in ops
    */
   public static List<ReduceOp> values() {
     return BUILT_IN;

@@ -27,6 +27,38 @@ class CollectivesTest {
     Ranks.threads(n, null, Sweep::run);
   }
 
+  @ParameterizedTest(name = "scan and exscan, {0} ranks")
+  @ValueSource(ints = {1, 3})
+  @Timeout(value = 120, unit = TimeUnit.SECONDS)
+  void scanAndExscanArePrefixReductions(int n) throws Exception {
+    Ranks.threads(n, null, c -> {
+      int r = c.rank();
+      long[] send = {r + 1, 10L * (r + 1)};
+      long[] recv = new long[2];
+      c.scan(send, recv, ReduceOp.SUM);
+      long upTo = (long) (r + 1) * (r + 2) / 2; // 1 + 2 + ... + (r + 1)
+      org.junit.jupiter.api.Assertions.assertArrayEquals(new long[] {upTo, 10 * upTo}, recv);
+      long[] before = {-1, -1};
+      c.exscan(send, before, ReduceOp.SUM);
+      long b = (long) r * (r + 1) / 2; // 1 + ... + r; rank 0 keeps its values
+      org.junit.jupiter.api.Assertions.assertArrayEquals(r == 0 ? new long[] {-1, -1} : new long[] {b, 10 * b},
+          before);
+      double[] truth = {r == 1 ? 0.0 : 2.5};
+      c.scan(truth, ReduceOp.LAND); // in place: 1 while no rank so far had a zero
+      assertEquals(r == 0 ? 1.0 : 0.0, truth[0]);
+      int[] low = {5 - r};
+      try {
+        c.exscanAsync(low, ReduceOp.MIN).get(60, TimeUnit.SECONDS);
+      } catch (Exception e) {
+        throw new AssertionError(e);
+      }
+      assertEquals(r == 0 ? 5 : 5 - (r - 1), low[0]);
+      InvalidArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
+          InvalidArgumentException.class, () -> c.scan(new int[1], ReduceOp.AVG));
+      assertTrue(e.getMessage().contains("AVG"), e.getMessage());
+    });
+  }
+
   @ParameterizedTest(name = "{0} ranks over TCP, as threads")
   @ValueSource(ints = {2, 3})
   @Timeout(value = 120, unit = TimeUnit.SECONDS)

@@ -114,8 +114,9 @@ class CommunicatorTest {
 
   @Test
   void reduceOpNamesAndValues() {
-    assertEquals(8, ReduceOp.values().size());
+    assertEquals(11, ReduceOp.values().size());
     assertEquals("BXOR", ReduceOp.BXOR.name());
+    assertEquals("LXOR", ReduceOp.values().get(10).name());
     assertTrue(ReduceOp.premulSum(3).isPremulSum());
     assertEquals(ReduceOp.premulSum(3), ReduceOp.premulSum(3.0));
     assertThrows(IllegalArgumentException.class, () -> ReduceOp.premulSum(Double.NaN));
