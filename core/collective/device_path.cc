@@ -27,6 +27,9 @@ std::optional<WorkPtr> launch_device_call(Communicator& c, algo::DeviceCall d,
                                           std::initializer_list<const TensorView*> used, const CallOptions& call) {
   algo::DeviceEngine* engine = c.device_engine();
   if (engine == nullptr) return std::nullopt;
+  // The device kernels reduce neither complex numbers nor MAXLOC / MINLOC
+  // pairs: such calls on CUDA tensors are staged through host memory.
+  if (kernels::is_complex(d.dtype) || kernels::is_loc(d.op)) return std::nullopt;
   int device = -1;
   for (const TensorView* t : used) {
     if (t == nullptr || t->count == 0) continue;

@@ -237,12 +237,16 @@ void Communicator::set_timeout(int64_t ms) {
 }
 
 ReduceSpec Communicator::reduce_spec(int op) const {
+  // Public values: 0..8 are the RedOp values; MAXLOC and MINLOC are 12
+  // and 13 (occl_red_op_t).
   if (op >= 0 && op <= 8) return ReduceSpec{static_cast<RedOp>(op), 1.0};
+  if (op == 12) return ReduceSpec{RedOp::kMaxLoc, 1.0};
+  if (op == 13) return ReduceSpec{RedOp::kMinLoc, 1.0};
   std::lock_guard<std::mutex> lock(ops_mu_);
   auto it = premul_ops_.find(op);
   check_arg(it != premul_ops_.end(), "reduce op ", op,
-            " is unknown (built-in ops are 0..8; custom ops must come from occl_red_op_create_premul_sum on this "
-            "communicator and not be destroyed)");
+            " is unknown (built-in ops are 0..8, 12 and 13; custom ops must come from occl_red_op_create_premul_sum "
+            "on this communicator and not be destroyed)");
   return ReduceSpec{RedOp::kPreMulSum, it->second};
 }
 

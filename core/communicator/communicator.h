@@ -288,7 +288,8 @@ class Communicator {
   /// a submitted function.
   Planner& planner() { return planner_; }
 
-  /// Reduce ops: built-in values 0..8 or ones from create_premul_sum.
+  /// Reduce ops: built-in values (0..8, MAXLOC 12, MINLOC 13) or ones from
+  /// create_premul_sum.
   ReduceSpec reduce_spec(int op) const;
   int create_premul_sum(double scalar);
   void destroy_reduce_op(int op);

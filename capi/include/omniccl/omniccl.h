@@ -121,14 +121,17 @@ occl_status_t occl_init_check(int abi_version, int header_version);
 /* Reduce operations                                                         */
 /*                                                                           */
 /* Value rules for occl_red_op_t:                                            */
-/*   0..8   the built-in ops below, valid on every communicator;             */
+/*   0..8, 12, 13  the built-in ops below, valid on every communicator;      */
 /*   >= 64  (OCCL_RED_OP_CUSTOM_BASE) ops made at run time by                */
 /*          occl_red_op_create_premul_sum(), valid only on the communicator  */
 /*          that made them and until occl_red_op_destroy();                  */
-/*   any other value (9..63, negatives) is OCCL_ERR_INVALID_ARGUMENT.        */
+/*   any other value (9..11, 14..63, negatives) is                           */
+/*   OCCL_ERR_INVALID_ARGUMENT.                                              */
 /* An op must also be defined for the dtype: BAND/BOR/BXOR on floating-point */
-/* types is OCCL_ERR_INVALID_ARGUMENT. OCCL_RED_OP_MAX_ENUM/MIN_ENUM exist   */
-/* only so that every int is a valid value of the enum type in C++.          */
+/* or complex types, MIN/MAX on complex types, MAXLOC/MINLOC on other than   */
+/* integer, float32 or float64 pairs are OCCL_ERR_INVALID_ARGUMENT.          */
+/* OCCL_RED_OP_MAX_ENUM/MIN_ENUM exist only so that every int is a valid     */
+/* value of the enum type in C++.                                            */
 /* ------------------------------------------------------------------------ */
 
 typedef enum occl_red_op {
@@ -148,6 +151,17 @@ typedef enum occl_red_op {
    * OCCL_RED_OP_CUSTOM_BASE. Passing OCCL_PREMUL_SUM itself means a scalar 1.
    */
   OCCL_PREMUL_SUM = 8,
+  /**
+   * (value, index) pairs, as MPI_MAXLOC / MPI_MINLOC on MPI_2INT or
+   * MPI_2DOUBLE_PRECISION: the tensor holds count / 2 pairs of its own
+   * dtype, value at element 2k and index at 2k + 1, so count must be even
+   * (and for reduce_scatter the count of each rank's block). The larger
+   * (MAXLOC) or smaller (MINLOC) value wins; equal values keep the smaller
+   * index; a NaN value wins over any number. Integer, float32 and float64
+   * dtypes only.
+   */
+  OCCL_MAXLOC = 12,
+  OCCL_MINLOC = 13,
   /**
    * Not an op: widens the enum's range, so the values made by
    * occl_red_op_create_premul_sum() (>= OCCL_RED_OP_CUSTOM_BASE) are valid
