@@ -192,8 +192,9 @@ inline int64_t draw_count(Rng& r, size_t elem, int parts, int64_t max_bytes) {
 }
 
 inline DT draw_dtype(Rng& r) {
-  static const DT kAll[] = {DT::kI8,  DT::kI16,  DT::kI32, DT::kI64, DT::kU8,   DT::kU16,    DT::kU32,   DT::kU64,
-                            DT::kF16, DT::kBF16, DT::kF32, DT::kF64, DT::kBool, DT::kF8E4M3, DT::kF8E5M2};
+  static const DT kAll[] = {DT::kI8,   DT::kI16,    DT::kI32,    DT::kI64,  DT::kU8,  DT::kU16,
+                            DT::kU32,  DT::kU64,    DT::kF16,    DT::kBF16, DT::kF32, DT::kF64,
+                            DT::kBool, DT::kF8E4M3, DT::kF8E5M2, DT::kC64,  DT::kC128};
   return kAll[r.below(sizeof kAll / sizeof kAll[0])];
 }
 
@@ -210,7 +211,8 @@ inline occl_ref::Op draw_op(Rng& r, DT dt) {
   if (op.kind != OCCL_PREMUL_SUM) return op;
   static const double kInt[] = {1, 2, -1, 3}, kWide[] = {0.5, -1.5, 1, 2}, kF8[] = {1, -1, 1, -1};
   const bool f8 = dt == DT::kF8E4M3 || dt == DT::kF8E5M2;
-  const double* pick = !occl_ref::dt_float(dt) ? kInt : f8 ? kF8 : kWide;
+  const bool wide = occl_ref::dt_float(dt) || occl_ref::dt_complex(dt);
+  const double* pick = !wide ? kInt : f8 ? kF8 : kWide;
   op.scalar = pick[r.below(4)];
   return op;
 }
