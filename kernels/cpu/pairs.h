@@ -29,6 +29,14 @@ struct __attribute__((packed, may_alias)) Pair {
   T index;
 };
 
+/// Whether E is a two-part item (Complex or Pair).
+template <class E>
+inline constexpr bool kTwoPart = false;
+template <class T>
+inline constexpr bool kTwoPart<Complex<T>> = true;
+template <class T>
+inline constexpr bool kTwoPart<Pair<T>> = true;
+
 // ---- complex --------------------------------------------------------------
 
 template <class T>
