@@ -3,9 +3,6 @@
 - mpi4py's logical ops (LAND, LOR, LXOR) on buffers: each rank's values
   become 0/1 (uint8), the C library reduces those with MIN (and), MAX (or)
   or BXOR (xor), and the 0/1 result is written back in the array's dtype.
-- Complex PROD (the library reduces complex arrays as pairs of reals, which
-  is right for sums only): every rank's array is gathered and multiplied in
-  rank order with numpy (``fold``).
 - Scan and Exscan (prefix reductions): Allgather every rank's buffer, then
   reduce ranks 0..i (0..i-1) locally in rank order with numpy's ufuncs.
   Each rank receives size times its buffer: fine for the small buffers
@@ -63,8 +60,7 @@ def _view(buf: Any, name: str, writable: bool) -> Any:
     if dtype_name.startswith("bfloat") or dtype_name.startswith("dtype("):
         raise InvalidArgumentError(f"{name}: {dtype_name} has no numpy dtype for this op")
     dtype = np.dtype(dtype_name)
-    count = t.count // 2 if t.is_complex else t.count
-    arr = np.asarray(_Memory(t, dtype, count))
+    arr = np.asarray(_Memory(t, dtype, t.count))
     if typ is not None:
         want = type_name(typ, name)
         if want != dtype_name:
@@ -78,7 +74,7 @@ _LOGICAL_NATIVE = {MPIOp.LAND: ReduceOp.MIN, MPIOp.LOR: ReduceOp.MAX, MPIOp.LXOR
 def _check_logical(op: MPIOp, what: str) -> ReduceOp:
     if op not in _LOGICAL_NATIVE:
         raise NotImplementedError(f"{what} with MPI.{op.value}: only object methods (allreduce, reduce, scan) "
-                                  f"take {op.value}; buffer methods would need mpi4py's pair datatypes")
+                                  f"take {op.value}")
     return _LOGICAL_NATIVE[op]
 
 
@@ -172,38 +168,3 @@ def comm_in_place() -> Any:
     """The IN_PLACE marker (imported late: comm imports this module)."""
     from .comm import IN_PLACE
     return IN_PLACE
-
-
-def _tensor_view(t: Any) -> Any:
-    """A flat numpy view of an imported Tensor (complex counted as complex)."""
-    np = _np()
-    dtype = np.dtype(t.dtype)
-    return np.asarray(_Memory(t, dtype, t.count // 2 if t.is_complex else t.count))
-
-
-def fold(comm: "Communicator", send: Any, recv: Any, op: Any, root: Any = None, block: Any = None) -> None:
-    """A reduction done in Python: gather every rank's ``send`` Tensor, fold it with numpy in rank order.
-
-    ``root`` None: every rank gets the result (Allreduce), else only ``root``
-    (Reduce). ``block`` (offset, count) in elements: only that part of the
-    result goes to ``recv`` (Reduce_scatter_block).
-    """
-    np = _np()
-    src = _tensor_view(send).copy()
-    fn = _ufunc(op, src.dtype)
-    everyone = np.empty((comm.size, src.size), src.dtype)
-    if root is None:
-        comm.Allgather(src, everyone)
-    else:
-        comm.Gather(src, everyone if comm.rank == root else None, root)
-        if comm.rank != root:
-            return
-    acc = everyone[0].copy()
-    for row in everyone[1:]:
-        acc = fn(acc, row).astype(src.dtype, copy=False)
-    out = _tensor_view(recv)
-    if block is None:
-        out[...] = acc
-    else:
-        offset, count = block
-        out[:count] = acc[offset:offset + count]

@@ -363,18 +363,18 @@ class Communicator:
                 and fast_all_reduce(native, None if sendbuf is IN_PLACE else sendbuf, recvbuf, op, "recvbuf") is None):
             return None
         native = self._live("Allreduce")
+        op = _native_mpi_op(op)
         if isinstance(op, MPIOp):
             return _logical.allreduce(self, sendbuf, recvbuf, op)
         r = message(recvbuf, "recvbuf", True)
         s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
-        if r.is_complex and _is_prod(op):
-            return _logical.fold(self, s, r, op)
         self._reduce_call(op, lambda v: native.all_reduce(s, r, v, blocking=True))
         return None
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM, root: int = 0) -> None:
         """Reduces every rank's ``sendbuf`` into ``root``'s ``recvbuf`` (ignored elsewhere; IN_PLACE at root)."""
         native = self._live("Reduce")
+        op = _native_mpi_op(op)
         if isinstance(op, MPIOp):
             return _logical.reduce(self, sendbuf, recvbuf, op, root)
         if native.rank == root:
@@ -382,8 +382,6 @@ class Communicator:
             s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
         else:
             r, s = None, message(sendbuf, "sendbuf", False)
-        if s.is_complex and _is_prod(op):
-            return _logical.fold(self, s, r, op, root=root)
         self._reduce_call(op, lambda v: native.reduce(s, r, v, root, blocking=True))
         return None
 
@@ -484,6 +482,7 @@ class Communicator:
         left in its first n elements; the rest is left as it was (MPI's rule).
         """
         native = self._live("Reduce_scatter_block")
+        op = _native_mpi_op(op)
         if isinstance(op, MPIOp):
             return _logical.reduce_scatter_block(self, sendbuf, recvbuf, op)
         if in_place(sendbuf):
@@ -493,15 +492,11 @@ class Communicator:
             # elements: the rest of recvbuf (this rank's own input block
             # included) is left as it was.
             block = Tensor.empty_like(full, n)
-            if full.is_complex and _is_prod(op):
-                return _logical.fold(self, full, full, op, block=(native.rank * n // 2, n // 2))
             self._reduce_call(op, lambda v: native.reduce_scatter(full, block, v, blocking=True))
             full.copy_from(block, 0, 0, n)
             return None
         r = message(recvbuf, "recvbuf", True)
         s = message(sendbuf, "sendbuf", False, native.size)
-        if s.is_complex and _is_prod(op):
-            return _logical.fold(self, s, r, op, block=(native.rank * (r.count // 2), r.count // 2))
         self._reduce_call(op, lambda v: native.reduce_scatter(s, r, v, blocking=True))
         return None
 
@@ -523,28 +518,25 @@ class Communicator:
         else:
             full = message(sendbuf, "sendbuf", False)
             mine = message(recvbuf, "recvbuf", True)
-        f = 2 if full.is_complex else 1
         if recvcounts is None:
             if mine is None:
                 raise InvalidArgumentError("Reduce_scatter: recvcounts are required with IN_PLACE")
-            mine_count = mine.count // f
-            counts = self.allgather(mine_count)
+            counts = self.allgather(mine.count)
         else:
             counts = [int(c) for c in recvcounts]
             if len(counts) != size:
                 raise InvalidArgumentError(f"Reduce_scatter: {len(counts)} recvcounts for {size} ranks")
-        if sum(counts) * f > full.count:
-            raise InvalidArgumentError(f"Reduce_scatter: the input has {full.count // f} elements, the counts "
+        if sum(counts) > full.count:
+            raise InvalidArgumentError(f"Reduce_scatter: the input has {full.count} elements, the counts "
                                        f"add up to {sum(counts)}")
-        whole = Tensor.slice(full, 0, sum(counts) * f)
+        whole = Tensor.slice(full, 0, sum(counts))
         out = full if mine is None else mine
+        op = _native_mpi_op(op)
         if isinstance(op, MPIOp):
             raise NotImplementedError("Reduce_scatter with MPI.LAND/LOR/LXOR: use Allreduce")
-        if whole.is_complex and _is_prod(op):
-            return _logical.fold(self, whole, out, op, block=(sum(counts[:rank]), counts[rank]))
         staging = Tensor.empty_like(whole, whole.count)
         self._reduce_call(op, lambda v: native.all_reduce(whole, staging, v, blocking=True))
-        out.copy_from(staging, 0, sum(counts[:rank]) * f, counts[rank] * f)
+        out.copy_from(staging, 0, sum(counts[:rank]), counts[rank])
         return None
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
@@ -941,6 +933,10 @@ del _name, _feature
 COMM_NULL = Communicator(None)
 
 
-def _is_prod(op: Any) -> bool:
-    """Whether op is PROD (complex PROD is folded in Python: the library multiplies reals pairwise)."""
-    return isinstance(op, int) and not isinstance(op, bool) and op == ReduceOp.PRODUCT
+#: mpi4py ops on buffers that the C library computes: (value, index) pairs.
+_NATIVE_MPI_OPS = {MPIOp.MAXLOC: ReduceOp.MAXLOC, MPIOp.MINLOC: ReduceOp.MINLOC}
+
+
+def _native_mpi_op(op: MPIOpLike) -> MPIOpLike:
+    """The C library's op for an mpi4py op it computes on buffers (MAXLOC, MINLOC), else op itself."""
+    return _NATIVE_MPI_OPS.get(op, op) if isinstance(op, MPIOp) else op
