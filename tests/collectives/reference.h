@@ -156,6 +156,8 @@ inline const char* op_name(occl_red_op_t op) {
     case OCCL_BOR: return "BOR";
     case OCCL_BXOR: return "BXOR";
     case OCCL_PREMUL_SUM: return "PREMUL_SUM";
+    case OCCL_MAXLOC: return "MAXLOC";
+    case OCCL_MINLOC: return "MINLOC";
     default: break;  // OCCL_RED_OP_MAX_ENUM is not an op
   }
   return "?";
@@ -167,6 +169,9 @@ inline const char* op_name(occl_red_op_t op) {
 inline bool op_defined(occl_red_op_t op, DT d) {
   if (op == OCCL_BAND || op == OCCL_BOR || op == OCCL_BXOR) return !dt_float(d) && !dt_complex(d);
   if (op == OCCL_MIN || op == OCCL_MAX) return !dt_complex(d);
+  if (op == OCCL_MAXLOC || op == OCCL_MINLOC) {
+    return !dt_complex(d) && d != DT::kBool && (!dt_float(d) || d == DT::kF32 || d == DT::kF64);
+  }
   if (op == OCCL_AVG || op == OCCL_PREMUL_SUM) return d != DT::kBool;
   return true;
 }
@@ -484,14 +489,61 @@ decltype(auto) with_model(DT d, F&& f) {
   return f(BoolModel{});
 }
 
+inline bool is_loc(const Op& op) { return op.kind == OCCL_MAXLOC || op.kind == OCCL_MINLOC; }
+
+/// MAXLOC / MINLOC inputs: (value, index) pairs at even global element
+/// indices; values 0..3 (ties are common), indices 0..63.
+inline int loc_input(uint64_t cs, int rank, size_t idx) {
+  const uint64_t h = hash3(cs, rank, idx);
+  return idx % 2 == 0 ? int(h % 4) : int((h >> 8) % 64);
+}
+
 /// Reduction input: element `count` elements of rank `rank`'s input for case
 /// `cs`, global element indices base, base+1, ...
 inline void fill_reduce_input(DT d, const Op& op, void* buf, size_t count, size_t base, int rank, uint64_t cs) {
   with_model(d, [&](auto m) {
     using M = decltype(m);
     auto* p = static_cast<typename M::S*>(buf);
-    for (size_t j = 0; j < count; ++j) p[j] = M::store(M::gen(op, hash3(cs, rank, base + j)));
+    for (size_t j = 0; j < count; ++j) {
+      if (is_loc(op)) {
+        p[j] = M::store(typename M::R(loc_input(cs, rank, base + j)));
+      } else {
+        p[j] = M::store(M::gen(op, hash3(cs, rank, base + j)));
+      }
+    }
   });
+}
+
+/// The MAXLOC / MINLOC result of the pair at global element index g (even):
+/// the larger (smaller) value, on ties the smaller index.
+inline std::pair<int, int> loc_expect(const Op& op, size_t g, int n, uint64_t cs) {
+  std::pair<int, int> best{loc_input(cs, 0, g), loc_input(cs, 0, g + 1)};
+  for (int r = 1; r < n; ++r) {
+    const int v = loc_input(cs, r, g), i = loc_input(cs, r, g + 1);
+    const bool ahead = op.kind == OCCL_MAXLOC ? v > best.first : v < best.first;
+    if (ahead || (v == best.first && i < best.second)) best = {v, i};
+  }
+  return best;
+}
+
+/// check_reduce_output for MAXLOC / MINLOC: count elements from global
+/// index base (both even).
+template <class M>
+std::string check_loc_output(const Op& op, const typename M::S* p, size_t count, size_t base, int n, uint64_t cs) {
+  if constexpr (std::is_arithmetic_v<typename M::R>) {
+    for (size_t j = 0; j + 1 < count; j += 2) {
+      const auto [v, i] = loc_expect(op, base + j, n, cs);
+      if (M::load(p[j]) != typename M::R(v) || M::load(p[j + 1]) != typename M::R(i)) {
+        std::ostringstream os;
+        os << "pair at element " << j << ": got (" << M::show(M::load(p[j])) << ", " << M::show(M::load(p[j + 1]))
+           << "), want (" << v << ", " << i << ")";
+        return os.str();
+      }
+    }
+    return {};
+  } else {
+    return "MAXLOC/MINLOC on a dtype without them";
+  }
 }
 
 /// Compares `count` elements of got (global indices base...) with the
@@ -502,6 +554,7 @@ inline std::string check_reduce_output(DT d, const Op& op, const void* got, size
   return with_model(d, [&](auto m) -> std::string {
     using M = decltype(m);
     const auto* p = static_cast<const typename M::S*>(got);
+    if (is_loc(op)) return check_loc_output<M>(op, p, count, base, n, cs);
     size_t bad = 0, first = 0;
     typename M::R first_want{};
     for (size_t j = 0; j < count; ++j) {

@@ -201,11 +201,11 @@ inline DT draw_dtype(Rng& r) {
 /// A reduce op defined for dt. PREMUL_SUM scalars keep the reference exact:
 /// integral for integers, halves for the wide floating types, +-1 for fp8.
 inline occl_ref::Op draw_op(Rng& r, DT dt) {
-  static const occl_red_op_t kOps[] = {OCCL_SUM,  OCCL_PROD, OCCL_MIN,  OCCL_MAX,       OCCL_AVG,
-                                       OCCL_BAND, OCCL_BOR,  OCCL_BXOR, OCCL_PREMUL_SUM};
+  static const occl_red_op_t kOps[] = {OCCL_SUM, OCCL_PROD, OCCL_MIN,        OCCL_MAX,    OCCL_AVG,   OCCL_BAND,
+                                       OCCL_BOR, OCCL_BXOR, OCCL_PREMUL_SUM, OCCL_MAXLOC, OCCL_MINLOC};
   occl_ref::Op op;
   do {
-    op.kind = kOps[r.below(9)];
+    op.kind = kOps[r.below(sizeof kOps / sizeof kOps[0])];
   } while (!occl_ref::op_defined(op.kind, dt));
   op.handle = op.kind;
   if (op.kind != OCCL_PREMUL_SUM) return op;
@@ -230,12 +230,13 @@ inline Spec draw_spec(uint64_t seed, uint64_t index, int nranks, int64_t max_byt
   const bool blocks = !(s.kind == Kind::kAllReduce || s.kind == Kind::kReduce || s.kind == Kind::kBroadcast ||
                         s.kind == Kind::kSendRecv);
   s.count = draw_count(r, occl_ref::dt_size(s.dt), blocks ? nranks : 1, max_bytes);
+  if (occl_ref::is_loc(s.op)) s.count -= s.count % 2;  // whole (value, index) pairs, per rank too
   s.root = static_cast<int>(r.below(static_cast<uint64_t>(nranks)));
   s.async = r.below(3) == 0;
   s.in_place = r.below(3) == 0;
   s.null_nonroot = r.below(2) == 0;
   s.gaps = r.below(2) == 0;
-  s.rounded = occl_ref::dt_float(s.dt) && r.below(2) == 0;
+  s.rounded = occl_ref::dt_float(s.dt) && !occl_ref::is_loc(s.op) && r.below(2) == 0;
   return s;
 }
 
