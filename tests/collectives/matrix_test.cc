@@ -547,8 +547,8 @@ void t_reduce_scatter(Ctx& c, DT d, const Op& op, size_t cnt, bool inplace) {
 /// The reduce ops a dtype supports, with the created PREMUL_SUM ops.
 std::vector<Op> ops_for(DT d, const Op& premul_int, const Op& premul_float, const Op& neg_int, const Op& neg_float) {
   std::vector<Op> out;
-  for (occl_red_op_t k :
-       {OCCL_SUM, OCCL_PROD, OCCL_MIN, OCCL_MAX, OCCL_AVG, OCCL_BAND, OCCL_BOR, OCCL_BXOR, OCCL_PREMUL_SUM}) {
+  for (occl_red_op_t k : {OCCL_SUM, OCCL_PROD, OCCL_MIN, OCCL_MAX, OCCL_AVG, OCCL_BAND, OCCL_BOR, OCCL_BXOR,
+                          OCCL_PREMUL_SUM, OCCL_MAXLOC, OCCL_MINLOC}) {
     if (!op_defined(k, d)) continue;
     out.push_back(Op{k, k, 1.0});  // plain OCCL_PREMUL_SUM means scalar 1
   }
@@ -713,10 +713,12 @@ int matrix_rank(occl_comm_t comm, int rank, int n, int set, const std::string& t
       for (size_t oi = 0; oi < ops.size() && !c.broken; ++oi) {
         const Op& op = ops[oi];
         const int op_root = static_cast<int>((root + oi) % n);
+        // MAXLOC / MINLOC: whole (value, index) pairs (per rank for reduce_scatter).
+        const size_t cnt = is_loc(op) ? count - count % 2 : count;
         for (bool inplace : {false, true}) {
-          if (owns(set, kAllReduce)) t_all_reduce(c, d, op, count, inplace);
-          if (owns(set, kReduce)) t_reduce(c, d, op, count, inplace ? (op_root + 1) % n : op_root, inplace);
-          if (owns(set, kReduceScatter)) t_reduce_scatter(c, d, op, count, inplace);
+          if (owns(set, kAllReduce)) t_all_reduce(c, d, op, cnt, inplace);
+          if (owns(set, kReduce)) t_reduce(c, d, op, cnt, inplace ? (op_root + 1) % n : op_root, inplace);
+          if (owns(set, kReduceScatter)) t_reduce_scatter(c, d, op, cnt, inplace);
         }
       }
     }
