@@ -20,6 +20,8 @@ const char* dtype_name(DType t) {
     case DType::kBool: return "bool";
     case DType::kFloat8E4M3FN: return "float8_e4m3fn";
     case DType::kFloat8E5M2: return "float8_e5m2";
+    case DType::kComplex64: return "complex64";
+    case DType::kComplex128: return "complex128";
   }
   return "unknown";
 }
@@ -38,6 +40,8 @@ const char* redop_name(RedOp op) {
     case RedOp::kLAnd: return "LAND";
     case RedOp::kLOr: return "LOR";
     case RedOp::kLXor: return "LXOR";
+    case RedOp::kMaxLoc: return "MAXLOC";
+    case RedOp::kMinLoc: return "MINLOC";
   }
   return "UNKNOWN";
 }
@@ -47,13 +51,25 @@ bool is_floating(DType t) {
          t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
 }
 
+namespace {
+
+/// The dtypes MAXLOC / MINLOC pairs may have: the integers, float32 and
+/// float64 (an index in a narrower float loses integers early).
+bool has_loc_pairs(DType t) {
+  return !is_floating(t) ? t != DType::kBool && !is_complex(t) : t == DType::kFloat32 || t == DType::kFloat64;
+}
+
+}  // namespace
+
 bool is_defined(RedOp op, DType t) {
   if (static_cast<int>(t) >= kNumDTypes) return false;
   switch (op) {
     case RedOp::kSum:
-    case RedOp::kProd:
+    case RedOp::kProd: return true;
     case RedOp::kMin:
-    case RedOp::kMax: return true;
+    case RedOp::kMax:
+      // Complex numbers have no order.
+      return !is_complex(t);
     case RedOp::kAvg:
     case RedOp::kPreMulSum:
       // Averaging or scaling truth values has no meaning.
@@ -62,12 +78,15 @@ bool is_defined(RedOp op, DType t) {
     case RedOp::kBOr:
     case RedOp::kBXor:
       // Bit patterns of floats are not values; integers and bool only.
-      return !is_floating(t);
+      return !is_floating(t) && !is_complex(t);
     case RedOp::kLAnd:
     case RedOp::kLOr:
     case RedOp::kLXor:
-      // Truth values: any nonzero element is true, floats included.
-      return true;
+      // Truth values: any nonzero element is true, floats included (MPI
+      // defines none for complex types).
+      return !is_complex(t);
+    case RedOp::kMaxLoc:
+    case RedOp::kMinLoc: return has_loc_pairs(t);
   }
   return false;
 }

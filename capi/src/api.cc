@@ -639,6 +639,7 @@ static_assert(int(OCCL_SUM) == int(RedOp::kSum) && int(OCCL_PROD) == int(RedOp::
                   int(OCCL_BOR) == int(RedOp::kBOr) && int(OCCL_BXOR) == int(RedOp::kBXor) &&
                   int(OCCL_PREMUL_SUM) == int(RedOp::kPreMulSum) && int(OCCL_LAND) == int(RedOp::kLAnd) &&
                   int(OCCL_LOR) == int(RedOp::kLOr) && int(OCCL_LXOR) == int(RedOp::kLXor) &&
+                  int(OCCL_MAXLOC) == int(RedOp::kMaxLoc) && int(OCCL_MINLOC) == int(RedOp::kMinLoc) &&
                   kernels::kNumRedOps <= OCCL_RED_OP_CUSTOM_BASE,
               "occl_red_op_t values as RedOp's");
 

@@ -88,6 +88,8 @@ static std::string dtype_name(DLDataType d) {
     case key(kDLBool, 8): *out = DType::kBool; return true;
     case key(kDLFloat8_e4m3fn, 8): *out = DType::kFloat8E4M3FN; return true;
     case key(kDLFloat8_e5m2, 8): *out = DType::kFloat8E5M2; return true;
+    case key(kDLComplex, 64): *out = DType::kComplex64; return true;
+    case key(kDLComplex, 128): *out = DType::kComplex128; return true;
     default: return false;
   }
 }
@@ -98,7 +100,7 @@ DType to_dtype(DLDataType d, const char* name) {
   if (dtype_of(d, &out)) return out;
   fail(Status::kInvalidArgument, name, ": dtype ", dtype_name(d),
        " is not supported (int8..64, uint8..64, float16/32/64, bfloat16, bool, float8_e4m3fn, "
-       "float8_e5m2)");
+       "float8_e5m2, complex64, complex128)");
 }
 
 /// A tensor's dtype read field by field. Callers often store code, bits

@@ -138,7 +138,7 @@ void Engine::fail_header(const State& s) {
 // Recv-reduce: reduces the whole elements among the first n bytes at `from`
 // (the peer's operand, next in order) into dst; returns the bytes taken.
 size_t Engine::reduce_next(State& s, const char* from, size_t n) {
-  const size_t esize = dtype_size(s.sig.dtype);
+  const size_t esize = item_bytes(s.sig);
   n = std::min(n, s.t.bytes - s.reduced) / esize * esize;
   if (n > 0) {
     exec_->reduce(s.t.dst + s.reduced, s.t.src + s.reduced, from, n / esize, s.sig.dtype, combine_);
@@ -255,7 +255,7 @@ void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Dea
   }
   if (s.t.kind == Transfer::Kind::kRecvReduce) {
     m.stage = {staging_.data() + kStageBytes * stage_used_++, kStageBytes, DeviceKind::kCPU};
-    m.granule = static_cast<uint32_t>(dtype_size(sig.dtype));
+    m.granule = static_cast<uint32_t>(item_bytes(sig));
   }
 }
 

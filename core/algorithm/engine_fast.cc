@@ -170,7 +170,7 @@ transport::Whole Engine::direct_one(const Transfer& t) {
   if (t.kind == Transfer::Kind::kRecv) {
     copy_apart(t.dst, payload, t.bytes);
   } else {
-    const size_t esize = dtype_size(sig_.dtype);
+    const size_t esize = item_bytes(sig_);
     if (t.bytes % esize != 0) return transport::Whole::kNo;
     if (t.bytes > 0) exec_->reduce(t.dst, t.src, payload, t.bytes / esize, sig_.dtype, combine_);
   }

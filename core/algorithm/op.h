@@ -51,6 +51,11 @@ struct OpSignature {
   const char* algo_name = "";
 };
 
+/// Bytes of one item the algorithms move and reduce: an element, or a
+/// (value, index) pair for MAXLOC / MINLOC. Counts of reducing algorithms
+/// are in items.
+inline size_t item_bytes(const OpSignature& sig) { return kernels::item_size(sig.dtype, sig.redop); }
+
 /// Flags of a point-to-point message, carried where a collective's header
 /// has its algorithm id (OpSignature::algo). An ordinary send sets none.
 constexpr uint8_t kP2PSync = 1;  ///< a synchronous send: the receiver acks the match

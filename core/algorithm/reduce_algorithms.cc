@@ -25,7 +25,7 @@ void combine(Engine& e, char* out, const char* a, const char* b, size_t count) {
 
 void all_reduce_ring(Engine& e, const char* src, char* dst, size_t count) {
   const int n = e.size(), r = e.rank();
-  const size_t es = dtype_size(e.signature().dtype);
+  const size_t es = item_bytes(e.signature());
   if (n == 1) {
     if (src != dst && count > 0) e.exec().copy(dst, src, count * es);
     return;
@@ -56,7 +56,7 @@ void all_reduce_pipelined(Engine& e, const char* src, char* dst, size_t count, s
     all_reduce_ring(e, src, dst, count);  // the copy into dst, if any
     return;
   }
-  const size_t es = dtype_size(e.signature().dtype);
+  const size_t es = item_bytes(e.signature());
   // The ring's 2(n-1) phases (all_reduce_ring) run on each column of chunks
   // (chunk k of every block) in turn, column k one phase behind column k-1:
   // a partial sum or reduced chunk goes on to the right neighbour one step
@@ -92,7 +92,7 @@ void all_reduce_pipelined(Engine& e, const char* src, char* dst, size_t count, s
 void all_reduce_recursive_doubling(Engine& e, char* buf, size_t count) {
   const int n = e.size(), r = e.rank();
   if (n == 1) return;
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());
   patterns::Fold fold(n);
   const int v = fold.new_rank(r);
   if (r < 2 * fold.extra) {
@@ -120,7 +120,7 @@ void all_reduce_recursive_doubling(Engine& e, char* buf, size_t count) {
 void all_reduce_tree(Engine& e, char* buf, size_t count) {
   const int n = e.size(), r = e.rank();
   if (n == 1) return;
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());
   for (int mask = 1; mask < n; mask <<= 1) {
     if (r & mask) {
       e.run({Transfer::send(r - mask, buf, bytes, uint32_t(mask))});
@@ -134,7 +134,7 @@ void all_reduce_tree(Engine& e, char* buf, size_t count) {
 void all_reduce_direct(Engine& e, char* buf, size_t count) {
   const int n = e.size(), r = e.rank();
   if (n == 1) return;
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());
   char* tmp = e.scratch(bytes * n, 1);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
@@ -152,7 +152,7 @@ void all_reduce_direct(Engine& e, char* buf, size_t count) {
 
 void reduce_scatter_ring(Engine& e, const char* send, char* recv, size_t count) {
   const int n = e.size(), r = e.rank();
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());
   if (n == 1) {
     if (recv != send) e.exec().copy(recv, send, bytes);
     return;
@@ -171,7 +171,7 @@ void reduce_scatter_ring(Engine& e, const char* send, char* recv, size_t count) 
 
 void reduce_scatter_recursive_halving(Engine& e, const char* send, char* recv, size_t count) {
   const int n = e.size(), r = e.rank();
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());
   if (n == 1) {
     if (recv != send) e.exec().copy(recv, send, bytes);
     return;
@@ -211,7 +211,7 @@ void reduce_scatter_recursive_halving(Engine& e, const char* send, char* recv, s
 
 void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count) {
   const int n = e.size(), r = e.rank();
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());
   char* tmp = e.scratch(bytes * n, 1);
   std::vector<Transfer>& ts = e.step_list();
   for (int p = 0; p < n; ++p) {
@@ -228,7 +228,7 @@ void reduce_scatter_direct(Engine& e, const char* send, char* recv, size_t count
 
 void reduce_tree(Engine& e, const char* send, char* recv, size_t count, int root) {
   const int n = e.size(), r = e.rank();
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());
   const int vr = patterns::to_vrank(r, root, n);
   char* acc = nullptr;     // taken at the first receive: a leaf only sends
   const char* cur = send;  // the partial result so far; `send` is never written
@@ -248,7 +248,7 @@ void reduce_tree(Engine& e, const char* send, char* recv, size_t count, int root
 
 void reduce_direct(Engine& e, const char* send, char* recv, size_t count, int root) {
   const int n = e.size(), r = e.rank();
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());
   if (r != root) {
     e.run({Transfer::send(root, send, bytes, 0)});
     return;

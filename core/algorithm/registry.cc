@@ -11,7 +11,7 @@ namespace {
 
 /// all_reduce algorithms other than the ring work in place on recv.
 void in_place(Engine& e, const AlgoArgs& a) {
-  if (a.send != a.recv) e.exec().copy(a.recv, a.send, a.count * dtype_size(e.signature().dtype));
+  if (a.send != a.recv) e.exec().copy(a.recv, a.send, a.count * item_bytes(e.signature()));
 }
 
 constexpr AlgoEntry kTable[] = {

@@ -41,7 +41,7 @@ bool exchange(Engine& e, const char* partial, char* incoming, size_t bytes, int 
 
 void scan_recursive_doubling(Engine& e, const char* send, char* recv, size_t count) {
   const int n = e.size();
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());  // count: items
   if (send != recv && bytes > 0) e.exec().copy(recv, send, bytes);
   if (n == 1) return;
   char* incoming = e.scratch(bytes, 1);
@@ -53,7 +53,7 @@ void scan_recursive_doubling(Engine& e, const char* send, char* recv, size_t cou
 
 void exscan_recursive_doubling(Engine& e, const char* send, char* recv, size_t count) {
   const int n = e.size(), r = e.rank();
-  const size_t bytes = count * dtype_size(e.signature().dtype);
+  const size_t bytes = count * item_bytes(e.signature());  // count: items
   if (n == 1) return;
   char* partial = e.scratch(bytes, 1);
   char* incoming = e.scratch(bytes, 2);

@@ -21,16 +21,34 @@ void fail_overlap(const char* a_name, const char* b_name) {
        " overlap without being the in-place layout this operation allows");
 }
 
+namespace {
+
+/// Why op is not defined for t, for the error message ("" when plain).
+const char* undefined_hint(RedOp op, DType t) {
+  if (op == RedOp::kBAnd || op == RedOp::kBOr || op == RedOp::kBXor)
+    return " (bitwise ops need integer or bool tensors)";
+  if (kernels::is_loc(op)) {
+    return " (MAXLOC and MINLOC take (value, index) pairs of an integer, float32 or float64 dtype)";
+  }
+  if ((op == RedOp::kMin || op == RedOp::kMax) && kernels::is_complex(t)) return " (complex numbers have no order)";
+  return "";
+}
+
+}  // namespace
+
+void check_whole_items(const TensorView& t, const char* name, RedOp op) {
+  if (!kernels::is_loc(op) || t.count % 2 == 0) return;
+  fail(Status::kInvalidArgument, name, " has ", t.count, " elements, an odd number; reduce op ", redop_name(op),
+       " takes (value, index) pairs, two elements each");
+}
+
 ReduceSpec resolve_any_op(const Communicator& c, int op, DType t) {
   ReduceSpec spec = c.reduce_spec(op);
   if (!kernels::is_defined(spec.op, t)) {
-    if (spec.op == RedOp::kBAnd || spec.op == RedOp::kBOr || spec.op == RedOp::kBXor) {
-      fail(Status::kInvalidArgument, "reduce op ", redop_name(spec.op), " is not defined for dtype ", dtype_name(t),
-           " (bitwise ops need integer or bool tensors)");
-    }
-    fail(Status::kInvalidArgument, "reduce op ", redop_name(spec.op), " is not defined for dtype ", dtype_name(t));
+    fail(Status::kInvalidArgument, "reduce op ", redop_name(spec.op), " is not defined for dtype ", dtype_name(t),
+         undefined_hint(spec.op, t));
   }
-  if (spec.op == RedOp::kPreMulSum && !kernels::is_floating(t)) {
+  if (spec.op == RedOp::kPreMulSum && !kernels::is_floating(t) && !kernels::is_complex(t)) {
     check_arg(spec.premul_scalar == static_cast<double>(static_cast<int64_t>(spec.premul_scalar)), "PREMUL_SUM scalar ",
               spec.premul_scalar, " is not an integer, as dtype ", dtype_name(t), " requires");
   }

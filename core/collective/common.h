@@ -64,12 +64,15 @@ inline void check_overlap(const TensorView& a, const char* a_name, const TensorV
     fail_overlap(a_name, b_name);
   }
 }
+/// Throws kInvalidArgument when op reduces (value, index) pairs and t has
+/// an odd number of elements.
+void check_whole_items(const TensorView& t, const char* name, RedOp op);
 /// resolve_op past its common case.
 ReduceSpec resolve_any_op(const Communicator& c, int op, DType t);
 /// Resolves op for t's dtype; throws kInvalidArgument when undefined.
 inline ReduceSpec resolve_op(const Communicator& c, int op, DType t) {
-  // Sum, product, min and max are defined for every dtype: no lookup.
-  if (op >= int(RedOp::kSum) && op <= int(RedOp::kMax) && int(t) < kernels::kNumDTypes) {
+  // Sum, product, min and max are defined for every real dtype: no lookup.
+  if (op >= int(RedOp::kSum) && op <= int(RedOp::kMax) && int(t) < kernels::kNumDTypes && !kernels::is_complex(t)) {
     return ReduceSpec{static_cast<RedOp>(op), 1.0};
   }
   return resolve_any_op(c, op, t);

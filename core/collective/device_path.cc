@@ -28,8 +28,11 @@ std::optional<WorkPtr> launch_device_call(Communicator& c, algo::DeviceCall d,
   algo::DeviceEngine* engine = c.device_engine();
   if (engine == nullptr) return std::nullopt;
   // A single rank's logical reduction combines nothing, so its input must be
-  // made 0/1 by hand: the staged path does that (truth_values).
+  // made 0/1 by hand: the staged path does that (truth_values). The device
+  // kernels reduce neither complex numbers nor MAXLOC / MINLOC pairs: such
+  // calls on CUDA tensors are staged through host memory too.
   if (c.size() == 1 && is_logical(d.op)) return std::nullopt;
+  if (kernels::is_complex(d.dtype) || kernels::is_loc(d.op)) return std::nullopt;
   int device = -1;
   for (const TensorView* t : used) {
     if (t == nullptr || t->count == 0) continue;

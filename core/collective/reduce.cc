@@ -14,6 +14,7 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
     check_overlap(send, "sendbuf", *recv, "recvbuf", 0);
   }
   const ReduceSpec spec = resolve_op(c, op, send.dtype);
+  check_whole_items(send, "sendbuf", spec.op);
   const int n = c.size();
   if (auto w = launch_device(c, {&send, is_root ? &*recv : nullptr}, call, [&] {
         return device_call(OpKind::kReduce, send.dtype, spec, root, send.count, send.bytes_ptr(),
@@ -27,10 +28,11 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   if (is_root) out = st.view(*recv).bytes_ptr();
   const size_t count = send.count;
   const DType dtype = send.dtype;
-  return launch(c, st, OpKind::kReduce, dtype, spec.op, root, count, send.bytes(), call,
+  const size_t items = count / kernels::item_elems(spec.op);
+  return launch(c, st, OpKind::kReduce, dtype, spec.op, root, items, send.bytes(), call,
                 [=](Engine& e, const AlgoEntry& algo) {
                   const char* src = premultiply(e, spec, in, count, dtype);
-                  algo.run(e, {.send = src, .recv = out, .count = count, .root = root});
+                  algo.run(e, {.send = src, .recv = out, .count = items, .root = root});
                   if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, count, dtype, n);
                   if (is_root && n == 1 && is_logical(spec.op)) truth_values(e, out, count, dtype);
                 });

@@ -26,6 +26,7 @@ WorkPtr prefix(Communicator& c, const TensorView& send, const TensorView& recv, 
                         : "scan: recvbuf must have as many elements as sendbuf");
   check_overlap(send, "sendbuf", recv, "recvbuf", 0);
   const ReduceSpec spec = resolve_scan_op(c, op, send.dtype, what);
+  check_whole_items(send, "sendbuf", spec.op);
   // The rank whose result is one input, not combined with another: its
   // truth values are made 0/1 by hand (rank 1's prefix for exscan).
   const int lone = exclusive ? 1 : 0;
@@ -38,8 +39,10 @@ WorkPtr prefix(Communicator& c, const TensorView& send, const TensorView& recv, 
   char* const out = st.view(recv).bytes_ptr();
   const size_t count = send.count;
   const DType dtype = send.dtype;
-  return launch(c, st, kind, dtype, spec.op, -1, count, send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
-    algo.run(e, {.send = in, .recv = out, .count = count});
+  // The algorithms count items: elements, or (value, index) pairs for MAXLOC / MINLOC.
+  const size_t items = count / kernels::item_elems(spec.op);
+  return launch(c, st, kind, dtype, spec.op, -1, items, send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
+    algo.run(e, {.send = in, .recv = out, .count = items});
     if (settle) truth_values(e, out, count, dtype);
   });
 }

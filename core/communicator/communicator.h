@@ -288,7 +288,8 @@ class Communicator {
   /// a submitted function.
   Planner& planner() { return planner_; }
 
-  /// Reduce ops: built-in values 0..11 or ones from create_premul_sum.
+  /// Reduce ops: built-in values 0..13 (the occl_red_op_t values, which are
+  /// RedOp's) or ones from create_premul_sum.
   ReduceSpec reduce_spec(int op) const;
   int create_premul_sum(double scalar);
   void destroy_reduce_op(int op);

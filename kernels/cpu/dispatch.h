@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/logical.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/pairs.h"
 #include "kernels/types.h"
 
 namespace omniccl::kernels::cpu::detail {
@@ -54,6 +55,8 @@ void visit_int(RedOp op, F& f) {
     case RedOp::kLAnd:
     case RedOp::kLOr:
     case RedOp::kLXor: return visit_logical<ValueTruth<T>>(op, f);
+    case RedOp::kMaxLoc: return f(IntLoc<T, true>{});
+    case RedOp::kMinLoc: return f(IntLoc<T, false>{});
   }
 }
 
@@ -69,7 +72,20 @@ void visit_float(RedOp op, F& f) {
     case RedOp::kLAnd:
     case RedOp::kLOr:
     case RedOp::kLXor: return visit_logical<ValueTruth<T>>(op, f);
+    case RedOp::kMaxLoc: return f(FloatLoc<T, true>{});
+    case RedOp::kMinLoc: return f(FloatLoc<T, false>{});
     default: return;  // bitwise ops: rejected by is_defined before this
+  }
+}
+
+template <class T, class F>
+void visit_complex(RedOp op, F& f) {
+  switch (op) {
+    case RedOp::kSum:
+    case RedOp::kAvg:
+    case RedOp::kPreMulSum: return f(ComplexSum<T>{});
+    case RedOp::kProd: return f(ComplexProd<T>{});
+    default: return;  // no order, no bits: rejected by is_defined
   }
 }
 
@@ -145,6 +161,8 @@ void visit_binary(const char* what, DType t, RedOp op, F&& f) {
     case DType::kBool: return visit_bool(op, f);
     case DType::kFloat8E4M3FN: return visit_fp8<Fp8E4M3>(op, f);
     case DType::kFloat8E5M2: return visit_fp8<Fp8E5M2>(op, f);
+    case DType::kComplex64: return visit_complex<float>(op, f);
+    case DType::kComplex128: return visit_complex<double>(op, f);
   }
   throw_bad_dtype(what, t);
 }
@@ -175,6 +193,8 @@ void visit_divide(const char* what, DType t, int64_t divisor, F&& f) {
     case DType::kFloat64: return f(FloatDivide<double>{d});
     case DType::kFloat8E4M3FN: return f(Fp8Divide<Fp8E4M3>{fd});
     case DType::kFloat8E5M2: return f(Fp8Divide<Fp8E5M2>{fd});
+    case DType::kComplex64: return f(ComplexDivide<float>{fd});
+    case DType::kComplex128: return f(ComplexDivide<double>{d});
     case DType::kBool: break;
   }
   throw_bad_dtype(what, t);
@@ -211,6 +231,8 @@ void visit_multiply(const char* what, DType t, double scalar, F&& f) {
     case DType::kFloat64: return f(FloatMultiply<double>{scalar});
     case DType::kFloat8E4M3FN: return f(Fp8Multiply<Fp8E4M3>{fs});
     case DType::kFloat8E5M2: return f(Fp8Multiply<Fp8E5M2>{fs});
+    case DType::kComplex64: return f(ComplexMultiply<float>{fs});
+    case DType::kComplex128: return f(ComplexMultiply<double>{scalar});
     case DType::kBool: break;
   }
   throw_bad_dtype(what, t);

@@ -27,6 +27,7 @@
 #include "kernels/cpu/half_f16c.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/pairs.h"
 
 // x86-64: build each hot loop twice (AVX2 and baseline SSE2) and pick one at
 // load time through an ifunc. Not under ThreadSanitizer: the ifunc resolvers
@@ -66,6 +67,15 @@ OMNICCL_UNALIGNED(uint64_t);
 OMNICCL_UNALIGNED(float);
 OMNICCL_UNALIGNED(double);
 #undef OMNICCL_UNALIGNED
+// Two-part items (pairs.h) are declared unaligned and may_alias already.
+template <class T>
+struct Unaligned<Complex<T>> {
+  using type = Complex<T>;
+};
+template <class T>
+struct Unaligned<Pair<T>> {
+  using type = Pair<T>;
+};
 
 /// Pointer to the elements of kernel K, at any byte address.
 template <class K>

@@ -10,6 +10,11 @@
 //  - MIN/MAX on floating types propagate NaN (any NaN operand gives a NaN).
 //  - bool: SUM/MAX/BOR = logical or, PROD/MIN/BAND = logical and, BXOR = xor;
 //    outputs are 0 or 1.
+//  - complex64 / complex128: SUM adds and PROD multiplies as complex
+//    numbers; AVG divides and PREMUL_SUM multiplies both parts by a real.
+//  - MAXLOC / MINLOC combine (value, index) pairs (pairs.h says how ties
+//    and NaN go). `count` counts items: an item is one element, or one pair
+//    of elements for MAXLOC / MINLOC (types.h item_elems).
 //  - Callers check is_defined(op, t) first; kernels assume a defined pair.
 #pragma once
 
@@ -20,7 +25,7 @@
 
 namespace omniccl::kernels::cpu {
 
-/// inout[i] = op(inout[i], in[i]) for i < count. Buffers may not overlap
+/// inout[i] = op(inout[i], in[i]) for the items i < count. Buffers may not overlap
 /// unless identical.
 void reduce_inplace(void* inout, const void* in, size_t count, DType t, RedOp op);
 

@@ -173,41 +173,60 @@ void launch_unary(void* out, const void* in, size_t count, const K& k, cudaStrea
       <<<grid_for(work), kThreads, 0, s>>>(static_cast<Elem*>(out), static_cast<const Elem*>(in), count, nvec, k);
 }
 
+/// Two-part items (complex numbers, MAXLOC / MINLOC pairs, cpu/pairs.h) have
+/// no device kernels: the collectives stage them through host memory.
+[[noreturn]] void throw_two_part(const char* what, DType t) {
+  throw std::invalid_argument(std::string(what) + ": dtype " + dtype_name(t) +
+                              " or its reduce op has no CUDA kernel (complex and MAXLOC/MINLOC reduce on the host)");
+}
+
 }  // namespace
 
 void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedOp op, Stream stream) {
   constexpr const char* kWhat = "cuda::reduce";
   visit_binary(kWhat, t, op, [&]<class K>(K) {
-    if (count == 0) return;
-    check_aligned(kWhat, "out", out, t);
-    check_aligned(kWhat, "a", a, t);
-    check_aligned(kWhat, "b", b, t);
-    require_runtime(kWhat);
-    launch_binary<K>(out, a, b, count, static_cast<cudaStream_t>(stream));
-    check_launch(kWhat);
+    if constexpr (kTwoPart<typename K::Elem>) {
+      throw_two_part(kWhat, t);
+    } else {
+      if (count == 0) return;
+      check_aligned(kWhat, "out", out, t);
+      check_aligned(kWhat, "a", a, t);
+      check_aligned(kWhat, "b", b, t);
+      require_runtime(kWhat);
+      launch_binary<K>(out, a, b, count, static_cast<cudaStream_t>(stream));
+      check_launch(kWhat);
+    }
   });
 }
 
 void scale_divide(void* data, size_t count, DType t, int64_t divisor, Stream stream) {
   constexpr const char* kWhat = "cuda::scale_divide";
   visit_divide(kWhat, t, divisor, [&]<class K>(const K& k) {
-    if (count == 0 || divisor == 1) return;
-    check_aligned(kWhat, "data", data, t);
-    require_runtime(kWhat);
-    launch_unary(data, data, count, k, static_cast<cudaStream_t>(stream));
-    check_launch(kWhat);
+    if constexpr (kTwoPart<typename K::Elem>) {
+      throw_two_part(kWhat, t);
+    } else {
+      if (count == 0 || divisor == 1) return;
+      check_aligned(kWhat, "data", data, t);
+      require_runtime(kWhat);
+      launch_unary(data, data, count, k, static_cast<cudaStream_t>(stream));
+      check_launch(kWhat);
+    }
   });
 }
 
 void scale_multiply(void* out, const void* in, size_t count, DType t, double scalar, Stream stream) {
   constexpr const char* kWhat = "cuda::scale_multiply";
   visit_multiply(kWhat, t, scalar, [&]<class K>(const K& k) {
-    if (count == 0) return;
-    check_aligned(kWhat, "out", out, t);
-    check_aligned(kWhat, "in", in, t);
-    require_runtime(kWhat);
-    launch_unary(out, in, count, k, static_cast<cudaStream_t>(stream));
-    check_launch(kWhat);
+    if constexpr (kTwoPart<typename K::Elem>) {
+      throw_two_part(kWhat, t);
+    } else {
+      if (count == 0) return;
+      check_aligned(kWhat, "out", out, t);
+      check_aligned(kWhat, "in", in, t);
+      require_runtime(kWhat);
+      launch_unary(out, in, count, k, static_cast<cudaStream_t>(stream));
+      check_launch(kWhat);
+    }
   });
 }
 

@@ -742,19 +742,19 @@ TEST(ErrorsTest, UnsupportedDtype) {
   expect_job_ok(job(2), [](occl_comm_t comm, int rank, int n) {
     Checks ck(rank);
     alignas(16) unsigned char buf[256] = {};
-    const DLDataType complex64 = {kDLComplex, 64, 1};
+    const DLDataType complex32 = {kDLComplex, 32, 1};  // two float16: not carried
     const DLDataType float4x = {kDLFloat, 32, 4};
     const DLDataType int24 = {kDLInt, 24, 1};
     const DLDataType opaque = {kDLOpaqueHandle, 64, 1};
-    Tensor1D c(buf, 4, complex64), v(buf, 4, float4x), i24(buf, 4, int24), op(buf, 4, opaque);
+    Tensor1D c(buf, 4, complex32), v(buf, 4, float4x), i24(buf, 4, int24), op(buf, 4, opaque);
     Tensor1D ok(buf, 4, dl_float(32));
-    const DLDataType complex128 = {kDLComplex, 128, 1};
+    const DLDataType complex16 = {kDLComplex, 16, 1};
     const DLDataType e4m3fnuz = {kDLFloat8_e4m3fnuz, 8, 1};  // a float8 kind OmniCCL does not carry
-    Tensor1D c128(buf, 4, complex128), f8(buf, 4, e4m3fnuz);
-    // The dtype is named as users know it, not as "code 5 with 128 bits".
-    CK_ERR(ck, occl_all_reduce(&c, &c, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex64");
-    CK_ERR(ck, occl_broadcast(&c, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex64");
-    CK_ERR(ck, occl_broadcast(&c128, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex128");
+    Tensor1D c16(buf, 4, complex16), f8(buf, 4, e4m3fnuz);
+    // The dtype is named as users know it, not as "code 5 with 16 bits".
+    CK_ERR(ck, occl_all_reduce(&c, &c, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex32");
+    CK_ERR(ck, occl_broadcast(&c, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex32");
+    CK_ERR(ck, occl_broadcast(&c16, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype complex16");
     CK_ERR(ck, occl_broadcast(&f8, 0, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "dtype float8_e4m3fnuz");
     CK_ERR(ck, occl_all_reduce(&v, &v, OCCL_SUM, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "lanes", "4");
     CK_ERR(ck, occl_all_gather(&ok, &v, comm, nullptr), OCCL_ERR_INVALID_ARGUMENT, "lanes");
@@ -1092,7 +1092,7 @@ TEST(ErrorsTest, CommUsableAfterBadArguments) {
       TensorND transposed(a.data(), dl_float(32), {4, 3}, {1, 4});
       Tensor1D cuda(a.data(), 12, dl_float(32));
       cuda.get()->device = {kDLCUDA, 0};
-      const DLDataType cplx = {kDLComplex, 64, 1};
+      const DLDataType cplx = {kDLComplex, 32, 1};
       Tensor1D tc(a.data(), 6, cplx);
       for (int async = 0; async < 2; ++async) {
         occl_work_t w = nullptr;

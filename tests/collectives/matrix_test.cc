@@ -588,7 +588,7 @@ void t_scan(Ctx& c, DT d, const Op& op, size_t count, bool inplace, bool exclusi
 std::vector<Op> ops_for(DT d, const Op& premul_int, const Op& premul_float, const Op& neg_int, const Op& neg_float) {
   std::vector<Op> out;
   for (occl_red_op_t k : {OCCL_SUM, OCCL_PROD, OCCL_MIN, OCCL_MAX, OCCL_AVG, OCCL_BAND, OCCL_BOR, OCCL_BXOR,
-                          OCCL_PREMUL_SUM, OCCL_LAND, OCCL_LOR, OCCL_LXOR}) {
+                          OCCL_PREMUL_SUM, OCCL_LAND, OCCL_LOR, OCCL_LXOR, OCCL_MAXLOC, OCCL_MINLOC}) {
     if (!op_defined(k, d)) continue;
     out.push_back(Op{k, k, 1.0});  // plain OCCL_PREMUL_SUM means scalar 1
   }
@@ -753,14 +753,16 @@ int matrix_rank(occl_comm_t comm, int rank, int n, int set, const std::string& t
       for (size_t oi = 0; oi < ops.size() && !c.broken; ++oi) {
         const Op& op = ops[oi];
         const int op_root = static_cast<int>((root + oi) % n);
+        // MAXLOC / MINLOC: whole (value, index) pairs (per rank for reduce_scatter).
+        const size_t cnt = is_loc(op) ? count - count % 2 : count;
         for (bool inplace : {false, true}) {
-          if (owns(set, kAllReduce)) t_all_reduce(c, d, op, count, inplace);
-          if (owns(set, kReduce)) t_reduce(c, d, op, count, inplace ? (op_root + 1) % n : op_root, inplace);
-          if (owns(set, kReduceScatter)) t_reduce_scatter(c, d, op, count, inplace);
+          if (owns(set, kAllReduce)) t_all_reduce(c, d, op, cnt, inplace);
+          if (owns(set, kReduce)) t_reduce(c, d, op, cnt, inplace ? (op_root + 1) % n : op_root, inplace);
+          if (owns(set, kReduceScatter)) t_reduce_scatter(c, d, op, cnt, inplace);
           // AVG and PREMUL_SUM have no prefix meaning (refused: scan_test.cc).
           if (op.kind == OCCL_AVG || op.kind == OCCL_PREMUL_SUM) continue;
-          if (owns(set, kScan)) t_scan(c, d, op, count, inplace, false);
-          if (owns(set, kExScan)) t_scan(c, d, op, count, inplace, true);
+          if (owns(set, kScan)) t_scan(c, d, op, cnt, inplace, false);
+          if (owns(set, kExScan)) t_scan(c, d, op, cnt, inplace, true);
         }
       }
     }

@@ -16,11 +16,15 @@
 //    dtype.
 //  - bool: 0/1 patterns biased so that AND-like and OR-like results are
 //    not constant.
+//  - complex: both parts small integers in [-8, 8]; products of factors
+//    from {1, -1, i, -i, 1 + i, 1 - i} (magnitude at most 2^(n/2)), exact in
+//    complex64 for the rank counts tested.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -39,10 +43,28 @@ namespace occl_ref {
 
 // kF8E4M3 (float8_e4m3fn) and kF8E5M2 (float8_e5m2) are not in kAllDT: the
 // matrix suites predate them; the soak test (tests/soak) draws them.
-enum class DT { kI8, kI16, kI32, kI64, kU8, kU16, kU32, kU64, kF16, kBF16, kF32, kF64, kBool, kF8E4M3, kF8E5M2 };
+enum class DT {
+  kI8,
+  kI16,
+  kI32,
+  kI64,
+  kU8,
+  kU16,
+  kU32,
+  kU64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+  kBool,
+  kF8E4M3,
+  kF8E5M2,
+  kC64,
+  kC128
+};
 
-inline constexpr DT kAllDT[] = {DT::kI8,  DT::kI16, DT::kI32,  DT::kI64, DT::kU8,  DT::kU16, DT::kU32,
-                                DT::kU64, DT::kF16, DT::kBF16, DT::kF32, DT::kF64, DT::kBool};
+inline constexpr DT kAllDT[] = {DT::kI8,  DT::kI16,  DT::kI32, DT::kI64, DT::kU8,   DT::kU16, DT::kU32, DT::kU64,
+                                DT::kF16, DT::kBF16, DT::kF32, DT::kF64, DT::kBool, DT::kC64, DT::kC128};
 
 inline const char* dt_name(DT d) {
   switch (d) {
@@ -61,6 +83,8 @@ inline const char* dt_name(DT d) {
     case DT::kBool: return "bool";
     case DT::kF8E4M3: return "float8_e4m3fn";
     case DT::kF8E5M2: return "float8_e5m2";
+    case DT::kC64: return "complex64";
+    case DT::kC128: return "complex128";
   }
   return "?";
 }
@@ -81,7 +105,9 @@ inline size_t dt_size(DT d) {
     case DT::kF32: return 4;
     case DT::kI64:
     case DT::kU64:
-    case DT::kF64: return 8;
+    case DT::kF64:
+    case DT::kC64: return 8;
+    case DT::kC128: return 16;
   }
   return 0;
 }
@@ -104,6 +130,8 @@ inline DLDataType dt_dl(DT d) {
     case DT::kBool: return dl_bool();
     case DT::kF8E4M3: return {kDLFloat8_e4m3fn, 8, 1};
     case DT::kF8E5M2: return {kDLFloat8_e5m2, 8, 1};
+    case DT::kC64: return {kDLComplex, 64, 1};
+    case DT::kC128: return {kDLComplex, 128, 1};
   }
   return dl_uint(8);
 }
@@ -111,6 +139,8 @@ inline DLDataType dt_dl(DT d) {
 inline bool dt_float(DT d) {
   return d == DT::kF16 || d == DT::kBF16 || d == DT::kF32 || d == DT::kF64 || d == DT::kF8E4M3 || d == DT::kF8E5M2;
 }
+
+inline bool dt_complex(DT d) { return d == DT::kC64 || d == DT::kC128; }
 
 // ---------------------------------------------------------------------------
 // reduce ops
@@ -129,6 +159,8 @@ inline const char* op_name(occl_red_op_t op) {
     case OCCL_LAND: return "LAND";
     case OCCL_LOR: return "LOR";
     case OCCL_LXOR: return "LXOR";
+    case OCCL_MAXLOC: return "MAXLOC";
+    case OCCL_MINLOC: return "MINLOC";
     default: break;  // OCCL_RED_OP_MAX_ENUM is not an op
   }
   return "?";
@@ -150,9 +182,13 @@ R logical(occl_red_op_t op, R a, R b) {
 
 /// Whether `op` is defined for `d` (the undefined pairs are error tests
 /// elsewhere): bitwise ops need integer or bool, AVG/PREMUL_SUM not bool,
-/// logical ops take every dtype.
+/// MIN/MAX not complex, logical ops every real dtype.
 inline bool op_defined(occl_red_op_t op, DT d) {
-  if (op == OCCL_BAND || op == OCCL_BOR || op == OCCL_BXOR) return !dt_float(d);
+  if (op == OCCL_BAND || op == OCCL_BOR || op == OCCL_BXOR) return !dt_float(d) && !dt_complex(d);
+  if (op == OCCL_MIN || op == OCCL_MAX || op_logical(op)) return !dt_complex(d);
+  if (op == OCCL_MAXLOC || op == OCCL_MINLOC) {
+    return !dt_complex(d) && d != DT::kBool && (!dt_float(d) || d == DT::kF32 || d == DT::kF64);
+  }
   if (op == OCCL_AVG || op == OCCL_PREMUL_SUM) return d != DT::kBool;
   return true;
 }
@@ -432,6 +468,43 @@ struct FloatModel {
   }
 };
 
+/// complex64 (T = float) / complex128 (T = double), computed in
+/// std::complex<double> with the product written out.
+template <class T>
+struct ComplexModel {
+  struct S {
+    T re, im;
+  };
+  using R = std::complex<double>;
+  static R gen(const Op& op, uint64_t h) {
+    if (op.kind == OCCL_PROD) {
+      static const R kProd[6] = {{1, 0}, {-1, 0}, {0, 1}, {0, -1}, {1, 1}, {1, -1}};
+      return kProd[h % 6];
+    }
+    return {double(int(h % 17) - 8), double(int((h >> 8) % 17) - 8)};
+  }
+  static S store(R v) { return {static_cast<T>(v.real()), static_cast<T>(v.imag())}; }
+  static R load(S v) { return {v.re, v.im}; }
+  static R pre(const Op& op, R x) { return op.kind == OCCL_PREMUL_SUM ? x * op.scalar : x; }
+  static R combine(const Op& op, R a, R b) {
+    if (op.kind != OCCL_PROD) return a + b;  // SUM, AVG, PREMUL_SUM
+    return {a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real()};
+  }
+  static R finish(const Op& op, R acc, int n) { return op.kind == OCCL_AVG ? acc / double(n) : acc; }
+  static bool ok(const Op& op, S got, R want) {
+    if (op.kind != OCCL_AVG) return got.re == want.real() && got.im == want.imag();
+    const double eps = sizeof(T) == 4 ? 1.0 / (1 << 23) : 1.0 / (1ull << 52);
+    return std::fabs(got.re - want.real()) <= eps * std::fabs(want.real()) &&
+           std::fabs(got.im - want.imag()) <= eps * std::fabs(want.imag());
+  }
+  static std::string show(R v) {
+    std::ostringstream os;
+    os.precision(17);
+    os << "(" << v.real() << ", " << v.imag() << ")";
+    return os.str();
+  }
+};
+
 /// Calls f(Model{}) for dtype d.
 template <class F>
 decltype(auto) with_model(DT d, F&& f) {
@@ -450,9 +523,20 @@ decltype(auto) with_model(DT d, F&& f) {
     case DT::kF64: return f(FloatModel<F64Codec>{});
     case DT::kF8E4M3: return f(FloatModel<F8E4M3Codec>{});
     case DT::kF8E5M2: return f(FloatModel<F8E5M2Codec>{});
+    case DT::kC64: return f(ComplexModel<float>{});
+    case DT::kC128: return f(ComplexModel<double>{});
     case DT::kBool: break;
   }
   return f(BoolModel{});
+}
+
+inline bool is_loc(const Op& op) { return op.kind == OCCL_MAXLOC || op.kind == OCCL_MINLOC; }
+
+/// MAXLOC / MINLOC inputs: (value, index) pairs at even global element
+/// indices; values 0..3 (ties are common), indices 0..63.
+inline int loc_input(uint64_t cs, int rank, size_t idx) {
+  const uint64_t h = hash3(cs, rank, idx);
+  return idx % 2 == 0 ? int(h % 4) : int((h >> 8) % 64);
 }
 
 /// Reduction input: element `count` elements of rank `rank`'s input for case
@@ -461,8 +545,46 @@ inline void fill_reduce_input(DT d, const Op& op, void* buf, size_t count, size_
   with_model(d, [&](auto m) {
     using M = decltype(m);
     auto* p = static_cast<typename M::S*>(buf);
-    for (size_t j = 0; j < count; ++j) p[j] = M::store(M::gen(op, hash3(cs, rank, base + j)));
+    for (size_t j = 0; j < count; ++j) {
+      if (is_loc(op)) {
+        p[j] = M::store(typename M::R(loc_input(cs, rank, base + j)));
+      } else {
+        p[j] = M::store(M::gen(op, hash3(cs, rank, base + j)));
+      }
+    }
   });
+}
+
+/// The MAXLOC / MINLOC result of the pair at global element index g (even):
+/// the larger (smaller) value, on ties the smaller index.
+inline std::pair<int, int> loc_expect(const Op& op, size_t g, int n, uint64_t cs) {
+  std::pair<int, int> best{loc_input(cs, 0, g), loc_input(cs, 0, g + 1)};
+  for (int r = 1; r < n; ++r) {
+    const int v = loc_input(cs, r, g), i = loc_input(cs, r, g + 1);
+    const bool ahead = op.kind == OCCL_MAXLOC ? v > best.first : v < best.first;
+    if (ahead || (v == best.first && i < best.second)) best = {v, i};
+  }
+  return best;
+}
+
+/// check_reduce_output for MAXLOC / MINLOC: count elements from global
+/// index base (both even).
+template <class M>
+std::string check_loc_output(const Op& op, const typename M::S* p, size_t count, size_t base, int n, uint64_t cs) {
+  if constexpr (std::is_arithmetic_v<typename M::R>) {
+    for (size_t j = 0; j + 1 < count; j += 2) {
+      const auto [v, i] = loc_expect(op, base + j, n, cs);
+      if (M::load(p[j]) != typename M::R(v) || M::load(p[j + 1]) != typename M::R(i)) {
+        std::ostringstream os;
+        os << "pair at element " << j << ": got (" << M::show(M::load(p[j])) << ", " << M::show(M::load(p[j + 1]))
+           << "), want (" << v << ", " << i << ")";
+        return os.str();
+      }
+    }
+    return {};
+  } else {
+    return "MAXLOC/MINLOC on a dtype without them";
+  }
 }
 
 /// Compares `count` elements of got (global indices base...) with the
@@ -473,6 +595,7 @@ inline std::string check_reduce_output(DT d, const Op& op, const void* got, size
   return with_model(d, [&](auto m) -> std::string {
     using M = decltype(m);
     const auto* p = static_cast<const typename M::S*>(got);
+    if (is_loc(op)) return check_loc_output<M>(op, p, count, base, n, cs);
     size_t bad = 0, first = 0;
     typename M::R first_want{};
     for (size_t j = 0; j < count; ++j) {
@@ -504,9 +627,10 @@ inline void fill_pattern(DT d, void* buf, size_t count, size_t base, int rank, u
   const size_t es = dt_size(d);
   auto* p = static_cast<unsigned char*>(buf);
   for (size_t j = 0; j < count; ++j) {
-    uint64_t h = hash3(cs ^ 0x5a5a5a5aull, rank, base + j);
-    if (d == DT::kBool) h &= 1;
-    std::memcpy(p + j * es, &h, es);  // little-endian low bytes
+    uint64_t h[2] = {hash3(cs ^ 0x5a5a5a5aull, rank, base + j), 0};
+    if (d == DT::kBool) h[0] &= 1;
+    if (es > 8) h[1] = mix64(h[0]);  // complex128: 16 bytes
+    std::memcpy(p + j * es, h, es);  // little-endian low bytes
   }
 }
 

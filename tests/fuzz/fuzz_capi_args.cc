@@ -63,9 +63,10 @@ int64_t extent(Reader& r) {
 void make(Reader& r, Fuzzed& f, unsigned char* buf) {
   f.t.ndim = r.get<uint8_t>() % 5;
   f.t.shape = f.shape;
-  static const DLDataType kTypes[] = {{kDLInt, 8, 1},    {kDLInt, 32, 1},  {kDLInt, 64, 1}, {kDLFloat, 16, 1},
-                                      {kDLFloat, 32, 1}, {kDLUInt, 64, 1}, {kDLBool, 8, 1}};
-  f.t.dtype = kTypes[r.get<uint8_t>() % 7];
+  static const DLDataType kTypes[] = {{kDLInt, 8, 1},    {kDLInt, 32, 1},     {kDLInt, 64, 1},
+                                      {kDLFloat, 16, 1}, {kDLFloat, 32, 1},   {kDLUInt, 64, 1},
+                                      {kDLBool, 8, 1},   {kDLComplex, 64, 1}, {kDLComplex, 128, 1}};
+  f.t.dtype = kTypes[r.get<uint8_t>() % (sizeof kTypes / sizeof kTypes[0])];
   f.t.device = {kDLCPU, 0};
   uint8_t off_sel = r.get<uint8_t>();
   // Small offsets stay element-aligned (misaligned tensors are a separate

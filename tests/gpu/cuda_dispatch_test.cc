@@ -31,6 +31,13 @@ std::string message_of(F&& f) {
   return "(no exception)";
 }
 
+TEST(CudaDispatch, TwoPartItemsHaveNoDeviceKernels) {
+  // Complex numbers and MAXLOC / MINLOC pairs are reduced on the host.
+  EXPECT_THROW(cuda::reduce(kFake, kFake, kFake, 4, DType::kComplex64, RedOp::kProd, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::reduce(kFake, kFake, kFake, 4, DType::kInt32, RedOp::kMaxLoc, nullptr), std::invalid_argument);
+  EXPECT_THROW(cuda::scale_divide(kFake, 4, DType::kComplex128, 2, nullptr), std::invalid_argument);
+}
+
 TEST(CudaDispatch, UndefinedPairIsRejectedFirst) {
   EXPECT_THROW(cuda::reduce(kFake, kFake, kFake, 4, DType::kFloat32, RedOp::kBXor, nullptr), std::invalid_argument);
   const std::string m =

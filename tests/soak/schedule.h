@@ -198,16 +198,18 @@ inline int64_t draw_count(Rng& r, size_t elem, int parts, int64_t max_bytes) {
 }
 
 inline DT draw_dtype(Rng& r) {
-  static const DT kAll[] = {DT::kI8,  DT::kI16,  DT::kI32, DT::kI64, DT::kU8,   DT::kU16,    DT::kU32,   DT::kU64,
-                            DT::kF16, DT::kBF16, DT::kF32, DT::kF64, DT::kBool, DT::kF8E4M3, DT::kF8E5M2};
+  static const DT kAll[] = {DT::kI8,   DT::kI16,    DT::kI32,    DT::kI64,  DT::kU8,  DT::kU16,
+                            DT::kU32,  DT::kU64,    DT::kF16,    DT::kBF16, DT::kF32, DT::kF64,
+                            DT::kBool, DT::kF8E4M3, DT::kF8E5M2, DT::kC64,  DT::kC128};
   return kAll[r.below(sizeof kAll / sizeof kAll[0])];
 }
 
 /// A reduce op defined for dt. PREMUL_SUM scalars keep the reference exact:
 /// integral for integers, halves for the wide floating types, +-1 for fp8.
 inline occl_ref::Op draw_op(Rng& r, DT dt) {
-  static const occl_red_op_t kOps[] = {OCCL_SUM, OCCL_PROD, OCCL_MIN,  OCCL_MAX, OCCL_AVG,  OCCL_BAND,
-                                       OCCL_BOR, OCCL_BXOR, OCCL_LAND, OCCL_LOR, OCCL_LXOR, OCCL_PREMUL_SUM};
+  static const occl_red_op_t kOps[] = {OCCL_SUM,  OCCL_PROD, OCCL_MIN,  OCCL_MAX,        OCCL_AVG,
+                                       OCCL_BAND, OCCL_BOR,  OCCL_BXOR, OCCL_LAND,       OCCL_LOR,
+                                       OCCL_LXOR, OCCL_PREMUL_SUM, OCCL_MAXLOC, OCCL_MINLOC};
   occl_ref::Op op;
   do {
     op.kind = kOps[r.below(std::size(kOps))];
@@ -216,7 +218,8 @@ inline occl_ref::Op draw_op(Rng& r, DT dt) {
   if (op.kind != OCCL_PREMUL_SUM) return op;
   static const double kInt[] = {1, 2, -1, 3}, kWide[] = {0.5, -1.5, 1, 2}, kF8[] = {1, -1, 1, -1};
   const bool f8 = dt == DT::kF8E4M3 || dt == DT::kF8E5M2;
-  const double* pick = !occl_ref::dt_float(dt) ? kInt : f8 ? kF8 : kWide;
+  const bool wide = occl_ref::dt_float(dt) || occl_ref::dt_complex(dt);
+  const double* pick = !wide ? kInt : f8 ? kF8 : kWide;
   op.scalar = pick[r.below(4)];
   return op;
 }
@@ -236,13 +239,16 @@ inline Spec draw_spec(uint64_t seed, uint64_t index, int nranks, int64_t max_byt
   const bool blocks = !(s.kind == Kind::kAllReduce || s.kind == Kind::kReduce || s.kind == Kind::kBroadcast ||
                         s.kind == Kind::kSendRecv || is_scan(s.kind));
   s.count = draw_count(r, occl_ref::dt_size(s.dt), blocks ? nranks : 1, max_bytes);
+  if (occl_ref::is_loc(s.op)) s.count -= s.count % 2;  // whole (value, index) pairs, per rank too
   s.root = static_cast<int>(r.below(static_cast<uint64_t>(nranks)));
   s.async = r.below(3) == 0;
   s.in_place = r.below(3) == 0;
   s.null_nonroot = r.below(2) == 0;
   s.gaps = r.below(2) == 0;
-  // Random magnitudes are all true: the logical ops keep reference.h's inputs.
-  s.rounded = occl_ref::dt_float(s.dt) && r.below(2) == 0 && !occl_ref::op_logical(s.op.kind);
+  // Random magnitudes are all true: the logical ops keep reference.h's
+  // inputs; MAXLOC / MINLOC keep theirs (their pairs).
+  s.rounded = occl_ref::dt_float(s.dt) && r.below(2) == 0 && !occl_ref::op_logical(s.op.kind) &&
+              !occl_ref::is_loc(s.op);
   return s;
 }
 

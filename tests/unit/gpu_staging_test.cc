@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <complex>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -129,6 +130,31 @@ TEST(GpuStaging, EveryCollectiveGivesTheCpuResults) {
       ck.expect(sr[0] == 2 * r && sr[1] == 2 * r + 1, "scatter block");
     }));
   }
+}
+
+TEST(GpuStaging, ComplexAndLocPairsAreReducedOnTheHost) {
+  // No device kernels for them: the staged path reduces them in host copies.
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    const int r = c.rank();
+    // complex64 PROD of (1 + i), (0 + 2i), (3 + 0i): (-2 + 2i) * 3 = -6 + 6i.
+    const std::complex<float> mine[3] = {{1, 1}, {0, 2}, {3, 0}};
+    std::vector<std::complex<float>> z(5, mine[r]);
+    coll::all_reduce(c, dev_view(z, DType::kComplex64), dev_view(z, DType::kComplex64), int(RedOp::kProd), on(s));
+    // MAXLOC reduce_scatter of int32 (value, index) pairs, one pair per rank
+    // block: values r % 2 tie between ranks 0 and 2, the smaller index wins.
+    std::vector<int32_t> pairs(6), out(2, -1);
+    for (int b = 0; b < 3; ++b) {
+      pairs[size_t(2 * b)] = (r + b) % 2;
+      pairs[size_t(2 * b + 1)] = 10 * r + b;
+    }
+    coll::reduce_scatter(c, dev_view(pairs, DType::kInt32), dev_view(out, DType::kInt32), 12, on(s));
+    ck.expect(s.sync(), "the stream finished");
+    for (const auto& x : z) ck.expect(x == std::complex<float>(-6, 6), "complex64 PROD");
+    // Block r: ranks with (q + r) % 2 == 1 have value 1; the smallest such q wins.
+    const int q = (r + 1) % 2;
+    ck.expect(out[0] == 1 && out[1] == 10 * q + r, "MAXLOC block of rank " + std::to_string(r));
+  }));
 }
 
 TEST(GpuStaging, RanksMayMixCudaAndCpuTensorsInOneCollective) {

@@ -37,12 +37,13 @@ using cpu::float_to_bfloat16;
 using cpu::float_to_half;
 using cpu::half_to_float;
 
-constexpr DType kAllDTypes[] = {DType::kInt8,    DType::kInt16,        DType::kInt32,     DType::kInt64,
-                                DType::kUInt8,   DType::kUInt16,       DType::kUInt32,    DType::kUInt64,
-                                DType::kFloat16, DType::kBFloat16,     DType::kFloat32,   DType::kFloat64,
-                                DType::kBool,    DType::kFloat8E4M3FN, DType::kFloat8E5M2};
-constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMin,       RedOp::kMax,  RedOp::kAvg, RedOp::kBAnd,
-                             RedOp::kBOr, RedOp::kBXor, RedOp::kPreMulSum, RedOp::kLAnd, RedOp::kLOr, RedOp::kLXor};
+constexpr DType kAllDTypes[] = {
+    DType::kInt8,   DType::kInt16,        DType::kInt32,      DType::kInt64,     DType::kUInt8,     DType::kUInt16,
+    DType::kUInt32, DType::kUInt64,       DType::kFloat16,    DType::kBFloat16,  DType::kFloat32,   DType::kFloat64,
+    DType::kBool,   DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kComplex64, DType::kComplex128};
+constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,       RedOp::kMax,  RedOp::kAvg,
+                             RedOp::kBAnd, RedOp::kBOr,  RedOp::kBXor,      RedOp::kPreMulSum, RedOp::kLAnd,
+                             RedOp::kLOr,  RedOp::kLXor, RedOp::kMaxLoc,    RedOp::kMinLoc};
 
 /// LAND / LOR / LXOR of two truth values.
 bool ref_logical(RedOp op, bool x, bool y) {
@@ -158,6 +159,8 @@ T ref_int(RedOp op, T a, T b) {
     case RedOp::kLAnd:
     case RedOp::kLOr:
     case RedOp::kLXor: return static_cast<T>(ref_logical(op, a != 0, b != 0));
+    case RedOp::kMaxLoc:
+    case RedOp::kMinLoc: break;  // pairs: see pair_kernels_test.cc
   }
   ADD_FAILURE() << "bad op";
   return 0;
@@ -270,6 +273,8 @@ void ref_reduce_one(DType t, RedOp op, const unsigned char* a, const unsigned ch
     case DType::kBool: return store<uint8_t>(out, ref_bool(op, a[0], b[0]));
     case DType::kFloat8E4M3FN: return store<uint8_t>(out, static_cast<uint8_t>(ref_small(kE4M3, op, a[0], b[0])));
     case DType::kFloat8E5M2: return store<uint8_t>(out, static_cast<uint8_t>(ref_small(kE5M2, op, a[0], b[0])));
+    case DType::kComplex64:
+    case DType::kComplex128: ADD_FAILURE() << "complex: see pair_kernels_test.cc"; return;
   }
   ADD_FAILURE() << "bad dtype";
 }
@@ -376,6 +381,8 @@ std::vector<std::pair<DType, RedOp>> defined_pairs() {
   std::vector<std::pair<DType, RedOp>> pairs;
   for (DType t : kAllDTypes) {
     for (RedOp op : kAllOps) {
+      // Two-part items have tests of their own (PairKernels).
+      if (is_complex(t) || is_loc(op)) continue;
       if (is_defined(op, t)) pairs.emplace_back(t, op);
     }
   }
@@ -434,16 +441,17 @@ class F16cMode {
 // The table functions.
 
 TEST(KernelTypes, SizesAndNames) {
-  const size_t sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 1, 1, 1};
-  const char* names[] = {"int8",    "int16",    "int32",   "int64",   "uint8", "uint16",        "uint32",     "uint64",
-                         "float16", "bfloat16", "float32", "float64", "bool",  "float8_e4m3fn", "float8_e5m2"};
+  const size_t sizes[] = {1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 1, 1, 1, 8, 16};
+  const char* names[] = {"int8",   "int16",         "int32",       "int64",     "uint8",     "uint16",
+                         "uint32", "uint64",        "float16",     "bfloat16",  "float32",   "float64",
+                         "bool",   "float8_e4m3fn", "float8_e5m2", "complex64", "complex128"};
   static_assert(std::size(kAllDTypes) == kNumDTypes);
   for (int i = 0; i < kNumDTypes; ++i) {
     EXPECT_EQ(dtype_size(kAllDTypes[i]), sizes[i]) << i;
     EXPECT_STREQ(dtype_name(kAllDTypes[i]), names[i]) << i;
   }
-  const char* op_names[] = {"SUM", "PROD", "MIN",        "MAX",  "AVG", "BAND",
-                            "BOR", "BXOR", "PREMUL_SUM", "LAND", "LOR", "LXOR"};
+  const char* op_names[] = {"SUM",        "PROD", "MIN", "MAX",  "AVG",    "BAND",  "BOR",
+                            "BXOR", "PREMUL_SUM", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC"};
   static_assert(std::size(kAllOps) == kNumRedOps);
   for (int i = 0; i < kNumRedOps; ++i) EXPECT_STREQ(redop_name(kAllOps[i]), op_names[i]);
 }
@@ -467,21 +475,34 @@ TEST(KernelTypes, IsDefinedTable) {
   EXPECT_TRUE(is_defined(RedOp::kAvg, DType::kInt32));
   EXPECT_TRUE(is_defined(RedOp::kPreMulSum, DType::kFloat16));
   EXPECT_TRUE(is_defined(RedOp::kMin, DType::kBool));
-  // The whole table: 6 float types lack 3 bitwise ops, bool lacks 2; the
-  // logical ops take every type.
+  EXPECT_FALSE(is_defined(RedOp::kMin, DType::kComplex64));
+  EXPECT_FALSE(is_defined(RedOp::kMaxLoc, DType::kFloat16));
+  EXPECT_FALSE(is_defined(RedOp::kLAnd, DType::kComplex64));
+  EXPECT_TRUE(is_defined(RedOp::kProd, DType::kComplex128));
+  EXPECT_TRUE(is_defined(RedOp::kMinLoc, DType::kUInt8));
+  // The whole table: 6 float types and 2 complex types lack 3 bitwise ops,
+  // bool lacks 2 scaled ops, complex types lack MIN and MAX and the 3
+  // logical ops (which take every other type); MAXLOC and MINLOC take the 8
+  // integer types, float32 and float64.
   int defined = 0;
   for (DType t : kAllDTypes) {
     for (RedOp op : kAllOps) {
       const bool bitwise = op == RedOp::kBAnd || op == RedOp::kBOr || op == RedOp::kBXor;
       const bool scaled = op == RedOp::kAvg || op == RedOp::kPreMulSum;
+      const bool ordered = op == RedOp::kMin || op == RedOp::kMax;
+      const bool loc = op == RedOp::kMaxLoc || op == RedOp::kMinLoc;
       const bool flt = t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64 ||
                        t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
-      const bool want = !(bitwise && flt) && !(scaled && t == DType::kBool);
+      const bool cplx = t == DType::kComplex64 || t == DType::kComplex128;
+      const bool loc_ok = !cplx && t != DType::kBool && (!flt || t == DType::kFloat32 || t == DType::kFloat64);
+      const bool logical = op == RedOp::kLAnd || op == RedOp::kLOr || op == RedOp::kLXor;
+      const bool want = !((bitwise && (flt || cplx)) || (scaled && t == DType::kBool) || ((ordered || logical) && cplx) ||
+                          (loc && !loc_ok));
       EXPECT_EQ(is_defined(op, t), want) << redop_name(op) << " " << dtype_name(t);
       defined += want;
     }
   }
-  EXPECT_EQ(defined, 15 * 12 - 6 * 3 - 2);
+  EXPECT_EQ(defined, 17 * 14 - 8 * 3 - 2 - 2 * 2 - 2 * 3 - (17 - 10) * 2);
 }
 
 TEST(KernelTypes, UndefinedPairThrows) {
@@ -1001,6 +1022,8 @@ void ref_divide_one(DType t, int64_t d, const unsigned char* in, unsigned char* 
       return store<uint8_t>(out, static_cast<uint8_t>(ref_small_scale(kE5M2, in, static_cast<float>(d), true)));
     case DType::kFloat32: return store<float>(out, load<float>(in) / static_cast<float>(d));
     case DType::kFloat64: return store<double>(out, load<double>(in) / static_cast<double>(d));
+    case DType::kComplex64:
+    case DType::kComplex128:  // see pair_kernels_test.cc
     case DType::kBool: break;
   }
   ADD_FAILURE() << "bad dtype";
@@ -1044,6 +1067,8 @@ void ref_multiply_one(DType t, double s, const unsigned char* in, unsigned char*
       return store<uint8_t>(out, static_cast<uint8_t>(ref_small_scale(kE5M2, in, static_cast<float>(s), false)));
     case DType::kFloat32: return store<float>(out, load<float>(in) * static_cast<float>(s));
     case DType::kFloat64: return store<double>(out, load<double>(in) * s);
+    case DType::kComplex64:
+    case DType::kComplex128:  // see pair_kernels_test.cc
     case DType::kBool: break;
   }
   ADD_FAILURE() << "bad dtype";

@@ -21,10 +21,8 @@ dtype name (``"int32"``) or a numpy dtype; an array of another type is read
 as raw bytes of ``type`` (as MPI does). ``None`` as a send buffer means
 ``IN_PLACE`` (mpi4py's rule).
 
-Complex arrays (complex64, complex128) go to the C library as pairs of reals:
-right for data movement and for SUM, AVG and PREMUL_SUM. Counts and
-displacements in messages count complex numbers; the native Tensor counts
-reals, so they are doubled here.
+Complex arrays (complex64, complex128) go to the C library as complex
+dtypes: counts and displacements count complex numbers, as in MPI.
 """
 
 from __future__ import annotations
@@ -137,8 +135,7 @@ def message(spec: Any, name: str, writable: bool, blocks: int = 1) -> Tensor:
     t = _typed(buf, typ, writable, name)
     if count is None and displ is None and blocks == 1:
         return t
-    f = 2 if t.is_complex else 1
-    total = t.count // f
+    total = t.count
     start = 0 if displ is None else _index(displ, f"{name}: displacement")
     if start > total:
         raise InvalidArgumentError(f"{name}: displacement {start} is past the end of {total} elements")
@@ -153,15 +150,14 @@ def message(spec: Any, name: str, writable: bool, blocks: int = 1) -> Tensor:
         raise InvalidArgumentError(f"{name}: {blocks} x {count} elements from {start} do not fit in {total}")
     if start == 0 and count * blocks == total:
         return t
-    return Tensor.slice(t, start * f, count * blocks * f)
+    return Tensor.slice(t, start, count * blocks)
 
 
 def vmessage(spec: Any, name: str, writable: bool, size: int) -> Tuple[Tensor, List[int], List[int]]:
     """(Tensor, counts, displs) of a v-variant message, counts and displs as the C library reads them."""
     buf, counts, displs, typ = _unpack(spec, name)
     t = _typed(buf, typ, writable, name)
-    f = 2 if t.is_complex else 1
-    total = t.count // f
+    total = t.count
     if counts is None:
         counts = [total // size + (1 if total % size > i else 0) for i in range(size)]
     elif isinstance(counts, int) or hasattr(counts, "__index__"):
@@ -186,7 +182,7 @@ def vmessage(spec: Any, name: str, writable: bool, size: int) -> Tuple[Tensor, L
     for i, (c, d) in enumerate(zip(counts, displs)):
         if d + c > total:
             raise InvalidArgumentError(f"{name}: rank {i}'s {c} elements from {d} do not fit in {total}")
-    return t, [c * f for c in counts], [d * f for d in displs]
+    return t, counts, displs
 
 
 def in_place(spec: Any) -> bool:

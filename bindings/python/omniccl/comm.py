@@ -16,7 +16,7 @@ import warnings
 from array import array
 from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Union
 
-from . import _datatypes, _failure, _logical, _nonblocking, _objects, _omniccl, _p2p, _userops
+from . import _datatypes, _failure, _nonblocking, _objects, _omniccl, _p2p, _userops
 from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
 from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Message, Prequest, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
@@ -389,8 +389,6 @@ class Communicator:
         native = self._live("Allreduce")
         r = message(recvbuf, "recvbuf", True)
         s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
-        if r.is_complex and _folded(op, "Allreduce"):
-            return _logical.fold(self, s, r, op)
         self._any_op_call(op, "Allreduce", lambda v: native.all_reduce(s, r, v, blocking=True))
         return None
 
@@ -404,8 +402,6 @@ class Communicator:
             s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
         else:
             r, s = None, message(sendbuf, "sendbuf", False)
-        if s.is_complex and _folded(op, "Reduce"):
-            return _logical.fold(self, s, r, op, root=root)
         self._any_op_call(op, "Reduce", lambda v: native.reduce(s, r, v, root, blocking=True))
         return None
 
@@ -515,16 +511,12 @@ class Communicator:
             # elements: the rest of recvbuf (this rank's own input block
             # included) is left as it was.
             block = Tensor.empty_like(full, n)
-            if full.is_complex and _folded(op, "Reduce_scatter_block"):
-                return _logical.fold(self, full, full, op, block=(native.rank * n // 2, n // 2))
             self._any_op_call(op, "Reduce_scatter_block",
                               lambda v: native.reduce_scatter(full, block, v, blocking=True))
             full.copy_from(block, 0, 0, n)
             return None
         r = message(recvbuf, "recvbuf", True)
         s = message(sendbuf, "sendbuf", False, native.size)
-        if s.is_complex and _folded(op, "Reduce_scatter_block"):
-            return _logical.fold(self, s, r, op, block=(native.rank * (r.count // 2), r.count // 2))
         self._any_op_call(op, "Reduce_scatter_block", lambda v: native.reduce_scatter(s, r, v, blocking=True))
         return None
 
@@ -548,26 +540,22 @@ class Communicator:
         else:
             full = message(sendbuf, "sendbuf", False)
             mine = message(recvbuf, "recvbuf", True)
-        f = 2 if full.is_complex else 1
         if recvcounts is None:
             if mine is None:
                 raise InvalidArgumentError("Reduce_scatter: recvcounts are required with IN_PLACE")
-            mine_count = mine.count // f
-            counts = self.allgather(mine_count)
+            counts = self.allgather(mine.count)
         else:
             counts = [int(c) for c in recvcounts]
             if len(counts) != size:
                 raise InvalidArgumentError(f"Reduce_scatter: {len(counts)} recvcounts for {size} ranks")
-        if sum(counts) * f > full.count:
-            raise InvalidArgumentError(f"Reduce_scatter: the input has {full.count // f} elements, the counts "
+        if sum(counts) > full.count:
+            raise InvalidArgumentError(f"Reduce_scatter: the input has {full.count} elements, the counts "
                                        f"add up to {sum(counts)}")
-        whole = Tensor.slice(full, 0, sum(counts) * f)
+        whole = Tensor.slice(full, 0, sum(counts))
         out = full if mine is None else mine
-        if whole.is_complex and _folded(op, "Reduce_scatter"):
-            return _logical.fold(self, whole, out, op, block=(sum(counts[:rank]), counts[rank]))
         staging = Tensor.empty_like(whole, whole.count)
         self._any_op_call(op, "Reduce_scatter", lambda v: native.all_reduce(whole, staging, v, blocking=True))
-        out.copy_from(staging, 0, sum(counts[:rank]) * f, counts[rank] * f)
+        out.copy_from(staging, 0, sum(counts[:rank]), counts[rank])
         return None
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:
@@ -589,9 +577,6 @@ class Communicator:
         native = self._live(what)
         r = message(recvbuf, "recvbuf", True)
         s = r if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
-        if r.is_complex and _folded(op, what):
-            # Complex PROD and logical ops are not element-wise on pairs of reals.
-            return _logical.scan(self, sendbuf, recvbuf, op, exclusive=exclusive)
         self._any_op_call(op, what, lambda v: native.scan(s, r, v, exclusive, blocking=True))
         return None
 
@@ -1058,15 +1043,3 @@ del _name, _feature
 COMM_NULL = Communicator(None)
 
 
-def _is_prod(op: Any) -> bool:
-    """Whether op is PROD (complex PROD is folded in Python: the library multiplies reals pairwise)."""
-    return isinstance(op, int) and not isinstance(op, bool) and op == ReduceOp.PRODUCT
-
-
-def _folded(op: Any, what: str) -> bool:
-    """Whether a complex reduction with op is folded in Python: PROD and the logical ops (a complex
-    value is true when either part is nonzero, which pairs of reals cannot say)."""
-    if isinstance(op, MPIOp):
-        logical_value(op, what)  # raises for the object-only ops
-        return True
-    return _is_prod(op)

@@ -20,9 +20,15 @@ class ReduceOp(enum.IntEnum):
     - MIN and MAX propagate NaN.
     - bool: SUM, MAX and BOR are logical or; PRODUCT, MIN and BAND logical
       and; BXOR is xor.
+    - complex64/complex128: SUM, PRODUCT (complex multiplication), AVG and
+      PREMUL_SUM (a real factor).
+    - ``MAXLOC``, ``MINLOC``: the array holds (value, index) pairs of its own
+      dtype side by side (an even element count, e.g. shape ``(n, 2)``);
+      the larger (smaller) value wins, equal values keep the smaller index.
+      Integer, float32 and float64 arrays.
     - Undefined pairs raise :class:`~omniccl.InvalidArgumentError` before
-      anything is sent: bitwise ops on floating types, AVG and PREMUL_SUM on
-      bool.
+      anything is sent: bitwise ops on floating or complex types, MIN and MAX
+      on complex types, AVG and PREMUL_SUM on bool.
     - ``PREMUL_SUM`` alone multiplies by 1; use :func:`make_premul_sum` for
       another factor.
     """
@@ -36,6 +42,8 @@ class ReduceOp(enum.IntEnum):
     BOR = 6
     BXOR = 7
     PREMUL_SUM = 8
+    MAXLOC = 12
+    MINLOC = 13
     PROD = 1  # alias of PRODUCT
 
     def Reduce_local(self, inbuf: object, inoutbuf: object) -> None:  # noqa: N802 - mpi4py's name
@@ -92,9 +100,12 @@ class MPIOp(enum.Enum):
       a nonzero element is true, and the result is 0/1 (False/True) in the
       array's dtype (complex arrays are reduced in Python with numpy);
       object methods apply Python's ``and``/``or``/xor of truth values.
-    - ``MAXLOC``, ``MINLOC``: object methods only, on ``(value, index)``
-      pairs (ties take the lower index, as MPI); buffer methods raise
-      NotImplementedError (mpi4py's pair datatypes are not offered).
+    - ``MAXLOC``, ``MINLOC``: object methods on ``(value, index)`` pairs
+      (ties take the lower index, as MPI); buffer methods (Allreduce, Reduce,
+      Reduce_scatter_block) hand arrays of such pairs to the C library as
+      :attr:`ReduceOp.MAXLOC` / :attr:`ReduceOp.MINLOC` (MPI's ``2INT`` /
+      ``2DOUBLE_PRECISION`` layout: value and index of the array's dtype side
+      by side, e.g. an ``(n, 2)`` array).
     - ``REPLACE``, ``NO_OP``: object methods only (the last, the first value).
     """
 
@@ -113,15 +124,18 @@ class MPIOp(enum.Enum):
 
 
 #: The C library's values (occl_red_op_t) of the logical ops.
-_LOGICAL_VALUES = {MPIOp.LAND: 9, MPIOp.LOR: 10, MPIOp.LXOR: 11}
+# The mpi4py ops on buffers that the C library computes: the logical ops and
+# MAXLOC / MINLOC over (value, index) pairs.
+_LOGICAL_VALUES = {MPIOp.LAND: 9, MPIOp.LOR: 10, MPIOp.LXOR: 11, MPIOp.MAXLOC: 12, MPIOp.MINLOC: 13}
 
 
 def logical_value(op: MPIOp, what: str) -> int:
-    """The C value of a logical op for buffer method ``what``; NotImplementedError for the object-only ops."""
+    """The C value of an mpi4py op for buffer method ``what`` (LAND, LOR, LXOR, MAXLOC, MINLOC);
+    NotImplementedError for the object-only ops (REPLACE, NO_OP)."""
     value = _LOGICAL_VALUES.get(op)
     if value is None:
         raise NotImplementedError(f"{what} with MPI.{op.value}: only object methods (allreduce, reduce, scan) "
-                                  f"take {op.value}; buffer methods would need mpi4py's pair datatypes")
+                                  f"take {op.value}")
     return value
 
 
@@ -138,4 +152,4 @@ def _check_op(op: ReduceOpLike) -> ReduceOpLike:
     try:
         return ReduceOp(op)
     except ValueError:
-        raise ValueError(f"op {op} is not a ReduceOp (0..8)") from None
+        raise ValueError(f"op {op} is not a ReduceOp (0..8, 12, 13)") from None

@@ -73,18 +73,6 @@ int red_op_value(occl_red_op_t op) {
 /// A receive's or a probe's status as Python sees it: (source, tag, bytes, count).
 py::tuple status_tuple(const occl_recv_status_t& st) { return py::make_tuple(st.source, st.tag, st.bytes, st.count); }
 
-/// Refuses reduce ops that are not element-wise on complex arrays (handed to
-/// C as pairs of reals): SUM, AVG and premultiplied sums are; the others
-/// (PROD, MIN, MAX, bitwise) would be wrong, so they are an error.
-void check_complex_op(py::handle t, int op, const char* what) {
-  if (t.is_none() || !t.cast<const Tensor&>().is_complex()) return;
-  if (op == OCCL_SUM || op == OCCL_AVG || op == OCCL_PREMUL_SUM || op >= OCCL_RED_OP_CUSTOM_BASE) return;
-  raise_value(std::string(what) +
-              ": complex arrays support the reduce ops SUM, AVG and PREMUL_SUM only "
-              "(reduced as pairs of reals); op " +
-              std::to_string(op) + " is not one");
-}
-
 /// The DLTensor of a Tensor argument, or NULL for None.
 const DLTensor* dl_of(py::handle t) { return t.is_none() ? nullptr : t.cast<const Tensor&>().dl(); }
 
@@ -760,8 +748,6 @@ void bind_rooted_collectives(py::class_<Comm>& comm) {
   comm.def(
       "reduce",
       [](Comm& c, py::object send, py::object recv, int op, int root, bool blocking) {
-        check_complex_op(send, op, "reduce");
-        check_complex_op(recv, op, "reduce");
         return c.start(
             "reduce", {send, recv},
             [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
@@ -778,8 +764,6 @@ void bind_all_collectives(py::class_<Comm>& comm) {
   comm.def(
       "all_reduce",
       [](Comm& c, py::object send, py::object recv, int op, bool blocking) {
-        check_complex_op(send, op, "all_reduce");
-        check_complex_op(recv, op, "all_reduce");
         return c.start(
             "all_reduce", {send, recv},
             [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {
@@ -802,8 +786,6 @@ void bind_all_collectives(py::class_<Comm>& comm) {
   comm.def(
       "reduce_scatter",
       [](Comm& c, py::object send, py::object recv, int op, bool blocking) {
-        check_complex_op(send, op, "reduce_scatter");
-        check_complex_op(recv, op, "reduce_scatter");
         return c.start(
             "reduce_scatter", {send, recv},
             [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {

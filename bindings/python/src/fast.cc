@@ -20,8 +20,7 @@
 //
 // A form these functions do not take returns NotImplemented before anything
 // is sent (a closed communicator, mpi4py message lists, an op that is not a plain ReduceOp value,
-// complex arrays with an op other than SUM/AVG/PREMUL_SUM, all_gather sizes
-// that do not fit), and the Python layer then takes its general path, which
+// all_gather sizes that do not fit), and the Python layer then takes its general path, which
 // accepts or explains them. So the fast path changes no result and no error
 // message, only the time a call takes.
 //
@@ -68,9 +67,6 @@ int plain_op(py::handle op) {
   return static_cast<int>(v);
 }
 
-/// Whether the C library reduces complex arrays (as pairs of reals) with op.
-bool complex_ok(int op) { return op == OCCL_SUM || op == OCCL_AVG || op == OCCL_PREMUL_SUM; }
-
 occl_red_op_t as_red_op(int op) { return static_cast<occl_red_op_t>(op); }
 
 /// A root/rank argument as an int in [0, size), or -1.
@@ -94,7 +90,6 @@ py::object all_reduce(Comm& c, py::handle send, py::handle recv, py::handle op_o
   if (!r) return not_implemented();
   std::unique_ptr<Tensor> s;
   if (!send.is_none() && !(s = Tensor::import_fast(send, false, "sendbuf"))) return not_implemented();
-  if ((r->is_complex() || (s && s->is_complex())) && !complex_ok(op)) return not_implemented();
   const DLTensor* sd = s ? s->dl() : r->dl();
   const DLTensor* rd = r->dl();
   return c.start(
@@ -192,7 +187,7 @@ PyMethodDef fast_methods[] = {
     {"fast_all_reduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_all_reduce)), METH_FASTCALL,
      "fast_all_reduce(comm, send, recv, op, name): blocking all_reduce of recv (send None: in place) in one native "
      "call; NotImplemented for forms the Python layer must handle (a closed communicator, message lists, made "
-     "ops, complex arrays with PROD/MIN/MAX/bitwise ops)."},
+     "ops)."},
     {"fast_broadcast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_broadcast)), METH_FASTCALL,
      "fast_broadcast(comm, buf, root, name): blocking broadcast in one native call; NotImplemented for a "
      "closed communicator, a message list or a root out of range."},

@@ -229,16 +229,9 @@ void Tensor::adopt(const DLTensor& t, const std::string& name) {
                                            " is a complex CUDA array; complex numbers are supported for CPU "
                                            "arrays only (view it as real pairs, e.g. torch.view_as_real)");
   }
-  if (t.dtype.code == kDLComplex && t.dtype.lanes == 1 && (t.dtype.bits == 64 || t.dtype.bits == 128)) {
-    // complex64/complex128 as pairs of float32/float64 (torch's view_as_real):
-    // right for data movement and for element-wise SUM, AVG and PREMUL_SUM.
-    if (count > std::numeric_limits<int64_t>::max() / 2) raise_value(name + ": the element count overflows 64 bits");
-    count *= 2;
-    shape_.push_back(2);
-    dl_.ndim = t.ndim + 1;
-    dl_.dtype = DLDataType{kDLFloat, static_cast<uint8_t>(t.dtype.bits / 2), 1};
-    complex_ = true;
-  }
+  // complex64 / complex128 are dtypes of the C library, which reduces them
+  // as complex numbers.
+  complex_ = t.dtype.code == kDLComplex;
   dl_.shape = shape_.data();
   dl_.strides = nullptr;  // contiguous: checked above
   count_ = count;
@@ -540,12 +533,8 @@ void bind_tensor_properties(py::class_<Tensor>& cls) {
       .def_property_readonly("itemsize", &Tensor::itemsize, "Bytes per element.")
       .def_property_readonly("nbytes", &Tensor::nbytes, "Bytes in all.")
       .def_property_readonly(
-          "dtype",
-          [](const Tensor& self) {
-            if (self.is_complex()) return "complex" + std::to_string(self.dtype().bits * 2);
-            return dtype_name(self.dtype());
-          },
-          "Element type, e.g. 'float32' ('complex64' for complex arrays, handed to C as float32 pairs).")
+          "dtype", [](const Tensor& self) { return dtype_name(self.dtype()); },
+          "Element type, e.g. 'float32', 'complex64'.")
       .def_property_readonly(
           "dtype_code",
           [](const Tensor& self) { return py::make_tuple(self.dtype().code, self.dtype().bits, self.dtype().lanes); },
@@ -560,7 +549,7 @@ void bind_tensor_properties(py::class_<Tensor>& cls) {
           "The shape.")
       .def_property_readonly("readonly", &Tensor::readonly, "Whether the memory must not be written.")
       .def_property_readonly("is_complex", &Tensor::is_complex,
-                             "Whether the array is complex (handed to C as pairs of reals; count counts reals).")
+                             "Whether the array is complex (complex64, complex128; count counts complex numbers).")
       .def_property_readonly(
           "source", [](const Tensor& self) { return source_name(self.source()); },
           "How it was imported: 'dlpack_versioned', 'dlpack', 'buffer', 'owned' or 'view'.")

@@ -557,11 +557,13 @@ def test_cuda_array_interface_is_unsupported_not_read(comm):
         double(comm, FakeCuda())
 
 
-def test_complex_arrays_are_pairs_of_reals(comm):
+def test_complex_arrays_are_complex_dtypes(comm):
     z = np.array([1 + 2j, -3j], np.complex64)
-    double(comm, z)  # PREMUL_SUM: element-wise, so right for complex
+    double(comm, z)  # PREMUL_SUM by a real factor
     assert z.tolist() == [2 + 4j, -6j]
     t = _omniccl.Tensor(np.zeros(3, np.complex128), True, "z")
-    assert t.is_complex and t.dtype == "complex128" and t.count == 6 and t.shape == (3, 2)
-    with pytest.raises(omniccl.InvalidArgumentError, match="complex arrays support"):
+    assert t.is_complex and t.dtype == "complex128" and t.count == 3 and t.shape == (3,) and t.itemsize == 16
+    comm.Allreduce(omniccl.IN_PLACE, z, op=omniccl.PROD)  # one rank: unchanged
+    assert z.tolist() == [2 + 4j, -6j]
+    with pytest.raises(omniccl.InvalidArgumentError, match="MAX.*complex64"):
         comm.Allreduce(omniccl.IN_PLACE, z, op=omniccl.MAX)

@@ -121,15 +121,17 @@ occl_status_t occl_init_check(int abi_version, int header_version);
 /* Reduce operations                                                         */
 /*                                                                           */
 /* Value rules for occl_red_op_t:                                            */
-/*   0..11  the built-in ops below, valid on every communicator (9..11,    */
-/*          the logical ops, since ABI 1.4);                                 */
+/*   0..13  the built-in ops below, valid on every communicator (9..13,    */
+/*          the logical ops and MAXLOC/MINLOC, since ABI 1.4);               */
 /*   >= 64  (OCCL_RED_OP_CUSTOM_BASE) ops made at run time by                */
 /*          occl_red_op_create_premul_sum(), valid only on the communicator  */
 /*          that made them and until occl_red_op_destroy();                  */
-/*   any other value (12..63, negatives) is OCCL_ERR_INVALID_ARGUMENT.       */
+/*   any other value (14..63, negatives) is OCCL_ERR_INVALID_ARGUMENT.       */
 /* An op must also be defined for the dtype: BAND/BOR/BXOR on floating-point */
-/* types is OCCL_ERR_INVALID_ARGUMENT. OCCL_RED_OP_MAX_ENUM/MIN_ENUM exist   */
-/* only so that every int is a valid value of the enum type in C++.          */
+/* or complex types, MIN/MAX on complex types, MAXLOC/MINLOC on other than   */
+/* integer, float32 or float64 pairs are OCCL_ERR_INVALID_ARGUMENT.          */
+/* OCCL_RED_OP_MAX_ENUM/MIN_ENUM exist only so that every int is a valid     */
+/* value of the enum type in C++.                                            */
 /* ------------------------------------------------------------------------ */
 
 typedef enum occl_red_op {
@@ -149,7 +151,7 @@ typedef enum occl_red_op {
    * OCCL_RED_OP_CUSTOM_BASE. Passing OCCL_PREMUL_SUM itself means a scalar 1.
    */
   OCCL_PREMUL_SUM = 8,
-  /* The logical ops (ABI 1.4), as MPI_LAND/LOR/LXOR: every dtype, floats
+  /* The logical ops (ABI 1.4), as MPI_LAND/LOR/LXOR: every real dtype, floats
      and bool included; a nonzero element is true (NaN too, -0.0 not), and
      each result element is 1 (true) or 0 (false) in the tensor's dtype. */
   /** Logical AND: 1 where every input element is nonzero, else 0. */
@@ -158,6 +160,17 @@ typedef enum occl_red_op {
   OCCL_LOR = 10,
   /** Logical XOR: 1 where an odd number of input elements are nonzero. */
   OCCL_LXOR = 11,
+  /**
+   * (value, index) pairs, as MPI_MAXLOC / MPI_MINLOC on MPI_2INT or
+   * MPI_2DOUBLE_PRECISION: the tensor holds count / 2 pairs of its own
+   * dtype, value at element 2k and index at 2k + 1, so count must be even
+   * (and for reduce_scatter the count of each rank's block). The larger
+   * (MAXLOC) or smaller (MINLOC) value wins; equal values keep the smaller
+   * index; a NaN value wins over any number. Integer, float32 and float64
+   * dtypes only.
+   */
+  OCCL_MAXLOC = 12,
+  OCCL_MINLOC = 13,
   /**
    * Not an op: widens the enum's range, so the values made by
    * occl_red_op_create_premul_sum() (>= OCCL_RED_OP_CUSTOM_BASE) are valid
@@ -451,8 +464,10 @@ occl_status_t occl_work_wait_for(occl_work_t work, int64_t timeout_ms);
     functions appended in 0.3 exist as well (version >= 300); 3 once the
     registered buffers appended for 0.4 exist as well (unreleased: until 0.4
     is tagged the version still reads 300, so test this macro, not it); 4
-    once the logical ops (OCCL_LAND, OCCL_LOR, OCCL_LXOR) and the prefix
-    reductions (occl_scan, occl_exscan) appended for 0.4 exist as well. */
+    once the logical ops (OCCL_LAND, OCCL_LOR, OCCL_LXOR), OCCL_MAXLOC and
+    OCCL_MINLOC, complex tensors (DLPack kDLComplex, 64 and 128 bits) and
+    the prefix reductions (occl_scan, occl_exscan) appended for 0.4 exist
+    as well. */
 #define OCCL_ABI_VERSION_MINOR 4
 
 #define OCCL_OPTIONS_MAGIC 0x4f43434fu /* "OCCO" */

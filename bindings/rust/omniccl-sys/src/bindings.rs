@@ -286,6 +286,9 @@ pub const OCCL_LAND: occl_red_op = 9;
 pub const OCCL_LOR: occl_red_op = 10;
 #[doc = " Logical XOR: 1 where an odd number of input elements are nonzero."]
 pub const OCCL_LXOR: occl_red_op = 11;
+#[doc = " (value, index) pairs, as MPI_MAXLOC / MPI_MINLOC on MPI_2INT or\n MPI_2DOUBLE_PRECISION: the tensor holds count / 2 pairs of its own\n dtype, value at element 2k and index at 2k + 1, so count must be even\n (and for reduce_scatter the count of each rank's block). The larger\n (MAXLOC) or smaller (MINLOC) value wins; equal values keep the smaller\n index; a NaN value wins over any number. Integer, float32 and float64\n dtypes only."]
+pub const OCCL_MAXLOC: occl_red_op = 12;
+pub const OCCL_MINLOC: occl_red_op = 13;
 #[doc = " Not an op: widens the enum's range, so the values made by\n occl_red_op_create_premul_sum() (>= OCCL_RED_OP_CUSTOM_BASE) are valid\n occl_red_op_t values in C++ too (as NCCL's ncclMaxRedOp does)."]
 pub const OCCL_RED_OP_MAX_ENUM: occl_red_op = 2147483647;
 #[doc = " Not an op: with the above, makes every int a valid occl_red_op_t, so a\n  bad value (e.g. -1) is reported as OCCL_ERR_INVALID_ARGUMENT."]
