@@ -288,6 +288,7 @@ pub const OCCL_LOR: occl_red_op = 10;
 pub const OCCL_LXOR: occl_red_op = 11;
 #[doc = " (value, index) pairs, as MPI_MAXLOC / MPI_MINLOC on MPI_2INT or\n MPI_2DOUBLE_PRECISION: the tensor holds count / 2 pairs of its own\n dtype, value at element 2k and index at 2k + 1, so count must be even\n (and for reduce_scatter the count of each rank's block). The larger\n (MAXLOC) or smaller (MINLOC) value wins; equal values keep the smaller\n index; a NaN value wins over any number. Integer, float32 and float64\n dtypes only."]
 pub const OCCL_MAXLOC: occl_red_op = 12;
+#[doc = " (value, index) pairs, as MPI_MAXLOC / MPI_MINLOC on MPI_2INT or\n MPI_2DOUBLE_PRECISION: the tensor holds count / 2 pairs of its own\n dtype, value at element 2k and index at 2k + 1, so count must be even\n (and for reduce_scatter the count of each rank's block). The larger\n (MAXLOC) or smaller (MINLOC) value wins; equal values keep the smaller\n index; a NaN value wins over any number. Integer, float32 and float64\n dtypes only."]
 pub const OCCL_MINLOC: occl_red_op = 13;
 #[doc = " Not an op: widens the enum's range, so the values made by\n occl_red_op_create_premul_sum() (>= OCCL_RED_OP_CUSTOM_BASE) are valid\n occl_red_op_t values in C++ too (as NCCL's ncclMaxRedOp does)."]
 pub const OCCL_RED_OP_MAX_ENUM: occl_red_op = 2147483647;
