@@ -33,6 +33,13 @@ pub enum ReduceOp {
     /// Each rank's input multiplied by the scalar, then summed (NCCL's
     /// `ncclRedOpCreatePreMulSum`). Integer types need an integral scalar.
     PremulSum(f64),
+    /// MPI's `MAXLOC` over (value, index) pairs: the slice holds `len / 2`
+    /// pairs, interleaved, both of its own type (integers, `f32`, `f64`);
+    /// the larger value wins, on a tie the smaller index.
+    MaxLoc,
+    /// MPI's `MINLOC`: as [`MaxLoc`](ReduceOp::MaxLoc), the smaller value
+    /// winning.
+    MinLoc,
 }
 
 /// A reduce op as the C library takes it; a pre-multiplied sum is created on
@@ -55,6 +62,8 @@ impl RawOp {
             ReduceOp::BitAnd => plain(sys::OCCL_BAND),
             ReduceOp::BitOr => plain(sys::OCCL_BOR),
             ReduceOp::BitXor => plain(sys::OCCL_BXOR),
+            ReduceOp::MaxLoc => plain(sys::OCCL_MAXLOC),
+            ReduceOp::MinLoc => plain(sys::OCCL_MINLOC),
             ReduceOp::PremulSum(scalar) => {
                 let mut raw = sys::OCCL_SUM;
                 // SAFETY: comm is a live handle (owned by the caller's

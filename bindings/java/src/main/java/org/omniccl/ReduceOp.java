@@ -6,7 +6,8 @@ import java.util.Objects;
 /**
  * How a reduction combines the ranks' values: the constants {@link #SUM},
  * {@link #PROD}, {@link #MIN}, {@link #MAX}, {@link #AVG}, {@link #BAND},
- * {@link #BOR}, {@link #BXOR}, or a pre-multiplied sum made by {@link
+ * {@link #BOR}, {@link #BXOR}, {@link #MAXLOC}, {@link #MINLOC}, or a
+ * pre-multiplied sum made by {@link
  * #premulSum(double)}. The bitwise ops take integer and bool data only (a
  * float gets an {@link InvalidArgumentException}).
  *
@@ -31,8 +32,16 @@ public final class ReduceOp {
   public static final ReduceOp BOR = new ReduceOp("BOR", 6, Double.NaN);
   /** Bitwise XOR (logical XOR for bool). */
   public static final ReduceOp BXOR = new ReduceOp("BXOR", 7, Double.NaN);
+  /**
+   * MPI_MAXLOC over (value, index) pairs: the data holds length / 2 pairs,
+   * interleaved, both of the data's own type (integers, FLOAT32, FLOAT64);
+   * the larger value wins, on a tie the smaller index.
+   */
+  public static final ReduceOp MAXLOC = new ReduceOp("MAXLOC", 12, Double.NaN);
+  /** MPI_MINLOC: as {@link #MAXLOC}, the smaller value winning. */
+  public static final ReduceOp MINLOC = new ReduceOp("MINLOC", 13, Double.NaN);
 
-  private static final List<ReduceOp> BUILT_IN = List.of(SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR);
+  private static final List<ReduceOp> BUILT_IN = List.of(SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR, MAXLOC, MINLOC);
 
   private final String name;
   private final int code;
@@ -60,9 +69,10 @@ public final class ReduceOp {
   }
 
   /**
-   * The built-in ops, SUM to BXOR, in C ABI order.
+   * The built-in ops in C ABI order (the pre-multiplied sum is made by
+   * {@link #premulSum(double)}).
    *
-   * @return the eight built-in ops
+   * @return the built-in ops
    */
   public static List<ReduceOp> values() {
     return BUILT_IN;

@@ -114,7 +114,9 @@ class CommunicatorTest {
 
   @Test
   void reduceOpNamesAndValues() {
-    assertEquals(8, ReduceOp.values().size());
+    assertEquals(10, ReduceOp.values().size());
+    assertEquals("MINLOC", ReduceOp.values().get(9).name());
+    assertEquals(16, DataType.COMPLEX128.byteSize());
     assertEquals("BXOR", ReduceOp.BXOR.name());
     assertTrue(ReduceOp.premulSum(3).isPremulSum());
     assertEquals(ReduceOp.premulSum(3), ReduceOp.premulSum(3.0));
