@@ -8,12 +8,15 @@ mod sealed {
 }
 
 /// A type OmniCCL can send and reduce: `i8 i16 i32 i64 u8 u16 u32 u64 f32
-/// f64 bool`, [`half::f16`] and [`half::bf16`]. Sealed: the library must know
-/// every type's layout and how to reduce it.
+/// f64 bool`, [`half::f16`], [`half::bf16`] and the complex numbers
+/// [`num_complex::Complex32`] and [`num_complex::Complex64`]. Sealed: the
+/// library must know every type's layout and how to reduce it.
 ///
 /// Which reduce ops apply follows the C library: bitwise ops on integers and
 /// `bool` only; on `bool`, `Sum`/`Max`/`BitOr` are logical or and
-/// `Prod`/`Min`/`BitAnd` logical and (results are always 0 or 1).
+/// `Prod`/`Min`/`BitAnd` logical and (results are always 0 or 1); on complex
+/// numbers `Sum`, `Prod` (complex multiplication), `Avg` and `PremulSum`
+/// (`Min`/`Max` have no order to follow).
 ///
 /// ```
 /// use omniccl::Element;
@@ -44,4 +47,5 @@ element! {
     u8 => sys::kDLUInt, u16 => sys::kDLUInt, u32 => sys::kDLUInt, u64 => sys::kDLUInt,
     f32 => sys::kDLFloat, f64 => sys::kDLFloat, half::f16 => sys::kDLFloat,
     half::bf16 => sys::kDLBfloat, bool => sys::kDLBool,
+    num_complex::Complex32 => sys::kDLComplex, num_complex::Complex64 => sys::kDLComplex,
 }

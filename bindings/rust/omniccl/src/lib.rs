@@ -65,6 +65,8 @@ pub use p2p::{Dest, Message, PROC_NULL, ProcNull, RecvStatus, Source, TAG_UB, Ta
 pub use scope::{RecvRequest, Request, Scope};
 pub use window::Window;
 
+/// The complex number types [`Element`] takes (`Complex32`, `Complex64`).
+pub use num_complex;
 /// The raw C bindings (`omniccl-sys`), for what this crate does not wrap.
 pub use omniccl_sys as sys;
 

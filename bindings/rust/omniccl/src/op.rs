@@ -34,13 +34,20 @@ pub enum ReduceOp {
     /// `ncclRedOpCreatePreMulSum`). Integer types need an integral scalar.
     PremulSum(f64),
     /// Logical and (MPI's `LAND`): 1 where every input is nonzero, else 0,
-    /// in the element type; every type, floats included.
+    /// in the element type; every real type, floats included (not complex).
     LogicalAnd,
     /// Logical or (MPI's `LOR`): 1 where any input is nonzero, else 0.
     LogicalOr,
     /// Logical xor (MPI's `LXOR`): 1 where an odd number of inputs are
     /// nonzero, else 0.
     LogicalXor,
+    /// MPI's `MAXLOC` over (value, index) pairs: the slice holds `len / 2`
+    /// pairs, interleaved, both of its own type (integers, `f32`, `f64`);
+    /// the larger value wins, on a tie the smaller index.
+    MaxLoc,
+    /// MPI's `MINLOC`: as [`MaxLoc`](ReduceOp::MaxLoc), the smaller value
+    /// winning.
+    MinLoc,
 }
 
 /// A reduce op as the C library takes it; a pre-multiplied sum is created on
@@ -66,6 +73,8 @@ impl RawOp {
             ReduceOp::LogicalAnd => plain(sys::OCCL_LAND),
             ReduceOp::LogicalOr => plain(sys::OCCL_LOR),
             ReduceOp::LogicalXor => plain(sys::OCCL_LXOR),
+            ReduceOp::MaxLoc => plain(sys::OCCL_MAXLOC),
+            ReduceOp::MinLoc => plain(sys::OCCL_MINLOC),
             ReduceOp::PremulSum(scalar) => {
                 let mut raw = sys::OCCL_SUM;
                 // SAFETY: comm is a live handle (owned by the caller's

@@ -663,3 +663,48 @@ fn every_operation_and_type_3_ranks() {
 fn every_operation_and_type_4_ranks() {
     common::run("every_operation_and_type_4_ranks", 4, DEADLINE, every_type);
 }
+
+/// Complex products (true complex multiplication, not per component) and
+/// sums, and MAXLOC/MINLOC over (value, index) pairs with ties.
+fn complex_and_pairs(comm: Communicator) {
+    use omniccl::num_complex::{Complex32, Complex64};
+    let (r, n) = (comm.rank(), comm.size());
+    let z = |q: usize| Complex64::new(1.0 + q as f64, 0.5 * q as f64 - 1.0);
+    let mut prod = [z(r); 3];
+    comm.all_reduce_in_place(&mut prod, ReduceOp::Prod).unwrap();
+    // The reference, by hand: (a + bi)(c + di) = (ac - bd) + (ad + bc)i.
+    let want = (0..n).fold(Complex64::new(1.0, 0.0), |acc, q| {
+        let w = z(q);
+        Complex64::new(acc.re * w.re - acc.im * w.im, acc.re * w.im + acc.im * w.re)
+    });
+    for got in prod {
+        assert!(
+            (got - want).norm() <= 1e-12 * want.norm().max(1.0),
+            "complex128 prod: {got} vs {want}"
+        );
+    }
+    let mut sum = [Complex32::new(r as f32, -(r as f32)); 2];
+    comm.all_reduce_in_place(&mut sum, ReduceOp::Sum).unwrap();
+    let t = (n * (n - 1) / 2) as f32;
+    assert_eq!(sum, [Complex32::new(t, -t); 2], "complex64 sum");
+    let err = comm.all_reduce_in_place(&mut sum, ReduceOp::Max).unwrap_err();
+    assert_eq!(err.kind(), omniccl::ErrorKind::InvalidArgument, "MAX on complex: {err}");
+
+    // Pairs (value, index): every rank offers value 7 at pair 0 (a tie: the
+    // smallest index wins), and value r at pair 1.
+    let mut maxloc = [7i32, 10 + r as i32, r as i32, r as i32];
+    comm.all_reduce_in_place(&mut maxloc, ReduceOp::MaxLoc).unwrap();
+    assert_eq!(maxloc, [7, 10, n as i32 - 1, n as i32 - 1], "maxloc i32");
+    let mut minloc = [2.5f64, (n - r) as f64, -(r as f64), r as f64];
+    comm.all_reduce_in_place(&mut minloc, ReduceOp::MinLoc).unwrap();
+    assert_eq!(minloc, [2.5, 1.0, -((n - 1) as f64), (n - 1) as f64], "minloc f64");
+    let err = comm
+        .all_reduce_in_place(&mut [1i32, 2, 3], ReduceOp::MaxLoc)
+        .unwrap_err();
+    assert_eq!(err.kind(), omniccl::ErrorKind::InvalidArgument, "odd pair count: {err}");
+}
+
+#[test]
+fn complex_and_pairs_3_ranks() {
+    common::run("complex_and_pairs_3_ranks", 3, DEADLINE, complex_and_pairs);
+}

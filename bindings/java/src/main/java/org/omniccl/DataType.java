@@ -6,8 +6,8 @@ package org.omniccl;
  * {@link #INT8}, {@code short[]} {@link #INT16}, {@code int[]} {@link #INT32},
  * {@code long[]} {@link #INT64}, {@code float[]} {@link #FLOAT32}, {@code
  * double[]} {@link #FLOAT64}, {@code boolean[]} {@link #BOOL}). Values are in
- * native byte order. The unsigned and 16-bit float types have no Java
- * primitive; use a ByteBuffer with them.
+ * native byte order. The unsigned, 16-bit float and complex types have no
+ * Java primitive; use a ByteBuffer with them.
  */
 public enum DataType {
   /** 8-bit signed integer. */
@@ -35,7 +35,11 @@ public enum DataType {
   /** IEEE 754 double precision. */
   FLOAT64(2, 64),
   /** One byte per value, 0 or 1. */
-  BOOL(6, 8);
+  BOOL(6, 8),
+  /** Complex number of two float32 (real, imaginary): SUM, PROD, AVG, pre-multiplied sums. */
+  COMPLEX64(5, 64),
+  /** Complex number of two float64 (real, imaginary): SUM, PROD, AVG, pre-multiplied sums. */
+  COMPLEX128(5, 128);
 
   /** DLPack type code and bits (DLDataType), as the C ABI takes them. */
   final int dlCode;

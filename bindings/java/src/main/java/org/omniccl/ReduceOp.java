@@ -7,7 +7,7 @@ import java.util.Objects;
  * How a reduction combines the ranks' values: the constants {@link #SUM},
  * {@link #PROD}, {@link #MIN}, {@link #MAX}, {@link #AVG}, {@link #BAND},
  * {@link #BOR}, {@link #BXOR}, {@link #LAND}, {@link #LOR}, {@link #LXOR},
- * or a pre-multiplied sum made by {@link
+ * {@link #MAXLOC}, {@link #MINLOC}, or a pre-multiplied sum made by {@link
  * #premulSum(double)}. The bitwise ops take integer and bool data only (a
  * float gets an {@link InvalidArgumentException}).
  *
@@ -32,15 +32,23 @@ public final class ReduceOp {
   public static final ReduceOp BOR = new ReduceOp("BOR", 6, Double.NaN);
   /** Bitwise XOR (logical XOR for bool). */
   public static final ReduceOp BXOR = new ReduceOp("BXOR", 7, Double.NaN);
-  /** Logical AND (MPI_LAND): 1 where every input is nonzero, else 0; every type, floats included. */
+  /** Logical AND (MPI_LAND): 1 where every input is nonzero, else 0; every real type, floats included. */
   public static final ReduceOp LAND = new ReduceOp("LAND", 9, Double.NaN);
   /** Logical OR (MPI_LOR): 1 where any input is nonzero, else 0. */
   public static final ReduceOp LOR = new ReduceOp("LOR", 10, Double.NaN);
   /** Logical XOR (MPI_LXOR): 1 where an odd number of inputs are nonzero, else 0. */
   public static final ReduceOp LXOR = new ReduceOp("LXOR", 11, Double.NaN);
+  /**
+   * MPI_MAXLOC over (value, index) pairs: the data holds length / 2 pairs,
+   * interleaved, both of the data's own type (integers, FLOAT32, FLOAT64);
+   * the larger value wins, on a tie the smaller index.
+   */
+  public static final ReduceOp MAXLOC = new ReduceOp("MAXLOC", 12, Double.NaN);
+  /** MPI_MINLOC: as {@link #MAXLOC}, the smaller value winning. */
+  public static final ReduceOp MINLOC = new ReduceOp("MINLOC", 13, Double.NaN);
 
   private static final List<ReduceOp> BUILT_IN =
-      List.of(SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR, LAND, LOR, LXOR);
+      List.of(SUM, PROD, MIN, MAX, AVG, BAND, BOR, BXOR, LAND, LOR, LXOR, MAXLOC, MINLOC);
 
   private final String name;
   private final int code;
@@ -68,10 +76,10 @@ public final class ReduceOp {
   }
 
   /**
-   * The built-in ops, SUM to LXOR, in C ABI order (the pre-multiplied sum,
+   * The built-in ops, SUM to MINLOC, in C ABI order (the pre-multiplied sum,
    * code 8, is made by {@link #premulSum(double)}).
    *
-   * @return the eleven built-in ops
+   * @return the thirteen built-in ops
    */
   public static List<ReduceOp> values() {
     return BUILT_IN;

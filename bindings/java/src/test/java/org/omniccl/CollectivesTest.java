@@ -56,6 +56,34 @@ class CollectivesTest {
       InvalidArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
           InvalidArgumentException.class, () -> c.scan(new int[1], ReduceOp.AVG));
       assertTrue(e.getMessage().contains("AVG"), e.getMessage());
+  @ParameterizedTest(name = "complex products and MAXLOC/MINLOC pairs, {0} ranks")
+  @ValueSource(ints = {1, 3})
+  @Timeout(value = 120, unit = TimeUnit.SECONDS)
+  void complexAndPairs(int n) throws Exception {
+    Ranks.threads(n, null, c -> {
+      int r = c.rank();
+      // complex128 (1 + r) + (0.5 r - 1)i on every rank; the product by hand.
+      java.nio.ByteBuffer z = java.nio.ByteBuffer.allocateDirect(16).order(java.nio.ByteOrder.nativeOrder());
+      z.putDouble(0, 1.0 + r).putDouble(8, 0.5 * r - 1.0);
+      c.allReduce(z, DataType.COMPLEX128, ReduceOp.PROD);
+      double re = 1, im = 0;
+      for (int q = 0; q < n; q++) {
+        double a = 1.0 + q, b = 0.5 * q - 1.0;
+        double nre = re * a - im * b;
+        im = re * b + im * a;
+        re = nre;
+      }
+      assertTrue(Math.abs(z.getDouble(0) - re) < 1e-12 && Math.abs(z.getDouble(8) - im) < 1e-12,
+          z.getDouble(0) + " " + z.getDouble(8) + " vs " + re + " " + im);
+      // (value, index) pairs: a tie on 7 (smallest index wins), then value r at index r.
+      int[] pairs = {7, 10 + r, r, r};
+      c.allReduce(pairs, ReduceOp.MAXLOC);
+      org.junit.jupiter.api.Assertions.assertArrayEquals(new int[] {7, 10, n - 1, n - 1}, pairs);
+      double[] low = {-r, r};
+      c.allReduce(low, ReduceOp.MINLOC);
+      org.junit.jupiter.api.Assertions.assertArrayEquals(new double[] {-(n - 1), n - 1}, low);
+      org.junit.jupiter.api.Assertions.assertThrows(InvalidArgumentException.class,
+          () -> c.allReduce(new int[3], ReduceOp.MAXLOC));
     });
   }
 

@@ -114,7 +114,9 @@ class CommunicatorTest {
 
   @Test
   void reduceOpNamesAndValues() {
-    assertEquals(11, ReduceOp.values().size());
+    assertEquals(13, ReduceOp.values().size());
+    assertEquals("MINLOC", ReduceOp.values().get(12).name());
+    assertEquals(16, DataType.COMPLEX128.byteSize());
     assertEquals("BXOR", ReduceOp.BXOR.name());
     assertEquals("LXOR", ReduceOp.values().get(10).name());
     assertTrue(ReduceOp.premulSum(3).isPremulSum());
