@@ -207,8 +207,8 @@ inline DT draw_dtype(Rng& r) {
 /// A reduce op defined for dt. PREMUL_SUM scalars keep the reference exact:
 /// integral for integers, halves for the wide floating types, +-1 for fp8.
 inline occl_ref::Op draw_op(Rng& r, DT dt) {
-  static const occl_red_op_t kOps[] = {OCCL_SUM,  OCCL_PROD, OCCL_MIN,  OCCL_MAX,        OCCL_AVG,
-                                       OCCL_BAND, OCCL_BOR,  OCCL_BXOR, OCCL_LAND,       OCCL_LOR,
+  static const occl_red_op_t kOps[] = {OCCL_SUM,  OCCL_PROD,       OCCL_MIN,    OCCL_MAX,   OCCL_AVG,
+                                       OCCL_BAND, OCCL_BOR,        OCCL_BXOR,   OCCL_LAND,  OCCL_LOR,
                                        OCCL_LXOR, OCCL_PREMUL_SUM, OCCL_MAXLOC, OCCL_MINLOC};
   occl_ref::Op op;
   do {
@@ -247,8 +247,8 @@ inline Spec draw_spec(uint64_t seed, uint64_t index, int nranks, int64_t max_byt
   s.gaps = r.below(2) == 0;
   // Random magnitudes are all true: the logical ops keep reference.h's
   // inputs; MAXLOC / MINLOC keep theirs (their pairs).
-  s.rounded = occl_ref::dt_float(s.dt) && r.below(2) == 0 && !occl_ref::op_logical(s.op.kind) &&
-              !occl_ref::is_loc(s.op);
+  s.rounded =
+      occl_ref::dt_float(s.dt) && r.below(2) == 0 && !occl_ref::op_logical(s.op.kind) && !occl_ref::is_loc(s.op);
   return s;
 }
 

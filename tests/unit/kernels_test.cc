@@ -41,9 +41,9 @@ constexpr DType kAllDTypes[] = {
     DType::kInt8,   DType::kInt16,        DType::kInt32,      DType::kInt64,     DType::kUInt8,     DType::kUInt16,
     DType::kUInt32, DType::kUInt64,       DType::kFloat16,    DType::kBFloat16,  DType::kFloat32,   DType::kFloat64,
     DType::kBool,   DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kComplex64, DType::kComplex128};
-constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,       RedOp::kMax,  RedOp::kAvg,
-                             RedOp::kBAnd, RedOp::kBOr,  RedOp::kBXor,      RedOp::kPreMulSum, RedOp::kLAnd,
-                             RedOp::kLOr,  RedOp::kLXor, RedOp::kMaxLoc,    RedOp::kMinLoc};
+constexpr RedOp kAllOps[] = {RedOp::kSum,  RedOp::kProd, RedOp::kMin,    RedOp::kMax,       RedOp::kAvg,
+                             RedOp::kBAnd, RedOp::kBOr,  RedOp::kBXor,   RedOp::kPreMulSum, RedOp::kLAnd,
+                             RedOp::kLOr,  RedOp::kLXor, RedOp::kMaxLoc, RedOp::kMinLoc};
 
 /// LAND / LOR / LXOR of two truth values.
 bool ref_logical(RedOp op, bool x, bool y) {
@@ -450,7 +450,7 @@ TEST(KernelTypes, SizesAndNames) {
     EXPECT_EQ(dtype_size(kAllDTypes[i]), sizes[i]) << i;
     EXPECT_STREQ(dtype_name(kAllDTypes[i]), names[i]) << i;
   }
-  const char* op_names[] = {"SUM",        "PROD", "MIN", "MAX",  "AVG",    "BAND",  "BOR",
+  const char* op_names[] = {"SUM",  "PROD",       "MIN",  "MAX", "AVG",  "BAND",   "BOR",
                             "BXOR", "PREMUL_SUM", "LAND", "LOR", "LXOR", "MAXLOC", "MINLOC"};
   static_assert(std::size(kAllOps) == kNumRedOps);
   for (int i = 0; i < kNumRedOps; ++i) EXPECT_STREQ(redop_name(kAllOps[i]), op_names[i]);
@@ -496,8 +496,8 @@ TEST(KernelTypes, IsDefinedTable) {
       const bool cplx = t == DType::kComplex64 || t == DType::kComplex128;
       const bool loc_ok = !cplx && t != DType::kBool && (!flt || t == DType::kFloat32 || t == DType::kFloat64);
       const bool logical = op == RedOp::kLAnd || op == RedOp::kLOr || op == RedOp::kLXor;
-      const bool want = !((bitwise && (flt || cplx)) || (scaled && t == DType::kBool) || ((ordered || logical) && cplx) ||
-                          (loc && !loc_ok));
+      const bool want = !((bitwise && (flt || cplx)) || (scaled && t == DType::kBool) ||
+                          ((ordered || logical) && cplx) || (loc && !loc_ok));
       EXPECT_EQ(is_defined(op, t), want) << redop_name(op) << " " << dtype_name(t);
       defined += want;
     }
