@@ -821,8 +821,6 @@ void bind_scans(py::class_<Comm>& comm) {
       "scan",
       [](Comm& c, py::object send, py::object recv, int op, bool exclusive, bool blocking) {
         const char* what = exclusive ? "exscan" : "scan";
-        check_complex_op(send, op, what);
-        check_complex_op(recv, op, what);
         return c.start(
             what, {send, recv},
             [&](occl_comm_t h, const occl_options_t* o, occl_work_t* w) {

@@ -56,6 +56,9 @@ class CollectivesTest {
       InvalidArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(
           InvalidArgumentException.class, () -> c.scan(new int[1], ReduceOp.AVG));
       assertTrue(e.getMessage().contains("AVG"), e.getMessage());
+    });
+  }
+
   @ParameterizedTest(name = "complex products and MAXLOC/MINLOC pairs, {0} ranks")
   @ValueSource(ints = {1, 3})
   @Timeout(value = 120, unit = TimeUnit.SECONDS)

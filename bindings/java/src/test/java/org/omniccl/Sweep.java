@@ -577,6 +577,10 @@ final class Sweep {
       case INT64: case UINT64: b.putLong(at, (long) v); break;
       case FLOAT32: b.putFloat(at, (float) v); break;
       case FLOAT64: b.putDouble(at, v); break;
+      // Complex: v as the real part and -v as the imaginary part, so a sum
+      // that mixed the two parts up would show.
+      case COMPLEX64: b.putFloat(at, (float) v).putFloat(at + 4, (float) -v); break;
+      case COMPLEX128: b.putDouble(at, v).putDouble(at + 8, -v); break;
       default: throw new AssertionError(t.toString());
     }
   }
@@ -593,6 +597,8 @@ final class Sweep {
       case INT64: case UINT64: return b.getLong(at);
       case FLOAT32: return b.getFloat(at);
       case FLOAT64: return b.getDouble(at);
+      case COMPLEX64: return b.getFloat(at + 4) == -b.getFloat(at) ? b.getFloat(at) : Double.NaN;
+      case COMPLEX128: return b.getDouble(at + 8) == -b.getDouble(at) ? b.getDouble(at) : Double.NaN;
       default: throw new AssertionError(t.toString());
     }
   }
