@@ -1178,18 +1178,29 @@ def mpi4py_messages(rank, size):
     chk.equal(rsb, np.array([1, 1], np.int32), "Reduce_scatter_block LOR")
     zs = np.zeros(1, np.complex128)
     world.Scan(np.array([1 + 1j], np.complex128), zs, op=dist.PROD)
-    chk.equal(zs, np.array([(1 + 1j) ** (rank + 1)]), "complex Scan PROD (folded in Python)", tol=1e-12)
+    chk.equal(zs, np.array([(1 + 1j) ** (rank + 1)]), "complex Scan PROD", tol=1e-12)
     for bad in (dist.ReduceOp.AVG, dist.ReduceOp.PREMUL_SUM):
         try:
             world.Scan(np.ones(2, np.float32), np.zeros(2, np.float32), op=bad)
             chk.true(False, f"Scan {bad!r} accepted")
         except dist.InvalidArgumentError as e:
             chk.true("prefix" in str(e), f"Scan {bad!r} message: {e}")
-    try:
-        world.Exscan(np.ones(2, np.int32), np.zeros(2, np.int32), op=dist.MAXLOC)
-        chk.true(False, "Exscan MAXLOC accepted")
-    except NotImplementedError as e:
-        chk.true("object methods" in str(e), f"Exscan MAXLOC message: {e}")
+    # Prefix MAXLOC / MINLOC over (value, index) pairs, by the C library;
+    # the reference: a loop over the earlier ranks' pairs, ties to the lower index.
+    def pair(q):
+        return ((3 * q + 1) % 4, q)
+    mine = np.array([pair(rank)], np.int32)
+    got = np.full((1, 2), -7, np.int32)
+    world.Exscan(mine, got, op=dist.MAXLOC)
+    best = None
+    for q in range(rank):
+        v, i = pair(q)
+        if best is None or v > best[0]:
+            best = (v, i)
+    chk.equal(got, np.array([best if best is not None else (-7, -7)], np.int32), "Exscan MAXLOC pairs")
+    world.Scan(mine, got, op=dist.MINLOC)
+    low = min(pair(q) for q in range(rank + 1))  # smaller value, then smaller index
+    chk.equal(got, np.array([low], np.int32), "Scan MINLOC pairs")
     chk.true(world.scan(rank, op=dist.SUM) == rank * (rank + 1) // 2, "scan object")
     chk.true(world.exscan(rank) == (None if rank == 0 else rank * (rank - 1) // 2), "exscan object")
     # Reduce_scatter with per-rank counts
