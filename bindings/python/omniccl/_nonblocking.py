@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
-from . import _datatypes
+from . import _datatypes, _rooted
 from ._messages import in_place, message, vmessage
 from ._p2p import Request
 from ._tensors import Tensor
@@ -115,51 +115,25 @@ def iallgatherv(comm: "Communicator", sendbuf: Any, recvbuf: Any) -> Request:
 
 def igather(comm: "Communicator", sendbuf: Any, recvbuf: Any, root: int) -> Request:
     native = comm._live("Igather")
-    if native.rank == root:
-        r = message(recvbuf, "recvbuf", True, native.size)
-        if in_place(sendbuf):
-            n = r.count // native.size
-            s = Tensor.slice(r, root * n, n)
-        else:
-            s = message(sendbuf, "sendbuf", False)
-    else:
-        r, s = None, message(sendbuf, "sendbuf", False)
+    s, r = _rooted.gather_args(native, sendbuf, recvbuf, root)
     return started(native.gather(s, r, root), [recvbuf])
 
 
 def igatherv(comm: "Communicator", sendbuf: Any, recvbuf: Any, root: int) -> Request:
     native = comm._live("Igatherv")
-    if native.rank == root:
-        r, counts, displs = vmessage(recvbuf, "recvbuf", True, native.size)
-        s = Tensor.slice(r, displs[root], counts[root]) if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
-    else:
-        r, counts, displs = None, None, None
-        s = message(sendbuf, "sendbuf", False)
+    s, r, counts, displs = _rooted.gatherv_args(native, sendbuf, recvbuf, root)
     return started(native.gatherv(s, r, counts, displs, root), [recvbuf])
 
 
 def iscatter(comm: "Communicator", sendbuf: Any, recvbuf: Any, root: int) -> Request:
     native = comm._live("Iscatter")
-    if native.rank == root:
-        s = message(sendbuf, "sendbuf", False, native.size)
-        if in_place(recvbuf):
-            n = s.count // native.size
-            r = Tensor.slice(s, root * n, n)
-        else:
-            r = message(recvbuf, "recvbuf", True)
-    else:
-        s, r = None, message(recvbuf, "recvbuf", True)
+    s, r = _rooted.scatter_args(native, sendbuf, recvbuf, root)
     return started(native.scatter(s, r, root), [recvbuf])
 
 
 def iscatterv(comm: "Communicator", sendbuf: Any, recvbuf: Any, root: int) -> Request:
     native = comm._live("Iscatterv")
-    if native.rank == root:
-        s, counts, displs = vmessage(sendbuf, "sendbuf", False, native.size)
-        r = Tensor.slice(s, displs[root], counts[root]) if in_place(recvbuf) else message(recvbuf, "recvbuf", True)
-    else:
-        s, counts, displs = None, None, None
-        r = message(recvbuf, "recvbuf", True)
+    s, counts, displs, r = _rooted.scatterv_args(native, sendbuf, recvbuf, root)
     return started(native.scatterv(s, counts, displs, r, root), [recvbuf])
 
 

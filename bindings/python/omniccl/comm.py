@@ -16,7 +16,7 @@ import warnings
 from array import array
 from typing import Any, Callable, List, Literal, Optional, Sequence, Tuple, Union
 
-from . import _datatypes, _failure, _nonblocking, _objects, _omniccl, _p2p, _userops
+from . import _datatypes, _failure, _nonblocking, _objects, _omniccl, _p2p, _rooted, _userops
 from ._omniccl import fast_all_gather, fast_all_reduce, fast_barrier, fast_broadcast
 from ._p2p import ANY_SOURCE, ANY_TAG, PROC_NULL, Message, Prequest, RecvStatus, Request
 from ._tensors import Tensor, as_tensor
@@ -439,29 +439,13 @@ class Communicator:
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Collects every rank's ``sendbuf`` (n) into ``root``'s ``recvbuf`` (size * n, rank order)."""
         native = self._live("Gather")
-        if native.rank == root:
-            r = message(recvbuf, "recvbuf", True, native.size)
-            if in_place(sendbuf):
-                n = r.count // native.size
-                s = Tensor.slice(r, root * n, n)
-            else:
-                s = message(sendbuf, "sendbuf", False)
-        else:
-            r, s = None, message(sendbuf, "sendbuf", False)
+        s, r = _rooted.gather_args(native, sendbuf, recvbuf, root)
         native.gather(s, r, root, blocking=True)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather with per-rank counts: at ``root``, ``recvbuf`` is a v-message (IN_PLACE sendbuf at root)."""
         native = self._live("Gatherv")
-        if native.rank == root:
-            r, counts, displs = vmessage(recvbuf, "recvbuf", True, native.size)
-            if in_place(sendbuf):
-                s = Tensor.slice(r, displs[root], counts[root])
-            else:
-                s = message(sendbuf, "sendbuf", False)
-        else:
-            r, counts, displs = None, None, None
-            s = message(sendbuf, "sendbuf", False)
+        s, r, counts, displs = _rooted.gatherv_args(native, sendbuf, recvbuf, root)
         native.gatherv(s, r, counts, displs, root, blocking=True)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
@@ -470,29 +454,13 @@ class Communicator:
         At ``root``, ``recvbuf`` may be IN_PLACE (root's part stays where it is).
         """
         native = self._live("Scatter")
-        if native.rank == root:
-            s = message(sendbuf, "sendbuf", False, native.size)
-            if in_place(recvbuf):
-                n = s.count // native.size
-                r = Tensor.slice(s, root * n, n)
-            else:
-                r = message(recvbuf, "recvbuf", True)
-        else:
-            s, r = None, message(recvbuf, "recvbuf", True)
+        s, r = _rooted.scatter_args(native, sendbuf, recvbuf, root)
         native.scatter(s, r, root, blocking=True)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Scatter with per-rank counts: at ``root``, ``sendbuf`` is a v-message (IN_PLACE recvbuf at root)."""
         native = self._live("Scatterv")
-        if native.rank == root:
-            s, counts, displs = vmessage(sendbuf, "sendbuf", False, native.size)
-            if in_place(recvbuf):
-                r = Tensor.slice(s, displs[root], counts[root])
-            else:
-                r = message(recvbuf, "recvbuf", True)
-        else:
-            s, counts, displs = None, None, None
-            r = message(recvbuf, "recvbuf", True)
+        s, counts, displs, r = _rooted.scatterv_args(native, sendbuf, recvbuf, root)
         native.scatterv(s, counts, displs, r, root, blocking=True)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPIOpLike = ReduceOp.SUM) -> None:

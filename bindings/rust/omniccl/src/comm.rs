@@ -346,6 +346,40 @@ impl Communicator {
         check(call(self.raw.as_ptr(), work))
     }
 
+    /// Checks that `send` (if any) is as long as `recv`, then calls `f` with
+    /// the two tensors (`send` `None`: `recv` is both, in place), the handle
+    /// and `work`.
+    fn same_length_call<T: Element>(
+        &self,
+        what: &str,
+        send: Option<&[T]>,
+        recv: &mut [T],
+        work: *mut sys::occl_work_t,
+        f: impl FnOnce(
+            *const sys::DLTensor,
+            *const sys::DLTensor,
+            sys::occl_comm_t,
+            *mut sys::occl_work_t,
+        ) -> sys::occl_status_t,
+    ) -> Result<()> {
+        if let Some(send) = send {
+            if send.len() != recv.len() {
+                return Err(invalid(format!(
+                    "{what}: send has {} elements but recv has {}; they must be equal",
+                    send.len(),
+                    recv.len()
+                )));
+            }
+        }
+        let (mut n1, mut n2) = (0, 0);
+        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
+        let s = match send {
+            Some(send) => Tensor::new(send.as_ptr(), send.len(), &mut n1),
+            None => Tensor::new(recv.as_ptr(), recv.len(), &mut n1),
+        };
+        self.call(work, |c, w| f(s.ptr(), r.ptr(), c, w))
+    }
+
     pub(crate) fn send_impl<T: Element>(&self, buf: &[T], peer: usize, work: *mut sys::occl_work_t) -> Result<()> {
         let peer = self.rank_arg("peer", peer)?;
         let mut n = 0;
@@ -383,25 +417,11 @@ impl Communicator {
         op: ReduceOp,
         work: *mut sys::occl_work_t,
     ) -> Result<RawOp> {
-        if let Some(send) = send {
-            if send.len() != recv.len() {
-                return Err(invalid(format!(
-                    "all_reduce: send has {} elements but recv has {}; they must be equal",
-                    send.len(),
-                    recv.len()
-                )));
-            }
-        }
         let op = RawOp::new(op, self.as_raw())?;
-        let (mut n1, mut n2) = (0, 0);
-        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
-        let s = match send {
-            Some(send) => Tensor::new(send.as_ptr(), send.len(), &mut n1),
-            None => Tensor::new(recv.as_ptr(), recv.len(), &mut n1),
-        };
-        // SAFETY: both tensors describe live slices (the same one in place).
-        self.call(work, |c, w| unsafe {
-            sys::occl_all_reduce(s.ptr(), r.ptr(), op.op, c, w)
+        self.same_length_call("all_reduce", send, recv, work, |s, r, c, w| {
+            // SAFETY: s and r describe live slices of equal length (the same
+            // one in place) for the whole call.
+            unsafe { sys::occl_all_reduce(s, r, op.op, c, w) }
         })?;
         Ok(op)
     }
@@ -417,30 +437,17 @@ impl Communicator {
         work: *mut sys::occl_work_t,
     ) -> Result<RawOp> {
         let what = if exclusive { "exscan" } else { "scan" };
-        if let Some(send) = send {
-            if send.len() != recv.len() {
-                return Err(invalid(format!(
-                    "{what}: send has {} elements but recv has {}; they must be equal",
-                    send.len(),
-                    recv.len()
-                )));
-            }
-        }
         let op = RawOp::new(op, self.as_raw())?;
-        let (mut n1, mut n2) = (0, 0);
-        let r = Tensor::new(recv.as_mut_ptr(), recv.len(), &mut n2);
-        let s = match send {
-            Some(send) => Tensor::new(send.as_ptr(), send.len(), &mut n1),
-            None => Tensor::new(recv.as_ptr(), recv.len(), &mut n1),
-        };
         let scan = if exclusive {
             sys::occl_exscan_ex
         } else {
             sys::occl_scan_ex
         };
-        // SAFETY: both tensors describe live slices (the same one in place);
-        // NULL options are the defaults.
-        self.call(work, |c, w| unsafe { scan(s.ptr(), r.ptr(), op.op, c, ptr::null(), w) })?;
+        self.same_length_call(what, send, recv, work, |s, r, c, w| {
+            // SAFETY: s and r describe live slices of equal length (the same
+            // one in place) for the whole call; NULL options are the defaults.
+            unsafe { scan(s, r, op.op, c, ptr::null(), w) }
+        })?;
         Ok(op)
     }
 
