@@ -14,8 +14,8 @@ the reason; a listed omission that is in fact wrapped, or that names no entry
 point, is an error too (the list would go stale otherwise).
 
 Usage: scripts/check-parity.py [--write]
-The table in docs/reference/parity.md must match what the sources give;
---write rewrites it. Exit status 1 when the check fails, one line per problem.
+The tables in docs/reference/parity.md must match what the sources give;
+--write rewrites them. Exit status 1 when the check fails, one line per problem.
 """
 
 from __future__ import annotations
@@ -97,6 +97,10 @@ def add_same_as(have: dict[str, set[str]], same_as: dict[str, list[str]]) -> dic
 DOCS = ROOT / "docs/reference/parity.md"
 BEGIN = "<!-- parity table: written by scripts/check-parity.py --write; do not edit by hand -->"
 END = "<!-- end of parity table -->"
+OPS_BEGIN = "<!-- reduction table: written by scripts/check-parity.py --write; do not edit by hand -->"
+OPS_END = "<!-- end of reduction table -->"
+REDUCTION_TABLE = ROOT / "bindings/reduction_table.tsv"
+VERDICTS = ("ok", "refused")
 
 
 def cell(sym: str, lang: str, have: dict[str, set[str]], via: dict[str, dict[str, str]],
@@ -114,20 +118,89 @@ def markdown_table(syms: list[str], have: dict[str, set[str]], via: dict[str, di
     return "\n".join(rows)
 
 
-def check_docs(table: str, write: bool) -> list[str]:
-    """The docs page's table must be the one the sources give (--write rewrites it)."""
+def red_ops() -> list[str]:
+    """The reduce ops of the header's occl_red_op_t, without OCCL_ (SUM, ..., MINLOC), in value order."""
+    header = (ROOT / "capi/include/omniccl/omniccl.h").read_text()
+    body = re.search(r"typedef enum occl_red_op \{(.*?)\} occl_red_op_t;", header, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    found = [(int(v), n) for n, v in re.findall(r"\bOCCL_(\w+)\s*=\s*(\d+)\b", body) if not n.endswith("_ENUM")]
+    return [n for _, n in sorted(found)]
+
+
+def dtypes() -> list[str]:
+    """The dtypes the C ABI converts from DLPack (capi/src/dlpack.cc), named as the library names them."""
+    src = (ROOT / "capi/src/dlpack.cc").read_text()
+    names = []
+    for code, bits in re.findall(r"case key\(kDL(\w+), (\d+)\)", src):
+        code = code.lower()
+        names.append(code if code == "bool" or "_" in code else f"{code}{bits}")
+    return names
+
+
+def reduction_rows() -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The rows of bindings/reduction_table.tsv and the problems of its form."""
+    rows, problems = [], []
+    for num, line in enumerate(REDUCTION_TABLE.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 3 or cols[2] not in VERDICTS:
+            problems.append(f"bindings/reduction_table.tsv:{num}: want op<TAB>dtype<TAB>ok|refused, got {line!r}")
+            continue
+        rows.append((cols[0], cols[1], cols[2]))
+    return rows, problems
+
+
+def check_reduction_table(ops: list[str], dts: list[str], rows: list[tuple[str, str, str]]) -> list[str]:
+    """Exactly one row per (op, dtype) pair of the header and the C ABI, none for anything else."""
+    problems, seen = [], set()
+    for op, dt, _ in rows:
+        if op not in ops:
+            problems.append(f"bindings/reduction_table.tsv names op {op}, which occl_red_op_t does not have")
+        if dt not in dts:
+            problems.append(f"bindings/reduction_table.tsv names dtype {dt}, which the C ABI does not take")
+        if (op, dt) in seen:
+            problems.append(f"bindings/reduction_table.tsv has ({op}, {dt}) twice")
+        seen.add((op, dt))
+    for op in ops:
+        for dt in dts:
+            if (op, dt) not in seen:
+                problems.append(f"bindings/reduction_table.tsv lacks a row for ({op}, {dt})")
+    return problems
+
+
+def reduction_markdown(ops: list[str], rows: list[tuple[str, str, str]]) -> str:
+    """One line per op: the dtypes it reduces and those it refuses, in the table's order."""
+    lines = ["| op | reduces | refuses |", "|---|---|---|"]
+    for op in ops:
+        got = {v: ", ".join(f"`{dt}`" for o, dt, w in rows if o == op and w == v) or "none" for v in VERDICTS}
+        lines.append(f"| `{op}` | {got['ok']} | {got['refused']} |")
+    return "\n".join(lines)
+
+
+def replace_between(text: str, begin: str, end: str, table: str) -> str | None:
+    if begin not in text or end not in text:
+        return None
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{table}\n{end}{tail}"
+
+
+def check_docs(table: str, reductions: str, write: bool) -> list[str]:
+    """The docs page's tables must be the ones the sources give (--write rewrites them)."""
     text = DOCS.read_text()
-    if BEGIN not in text or END not in text:
+    fresh = replace_between(text, BEGIN, END, table)
+    if fresh is None:
         return [f"{DOCS.relative_to(ROOT)} lacks the table markers"]
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    fresh = f"{head}{BEGIN}\n{table}\n{END}{tail}"
+    fresh = replace_between(fresh, OPS_BEGIN, OPS_END, reductions)
+    if fresh is None:
+        return [f"{DOCS.relative_to(ROOT)} lacks the reduction table markers"]
     if fresh == text:
         return []
     if write:
         DOCS.write_text(fresh)
         return []
-    return [f"{DOCS.relative_to(ROOT)}: the table is out of date; run scripts/check-parity.py --write"]
+    return [f"{DOCS.relative_to(ROOT)}: a table is out of date; run scripts/check-parity.py --write"]
 
 
 def main() -> int:
@@ -148,12 +221,17 @@ def main() -> int:
                 problems.append(f"{lang}: bindings/parity.toml lists {sym}, which is not an entry point")
             elif not str(why).strip():
                 problems.append(f"{lang}: bindings/parity.toml gives no reason for omitting {sym}")
-    problems += check_docs(markdown_table(syms, have, via, omitted), "--write" in sys.argv[1:])
+    ops, dts = red_ops(), dtypes()
+    rows, form = reduction_rows()
+    problems += form + check_reduction_table(ops, dts, rows)
+    problems += check_docs(markdown_table(syms, have, via, omitted), reduction_markdown(ops, rows),
+                           "--write" in sys.argv[1:])
     for p in problems:
         print("check-parity: " + p, file=sys.stderr)
     if not problems:
         counts = ", ".join(f"{lang} {len(have[lang])}" for lang in LANGS)
-        print(f"check-parity: {len(syms)} entry points; wrapped: {counts}; the rest listed with reasons")
+        print(f"check-parity: {len(syms)} entry points; wrapped: {counts}; the rest listed with reasons; "
+              f"reduction table: {len(ops)} ops x {len(dts)} dtypes")
     return 1 if problems else 0
 
 
