@@ -4,7 +4,9 @@
 // ranks. An `ok` row must give what reference.h's serial reduction of the
 // same inputs gives; a `refused` row must fail with
 // OCCL_ERR_INVALID_ARGUMENT and a message naming the op and the dtype.
-// PREMUL_SUM is passed as OCCL_PREMUL_SUM itself (a scalar of 1).
+// PREMUL_SUM is passed as OCCL_PREMUL_SUM itself (a scalar of 1). The
+// verdicts must also be those of reference.h's op_defined, which the matrix
+// tests use to choose the pairs they run.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -113,6 +115,8 @@ std::string run_row(occl_comm_t comm, int rank, int nranks, const Row& row, uint
 TEST(ReductionTable, EveryRowOnTwoRanks) {
   const std::vector<Row> rows = read_table();
   ASSERT_EQ(rows.size(), size_t{(OCCL_MINLOC + 1) * std::size(kEveryDT)}) << "one row per (op, dtype) pair";
+  // reference.h states the same rules for the matrix tests; the two must agree.
+  for (const Row& row : rows) EXPECT_EQ(row.ok, occl_ref::op_defined(row.op, row.dtype)) << row.text;
   auto opts = omniccl::testing::job_options(2, "shm", 30000, 60);
   auto res = omniccl::testing::run_ranks(opts, [&](occl_comm_t comm, int rank, int nranks) {
     int failed = 0;
