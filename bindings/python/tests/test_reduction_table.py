@@ -1,9 +1,10 @@
 """Every row of bindings/reduction_table.tsv (which reduce op the library accepts for which dtype) on two ranks.
 
-The C++, Rust and Java tests read the same table. Each rank runs Allreduce and
-Reduce_scatter_block for every row: an ``ok`` row must give what this file's own
-reduction of the ranks' inputs gives (exact, except AVG on floating types); a
-``refused`` row must raise InvalidArgumentError naming the op and the dtype.
+The C++, Rust and Java tests read the same table. Each rank runs Allreduce,
+Iallreduce (the non-blocking path) and Reduce_scatter_block for every row: an
+``ok`` row must give what this file's own reduction of the ranks' inputs gives
+(exact, except AVG on floating types); a ``refused`` row must raise
+InvalidArgumentError naming the op and the dtype.
 
 numpy has no bfloat16 or float8 types: those rows hold their bits in uint16 /
 uint8 arrays, handed to the library as DLPack tensors of the real dtype (the
@@ -248,9 +249,11 @@ def run_row(world, rank, size, i, op, dtype, ok):
     inputs = [values(op, dtype, r, i) for r in range(size)]
     block = COUNT // size
     send, recv, part = to_array(dtype, inputs[rank]), empty(dtype, COUNT), empty(dtype, block)
+    started = empty(dtype, COUNT)
     what = f"{op} {dtype} {'ok' if ok else 'refused'}"
     problems = []
     for name, call in (("Allreduce", lambda: world.Allreduce(send, recv, the_op(op))),
+                       ("Iallreduce", lambda: world.Iallreduce(send, started, the_op(op)).Wait()),
                        ("Reduce_scatter_block", lambda: world.Reduce_scatter_block(send, part, the_op(op)))):
         try:
             call()
@@ -262,9 +265,10 @@ def run_row(world, rank, size, i, op, dtype, ok):
             problems.append(f"{name} of {what}: no error")
     if ok and not problems:
         want = reference(op, dtype, inputs)
-        got = got_values(dtype, recv)
-        if not matches(op, dtype, got, want):
-            problems.append(f"Allreduce of {what}: got {list(got)}, want {want}")
+        for name, out in (("Allreduce", recv), ("Iallreduce", started)):
+            got = got_values(dtype, out)
+            if not matches(op, dtype, got, want):
+                problems.append(f"{name} of {what}: got {list(got)}, want {want}")
         got = got_values(dtype, part)
         if not matches(op, dtype, got, want[rank * block:(rank + 1) * block]):
             problems.append(f"Reduce_scatter_block of {what}: got {list(got)}, want {want}")
