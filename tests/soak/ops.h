@@ -138,16 +138,30 @@ inline std::string check_output(const Spec& s, const void* got, size_t count, si
   return out;
 }
 
+/// The buffers and tensors of a reduction whose input and output hold
+/// s.count elements each: `in` filled with this rank's input, `out` all
+/// sentinel, and the output tensor on `in` itself when `in_place`.
+/// Neither copied nor moved: the tensors point into the buffers.
+struct ReduceIO {
+  Buf in, out;
+  Buf& dst;
+  Tensor1D ti, to;
+  ReduceIO(const Spec& s, int rank, bool in_place)
+      : in(s.dt, static_cast<size_t>(s.count)),
+        out(s.dt, static_cast<size_t>(s.count)),
+        dst(in_place ? in : out),
+        ti(in.data(), s.count, dl(s)),
+        to(dst.data(), s.count, dl(s)) {
+    fill_input(s, in.data(), in.count, 0, rank);
+  }
+};
+
 inline Result run_all_reduce(const Ctx& c) {
   const Spec& s = c.s;
-  const auto n = static_cast<size_t>(s.count);
-  Buf in(s.dt, n), out(s.dt, n);
-  fill_input(s, in.data(), n, 0, c.rank);
-  Buf& dst = s.in_place ? in : out;
-  Tensor1D ti(in.data(), s.count, dl(s)), to(dst.data(), s.count, dl(s));
+  ReduceIO io(s, c.rank, s.in_place);
   Result r;
-  r.st = issue(s, [&](occl_work_t* w) { return occl_all_reduce(&ti, &to, s.op.handle, c.comm, w); });
-  if (r.st == OCCL_SUCCESS) r.bad = check_output(s, dst.data(), n, 0, c.n);
+  r.st = issue(s, [&](occl_work_t* w) { return occl_all_reduce(&io.ti, &io.to, s.op.handle, c.comm, w); });
+  if (r.st == OCCL_SUCCESS) r.bad = check_output(s, io.dst.data(), io.in.count, 0, c.n);
   return r;
 }
 
@@ -155,23 +169,20 @@ inline Result run_reduce(const Ctx& c) {
   const Spec& s = c.s;
   const auto n = static_cast<size_t>(s.count);
   const bool root = c.rank == s.root;
-  Buf in(s.dt, n), out(s.dt, n);
-  fill_input(s, in.data(), n, 0, c.rank);
-  Buf& dst = s.in_place && root ? in : out;
-  Tensor1D ti(in.data(), s.count, dl(s)), to(dst.data(), s.count, dl(s));
-  const DLTensor* recv = root || !s.null_nonroot ? &to : nullptr;
+  ReduceIO io(s, c.rank, s.in_place && root);
+  const DLTensor* recv = root || !s.null_nonroot ? &io.to : nullptr;
   Result r;
-  r.st = issue(s, [&](occl_work_t* w) { return occl_reduce(&ti, recv, s.op.handle, s.root, c.comm, w); });
+  r.st = issue(s, [&](occl_work_t* w) { return occl_reduce(&io.ti, recv, s.op.handle, s.root, c.comm, w); });
   if (r.st != OCCL_SUCCESS) return r;
   if (root) {
-    r.bad = check_output(s, dst.data(), n, 0, c.n);
+    r.bad = check_output(s, io.dst.data(), n, 0, c.n);
     return r;
   }
   // A reduce must not scribble on non-root inputs, nor write a non-root's output.
   Buf want(s.dt, n);
   fill_input(s, want.data(), n, 0, c.rank);
-  if (std::memcmp(want.data(), in.data(), in.nbytes()) != 0) r.bad = "a non-root rank's input was modified";
-  if (r.bad.empty()) r.bad = occl_ref::check_sentinel(out.data(), out.nbytes());
+  if (std::memcmp(want.data(), io.in.data(), io.in.nbytes()) != 0) r.bad = "a non-root rank's input was modified";
+  if (r.bad.empty()) r.bad = occl_ref::check_sentinel(io.out.data(), io.out.nbytes());
   return r;
 }
 
@@ -193,23 +204,23 @@ inline Result run_reduce_scatter(const Ctx& c) {
 inline Result run_scan(const Ctx& c, bool exclusive) {
   const Spec& s = c.s;
   const auto n = static_cast<size_t>(s.count);
-  Buf in(s.dt, n), out(s.dt, n);
-  fill_input(s, in.data(), n, 0, c.rank);
-  Buf& dst = s.in_place ? in : out;
-  Tensor1D ti(in.data(), s.count, dl(s)), to(dst.data(), s.count, dl(s));
+  ReduceIO io(s, c.rank, s.in_place);
   Result r;
   r.st = issue(s, [&](occl_work_t* w) {
-    return exclusive ? occl_exscan(&ti, &to, s.op.handle, c.comm, w) : occl_scan(&ti, &to, s.op.handle, c.comm, w);
+    return exclusive ? occl_exscan(&io.ti, &io.to, s.op.handle, c.comm, w)
+                     : occl_scan(&io.ti, &io.to, s.op.handle, c.comm, w);
   });
   if (r.st != OCCL_SUCCESS) return r;
   if (!exclusive || c.rank > 0) {
-    r.bad = check_output(s, dst.data(), n, 0, exclusive ? c.rank : c.rank + 1);
+    r.bad = check_output(s, io.dst.data(), n, 0, exclusive ? c.rank : c.rank + 1);
     return r;
   }
   Buf want(s.dt, n);
   fill_input(s, want.data(), n, 0, c.rank);
-  if (s.in_place && std::memcmp(want.data(), in.data(), in.nbytes()) != 0) r.bad = "exscan wrote rank 0's recvbuf";
-  if (!s.in_place) r.bad = occl_ref::check_sentinel(out.data(), out.nbytes());
+  if (s.in_place && std::memcmp(want.data(), io.in.data(), io.in.nbytes()) != 0) {
+    r.bad = "exscan wrote rank 0's recvbuf";
+  }
+  if (!s.in_place) r.bad = occl_ref::check_sentinel(io.out.data(), io.out.nbytes());
   return r;
 }
 

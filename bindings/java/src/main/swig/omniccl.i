@@ -52,7 +52,8 @@
 %}
 %pragma(java) modulecode=%{
   static {
-    checkHeader(); // the library loaded must fit the header this code was compiled against
+    // The library loaded must fit the header this code was compiled against.
+    checkHeader(headerAbiVersion(), headerVersion());
   }
 
   private OmniCCLNative() {}
@@ -700,14 +701,24 @@ occl_status_t occl_comm_window_register(occl_comm_t comm, void* ADDRESS, size_t 
 OCCL_CALL(occl_comm_window_deregister, commWindowDeregister)
 occl_status_t occl_comm_window_deregister(occl_comm_t comm, occl_window_t* WINDOW);
 
-/* occl_init_check with the header this JNI code was compiled against: a
+/* occl_init_check with the header this JNI code was compiled against
+ * (checkHeader(headerAbiVersion(), headerVersion()) is OCCL_INIT_CHECK()): a
  * libomniccl.so.1 found on the library path that is older than the jar's,
- * or of another ABI major, fails the first use with both versions named. */
+ * or of another ABI major, fails the first use with both versions named.
+ * The versions are arguments so that tests can pass ones that do not fit. */
 %{
-static occl_status_t occl_java_check_header(void) { return OCCL_INIT_CHECK(); }
+static int occl_java_header_abi_version(void) { return OCCL_ABI_VERSION; }
+static int occl_java_header_version(void) { return OCCL_VERSION_CODE; }
+static occl_status_t occl_java_check_header(int abi_version, int header_version) {
+  return occl_init_check(abi_version, header_version);
+}
 %}
+%rename(headerAbiVersion) occl_java_header_abi_version;
+int occl_java_header_abi_version(void);
+%rename(headerVersion) occl_java_header_version;
+int occl_java_header_version(void);
 OCCL_CALL(occl_java_check_header, checkHeader)
-occl_status_t occl_java_check_header(void);
+occl_status_t occl_java_check_header(int abi_version, int header_version);
 
 /* occl_status_t* STATUS: an int[1] receiving a status code. */
 %typemap(jni) occl_status_t* STATUS "jintArray"
