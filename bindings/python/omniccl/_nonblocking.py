@@ -7,13 +7,14 @@ requests. The buffers must stay untouched until the request completes.
 Operations the C library runs natively are started without waiting (the C
 library's work handles, as ``async_op=True``): Ibarrier, Ibcast, Ireduce and
 Iallreduce (with the C library's reduce ops), Igather(v), Iscatter(v),
-Iallgather(v), Ialltoall(v) and Ireduce_scatter_block. Those OmniCCL computes
-in Python on top of blocking collectives run to completion inside the call
-and return a request that is already complete: the logical ops (LAND, LOR,
-LXOR), complex PROD, user-defined ops (``Op.Create``), Iscan and Iexscan,
-Ireduce_scatter (per-rank counts), Ialltoallw and derived datatypes. That is
-correct MPI (a request may complete at any time before its Wait), but such a
-call does not overlap with other work.
+Iallgather(v), Ialltoall(v) and Ireduce_scatter_block. The others run the
+blocking method to completion inside the call and return a request that is
+already complete: the mpi4py ops (LAND, LOR, LXOR, MAXLOC, MINLOC, which the
+blocking methods hand to the C library), complex PROD, user-defined ops
+(``Op.Create``, computed in Python), Iscan and Iexscan, Ireduce_scatter
+(per-rank counts), Ialltoallw and derived datatypes. That is correct MPI (a
+request may complete at any time before its Wait), but such a call does not
+overlap with other work.
 """
 
 from __future__ import annotations

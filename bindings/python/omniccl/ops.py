@@ -98,7 +98,7 @@ class MPIOp(enum.Enum):
       (Allreduce, Reduce, Reduce_scatter_block, Reduce_scatter, Scan, Exscan)
       hand them to the C library (``OCCL_LAND``, ``OCCL_LOR``, ``OCCL_LXOR``):
       a nonzero element is true, and the result is 0/1 (False/True) in the
-      array's dtype (complex arrays are reduced in Python with numpy);
+      array's dtype (complex arrays are refused, as by the C library);
       object methods apply Python's ``and``/``or``/xor of truth values.
     - ``MAXLOC``, ``MINLOC``: object methods on ``(value, index)`` pairs
       (ties take the lower index, as MPI); buffer methods (Allreduce, Reduce,
