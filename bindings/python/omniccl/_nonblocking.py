@@ -97,20 +97,13 @@ def ireduce(comm: "Communicator", sendbuf: Any, recvbuf: Any, op: Any, root: int
 
 def iallgather(comm: "Communicator", sendbuf: Any, recvbuf: Any) -> Request:
     native = comm._live("Iallgather")
-    r = message(recvbuf, "recvbuf", True, native.size)
-    if in_place(sendbuf):
-        n = r.count // native.size
-        s = Tensor.slice(r, native.rank * n, n)
-    else:
-        s = message(sendbuf, "sendbuf", False)
+    s, r = _rooted.all_gather_args(native, sendbuf, recvbuf)
     return started(native.all_gather(s, r), [recvbuf])
 
 
 def iallgatherv(comm: "Communicator", sendbuf: Any, recvbuf: Any) -> Request:
     native = comm._live("Iallgatherv")
-    r, counts, displs = vmessage(recvbuf, "recvbuf", True, native.size)
-    s = (Tensor.slice(r, displs[native.rank], counts[native.rank]) if in_place(sendbuf)
-         else message(sendbuf, "sendbuf", False))
+    s, r, counts, displs = _rooted.all_gatherv_args(native, sendbuf, recvbuf)
     return started(native.all_gatherv(s, r, counts, displs), [recvbuf])
 
 

@@ -1,9 +1,9 @@
-"""The buffers of the rooted collectives (Gather, Gatherv, Scatter, Scatterv) as the native calls take them.
+"""The buffers of the gathers and scatters (Gather(v), Scatter(v), Allgather(v)) as the native calls take them.
 
 One place for the blocking methods (comm.py) and their non-blocking forms
-(_nonblocking.py): the root's message is split per rank, IN_PLACE at the root
-means its own part of that message, and the other ranks pass None for the
-root-only side.
+(_nonblocking.py): the gathered (or scattered) message is split per rank and
+IN_PLACE means this rank's own part of it. In the rooted ones, only the root
+has that message; the other ranks pass None for the root-only side.
 """
 
 from __future__ import annotations
@@ -25,6 +25,23 @@ def gather_args(native: Any, sendbuf: Any, recvbuf: Any, root: int) -> Tuple[Any
         n = r.count // native.size
         return Tensor.slice(r, root * n, n), r
     return message(sendbuf, "sendbuf", False), r
+
+
+def all_gather_args(native: Any, sendbuf: Any, recvbuf: Any) -> Tuple[Any, Any]:
+    """(send, recv) of an Allgather: IN_PLACE sendbuf is this rank's block of recv."""
+    r = message(recvbuf, "recvbuf", True, native.size)
+    if in_place(sendbuf):
+        n = r.count // native.size
+        return Tensor.slice(r, native.rank * n, n), r
+    return message(sendbuf, "sendbuf", False), r
+
+
+def all_gatherv_args(native: Any, sendbuf: Any, recvbuf: Any) -> Tuple[Any, Any, _Counts, _Counts]:
+    """(send, recv, counts, displs) of an Allgatherv: IN_PLACE sendbuf is this rank's part of recv."""
+    r, counts, displs = vmessage(recvbuf, "recvbuf", True, native.size)
+    me = native.rank
+    s = Tensor.slice(r, displs[me], counts[me]) if in_place(sendbuf) else message(sendbuf, "sendbuf", False)
+    return s, r, counts, displs
 
 
 def gatherv_args(native: Any, sendbuf: Any, recvbuf: Any, root: int) -> Tuple[Any, Any, _Counts, _Counts]:

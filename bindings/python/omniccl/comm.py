@@ -415,12 +415,7 @@ class Communicator:
                 and fast_all_gather(native, sendbuf, recvbuf) is None):
             return
         native = self._live("Allgather")
-        r = message(recvbuf, "recvbuf", True, native.size)
-        if in_place(sendbuf):
-            n = r.count // native.size
-            s = Tensor.slice(r, native.rank * n, n)
-        else:
-            s = message(sendbuf, "sendbuf", False)
+        s, r = _rooted.all_gather_args(native, sendbuf, recvbuf)
         native.all_gather(s, r, blocking=True)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
@@ -429,11 +424,7 @@ class Communicator:
         With IN_PLACE, this rank's contribution is already at its place in ``recvbuf``.
         """
         native = self._live("Allgatherv")
-        r, counts, displs = vmessage(recvbuf, "recvbuf", True, native.size)
-        if in_place(sendbuf):
-            s = Tensor.slice(r, displs[native.rank], counts[native.rank])
-        else:
-            s = message(sendbuf, "sendbuf", False)
+        s, r, counts, displs = _rooted.all_gatherv_args(native, sendbuf, recvbuf)
         native.all_gatherv(s, r, counts, displs, blocking=True)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:

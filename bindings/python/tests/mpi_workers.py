@@ -89,6 +89,15 @@ def nonblocking_collectives(rank, size):
     ag = np.zeros((size, 3), np.float32)
     world.Iallgather(np.full(3, rank, np.float32), ag).Wait()
     chk.equal(ag, np.repeat(ranks, 3).reshape(size, 3).astype(np.float32), "Iallgather")
+    # IN_PLACE: this rank's block is already in place in recvbuf.
+    agi = np.full((size, 2), -1, np.int64)
+    agi[rank] = [rank, 7 * rank]
+    world.Iallgather(dist.IN_PLACE, agi).Wait()
+    chk.equal(agi, np.stack([ranks, 7 * ranks], axis=1).astype(np.int64), "Iallgather in place")
+    gvi = np.full(sum(counts), -1, np.int32)
+    gvi[displs[rank]:displs[rank] + counts[rank]] = rank
+    world.Iallgatherv(dist.IN_PLACE, [gvi, counts, displs, "i"]).Wait()
+    chk.equal(gvi, np.repeat(ranks, counts).astype(np.int32), "Iallgatherv in place")
 
     sc_src = np.arange(size * 2, dtype=np.uint8) if rank == 0 else None
     sc = np.zeros(2, np.uint8)
