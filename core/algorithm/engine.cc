@@ -30,7 +30,8 @@ Engine::Engine(transport::Mesh& mesh)
   for (int p = 0; p < mesh_.size(); ++p) whole_links_ |= p != mesh_.rank() && mesh_.link(p).whole_messages();
   mesh_.set_op_describer([this] {
     // Point-to-point numbers are per pair, so they carry no comparable signature.
-    bool p2p = sig_.kind == OpKind::kSendRecv;
+    // (A withdrawal mark's "call" neither: it is no call of the peers'.)
+    bool p2p = sig_.kind == OpKind::kSendRecv || sig_.kind == kWithdrawMark;
     return transport::Mesh::OpStatus{sig_.seq, p2p ? std::string("send/recv") : op_text(),
                                      p2p ? std::string() : encode_signature(fields_of(sig_))};
   });
@@ -95,6 +96,11 @@ void Engine::use_device(DeviceKind device) {
 }
 
 void Engine::step_failed() {
+  try {
+    throw;
+  } catch (const transport::RejectedCall& r) {
+    withdraw(r);  // its step's messages under way are finished, not abandoned
+  } catch (...) {}
   abandon_receives();
   try {
     throw;
@@ -108,13 +114,6 @@ void Engine::step_failed() {
   }
 }
 
-void Engine::check_header(const State& s) {
-  // The common case, everything equal, without building a description: the
-  // header this rank would have sent, compared whole (no padding in it).
-  if (header_is(&s.hdr, wire_words(s.sig, s.t.step, s.t.bytes))) return;
-  fail_header(s);
-}
-
 void Engine::fail_header(const State& s) {
   const WireHeader& h = s.hdr;
   const int peer = s.t.peer;
@@ -125,11 +124,7 @@ void Engine::fail_header(const State& s) {
     mesh_.broadcast_error(Status::kInternal, msg);
     throw transport::PeerReportedError(Status::kInternal, msg);
   }
-  // A message of a call this rank rejected: the peer went on with it.
-  const std::string* rejected = mine.kind == OpKind::kSendRecv ? nullptr : mesh_.own_rejection(h.seq);
-  const std::string diff =
-      rejected ? str_cat(mesh_.describe(peer), " ran ", op_kind_name(OpKind(h.kind)), " #", h.seq, " where ", *rejected)
-               : header_diff(h, mine, s.t.step, s.t.bytes, mesh_.rank(), peer);
+  const std::string diff = header_diff(h, mine, s.t.step, s.t.bytes, mesh_.rank(), peer);
   std::string msg = str_cat(op_text(mine), ": calls do not match across ranks: ", diff);
   mesh_.broadcast_error(Status::kMismatch, msg);
   throw transport::PeerReportedError(Status::kMismatch, msg);
@@ -188,6 +183,7 @@ bool Engine::idle_copy_step(size_t most, uint64_t* count) {
 }
 
 void Engine::run_feed(TransferFeed& feed) {
+  p2p_used_ = true;
   sig_ = OpSignature{};
   sig_.kind = OpKind::kSendRecv;
   reset_op_options();  // runs on the worker: a blocking caller's interrupt check must not leak here
@@ -220,6 +216,7 @@ void Engine::init_state(State& s, const Transfer& t, const OpSignature& sig, Dea
   s.reduced = 0;
   s.complete = false;
   s.land_token = 0;
+  s.discarding = 0;
   if (s.t.peer < 0 || s.t.peer >= mesh_.size() || s.t.peer == mesh_.rank()) {
     fail(Status::kInternal, op_text(sig), ": transfer to invalid peer ", s.t.peer);
   }
@@ -325,18 +322,28 @@ void Engine::load_states(std::span<const Transfer> transfers, bool adopt) {
 
 void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt, bool spun) {
   load_states(transfers, adopt);
+  quick_live_ = false;
   pull_feed(feed);
   feed_ = feed;
+  run_loop(feed, adopt || spun);  // the small path has spun already: yield, then sleep
+}
 
+void Engine::run_loop(TransferFeed* feed, bool woke) {
   WaitPolicy wait(spin_for_, first_yield_, oversubscribed_);
-  if (adopt || spun) wait.woke();  // the small path has spun already: yield, then sleep
+  if (woke) wait.woke();
   stalled_since_ = Clock::time_point{};
   bool owe_flush = false;
+  bool stalled = false;
   for (;;) {
     const Pass pass = progress_pass(feed);
     if (pass.all_done) {
       if (pull_feed(feed)) continue;
       flush_links();
+      // A step that waited may have waited for a rank that rejected the call
+      // (and then made room by dropping this rank's data).
+      if (stalled && sig_.kind != OpKind::kSendRecv && !withdrawing_ && mesh_.notice_pending()) {
+        mesh_.hear_rejection(sig_.seq);
+      }
       if (idle_.bytes > 0) idle_copy_step(idle_.bytes, &idle_stats_.after);
       return;
     }
@@ -352,6 +359,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
       flush_links();
       owe_flush = false;
     }
+    stalled = true;
     if (idle_.bytes > 0 && idle_copy_step(kIdleSlice, &idle_stats_.while_waiting)) continue;  // the peers' time, used
     switch (wait.next()) {
       case WaitPolicy::Action::kSpin: cpu_relax(); continue;
@@ -370,6 +378,7 @@ void Engine::run_impl(std::span<const Transfer> transfers, TransferFeed* feed, b
       continue;
     }
     probe_if_stalled();
+    if (any_stale_ && drain_stale()) continue;
     sleep_step(wait.futex_phase());
     wait.woke();
   }

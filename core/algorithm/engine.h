@@ -24,6 +24,7 @@
 #include "common/small_copy.h"
 #include "common/time.h"
 #include "algorithm/op.h"
+#include "algorithm/wire.h"
 #include "executor/executor.h"
 #include "tensor/tensor.h"
 #include "transport/mesh.h"
@@ -167,6 +168,11 @@ class Engine {
   void run(std::span<const Transfer> transfers);
   /// Convenience: one step of a send and/or a recv.
   void run(std::initializer_list<Transfer> transfers);
+  /// This rank rejected collective `seq` for its arguments: sends every peer
+  /// the call's withdrawal mark (wire.h kWithdrawMark), so that a peer still
+  /// in that call withdraws it and one past it drops what it receives of
+  /// it. Waits at most `timeout_ms` for room on the links.
+  void send_withdrawal_marks(uint64_t seq, int64_t timeout_ms);
   /// Runs point-to-point transfers from `feed` as one growing step: transfers
   /// queued while it runs join it, so sends and receives posted one after the
   /// other progress together (isend then recv on both sides of a pair works
@@ -318,9 +324,60 @@ class Engine {
   struct State;
   bool advance(State& s);
   size_t reduce_next(State& s, const char* from, size_t n);
-  void check_header(const State& s);
+  /// Whether the header received for `s` is the one expected; false when it
+  /// is a withdrawn call's message that `s` now drops (discard_message).
+  bool check_header(State& s);
+  /// check_header past the common case: a withdrawn call's message or mark
+  /// to drop (false), the running call's own mark (throws RejectedCall),
+  /// else a mismatch (fail_header).
+  [[gnu::cold, gnu::noinline]] bool unexpected_header(State& s);
   /// check_header's error: what differs, told to every rank (throws).
   [[noreturn, gnu::cold, gnu::noinline]] void fail_header(const State& s);
+  /// Receives the rest of the message `s` drops (its header is read),
+  /// continuing in discard_[peer] while `s` waits for the next header.
+  void start_discard(State& s, bool ends_receive);
+  /// What the rank that rejected collective `seq` said, waiting up to
+  /// kNoticeWaitMs for its notice; nullptr if it did not come.
+  const std::string* rejection_text(uint64_t seq);
+  static constexpr int kNoticeWaitMs = 500;
+  /// Moves the dropped message on; true if anything moved.
+  [[gnu::cold, gnu::noinline]] bool discard_message(State& s);
+  /// The message a receive `s` is moving now (its own, or one it drops).
+  const transport::Message& recv_message(const State& s) const;
+  /// The running collective was rejected by a peer (`r`): finishes the
+  /// messages of its step that are under way, sends every peer its
+  /// withdrawal mark, and throws CallWithdrawn (the links are in step; the
+  /// communicator stays usable), or the error that stopped it.
+  [[noreturn]] void withdraw(const transport::RejectedCall& r);
+  /// Keeps, of the failed step's transfers, its receives (each ends with
+  /// its message or the sender's mark) and the sends that have started.
+  void keep_step_for_withdrawal();
+  /// Peers may still send messages of withdrawn collective `seq` (their
+  /// sends under way when they withdrew it, or completed ones of a call
+  /// this rank rejected): drain_stale drops them while this rank waits.
+  void expect_stale(uint64_t seq);
+  /// While a step waits: drops the withdrawn calls' messages that peers this
+  /// step does not receive from have sent (a sender finishing its message
+  /// waits for room until they are read); true if anything moved.
+  bool drain_stale();
+  bool drain_peer(int peer);
+  bool receiving_from(int peer) const;
+  /// Per peer: the latest withdrawn collective whose messages may still
+  /// come from it (0: none).
+  std::vector<uint64_t> stale_from_;
+  bool any_stale_ = false;
+  bool p2p_used_ = false;  ///< run_feed has run: drains could meet point-to-point messages
+  /// A payload sink that drops everything.
+  struct DropSink final : transport::PayloadSink {
+    size_t take(const char* /*data*/, size_t n) override { return n; }
+  };
+  DropSink drop_sink_;
+  std::vector<transport::Message> discard_;  ///< per peer: the message being dropped
+  std::vector<char> discard_stage_;
+  WireHeader discard_hdr_{};
+  bool withdrawing_ = false;  ///< withdraw() runs its step
+  bool quick_live_ = false;   ///< the failing step's states are quick_'s (run_quick), not states_
+  size_t quick_n_ = 0;
   void flush_links();
   /// What each operation sets anew (copy choices, interrupt check, probe
   /// state) back to off: begin() and run_feed() start from here.
@@ -397,6 +454,8 @@ class Engine {
   /// `spun`: the small path has spun on these transfers already (then the
   /// wait starts with yielding).
   void run_impl(std::span<const Transfer> transfers, TransferFeed* feed, bool adopt = false, bool spun = false);
+  /// run_impl's loop over the states loaded (`woke`: start the wait by yielding).
+  void run_loop(TransferFeed* feed, bool woke);
   void load_states(std::span<const Transfer> transfers, bool adopt);
   State& add_transfer(const Transfer& t, const OpSignature& sig, Deadline deadline);
   /// Resets `s` to transfer t of operation sig (add_transfer's part, also

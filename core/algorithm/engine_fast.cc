@@ -106,6 +106,8 @@ bool Engine::run_quick(std::span<const Transfer> transfers) {
   // only recv-reduce transfers take.)
   if (n_reduce > 0) prepare_staging(transfers);
   for (size_t i = 0; i < n; ++i) init_state(qs[i], transfers[i], sig_, Deadline::never());  // op_deadline() applies
+  quick_live_ = true;  // a withdrawal finds the step's states here
+  quick_n_ = n;
   // The pairs served in a pass (one transfer alone needs no bookkeeping).
   if (n > 1) busy_.reset(size_t(mesh_.size()) * 2);
   std::optional<WaitPolicy> wait;  // built at the first pass that moves nothing

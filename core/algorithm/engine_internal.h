@@ -83,6 +83,10 @@ struct Engine::State final : transport::PayloadSink {
   size_t reduced = 0;      // recv-reduce: payload bytes already reduced into dst
   bool complete = false;
   size_t land_token = 0;  // listen: the feed's token for the message being read
+  // A receive dropping a withdrawn call's message (Engine::start_discard):
+  // 1 reads the next header after it, 2 is complete after it (the peer's
+  // withdrawal mark, while this rank withdraws that call too).
+  uint8_t discarding = 0;
 
   size_t take(const char* data, size_t n) override { return engine->reduce_next(*this, data, n); }
 };
@@ -167,6 +171,9 @@ inline bool Engine::advance(State& s) {
     s.complete = m.complete;
     return progressed;
   }
+  if (s.discarding != 0) [[unlikely]] {
+    return discard_message(s);
+  }
   bool progressed = false;
   if (m.header_done < sizeof(WireHeader)) {
     if (m.header_done == 0 && take_held(s.t.peer, s)) {
@@ -175,7 +182,10 @@ inline bool Engine::advance(State& s) {
       progressed = link.recv_header(m);
       if (m.header_done < sizeof(WireHeader)) return progressed;
     }
-    check_header(s);
+    if (!check_header(s)) [[unlikely]] {
+      discard_message(s);
+      return true;
+    }
   }
   if (s.t.kind == Transfer::Kind::kRecvReduce) m.sink = &s;
   progressed |= link.recv_payload(m);

@@ -65,7 +65,7 @@ bool Engine::arm_waiting(transport::WakeBy by) {
   for (State* s : waiting_) {
     transport::Link& link = mesh_.link(s->t.peer);
     const transport::WaitOn w =
-        s->t.kind == Transfer::Kind::kSend ? link.arm_send(s->msg, by) : link.arm_recv(s->msg, by);
+        s->t.kind == Transfer::Kind::kSend ? link.arm_send(s->msg, by) : link.arm_recv(recv_message(*s), by);
     switch (w.how) {
       case transport::WaitOn::How::kReady: return true;  // the rest need not be armed
       case transport::WaitOn::How::kPoll: fds_.push_back({w.fd, w.events, 0}); break;

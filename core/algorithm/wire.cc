@@ -27,6 +27,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::kScan: return "scan";
     case OpKind::kExScan: return "exscan";
   }
+  if (k == kWithdrawMark) return "withdrawal mark";
   return "?";
 }
 

@@ -21,6 +21,15 @@ namespace omniccl {
 
 constexpr uint32_t kWireMagic = 0x4f434d48;  // "OCMH"
 
+/// The kind of a withdrawal mark: a header-only message that a rank sends
+/// every peer when it rejects collective `seq` for its arguments or
+/// withdraws it (a peer rejected it), after its messages of that call that
+/// were under way. `root` names the rank that rejected it. A receiver still
+/// in that call withdraws it too; one past it drops the mark, and any
+/// message of a withdrawn call (Mesh::withdrawn), so the links stay in step.
+/// Not an OpKind of any call (no table is indexed by it).
+inline constexpr OpKind kWithdrawMark = OpKind(0x40);
+
 /// Precedes every message (engine.h: a transfer is a header, then its payload).
 struct WireHeader {
   uint32_t magic;

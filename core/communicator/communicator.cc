@@ -302,6 +302,8 @@ void Communicator::run_one(OpRef fn) {
 void Communicator::op_failed() {
   try {
     throw;
+  } catch (const transport::CallWithdrawn&) {
+    throw;  // a peer rejected the call; every link is in step: still usable
   } catch (const Error& e) {
     set_failed(e.status(), e.what());
     throw;
@@ -340,10 +342,11 @@ void Communicator::reject_collective(const char* call, const std::string& why) {
   if (!usable()) return;
   try {
     submit(
-        [&](Engine&) {
+        [&](Engine& e) {
           const uint64_t seq = next_collective_seq();
           mesh_->reject_call(seq, str_cat("rank ", rank_, " rejected the arguments of its ", call, " #", seq,
                                           " before sending anything: ", why));
+          e.send_withdrawal_marks(seq, timeout_ms());
         },
         false);
   } catch (const Error&) {

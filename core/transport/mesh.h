@@ -40,6 +40,23 @@ class PeerReportedError : public Error {
   using Error::Error;
 };
 
+/// A collective withdrawn on this rank because a peer rejected its
+/// arguments: every link is back in step, so the communicator stays usable
+/// (the caller does not mark it failed).
+class CallWithdrawn : public PeerReportedError {
+ public:
+  using PeerReportedError::PeerReportedError;
+};
+
+/// Thrown inside a step (not an Error: the engine catches it) when the
+/// collective running, number `seq`, turns out to be rejected by a peer:
+/// its notice arrived, or its withdrawal mark came in place of a message.
+struct RejectedCall {
+  uint64_t seq = 0;
+  std::string why;
+  int by = -1;  ///< the rank that rejected it, where known
+};
+
 /// What a peer answered to a status query: the operation it is in.
 struct PeerAnswer {
   bool answered = false;
@@ -176,20 +193,32 @@ class Mesh {
            (notice_word_ != nullptr && notice_word_->load(std::memory_order_relaxed) != notices_seen_);
   }
   /// Reads the control sockets without waiting, then throws a peer's error
-  /// (throw_if_failed) or a collective numbered <= done_seq that a peer
-  /// rejected (throw_if_rejected): a rank whose last call ended before the
-  /// others found it wrong learns of it at its next call.
+  /// (throw_if_failed). A peer's rejection of a collective numbered <=
+  /// done_seq came after this rank's call had completed (its part was only
+  /// to send): it is logged and dropped, the peer having dropped the data.
   void take_notices(uint64_t done_seq);
   /// This rank rejected collective number `seq` for its arguments before
   /// sending anything (`why` says so, naming this rank): tells every peer,
-  /// whose call `seq` then fails with `why`, and remembers it, so that a
-  /// peer's message of that call is reported as such (own_rejection).
+  /// whose call `seq` is then withdrawn with `why`, and remembers it, so
+  /// that a peer's message of that call is dropped (withdrawn).
   void reject_call(uint64_t seq, const std::string& why);
-  /// What reject_call said for `seq`, or nullptr.
-  const std::string* own_rejection(uint64_t seq) const;
-  /// Throws kMismatch, after telling every peer, when a peer rejected a
-  /// collective numbered <= seq that this rank did not reject too.
+  /// Throws RejectedCall when a peer rejected collective `seq` (the one
+  /// running) and this rank did not reject it too; drops rejections of
+  /// earlier calls as take_notices does.
   void throw_if_rejected(uint64_t seq);
+  /// After a wait (the call's step has completed): reads the control
+  /// sockets without waiting, then throw_if_rejected(seq). A rank whose part
+  /// was only to send waited for room, and the receiver that rejected the
+  /// call made it by dropping the data: the call fails too.
+  void hear_rejection(uint64_t seq);
+  /// What a peer said when it rejected collective `seq`, or nullptr.
+  const std::string* peer_rejection(uint64_t seq) const;
+  /// This rank withdrew collective `seq` (a peer rejected it): its messages
+  /// that peers still send are dropped from here on (withdrawn).
+  void note_withdrawn(uint64_t seq);
+  /// Whether collective `seq` was rejected by this rank or withdrawn here:
+  /// a message of it that arrives later is dropped, not a mismatch.
+  bool withdrawn(uint64_t seq) const { return own_rejections_.count(seq) != 0 || withdrawn_.count(seq) != 0; }
   /// From a thread other than the one running operations: the operation
   /// running fails with status/message at its next wait (throw_if_failed,
   /// as an error of this rank, so every peer is told).
@@ -333,7 +362,11 @@ class Mesh {
   // Collectives rejected for their arguments, by number: by this rank, and
   // by peers (for calls this rank has not rejected), with their messages.
   std::map<uint64_t, std::string> own_rejections_, peer_rejections_;
-  bool rejections_waiting_ = false;  ///< peer_rejections_ is not empty
+  bool rejections_waiting_ = false;            ///< peer_rejections_ is not empty
+  std::map<uint64_t, std::string> withdrawn_;  ///< calls withdrawn here (note_withdrawn)
+  /// Drops the peers' rejections of collectives numbered <= seq (calls this
+  /// rank completed before it heard of them), logging each.
+  void drop_rejections_upto(uint64_t seq);
   std::atomic<bool> foreign_failed_{false};
   std::mutex foreign_mu_;
   Status foreign_status_ = Status::kSuccess;

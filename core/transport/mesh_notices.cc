@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 
+#include "common/log.h"
 #include "transport/control_wire.h"
 #include "transport/mesh.h"
 
@@ -70,7 +71,13 @@ void Mesh::take_notices(uint64_t done_seq) {
   std::vector<pollfd> none;
   sleep(none, 0);
   throw_if_failed();
-  throw_if_rejected(done_seq);
+  drop_rejections_upto(done_seq);
+}
+
+void Mesh::hear_rejection(uint64_t seq) {
+  std::vector<pollfd> none;
+  sleep(none, 0);
+  throw_if_rejected(seq);
 }
 
 void Mesh::reject_call(uint64_t seq, const std::string& why) {
@@ -86,15 +93,15 @@ void Mesh::reject_call(uint64_t seq, const std::string& why) {
   }
 }
 
-const std::string* Mesh::own_rejection(uint64_t seq) const {
-  auto it = own_rejections_.find(seq);
-  return it == own_rejections_.end() ? nullptr : &it->second;
+const std::string* Mesh::peer_rejection(uint64_t seq) const {
+  auto it = peer_rejections_.find(seq);
+  return it == peer_rejections_.end() ? nullptr : &it->second;
 }
 
 void Mesh::note_rejection(int peer, const std::string& payload) {
   const uint64_t seq = wire::answer_seq(payload);
-  // A call this rank rejected too: nobody waits for it.
-  if (seq == 0 || own_rejections_.count(seq) != 0) return;
+  // A call this rank rejected or withdrew already: nobody waits for it.
+  if (seq == 0 || withdrawn(seq)) return;
   const size_t space = payload.find(' ');
   std::string why = space == std::string::npos || space + 1 >= payload.size()
                         ? str_cat(describe(peer), " rejected its call #", seq)
@@ -104,13 +111,31 @@ void Mesh::note_rejection(int peer, const std::string& payload) {
   rejections_waiting_ = true;
 }
 
+void Mesh::note_withdrawn(uint64_t seq) {
+  auto it = peer_rejections_.find(seq);
+  withdrawn_[seq] = it == peer_rejections_.end() ? std::string() : it->second;
+  keep_recent(withdrawn_);
+  if (it != peer_rejections_.end()) peer_rejections_.erase(it);
+  rejections_waiting_ = !peer_rejections_.empty();
+}
+
+void Mesh::drop_rejections_upto(uint64_t seq) {
+  while (!peer_rejections_.empty() && peer_rejections_.begin()->first <= seq) {
+    auto it = peer_rejections_.begin();
+    OCCL_LOG(kWarn, kColl, "collective #", it->first,
+             " had completed here (its part was only to send) when a peer rejected it: ", it->second,
+             "; that peer dropped this rank's data");
+    peer_rejections_.erase(it);
+  }
+  rejections_waiting_ = !peer_rejections_.empty();
+}
+
 void Mesh::throw_if_rejected(uint64_t seq) {
   if (!rejections_waiting_) return;
-  auto it = peer_rejections_.begin();
-  if (it->first > seq) return;  // a later call: it fails when this rank gets there
-  const std::string msg = str_cat("calls do not match across ranks: ", it->second);
-  broadcast_error(Status::kMismatch, msg);
-  throw PeerReportedError(Status::kMismatch, msg);  // told everyone
+  if (seq > 0) drop_rejections_upto(seq - 1);
+  auto it = peer_rejections_.find(seq);
+  if (it == peer_rejections_.end()) return;  // a later call: withdrawn when this rank gets there
+  throw RejectedCall{seq, it->second};
 }
 
 void Mesh::fail_from_another_thread(Status status, const std::string& message) {
