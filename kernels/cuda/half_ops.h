@@ -22,6 +22,10 @@
 // at least 2p + 2 bits), but this file keeps the CPU's operations so that
 // equality holds by construction.
 //
+// The float32 arithmetic must keep subnormals, as the CPU's does (bfloat16
+// subnormals are float32 subnormals): nvcc's default; never build these with
+// -use_fast_math or -ftz=true.
+//
 // MIN / MAX need no conversion (ops.h compares the bits): the CPU kernels
 // stay. Everything here is __host__ __device__ under nvcc, so a CPU-only
 // test compares it with the CPU kernels exhaustively
