@@ -9,22 +9,27 @@
 #   nvidia-cuda-nvcc     bin/nvcc, ptxas, fatbinary, nvlink, cudafe++, nvcc.profile
 #   nvidia-nvvm          nvvm/bin/cicc, nvvm/libdevice (a dependency of nvidia-cuda-nvcc)
 #   nvidia-cuda-crt      include/crt/*.h (host_config.h, ... that nvcc includes)
-#   nvidia-cuda-runtime  include/cuda_runtime*.h, driver_types.h, ...,
-#                        lib/libcudart_static.a, lib/libcudart.so.13, lib/libcudadevrt.a
-# Not included: CCCL (<nv/target>, needed by cuda_fp16.h / cuda_bf16.h /
-# cuda_fp8.h), so kernels/cuda does its own half and fp8 conversions.
+#   nvidia-cuda-runtime  include/cuda_runtime*.h, driver_types.h, cuda_fp16.h,
+#                        cuda_bf16.h, cuda_fp8.h, ..., lib/libcudart_static.a,
+#                        lib/libcudart.so.13, lib/libcudadevrt.a
+#   nvidia-cuda-cccl     include/nv/target and include/cccl/{cuda,cub,thrust,nv}
+#                        (CCCL, which cuda_fp16.h / cuda_bf16.h / cuda_fp8.h need)
+# CCCL has its own version numbers on PyPI (13.<CCCL major>.<minor>.<patch>.<build>):
+# CCCL 3.5 is the one that ships with CUDA 13.5.
 #
 # Idempotent: a DIR that already holds this version is reused.
-# OMNICCL_CUDA_PIP_VERSION overrides the pinned version.
+# OMNICCL_CUDA_PIP_VERSION overrides the pinned version, OMNICCL_CUDA_CCCL_PIP_VERSION
+# the CCCL one.
 set -euo pipefail
 dir=$(realpath -m "${1:-build/cuda-toolkit}")  # absolute: it ends up in CMake caches
 version=${OMNICCL_CUDA_PIP_VERSION:-13.5.37}
+cccl_version=${OMNICCL_CUDA_CCCL_PIP_VERSION:-13.3.5.0.6}
 python=${PYTHON:-python3}
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
 find_nvcc() { compgen -G "$dir/lib/python3*/site-packages/nvidia/cu13/bin/nvcc" | head -n1; }
 
-stamp="$dir/.omniccl-cuda-$version"
+stamp="$dir/.omniccl-cuda-$version-cccl-$cccl_version"
 if [ -f "$stamp" ] && nvcc=$(find_nvcc) && [ -x "$nvcc" ]; then
   echo "$nvcc"
   exit 0
@@ -48,7 +53,7 @@ fi
 echo "== pip install CUDA $version toolkit wheels into $dir" >&2
 "$dir/bin/python" -m pip install --quiet --only-binary=:all: \
   "nvidia-cuda-nvcc==$version" "nvidia-cuda-runtime==$version" "nvidia-cuda-crt==$version" \
-  </dev/null >&2
+  "nvidia-cuda-cccl==$cccl_version" </dev/null >&2
 nvcc=$(find_nvcc) || { echo "install-cuda-toolkit.sh: no nvcc under $dir after pip install" >&2; exit 1; }
 "$nvcc" --version >&2
 touch "$stamp"

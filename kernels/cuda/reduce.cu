@@ -3,7 +3,12 @@
 // Words used here:
 //  - element kernel K: a functor of kernels/cpu/ops.h or fp8.h (binary
 //    `Elem operator()(Elem, Elem)` or unary `Elem operator()(Elem)`),
-//    compiled for host and device (OMNICCL_HD); dispatch.h picks it.
+//    compiled for host and device (OMNICCL_HD); dispatch.h picks it. For
+//    float16, bfloat16 and fp8 SUM / PROD / AVG / PREMUL_SUM the GPU runs
+//    the counterpart in half_ops.h instead (same results, hardware
+//    conversions); device_kernel() maps one to the other.
+//  - pair kernel: one that also combines two elements at once (`pair`,
+//    half_ops.h); the vector body then goes pair by pair.
 //  - vector: 16 bytes (a uint4), kVec = 16 / sizeof(Elem) elements.
 //  - body / tail: the first nvec * kVec elements go by vectors (when every
 //    pointer is 16-byte aligned; otherwise nvec = 0), the rest one by one.
@@ -19,6 +24,7 @@
 #include <string>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cuda/half_ops.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/runtime.h"
 
@@ -26,25 +32,75 @@ namespace omniccl::kernels::cuda {
 namespace {
 
 using namespace cpu::detail;
+using detail::device_kernel;
 
 constexpr int kThreads = 512;
 constexpr int kUnroll = 4;
 constexpr int kBlocksPerSm = 4;  // 4 x 512 threads = 2048, a full SM on sm_90
 
-template <class Elem>
+/// K::Pair, or Elem for kernels without pairs.
+template <class K>
+struct PairOf {
+  using type = typename K::Elem;
+};
+template <class K>
+requires requires { typename K::Pair; }
+struct PairOf<K> {
+  using type = typename K::Pair;
+};
+
+template <class K>
 struct VecOf {
+  using Elem = typename K::Elem;
+  using Pair = typename PairOf<K>::type;
   static constexpr int kVec = 16 / sizeof(Elem);
+  static constexpr int kPairs = 16 / sizeof(Pair);
   union U {
     uint4 v;
     Elem e[kVec];
+    Pair p[kPairs];
   };
 };
 
 template <class K>
+concept BinaryPairs = requires(const K& k, typename K::Pair p) {
+  k.pair(p, p);
+};
+template <class K>
+concept UnaryPairs = requires(const K& k, typename K::Pair p) {
+  k.pair(p);
+};
+
+/// x = k(x, y) over one vector.
+template <class K>
+__device__ __forceinline__ void combine(const K& k, typename VecOf<K>::U& x, const typename VecOf<K>::U& y) {
+  using V = VecOf<K>;
+  if constexpr (BinaryPairs<K>) {
+#pragma unroll
+    for (int j = 0; j < V::kPairs; ++j) x.p[j] = k.pair(x.p[j], y.p[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V::kVec; ++j) x.e[j] = k(x.e[j], y.e[j]);
+  }
+}
+
+/// x = k(x) over one vector.
+template <class K>
+__device__ __forceinline__ void apply(const K& k, typename VecOf<K>::U& x) {
+  using V = VecOf<K>;
+  if constexpr (UnaryPairs<K>) {
+#pragma unroll
+    for (int j = 0; j < V::kPairs; ++j) x.p[j] = k.pair(x.p[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V::kVec; ++j) x.e[j] = k(x.e[j]);
+  }
+}
+
+template <class K>
 __global__ void __launch_bounds__(kThreads) binary_kernel(typename K::Elem* out, const typename K::Elem* a,
                                                           const typename K::Elem* b, size_t count, size_t nvec, K k) {
-  using Elem = typename K::Elem;
-  using V = VecOf<Elem>;
+  using V = VecOf<K>;
   const size_t stride = size_t{gridDim.x} * blockDim.x;
   const size_t tid = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const auto* va = reinterpret_cast<const uint4*>(a);
@@ -64,8 +120,7 @@ __global__ void __launch_bounds__(kThreads) binary_kernel(typename K::Elem* out,
     for (int u = 0; u < kUnroll; ++u) {
       const size_t i = base + u * stride;
       if (i < nvec) {
-#pragma unroll
-        for (int j = 0; j < V::kVec; ++j) x[u].e[j] = k(x[u].e[j], y[u].e[j]);
+        combine(k, x[u], y[u]);
         vo[i] = x[u].v;
       }
     }
@@ -76,8 +131,7 @@ __global__ void __launch_bounds__(kThreads) binary_kernel(typename K::Elem* out,
 template <class K>
 __global__ void __launch_bounds__(kThreads)
     unary_kernel(typename K::Elem* out, const typename K::Elem* in, size_t count, size_t nvec, K k) {
-  using Elem = typename K::Elem;
-  using V = VecOf<Elem>;
+  using V = VecOf<K>;
   const size_t stride = size_t{gridDim.x} * blockDim.x;
   const size_t tid = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const auto* vi = reinterpret_cast<const uint4*>(in);
@@ -93,8 +147,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const size_t i = base + u * stride;
       if (i < nvec) {
-#pragma unroll
-        for (int j = 0; j < V::kVec; ++j) x[u].e[j] = k(x[u].e[j]);
+        apply(k, x[u]);
         vo[i] = x[u].v;
       }
     }
@@ -152,20 +205,20 @@ void check_launch(const char* what) {
 }
 
 template <class K>
-void launch_binary(void* out, const void* a, const void* b, size_t count, cudaStream_t s) {
+void launch_binary(void* out, const void* a, const void* b, size_t count, const K& k, cudaStream_t s) {
   using Elem = typename K::Elem;
-  constexpr size_t kVec = VecOf<Elem>::kVec;
+  constexpr size_t kVec = VecOf<K>::kVec;
   const bool vec = aligned(out, 16) && aligned(a, 16) && aligned(b, 16);
   const size_t nvec = vec ? count / kVec : 0;
   const size_t work = std::max((nvec + kUnroll - 1) / kUnroll, count - nvec * kVec);
   binary_kernel<K><<<grid_for(work), kThreads, 0, s>>>(static_cast<Elem*>(out), static_cast<const Elem*>(a),
-                                                       static_cast<const Elem*>(b), count, nvec, K{});
+                                                       static_cast<const Elem*>(b), count, nvec, k);
 }
 
 template <class K>
 void launch_unary(void* out, const void* in, size_t count, const K& k, cudaStream_t s) {
   using Elem = typename K::Elem;
-  constexpr size_t kVec = VecOf<Elem>::kVec;
+  constexpr size_t kVec = VecOf<K>::kVec;
   const bool vec = aligned(out, 16) && aligned(in, 16);
   const size_t nvec = vec ? count / kVec : 0;
   const size_t work = std::max((nvec + kUnroll - 1) / kUnroll, count - nvec * kVec);
@@ -193,7 +246,7 @@ void reduce(void* out, const void* a, const void* b, size_t count, DType t, RedO
       check_aligned(kWhat, "a", a, t);
       check_aligned(kWhat, "b", b, t);
       require_runtime(kWhat);
-      launch_binary<K>(out, a, b, count, static_cast<cudaStream_t>(stream));
+      launch_binary(out, a, b, count, device_kernel(K{}), static_cast<cudaStream_t>(stream));
       check_launch(kWhat);
     }
   });
@@ -208,7 +261,7 @@ void scale_divide(void* data, size_t count, DType t, int64_t divisor, Stream str
       if (count == 0 || divisor == 1) return;
       check_aligned(kWhat, "data", data, t);
       require_runtime(kWhat);
-      launch_unary(data, data, count, k, static_cast<cudaStream_t>(stream));
+      launch_unary(data, data, count, device_kernel(k), static_cast<cudaStream_t>(stream));
       check_launch(kWhat);
     }
   });
@@ -224,7 +277,7 @@ void scale_multiply(void* out, const void* in, size_t count, DType t, double sca
       check_aligned(kWhat, "out", out, t);
       check_aligned(kWhat, "in", in, t);
       require_runtime(kWhat);
-      launch_unary(out, in, count, k, static_cast<cudaStream_t>(stream));
+      launch_unary(out, in, count, device_kernel(k), static_cast<cudaStream_t>(stream));
       check_launch(kWhat);
     }
   });

@@ -1,6 +1,8 @@
 // CUDA reduction, scale and copy kernels: the GPU counterpart of
 // kernels/cpu/reduce.h, with the same semantics bit for bit (both run the
-// element kernels of kernels/cpu/ops.h and fp8.h, chosen by dispatch.h):
+// element kernels of kernels/cpu/ops.h and fp8.h, chosen by dispatch.h; for
+// float16/bfloat16/fp8 arithmetic the GPU runs their counterparts in
+// half_ops.h, which convert with the hardware):
 // integer results wrap, float16/bfloat16/fp8 are computed in float32 and
 // rounded once, NaN results are the canonical quiet NaN, MIN/MAX order -0
 // before +0, bool results are 0 or 1.
