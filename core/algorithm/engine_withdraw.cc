@@ -42,12 +42,13 @@ bool Engine::unexpected_header(State& s) {
     start_discard(s, true);  // nothing more of this call comes from that peer
     if (withdrawing_) return false;
     const std::string* why = rejection_text(h.seq);
-    throw transport::RejectedCall{h.seq,
-                                  why != nullptr ? *why
-                                                 : str_cat(h.root >= 0 ? str_cat("rank ", h.root) : "a rank",
-                                                           " rejected the arguments of its ", op_kind_name(s.sig.kind),
-                                                           " #", h.seq, " (", mesh_.describe(s.t.peer), " withdrew it)"),
-                                  h.root};
+    throw transport::RejectedCall{
+        h.seq,
+        why != nullptr
+            ? *why
+            : str_cat(h.root >= 0 ? str_cat("rank ", h.root) : "a rank", " rejected the arguments of its ",
+                      op_kind_name(s.sig.kind), " #", h.seq, " (", mesh_.describe(s.t.peer), " withdrew it)"),
+        h.root};
   }
   if ((mark && h.seq < mine) || (h.seq < mine && mesh_.withdrawn(h.seq))) {
     const size_t p = size_t(s.t.peer);
@@ -176,8 +177,8 @@ bool Engine::drain_peer(int peer) {
       moved = true;
     }
     const bool mark = OpKind(h.hdr.kind) == kWithdrawMark;
-    const bool dropped = h.hdr.magic == kWireMagic && h.hdr.kind != uint8_t(OpKind::kSendRecv) &&
-                         h.hdr.seq <= stale && (mark || mesh_.withdrawn(h.hdr.seq));
+    const bool dropped = h.hdr.magic == kWireMagic && h.hdr.kind != uint8_t(OpKind::kSendRecv) && h.hdr.seq <= stale &&
+                         (mark || mesh_.withdrawn(h.hdr.seq));
     if (!dropped) {  // the peer is past the withdrawn call: its next message waits here
       stale = 0;
       return moved;
