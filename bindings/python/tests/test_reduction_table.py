@@ -63,8 +63,9 @@ class _DLManagedTensorVersioned(C.Structure):
                 ("flags", C.c_uint64), ("dl_tensor", _DLTensor)]
 
 
-_get_pointer = C.pythonapi.PyCapsule_GetPointer
-_get_pointer.restype, _get_pointer.argtypes = C.c_void_p, [C.py_object, C.c_char_p]
+# A prototype of its own: ctypes.pythonapi.PyCapsule_GetPointer is one object
+# shared by every module, and test_dlpack.py gives it other argument types.
+_get_pointer = C.PYFUNCTYPE(C.c_void_p, C.py_object, C.c_char_p)(("PyCapsule_GetPointer", C.pythonapi))
 
 # DLPack codes of the dtypes numpy lacks; their bits live in the uint array of that width.
 RAW = {"bfloat16": (4, np.uint16), "float8_e4m3fn": (10, np.uint8), "float8_e5m2": (12, np.uint8)}
