@@ -130,7 +130,7 @@ struct Fp8Min {
   using Elem = uint8_t;
   OMNICCL_HD uint8_t operator()(uint8_t a, uint8_t b) const {
     const uint8_t r = fp8_order_key(a) < fp8_order_key(b) ? a : b;
-    return C::is_nan(a) | C::is_nan(b) ? C::kQuietNaN : r;
+    return C::is_nan(a) || C::is_nan(b) ? C::kQuietNaN : r;
   }
 };
 
@@ -139,7 +139,7 @@ struct Fp8Max {
   using Elem = uint8_t;
   OMNICCL_HD uint8_t operator()(uint8_t a, uint8_t b) const {
     const uint8_t r = fp8_order_key(b) < fp8_order_key(a) ? a : b;
-    return C::is_nan(a) | C::is_nan(b) ? C::kQuietNaN : r;
+    return C::is_nan(a) || C::is_nan(b) ? C::kQuietNaN : r;
   }
 };
 

@@ -34,16 +34,18 @@ using Bf16Truth = BitsTruth<uint16_t, 0x7fff, 0x3f80>;
 using Fp8E4M3Truth = BitsTruth<uint8_t, 0x7f, 0x38>;
 using Fp8E5M2Truth = BitsTruth<uint8_t, 0x7f, 0x3c>;
 
+// AND and OR evaluate both operands (no short circuit), so that their loops
+// stay free of branches and vectorise.
 template <class Truth>
 struct LogicalAnd {
   using Elem = typename Truth::Elem;
-  OMNICCL_HD Elem operator()(Elem a, Elem b) const { return Truth::make(Truth::test(a) & Truth::test(b)); }
+  OMNICCL_HD Elem operator()(Elem a, Elem b) const { return Truth::make((unsigned{Truth::test(a)} & unsigned{Truth::test(b)}) != 0u); }
 };
 
 template <class Truth>
 struct LogicalOr {
   using Elem = typename Truth::Elem;
-  OMNICCL_HD Elem operator()(Elem a, Elem b) const { return Truth::make(Truth::test(a) | Truth::test(b)); }
+  OMNICCL_HD Elem operator()(Elem a, Elem b) const { return Truth::make((unsigned{Truth::test(a)} | unsigned{Truth::test(b)}) != 0u); }
 };
 
 template <class Truth>

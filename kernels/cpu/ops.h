@@ -243,7 +243,7 @@ struct HalfMin {
   using Elem = uint16_t;
   OMNICCL_HD uint16_t operator()(uint16_t a, uint16_t b) const {
     const uint16_t r = half_order_key(a) < half_order_key(b) ? a : b;
-    return half_is_nan<C>(a) | half_is_nan<C>(b) ? C::kQuietNaN : r;
+    return half_is_nan<C>(a) || half_is_nan<C>(b) ? C::kQuietNaN : r;
   }
 };
 
@@ -252,7 +252,7 @@ struct HalfMax {
   using Elem = uint16_t;
   OMNICCL_HD uint16_t operator()(uint16_t a, uint16_t b) const {
     const uint16_t r = half_order_key(b) < half_order_key(a) ? a : b;
-    return half_is_nan<C>(a) | half_is_nan<C>(b) ? C::kQuietNaN : r;
+    return half_is_nan<C>(a) || half_is_nan<C>(b) ? C::kQuietNaN : r;
   }
 };
 
