@@ -18,16 +18,18 @@ WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& re
   // The body captures scalars, not views (see TensorView).
   const char* const in = st.view(send).bytes_ptr();
   char* const buf = st.view(recv).bytes_ptr();
-  const size_t count = send.count;
   const DType dtype = send.dtype;
-  const size_t items = count / kernels::item_elems(spec.op);
-  return launch(c, st, OpKind::kAllReduce, dtype, spec.op, -1, items, send.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
-                  const char* src = premultiply(e, spec, in, count, dtype);
-                  algo.run(e, {.send = src, .recv = buf, .count = items});
-                  if (spec.op == RedOp::kAvg) e.exec().scale_divide(buf, count, dtype, n);
-                  if (n == 1 && is_logical(spec.op)) truth_values(e, buf, count, dtype);
-                });
+  const size_t per_item = kernels::item_elems(spec.op);
+  const size_t item_bytes = per_item * dtype_size(dtype);
+  return launch_sliced(c, st, OpKind::kAllReduce, dtype, spec.op, -1, send.count / per_item, item_bytes, call,
+                       [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
+                         const size_t at = first * item_bytes;
+                         const size_t elems = items * per_item;
+                         const char* src = premultiply(e, spec, in + at, elems, dtype);
+                         algo.run(e, {.send = src, .recv = buf + at, .count = items});
+                         if (spec.op == RedOp::kAvg) e.exec().scale_divide(buf + at, elems, dtype, n);
+                         if (n == 1 && is_logical(spec.op)) truth_values(e, buf + at, elems, dtype);
+                       });
 }
 
 }  // namespace omniccl::coll

@@ -12,9 +12,11 @@ WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOpti
   Staging st({{&t, c.rank() == root ? Use::kIn : Use::kOut}}, call);
   // The body captures scalars, not views (see TensorView).
   char* const buf = st.view(t).bytes_ptr();
-  const size_t bytes = t.bytes();
-  return launch(c, st, OpKind::kBroadcast, t.dtype, RedOp::kSum, root, t.count, bytes, call,
-                [=](Engine& e, const AlgoEntry& algo) { algo.run(e, {.recv = buf, .bytes = bytes, .root = root}); });
+  const size_t elem = dtype_size(t.dtype);
+  return launch_sliced(c, st, OpKind::kBroadcast, t.dtype, RedOp::kSum, root, t.count, elem, call,
+                       [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
+                         algo.run(e, {.recv = buf + first * elem, .bytes = items * elem, .root = root});
+                       });
 }
 
 }  // namespace omniccl::coll

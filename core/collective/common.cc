@@ -65,6 +65,12 @@ const char* premultiplied(Engine& e, const ReduceSpec& op, const char* src, size
 
 WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op,
                       WorkPtr work) {
+  return launch_staged(
+      c, staging, call, [op = std::move(op)](Engine& e, StagedCall&) { op(e); }, std::move(work));
+}
+
+WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call,
+                      std::function<void(Engine&, StagedCall&)> op, WorkPtr work) {
   // Refused at once, as a blocking call would be: nothing is enqueued on
   // the stream for an operation that cannot run.
   c.check_usable();
@@ -73,7 +79,7 @@ WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call
   work = c.submit(
       [staged, timeout_ms, op = std::move(op)](Engine& e) {
         staged->wait_ready(Deadline::after_ms(timeout_ms), e.mesh());
-        op(e);
+        op(e, *staged);
         staged->finish(Deadline::after_ms(timeout_ms), e.mesh());
       },
       true, std::move(work));

@@ -115,6 +115,10 @@ std::optional<WorkPtr> launch_device_p2p(Communicator& c, const TensorView& t, i
 /// (see Communicator::submit), made when null.
 WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call, std::function<void(Engine&)> op,
                       WorkPtr work = nullptr);
+/// The same for an operation that waits for the stream itself between its
+/// slices (launch_sliced): `op` runs after slice 0's inputs are copied.
+WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call,
+                      std::function<void(Engine&, StagedCall&)> op, WorkPtr work = nullptr);
 
 /// Queues or runs body(engine, row) as operation `kind` on the tensors
 /// `staging` checked (body works on staging.view() of each); `tune_bytes` is
@@ -123,42 +127,122 @@ WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call
 /// blocking call, the caller's interrupt check. CUDA tensors (staged): the
 /// operation is ordered on the call's stream and queued on the worker; the
 /// call returns without waiting for it, with a Work only when async.
+/// What one collective of the engine is: its signature's fields but the
+/// sequence number, the size its algorithm is chosen for, its deadline and
+/// interrupt check.
+struct CollectiveHead {
+  Communicator* comm;
+  OpKind kind;
+  DType dtype;
+  RedOp redop;
+  int root;
+  uint64_t count;  ///< the call's, in every slice of a sliced call
+  int64_t timeout_ms;
+  InterruptHook interrupt;
+};
+
+/// Runs body(engine, row) as one collective of the engine (a sequence
+/// number of its own), its algorithm chosen for `tune_bytes`.
+template <typename Body>
+void run_collective(Engine& e, const CollectiveHead& h, uint64_t tune_bytes, const Body& body) {
+  Communicator* comm = h.comm;
+  const Plan& plan = comm->planner().plan(h.kind, tune_bytes);
+  OpSignature& sig = e.begin_in_place(combine_op(h.redop), h.timeout_ms > 0 ? h.timeout_ms : comm->timeout_ms());
+  sig.kind = h.kind;
+  sig.dtype = h.dtype;
+  sig.redop = h.redop;
+  sig.root = h.root;
+  sig.count = h.count;
+  sig.seq = comm->next_collective_seq();
+  sig.algo = uint8_t(plan.algo);
+  sig.algo_name = plan.algo_name;
+  e.set_interrupt(h.interrupt);
+  e.use_cpu();  // staged tensors are host copies
+  e.set_split_copy(plan.split_copy);
+  e.set_single_copy(plan.single_copy);
+  e.set_stream_min(plan.stream_min);
+  if (!plan.measured) {
+    body(e, *plan.entry);
+    return;
+  }
+  if (plan.until_read) e.wait_sends_read(kTunerDrainNs);
+  const auto t0 = std::chrono::steady_clock::now();
+  body(e, *plan.entry);
+  if (plan.until_read) e.wait_sends_read(kTunerDrainNs);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+  comm->planner().took(uint64_t(ns.count()));
+}
+
 template <typename Body>
 WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count,
                uint64_t tune_bytes, const CallOptions& call, Body body) {
-  Communicator* comm = &c;
-  const int64_t timeout_ms = call.timeout_ms;
-  const InterruptHook interrupt = call.async || staging.staged() ? InterruptHook{} : call.interrupt;
-  auto op = [=](Engine& e) {
-    const Plan& plan = comm->planner().plan(kind, tune_bytes);
-    OpSignature& sig = e.begin_in_place(combine_op(redop), timeout_ms > 0 ? timeout_ms : comm->timeout_ms());
-    sig.kind = kind;
-    sig.dtype = dtype;
-    sig.redop = redop;
-    sig.root = root;
-    sig.count = count;
-    sig.seq = comm->next_collective_seq();
-    sig.algo = uint8_t(plan.algo);
-    sig.algo_name = plan.algo_name;
-    e.set_interrupt(interrupt);
-    e.use_cpu();  // staged tensors are host copies
-    e.set_split_copy(plan.split_copy);
-    e.set_single_copy(plan.single_copy);
-    e.set_stream_min(plan.stream_min);
-    if (!plan.measured) {
-      body(e, *plan.entry);
-      return;
-    }
-    if (plan.until_read) e.wait_sends_read(kTunerDrainNs);
-    const auto t0 = std::chrono::steady_clock::now();
-    body(e, *plan.entry);
-    if (plan.until_read) e.wait_sends_read(kTunerDrainNs);
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
-    comm->planner().took(uint64_t(ns.count()));
-  };
+  const CollectiveHead head{
+      &c,   kind,  dtype,           redop,
+      root, count, call.timeout_ms, call.async || staging.staged() ? InterruptHook{} : call.interrupt};
+  const InterruptHook interrupt = head.interrupt;
+  auto op = [=](Engine& e) { run_collective(e, head, tune_bytes, body); };
   if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
   if (!call.async) {
     c.run_blocking_issued(op, interrupt);  // the caller holds the issuer (collectives.h)
+    return nullptr;
+  }
+  return c.submit(op, true);
+}
+
+/// Slices of large all_reduce, broadcast and reduce calls (launch_sliced).
+/// A slice is a collective of its own, with its own sequence number, the
+/// call's count in its headers (so that ranks whose counts differ fail at
+/// the first slice, before anything is written). A slice's own cost, a round
+/// of message headers per algorithm step, stays about 1% of the time its 8
+/// MiB take on shared memory (0.5-1 ms on one core) or TCP, while a staged
+/// rank's copies of one slice overlap the transports' work on the next.
+constexpr size_t kSliceBytes = size_t{8} << 20;
+/// Calls of fewer bytes run whole.
+constexpr size_t kSliceMinBytes = 2 * kSliceBytes;
+
+/// How many slices a call of `bytes` runs as (1: whole).
+inline uint64_t slice_count(uint64_t bytes, size_t item_bytes) {
+  if (bytes < kSliceMinBytes) return 1;
+  const uint64_t per = kSliceBytes / item_bytes * item_bytes;
+  return (bytes + per - 1) / per;
+}
+
+/// launch for an operation whose result at each position depends only on
+/// the ranks' inputs at that position (all_reduce, broadcast, reduce): a
+/// large one runs as slices, body(engine, row, first_item, items) each.
+/// Every rank slices alike, since the split depends on the call's size
+/// only (a rank with CPU tensors and one with CUDA tensors still agree).
+/// Staged, the stream copies slice by slice (staging.h).
+template <typename Body>
+WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root,
+                      uint64_t items, size_t item_bytes, const CallOptions& call, Body body) {
+  const uint64_t slices = slice_count(items * item_bytes, item_bytes);
+  if (slices == 1) {
+    return launch(c, staging, kind, dtype, redop, root, items, items * item_bytes, call,
+                  [=](Engine& e, const AlgoEntry& row) { body(e, row, 0, items); });
+  }
+  const uint64_t per = kSliceBytes / item_bytes;
+  staging.slice(slices, per * item_bytes, items * item_bytes);
+  const CollectiveHead head{
+      &c,   kind,  dtype,           redop,
+      root, items, call.timeout_ms, call.async || staging.staged() ? InterruptHook{} : call.interrupt};
+  auto run = [=](Engine& e, StagedCall* staged) {
+    const int64_t timeout_ms = head.timeout_ms > 0 ? head.timeout_ms : head.comm->timeout_ms();
+    for (uint64_t k = 0; k < slices; ++k) {
+      const uint64_t first = k * per;
+      const uint64_t n = std::min(per, items - first);
+      if (staged != nullptr && k > 0) staged->wait_slice(k, Deadline::after_ms(timeout_ms), e.mesh());
+      run_collective(e, head, n * item_bytes, [&](Engine& en, const AlgoEntry& row) { body(en, row, first, n); });
+      if (staged != nullptr) staged->slice_done(k);
+    }
+  };
+  if (staging.staged()) {
+    return launch_staged(c, staging, call,
+                         std::function<void(Engine&, StagedCall&)>([run](Engine& e, StagedCall& s) { run(e, &s); }));
+  }
+  auto op = [run](Engine& e) { run(e, nullptr); };
+  if (!call.async) {
+    c.run_blocking_issued(op, head.interrupt);  // the caller holds the issuer (collectives.h)
     return nullptr;
   }
   return c.submit(op, true);

@@ -26,16 +26,18 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   // The body captures scalars, not views (see TensorView).
   const char* const in = st.view(send).bytes_ptr();
   if (is_root) out = st.view(*recv).bytes_ptr();
-  const size_t count = send.count;
   const DType dtype = send.dtype;
-  const size_t items = count / kernels::item_elems(spec.op);
-  return launch(c, st, OpKind::kReduce, dtype, spec.op, root, items, send.bytes(), call,
-                [=](Engine& e, const AlgoEntry& algo) {
-                  const char* src = premultiply(e, spec, in, count, dtype);
-                  algo.run(e, {.send = src, .recv = out, .count = items, .root = root});
-                  if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(out, count, dtype, n);
-                  if (is_root && n == 1 && is_logical(spec.op)) truth_values(e, out, count, dtype);
-                });
+  const size_t per_item = kernels::item_elems(spec.op);
+  const size_t item_bytes = per_item * dtype_size(dtype);
+  return launch_sliced(c, st, OpKind::kReduce, dtype, spec.op, root, send.count / per_item, item_bytes, call,
+                       [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
+                         const size_t elems = items * per_item;
+                         const char* src = premultiply(e, spec, in + first * item_bytes, elems, dtype);
+                         char* dst = is_root ? out + first * item_bytes : nullptr;
+                         algo.run(e, {.send = src, .recv = dst, .count = items, .root = root});
+                         if (is_root && spec.op == RedOp::kAvg) e.exec().scale_divide(dst, elems, dtype, n);
+                         if (is_root && n == 1 && is_logical(spec.op)) truth_values(e, dst, elems, dtype);
+                       });
 }
 
 }  // namespace omniccl::coll

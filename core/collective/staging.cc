@@ -33,9 +33,9 @@ size_t block_capacity(size_t bytes) {
 /// once the stream has passed the `done` event of its last use.
 struct Block {
   int device = 0;
-  size_t capacity = 0;  ///< bytes after the word
-  char* mem = nullptr;  ///< host_alloc: the word, then the regions
-  GpuRuntime::Event ready = nullptr;
+  size_t capacity = 0;                   ///< bytes after the word
+  char* mem = nullptr;                   ///< host_alloc: the word, then the regions
+  std::vector<GpuRuntime::Event> ready;  ///< one per slice: its inputs are copied
   GpuRuntime::Event done = nullptr;
   bool in_use = false;    ///< held by a StagedCall
   bool recorded = false;  ///< `done` was recorded (the stream may still be before it)
@@ -67,7 +67,7 @@ class BlockPool {
       b->device = device;
       b->capacity = block_capacity(bytes);
       b->mem = static_cast<char*>(rt.host_alloc(kFlagBytes + b->capacity));
-      b->ready = rt.event_create();
+      b->ready.push_back(rt.event_create());
       b->done = rt.event_create();
       best = b.get();
       blocks_.push_back(std::move(b));
@@ -159,23 +159,46 @@ class StagedCallImpl final : public StagedCall {
     std::atomic_ref<uint32_t>(*block_->flag()).store(0, std::memory_order_release);
   }
 
+  /// Copies slice by slice when every region is one whole tensor of
+  /// `tensor_bytes` (the sliced collectives' tensors all are); otherwise
+  /// the first slice's copies take every input and the last one's every
+  /// output: still right, without the overlap.
+  void set_slices(size_t slices, size_t slice_bytes, size_t tensor_bytes) {
+    slices_ = std::max<size_t>(slices, 1);
+    slice_bytes_ = slice_bytes;
+    by_slice_ = slices_ > 1 &&
+                std::all_of(regions_.begin(), regions_.end(), [&](const Region& r) { return r.bytes == tensor_bytes; });
+  }
+
+  /// The stream's part: slice k's inputs are copied ahead, while the host
+  /// still works on slice k - 1; slice k - 1's outputs go back once the
+  /// host says it is done (the word reaches k), while it works on slice k.
   void start() {
-    for (const Region& r : regions_) {
-      if (r.use & static_cast<uint8_t>(Use::kIn)) rt_.copy_async(host_base_ + r.offset, r.dev, r.bytes, stream_);
-    }
-    rt_.event_record(block_->ready, stream_);
-    rt_.stream_wait_flag(stream_, block_->flag(), 1);
+    while (block_->ready.size() < slices_) block_->ready.push_back(rt_.event_create());
     waiting_ = true;  // from here on the stream must be released
-    for (const Region& r : regions_) {
-      if (r.use & static_cast<uint8_t>(Use::kOut)) rt_.copy_async(r.dev, host_base_ + r.offset, r.bytes, stream_);
+    copy_slice(0, Use::kIn);
+    rt_.event_record(block_->ready[0], stream_);
+    for (size_t k = 1; k < slices_; ++k) {
+      copy_slice(k, Use::kIn);
+      rt_.event_record(block_->ready[k], stream_);
+      rt_.stream_wait_flag(stream_, block_->flag(), static_cast<uint32_t>(k));
+      copy_slice(k - 1, Use::kOut);
     }
+    rt_.stream_wait_flag(stream_, block_->flag(), static_cast<uint32_t>(slices_));
+    copy_slice(slices_ - 1, Use::kOut);
     rt_.event_record(block_->done, stream_);
     started_ = true;
   }
 
-  void wait_ready(Deadline deadline, const transport::Mesh& mesh) override {
+  void wait_ready(Deadline deadline, const transport::Mesh& mesh) override { wait_slice(0, deadline, mesh); }
+
+  void wait_slice(size_t k, Deadline deadline, const transport::Mesh& mesh) override {
     rt_.set_device(device_);
-    wait_event(block_->ready, deadline, mesh, "copied this operation's inputs from the GPU");
+    wait_event(block_->ready.at(k), deadline, mesh, "copied this operation's inputs from the GPU");
+  }
+
+  void slice_done(size_t k) override {
+    if (k + 1 < slices_) std::atomic_ref<uint32_t>(*block_->flag()).store(uint32_t(k + 1), std::memory_order_release);
   }
 
   void finish(Deadline deadline, const transport::Mesh& mesh) override {
@@ -184,9 +207,28 @@ class StagedCallImpl final : public StagedCall {
   }
 
  private:
+  /// Enqueues slice k's copies of direction `dir` (kIn: to the host).
+  void copy_slice(size_t k, Use dir) {
+    const bool in = dir == Use::kIn;
+    if (!by_slice_ && k != (in ? 0 : slices_ - 1)) return;
+    for (const Region& r : regions_) {
+      if ((r.use & static_cast<uint8_t>(dir)) == 0) continue;
+      const size_t lo = by_slice_ ? k * slice_bytes_ : 0;
+      const size_t n = by_slice_ ? std::min(slice_bytes_, r.bytes - lo) : r.bytes;
+      char* host = host_base_ + r.offset + lo;
+      if (in) {
+        rt_.copy_async(host, r.dev + lo, n, stream_);
+      } else {
+        rt_.copy_async(r.dev + lo, host, n, stream_);
+      }
+    }
+  }
+
+  /// Every wait of the stream passes (the last slice's included), whatever
+  /// became of the operation.
   void release_stream() {
     if (waiting_) {
-      std::atomic_ref<uint32_t>(*block_->flag()).store(1, std::memory_order_release);
+      std::atomic_ref<uint32_t>(*block_->flag()).store(uint32_t(slices_), std::memory_order_release);
       waiting_ = false;
     }
   }
@@ -218,6 +260,9 @@ class StagedCallImpl final : public StagedCall {
   size_t total_ = 0;
   Block* block_ = nullptr;
   char* host_base_ = nullptr;
+  size_t slices_ = 1;
+  size_t slice_bytes_ = 0;
+  bool by_slice_ = false;
   bool waiting_ = false;  ///< the stream waits for the word
   bool started_ = false;  ///< `done` was recorded
 };
@@ -255,6 +300,10 @@ Staging::~Staging() = default;
 
 TensorView Staging::staged_view(const TensorView& t) const {
   return static_cast<const StagedCallImpl&>(*call_).host_view(t);
+}
+
+void Staging::slice(size_t slices, size_t slice_bytes, size_t tensor_bytes) {
+  if (call_ != nullptr) static_cast<StagedCallImpl&>(*call_).set_slices(slices, slice_bytes, tensor_bytes);
 }
 
 std::shared_ptr<StagedCall> Staging::start() {

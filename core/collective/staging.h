@@ -20,10 +20,15 @@
 // are undefined (as with NCCL) and the communicator reports the error
 // (occl_comm_get_async_error, kCommFailed on later calls).
 //
+// Large all_reduce, broadcast and reduce run as slices (common.h,
+// launch_sliced), and the stream's copies follow them: it copies slice k + 1
+// to the host and slice k - 1 back while the host runs slice k, so the copy
+// engine and the transports overlap; the host waits on one event per slice
+// and raises the word once per slice.
+//
 // Reductions of staged operations run on the host (kernels/cpu, whose
-// results are those of kernels/cuda bit for bit). Pipelining chunks between
-// the GPU and the transports, with the reductions on the GPU, is the next
-// step of this path.
+// results are those of kernels/cuda bit for bit); reducing on the GPU is a
+// further step of this path.
 #pragma once
 
 #include <cstddef>
@@ -89,6 +94,11 @@ class Staging {
     if (!t) return t;
     return view(*t);
   }
+  /// Staged only: the operation runs as `slices` collectives over
+  /// `slice_bytes` of each tensor of `tensor_bytes` (the last slice
+  /// shorter); the stream copies slice by slice (StagedCall::wait_slice).
+  /// Call before start(); a no-op for host tensors.
+  void slice(size_t slices, size_t slice_bytes, size_t tensor_bytes);
   /// Staged only: enqueues the stream's part (see above) and hands over the
   /// call, which the queued operation keeps until it ends.
   std::shared_ptr<StagedCall> start();
@@ -109,6 +119,12 @@ class StagedCall {
   /// kTimeout at `deadline`, kAborted once the mesh is aborted, kSystem for a
   /// CUDA error.
   virtual void wait_ready(Deadline deadline, const transport::Mesh& mesh) = 0;
+  /// A sliced operation (Staging::slice), before slice k: waits, as
+  /// wait_ready (slice 0's wait), until the stream has copied its inputs.
+  virtual void wait_slice(size_t k, Deadline deadline, const transport::Mesh& mesh) = 0;
+  /// After slice k: its results are in host memory, and the stream copies
+  /// them back while the next slice runs (the last one's wait for finish).
+  virtual void slice_done(size_t k) = 0;
   /// After the operation: releases the stream (it copies the outputs back),
   /// then waits until it has (bounded as wait_ready).
   virtual void finish(Deadline deadline, const transport::Mesh& mesh) = 0;

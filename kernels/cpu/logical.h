@@ -39,13 +39,17 @@ using Fp8E5M2Truth = BitsTruth<uint8_t, 0x7f, 0x3c>;
 template <class Truth>
 struct LogicalAnd {
   using Elem = typename Truth::Elem;
-  OMNICCL_HD Elem operator()(Elem a, Elem b) const { return Truth::make((unsigned{Truth::test(a)} & unsigned{Truth::test(b)}) != 0u); }
+  OMNICCL_HD Elem operator()(Elem a, Elem b) const {
+    return Truth::make((unsigned{Truth::test(a)} & unsigned{Truth::test(b)}) != 0u);
+  }
 };
 
 template <class Truth>
 struct LogicalOr {
   using Elem = typename Truth::Elem;
-  OMNICCL_HD Elem operator()(Elem a, Elem b) const { return Truth::make((unsigned{Truth::test(a)} | unsigned{Truth::test(b)}) != 0u); }
+  OMNICCL_HD Elem operator()(Elem a, Elem b) const {
+    return Truth::make((unsigned{Truth::test(a)} | unsigned{Truth::test(b)}) != 0u);
+  }
 };
 
 template <class Truth>

@@ -147,7 +147,13 @@ class EmulatedGpu final : public GpuRuntime {
     return ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t(64));
   }
   void host_free(void* p) override { ::operator delete(p, std::align_val_t(64)); }
+  /// How many copies copy_async has enqueued (the staged path's plan).
+  static std::atomic<size_t>& copies() {
+    static std::atomic<size_t> n{0};
+    return n;
+  }
   void copy_async(void* dst, const void* src, size_t bytes, Stream s) override {
+    ++copies();
     stream(s).enqueue([=] { std::memmove(dst, src, bytes); });
   }
   Event event_create() override { return new EmuEvent(); }

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -173,6 +174,99 @@ TEST(GpuStaging, RanksMayMixCudaAndCpuTensorsInOneCollective) {
     ck.expect(s.sync(), "the stream finished");
     ck.expect(x.front() == 3.0f && x.back() == 3.0f, "all_reduce result on both ranks");
     ck.expect(b.front() == 42 && b.back() == 42, "broadcast result on both ranks");
+  }));
+}
+
+// Large all_reduce, broadcast and reduce calls run as slices of 8 MiB
+// (collective/common.h, launch_sliced), and the stream copies slice by
+// slice: each slice's inputs to the host and its results back are copies
+// of their own, so that they overlap the transports' work on other slices.
+TEST(GpuStaging, LargeCallsRunInSlicesAndTheStreamCopiesSliceBySlice) {
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    const int r = c.rank();
+    // 40 MiB + 12 bytes of float32: 5 slices of 8 MiB and one of 12 bytes.
+    const size_t n = (size_t{10} << 20) + 3;
+    std::vector<float> x(n), y(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) x[i] = float(r + 1) + float(i % 7);
+    const size_t before = EmulatedGpu::copies().load();
+    coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(y, DType::kFloat32), int(RedOp::kSum), on(s));
+    const size_t copies = EmulatedGpu::copies().load() - before;
+    ck.expect(copies == 12, "6 slices copied in and 6 out, not " + std::to_string(copies) + " copies");
+    // reduce AVG to root 1 (24 MiB of int64 into 3 slices), broadcast of
+    // 20 MiB + 4 bytes of int32 from root 0 in place.
+    std::vector<int64_t> a(size_t{3} << 20, int64_t(10 * (r + 1))), avg(a.size(), -1);
+    coll::reduce(c, dev_view(a, DType::kInt64), r == 1 ? std::optional(dev_view(avg, DType::kInt64)) : std::nullopt,
+                 int(RedOp::kAvg), 1, on(s));
+    std::vector<int32_t> b((size_t{5} << 20) + 1, r == 0 ? 7 : 0);
+    for (size_t i = 0; r == 0 && i < b.size(); i += 4099) b[i] = int32_t(i);
+    coll::broadcast(c, dev_view(b, DType::kInt32), 0, on(s));
+    ck.expect(s.sync(), "the stream finished");
+    bool sum_ok = true, bcast_ok = true;
+    for (size_t i = 0; i < n; ++i) sum_ok = sum_ok && y[i] == 3.0f + 2.0f * float(i % 7);
+    for (size_t i = 0; i < b.size(); ++i) bcast_ok = bcast_ok && b[i] == (i % 4099 == 0 ? int32_t(i) : 7);
+    ck.expect(sum_ok, "all_reduce SUM float32 in every slice");
+    ck.expect(bcast_ok, "broadcast in every slice");
+    if (r == 1) ck.expect(avg.front() == 15 && avg.back() == 15, "reduce AVG int64 on the root");
+    if (r == 0) ck.expect(avg.front() == -1 && avg.back() == -1, "a non-root's recvbuf is untouched");
+  }));
+}
+
+TEST(GpuStaging, RanksMixingCudaAndCpuTensorsAgreeOnSlices) {
+  // The split depends on the size only: rank 1's CPU tensors are sliced as
+  // rank 0's staged ones, one collective per slice on both.
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<double> x((size_t{5} << 20) / 2 + 5, double(c.rank() + 1));
+    TensorView v = dev_view(x, DType::kFloat64);
+    if (c.rank() == 1) v.device = DeviceKind::kCPU;
+    coll::all_reduce(c, v, v, int(RedOp::kProd), on(s));
+    coll::all_reduce(c, v, v, int(RedOp::kSum), on(s));
+    ck.expect(s.sync(), "the stream finished");
+    ck.expect(x.front() == 4.0 && x[x.size() / 2] == 4.0 && x.back() == 4.0, "PROD then SUM on both ranks");
+  }));
+}
+
+TEST(GpuStaging, APeerLostDuringASlicedCallReleasesTheStream) {
+  // Rank 1 takes part with CPU tensors and leaves while the slices run.
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+        std::vector<float> x(size_t{16} << 20, 1.0f);  // 64 MiB: 8 slices
+        if (c.rank() == 1) {
+          TensorView v = dev_view(x, DType::kFloat32);
+          v.device = DeviceKind::kCPU;
+          CallOptions call;
+          call.async = true;
+          WorkPtr w = coll::all_reduce(c, v, v, int(RedOp::kSum), call);
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          std::fflush(stderr);
+          _exit(0);
+        }
+        EmuStream s;
+        coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), 0, on(s));
+        ck.expect(s.sync(10000), "the stream was released after the failure");
+        std::string msg;
+        for (int i = 0; i < 200 && c.async_error(msg) == Status::kSuccess; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+        ck.expect(c.async_error(msg) == Status::kPeerFailure, "the communicator's async error: " + msg);
+      },
+      4000));
+}
+
+TEST(GpuStaging, SlicedCallsWhoseCountsDifferFailAtTheFirstSlice) {
+  // Every slice's header carries the call's count, so ranks whose counts
+  // differ only in the last slice's length are told at the first one.
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<float> x((size_t{5} << 20) + size_t(c.rank()), 1.0f);
+    WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), 0, on(s, true));
+    ck.expect(w != nullptr && w->wait() == Status::kMismatch, "the work reports the mismatch");
+    if (w != nullptr) {
+      ck.expect(w->message().find("#1") != std::string::npos, "at the call's first slice: " + w->message());
+    }
+    ck.expect(s.sync(10000), "the stream was released");
   }));
 }
 
