@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -361,9 +362,13 @@ class Mesh {
   bool poll_notices_ = false;
   // Collectives rejected for their arguments, by number: by this rank, and
   // by peers (for calls this rank has not rejected), with their messages.
-  std::map<uint64_t, std::string> own_rejections_, peer_rejections_;
-  bool rejections_waiting_ = false;            ///< peer_rejections_ is not empty
-  std::map<uint64_t, std::string> withdrawn_;  ///< calls withdrawn here (note_withdrawn)
+  // Only the numbers of the calls this rank rejected or withdrew are asked
+  // for later (withdrawn()). Each is bounded: a notice or a late message
+  // names a call only a few calls back.
+  std::set<uint64_t> own_rejections_;
+  std::map<uint64_t, std::string> peer_rejections_;
+  bool rejections_waiting_ = false;  ///< peer_rejections_ is not empty
+  std::set<uint64_t> withdrawn_;     ///< calls withdrawn here (note_withdrawn)
   /// Drops the peers' rejections of collectives numbered <= seq (calls this
   /// rank completed before it heard of them), logging each.
   void drop_rejections_upto(uint64_t seq);

@@ -23,14 +23,17 @@ namespace {
 // One word per rank, each on its own cache line: a notice for one rank does
 // not disturb the line another rank reads before each operation.
 constexpr size_t kWordStride = 64;
-// Rejections remembered, by number: a notice arrives within milliseconds of
-// the call it names, far fewer calls than this later.
+// Rejections and withdrawn calls remembered, by number: a notice or a late
+// message arrives within milliseconds of the call it names, far fewer calls
+// than this later.
 constexpr size_t kKeptRejections = 64;
 
 size_t words_offset(size_t user_bytes) { return (user_bytes + kWordStride - 1) / kWordStride * kWordStride; }
 
-void keep_recent(std::map<uint64_t, std::string>& m) {
-  while (m.size() > kKeptRejections) m.erase(m.begin());
+// The oldest go first: numbers only grow.
+template <class Container>
+void keep_recent(Container& c) {
+  while (c.size() > kKeptRejections) c.erase(c.begin());
 }
 
 }  // namespace
@@ -81,7 +84,7 @@ void Mesh::hear_rejection(uint64_t seq) {
 }
 
 void Mesh::reject_call(uint64_t seq, const std::string& why) {
-  own_rejections_[seq] = why;
+  own_rejections_.insert(seq);
   keep_recent(own_rejections_);
   peer_rejections_.erase(seq);
   rejections_waiting_ = !peer_rejections_.empty();
@@ -113,7 +116,7 @@ void Mesh::note_rejection(int peer, const std::string& payload) {
 
 void Mesh::note_withdrawn(uint64_t seq) {
   auto it = peer_rejections_.find(seq);
-  withdrawn_[seq] = it == peer_rejections_.end() ? std::string() : it->second;
+  withdrawn_.insert(seq);
   keep_recent(withdrawn_);
   if (it != peer_rejections_.end()) peer_rejections_.erase(it);
   rejections_waiting_ = !peer_rejections_.empty();
