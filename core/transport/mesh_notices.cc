@@ -98,10 +98,12 @@ void Mesh::reject_call(uint64_t seq, const std::string& why) {
 
 const std::string* Mesh::peer_rejection(uint64_t seq) const {
   auto it = peer_rejections_.find(seq);
-  return it == peer_rejections_.end() ? nullptr : &it->second;
+  return it == peer_rejections_.end() ? nullptr : &it->second.why;
 }
 
 void Mesh::note_rejection(int peer, const std::string& payload) {
+  // The rejecting rank tells every peer itself (reject_call) and nobody
+  // passes a notice on, so the sender is the rank that rejected the call.
   const uint64_t seq = wire::answer_seq(payload);
   // A call this rank rejected or withdrew already: nobody waits for it.
   if (seq == 0 || withdrawn(seq)) return;
@@ -109,7 +111,7 @@ void Mesh::note_rejection(int peer, const std::string& payload) {
   std::string why = space == std::string::npos || space + 1 >= payload.size()
                         ? str_cat(describe(peer), " rejected its call #", seq)
                         : payload.substr(space + 1);
-  peer_rejections_.emplace(seq, std::move(why));
+  peer_rejections_.emplace(seq, PeerRejection{peer, std::move(why)});
   keep_recent(peer_rejections_);
   rejections_waiting_ = true;
 }
@@ -126,7 +128,7 @@ void Mesh::drop_rejections_upto(uint64_t seq) {
   while (!peer_rejections_.empty() && peer_rejections_.begin()->first <= seq) {
     auto it = peer_rejections_.begin();
     OCCL_LOG(kWarn, kColl, "collective #", it->first,
-             " had completed here (its part was only to send) when a peer rejected it: ", it->second,
+             " had completed here (its part was only to send) when a peer rejected it: ", it->second.why,
              "; that peer dropped this rank's data");
     peer_rejections_.erase(it);
   }
@@ -138,7 +140,7 @@ void Mesh::throw_if_rejected(uint64_t seq) {
   if (seq > 0) drop_rejections_upto(seq - 1);
   auto it = peer_rejections_.find(seq);
   if (it == peer_rejections_.end()) return;  // a later call: withdrawn when this rank gets there
-  throw RejectedCall{seq, it->second};
+  throw RejectedCall{seq, it->second.why, it->second.by};
 }
 
 void Mesh::fail_from_another_thread(Status status, const std::string& message) {
