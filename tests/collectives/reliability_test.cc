@@ -225,6 +225,47 @@ TEST_P(RejectedCallOn, RoundsOfRejectionsKeepEveryRankUsable) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
+// gatherv of 2 ranks, small parts, that root 0 rejects. Rank 1 calls it
+// only once the root has returned, so the notice is there already; but its
+// part fits the link, so its call completes without waiting and succeeds
+// (the root drops the data in its next call). It must still hear of it: its
+// next call logs a COLL WARN naming the rejected call and why.
+TEST_P(RejectedCallOn, SenderThatCompletedIsWarnedAtItsNextCall) {
+  SharedBlock sh;
+  ASSERT_NE(sh.get(), nullptr);
+  Shared* shared = sh.get();
+  JobOptions o = job(2);
+  o.transport = GetParam();
+  o.env["OMNICCL_DEBUG"] = "WARN";
+  JobResult res = run_ranks(o, [shared](occl_comm_t comm, int rank, int n) {
+    RANK_OK(occl_barrier(comm, nullptr), rank);
+    int32_t send[4] = {rank, rank, rank, rank}, recv[8] = {};
+    Tensor1D ts(send, 4, dl_int(32)), tr(recv, 8, dl_int(32));
+    int64_t counts[2] = {4, 4}, displs[2] = {0, 2};  // the parts overlap
+    if (rank == 1) wait_for(shared->done, 1);
+    occl_status_t st = occl_gatherv(&ts, &tr, counts, displs, 0, comm, nullptr);
+    if (rank == 0) {
+      RANK_CHECK(st == OCCL_ERR_INVALID_ARGUMENT, rank, occl_last_error());
+      shared->done.fetch_add(1);
+      RANK_CHECK(still_usable(comm, rank, n, 16), rank, "after the rejected gatherv");
+      shared->reported.fetch_add(1);
+      wait_for(shared->reported, n);  // rank 1's answers must not come from rank 0 leaving
+      return 0;
+    }
+    RANK_CHECK(st == OCCL_SUCCESS, rank, std::string("gatherv: ") + occl_last_error());
+    ::testing::internal::CaptureStderr();
+    const bool usable = still_usable(comm, rank, n, 16);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    RANK_CHECK(usable, rank, "after the rejected gatherv");
+    const bool warned = contains_ci(log, "COLL WARN") && contains_ci(log, "had completed here") &&
+                        contains_ci(log, "rank 0 rejected the arguments of its gatherv") && contains_ci(log, "overlap");
+    RANK_CHECK(warned, rank, "no COLL WARN about the rejected gatherv at the next call; the log was:\n" + log);
+    shared->reported.fetch_add(1);
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RejectedCallOn, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
