@@ -21,7 +21,10 @@ namespace omniccl::transport::wire {
 inline constexpr uint32_t kHelloMagic = 0x4f434833;  // "OCH3" (answered with a verdict, transport/auth.h)
 inline constexpr uint32_t kMaxControlPayload = 1 << 20;
 /// A control message: the sender rejected a collective for its arguments;
-/// payload "SEQ TEXT" (decimal number, a space, the reason).
+/// payload "SEQ TEXT" (decimal number, a space, the reason). Only the rank
+/// that rejected the call sends it, to every peer, and no rank passes it
+/// on: the receiver takes the sender for the rank that rejected the call
+/// (RejectedCall::by), so the payload does not name it.
 inline constexpr char kRejectedCall = 'J';
 
 struct Hello {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,7 +55,7 @@ class CallWithdrawn : public PeerReportedError {
 struct RejectedCall {
   uint64_t seq = 0;
   std::string why;
-  int by = -1;  ///< the rank that rejected it, where known
+  int by = -1;  ///< the rank that rejected it: its notice's sender, or a withdrawal mark's root
 };
 
 /// What a peer answered to a status query: the operation it is in.
@@ -360,10 +361,18 @@ class Mesh {
   uint32_t notices_seen_ = 0;
   bool poll_notices_ = false;
   // Collectives rejected for their arguments, by number: by this rank, and
-  // by peers (for calls this rank has not rejected), with their messages.
-  std::map<uint64_t, std::string> own_rejections_, peer_rejections_;
-  bool rejections_waiting_ = false;            ///< peer_rejections_ is not empty
-  std::map<uint64_t, std::string> withdrawn_;  ///< calls withdrawn here (note_withdrawn)
+  // by peers (for calls this rank has not rejected), with the rejecting
+  // rank and its message. Only the numbers of the calls this rank rejected
+  // or withdrew are asked for later (withdrawn()). Each is bounded: a
+  // notice or a late message names a call only a few calls back.
+  struct PeerRejection {
+    int by = -1;  ///< the rank that sent the notice: the one that rejected the call
+    std::string why;
+  };
+  std::set<uint64_t> own_rejections_;
+  std::map<uint64_t, PeerRejection> peer_rejections_;
+  bool rejections_waiting_ = false;  ///< peer_rejections_ is not empty
+  std::set<uint64_t> withdrawn_;     ///< calls withdrawn here (note_withdrawn)
   /// Drops the peers' rejections of collectives numbered <= seq (calls this
   /// rank completed before it heard of them), logging each.
   void drop_rejections_upto(uint64_t seq);

@@ -23,14 +23,17 @@ namespace {
 // One word per rank, each on its own cache line: a notice for one rank does
 // not disturb the line another rank reads before each operation.
 constexpr size_t kWordStride = 64;
-// Rejections remembered, by number: a notice arrives within milliseconds of
-// the call it names, far fewer calls than this later.
+// Rejections and withdrawn calls remembered, by number: a notice or a late
+// message arrives within milliseconds of the call it names, far fewer calls
+// than this later.
 constexpr size_t kKeptRejections = 64;
 
 size_t words_offset(size_t user_bytes) { return (user_bytes + kWordStride - 1) / kWordStride * kWordStride; }
 
-void keep_recent(std::map<uint64_t, std::string>& m) {
-  while (m.size() > kKeptRejections) m.erase(m.begin());
+// The oldest go first: numbers only grow.
+template <class Container>
+void keep_recent(Container& c) {
+  while (c.size() > kKeptRejections) c.erase(c.begin());
 }
 
 }  // namespace
@@ -81,7 +84,7 @@ void Mesh::hear_rejection(uint64_t seq) {
 }
 
 void Mesh::reject_call(uint64_t seq, const std::string& why) {
-  own_rejections_[seq] = why;
+  own_rejections_.insert(seq);
   keep_recent(own_rejections_);
   peer_rejections_.erase(seq);
   rejections_waiting_ = !peer_rejections_.empty();
@@ -95,10 +98,12 @@ void Mesh::reject_call(uint64_t seq, const std::string& why) {
 
 const std::string* Mesh::peer_rejection(uint64_t seq) const {
   auto it = peer_rejections_.find(seq);
-  return it == peer_rejections_.end() ? nullptr : &it->second;
+  return it == peer_rejections_.end() ? nullptr : &it->second.why;
 }
 
 void Mesh::note_rejection(int peer, const std::string& payload) {
+  // The rejecting rank tells every peer itself (reject_call) and nobody
+  // passes a notice on, so the sender is the rank that rejected the call.
   const uint64_t seq = wire::answer_seq(payload);
   // A call this rank rejected or withdrew already: nobody waits for it.
   if (seq == 0 || withdrawn(seq)) return;
@@ -106,14 +111,14 @@ void Mesh::note_rejection(int peer, const std::string& payload) {
   std::string why = space == std::string::npos || space + 1 >= payload.size()
                         ? str_cat(describe(peer), " rejected its call #", seq)
                         : payload.substr(space + 1);
-  peer_rejections_.emplace(seq, std::move(why));
+  peer_rejections_.emplace(seq, PeerRejection{peer, std::move(why)});
   keep_recent(peer_rejections_);
   rejections_waiting_ = true;
 }
 
 void Mesh::note_withdrawn(uint64_t seq) {
   auto it = peer_rejections_.find(seq);
-  withdrawn_[seq] = it == peer_rejections_.end() ? std::string() : it->second;
+  withdrawn_.insert(seq);
   keep_recent(withdrawn_);
   if (it != peer_rejections_.end()) peer_rejections_.erase(it);
   rejections_waiting_ = !peer_rejections_.empty();
@@ -123,7 +128,7 @@ void Mesh::drop_rejections_upto(uint64_t seq) {
   while (!peer_rejections_.empty() && peer_rejections_.begin()->first <= seq) {
     auto it = peer_rejections_.begin();
     OCCL_LOG(kWarn, kColl, "collective #", it->first,
-             " had completed here (its part was only to send) when a peer rejected it: ", it->second,
+             " had completed here (its part was only to send) when a peer rejected it: ", it->second.why,
              "; that peer dropped this rank's data");
     peer_rejections_.erase(it);
   }
@@ -135,7 +140,7 @@ void Mesh::throw_if_rejected(uint64_t seq) {
   if (seq > 0) drop_rejections_upto(seq - 1);
   auto it = peer_rejections_.find(seq);
   if (it == peer_rejections_.end()) return;  // a later call: withdrawn when this rank gets there
-  throw RejectedCall{seq, it->second};
+  throw RejectedCall{seq, it->second.why, it->second.by};
 }
 
 void Mesh::fail_from_another_thread(Status status, const std::string& message) {

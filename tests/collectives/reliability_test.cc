@@ -225,6 +225,47 @@ TEST_P(RejectedCallOn, RoundsOfRejectionsKeepEveryRankUsable) {
   EXPECT_TRUE(res.ok()) << res.summary();
 }
 
+// gatherv of 2 ranks, small parts, that root 0 rejects. Rank 1 calls it
+// only once the root has returned, so the notice is there already; but its
+// part fits the link, so its call completes without waiting and succeeds
+// (the root drops the data in its next call). It must still hear of it: its
+// next call logs a COLL WARN naming the rejected call and why.
+TEST_P(RejectedCallOn, SenderThatCompletedIsWarnedAtItsNextCall) {
+  SharedBlock sh;
+  ASSERT_NE(sh.get(), nullptr);
+  Shared* shared = sh.get();
+  JobOptions o = job(2);
+  o.transport = GetParam();
+  o.env["OMNICCL_DEBUG"] = "WARN";
+  JobResult res = run_ranks(o, [shared](occl_comm_t comm, int rank, int n) {
+    RANK_OK(occl_barrier(comm, nullptr), rank);
+    int32_t send[4] = {rank, rank, rank, rank}, recv[8] = {};
+    Tensor1D ts(send, 4, dl_int(32)), tr(recv, 8, dl_int(32));
+    int64_t counts[2] = {4, 4}, displs[2] = {0, 2};  // the parts overlap
+    if (rank == 1) wait_for(shared->done, 1);
+    occl_status_t st = occl_gatherv(&ts, &tr, counts, displs, 0, comm, nullptr);
+    if (rank == 0) {
+      RANK_CHECK(st == OCCL_ERR_INVALID_ARGUMENT, rank, occl_last_error());
+      shared->done.fetch_add(1);
+      RANK_CHECK(still_usable(comm, rank, n, 16), rank, "after the rejected gatherv");
+      shared->reported.fetch_add(1);
+      wait_for(shared->reported, n);  // rank 1's answers must not come from rank 0 leaving
+      return 0;
+    }
+    RANK_CHECK(st == OCCL_SUCCESS, rank, std::string("gatherv: ") + occl_last_error());
+    ::testing::internal::CaptureStderr();
+    const bool usable = still_usable(comm, rank, n, 16);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    RANK_CHECK(usable, rank, "after the rejected gatherv");
+    const bool warned = contains_ci(log, "COLL WARN") && contains_ci(log, "had completed here") &&
+                        contains_ci(log, "rank 0 rejected the arguments of its gatherv") && contains_ci(log, "overlap");
+    RANK_CHECK(warned, rank, "no COLL WARN about the rejected gatherv at the next call; the log was:\n" + log);
+    shared->reported.fetch_add(1);
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RejectedCallOn, ::testing::Values("shm", "tcp"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
@@ -240,6 +281,51 @@ TEST(RejectedCall, AllRanksRejectingStayUsable) {
       if (st != OCCL_ERR_INVALID_ARGUMENT) return 1;
       if (omniccl::testing::all_reduce_works(comm, rank, n, 8) != 0) return 1;
     }
+    return 0;
+  });
+  EXPECT_TRUE(res.ok()) << res.summary();
+}
+
+// Shared memory, 3 ranks: root 0 rejects a gatherv in which rank 1's part
+// is 4 MiB, more than the link holds (a 2 MiB ring), so rank 1 is in the
+// middle of that message when it hears of the rejection, and must finish it
+// before its call can end (half a message would leave the link out of step):
+// rank 0 has to read it. Rank 0's next call, a broadcast from rank 1 forced
+// onto the ring (1 -> 2 -> 0), never reads from rank 1, and waits for rank 2,
+// which waits for rank 1: only rank 0 dropping rank 1's stale message while
+// it waits (Engine::drain_stale) lets rank 1 finish. Rank 1's two calls end
+// in seconds, not at the 20 s deadline, and the broadcast delivers.
+TEST(RejectedCallOnShm, StaleMessageIsDrainedWhileWaitingForOtherPeers) {
+  SharedBlock sh;
+  ASSERT_NE(sh.get(), nullptr);
+  Shared* shared = sh.get();
+  JobOptions o = job(3);
+  o.transport = "shm";
+  o.env["OMNICCL_ALGO"] = "broadcast=ring";
+  JobResult res = run_ranks(o, [shared](occl_comm_t comm, int rank, int n) {
+    RANK_OK(occl_barrier(comm, nullptr), rank);
+    const int64_t big = int64_t(1) << 20;                          // int32 elements: 4 MiB
+    int64_t counts[3] = {4, big, 4}, displs[3] = {0, 2, big + 4};  // rank 0's and 1's parts overlap
+    std::vector<int32_t> send(static_cast<size_t>(counts[rank]), rank), recv(static_cast<size_t>(big + 8), -1);
+    Tensor1D ts(send.data(), counts[rank], dl_int(32)), tr(recv.data(), big + 8, dl_int(32));
+    const auto t0 = Clock::now();
+    occl_status_t st = occl_gatherv(&ts, &tr, counts, displs, 0, comm, nullptr);
+    if (rank == 0) {
+      RANK_CHECK(st == OCCL_ERR_INVALID_ARGUMENT, rank, occl_last_error());
+    } else if (st != OCCL_SUCCESS) {
+      RANK_CHECK(failed_with(rank, "gatherv", st, {"rank 0", "rejected", "gatherv"}), rank, "gatherv");
+    }
+    std::vector<int32_t> b(256, rank == 1 ? 7 : -1);
+    Tensor1D tb(b.data(), 256, dl_int(32));
+    RANK_OK(occl_broadcast(&tb, 1, comm, nullptr), rank);
+    const double took = seconds_since(t0);
+    RANK_CHECK(b[0] == 7 && b[255] == 7, rank, "the broadcast did not deliver");
+    RANK_CHECK(took < 5.0, rank, "the gatherv and the broadcast took " + std::to_string(took) + " s (deadline 20 s)");
+    RANK_CHECK(still_usable(comm, rank, n, 4096), rank, "after the broadcast");
+    // Each stays until all have their answers: they must not come from a
+    // rank leaving.
+    shared->reported.fetch_add(1);
+    wait_for(shared->reported, n);
     return 0;
   });
   EXPECT_TRUE(res.ok()) << res.summary();
