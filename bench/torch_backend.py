@@ -8,8 +8,11 @@ Run under torchrun (every rank runs it; rank 0 prints the table)::
 One process group of each backend over the same ranks (the default group is
 gloo, ``new_group(backend="omniccl")`` the other), measured alternately in
 the same processes: ``dist.all_reduce`` (SUM, float32) at 8 B, 1 MiB and
-64 MiB, and one DDP training step of a small MLP (about 4 MB of gradients,
-forward, backward with the gradient all_reduce, SGD step). Each figure is
+64 MiB, and DDP training steps (forward, backward with the gradient
+all_reduce, SGD step) of two models: a small MLP on a batch of 32 (about 4 MB
+of gradients, mostly computation), and one 2048x2048 linear layer on a batch
+of 1 (16 MB of gradients and almost no computation: the step a backend can
+speed up). Each figure is
 the median of several timed rounds; a round is ``iters`` back-to-back calls
 after a barrier. A benchmark, not a test: it checks nothing but that the
 results agree.
@@ -45,13 +48,20 @@ def time_all_reduce(group, nbytes: int, iters: int, rounds: int) -> float:
     return statistics.median(samples)
 
 
-def time_ddp_step(group, rounds: int, steps: int = 10) -> float:
-    """Median seconds per DDP training step (about 4 MB of gradients)."""
+def make_model(kind: str) -> tuple[torch.nn.Module, int, int]:
+    """The model of a DDP row, its input width and batch size."""
+    if kind == "mlp":
+        return torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)), 512, 32
+    return torch.nn.Linear(2048, 2048), 2048, 1
+
+
+def time_ddp_step(group, rounds: int, kind: str, steps: int = 10) -> float:
+    """Median seconds per DDP training step of model ``kind`` (make_model)."""
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+    net, width, batch = make_model(kind)
     model = torch.nn.parallel.DistributedDataParallel(net, process_group=group)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(32, 512), torch.randn(32, 512)
+    x, y = torch.randn(batch, width), torch.randn(batch, width)
 
     def step() -> None:
         opt.zero_grad()
@@ -84,15 +94,16 @@ def main() -> int:
         for name, group in groups.items():
             row[name] = time_all_reduce(group, nbytes, iters, args.rounds)
         rows.append(row)
-    row = {"what": "DDP step (4 MB grads)", "ranks": size}
-    for name, group in groups.items():
-        row[name] = time_ddp_step(group, args.rounds)
-    rows.append(row)
+    for kind, label in (("mlp", "DDP step (4 MB grads)"), ("wide", "DDP step (16 MB, batch 1)")):
+        row = {"what": label, "ranks": size}
+        for name, group in groups.items():
+            row[name] = time_ddp_step(group, args.rounds, kind)
+        rows.append(row)
     if rank == 0:
         print(f"torch {torch.__version__}, {size} ranks")
-        print(f"{'operation':24} {'gloo':>12} {'omniccl':>12} {'gloo/omniccl':>13}")
+        print(f"{'operation':26} {'gloo':>12} {'omniccl':>12} {'gloo/omniccl':>13}")
         for r in rows:
-            print(f"{r['what']:24} {r['gloo'] * 1e6:10.1f}us {r['omniccl'] * 1e6:10.1f}us "
+            print(f"{r['what']:26} {r['gloo'] * 1e6:10.1f}us {r['omniccl'] * 1e6:10.1f}us "
                   f"{r['gloo'] / r['omniccl']:12.2f}x")
         if args.csv:
             with open(args.csv, "a") as f:
