@@ -8,8 +8,11 @@
 //   copy        kernels::cuda::copy of B bytes: 2B moved
 //   sum_<type>  kernels::cuda::reduce SUM, out = a + b with B-byte buffers:
 //               3B moved (two reads, one write)
+//   memcpy_h2d, memcpy_d2h  cudaMemcpyAsync between page-locked host memory
+//               and the GPU: B bytes across the host link (the staged path's
+//               limit; their vs_memcpy column is no goal)
 // and, for each kernel, its traffic rate as a fraction of memcpy_d2d's (the
-// goal for sum_float32 / sum_bfloat16 on large buffers: >= 0.85).
+// goal for the SUM rows on buffers of 16 MiB and more: >= 0.85).
 //
 // Usage: omniccl-cuda-kernel-bench [--min-bytes N] [--max-bytes N] [--iters N]
 //                                  [--warmup N] [--device N] [--csv]
@@ -128,6 +131,7 @@ struct Buffers {
   void* a = nullptr;
   void* b = nullptr;
   void* out = nullptr;
+  void* host = nullptr;  ///< page-locked (cudaMallocHost)
 };
 
 /// One row of the table: a kernel and the bytes it moves.
@@ -142,6 +146,7 @@ std::vector<Row> kernel_rows(const Buffers& m, cudaStream_t stream) {
   void* out = m.out;
   const void* a = m.a;
   const void* b = m.b;
+  void* host = m.host;
   return {
       {"memcpy_d2d", 2,
        [=](size_t n) { check(cudaMemcpyAsync(out, a, n, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync"); }},
@@ -150,6 +155,11 @@ std::vector<Row> kernel_rows(const Buffers& m, cudaStream_t stream) {
       {"sum_bfloat16", 3, [=](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kBFloat16, RedOp::kSum, stream); }},
       {"sum_float16", 3, [=](size_t n) { cuda::reduce(out, a, b, n / 2, DType::kFloat16, RedOp::kSum, stream); }},
       {"sum_fp8e4m3", 3, [=](size_t n) { cuda::reduce(out, a, b, n, DType::kFloat8E4M3FN, RedOp::kSum, stream); }},
+      {"sum_fp8e5m2", 3, [=](size_t n) { cuda::reduce(out, a, b, n, DType::kFloat8E5M2, RedOp::kSum, stream); }},
+      {"memcpy_h2d", 1,
+       [=](size_t n) { check(cudaMemcpyAsync(out, host, n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync"); }},
+      {"memcpy_d2h", 1,
+       [=](size_t n) { check(cudaMemcpyAsync(host, a, n, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync"); }},
   };
 }
 
@@ -188,6 +198,7 @@ int main(int argc, char** argv) {
   check(cudaMalloc(&m.a, opt.max_bytes), "cudaMalloc");
   check(cudaMalloc(&m.b, opt.max_bytes), "cudaMalloc");
   check(cudaMalloc(&m.out, opt.max_bytes), "cudaMalloc");
+  check(cudaMallocHost(&m.host, opt.max_bytes), "cudaMallocHost");
   // Small finite values in every dtype: 0x3c bytes are 1.0-ish floats.
   check(cudaMemset(m.a, 0x3c, opt.max_bytes), "cudaMemset");
   check(cudaMemset(m.b, 0x3c, opt.max_bytes), "cudaMemset");
@@ -199,5 +210,6 @@ int main(int argc, char** argv) {
   cudaFree(m.a);
   cudaFree(m.b);
   cudaFree(m.out);
+  cudaFreeHost(m.host);
   return 0;
 }

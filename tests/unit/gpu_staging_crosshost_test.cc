@@ -3,8 +3,9 @@
 // a veth pair, each namespace a "host" with its own hostname and address,
 // the ranks' data over TCP between them. What this proves: collectives'
 // results and send/recv through host copies and TCP (sizes of several
-// pieces), a peer killed in the middle of an operation (an error on the
-// survivors within a bound, their streams released), a peer that stops (the
+// pieces), a peer killed in the middle of an operation or between the
+// slices of a large one (an error on the survivors within a bound, their
+// streams released), a peer that stops (the
 // deadline: kTimeout, streams released). Needs root (network namespaces);
 // skipped, saying why, where they cannot be made.
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -195,6 +197,43 @@ TEST(GpuStagingCrossHost, APeerKilledMidOperationFailsTheSurvivorsAndReleasesThe
         ck.expect(async_error_within(c, msg) == Status::kPeerFailure, "the communicator reports it: " + msg);
       },
       15000, {}, on_hosts(net)));
+}
+
+// A 24 MiB all_reduce runs as 3 slices (collective/common.h) and the
+// survivors' streams copy slice by slice. Rank 2 (host B, CPU tensors) dies
+// once the first slice's result is in its buffer: the pipeline is then
+// between slices on every rank, and each survivor's call must fail, its
+// stream be released, and nothing wait for a deadline.
+TEST(GpuStagingCrossHost, APeerKilledBetweenSlicesFailsTheSurvivorsAndReleasesTheirStreams) {
+  TwoHosts net;
+  if (!net.ok()) GTEST_SKIP() << net.why();
+  expect_all_ok(run_ranks(
+      3,
+      [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+        std::vector<float> x(size_t{6} << 20, 1.0f);
+        if (c.rank() == 2) {
+          TensorView v = dev_view(x, DType::kFloat32);
+          v.device = DeviceKind::kCPU;
+          CallOptions call;
+          call.async = true;
+          WorkPtr w = coll::all_reduce(c, v, v, int(RedOp::kSum), call);
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (std::atomic_ref<float>(x[0]).load() != 3.0f && std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+          }
+          std::fflush(stderr);
+          _exit(0);
+        }
+        EmuStream s;
+        const auto t0 = std::chrono::steady_clock::now();
+        WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), int(RedOp::kSum),
+                                     on(s, true));
+        const Status st = w != nullptr ? w->wait() : Status::kInternal;
+        ck.expect(st == Status::kPeerFailure, "the survivor's operation failed: " + (w ? w->message() : ""));
+        ck.expect(s.sync(10000), "the survivor's stream was released");
+        ck.expect(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20), "within a bound");
+      },
+      30000, {}, on_hosts(net)));
 }
 
 TEST(GpuStagingCrossHost, APeerThatStopsIsADeadlineAndReleasesTheStreams) {
