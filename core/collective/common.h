@@ -192,10 +192,10 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
 /// Slices of large all_reduce, broadcast and reduce calls (launch_sliced).
 /// A slice is a collective of its own, with its own sequence number, the
 /// call's count in its headers (so that ranks whose counts differ fail at
-/// the first slice, before anything is written). A slice's own cost, a round
-/// of message headers per algorithm step, stays about 1% of the time its 8
-/// MiB take on shared memory (0.5-1 ms on one core) or TCP, while a staged
-/// rank's copies of one slice overlap the transports' work on the next.
+/// the first slice). A slice's own cost, a round of message headers per
+/// algorithm step (microseconds), is small next to the milliseconds its 8
+/// MiB take over shared memory or TCP, while a staged rank's copies of one
+/// slice overlap the transports' work on the next.
 constexpr size_t kSliceBytes = size_t{8} << 20;
 /// Calls of fewer bytes run whole.
 constexpr size_t kSliceMinBytes = 2 * kSliceBytes;
@@ -209,14 +209,17 @@ inline uint64_t slice_count(uint64_t bytes, size_t item_bytes) {
 
 /// launch for an operation whose result at each position depends only on
 /// the ranks' inputs at that position (all_reduce, broadcast, reduce): a
-/// large one runs as slices, body(engine, row, first_item, items) each.
-/// Every rank slices alike, since the split depends on the call's size
-/// only (a rank with CPU tensors and one with CUDA tensors still agree).
-/// Staged, the stream copies slice by slice (staging.h).
+/// large one runs as slices, body(engine, row, first_item, items) each, on
+/// communicators where some rank had a GPU in use when it was made
+/// (Communicator::slices_large_calls; CPU-only jobs run every call whole).
+/// Every rank of such a communicator slices alike, since the split depends
+/// on the call's size only (a rank with CPU tensors and one with CUDA
+/// tensors still agree). Staged, the stream copies slice by slice
+/// (staging.h).
 template <typename Body>
 WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root,
                       uint64_t items, size_t item_bytes, const CallOptions& call, Body body) {
-  const uint64_t slices = slice_count(items * item_bytes, item_bytes);
+  const uint64_t slices = c.slices_large_calls() ? slice_count(items * item_bytes, item_bytes) : 1;
   if (slices == 1) {
     return launch(c, staging, kind, dtype, redop, root, items, items * item_bytes, call,
                   [=](Engine& e, const AlgoEntry& row) { body(e, row, 0, items); });

@@ -161,6 +161,10 @@ class Communicator {
   /// the buffer, then unmaps the peers' buffers. `refused` as above.
   void deregister_window(uint64_t handle, const std::string& refused = {});
   const char* transport_name() const { return mesh_->transport_name(); }
+  /// Whether large all_reduce, broadcast and reduce calls run in slices
+  /// (collective/common.h, launch_sliced): where some rank had a GPU in use
+  /// when the communicator was made, so that CPU-only jobs never pay for it.
+  bool slices_large_calls() const { return mesh_->any_rank_uses_gpu(); }
   const CommConfig& config() const { return config_; }
   void set_timeout(int64_t ms);
 

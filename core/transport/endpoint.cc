@@ -16,8 +16,8 @@ namespace {
 
 constexpr char kSep = '\x1f';
 constexpr char kPartSep = '\x1e';
-constexpr char kShape[] = "omniccl-endpoint/2";
-constexpr size_t kFixedFields = 8;
+constexpr char kShape[] = "omniccl-endpoint/3";
+constexpr size_t kFixedFields = 9;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
@@ -49,7 +49,7 @@ const std::string& Endpoint::part(std::string_view name) const {
 
 std::string Endpoint::encode() const {
   std::string out = str_cat(kShape, kSep, host_id, kSep, pid, kSep, hostname, kSep, unix_addr, kSep, tcp_addr, kSep,
-                            cpus, kSep, host_block);
+                            cpus, kSep, host_block, kSep, gpu ? "1" : "0");
   for (const std::string* f : {&host_id, &hostname, &unix_addr, &tcp_addr, &cpus, &host_block}) check_text(*f, "field");
   for (const auto& [name, text] : parts) {
     check_text(name, "transport name");
@@ -74,6 +74,7 @@ Endpoint Endpoint::decode(const std::string& text, int rank) {
   e.tcp_addr = f[5];
   e.cpus = f[6];
   e.host_block = f[7];
+  e.gpu = f[8] == "1";
   std::vector<int> cpu_numbers;
   if (!cpus::parse(e.cpus, &cpu_numbers)) {
     fail(Status::kInternal, "malformed address record from rank ", rank, ": CPU list '", e.cpus, "'");

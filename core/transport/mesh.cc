@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/cpus.h"
+#include "common/gpu_runtime.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "transport/auth.h"
@@ -180,6 +181,23 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   return m;
 }
 
+namespace {
+
+/// Whether this process has a GPU in use (the driver loaded and the current
+/// device set up), asked without touching the driver where it is not loaded:
+/// a CPU-only program is never made to initialise CUDA.
+bool gpu_in_use() {
+  GpuRuntime* rt = gpu_runtime();
+  if (rt == nullptr || !rt->driver_loaded()) return false;
+  try {
+    return rt->unavailable_reason().empty() && rt->device_in_use(rt->current_device());
+  } catch (const Error&) {
+    return false;  // no usable device: nothing to slice for
+  }
+}
+
+}  // namespace
+
 // Listens, makes this rank's transports and their parts of its endpoint
 // (a shared-memory segment's name unless another transport is forced).
 Endpoint Mesh::own_endpoint(Setup& s) {
@@ -191,6 +209,7 @@ Endpoint Mesh::own_endpoint(Setup& s) {
   me.host_id = host_identity();
   me.hostname = hostname();
   me.cpus = s.own_cpus;
+  me.gpu = gpu_in_use();
   net::SocketAddress unix_addr, tcp_addr;
   s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
   s.tcp_listener = net::listen_tcp(opts.tcp_ip, tcp_addr);
@@ -222,10 +241,12 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   // CPUs of every host's ranks, from the records every rank got (this one's
   // decoded too, first in its host's list), so that all ranks agree.
   const std::string own_cpus = Endpoint::decode(all[opts.rank], opts.rank).cpus;
+  any_gpu_ = me.gpu;
   std::map<std::string, std::vector<std::string>> cpus_by_host{{me.host_id, {own_cpus}}};
   for (int p = 0; p < opts.size; ++p) {
     if (p == opts.rank) continue;
     s.remote[p] = Endpoint::decode(all[p], p);
+    any_gpu_ |= s.remote[p].gpu;
     add_peer(s, p);
     cpus_by_host[s.remote[p].host_id].push_back(s.remote[p].cpus);
     mixed |= only != nullptr && only != s.transport[p];

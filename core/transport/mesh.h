@@ -113,6 +113,9 @@ class Mesh {
   Link& link(int peer) { return *links_[peer]; }
   /// "self" (1 rank), "shm", "tcp" or "mixed".
   const char* transport_name() const { return transport_name_; }
+  /// Whether some rank had a GPU in use when it joined (Endpoint::gpu): the
+  /// same answer on every rank.
+  bool any_rank_uses_gpu() const { return any_gpu_; }
   /// Ranks of this mesh on this host, this one included (whatever the link).
   int local_size() const { return local_size_; }
   /// Distinct CPUs the ranks of this mesh on this host may run on between
@@ -329,6 +332,7 @@ class Mesh {
   int local_cpus_ = 1;
   bool any_host_oversubscribed_ = false;
   const char* transport_name_ = "self";
+  bool any_gpu_ = false;
   std::vector<std::unique_ptr<Peer>> peers_;
   /// This communicator's transports; declared before links_, which may use
   /// them, so that they outlive the links.

@@ -277,6 +277,9 @@ struct Endpoint {
   std::string tcp_addr;    ///< the mesh's listener across hosts (control sockets, and sockets for links)
   std::string cpus;        ///< the CPUs it may run on, a cpulist ("0-3,8"; common/cpus.h)
   std::string host_block;  ///< the block it makes if it leads its host's ranks (Mesh::host_shared); "" = none
+  /// It had a GPU in use when it joined (the communicator then runs large
+  /// calls in slices on every rank: collective/common.h, launch_sliced).
+  bool gpu = false;
   /// Each transport's part, by transport name; a transport that offers
   /// nothing to peers has none.
   std::vector<std::pair<std::string, std::string>> parts;

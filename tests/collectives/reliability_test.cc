@@ -180,10 +180,6 @@ void others_of_an_all_reduce(int64_t elems, const char* transport) {
 
 TEST_P(RejectedCallOn, OthersOfAnAllReduceAreTold) { others_of_an_all_reduce(16, GetParam()); }
 TEST_P(RejectedCallOn, OthersOfALargeAllReduceAreTold) { others_of_an_all_reduce(1 << 20, GetParam()); }
-// 24 MiB: ranks 0 and 2 run the call as 8 MiB slices (collective/common.h),
-// rank 1 rejects it whole: the first slice is withdrawn, the others never
-// start, and every rank's collective numbers stay in step.
-TEST_P(RejectedCallOn, OthersOfASlicedAllReduceAreTold) { others_of_an_all_reduce(6 << 20, GetParam()); }
 
 // Rounds of calls where one rank, a different one each round, rejects its
 // arguments (a root out of range for a broadcast, an op undefined for the

@@ -177,7 +177,10 @@ class EmulatedGpu final : public GpuRuntime {
   bool vmm_memory = false;
   std::string device_uuid(int device) override { return "emu-gpu-" + std::to_string(device); }
   bool driver_loaded() override { return true; }
-  bool device_in_use(int) override { return true; }
+  /// Whether the process "has its GPU in use" when a communicator is made
+  /// (a program that touches CUDA only later says no).
+  bool in_use = true;
+  bool device_in_use(int) override { return in_use; }
   bool can_access_peer(int device, int peer) override { return device == peer || peer_access; }
   void* device_alloc(size_t bytes) override;
   void device_free(void* p) override;

@@ -227,6 +227,70 @@ TEST(GpuStaging, RanksMixingCudaAndCpuTensorsAgreeOnSlices) {
   }));
 }
 
+TEST(GpuStaging, NoRankWithAGpuInUseAtCreationMeansNoSlices) {
+  // Slicing is agreed when the communicator is made (some rank then had a
+  // GPU in use): a communicator of ranks that touch CUDA only later, as a
+  // CPU-only job, runs every call whole; still right, staged whole.
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+        gpu.in_use = true;  // from now on
+        EmuStream s;
+        std::vector<int32_t> x((size_t{5} << 20) + 1, c.rank() + 1);
+        const size_t before = EmulatedGpu::copies().load();
+        coll::all_reduce(c, dev_view(x, DType::kInt32), dev_view(x, DType::kInt32), int(RedOp::kSum), on(s));
+        const size_t copies = EmulatedGpu::copies().load() - before;
+        ck.expect(!c.slices_large_calls(), "no rank had a GPU in use at creation");
+        ck.expect(copies == 2, "whole copies in and out, not " + std::to_string(copies));
+        ck.expect(s.sync() && x.front() == 3 && x.back() == 3, "all_reduce SUM int32");
+      },
+      20000, {}, [](int, EmulatedGpu& gpu, CommConfig&) { gpu.in_use = false; }));
+}
+
+TEST(GpuStaging, OneRankWithAGpuInUseMakesEveryRankSlice) {
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+        EmuStream s;
+        std::vector<int32_t> x((size_t{5} << 20) + 1, c.rank() + 1);
+        TensorView v = dev_view(x, DType::kInt32);
+        if (c.rank() == 1) v.device = DeviceKind::kCPU;
+        coll::all_reduce(c, v, v, int(RedOp::kSum), on(s));
+        ck.expect(c.slices_large_calls(), "rank 0 had its GPU in use: every rank slices");
+        ck.expect(s.sync() && x.front() == 3 && x.back() == 3, "all_reduce SUM int32");
+      },
+      20000, {}, [](int r, EmulatedGpu& gpu, CommConfig&) { gpu.in_use = r == 0; }));
+}
+
+TEST(GpuStaging, ASlicedCallOneRankRejectsIsWithdrawnAndEveryRankStaysInStep) {
+  // Ranks 0 and 2 run a 24 MiB all_reduce in slices; rank 1 rejects it whole
+  // (BXOR on float32). Its first slice is withdrawn, the others never start,
+  // and the collective numbers stay in step: the calls after it work.
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    const int r = c.rank();
+    std::vector<float> x(size_t{6} << 20, 1.0f);
+    const int op = int(r == 1 ? RedOp::kBXor : RedOp::kSum);
+    Status st = Status::kSuccess;
+    std::string msg;
+    try {
+      WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), op, on(s, true));
+      st = w->wait();
+      msg = w->message();
+    } catch (const Error& e) {
+      st = e.status();
+      msg = e.what();
+      c.reject_collective("all_reduce", msg);  // as the C entry points do
+    }
+    ck.expect(st == (r == 1 ? Status::kInvalidArgument : Status::kMismatch), "the rejected call: " + msg);
+    if (r != 1) ck.expect(msg.find("rejected") != std::string::npos, "it names the rejection: " + msg);
+    ck.expect(s.sync(10000), "the stream was released");
+    std::fill(x.begin(), x.end(), float(r + 1));
+    coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), int(RedOp::kSum), on(s));
+    ck.expect(s.sync() && x.front() == 6.0f && x.back() == 6.0f, "a sliced all_reduce afterwards");
+  }));
+}
+
 TEST(GpuStaging, APeerLostDuringASlicedCallReleasesTheStream) {
   // Rank 1 takes part with CPU tensors and leaves while the slices run.
   expect_all_ok(run_ranks(

@@ -183,6 +183,7 @@ TEST(TransportRegistry, PriorityOrdersTheTable) {
 TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   Endpoint e = endpoint(3, "hostA");
   e.host_block = "/omniccl.1-1003.x.host";
+  e.gpu = true;
   set_part(e, "tcp", tcp_part(4, 3));
   Endpoint d = Endpoint::decode(e.encode(), 3);
   EXPECT_EQ(d.rank, 3);
@@ -193,6 +194,7 @@ TEST(TransportRegistry, EndpointRoundTripsAndRejectsMalformedRecords) {
   EXPECT_EQ(d.tcp_addr, e.tcp_addr);
   EXPECT_EQ(d.cpus, "0-3,8");
   EXPECT_EQ(d.host_block, e.host_block);
+  EXPECT_TRUE(d.gpu);
   EXPECT_EQ(d.parts, e.parts);
   EXPECT_EQ(d.part("tcp"), tcp_part(4, 3));
   EXPECT_EQ(d.part("ib"), "");
