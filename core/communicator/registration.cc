@@ -44,9 +44,10 @@ algo::DeviceRegion Communicator::import_regions(const void* p, size_t bytes, con
   region.at.assign(size_t(size_), nullptr);
   region.at[size_t(rank_)] = const_cast<char*>(region.base);
   std::string mine = outcome("");
+  const Deadline deadline = op_deadline();  // one for all peers: the call's timeout bounds the whole step
   try {
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) region.at[size_t(r)] = w.import_range(r, records[size_t(r)], op_deadline());
+      if (r != rank_) region.at[size_t(r)] = w.import_range(r, records[size_t(r)], deadline);
     }
   } catch (const Error& e) {
     mine = outcome(e);
