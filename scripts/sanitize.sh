@@ -128,14 +128,14 @@ run_tsan() {
   local dir=$root/tsan
   configure "$dir" gcc g++ thread
   local t=(store_test handshake_test hello_retry_test hardening_test gpu_staging_test cuda_ipc_test
-           cuda_ipc_registration_test issuer_test
+           cuda_ipc_registration_test fd_passing_test issuer_test
            reliability_test)
   echo "== tsan: building ${t[*]}"
   cmake --build "$dir" -j"$jobs" --target "${t[@]}" >/dev/null
   echo "== tsan: threaded and asynchronous tests"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600 \
-    -R '^(Issuer\.|TcpStore\.|Handshake\.|HelloRetry\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken|AbortFromAnotherThread)|GpuStaging\.|CudaIpc\.|CudaIpcRegistration\.|IpcCache\.|TwoThreadsOnOneCommunicator\.)'
+    -R '^(Issuer\.|TcpStore\.|Handshake\.|HelloRetry\.|HardeningTest\.(SecondThread|LongestTimeout|JobToken|AbortFromAnotherThread)|GpuStaging\.|CudaIpc\.|CudaIpcRegistration\.|IpcCache\.|FdPassing\.|TwoThreadsOnOneCommunicator\.)'
 }
 
 start=$(date +%s)

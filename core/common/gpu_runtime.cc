@@ -81,9 +81,13 @@ class CudaRuntime final : public GpuRuntime {
   }
   GpuAllocation allocation_of(const void* p) override {
     GpuAllocation a;
-    if (!call([&] { return kernels::cuda::allocation_of(p, &a.base, &a.bytes, &a.ipc_capable); })) {
+    int kind = 0;
+    if (!call([&] { return kernels::cuda::allocation_of(p, &a.base, &a.bytes, &kind, &a.id); })) {
       fail(Status::kInvalidArgument, "not CUDA device memory of this process");
     }
+    a.kind = kind == kernels::cuda::kLegacyIpcMemory ? GpuMemoryKind::kLegacyIpc
+             : kind == kernels::cuda::kVmmFdMemory   ? GpuMemoryKind::kVmmFd
+                                                     : GpuMemoryKind::kUnshareable;
     return a;
   }
   void* ipc_open(const GpuIpcHandle& h) override {
@@ -91,6 +95,15 @@ class CudaRuntime final : public GpuRuntime {
   }
   void ipc_close(void* mapped) override {
     call([=] { kernels::cuda::ipc_close(mapped); });
+  }
+  UniqueFd vmm_export(void* base) override {
+    return UniqueFd(call([=] { return kernels::cuda::vmm_export(base); }));
+  }
+  void* vmm_import(int fd, size_t bytes) override {
+    return call([=] { return kernels::cuda::vmm_import(fd, bytes); });
+  }
+  void vmm_close(void* mapped, size_t bytes) override {
+    call([=] { kernels::cuda::vmm_close(mapped, bytes); });
   }
   void stream_write_value(Stream stream, uint64_t* addr, uint64_t value) override {
     call([=] { kernels::cuda::stream_write_value64(stream, addr, value); });
@@ -163,6 +176,9 @@ GpuIpcHandle GpuRuntime::ipc_export(void*) { no_device_transport("export device 
 GpuAllocation GpuRuntime::allocation_of(const void*) { no_device_transport("find a pointer's allocation"); }
 void* GpuRuntime::ipc_open(const GpuIpcHandle&) { no_device_transport("open a peer's device memory"); }
 void GpuRuntime::ipc_close(void*) { no_device_transport("close a peer's device memory"); }
+UniqueFd GpuRuntime::vmm_export(void*) { no_device_transport("export virtual memory API memory"); }
+void* GpuRuntime::vmm_import(int, size_t) { no_device_transport("map a peer's virtual memory API memory"); }
+void GpuRuntime::vmm_close(void*, size_t) { no_device_transport("unmap a peer's virtual memory API memory"); }
 void GpuRuntime::stream_write_value(Stream, uint64_t*, uint64_t) { no_device_transport("write a word on a stream"); }
 void GpuRuntime::stream_wait_value(Stream, const uint64_t*, uint64_t) {
   no_device_transport("wait for a word on a stream");

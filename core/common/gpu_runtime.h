@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "common/fd.h"
 #include "kernels/types.h"
 
 namespace omniccl {
@@ -27,13 +28,28 @@ struct GpuIpcHandle {
   unsigned char bytes[64] = {};
 };
 
+/// How a device allocation can be shared with another process of the host.
+enum class GpuMemoryKind {
+  /// Neither way below (VMM memory made without a shareable handle type).
+  kUnshareable,
+  /// cudaMalloc memory: ipc_export / ipc_open.
+  kLegacyIpc,
+  /// Memory of the virtual memory API (cuMemCreate: PyTorch's expandable
+  /// segments) made shareable as a POSIX file descriptor, which
+  /// cudaIpcGetMemHandle refuses: vmm_export / vmm_import.
+  kVmmFd,
+};
+
 /// The device allocation that holds a pointer (GpuRuntime::allocation_of).
 struct GpuAllocation {
   void* base = nullptr;
   size_t bytes = 0;
-  /// Whether ipc_export takes it: cudaMalloc memory does; memory from the
-  /// virtual memory API (cuMemCreate: PyTorch's expandable segments) does not.
-  bool ipc_capable = false;
+  GpuMemoryKind kind = GpuMemoryKind::kUnshareable;
+  /// A name of the allocation that no other allocation of this process ever
+  /// has, even at the same address after a free (CUDA: the buffer id); 0
+  /// when the runtime cannot tell. Peers key their mappings of VMM memory by
+  /// it, so memory freed and allocated again is never served stale.
+  uint64_t id = 0;
 };
 
 class GpuRuntime {
@@ -92,6 +108,21 @@ class GpuRuntime {
   virtual void* ipc_open(const GpuIpcHandle& handle);
   /// Unmaps what ipc_open returned.
   virtual void ipc_close(void* mapped);
+  /// A POSIX file descriptor (the caller's) of the kVmmFd allocation at
+  /// `base`, which another process of the host maps with vmm_import once it
+  /// has received it (CUDA: cuMemRetainAllocationHandle,
+  /// cuMemExportToShareableHandle, the retained handle released).
+  virtual UniqueFd vmm_export(void* base);
+  /// Maps the `bytes`-byte allocation that a peer's vmm_export descriptor
+  /// `fd` names into this process, readable and writable by the current
+  /// device; returns its base. `fd` stays the caller's. (CUDA:
+  /// cuMemImportFromShareableHandle, cuMemAddressReserve, cuMemMap,
+  /// cuMemSetAccess, the imported handle released: the mapping keeps the
+  /// memory alive.)
+  virtual void* vmm_import(int fd, size_t bytes);
+  /// Unmaps what vmm_import returned (`bytes` as given to it) and gives its
+  /// address range back.
+  virtual void vmm_close(void* mapped, size_t bytes);
   /// Enqueues *addr = value on `stream` after the work before it (addr in
   /// device memory of this process or mapped from a peer).
   virtual void stream_write_value(Stream stream, uint64_t* addr, uint64_t value);

@@ -44,9 +44,10 @@ algo::DeviceRegion Communicator::import_regions(const void* p, size_t bytes, con
   region.at.assign(size_t(size_), nullptr);
   region.at[size_t(rank_)] = const_cast<char*>(region.base);
   std::string mine = outcome("");
+  const Deadline deadline = op_deadline();  // one for all peers: the call's timeout bounds the whole step
   try {
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) region.at[size_t(r)] = w.import_range(r, records[size_t(r)]);
+      if (r != rank_) region.at[size_t(r)] = w.import_range(r, records[size_t(r)], deadline);
     }
   } catch (const Error& e) {
     mine = outcome(e);
@@ -82,12 +83,19 @@ uint64_t Communicator::register_window(const void* p, size_t bytes, const std::s
     registered_[handle] = 0;
     return handle;
   }
+  transport::DeviceWindow& w = *mesh_->device_window();
   std::string mine;
   try {
-    mine = outcome(mesh_->device_window()->export_range(p, bytes));
+    mine = outcome(w.export_range(p, bytes));
   } catch (const Error& e) {
     mine = outcome(e);
   }
+  // Whatever happens from here, the peers are done with this export when
+  // this call returns: they imported it, or the registration failed.
+  struct ExportsDone {
+    transport::DeviceWindow& w;
+    ~ExportsDone() { w.exports_done(); }
+  } done{w};
   const std::vector<std::string> records = agree(mine, "registering a buffer");
   registered_[handle] = device_->add_region(import_regions(p, bytes, records));
   OCCL_LOG(kInfo, kColl, "registered buffer ", handle, ": ", bytes, " bytes, mapped by every rank");

@@ -46,6 +46,7 @@
 #include "common/device.h"
 #include "common/fd.h"
 #include "common/status.h"
+#include "common/time.h"
 
 namespace omniccl::transport {
 
@@ -336,11 +337,15 @@ class DeviceWindow {
     fail(Status::kUnsupported, kind(), " cannot share registered memory");
   }
   /// Maps rank r's range from its record: where its first byte is here.
-  virtual char* import_range(int /*r*/, const std::string& /*record*/) {
+  /// What it asks of rank r (a descriptor of its memory) ends by `deadline`.
+  virtual char* import_range(int /*r*/, const std::string& /*record*/, Deadline /*deadline*/) {
     fail(Status::kUnsupported, kind(), " cannot share registered memory");
   }
   /// Gives back what import_range returned (nothing may use it any more).
   virtual void release_range(char* /*mapped*/) {}
+  /// Every peer has imported (or failed to import) what export_range last
+  /// exported: what was kept for them to take goes.
+  virtual void exports_done() {}
 };
 
 /// What a transport gets to build the link to one peer.

@@ -1,5 +1,7 @@
 // What the CUDA IPC transport needs of CUDA: device identity, device memory
-// shared between processes (cudaIpc*), and 64-bit words written and awaited
+// shared between processes (cudaIpc* for cudaMalloc memory; POSIX file
+// descriptors of the virtual memory API, cuMem*, for cuMemCreate memory),
+// and 64-bit words written and awaited
 // by streams (cuStreamWriteValue64 / cuStreamWaitValue64 where the driver
 // offers them, one-thread kernels otherwise), so that ranks synchronise on
 // their streams without a host thread per call.
@@ -28,10 +30,28 @@ void* device_alloc(size_t bytes);
 void device_free(void* p);
 /// cudaIpcGetMemHandle of cudaMalloc memory at `base` into out[64].
 void ipc_export(void* base, unsigned char out[64]);
+/// What allocation_of says of an allocation's sharing: neither way,
+/// cudaIpcGetMemHandle, or a POSIX descriptor (vmm_export).
+constexpr int kUnshareableMemory = 0;
+constexpr int kLegacyIpcMemory = 1;
+constexpr int kVmmFdMemory = 2;
 /// The allocation holding device pointer p (cuPointerGetAttribute: its
-/// range, and whether cudaIpcGetMemHandle takes it).
+/// range; *kind, one of the above; *id, its buffer id, unique in the process
+/// over its lifetime, 0 where the driver does not say).
 /// False when p is not device memory of this process.
-bool allocation_of(const void* p, void** base, size_t* bytes, bool* ipc_capable);
+bool allocation_of(const void* p, void** base, size_t* bytes, int* kind, uint64_t* id);
+/// A POSIX file descriptor (the caller's to close) of the virtual memory API
+/// allocation mapped at `base` (cuMemRetainAllocationHandle,
+/// cuMemExportToShareableHandle, the retained handle released).
+int vmm_export(void* base);
+/// Maps the `bytes`-byte allocation that descriptor `fd` from vmm_export of
+/// another process names, read/write for the current device
+/// (cuMemImportFromShareableHandle, cuMemAddressReserve at the allocation
+/// granularity, cuMemMap, cuMemSetAccess, the handle released); its base.
+/// `fd` stays open.
+void* vmm_import(int fd, size_t bytes);
+/// Unmaps what vmm_import returned (cuMemUnmap, cuMemAddressFree).
+void vmm_close(void* mapped, size_t bytes);
 /// cudaIpcOpenMemHandle (peer access enabled lazily where needed).
 void* ipc_open(const unsigned char handle[64]);
 void ipc_close(void* mapped);

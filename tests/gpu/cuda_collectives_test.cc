@@ -5,10 +5,13 @@
 // finishes, work queued after it on the stream sees the result, a work
 // handle's wait covers the copy back); a peer that dies during a CUDA
 // operation gives the usual error without holding the stream forever.
+// Registered buffers of cudaMalloc memory and of CUDA's virtual memory API
+// (cuMemCreate with POSIX descriptors, as PyTorch's expandable segments).
 //
 // CTest label `gpu`. Without a GPU every test skips, visibly. Whether there
 // is one is asked in a child process: a parent that initialised CUDA could
 // not use it in the ranks it forks.
+#include <cuda.h>  // types only: the test reaches the driver through the runtime
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -440,6 +443,111 @@ TEST(CudaCollectives, RegisteredBuffersGiveTheSameResults) {
     RANK_CHECK(got == std::vector<float>(size_t(3 * n), float(n)), rank, "registered all_gather");
     RANK_OK(occl_comm_window_deregister(comm, &w), rank);
     RANK_CHECK(w == OCCL_WINDOW_NULL, rank, "the handle was cleared");
+    return 0;
+  });
+  EXPECT_TRUE(r.ok()) << r.summary();
+}
+
+/// Device memory of CUDA's virtual memory API, made as PyTorch's expandable
+/// segments make theirs: cuMemCreate with the POSIX descriptor handle type,
+/// reserved, mapped and made read/write for device 0. The driver is reached
+/// through the runtime (nothing links libcuda). ok() is false where the
+/// driver or the device refuses.
+class VmmBuffer {
+ public:
+  explicit VmmBuffer(size_t bytes) {
+    if (!api_.ok) return;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t g = 0;
+    if (api_.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || g == 0) return;
+    bytes_ = (bytes + g - 1) / g * g;
+    if (api_.create(&handle_, bytes_, &prop, 0) != CUDA_SUCCESS) return;
+    created_ = true;
+    if (api_.reserve(&ptr_, bytes_, g, 0, 0) != CUDA_SUCCESS) return;
+    if (api_.map(ptr_, bytes_, 0, handle_, 0) != CUDA_SUCCESS) return;
+    mapped_ = true;
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    ok_ = api_.set_access(ptr_, bytes_, &access, 1) == CUDA_SUCCESS;
+  }
+  ~VmmBuffer() {
+    if (mapped_) api_.unmap(ptr_, bytes_);
+    if (ptr_ != 0) api_.address_free(ptr_, bytes_);
+    if (created_) api_.release(handle_);
+  }
+  VmmBuffer(const VmmBuffer&) = delete;
+  VmmBuffer& operator=(const VmmBuffer&) = delete;
+  bool ok() const { return ok_; }
+  float* floats() const { return reinterpret_cast<float*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  struct Api {
+    CUresult (*granularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
+    CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
+    CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
+    CUresult (*reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+    CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+    CUresult (*unmap)(CUdeviceptr, size_t) = nullptr;
+    CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+    bool ok = false;
+    Api() {
+      ok = find(granularity, "cuMemGetAllocationGranularity") && find(create, "cuMemCreate") &&
+           find(release, "cuMemRelease") && find(reserve, "cuMemAddressReserve") &&
+           find(address_free, "cuMemAddressFree") && find(map, "cuMemMap") && find(unmap, "cuMemUnmap") &&
+           find(set_access, "cuMemSetAccess");
+    }
+    template <typename Fn>
+    static bool find(Fn& fn, const char* name) {
+      void* p = nullptr;
+      cudaDriverEntryPointQueryResult q{};
+      if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+          q != cudaDriverEntryPointSuccess) {
+        return false;
+      }
+      fn = reinterpret_cast<Fn>(p);
+      return true;
+    }
+  };
+  Api api_;
+  CUmemGenericAllocationHandle handle_ = 0;
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+  bool created_ = false, mapped_ = false, ok_ = false;
+};
+
+// Registered VMM buffers, twice: the second allocation is made after the
+// first was freed (very likely at the same address), so a peer that served
+// it from a stale mapping would read the first one's values.
+TEST(CudaCollectives, RegisteredVmmBuffersGiveTheSameResults) {
+  SKIP_WITHOUT_GPU();
+  JobResult r = run_ranks(gpu_job(2), [](occl_comm_t comm, int rank, int n) {
+    RANK_CUDA(cudaSetDevice(0), rank);
+    const int64_t k = 1000;
+    for (int round = 0; round < 2; ++round) {
+      VmmBuffer mem(size_t(k) * 4 * 2);
+      RANK_CHECK(mem.ok(), rank, "cuMemCreate memory with a POSIX descriptor handle");
+      float* in = mem.floats();
+      float* out = in + k;
+      occl_window_t w = OCCL_WINDOW_NULL;
+      RANK_OK(occl_comm_window_register(comm, in, size_t(k) * 4 * 2, &w), rank);
+      std::vector<float> host(static_cast<size_t>(k), float(rank + 1 + 10 * round));
+      RANK_CUDA(cudaMemcpy(in, host.data(), size_t(k) * 4, cudaMemcpyHostToDevice), rank);
+      CudaTensor ti(in, k, dl_float(32)), to(out, k, dl_float(32));
+      RANK_OK(occl_all_reduce(&ti, &to, OCCL_SUM, comm, nullptr), rank);
+      RANK_CUDA(cudaDeviceSynchronize(), rank);
+      std::vector<float> sum(static_cast<size_t>(k));
+      RANK_CUDA(cudaMemcpy(sum.data(), out, size_t(k) * 4, cudaMemcpyDeviceToHost), rank);
+      const float want = float(n * (n + 1) / 2 + 10 * round * n);
+      RANK_CHECK(sum == std::vector<float>(size_t(k), want), rank, "registered VMM all_reduce sum");
+      RANK_OK(occl_comm_window_deregister(comm, &w), rank);
+    }
     return 0;
   });
   EXPECT_TRUE(r.ok()) << r.summary();

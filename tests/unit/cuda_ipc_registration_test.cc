@@ -6,11 +6,17 @@
 // to the reference, one or two flag steps where the scratch path takes many
 // pieces, in place too), a rank whose buffers are not registered where its
 // peers' are (a mismatch on every rank), and registrations refused on every
-// rank alike when one rank cannot share its buffer.
+// rank alike when one rank cannot share its buffer. Memory of CUDA's
+// virtual memory API (VMM: PyTorch's expandable segments) is mapped too, from
+// POSIX descriptors passed between the ranks: once per allocation, never
+// stale after a free and a new allocation, and a rank that dies while
+// handing one over is an error on its peers, not a hang.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collective/collectives.h"
@@ -96,6 +102,49 @@ TEST(IpcCache, IdleMappingsAreBoundedAndUsedOnesNeverClosed) {
   EXPECT_EQ(cache.acquire(0, gpu.ipc_export(held)), kept) << "the used mapping stayed open";
   for (void* o : others) gpu.device_free(o);
   gpu.device_free(held);
+}
+
+// VMM memory: mapped from the descriptor `fetch` gives, once per allocation
+// (its key); another allocation (freed and made again) is mapped anew and
+// shows its own contents; a fetch that fails leaves nothing behind.
+TEST(IpcCache, VmmMemoryIsMappedFromItsDescriptorOncePerAllocation) {
+  EmulatedGpu gpu;
+  gpu.vmm_memory = true;
+  auto* p = static_cast<int32_t*>(gpu.device_alloc(4096));
+  p[0] = 7;
+  int fetched = 0;
+  {
+    transport::IpcCache cache(gpu, 4);
+    const std::string first = "allocation " + std::to_string(gpu.allocation_of(p).id);
+    auto fetch_p = [&] {
+      ++fetched;
+      return gpu.vmm_export(p);
+    };
+    char* a = cache.acquire_vmm(1, first, 4096, fetch_p);
+    char* b = cache.acquire_vmm(1, first, 4096, fetch_p);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(fetched, 1);
+    EXPECT_EQ(gpu.open_vmm_mappings(), 1);
+    EXPECT_EQ(reinterpret_cast<int32_t*>(a)[0], 7);
+    cache.release(a);
+    cache.release(b);
+    gpu.device_free(p);
+    auto* q = static_cast<int32_t*>(gpu.device_alloc(4096));
+    q[0] = 8;
+    const std::string second = "allocation " + std::to_string(gpu.allocation_of(q).id);
+    EXPECT_NE(first, second);
+    char* c = cache.acquire_vmm(1, second, 4096, [&] {
+      ++fetched;
+      return gpu.vmm_export(q);
+    });
+    EXPECT_EQ(reinterpret_cast<int32_t*>(c)[0], 8) << "the mapping is of the new allocation";
+    EXPECT_EQ(fetched, 2);
+    EXPECT_THROW(cache.acquire_vmm(2, "gone", 4096, []() -> UniqueFd { fail(Status::kPeerFailure, "gone"); }), Error);
+    EXPECT_EQ(cache.open(), 2u) << "the failed fetch left no entry";
+    cache.release(c);
+    gpu.device_free(q);
+  }
+  EXPECT_EQ(gpu.open_vmm_mappings(), 0) << "the cache closed its VMM mappings with vmm_close";
 }
 
 /// Registered all_reduce (one-shot and two-shot, out of place and in place),
@@ -223,9 +272,10 @@ TEST(CudaIpcRegistration, ARegistrationOneRankCannotMakeFailsOnEveryRank) {
         Status st = status_of([&] { c.register_window(c.rank() == 1 ? host.data() : mine, 64); }, &why);
         ck.expect(st == Status::kInvalidArgument && why.find("rank 1") != std::string::npos,
                   "host memory on rank 1 refused everywhere: " + why);
-        // Rank 2's allocations are VMM memory from here on: cudaIpcGetMemHandle
-        // cannot share them.
+        // Rank 2's allocations are VMM memory made without a shareable
+        // handle type from here on: no process can map them.
         gpu.vmm_memory = c.rank() == 2;
+        gpu.vmm_fd_shareable = false;
         st = status_of([&] { c.register_window(mine, 64); }, &why);
         ck.expect(st == Status::kUnsupported && why.find("rank 2") != std::string::npos &&
                       why.find("virtual memory") != std::string::npos,
@@ -250,6 +300,92 @@ TEST(CudaIpcRegistration, RegisteringAgainMapsNothingNew) {
         ck.expect(gpu.open_mappings() == mapped, "the cached mapping served every registration");
       },
       20000, {}, cuda_ipc_path()));
+}
+
+// VMM memory on one rank, then on every rank: mapped directly from the
+// descriptors its ranks hand over (the same one-pass operations and results
+// as cudaMalloc memory), one mapping per peer allocation.
+TEST(CudaIpcRegistration, VmmBuffersAreMappedDirectly) {
+  expect_all_ok(run_ranks(
+      3,
+      [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+        ck.expect(c.device_engine() != nullptr, "the device path");
+        gpu.vmm_memory = c.rank() == 2;
+        check_registered(c, gpu, ck, 1000);
+        const int rank2_only = c.rank() == 2 ? 0 : 2;  // rank 2's two buffers
+        ck.expect(gpu.open_vmm_mappings() == rank2_only,
+                  "rank 2's VMM buffers mapped: " + std::to_string(gpu.open_vmm_mappings()));
+        gpu.vmm_memory = true;
+        check_registered(c, gpu, ck, 70001);
+        ck.expect(gpu.open_vmm_mappings() == rank2_only + 4,
+                  "both peers' two VMM buffers mapped: " + std::to_string(gpu.open_vmm_mappings()));
+      },
+      20000, {}, cuda_ipc_path()));
+}
+
+// A VMM buffer registered again maps nothing new; freed and allocated again
+// (the emulation's mmap very likely returns the same address), it is mapped
+// anew and the peers read its new contents.
+TEST(CudaIpcRegistration, VmmBufferRegisteredAgainOrFreedAndAllocatedAgain) {
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+        const int n = c.size(), me = c.rank();
+        gpu.vmm_memory = true;
+        int32_t* buf = inputs(gpu, me, 1024);
+        c.deregister_window(c.register_window(buf, 4096));
+        ck.expect(gpu.open_vmm_mappings() == 1, "the peer's allocation mapped once");
+        for (int i = 0; i < 3; ++i) c.deregister_window(c.register_window(buf + 16, 1024));
+        ck.expect(gpu.open_vmm_mappings() == 1, "the cached mapping served every registration");
+        gpu.device_free(buf);
+        auto* again = static_cast<int32_t*>(gpu.device_alloc(4096));
+        for (size_t i = 0; i < 1024; ++i) again[i] = rank_input(me + 5, i);
+        auto* out = static_cast<int32_t*>(gpu.device_alloc(size_t(n) * 4096));
+        const uint64_t wa = c.register_window(again, 4096), wo = c.register_window(out, size_t(n) * 4096);
+        ck.expect(gpu.open_vmm_mappings() == 3, "the new allocations mapped anew");
+        EmuStream s;
+        coll::all_gather(c, dev_view(again, 1024), dev_view(out, size_t(n) * 1024), on(s));
+        ck.expect(s.sync(), "the stream finished");
+        bool ok = true;
+        for (int r = 0; r < n; ++r) {
+          for (size_t i = 0; i < 1024; ++i) ok &= out[size_t(r) * 1024 + i] == rank_input(r + 5, i);
+        }
+        ck.expect(ok, "every rank read the new contents");
+        c.deregister_window(wa);
+        c.deregister_window(wo);
+        gpu.device_free(again);
+        gpu.device_free(out);
+      },
+      20000, {}, cuda_ipc_path()));
+}
+
+// Rank 2 (VMM memory) exits as soon as its record is out (when it maps its
+// peers' cudaMalloc buffers); its peers, which map rank 2's buffer after a
+// pause, find it gone while asking for its descriptor: a peer failure, long
+// before the communicator's timeout.
+TEST(CudaIpcRegistration, APeerThatDiesHandingOverItsVmmBufferIsAnErrorNotAHang) {
+  const std::vector<int> codes = run_ranks(
+      3,
+      [](Communicator& c, EmulatedGpu& gpu, RankChecks& ck) {
+        gpu.vmm_memory = c.rank() == 2;
+        int32_t* buf = inputs(gpu, c.rank(), 256);
+        const bool dies = c.rank() == 2;
+        gpu.before_ipc_open = [dies] {
+          if (dies) _exit(0);
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        };
+        const auto start = std::chrono::steady_clock::now();
+        std::string why;
+        const Status st = status_of([&] { c.register_window(buf, 1024); }, &why);
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+        ck.expect(st == Status::kPeerFailure, std::string("a peer failure, got ") + status_name(st) + ": " + why);
+        ck.expect(ms < 10000, "within seconds: " + std::to_string(ms) + " ms");
+      },
+      20000, {}, cuda_ipc_path());
+  ASSERT_EQ(codes.size(), 3u);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
 }
 
 // Where CUDA tensors are staged, registering succeeds and changes nothing.

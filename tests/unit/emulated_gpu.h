@@ -11,13 +11,17 @@
 // device_alloc is a memfd mapped shared, so that other processes (ranks are
 // forked processes) map it as CUDA IPC maps a peer's memory: its handle
 // names the exporting process and descriptor, and ipc_open maps
-// /proc/<pid>/fd/<fd>. Stream writes and waits of 64-bit words are atomic
+// /proc/<pid>/fd/<fd>. VMM memory (vmm_memory) is refused by ipc_export, as
+// cudaIpcGetMemHandle refuses it; its vmm_export is a duplicate of the memfd
+// (the POSIX descriptor cuMemExportToShareableHandle gives) and vmm_import
+// maps the descriptor it is handed. Stream writes and waits of 64-bit words are atomic
 // stores and polling loads on the stream's thread; reductions run the CPU
 // kernels on it (whose results the CUDA kernels match bit for bit).
 #pragma once
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -175,6 +179,11 @@ class EmulatedGpu final : public GpuRuntime {
   /// Whether device_alloc memory is VMM memory (cuMemCreate), which
   /// ipc_export refuses, as cudaIpcGetMemHandle does.
   bool vmm_memory = false;
+  /// Whether that VMM memory was made shareable as a POSIX descriptor (else
+  /// it cannot be shared at all).
+  bool vmm_fd_shareable = true;
+  /// Runs at the start of each ipc_open (a test's way into the moment).
+  std::function<void()> before_ipc_open;
   std::string device_uuid(int device) override { return "emu-gpu-" + std::to_string(device); }
   bool driver_loaded() override { return true; }
   /// Whether the process "has its GPU in use" when a communicator is made
@@ -187,11 +196,21 @@ class EmulatedGpu final : public GpuRuntime {
   GpuIpcHandle ipc_export(void* base) override;
   void* ipc_open(const GpuIpcHandle& h) override;
   void ipc_close(void* mapped) override;
+  UniqueFd vmm_export(void* base) override;
+  void* vmm_import(int fd, size_t bytes) override;
+  void vmm_close(void* mapped, size_t bytes) override;
   GpuAllocation allocation_of(const void* p) override;
-  /// How many peer mappings are open (ipc_open without ipc_close).
+  /// How many peer mappings are open (ipc_open or vmm_import, not closed).
   int open_mappings() {
     std::lock_guard lock(mem_mu_);
     return int(opened_.size());
+  }
+  /// How many of them came from vmm_import.
+  int open_vmm_mappings() {
+    std::lock_guard lock(mem_mu_);
+    int n = 0;
+    for (const auto& [at, m] : opened_) n += m.vmm ? 1 : 0;
+    return n;
   }
   void stream_write_value(Stream s, uint64_t* addr, uint64_t value) override {
     stream(s).enqueue([addr, value] { std::atomic_ref<uint64_t>(*addr).store(value, std::memory_order_release); });
@@ -268,7 +287,8 @@ class EmulatedGpu final : public GpuRuntime {
     /// identity of the allocation: memory freed and allocated again at the
     /// same address, even with the same descriptor, has another handle).
     uint64_t serial = 0;
-    int pid = 0;  ///< peers' mappings: the exporting process
+    int pid = 0;       ///< peers' mappings: the exporting process
+    bool vmm = false;  ///< peers' mappings: made by vmm_import
   };
   uint64_t serials_ = 0;
   int devices_;
@@ -320,6 +340,7 @@ inline GpuIpcHandle EmulatedGpu::ipc_export(void* base) {
 }
 
 inline void* EmulatedGpu::ipc_open(const GpuIpcHandle& h) {
+  if (before_ipc_open) before_ipc_open();
   if (ipc_open_fails) fail(Status::kSystem, "ipc_open: refused (emulating another IPC namespace)");
   EmuHandle e;
   std::memcpy(&e, h.bytes, sizeof e);
@@ -350,7 +371,12 @@ inline GpuAllocation EmulatedGpu::allocation_of(const void* p) {
   if (it != owned_.begin()) {
     --it;
     const auto* base = static_cast<const char*>(it->first);
-    if (at >= base && at < base + it->second.bytes) return GpuAllocation{it->first, it->second.bytes, !vmm_memory};
+    if (at >= base && at < base + it->second.bytes) {
+      const GpuMemoryKind kind = !vmm_memory        ? GpuMemoryKind::kLegacyIpc
+                                 : vmm_fd_shareable ? GpuMemoryKind::kVmmFd
+                                                    : GpuMemoryKind::kUnshareable;
+      return GpuAllocation{it->first, it->second.bytes, kind, it->second.serial};
+    }
   }
   fail(Status::kInvalidArgument, "not emulated device memory of this process");
 }
@@ -359,7 +385,41 @@ inline void EmulatedGpu::ipc_close(void* mapped) {
   std::lock_guard lock(mem_mu_);
   auto it = opened_.find(mapped);
   if (it == opened_.end()) return;
+  if (it->second.vmm) fail(Status::kSystem, "ipc_close: a vmm_import mapping");
   ::munmap(mapped, it->second.bytes);
+  opened_.erase(it);
+}
+
+inline UniqueFd EmulatedGpu::vmm_export(void* base) {
+  std::lock_guard lock(mem_mu_);
+  auto it = owned_.find(base);
+  if (it == owned_.end()) fail(Status::kSystem, "vmm_export: not the base of device_alloc memory");
+  if (!vmm_memory || !vmm_fd_shareable) fail(Status::kSystem, "vmm_export: not VMM memory shareable as a descriptor");
+  UniqueFd fd(::fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0));
+  if (!fd.valid()) fail(Status::kSystem, "vmm_export: dup failed");
+  return fd;
+}
+
+inline void* EmulatedGpu::vmm_import(int fd, size_t bytes) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || size_t(st.st_size) < bytes)
+    fail(Status::kSystem, "vmm_import: not a descriptor of ", bytes, " bytes");
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) fail(Status::kSystem, "vmm_import: cannot map the descriptor");
+  std::lock_guard lock(mem_mu_);
+  Mapping m{-1, bytes, 0, 0};
+  m.vmm = true;
+  opened_[p] = m;
+  return p;
+}
+
+inline void EmulatedGpu::vmm_close(void* mapped, size_t bytes) {
+  std::lock_guard lock(mem_mu_);
+  auto it = opened_.find(mapped);
+  if (it == opened_.end() || !it->second.vmm || it->second.bytes != bytes) {
+    fail(Status::kSystem, "vmm_close: not a vmm_import mapping of ", bytes, " bytes");
+  }
+  ::munmap(mapped, bytes);
   opened_.erase(it);
 }
 

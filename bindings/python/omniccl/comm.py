@@ -190,8 +190,9 @@ class Communicator:
         then read the peers' buffers in place on the CUDA IPC path:
         all_reduce (input and output registered), all_gather, broadcast and
         reduce_scatter (input registered). Use the returned :class:`Window`
-        with ``with``, or call its ``deregister()``; memory of PyTorch's
-        expandable segments cannot be registered (``UnsupportedError``).
+        with ``with``, or call its ``deregister()``. Memory of PyTorch's
+        expandable segments is mapped too; memory of CUDA's virtual memory
+        API without a shareable handle type is refused (``UnsupportedError``).
         """
         tensor = as_tensor(buffer, True, "buffer")
         native = self._live("register_window")

@@ -764,9 +764,10 @@ typedef uint64_t occl_window_t;
  * *window (not NULL) receives the handle. Errors, on every rank alike, name
  * the rank that could not register: OCCL_ERR_INVALID_ARGUMENT (not device
  * memory of the communicator's GPU, or past the end of its allocation),
- * OCCL_ERR_UNSUPPORTED (memory of CUDA's virtual memory API, e.g. PyTorch's
- * expandable segments, which cannot be shared yet). Blocking; bounded by the
- * communicator's timeout.
+ * OCCL_ERR_UNSUPPORTED (memory of CUDA's virtual memory API made without
+ * the POSIX file descriptor handle type, which no other process can map;
+ * PyTorch's expandable segments have it and are mapped). Blocking; bounded by
+ * the communicator's timeout.
  */
 occl_status_t occl_comm_window_register(occl_comm_t comm, void* buffer, size_t bytes, occl_window_t* window);
 /**

@@ -15,6 +15,7 @@
 #include "common/gpu_runtime.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "transport/cuda_ipc/fd_passing.h"
 #include "transport/cuda_ipc/ipc_cache.h"
 
 namespace omniccl::transport {
@@ -125,8 +126,11 @@ class CudaIpcWindow final : public DeviceWindow {
   bool peer_gone(int r) override { return r != rank_ && peers_[size_t(r)].gone(); }
   std::string describe(int r) const override { return str_cat("rank ", r, " (pid ", peers_[size_t(r)].pid(), ")"); }
   std::string export_range(const void* p, size_t bytes) override;
-  char* import_range(int r, const std::string& record) override;
+  char* import_range(int r, const std::string& record, Deadline deadline) override;
   void release_range(char* mapped) override;
+  void exports_done() override {
+    if (fds_) fds_->withdraw_all();
+  }
 
  private:
   GpuRuntime& rt_;
@@ -142,30 +146,62 @@ class CudaIpcWindow final : public DeviceWindow {
   /// What import_range handed out: the range's first byte -> its
   /// allocation's base, one entry per import.
   std::multimap<char*, char*> ranges_;
+  /// Hands peers the descriptors of this rank's VMM memory; made with the
+  /// first such export (a process that never registers VMM memory has no
+  /// socket and no thread for it).
+  std::unique_ptr<FdServer> fds_;
+
+  std::string export_vmm(const GpuAllocation& a, size_t offset, size_t bytes);
+  char* import_vmm(int r, std::istringstream& in, Deadline deadline);
 };
 
-// The record: "r1 <handle hex> <offset in the allocation> <allocation bytes> <range bytes>".
+// The records, by the kind of memory (GpuMemoryKind):
+//   cudaMalloc memory: "r1 <handle hex> <offset in the allocation> <allocation bytes> <range bytes>";
+//   VMM memory:        "r2 <socket> <offer id> <allocation key> <offset> <allocation bytes> <range bytes>",
+// where <socket> is this rank's FdServer (fd_passing.h), from which each peer
+// takes the allocation's descriptor (offer <offer id>) unless its cache
+// already maps <allocation key>.
 std::string CudaIpcWindow::export_range(const void* p, size_t bytes) {
   const GpuAllocation a = rt_.allocation_of(p);
   const size_t offset = size_t(static_cast<const char*>(p) - static_cast<const char*>(a.base));
   check_arg(offset + bytes <= a.bytes, "the buffer's ", bytes, " bytes run past the end of its allocation (",
             a.bytes - offset, " bytes from the buffer on)");
-  if (!a.ipc_capable) {
+  if (a.kind == GpuMemoryKind::kVmmFd) return export_vmm(a, offset, bytes);
+  if (a.kind != GpuMemoryKind::kLegacyIpc) {
     fail(Status::kUnsupported,
-         "the buffer is in memory of CUDA's virtual memory API (cuMemCreate, as PyTorch's expandable segments "
-         "allocate), which cannot be shared through cudaIpcGetMemHandle; register a cudaMalloc buffer "
-         "(PYTORCH_CUDA_ALLOC_CONF without expandable_segments) or leave it unregistered");
+         "the buffer is in memory of CUDA's virtual memory API (cuMemCreate) that was not made shareable as a POSIX "
+         "file descriptor (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), so no other process can map it; register a "
+         "cudaMalloc buffer, or one allocated with that handle type, or leave it unregistered");
   }
   const GpuIpcHandle h = rt_.ipc_export(a.base);
   return str_cat("r1 ", to_hex(h.bytes, sizeof h.bytes), " ", offset, " ", a.bytes, " ", bytes);
 }
 
-char* CudaIpcWindow::import_range(int r, const std::string& record) {
+std::string CudaIpcWindow::export_vmm(const GpuAllocation& a, size_t offset, size_t bytes) {
+  if (!fds_) {
+    std::vector<pid_t> peers;
+    for (size_t r = 0; r < peers_.size(); ++r) {
+      if (int(r) != rank_) peers.push_back(peers_[r].pid());
+    }
+    fds_ = std::make_unique<FdServer>(std::move(peers));
+  }
+  fds_->withdraw_all();  // what an earlier registration that failed early left
+  const uint64_t offer = fds_->offer(rt_.vmm_export(a.base));
+  // Without an id from the runtime, the offer itself is the key: a mapping
+  // is then never shared between registrations, but never stale either.
+  const std::string key = a.id != 0 ? str_cat("a", a.id) : str_cat("o", offer, "-", fds_->name());
+  return str_cat("r2 ", fds_->name(), " ", offer, " ", key, " ", offset, " ", a.bytes, " ", bytes);
+}
+
+char* CudaIpcWindow::import_range(int r, const std::string& record, Deadline deadline) {
   std::istringstream in(record);
-  std::string version, hex;
+  std::string version;
+  in >> version;
+  if (version == "r2") return import_vmm(r, in, deadline);
+  std::string hex;
   size_t offset = 0, alloc = 0, bytes = 0;
   GpuIpcHandle h;
-  in >> version >> hex >> offset >> alloc >> bytes;
+  in >> hex >> offset >> alloc >> bytes;
   if (version != "r1" || !in || !from_hex(hex, h.bytes, sizeof h.bytes) || offset + bytes > alloc) {
     fail(Status::kInvalidArgument, "rank ", r, "'s record of a registered buffer is malformed ('", record.substr(0, 40),
          "'): are all ranks running the same build of OmniCCL?");
@@ -175,6 +211,31 @@ char* CudaIpcWindow::import_range(int r, const std::string& record) {
     base = cache_.acquire(r, h);
   } catch (const Error& e) {
     fail(Status::kSystem, "cannot map rank ", r, "'s registered buffer (", e.what(), ")");
+  }
+  ranges_.emplace(base + offset, base);
+  return base + offset;
+}
+
+char* CudaIpcWindow::import_vmm(int r, std::istringstream& in, Deadline deadline) {
+  std::string socket, key;
+  uint64_t offer = 0;
+  size_t offset = 0, alloc = 0, bytes = 0;
+  in >> socket >> offer >> key >> offset >> alloc >> bytes;
+  if (!in || offset + bytes > alloc) {
+    fail(Status::kInvalidArgument, "rank ", r,
+         "'s record of a registered VMM buffer is malformed: are all ranks running the same build of OmniCCL?");
+  }
+  const std::string what = str_cat("taking the descriptor of ", describe(r), "'s registered buffer");
+  auto alive = [&] {
+    if (peers_[size_t(r)].gone()) fail(Status::kPeerFailure, what, ": the process has exited");
+  };
+  char* base = nullptr;
+  try {
+    base = cache_.acquire_vmm(r, key, alloc,
+                              [&] { return fetch_fd(socket, peers_[size_t(r)].pid(), offer, deadline, alive, what); });
+  } catch (const Error& e) {
+    if (e.status() == Status::kPeerFailure || e.status() == Status::kTimeout) throw;
+    fail(Status::kSystem, "cannot map rank ", r, "'s registered VMM buffer (", e.what(), ")");
   }
   ranges_.emplace(base + offset, base);
   return base + offset;

@@ -11,6 +11,20 @@
 // even a CUDA context) or the setting asks for it (cuda_ipc). The block is
 // made with the part: device memory goes with the process, so a rank killed
 // in the exchange leaves nothing behind.
+//
+// Registered buffers (DeviceWindow::export_range) are mapped by the kind of
+// their allocation (GpuRuntime::allocation_of): cudaMalloc memory by its
+// cudaIpcMemHandle_t, which travels in the record ("r1 ..."); memory of the
+// virtual memory API (cuMemCreate: PyTorch's expandable segments) made
+// shareable as a POSIX file descriptor by that descriptor, which cannot
+// travel in text: the record ("r2 ...") names an abstract unix socket of the
+// exporting rank, from which each peer takes it with SCM_RIGHTS
+// (fd_passing.h: only the communicator's peers, by pid, get it), bounded by
+// the communicator's timeout and failing at once when the exporter exits.
+// The exporter keeps its descriptor only until every peer has mapped it
+// (DeviceWindow::exports_done). Peers cache mappings per allocation
+// (ipc_cache.h). A buffer must lie within one allocation (for VMM memory:
+// one physical allocation mapped by cuMemMap).
 #pragma once
 
 #include <cstddef>

@@ -11,17 +11,39 @@ IpcCache::~IpcCache() {
   for (const Entry& e : entries_) close(e);
 }
 
-char* IpcCache::acquire(int peer, const GpuIpcHandle& h) {
+char* IpcCache::reuse(const std::function<bool(const Entry&)>& match) {
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->peer != peer || std::memcmp(it->handle.bytes, h.bytes, sizeof h.bytes) != 0) continue;
+    if (!match(*it)) continue;
     ++it->users;
     entries_.splice(entries_.begin(), entries_, it);
     return it->base;
   }
+  return nullptr;
+}
+
+char* IpcCache::acquire(int peer, const GpuIpcHandle& h) {
+  char* found = reuse([&](const Entry& e) {
+    return e.peer == peer && e.vmm_key.empty() && std::memcmp(e.handle.bytes, h.bytes, sizeof h.bytes) == 0;
+  });
+  if (found != nullptr) return found;
   Entry e;
   e.peer = peer;
   e.handle = h;
   e.base = static_cast<char*>(rt_.ipc_open(h));
+  e.users = 1;
+  entries_.push_front(e);
+  return e.base;
+}
+
+char* IpcCache::acquire_vmm(int peer, const std::string& key, size_t bytes, const std::function<UniqueFd()>& fetch) {
+  char* found = reuse([&](const Entry& e) { return e.peer == peer && e.vmm_key == key; });
+  if (found != nullptr) return found;
+  const UniqueFd fd = fetch();
+  Entry e;
+  e.peer = peer;
+  e.vmm_key = key;
+  e.vmm_bytes = bytes;
+  e.base = static_cast<char*>(rt_.vmm_import(fd.get(), bytes));
   e.users = 1;
   entries_.push_front(e);
   return e.base;
@@ -60,7 +82,11 @@ void IpcCache::evict() {
 
 void IpcCache::close(const Entry& e) {
   try {
-    rt_.ipc_close(e.base);
+    if (e.vmm_key.empty()) {
+      rt_.ipc_close(e.base);
+    } else {
+      rt_.vmm_close(e.base, e.vmm_bytes);
+    }
   } catch (const std::exception& err) {
     OCCL_LOG(kWarn, kTransport, "closing rank ", e.peer, "'s registered GPU memory: ", err.what());
   }

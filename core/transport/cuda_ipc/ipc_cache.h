@@ -7,7 +7,11 @@
 // again every step should not be mapped again every step. An entry is keyed
 // by the peer and the handle's bytes, which name the allocation, not its
 // address: memory freed and allocated again at the same address comes with
-// another handle, so it gets another entry and never a stale mapping.
+// another handle, so it gets another entry and never a stale mapping. VMM
+// memory (cuMemCreate) has no such handle: its entries are keyed by the
+// peer and a key the exporter gives the allocation (its buffer id, which a
+// new allocation never shares), and are mapped from a POSIX descriptor
+// fetched from the peer only when there is no entry yet.
 //
 // Bounds: an entry in use (registered buffers still refer to it) is never
 // closed; entries no longer in use stay open for a buffer registered again,
@@ -18,7 +22,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
+#include <string>
 
 #include "common/gpu_runtime.h"
 
@@ -35,6 +41,10 @@ class IpcCache {
   /// The base of peer's allocation `h` as mapped here, opened on first use
   /// (throws what ipc_open throws); one more user of it.
   char* acquire(int peer, const GpuIpcHandle& h);
+  /// As acquire, for peer's VMM allocation `key` of `bytes` bytes: on first
+  /// use `fetch` gives its descriptor (throws what fetch and vmm_import
+  /// throw; nothing is kept then), which is closed once mapped.
+  char* acquire_vmm(int peer, const std::string& key, size_t bytes, const std::function<UniqueFd()>& fetch);
   /// One user fewer of what acquire returned; an entry left unused joins
   /// the idle ones, and the oldest idle ones beyond max_idle are closed.
   void release(char* base);
@@ -47,10 +57,15 @@ class IpcCache {
   struct Entry {
     int peer = 0;
     GpuIpcHandle handle;
+    std::string vmm_key;   ///< VMM memory: the exporter's key ("" for cudaIpc memory)
+    size_t vmm_bytes = 0;  ///< VMM memory: what vmm_close is given
     char* base = nullptr;
     size_t users = 0;
   };
   void close(const Entry& e);
+  /// The entry that matches, moved to the front with one more user; nullptr
+  /// when none does.
+  char* reuse(const std::function<bool(const Entry&)>& match);
   void evict();
 
   GpuRuntime& rt_;

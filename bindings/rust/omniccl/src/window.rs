@@ -150,7 +150,8 @@ impl Communicator {
     /// memory that is not device memory of the communicator's GPU (on the
     /// CUDA IPC path) or reaches past the end of its allocation;
     /// [`ErrorKind::Unsupported`] for memory of CUDA's virtual memory API
-    /// (e.g. PyTorch's expandable segments). On a communicator without the
+    /// made without a shareable handle type (PyTorch's expandable segments
+    /// have one and are mapped). On a communicator without the
     /// device path registering succeeds and changes nothing.
     ///
     /// [`ErrorKind::InvalidArgument`]: crate::ErrorKind::InvalidArgument

@@ -858,7 +858,8 @@ public final class Communicator extends ArrayCollectives implements AutoCloseabl
    *     memory of the communicator's GPU or that reaches past the end of its
    *     allocation (on the CUDA IPC path)
    * @throws OmniCCLException for other failures, e.g. {@code
-   *     OCCL_ERR_UNSUPPORTED} for memory of CUDA's virtual memory API, or a
+   *     OCCL_ERR_UNSUPPORTED} for memory of CUDA's virtual memory API made
+   *     without a shareable handle type, or a
    *     {@link TimeoutException}
    * @throws IllegalStateException if the communicator is closed
    */
