@@ -211,11 +211,15 @@ TEST_P(EngineWait, AYieldThatGaveTheCoreAwayIsNotRepeatedAtEveryWait) {
 TEST_P(EngineWait, AWaitThatOutlastsTheNoYieldWindowYieldsAgainOnce) {
   const int cpu = shared_cpu();
   if (cpu < 0) GTEST_SKIP() << "needs 2 CPUs: the receiver and a busy thread share one, the sender has another";
-  // 50 waits of 300 us, one 200 ms longer than the window, 50 more.
+  // 50 waits of 300 us, one 700 ms longer than the window, 50 more. A wait
+  // over TCP sleeps in poll() and looks again every 200 ms, so only 200 ms
+  // past the window its one wake-up after the window could fall on the
+  // data's arrival and never yield (a quarter of the runs); 700 ms leaves it
+  // at least two.
   constexpr size_t kBatch = 50;
   std::vector<std::chrono::microseconds> late(2 * kBatch + 1, std::chrono::microseconds(300));
   late[kBatch] =
-      std::chrono::duration_cast<std::chrono::microseconds>(Engine::kNoYieldFor) + std::chrono::microseconds(200'000);
+      std::chrono::duration_cast<std::chrono::microseconds>(Engine::kNoYieldFor) + std::chrono::microseconds(700'000);
   const Receiver r = late_sends_beside_busy(GetParam(), late, cpu);
   ASSERT_EQ(r.stats.size(), late.size());
   EXPECT_EQ(r.wrong, 0);
