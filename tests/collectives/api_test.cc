@@ -1451,14 +1451,25 @@ int gathers(int rank, bool all, size_t floats, int rounds, std::string* log) {
   return rc;
 }
 
+// Whether the tuner's log names a decision of single copy `way` for `band`.
+// The winner counts its fastest time, or its slowest where it is a long
+// challenger (2 ms or more, as a loaded machine makes a 4 MiB call) that a
+// second trial confirmed.
+bool tuner_chose(const std::string& log, const std::string& band, const char* way) {
+  const std::string head = cat(band, ": single copy ", way, " (");
+  return log.find(head + "fastest ") != std::string::npos || log.find(head + "slowest ") != std::string::npos;
+}
+
 // Six all_gathers of 2 MiB (calibration: single copy on): two each way (the
 // rings once only, if that took 1.25 times single copy's fastest), then the
 // way rank 0 found faster, which its log names: rank 0 sends 2 payloads by
 // reference in the first four, then 2 more if single copy won (3 more after
 // a single call through the rings). Rank 1 follows rank 0 from the
 // operation after rank 0's decision is published (or the one after that,
-// when it starts that one first), so it sends within one of what it reads;
-// it may log a decision of its own (its own durations), never two.
+// when it starts that one first); before that it may log a decision of its
+// own (its own durations), never two. Its own may come a call early (its
+// single trial through the rings took 2 ms or more and lost) or a call late,
+// so it sends within two of what it reads.
 TEST(SingleCopyCalibration, ExchangesKeepTheFasterWayAndSayWhich) {
   if (!ranks_may_read_each_other()) GTEST_SKIP() << "kernel.yama.ptrace_scope forbids reads between ranks";
   TempDir dir;
@@ -1469,8 +1480,8 @@ TEST(SingleCopyCalibration, ExchangesKeepTheFasterWayAndSayWhich) {
   JobResult res = run_ranks(o, [](occl_comm_t, int rank, int) {
     std::string log;
     if (int rc = gathers(rank, true, kSingleCopyFloats, 6, &log); rc != 0) return rc;
-    const bool on = log.find("all_gather of 2-4 MiB: single copy on (fastest ") != std::string::npos;
-    const bool off = log.find("all_gather of 2-4 MiB: single copy off (fastest ") != std::string::npos;
+    const bool on = tuner_chose(log, "all_gather of 2-4 MiB", "on");
+    const bool off = tuner_chose(log, "all_gather of 2-4 MiB", "off");
     RANK_CHECK(rank == 0 ? on != off : !(on && off), rank, "no single decision for all_gather of 2-4 MiB in:\n" + log);
     const size_t at = log.find("payload(s) sent by reference, ");
     RANK_CHECK(at != std::string::npos, rank, "no closing link line in:\n" + log);
@@ -1481,7 +1492,7 @@ TEST(SingleCopyCalibration, ExchangesKeepTheFasterWayAndSayWhich) {
     const unsigned long leader = rank == 0 ? sent : read, follower = rank == 0 ? read : sent;
     RANK_CHECK(leader == 2 || leader == 4 || leader == 5, rank,
                cat(leader, " payloads of rank 0 by reference, not 2, 4 or 5:\n", log));
-    RANK_CHECK(follower + 1 >= leader && follower <= leader + 1, rank,
+    RANK_CHECK(follower + 2 >= leader && follower <= leader + 2, rank,
                cat(follower, " payloads of rank 1 by reference against rank 0's ", leader, ":\n", log));
     RANK_CHECK(rank != 0 || (on ? sent >= 4 : sent == 2), rank,
                cat(sent, " sent by reference against the decision:\n", log));
@@ -1614,8 +1625,8 @@ TEST(SingleCopyCalibration, OneWayOperationsKeepTheFasterWayAndSayWhich) {
                  cat(whole, " broadcasts of 4 MiB read by reference (", bytes, " bytes), not 2, 4 or 5:\n", log));
       return 0;
     }
-    const bool on = log.find("broadcast of 4-8 MiB: single copy on (fastest ") != std::string::npos;
-    const bool off = log.find("broadcast of 4-8 MiB: single copy off (fastest ") != std::string::npos;
+    const bool on = tuner_chose(log, "broadcast of 4-8 MiB", "on");
+    const bool off = tuner_chose(log, "broadcast of 4-8 MiB", "off");
     RANK_CHECK(on != off, rank, "no single decision for broadcast of 4-8 MiB in:\n" + log);
     RANK_CHECK(sent > 0 && read == 0, rank, "rank 0 sent nothing by reference:\n" + log);
     return 0;
