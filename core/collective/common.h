@@ -120,13 +120,6 @@ WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call
 WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call,
                       std::function<void(Engine&, StagedCall&)> op, WorkPtr work = nullptr);
 
-/// Queues or runs body(engine, row) as operation `kind` on the tensors
-/// `staging` checked (body works on staging.view() of each); `tune_bytes` is
-/// the per-rank size used to choose the algorithm (`row` is its entry in the
-/// algorithm table). The call's options give its deadline and, for a
-/// blocking call, the caller's interrupt check. CUDA tensors (staged): the
-/// operation is ordered on the call's stream and queued on the worker; the
-/// call returns without waiting for it, with a Work only when async.
 /// What one collective of the engine is: its signature's fields but the
 /// sequence number, the size its algorithm is chosen for, its deadline and
 /// interrupt check.
@@ -140,6 +133,14 @@ struct CollectiveHead {
   int64_t timeout_ms;
   InterruptHook interrupt;
 };
+
+/// The head of a call's collectives. Only a blocking host call checks the
+/// caller's interrupt: an async or staged one runs on the worker.
+inline CollectiveHead collective_head(Communicator& c, const Staging& staging, OpKind kind, DType dtype, RedOp redop,
+                                      int root, uint64_t count, const CallOptions& call) {
+  const bool on_worker = call.async || staging.staged();
+  return {&c, kind, dtype, redop, root, count, call.timeout_ms, on_worker ? InterruptHook{} : call.interrupt};
+}
 
 /// Runs body(engine, row) as one collective of the engine (a sequence
 /// number of its own), its algorithm chosen for `tune_bytes`.
@@ -173,20 +174,31 @@ void run_collective(Engine& e, const CollectiveHead& h, uint64_t tune_bytes, con
   comm->planner().took(uint64_t(ns.count()));
 }
 
-template <typename Body>
-WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count,
-               uint64_t tune_bytes, const CallOptions& call, Body body) {
-  const CollectiveHead head{
-      &c,   kind,  dtype,           redop,
-      root, count, call.timeout_ms, call.async || staging.staged() ? InterruptHook{} : call.interrupt};
-  const InterruptHook interrupt = head.interrupt;
-  auto op = [=](Engine& e) { run_collective(e, head, tune_bytes, body); };
-  if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
-  if (!call.async) {
-    c.run_blocking_issued(op, interrupt);  // the caller holds the issuer (collectives.h)
+/// An operation on host tensors: run on the caller's thread (which holds the
+/// issuer, collectives.h), or queued on the worker for an async call.
+template <typename Op>
+WorkPtr run_on_host(Communicator& c, bool async, const InterruptHook& interrupt, Op op) {
+  if (!async) {
+    c.run_blocking_issued(op, interrupt);
     return nullptr;
   }
   return c.submit(op, true);
+}
+
+/// Queues or runs body(engine, row) as operation `kind` on the tensors
+/// `staging` checked (body works on staging.view() of each); `tune_bytes` is
+/// the per-rank size used to choose the algorithm (`row` is its entry in the
+/// algorithm table). The call's options give its deadline and, for a
+/// blocking call, the caller's interrupt check. CUDA tensors (staged): the
+/// operation is ordered on the call's stream and queued on the worker; the
+/// call returns without waiting for it, with a Work only when async.
+template <typename Body>
+WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count,
+               uint64_t tune_bytes, const CallOptions& call, Body body) {
+  const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, count, call);
+  auto op = [=](Engine& e) { run_collective(e, head, tune_bytes, body); };
+  if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
+  return run_on_host(c, call.async, head.interrupt, op);
 }
 
 /// Slices of large all_reduce, broadcast and reduce calls (launch_sliced).
@@ -226,9 +238,7 @@ WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtyp
   }
   const uint64_t per = kSliceBytes / item_bytes;
   staging.slice(slices, per * item_bytes, items * item_bytes);
-  const CollectiveHead head{
-      &c,   kind,  dtype,           redop,
-      root, items, call.timeout_ms, call.async || staging.staged() ? InterruptHook{} : call.interrupt};
+  const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, items, call);
   auto run = [=](Engine& e, StagedCall* staged) {
     const int64_t timeout_ms = head.timeout_ms > 0 ? head.timeout_ms : head.comm->timeout_ms();
     for (uint64_t k = 0; k < slices; ++k) {
@@ -243,12 +253,7 @@ WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtyp
     return launch_staged(c, staging, call,
                          std::function<void(Engine&, StagedCall&)>([run](Engine& e, StagedCall& s) { run(e, &s); }));
   }
-  auto op = [run](Engine& e) { run(e, nullptr); };
-  if (!call.async) {
-    c.run_blocking_issued(op, head.interrupt);  // the caller holds the issuer (collectives.h)
-    return nullptr;
-  }
-  return c.submit(op, true);
+  return run_on_host(c, call.async, head.interrupt, [run](Engine& e) { run(e, nullptr); });
 }
 
 /// Makes buf's count elements the 0/1 truth values of what they hold (as the

@@ -166,6 +166,16 @@ Installed& installed() {
 
 }  // namespace
 
+bool gpu_in_use() {
+  GpuRuntime* rt = gpu_runtime();
+  if (rt == nullptr || !rt->driver_loaded()) return false;
+  try {
+    return rt->unavailable_reason().empty() && rt->device_in_use(rt->current_device());
+  } catch (const Error&) {
+    return false;  // no usable device
+  }
+}
+
 std::string GpuRuntime::device_uuid(int) { no_device_transport("name its devices"); }
 bool GpuRuntime::driver_loaded() { return false; }
 bool GpuRuntime::device_in_use(int) { return false; }

@@ -158,6 +158,12 @@ class GpuRuntime {
 /// nullptr.
 GpuRuntime* gpu_runtime();
 
+/// Whether this process has a GPU in use: a runtime whose driver is loaded,
+/// a device available and the current one set up (as after cudaSetDevice or
+/// a first CUDA tensor). Asked without touching the driver where it is not
+/// loaded: a CPU-only program is never made to initialise CUDA.
+bool gpu_in_use();
+
 /// Replaces the process's GPU runtime (tests; call before any communicator
 /// uses CUDA tensors). nullptr goes back to the built-in one.
 void install_gpu_runtime(std::unique_ptr<GpuRuntime> runtime);

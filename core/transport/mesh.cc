@@ -181,23 +181,6 @@ std::unique_ptr<Mesh> Mesh::create(const MeshOptions& opts, const AllGatherFn& e
   return m;
 }
 
-namespace {
-
-/// Whether this process has a GPU in use (the driver loaded and the current
-/// device set up), asked without touching the driver where it is not loaded:
-/// a CPU-only program is never made to initialise CUDA.
-bool gpu_in_use() {
-  GpuRuntime* rt = gpu_runtime();
-  if (rt == nullptr || !rt->driver_loaded()) return false;
-  try {
-    return rt->unavailable_reason().empty() && rt->device_in_use(rt->current_device());
-  } catch (const Error&) {
-    return false;  // no usable device: nothing to slice for
-  }
-}
-
-}  // namespace
-
 // Listens, makes this rank's transports and their parts of its endpoint
 // (a shared-memory segment's name unless another transport is forced).
 Endpoint Mesh::own_endpoint(Setup& s) {

@@ -293,18 +293,13 @@ std::string CudaIpcTransport::part() {
   if (options_.mode == "staged") return {};
   rt_ = gpu_runtime();
   if (rt_ == nullptr) return {};
-  const char* unused = "this process had not used its GPU when the communicator was created";
-  if (options_.mode == "auto" && !rt_->driver_loaded()) {
-    why_not_ = unused;
+  if (options_.mode == "auto" && !gpu_in_use()) {
+    why_not_ = "this process had no GPU in use when the communicator was created";
     return {};
   }
   if (!rt_->unavailable_reason().empty()) return {};
   try {
     device_ = rt_->current_device();
-    if (options_.mode == "auto" && !rt_->device_in_use(device_)) {
-      why_not_ = unused;
-      return {};
-    }
     const std::string uuid = rt_->device_uuid(device_);
     block_ = static_cast<char*>(rt_->device_alloc(flag_bytes(size_) + options_.buffer_bytes));
     const GpuIpcHandle h = rt_->ipc_export(block_);
