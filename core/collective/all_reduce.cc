@@ -21,7 +21,7 @@ WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& re
   const DType dtype = send.dtype;
   const size_t per_item = kernels::item_elems(spec.op);
   const size_t item_bytes = per_item * dtype_size(dtype);
-  return launch_sliced(c, st, OpKind::kAllReduce, dtype, spec.op, -1, send.count / per_item, item_bytes, call,
+  return launch_sliced(c, st, OpKind::kAllReduce, dtype, spec.op, -1, send.count / per_item, item_bytes, 1, call,
                        [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
                          const size_t at = first * item_bytes;
                          const size_t elems = items * per_item;

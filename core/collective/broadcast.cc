@@ -13,7 +13,7 @@ WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOpti
   // The body captures scalars, not views (see TensorView).
   char* const buf = st.view(t).bytes_ptr();
   const size_t elem = dtype_size(t.dtype);
-  return launch_sliced(c, st, OpKind::kBroadcast, t.dtype, RedOp::kSum, root, t.count, elem, call,
+  return launch_sliced(c, st, OpKind::kBroadcast, t.dtype, RedOp::kSum, root, t.count, elem, 1, call,
                        [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
                          algo.run(e, {.recv = buf + first * elem, .bytes = items * elem, .root = root});
                        });

@@ -211,32 +211,46 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
 constexpr size_t kSliceBytes = size_t{8} << 20;
 /// Calls of fewer bytes run whole.
 constexpr size_t kSliceMinBytes = 2 * kSliceBytes;
+/// The engine scratch slot where a slice of host tensors whose rows are
+/// apart (all_gather's output, reduce_scatter's input) is laid out back to
+/// back (0-2: the algorithms', 3: premultiply's).
+constexpr int kSliceScratch = 4;
 
-/// How many slices a call of `bytes` runs as (1: whole).
-inline uint64_t slice_count(uint64_t bytes, size_t item_bytes) {
-  if (bytes < kSliceMinBytes) return 1;
-  const uint64_t per = kSliceBytes / item_bytes * item_bytes;
-  return (bytes + per - 1) / per;
+/// How many items of each row a slice of a call takes: its rows' parts make
+/// kSliceBytes together (at least one item).
+inline uint64_t slice_items(size_t item_bytes, int rows) {
+  return std::max<uint64_t>(1, kSliceBytes / (item_bytes * size_t(rows)));
 }
 
-/// launch for an operation whose result at each position depends only on
-/// the ranks' inputs at that position (all_reduce, broadcast, reduce): a
-/// large one runs as slices, body(engine, row, first_item, items) each, on
-/// communicators where some rank had a GPU in use when it was made
+/// How many slices a call of `items` items of `item_bytes` in each of its
+/// `rows` rows runs as (1: whole).
+inline uint64_t slice_count(uint64_t items, size_t item_bytes, int rows) {
+  if (items * item_bytes * uint64_t(rows) < kSliceMinBytes) return 1;
+  const uint64_t per = slice_items(item_bytes, rows);
+  return (items + per - 1) / per;
+}
+
+/// launch for an operation whose result at each position of a row depends
+/// only on the ranks' inputs at that position: all_reduce, broadcast and
+/// reduce (one row: the tensor), all_gather (its output has a row a rank)
+/// and reduce_scatter (its input has). A large one runs as slices,
+/// body(engine, row, first_item, items) each over those items of every
+/// row, on communicators where some rank had a GPU in use when it was made
 /// (Communicator::slices_large_calls; CPU-only jobs run every call whole).
 /// Every rank of such a communicator slices alike, since the split depends
 /// on the call's size only (a rank with CPU tensors and one with CUDA
 /// tensors still agree). Staged, the stream copies slice by slice
-/// (staging.h).
+/// (staging.h, which also says where a slice's rows lie in host memory).
 template <typename Body>
 WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root,
-                      uint64_t items, size_t item_bytes, const CallOptions& call, Body body) {
-  const uint64_t slices = c.slices_large_calls() ? slice_count(items * item_bytes, item_bytes) : 1;
+                      uint64_t items, size_t item_bytes, int rows, const CallOptions& call, Body body) {
+  const uint64_t slices = c.slices_large_calls() ? slice_count(items, item_bytes, rows) : 1;
+  const uint64_t across = item_bytes * uint64_t(rows);  // an item of every row
   if (slices == 1) {
-    return launch(c, staging, kind, dtype, redop, root, items, items * item_bytes, call,
+    return launch(c, staging, kind, dtype, redop, root, items, items * across, call,
                   [=](Engine& e, const AlgoEntry& row) { body(e, row, 0, items); });
   }
-  const uint64_t per = kSliceBytes / item_bytes;
+  const uint64_t per = slice_items(item_bytes, rows);
   staging.slice(slices, per * item_bytes, items * item_bytes);
   const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, items, call);
   auto run = [=](Engine& e, StagedCall* staged) {
@@ -245,7 +259,7 @@ WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtyp
       const uint64_t first = k * per;
       const uint64_t n = std::min(per, items - first);
       if (staged != nullptr && k > 0) staged->wait_slice(k, Deadline::after_ms(timeout_ms), e.mesh());
-      run_collective(e, head, n * item_bytes, [&](Engine& en, const AlgoEntry& row) { body(en, row, first, n); });
+      run_collective(e, head, n * across, [&](Engine& en, const AlgoEntry& row) { body(en, row, first, n); });
       if (staged != nullptr) staged->slice_done(k);
     }
   };

@@ -29,7 +29,7 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
   const DType dtype = send.dtype;
   const size_t per_item = kernels::item_elems(spec.op);
   const size_t item_bytes = per_item * dtype_size(dtype);
-  return launch_sliced(c, st, OpKind::kReduce, dtype, spec.op, root, send.count / per_item, item_bytes, call,
+  return launch_sliced(c, st, OpKind::kReduce, dtype, spec.op, root, send.count / per_item, item_bytes, 1, call,
                        [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
                          const size_t elems = items * per_item;
                          const char* src = premultiply(e, spec, in + first * item_bytes, elems, dtype);

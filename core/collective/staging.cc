@@ -94,6 +94,7 @@ struct Region {
   size_t bytes = 0;
   size_t offset = 0;  ///< in the block's data
   uint8_t use = 0;    ///< Use bits
+  size_t rows = 1;    ///< a sliced call's rows (bytes / its row's bytes)
 };
 
 class StagedCallImpl final : public StagedCall {
@@ -159,15 +160,19 @@ class StagedCallImpl final : public StagedCall {
     std::atomic_ref<uint32_t>(*block_->flag()).store(0, std::memory_order_release);
   }
 
-  /// Copies slice by slice when every region is one whole tensor of
-  /// `tensor_bytes` (the sliced collectives' tensors all are); otherwise
-  /// the first slice's copies take every input and the last one's every
-  /// output: still right, without the overlap.
-  void set_slices(size_t slices, size_t slice_bytes, size_t tensor_bytes) {
+  /// Copies slice by slice when every region is whole rows of `row_bytes`
+  /// (the sliced collectives' tensors all are: one row, or one a rank);
+  /// otherwise the first slice's copies take every input and the last one's
+  /// every output: still right, without the overlap. The host copy of a
+  /// region of several rows is laid out slice by slice (Staging::slice).
+  void set_slices(size_t slices, size_t slice_bytes, size_t row_bytes) {
     slices_ = std::max<size_t>(slices, 1);
     slice_bytes_ = slice_bytes;
-    by_slice_ = slices_ > 1 &&
-                std::all_of(regions_.begin(), regions_.end(), [&](const Region& r) { return r.bytes == tensor_bytes; });
+    row_bytes_ = row_bytes;
+    by_slice_ = slices_ > 1 && row_bytes > 0 && std::all_of(regions_.begin(), regions_.end(), [&](const Region& r) {
+                  return r.bytes % row_bytes == 0;
+                });
+    for (Region& r : regions_) r.rows = by_slice_ ? r.bytes / row_bytes : 1;
   }
 
   /// The stream's part: slice k's inputs are copied ahead, while the host
@@ -207,19 +212,25 @@ class StagedCallImpl final : public StagedCall {
   }
 
  private:
-  /// Enqueues slice k's copies of direction `dir` (kIn: to the host).
+  /// Enqueues slice k's copies of direction `dir` (kIn: to the host). Its
+  /// part of each row (`n` bytes from `lo`) lies in the host copy as the
+  /// slice's rows back to back, after the earlier slices' (their rows of
+  /// slice_bytes_ each): one strided copy a region.
   void copy_slice(size_t k, Use dir) {
     const bool in = dir == Use::kIn;
     if (!by_slice_ && k != (in ? 0 : slices_ - 1)) return;
     for (const Region& r : regions_) {
       if ((r.use & static_cast<uint8_t>(dir)) == 0) continue;
+      const size_t row = by_slice_ ? row_bytes_ : r.bytes;
       const size_t lo = by_slice_ ? k * slice_bytes_ : 0;
-      const size_t n = by_slice_ ? std::min(slice_bytes_, r.bytes - lo) : r.bytes;
-      char* host = host_base_ + r.offset + lo;
-      if (in) {
-        rt_.copy_async(host, r.dev + lo, n, stream_);
+      const size_t n = by_slice_ ? std::min(slice_bytes_, row - lo) : r.bytes;
+      char* host = host_base_ + r.offset + r.rows * lo;
+      if (r.rows == 1) {
+        rt_.copy_async(in ? host : r.dev + lo, in ? r.dev + lo : host, n, stream_);
+      } else if (in) {
+        rt_.copy_2d_async(host, n, r.dev + lo, row, n, r.rows, stream_);
       } else {
-        rt_.copy_async(r.dev + lo, host, n, stream_);
+        rt_.copy_2d_async(r.dev + lo, row, host, n, n, r.rows, stream_);
       }
     }
   }
@@ -262,6 +273,7 @@ class StagedCallImpl final : public StagedCall {
   char* host_base_ = nullptr;
   size_t slices_ = 1;
   size_t slice_bytes_ = 0;
+  size_t row_bytes_ = 0;
   bool by_slice_ = false;
   bool waiting_ = false;  ///< the stream waits for the word
   bool started_ = false;  ///< `done` was recorded
@@ -302,8 +314,8 @@ TensorView Staging::staged_view(const TensorView& t) const {
   return static_cast<const StagedCallImpl&>(*call_).host_view(t);
 }
 
-void Staging::slice(size_t slices, size_t slice_bytes, size_t tensor_bytes) {
-  if (call_ != nullptr) static_cast<StagedCallImpl&>(*call_).set_slices(slices, slice_bytes, tensor_bytes);
+void Staging::slice(size_t slices, size_t slice_bytes, size_t row_bytes) {
+  if (call_ != nullptr) static_cast<StagedCallImpl&>(*call_).set_slices(slices, slice_bytes, row_bytes);
 }
 
 std::shared_ptr<StagedCall> Staging::start() {

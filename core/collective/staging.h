@@ -20,8 +20,8 @@
 // are undefined (as with NCCL) and the communicator reports the error
 // (occl_comm_get_async_error, kCommFailed on later calls).
 //
-// Large all_reduce, broadcast and reduce run as slices (common.h,
-// launch_sliced), and the stream's copies follow them: it copies slice k + 1
+// Large all_reduce, broadcast, reduce, all_gather and reduce_scatter run as
+// slices (common.h, launch_sliced), and the stream's copies follow them: it copies slice k + 1
 // to the host and slice k - 1 back while the host runs slice k, so the copy
 // engine and the transports overlap; the host waits on one event per slice
 // and raises the word once per slice.
@@ -95,10 +95,15 @@ class Staging {
     return view(*t);
   }
   /// Staged only: the operation runs as `slices` collectives over
-  /// `slice_bytes` of each tensor of `tensor_bytes` (the last slice
+  /// `slice_bytes` of each row of `row_bytes` of its tensors (the last slice
   /// shorter); the stream copies slice by slice (StagedCall::wait_slice).
-  /// Call before start(); a no-op for host tensors.
-  void slice(size_t slices, size_t slice_bytes, size_t tensor_bytes);
+  /// A tensor is one row (all_reduce's) or one a rank (all_gather's
+  /// output, reduce_scatter's input). The host copy of a tensor of m rows
+  /// holds slice k's parts of its rows back to back (m x its length) at
+  /// m x k x slice_bytes: what a slice's collective reads or writes is one
+  /// range there, and the views of such a tensor point at the start of that
+  /// layout. Call before start(); a no-op for host tensors.
+  void slice(size_t slices, size_t slice_bytes, size_t row_bytes);
   /// Staged only: enqueues the stream's part (see above) and hands over the
   /// call, which the queued operation keeps until it ends.
   std::shared_ptr<StagedCall> start();

@@ -41,6 +41,10 @@ class CudaRuntime final : public GpuRuntime {
   void copy_async(void* dst, const void* src, size_t bytes, Stream stream) override {
     call([=] { kernels::cuda::copy_async(dst, src, bytes, stream); });
   }
+  void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                     Stream stream) override {
+    call([=] { kernels::cuda::copy_2d_async(dst, dpitch, src, spitch, width, height, stream); });
+  }
   Event event_create() override {
     return call([] { return kernels::cuda::event_create(); });
   }
@@ -173,6 +177,13 @@ bool gpu_in_use() {
     return rt->unavailable_reason().empty() && rt->device_in_use(rt->current_device());
   } catch (const Error&) {
     return false;  // no usable device
+  }
+}
+
+void GpuRuntime::copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                               Stream stream) {
+  for (size_t i = 0; i < height; ++i) {
+    copy_async(static_cast<char*>(dst) + i * dpitch, static_cast<const char*>(src) + i * spitch, width, stream);
   }
 }
 

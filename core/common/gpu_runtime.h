@@ -70,6 +70,11 @@ class GpuRuntime {
   virtual void host_free(void* p) = 0;
   /// dst = src (either may be device or host memory), enqueued on `stream`.
   virtual void copy_async(void* dst, const void* src, size_t bytes, Stream stream) = 0;
+  /// `height` rows of `width` bytes, `spitch` bytes apart in src and
+  /// `dpitch` apart in dst, enqueued on `stream` (cudaMemcpy2DAsync). The
+  /// default enqueues a copy_async a row.
+  virtual void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                             Stream stream);
   virtual Event event_create() = 0;
   virtual void event_destroy(Event event) = 0;
   virtual void event_record(Event event, Stream stream) = 0;

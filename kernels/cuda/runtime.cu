@@ -97,6 +97,14 @@ void copy_async(void* dst, const void* src, size_t bytes, void* stream) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)), "cudaMemcpyAsync");
 }
 
+void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                   void* stream) {
+  if (width == 0 || height == 0) return;
+  check(
+      cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
+      "cudaMemcpy2DAsync");
+}
+
 void* event_create() {
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");

@@ -60,6 +60,9 @@ void host_free(void* p);
 /// dst = src, `bytes` bytes, enqueued on `stream` (cudaMemcpyAsync with
 /// cudaMemcpyDefault: the pointers say which memory each is).
 void copy_async(void* dst, const void* src, size_t bytes, void* stream);
+/// `height` rows of `width` bytes, `spitch` apart in src and `dpitch` in
+/// dst, enqueued on `stream` (cudaMemcpy2DAsync, cudaMemcpyDefault).
+void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, void* stream);
 /// A cudaEvent_t without timing (cudaEventDisableTiming).
 void* event_create();
 void event_destroy(void* event);

@@ -199,6 +199,35 @@ int same_on_cpu_and_cuda(int rank, const std::vector<std::vector<unsigned char>>
   return 0;
 }
 
+/// all_gather and reduce_scatter (`op`) of k elements of t a rank give the
+/// same on CUDA tensors as on CPU tensors (inputs seeded from `seed`).
+int gather_and_scatter_match_cpu(occl_comm_t comm, int rank, int n, const DTypeCase& t, int64_t k, occl_red_op_t op,
+                                 uint64_t seed, cudaStream_t s) {
+  const size_t kb = size_t(k) * t.bytes;
+  auto bytes = [&](size_t b, uint64_t sd) { return make_bytes(t, b / t.bytes, sd * 7919 + uint64_t(rank)); };
+  auto tensor = [&](void* p, int64_t count, bool cuda) {
+    auto tt = std::make_unique<Tensor1D>(p, count, t.dl);
+    if (cuda) tt->get()->device = {kDLCUDA, 0};
+    return tt;
+  };
+  const std::string each = " of " + std::to_string(k) + " " + t.name + " a rank";
+  if (same_on_cpu_and_cuda(
+          rank, {bytes(kb, seed), bytes(kb * size_t(n), seed + 1)},
+          [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
+            auto x = tensor(b[0], k, cuda), y = tensor(b[1], k * n, cuda);
+            return occl_all_gather_ex(&*x, &*y, comm, o, nullptr);
+          },
+          s, ("all_gather" + each).c_str()) != 0)
+    return 1;
+  return same_on_cpu_and_cuda(
+      rank, {bytes(kb * size_t(n), seed + 2), bytes(kb, seed + 3)},
+      [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
+        auto x = tensor(b[0], k * n, cuda), y = tensor(b[1], k, cuda);
+        return occl_reduce_scatter_ex(&*x, &*y, op, comm, o, nullptr);
+      },
+      s, ("reduce_scatter" + each).c_str());
+}
+
 TEST(CudaCollectives, EveryOperationMatchesCpu) {
   SKIP_WITHOUT_GPU();
   for (int n : {2, 3, 4}) {
@@ -234,22 +263,7 @@ TEST(CudaCollectives, EveryOperationMatchesCpu) {
               },
               s, "reduce") != 0)
         return 1;
-      if (same_on_cpu_and_cuda(
-              rank, {bytes(kb, 4), bytes(kb * size_t(n), 5)},
-              [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
-                auto x = tensor(b[0], k, cuda), y = tensor(b[1], k * n, cuda);
-                return occl_all_gather_ex(&*x, &*y, comm, o, nullptr);
-              },
-              s, "all_gather") != 0)
-        return 1;
-      if (same_on_cpu_and_cuda(
-              rank, {bytes(kb * size_t(n), 6), bytes(kb, 7)},
-              [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
-                auto x = tensor(b[0], k * n, cuda), y = tensor(b[1], k, cuda);
-                return occl_reduce_scatter_ex(&*x, &*y, OCCL_MAX, comm, o, nullptr);
-              },
-              s, "reduce_scatter") != 0)
-        return 1;
+      if (gather_and_scatter_match_cpu(comm, rank, n, t, k, OCCL_MAX, 4, s) != 0) return 1;
       if (same_on_cpu_and_cuda(
               rank, {bytes(kb * size_t(n), 8), bytes(kb * size_t(n), 9)},
               [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
@@ -290,6 +304,35 @@ TEST(CudaCollectives, EveryOperationMatchesCpu) {
               s, "all_gatherv (the gaps keep their contents)") != 0)
         return 1;
       cudaStreamDestroy(s);
+      return 0;
+    });
+    EXPECT_TRUE(r.ok()) << r.summary();
+  }
+}
+
+// Large calls in slices (launch_sliced): a communicator made once the ranks'
+// GPU is in use (here split off after cudaSetDevice and a context) runs
+// calls of 16 MiB or more as 8 MiB slices, copied slice by slice, with
+// strided copies for all_gather's output and reduce_scatter's input. Meant
+// for the staged path: registered again as the .staged tests
+// (OMNICCL_DEVICE_TRANSPORT=staged), where the CUDA IPC path takes no call.
+TEST(CudaCollectives, LargeCallsInSlicesMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("ranks " + std::to_string(n));
+    JobResult r = run_ranks(gpu_job(n), [](occl_comm_t comm, int rank, int n) {
+      RANK_CUDA(cudaSetDevice(0), rank);
+      RANK_CUDA(cudaFree(nullptr), rank);  // a context: the GPU is in use from here
+      occl_comm_t sub = nullptr;
+      RANK_CHECK(occl_comm_split(comm, 0, rank, nullptr, &sub) == OCCL_SUCCESS, rank, occl_last_error());
+      cudaStream_t s = nullptr;
+      RANK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), rank);
+      const DTypeCase& t = all_dtypes()[10];  // float32
+      if (all_reduce_matches(sub, rank, t, OCCL_SUM, (size_t{40} << 20) / 4 + 3, s) != 0) return 1;
+      const int64_t k = (int64_t{12} << 20) / 4 + 7;  // 12 MiB and 28 bytes a rank
+      if (gather_and_scatter_match_cpu(sub, rank, n, t, k, OCCL_SUM, 1, s) != 0) return 1;
+      cudaStreamDestroy(s);
+      RANK_CHECK(occl_comm_destroy(sub) == OCCL_SUCCESS, rank, occl_last_error());
       return 0;
     });
     EXPECT_TRUE(r.ok()) << r.summary();

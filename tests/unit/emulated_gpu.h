@@ -160,6 +160,16 @@ class EmulatedGpu final : public GpuRuntime {
     ++copies();
     stream(s).enqueue([=] { std::memmove(dst, src, bytes); });
   }
+  /// One copy, as cudaMemcpy2DAsync is.
+  void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                     Stream s) override {
+    ++copies();
+    stream(s).enqueue([=] {
+      for (size_t i = 0; i < height; ++i) {
+        std::memmove(static_cast<char*>(dst) + i * dpitch, static_cast<const char*>(src) + i * spitch, width);
+      }
+    });
+  }
   Event event_create() override { return new EmuEvent(); }
   void event_destroy(Event e) override { delete static_cast<EmuEvent*>(e); }
   void event_record(Event e, Stream s) override {

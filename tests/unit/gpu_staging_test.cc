@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <complex>
 #include <cstdio>
@@ -225,6 +226,84 @@ TEST(GpuStaging, RanksMixingCudaAndCpuTensorsAgreeOnSlices) {
     ck.expect(s.sync(), "the stream finished");
     ck.expect(x.front() == 4.0 && x[x.size() / 2] == 4.0 && x.back() == 4.0, "PROD then SUM on both ranks");
   }));
+}
+
+// all_gather's output and reduce_scatter's input hold a block a rank: a slice
+// takes its part of every block (8 MiB over all of them), and the stream
+// copies it with one strided copy a tensor. 3 ranks, blocks of 6 MiB + 4
+// bytes of 4-byte elements: 3 slices (699050, 699050 and 174765 elements of
+// each block), so 3 copies in and 3 out a call, in place too; 8-byte
+// elements: 5 slices (the whole calls took 1 copy each way). `cpu`:
+// the ranks in it pass CPU tensors, sliced alike (through scratch).
+void gathers_and_scatters_in_slices(Communicator& c, RankChecks& ck, const std::vector<int>& cpu) {
+  EmuStream s;
+  const int r = c.rank(), n = c.size();
+  const bool host = std::find(cpu.begin(), cpu.end(), r) != cpu.end();
+  const auto view = [host](auto& v, DType t) {
+    TensorView tv = dev_view(v, t);
+    if (host) tv.device = DeviceKind::kCPU;
+    return tv;
+  };
+  const size_t k = (size_t{6} << 20) / 4 + 1, nk = k * size_t(n);
+  const auto calls_copied = [&ck, host](size_t before, const char* what, size_t slices) {
+    const size_t copies = EmulatedGpu::copies().load() - before, want = host ? 0 : 2 * slices;
+    ck.expect(copies == want, str_cat(what, ": ", copies, " copies, not ", want));
+  };
+  std::vector<float> x(k), y(nk, -1.0f);
+  for (size_t i = 0; i < k; ++i) x[i] = float(r * 1000) + float(i % 997);
+  size_t before = EmulatedGpu::copies().load();
+  coll::all_gather(c, view(x, DType::kFloat32), view(y, DType::kFloat32), on(s));
+  calls_copied(before, "all_gather", 3);
+  std::vector<int32_t> z(nk, -1);
+  for (size_t i = 0; i < k; ++i) z[size_t(r) * k + i] = r * 1000 + int(i % 991);
+  TensorView part = view(z, DType::kInt32);
+  part.data = z.data() + size_t(r) * k;
+  part.count = k;
+  before = EmulatedGpu::copies().load();
+  coll::all_gather(c, part, view(z, DType::kInt32), on(s));
+  calls_copied(before, "all_gather in place", 3);
+  std::vector<float> u(nk), v(k, -1.0f);
+  for (size_t i = 0; i < nk; ++i) u[i] = float((r + 1) * int(i / k + 1)) + float(i % k % 5);
+  before = EmulatedGpu::copies().load();
+  coll::reduce_scatter(c, view(u, DType::kFloat32), view(v, DType::kFloat32), int(RedOp::kSum), on(s));
+  calls_copied(before, "reduce_scatter", 3);
+  std::vector<int64_t> w(nk);
+  for (size_t i = 0; i < nk; ++i) w[i] = int64_t(i / k) * 100 + r + int64_t(i % k % 7);
+  TensorView mine = view(w, DType::kInt64);
+  mine.data = w.data() + size_t(r) * k;
+  mine.count = k;
+  before = EmulatedGpu::copies().load();
+  coll::reduce_scatter(c, view(w, DType::kInt64), mine, int(RedOp::kMax), on(s));
+  calls_copied(before, "reduce_scatter in place", 5);
+  ck.expect(s.sync(), "the stream finished");
+  size_t bad_y = 0, bad_z = 0, bad_v = 0, bad_w = 0;
+  for (size_t i = 0; i < nk; ++i) {
+    const int p = int(i / k);
+    bad_y += y[i] != float(p * 1000) + float(i % k % 997);
+    bad_z += z[i] != p * 1000 + int(i % k % 991);
+  }
+  // SUM over ranks q of (q + 1)(r + 1) + i % 5; MAX over q of 100 r + q + i % 7.
+  const int ranks_sum = n * (n + 1) / 2;
+  for (size_t i = 0; i < k; ++i) {
+    bad_v += v[i] != float(ranks_sum * (r + 1)) + float(n) * float(i % 5);
+    bad_w += w[size_t(r) * k + i] != int64_t(r) * 100 + (n - 1) + int64_t(i % 7);
+  }
+  ck.expect(bad_y == 0, str_cat("all_gather float32: ", bad_y, " wrong elements"));
+  ck.expect(bad_z == 0, str_cat("all_gather int32 in place: ", bad_z, " wrong elements"));
+  ck.expect(bad_v == 0, str_cat("reduce_scatter SUM float32: ", bad_v, " wrong elements"));
+  ck.expect(bad_w == 0, str_cat("reduce_scatter MAX int64 in place: ", bad_w, " wrong elements"));
+}
+
+TEST(GpuStaging, AllGatherAndReduceScatterRunInSlicesWithOneStridedCopyATensor) {
+  expect_all_ok(
+      run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) { gathers_and_scatters_in_slices(c, ck, {}); }));
+}
+
+TEST(GpuStaging, RanksWithCpuTensorsSliceAllGatherAndReduceScatterAlike) {
+  // Rank 1's blocks lie apart in its own tensors: each slice is gathered in
+  // scratch (reduce_scatter's input) or spread from it (all_gather's output).
+  expect_all_ok(
+      run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) { gathers_and_scatters_in_slices(c, ck, {1}); }));
 }
 
 TEST(GpuStaging, NoRankWithAGpuInUseAtCreationMeansNoSlices) {
