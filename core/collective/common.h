@@ -212,8 +212,9 @@ constexpr size_t kSliceBytes = size_t{8} << 20;
 /// Calls of fewer bytes run whole.
 constexpr size_t kSliceMinBytes = 2 * kSliceBytes;
 /// The engine scratch slot where a slice of host tensors whose rows are
-/// apart (all_gather's output, reduce_scatter's input) is laid out back to
-/// back (0-2: the algorithms', 3: premultiply's).
+/// apart (all_gather's output, reduce_scatter's input, all_to_all's input)
+/// is laid out back to back, the next one all_to_all's output (0-2: the
+/// algorithms', 3: premultiply's and all_to_all's in-place copy).
 constexpr int kSliceScratch = 4;
 
 /// How many items of each row a slice of a call takes: its rows' parts make

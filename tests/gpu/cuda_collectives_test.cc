@@ -199,10 +199,11 @@ int same_on_cpu_and_cuda(int rank, const std::vector<std::vector<unsigned char>>
   return 0;
 }
 
-/// all_gather and reduce_scatter (`op`) of k elements of t a rank give the
-/// same on CUDA tensors as on CPU tensors (inputs seeded from `seed`).
-int gather_and_scatter_match_cpu(occl_comm_t comm, int rank, int n, const DTypeCase& t, int64_t k, occl_red_op_t op,
-                                 uint64_t seed, cudaStream_t s) {
+/// all_gather, reduce_scatter (`op`) and all_to_all of k elements of t a
+/// rank (a block) give the same on CUDA tensors as on CPU tensors (inputs
+/// seeded from `seed`).
+int blocks_match_cpu(occl_comm_t comm, int rank, int n, const DTypeCase& t, int64_t k, occl_red_op_t op, uint64_t seed,
+                     cudaStream_t s) {
   const size_t kb = size_t(k) * t.bytes;
   auto bytes = [&](size_t b, uint64_t sd) { return make_bytes(t, b / t.bytes, sd * 7919 + uint64_t(rank)); };
   auto tensor = [&](void* p, int64_t count, bool cuda) {
@@ -219,13 +220,21 @@ int gather_and_scatter_match_cpu(occl_comm_t comm, int rank, int n, const DTypeC
           },
           s, ("all_gather" + each).c_str()) != 0)
     return 1;
+  if (same_on_cpu_and_cuda(
+          rank, {bytes(kb * size_t(n), seed + 2), bytes(kb, seed + 3)},
+          [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
+            auto x = tensor(b[0], k * n, cuda), y = tensor(b[1], k, cuda);
+            return occl_reduce_scatter_ex(&*x, &*y, op, comm, o, nullptr);
+          },
+          s, ("reduce_scatter" + each).c_str()) != 0)
+    return 1;
   return same_on_cpu_and_cuda(
-      rank, {bytes(kb * size_t(n), seed + 2), bytes(kb, seed + 3)},
+      rank, {bytes(kb * size_t(n), seed + 4), bytes(kb * size_t(n), seed + 5)},
       [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
-        auto x = tensor(b[0], k * n, cuda), y = tensor(b[1], k, cuda);
-        return occl_reduce_scatter_ex(&*x, &*y, op, comm, o, nullptr);
+        auto x = tensor(b[0], k * n, cuda), y = tensor(b[1], k * n, cuda);
+        return occl_all_to_all_ex(&*x, &*y, comm, o, nullptr);
       },
-      s, ("reduce_scatter" + each).c_str());
+      s, ("all_to_all" + each).c_str());
 }
 
 TEST(CudaCollectives, EveryOperationMatchesCpu) {
@@ -263,15 +272,7 @@ TEST(CudaCollectives, EveryOperationMatchesCpu) {
               },
               s, "reduce") != 0)
         return 1;
-      if (gather_and_scatter_match_cpu(comm, rank, n, t, k, OCCL_MAX, 4, s) != 0) return 1;
-      if (same_on_cpu_and_cuda(
-              rank, {bytes(kb * size_t(n), 8), bytes(kb * size_t(n), 9)},
-              [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
-                auto x = tensor(b[0], k * n, cuda), y = tensor(b[1], k * n, cuda);
-                return occl_all_to_all_ex(&*x, &*y, comm, o, nullptr);
-              },
-              s, "all_to_all") != 0)
-        return 1;
+      if (blocks_match_cpu(comm, rank, n, t, k, OCCL_MAX, 4, s) != 0) return 1;
       if (same_on_cpu_and_cuda(
               rank, {bytes(kb, 10), bytes(is_root ? kb * size_t(n) : 4, 11)},
               [&](std::vector<void*>& b, bool cuda, const occl_options_t* o) {
@@ -313,7 +314,7 @@ TEST(CudaCollectives, EveryOperationMatchesCpu) {
 // Large calls in slices (launch_sliced): a communicator made once the ranks'
 // GPU is in use (here split off after cudaSetDevice and a context) runs
 // calls of 16 MiB or more as 8 MiB slices, copied slice by slice, with
-// strided copies for all_gather's output and reduce_scatter's input. Meant
+// strided copies for the blocks of all_gather, reduce_scatter and all_to_all. Meant
 // for the staged path: registered again as the .staged tests
 // (OMNICCL_DEVICE_TRANSPORT=staged), where the CUDA IPC path takes no call.
 TEST(CudaCollectives, LargeCallsInSlicesMatchCpu) {
@@ -330,7 +331,7 @@ TEST(CudaCollectives, LargeCallsInSlicesMatchCpu) {
       const DTypeCase& t = all_dtypes()[10];  // float32
       if (all_reduce_matches(sub, rank, t, OCCL_SUM, (size_t{40} << 20) / 4 + 3, s) != 0) return 1;
       const int64_t k = (int64_t{12} << 20) / 4 + 7;  // 12 MiB and 28 bytes a rank
-      if (gather_and_scatter_match_cpu(sub, rank, n, t, k, OCCL_SUM, 1, s) != 0) return 1;
+      if (blocks_match_cpu(sub, rank, n, t, k, OCCL_SUM, 1, s) != 0) return 1;
       cudaStreamDestroy(s);
       RANK_CHECK(occl_comm_destroy(sub) == OCCL_SUCCESS, rank, occl_last_error());
       return 0;

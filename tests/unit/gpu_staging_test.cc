@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <complex>
 #include <cstdio>
 #include <filesystem>
@@ -228,54 +229,66 @@ TEST(GpuStaging, RanksMixingCudaAndCpuTensorsAgreeOnSlices) {
   }));
 }
 
-// all_gather's output and reduce_scatter's input hold a block a rank: a slice
-// takes its part of every block (8 MiB over all of them), and the stream
-// copies it with one strided copy a tensor. 3 ranks, blocks of 6 MiB + 4
-// bytes of 4-byte elements: 3 slices (699050, 699050 and 174765 elements of
-// each block), so 3 copies in and 3 out a call, in place too; 8-byte
-// elements: 5 slices (the whole calls took 1 copy each way). `cpu`:
-// the ranks in it pass CPU tensors, sliced alike (through scratch).
-void gathers_and_scatters_in_slices(Communicator& c, RankChecks& ck, const std::vector<int>& cpu) {
+// The sliced calls of block collectives (all_gather's output,
+// reduce_scatter's input, both of all_to_all's tensors hold a block a rank):
+// a slice takes its part of every block (8 MiB over all of them), and the
+// stream copies it with one strided copy a tensor. 3 ranks, blocks of 6 MiB
+// + 4 bytes of 4-byte elements: 3 slices (699050, 699050 and 174765
+// elements of each block), so 3 copies in and 3 out a call, in place too;
+// 8-byte elements: 5 slices (the whole calls took 1 copy each way). The
+// ranks in `cpu` pass CPU tensors, sliced alike (through scratch).
+struct SlicedBlocks {
+  Communicator& c;
+  RankChecks& ck;
+  bool host;
   EmuStream s;
   const int r = c.rank(), n = c.size();
-  const bool host = std::find(cpu.begin(), cpu.end(), r) != cpu.end();
-  const auto view = [host](auto& v, DType t) {
+  const size_t k = (size_t{6} << 20) / 4 + 1, nk = k * size_t(n);
+
+  SlicedBlocks(Communicator& comm, RankChecks& checks, const std::vector<int>& cpu)
+      : c(comm), ck(checks), host(std::find(cpu.begin(), cpu.end(), comm.rank()) != cpu.end()) {}
+  template <typename T>
+  TensorView view(std::vector<T>& v, DType t, size_t block = SIZE_MAX) const {
     TensorView tv = dev_view(v, t);
     if (host) tv.device = DeviceKind::kCPU;
+    if (block != SIZE_MAX) {  // block `block` of k elements only
+      tv.data = v.data() + block * k;
+      tv.count = k;
+    }
     return tv;
-  };
-  const size_t k = (size_t{6} << 20) / 4 + 1, nk = k * size_t(n);
-  const auto calls_copied = [&ck, host](size_t before, const char* what, size_t slices) {
+  }
+  /// Runs call() and checks it copied `slices` slices each way (none on CPU tensors).
+  template <typename Call>
+  void sliced(const char* what, size_t slices, const Call& call) {
+    const size_t before = EmulatedGpu::copies().load();
+    call();
     const size_t copies = EmulatedGpu::copies().load() - before, want = host ? 0 : 2 * slices;
     ck.expect(copies == want, str_cat(what, ": ", copies, " copies, not ", want));
-  };
+  }
+};
+
+void gathers_and_scatters_in_slices(SlicedBlocks& b) {
+  const int r = b.r, n = b.n;
+  const size_t k = b.k, nk = b.nk;
   std::vector<float> x(k), y(nk, -1.0f);
   for (size_t i = 0; i < k; ++i) x[i] = float(r * 1000) + float(i % 997);
-  size_t before = EmulatedGpu::copies().load();
-  coll::all_gather(c, view(x, DType::kFloat32), view(y, DType::kFloat32), on(s));
-  calls_copied(before, "all_gather", 3);
+  b.sliced("all_gather", 3,
+           [&] { coll::all_gather(b.c, b.view(x, DType::kFloat32), b.view(y, DType::kFloat32), on(b.s)); });
   std::vector<int32_t> z(nk, -1);
   for (size_t i = 0; i < k; ++i) z[size_t(r) * k + i] = r * 1000 + int(i % 991);
-  TensorView part = view(z, DType::kInt32);
-  part.data = z.data() + size_t(r) * k;
-  part.count = k;
-  before = EmulatedGpu::copies().load();
-  coll::all_gather(c, part, view(z, DType::kInt32), on(s));
-  calls_copied(before, "all_gather in place", 3);
+  b.sliced("all_gather in place", 3,
+           [&] { coll::all_gather(b.c, b.view(z, DType::kInt32, size_t(r)), b.view(z, DType::kInt32), on(b.s)); });
   std::vector<float> u(nk), v(k, -1.0f);
   for (size_t i = 0; i < nk; ++i) u[i] = float((r + 1) * int(i / k + 1)) + float(i % k % 5);
-  before = EmulatedGpu::copies().load();
-  coll::reduce_scatter(c, view(u, DType::kFloat32), view(v, DType::kFloat32), int(RedOp::kSum), on(s));
-  calls_copied(before, "reduce_scatter", 3);
+  b.sliced("reduce_scatter", 3, [&] {
+    coll::reduce_scatter(b.c, b.view(u, DType::kFloat32), b.view(v, DType::kFloat32), int(RedOp::kSum), on(b.s));
+  });
   std::vector<int64_t> w(nk);
   for (size_t i = 0; i < nk; ++i) w[i] = int64_t(i / k) * 100 + r + int64_t(i % k % 7);
-  TensorView mine = view(w, DType::kInt64);
-  mine.data = w.data() + size_t(r) * k;
-  mine.count = k;
-  before = EmulatedGpu::copies().load();
-  coll::reduce_scatter(c, view(w, DType::kInt64), mine, int(RedOp::kMax), on(s));
-  calls_copied(before, "reduce_scatter in place", 5);
-  ck.expect(s.sync(), "the stream finished");
+  b.sliced("reduce_scatter in place", 5, [&] {
+    coll::reduce_scatter(b.c, b.view(w, DType::kInt64), b.view(w, DType::kInt64, size_t(r)), int(RedOp::kMax), on(b.s));
+  });
+  b.ck.expect(b.s.sync(), "the stream finished");
   size_t bad_y = 0, bad_z = 0, bad_v = 0, bad_w = 0;
   for (size_t i = 0; i < nk; ++i) {
     const int p = int(i / k);
@@ -288,22 +301,55 @@ void gathers_and_scatters_in_slices(Communicator& c, RankChecks& ck, const std::
     bad_v += v[i] != float(ranks_sum * (r + 1)) + float(n) * float(i % 5);
     bad_w += w[size_t(r) * k + i] != int64_t(r) * 100 + (n - 1) + int64_t(i % 7);
   }
-  ck.expect(bad_y == 0, str_cat("all_gather float32: ", bad_y, " wrong elements"));
-  ck.expect(bad_z == 0, str_cat("all_gather int32 in place: ", bad_z, " wrong elements"));
-  ck.expect(bad_v == 0, str_cat("reduce_scatter SUM float32: ", bad_v, " wrong elements"));
-  ck.expect(bad_w == 0, str_cat("reduce_scatter MAX int64 in place: ", bad_w, " wrong elements"));
+  b.ck.expect(bad_y == 0, str_cat("all_gather float32: ", bad_y, " wrong elements"));
+  b.ck.expect(bad_z == 0, str_cat("all_gather int32 in place: ", bad_z, " wrong elements"));
+  b.ck.expect(bad_v == 0, str_cat("reduce_scatter SUM float32: ", bad_v, " wrong elements"));
+  b.ck.expect(bad_w == 0, str_cat("reduce_scatter MAX int64 in place: ", bad_w, " wrong elements"));
 }
 
-TEST(GpuStaging, AllGatherAndReduceScatterRunInSlicesWithOneStridedCopyATensor) {
-  expect_all_ok(
-      run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) { gathers_and_scatters_in_slices(c, ck, {}); }));
+/// Block p of rank r's all_to_all input: r * 1000 + p * 10 + i % 7, as its
+/// output's block p holds p * 1000 + r * 10 + i % 7.
+void all_to_alls_in_slices(SlicedBlocks& b) {
+  const int r = b.r;
+  const size_t k = b.k, nk = b.nk;
+  std::vector<float> x(nk), y(nk, -1.0f);
+  std::vector<int32_t> z(nk);
+  for (size_t i = 0; i < nk; ++i) {
+    x[i] = float(r * 1000 + int(i / k) * 10 + int(i % k % 7));
+    z[i] = r * 1000 + int(i / k) * 10 + int(i % k % 7);
+  }
+  b.sliced("all_to_all", 3,
+           [&] { coll::all_to_all(b.c, b.view(x, DType::kFloat32), b.view(y, DType::kFloat32), on(b.s)); });
+  b.sliced("all_to_all in place", 3,
+           [&] { coll::all_to_all(b.c, b.view(z, DType::kInt32), b.view(z, DType::kInt32), on(b.s)); });
+  b.ck.expect(b.s.sync(), "the stream finished");
+  size_t bad_y = 0, bad_z = 0;
+  for (size_t i = 0; i < nk; ++i) {
+    const int want = int(i / k) * 1000 + r * 10 + int(i % k % 7);
+    bad_y += y[i] != float(want);
+    bad_z += z[i] != want;
+  }
+  b.ck.expect(bad_y == 0, str_cat("all_to_all float32: ", bad_y, " wrong elements"));
+  b.ck.expect(bad_z == 0, str_cat("all_to_all int32 in place: ", bad_z, " wrong elements"));
 }
 
-TEST(GpuStaging, RanksWithCpuTensorsSliceAllGatherAndReduceScatterAlike) {
+TEST(GpuStaging, BlockCollectivesRunInSlicesWithOneStridedCopyATensor) {
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    SlicedBlocks b(c, ck, {});
+    gathers_and_scatters_in_slices(b);
+    all_to_alls_in_slices(b);
+  }));
+}
+
+TEST(GpuStaging, RanksWithCpuTensorsSliceBlockCollectivesAlike) {
   // Rank 1's blocks lie apart in its own tensors: each slice is gathered in
-  // scratch (reduce_scatter's input) or spread from it (all_gather's output).
-  expect_all_ok(
-      run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) { gathers_and_scatters_in_slices(c, ck, {1}); }));
+  // scratch (reduce_scatter's and all_to_all's input) or spread from it
+  // (all_gather's and all_to_all's output).
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    SlicedBlocks b(c, ck, {1});
+    gathers_and_scatters_in_slices(b);
+    all_to_alls_in_slices(b);
+  }));
 }
 
 TEST(GpuStaging, NoRankWithAGpuInUseAtCreationMeansNoSlices) {
