@@ -163,6 +163,12 @@ class Engine {
   /// written with, and such a load waits until the stores reach the cache
   /// (behind the previous operation's ring stores, on shared memory).
   OpSignature& begin_in_place(RedOp combine, int64_t timeout_ms);
+  /// Replaces the current operation's deadline (after begin): the slices of
+  /// one call share the call's.
+  void set_deadline(Deadline deadline) {
+    deadline_ = deadline;
+    lazy_timeout_ms_ = -1;
+  }
   /// Runs one step to completion (or throws: kTimeout, kPeerFailure,
   /// kMismatch, kAborted). An empty step returns at once.
   void run(std::span<const Transfer> transfers);

@@ -17,24 +17,19 @@ WorkPtr all_gather(Communicator& c, const TensorView& send, const TensorView& re
   const bool in_place = send.count > 0 && send.bytes_ptr() == recv.bytes_ptr() + bytes * size_t(rank);
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
   // The body captures scalars, not views (see TensorView).
-  const char* const in = st.view(send).bytes_ptr();
+  char* const in = st.view(send).bytes_ptr();
   char* const out = st.view(recv).bytes_ptr();
   const bool staged = st.staged();
-  // A slice gathers `len` bytes from `at` of every rank's block. Staged, the
-  // host copy holds them back to back (Staging::slice); host tensors gather
-  // them in scratch, then into their blocks.
+  // A slice gathers `len` bytes from `at` of every rank's block (SliceRows).
   return launch_sliced(c, st, OpKind::kAllGather, send.dtype, RedOp::kSum, -1, send.count, elem, n, call,
                        [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
                          const size_t at = first * elem, len = items * elem;
-                         if (staged || len == bytes) {
-                           char* const o = out + size_t(n) * at;
-                           algo.run(e, {.send = in_place ? o + size_t(rank) * len : in + at, .recv = o, .bytes = len});
-                           return;
-                         }
-                         char* const tmp = e.scratch(len * size_t(n), kSliceScratch);
-                         algo.run(e, {.send = in + at, .recv = tmp, .bytes = len});
-                         for (int p = 0; p < n; ++p)
-                           e.exec().copy(out + size_t(p) * bytes + at, tmp + size_t(p) * len, len);
+                         const SliceRows o(out, bytes, at, len, n, staged);
+                         char* const dst = o.write(e, kSliceScratch);
+                         // In place, this rank's part is already where the collective puts it.
+                         const char* src = in_place && o.laid_out() ? dst + size_t(rank) * len : in + at;
+                         algo.run(e, {.send = src, .recv = dst, .bytes = len});
+                         o.spread(e, dst);
                        });
 }
 

@@ -2,6 +2,58 @@
 
 namespace omniccl::coll {
 
+namespace {
+
+/// all_reduce on communicators that reduce in rank order
+/// (reduces_in_rank_order), a slice at a time: each rank gathers its share
+/// of the slice from every rank (all_to_allv), reduces the parts in rank
+/// order where the tensors are (on the GPU by the stream for CUDA tensors,
+/// here for host ones), and the reduced shares are gathered into every
+/// rank's slice (all_gatherv). The result is bit for bit the CPU kernels'
+/// in rank order, on every rank, whatever its tensors' device.
+WorkPtr all_reduce_in_rank_order(Communicator& c, const TensorView& send, const TensorView& recv,
+                                 const ReduceSpec& spec, const CallOptions& call) {
+  const int n = c.size(), rank = c.rank();
+  const size_t elem = dtype_size(send.dtype);
+  const DeviceReduction reduction{&recv, spec.op, n, rank};
+  Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call, &reduction);
+  const bool staged = st.staged();
+  // The body captures scalars, not views (see TensorView).
+  const char* const in = st.view(send).bytes_ptr();
+  char* const out = st.view(recv).bytes_ptr();
+  char* const gathered = st.gathered();
+  const DType dtype = send.dtype;
+  const RedOp op = spec.op;
+  const AlgoEntry* exchange = &find_algorithm(OpKind::kAllToAllV, Algo::kDirect);
+  const AlgoEntry* gather = &find_algorithm(OpKind::kAllGatherV, Algo::kDirect);
+  return launch_in_two_phases(
+      c, st, OpKind::kAllReduce, dtype, op, send.count, elem, call,
+      [=](Engine& e, uint64_t first, uint64_t items) {
+        const Shares s(items, n, elem);
+        const uint64_t mine = s.counts[size_t(rank)];
+        std::vector<uint64_t> from(size_t(n), mine), at(size_t(n), 0);
+        for (int q = 0; q < n; ++q) at[size_t(q)] = uint64_t(q) * mine;
+        char* const parts = staged ? gathered : e.scratch(mine * size_t(n), kSliceScratch);
+        exchange->run(e, {.send = in + first * elem,
+                          .recv = parts,
+                          .counts = s.counts.data(),
+                          .displs = s.displs.data(),
+                          .recv_counts = from.data(),
+                          .recv_displs = at.data()});
+        if (!staged) reduce_parts(e, out + first * elem + s.displs[size_t(rank)], parts, mine / elem, dtype, op, n);
+      },
+      [=](Engine& e, uint64_t first, uint64_t items) {
+        const Shares s(items, n, elem);
+        char* const slice = out + first * elem;
+        gather->run(e, {.send = slice + s.displs[size_t(rank)],
+                        .recv = slice,
+                        .counts = s.counts.data(),
+                        .displs = s.displs.data()});
+      });
+}
+
+}  // namespace
+
 WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& recv, int op, const CallOptions& call) {
   check_same_dtype(send, "sendbuf", recv, "recvbuf");
   check_count(recv, "recvbuf", send.count, "all_reduce: recvbuf must have as many elements as sendbuf");
@@ -14,6 +66,8 @@ WorkPtr all_reduce(Communicator& c, const TensorView& send, const TensorView& re
       })) {
     return *w;
   }
+  if (reduces_in_rank_order(c, spec.op, send.dtype, send.bytes()))
+    return all_reduce_in_rank_order(c, send, recv, spec, call);
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
   // The body captures scalars, not views (see TensorView).
   const char* const in = st.view(send).bytes_ptr();

@@ -17,36 +17,24 @@ WorkPtr all_to_all(Communicator& c, const TensorView& send, const TensorView& re
   const size_t elem = dtype_size(send.dtype), part = send.bytes() / size_t(n);
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
   // The body captures scalars, not views (see TensorView).
-  const char* const in = st.view(send).bytes_ptr();
+  char* const in = st.view(send).bytes_ptr();
   char* const out = st.view(recv).bytes_ptr();
   const bool staged = st.staged();
-  // A slice exchanges `len` bytes from `at` of every block (the header's
-  // count is a block's, as NCCL's). Staged, the host copies hold them back to
-  // back (Staging::slice); host tensors gather them in scratch first and
-  // spread them after.
+  // A slice exchanges `len` bytes from `at` of every block (SliceRows; the
+  // header's count is a block's, as NCCL's).
   return launch_sliced(c, st, OpKind::kAllToAll, send.dtype, RedOp::kSum, -1, send.count / size_t(n), elem, n, call,
                        [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
                          const size_t at = first * elem, len = items * elem, all = len * size_t(n);
-                         if (staged || len == part) {
-                           const char* src = in + size_t(n) * at;
-                           char* const dst = out + size_t(n) * at;
-                           if (src == dst && all > 0) {  // in place: keep a copy of the input
-                             char* const tmp = e.scratch(all, 3);
-                             e.exec().copy(tmp, src, all);
-                             src = tmp;
-                           }
-                           algo.run(e, {.send = src, .recv = dst, .bytes = len});
-                           return;
-                         }
-                         char* const src = e.scratch(all, kSliceScratch);
-                         char* const dst = e.scratch(all, kSliceScratch + 1);
-                         for (int p = 0; p < n; ++p) {
-                           e.exec().copy(src + size_t(p) * len, in + size_t(p) * part + at, len);
+                         const SliceRows i(in, part, at, len, n, staged), o(out, part, at, len, n, staged);
+                         const char* src = i.read(e, kSliceScratch);
+                         char* const dst = o.write(e, kSliceScratch + 1);
+                         if (src == dst && all > 0) {  // in place: keep a copy of the input
+                           char* const tmp = e.scratch(all, 3);
+                           e.exec().copy(tmp, src, all);
+                           src = tmp;
                          }
                          algo.run(e, {.send = src, .recv = dst, .bytes = len});
-                         for (int p = 0; p < n; ++p) {
-                           e.exec().copy(out + size_t(p) * part + at, dst + size_t(p) * len, len);
-                         }
+                         o.spread(e, dst);
                        });
 }
 

@@ -78,12 +78,26 @@ WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call
   const int64_t timeout_ms = call.timeout_ms > 0 ? call.timeout_ms : c.timeout_ms();
   work = c.submit(
       [staged, timeout_ms, op = std::move(op)](Engine& e) {
-        staged->wait_ready(Deadline::after_ms(timeout_ms), e.mesh());
+        staged->set_deadline(Deadline::after_ms(timeout_ms));
+        staged->wait_ready(staged->deadline(), e.mesh());
         op(e, *staged);
-        staged->finish(Deadline::after_ms(timeout_ms), e.mesh());
+        staged->finish(staged->deadline(), e.mesh());
       },
       true, std::move(work));
   return call.async ? work : nullptr;
+}
+
+void reduce_parts(Engine& e, char* out, const char* parts, size_t count, DType t, RedOp op, int n) {
+  const size_t len = count * dtype_size(t);
+  if (n == 1) {
+    e.exec().copy(out, parts, len);
+    if (is_logical(op)) truth_values(e, out, count, t);
+    return;
+  }
+  for (int q = 1; q < n; ++q) {
+    e.exec().reduce(out, q == 1 ? parts : out, parts + size_t(q) * len, count, t, combine_op(op));
+  }
+  if (op == RedOp::kAvg) e.exec().scale_divide(out, count, t, n);
 }
 
 }  // namespace omniccl::coll

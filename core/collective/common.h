@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "algorithm/algorithms.h"
 #include "common/checked.h"
@@ -143,9 +144,12 @@ inline CollectiveHead collective_head(Communicator& c, const Staging& staging, O
 }
 
 /// Runs body(engine, row) as one collective of the engine (a sequence
-/// number of its own), its algorithm chosen for `tune_bytes`.
+/// number of its own), its algorithm chosen for `tune_bytes`. Its deadline:
+/// `end` when given (a staged call's, or a sliced call's, shared by its
+/// slices), else its timeout from its first wait.
 template <typename Body>
-void run_collective(Engine& e, const CollectiveHead& h, uint64_t tune_bytes, const Body& body) {
+void run_collective(Engine& e, const CollectiveHead& h, uint64_t tune_bytes, const Body& body,
+                    const Deadline* end = nullptr) {
   Communicator* comm = h.comm;
   const Plan& plan = comm->planner().plan(h.kind, tune_bytes);
   OpSignature& sig = e.begin_in_place(combine_op(h.redop), h.timeout_ms > 0 ? h.timeout_ms : comm->timeout_ms());
@@ -157,6 +161,7 @@ void run_collective(Engine& e, const CollectiveHead& h, uint64_t tune_bytes, con
   sig.seq = comm->next_collective_seq();
   sig.algo = uint8_t(plan.algo);
   sig.algo_name = plan.algo_name;
+  if (end != nullptr) e.set_deadline(*end);
   e.set_interrupt(h.interrupt);
   e.use_cpu();  // staged tensors are host copies
   e.set_split_copy(plan.split_copy);
@@ -196,21 +201,14 @@ template <typename Body>
 WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root, uint64_t count,
                uint64_t tune_bytes, const CallOptions& call, Body body) {
   const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, count, call);
-  auto op = [=](Engine& e) { run_collective(e, head, tune_bytes, body); };
-  if (staging.staged()) return launch_staged(c, staging, call, std::function<void(Engine&)>(op));
-  return run_on_host(c, call.async, head.interrupt, op);
+  if (staging.staged()) {
+    return launch_staged(c, staging, call, std::function<void(Engine&, StagedCall&)>([=](Engine& e, StagedCall& s) {
+                           run_collective(e, head, tune_bytes, body, &s.deadline());
+                         }));
+  }
+  return run_on_host(c, call.async, head.interrupt, [=](Engine& e) { run_collective(e, head, tune_bytes, body); });
 }
 
-/// Slices of large all_reduce, broadcast and reduce calls (launch_sliced).
-/// A slice is a collective of its own, with its own sequence number, the
-/// call's count in its headers (so that ranks whose counts differ fail at
-/// the first slice). A slice's own cost, a round of message headers per
-/// algorithm step (microseconds), is small next to the milliseconds its 8
-/// MiB take over shared memory or TCP, while a staged rank's copies of one
-/// slice overlap the transports' work on the next.
-constexpr size_t kSliceBytes = size_t{8} << 20;
-/// Calls of fewer bytes run whole.
-constexpr size_t kSliceMinBytes = 2 * kSliceBytes;
 /// The engine scratch slot where a slice of host tensors whose rows are
 /// apart (all_gather's output, reduce_scatter's input, all_to_all's input)
 /// is laid out back to back, the next one all_to_all's output (0-2: the
@@ -231,10 +229,49 @@ inline uint64_t slice_count(uint64_t items, size_t item_bytes, int rows) {
   return (items + per - 1) / per;
 }
 
+/// A slice of a tensor with a block (row) a rank (launch_sliced): `len`
+/// bytes from `at` of each of its `rows` rows of `row` bytes, which the
+/// slice's collective reads or writes back to back. They already lie so at
+/// here() when the tensor is a staged host copy (Staging::slice) or the call
+/// is one slice (its parts are the rows); otherwise they are gathered into,
+/// or spread from, engine scratch.
+class SliceRows {
+ public:
+  SliceRows(char* base, size_t row, size_t at, size_t len, int rows, bool laid_out)
+      : base_(base), row_(row), at_(at), len_(len), rows_(size_t(rows)), laid_out_(laid_out || len == row) {}
+  /// Whether the parts lie back to back at here() (no scratch).
+  bool laid_out() const { return laid_out_; }
+  /// Where the parts lie back to back when laid out.
+  char* here() const { return base_ + rows_ * at_; }
+  /// The parts back to back for reading: here(), or a copy in scratch `slot`.
+  const char* read(Engine& e, int slot) const {
+    if (laid_out_) return here();
+    char* const tmp = e.scratch(len_ * rows_, slot);
+    for (size_t p = 0; p < rows_; ++p) e.exec().copy(tmp + p * len_, base_ + p * row_ + at_, len_);
+    return tmp;
+  }
+  /// Where the collective writes the parts back to back: here(), or scratch
+  /// `slot` (then spread()).
+  char* write(Engine& e, int slot) const { return laid_out_ ? here() : e.scratch(len_ * rows_, slot); }
+  /// After the collective: the parts write() gave, copied into their rows
+  /// where that was scratch.
+  void spread(Engine& e, const char* from) const {
+    if (laid_out_) return;
+    for (size_t p = 0; p < rows_; ++p) e.exec().copy(base_ + p * row_ + at_, from + p * len_, len_);
+  }
+
+ private:
+  char* base_;
+  size_t row_, at_, len_, rows_;
+  bool laid_out_;
+};
+
 /// launch for an operation whose result at each position of a row depends
 /// only on the ranks' inputs at that position: all_reduce, broadcast and
-/// reduce (one row: the tensor), all_gather (its output has a row a rank)
-/// and reduce_scatter (its input has). A large one runs as slices,
+/// reduce (one row: the tensor), all_gather (its output has a row a rank),
+/// reduce_scatter (its input has), all_to_all (both have), gather and
+/// scatter (the root's tensor has; `rows` is the rank count on every rank,
+/// so that all agree on the split). A large one runs as slices,
 /// body(engine, row, first_item, items) each over those items of every
 /// row, on communicators where some rank had a GPU in use when it was made
 /// (Communicator::slices_large_calls; CPU-only jobs run every call whole).
@@ -246,7 +283,10 @@ template <typename Body>
 WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root,
                       uint64_t items, size_t item_bytes, int rows, const CallOptions& call, Body body) {
   const uint64_t slices = c.slices_large_calls() ? slice_count(items, item_bytes, rows) : 1;
-  const uint64_t across = item_bytes * uint64_t(rows);  // an item of every row
+  // The size the algorithm is chosen for: an item of every row, but gather
+  // and scatter are sized by one rank's block (their tuning tables' unit).
+  const bool rooted_blocks = kind == OpKind::kGather || kind == OpKind::kScatter;
+  const uint64_t across = item_bytes * uint64_t(rooted_blocks ? 1 : rows);
   if (slices == 1) {
     return launch(c, staging, kind, dtype, redop, root, items, items * across, call,
                   [=](Engine& e, const AlgoEntry& row) { body(e, row, 0, items); });
@@ -254,13 +294,86 @@ WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtyp
   const uint64_t per = slice_items(item_bytes, rows);
   staging.slice(slices, per * item_bytes, items * item_bytes);
   const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, items, call);
+  // One deadline for the call, as a whole call has: slices share it.
   auto run = [=](Engine& e, StagedCall* staged) {
     const int64_t timeout_ms = head.timeout_ms > 0 ? head.timeout_ms : head.comm->timeout_ms();
+    const Deadline end = staged != nullptr ? staged->deadline() : Deadline::after_ms(timeout_ms);
     for (uint64_t k = 0; k < slices; ++k) {
       const uint64_t first = k * per;
       const uint64_t n = std::min(per, items - first);
-      if (staged != nullptr && k > 0) staged->wait_slice(k, Deadline::after_ms(timeout_ms), e.mesh());
-      run_collective(e, head, n * across, [&](Engine& en, const AlgoEntry& row) { body(en, row, first, n); });
+      if (staged != nullptr && k > 0) staged->wait_slice(k, end, e.mesh());
+      run_collective(
+          e, head, n * across, [&](Engine& en, const AlgoEntry& row) { body(en, row, first, n); }, &end);
+      if (staged != nullptr) staged->slice_done(k);
+    }
+  };
+  if (staging.staged()) {
+    return launch_staged(c, staging, call,
+                         std::function<void(Engine&, StagedCall&)>([run](Engine& e, StagedCall& s) { run(e, &s); }));
+  }
+  return run_on_host(c, call.async, head.interrupt, [run](Engine& e) { run(e, nullptr); });
+}
+
+/// Whether reductions of `op` on `t` (reduce_scatter's) exchange the ranks'
+/// parts and reduce them in rank order where the tensors are: on the GPU
+/// for staged CUDA tensors (staging.h, DeviceReduction), on the host for
+/// host ones. So on communicators that slice large calls (some rank had a
+/// GPU in use when it was made: every rank agrees, whatever its tensors'
+/// device), for what the CUDA kernels reduce: not PREMUL_SUM (a scalar a
+/// rank), MAXLOC/MINLOC or complex dtypes, which the host reduces; and
+/// calls of kReduceOnGpuMinBytes or more (`bytes`: all_reduce's tensor,
+/// reduce_scatter's input), since a smaller one's reduction costs the host
+/// less than a round trip to the GPU and back would.
+inline bool reduces_in_rank_order(const Communicator& c, RedOp op, DType t, uint64_t bytes) {
+  return c.slices_large_calls() && bytes >= kReduceOnGpuMinBytes && op != RedOp::kPreMulSum &&
+         kernels::item_elems(op) == 1 && !kernels::is_complex(t);
+}
+
+/// out = parts[0] op parts[1] op ... op parts[n - 1] (each `count`
+/// elements), in rank order, as the stream does on the GPU (staging.cc).
+void reduce_parts(Engine& e, char* out, const char* parts, size_t count, DType t, RedOp op, int n);
+
+/// Near-equal shares of a slice of `items` items of `item_bytes` among
+/// `ranks` (share_begin), in bytes: counts and displacements as the
+/// v-variants' algorithms take them.
+struct Shares {
+  std::vector<uint64_t> counts, displs;
+  Shares(uint64_t items, int ranks, size_t item_bytes) : counts(size_t(ranks)), displs(size_t(ranks)) {
+    for (int p = 0; p < ranks; ++p) {
+      displs[size_t(p)] = share_begin(items, p, ranks) * item_bytes;
+      counts[size_t(p)] = share_begin(items, p + 1, ranks) * item_bytes - displs[size_t(p)];
+    }
+  }
+};
+
+/// launch_sliced for an all_reduce on a communicator that reduces in rank
+/// order (reduces_in_rank_order): two collectives a slice with the stream's
+/// work between them (staging.h, DeviceReduction with a rank).
+/// exchange(engine, first_item, items) gathers the slice's parts of this
+/// rank's share (a host rank then reduces them itself); staged, the stream
+/// reduces them; share(engine, first_item, items) then gathers every rank's
+/// reduced share into the slice.
+template <typename Exchange, typename Share>
+WorkPtr launch_in_two_phases(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, uint64_t items,
+                             size_t item_bytes, const CallOptions& call, Exchange exchange, Share share) {
+  const uint64_t slices = slice_count(items, item_bytes, 1);
+  const uint64_t per = slices == 1 ? items : slice_items(item_bytes, 1);
+  staging.slice(slices, per * item_bytes, items * item_bytes);
+  const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, -1, items, call);
+  auto run = [=](Engine& e, StagedCall* staged) {
+    const int64_t timeout_ms = head.timeout_ms > 0 ? head.timeout_ms : head.comm->timeout_ms();
+    const Deadline end = staged != nullptr ? staged->deadline() : Deadline::after_ms(timeout_ms);
+    for (uint64_t k = 0; k < slices; ++k) {
+      const uint64_t first = k * per, n = std::min(per, items - first);
+      if (staged != nullptr && k > 0) staged->wait_slice(k, end, e.mesh());
+      run_collective(
+          e, head, n * item_bytes, [&](Engine& en, const AlgoEntry&) { exchange(en, first, n); }, &end);
+      if (staged != nullptr) {
+        staged->parts_ready(k);
+        staged->wait_reduced(k, end, e.mesh());
+      }
+      run_collective(
+          e, head, n * item_bytes, [&](Engine& en, const AlgoEntry&) { share(en, first, n); }, &end);
       if (staged != nullptr) staged->slice_done(k);
     }
   };

@@ -23,19 +23,34 @@ WorkPtr gather(Communicator& c, const TensorView& send, const OptTensor& recv, i
   }
   // A non-root's recvbuf is not used: checked for its device, not copied.
   Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);
+  const bool in_place = is_root && send.count > 0 && send.bytes_ptr() == recv->bytes_ptr() + send.bytes() * root;
   // The body captures scalars, not views (see TensorView).
   const char* const in = st.view(send).bytes_ptr();
-  if (c.rank() == root) out = st.view(*recv).bytes_ptr();
-  const size_t bytes = send.bytes();
-  return launch(
-      c, st, OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, bytes, call,
-      [=](Engine& e, const AlgoEntry& algo) { algo.run(e, {.send = in, .recv = out, .bytes = bytes, .root = root}); });
+  if (is_root) out = st.view(*recv).bytes_ptr();
+  const size_t bytes = send.bytes(), elem = dtype_size(send.dtype);
+  const bool staged = st.staged();
+  // A slice gathers `len` bytes from `at` of every rank's block into the
+  // root's (SliceRows); every rank counts the root's blocks to slice alike.
+  return launch_sliced(c, st, OpKind::kGather, send.dtype, RedOp::kSum, root, send.count, elem, n, call,
+                       [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
+                         const size_t at = first * elem, len = items * elem;
+                         if (out == nullptr) {
+                           algo.run(e, {.send = in + at, .bytes = len, .root = root});
+                           return;
+                         }
+                         const SliceRows o(out, bytes, at, len, n, staged);
+                         char* const dst = o.write(e, kSliceScratch);
+                         // In place, the root's part is already where the gather puts it.
+                         const char* src = in_place && o.laid_out() ? dst + size_t(root) * len : in + at;
+                         algo.run(e, {.send = src, .recv = dst, .bytes = len, .root = root});
+                         o.spread(e, dst);
+                       });
 }
 
 WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, int root, const CallOptions& call) {
   check_root(c, root);
   const int n = c.size();
-  const char* in = nullptr;
+  char* in = nullptr;
   if (c.rank() == root) {
     check_arg(send.has_value(), "sendbuf is NULL on the root rank ", root, " of scatter");
     check_same_dtype(*send, "sendbuf", recv, "recvbuf");
@@ -50,14 +65,28 @@ WorkPtr scatter(Communicator& c, const OptTensor& send, const TensorView& recv, 
       })) {
     return *w;
   }
-  Staging st({{opt(send), c.rank() == root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);
+  Staging st({{opt(send), is_root ? Use::kIn : Use::kNone}, {&recv, Use::kOut}}, call);
+  const bool in_place = is_root && recv.count > 0 && recv.bytes_ptr() == send->bytes_ptr() + recv.bytes() * root;
   // The body captures scalars, not views (see TensorView).
   char* const out = st.view(recv).bytes_ptr();
-  if (c.rank() == root) in = st.view(*send).bytes_ptr();
-  const size_t bytes = recv.bytes();
-  return launch(
-      c, st, OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, bytes, call,
-      [=](Engine& e, const AlgoEntry& algo) { algo.run(e, {.send = in, .recv = out, .bytes = bytes, .root = root}); });
+  if (is_root) in = st.view(*send).bytes_ptr();
+  const size_t bytes = recv.bytes(), elem = dtype_size(recv.dtype);
+  const bool staged = st.staged();
+  // A slice scatters `len` bytes from `at` of each of the root's blocks
+  // (SliceRows); every rank counts the root's blocks to slice alike.
+  return launch_sliced(c, st, OpKind::kScatter, recv.dtype, RedOp::kSum, root, recv.count, elem, n, call,
+                       [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
+                         const size_t at = first * elem, len = items * elem;
+                         if (in == nullptr) {
+                           algo.run(e, {.recv = out + at, .bytes = len, .root = root});
+                           return;
+                         }
+                         const SliceRows i(in, bytes, at, len, n, staged);
+                         const char* const src = i.read(e, kSliceScratch);
+                         // In place, the root's part stays where the scatter reads it.
+                         char* const dst = in_place && i.laid_out() ? i.here() + size_t(root) * len : out + at;
+                         algo.run(e, {.send = src, .recv = dst, .bytes = len, .root = root});
+                       });
 }
 
 }  // namespace omniccl::coll

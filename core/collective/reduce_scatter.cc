@@ -4,25 +4,35 @@ namespace omniccl::coll {
 
 namespace {
 
-/// Where a slice of a reduce_scatter reads and writes (launch_sliced): `len`
-/// bytes from `at` of each rank's block of the input (`row` bytes), and of
-/// the output. Staged, the host copy holds the input's parts back to back
-/// (Staging::slice); host tensors gather them in scratch first.
-struct SliceSpan {
-  const char* src;
-  char* dst;
-};
-
-SliceSpan slice_span(Engine& e, const char* in, char* out, size_t at, size_t len, size_t row, int n, int rank,
-                     bool staged, bool in_place) {
-  if (staged && in_place) {
-    char* const input = out - size_t(rank) * row + size_t(n) * at;  // out is the input's block `rank`
-    return {input, input + size_t(rank) * len};
-  }
-  if (staged || len == row) return {in + size_t(n) * at, out + at};
-  char* const tmp = e.scratch(len * size_t(n), kSliceScratch);
-  for (int p = 0; p < n; ++p) e.exec().copy(tmp + size_t(p) * len, in + size_t(p) * row + at, len);
-  return {tmp, out + at};
+/// reduce_scatter on communicators that reduce in rank order
+/// (reduces_in_rank_order): each slice's parts of the ranks' blocks are
+/// exchanged (all_to_all), then reduced in rank order where the tensors are:
+/// on the GPU by the stream for CUDA tensors (Staging's DeviceReduction),
+/// here for host ones. Both give the CPU kernels' results bit for bit.
+WorkPtr reduce_scatter_in_rank_order(Communicator& c, const TensorView& send, const TensorView& recv,
+                                     const ReduceSpec& spec, const CallOptions& call) {
+  const int n = c.size();
+  const size_t row = recv.bytes(), elem = dtype_size(send.dtype);
+  const DeviceReduction reduction{&recv, spec.op, n};
+  Staging st({{&send, Use::kIn}, {&recv, Use::kNone}}, call, &reduction);
+  const bool staged = st.staged();
+  // The body captures scalars, not views (see TensorView). Staged, `out` is
+  // where the parts are gathered (laid out as n rows of `row` bytes).
+  char* const in = st.view(send).bytes_ptr();
+  char* const out = staged ? st.gathered() : recv.bytes_ptr();
+  const DType dtype = send.dtype;
+  const RedOp op = spec.op;
+  const AlgoEntry* exchange = &find_algorithm(OpKind::kAllToAll, Algo::kPairwise);
+  return launch_sliced(c, st, OpKind::kReduceScatter, dtype, op, -1, recv.count, elem, n, call,
+                       [=](Engine& e, const AlgoEntry&, uint64_t first, uint64_t items) {
+                         const size_t at = first * elem, len = items * elem;
+                         const SliceRows i(in, row, at, len, n, staged);
+                         const char* const input = i.read(e, kSliceScratch);
+                         char* const parts =
+                             staged ? out + size_t(n) * at : e.scratch(len * size_t(n), kSliceScratch + 1);
+                         exchange->run(e, {.send = input, .recv = parts, .bytes = len});
+                         if (!staged) reduce_parts(e, out + at, parts, items, dtype, op, n);
+                       });
 }
 
 }  // namespace
@@ -42,12 +52,14 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
       })) {
     return *w;
   }
+  if (reduces_in_rank_order(c, spec.op, send.dtype, send.bytes()))
+    return reduce_scatter_in_rank_order(c, send, recv, spec, call);
   const size_t row = recv.bytes();
   const int rank = c.rank();
   const bool in_place = recv.count > 0 && recv.bytes_ptr() == send.bytes_ptr() + row * size_t(rank);
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call);
   // The body captures scalars, not views (see TensorView).
-  const char* const in = st.view(send).bytes_ptr();
+  char* const in = st.view(send).bytes_ptr();
   char* const out = st.view(recv).bytes_ptr();
   const bool staged = st.staged();
   const DType dtype = send.dtype;
@@ -57,12 +69,16 @@ WorkPtr reduce_scatter(Communicator& c, const TensorView& send, const TensorView
   return launch_sliced(c, st, OpKind::kReduceScatter, dtype, spec.op, -1, recv.count / per_item, item_bytes, n, call,
                        [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t items) {
                          const size_t len = items * item_bytes, elems = items * per_item;
-                         const SliceSpan s =
-                             slice_span(e, in, out, first * item_bytes, len, row, n, rank, staged, in_place);
-                         const char* src = premultiply(e, spec, s.src, elems * size_t(n), dtype);
-                         algo.run(e, {.send = src, .recv = s.dst, .count = items});
-                         if (spec.op == RedOp::kAvg) e.exec().scale_divide(s.dst, elems, dtype, n);
-                         if (n == 1 && is_logical(spec.op)) truth_values(e, s.dst, elems, dtype);
+                         // The input's `len` bytes from `at` of every block (SliceRows). Staged
+                         // in place, the output is the input's block `rank`, laid out with it.
+                         const SliceRows i(in, row, first * item_bytes, len, n, staged);
+                         const char* const input = i.read(e, kSliceScratch);
+                         char* const dst =
+                             staged && in_place ? i.here() + size_t(rank) * len : out + first * item_bytes;
+                         const char* src = premultiply(e, spec, input, elems * size_t(n), dtype);
+                         algo.run(e, {.send = src, .recv = dst, .count = items});
+                         if (spec.op == RedOp::kAvg) e.exec().scale_divide(dst, elems, dtype, n);
+                         if (n == 1 && is_logical(spec.op)) truth_values(e, dst, elems, dtype);
                        });
 }
 

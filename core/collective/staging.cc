@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "common/gpu_runtime.h"
 #include "common/status.h"
@@ -33,10 +34,13 @@ size_t block_capacity(size_t bytes) {
 /// once the stream has passed the `done` event of its last use.
 struct Block {
   int device = 0;
-  size_t capacity = 0;                   ///< bytes after the word
-  char* mem = nullptr;                   ///< host_alloc: the word, then the regions
-  std::vector<GpuRuntime::Event> ready;  ///< one per slice: its inputs are copied
+  size_t capacity = 0;                     ///< bytes after the word
+  char* mem = nullptr;                     ///< host_alloc: the word, then the regions
+  std::vector<GpuRuntime::Event> ready;    ///< one per slice: its inputs are copied
+  std::vector<GpuRuntime::Event> reduced;  ///< one per slice: its share is reduced (DeviceReduction with a rank)
   GpuRuntime::Event done = nullptr;
+  char* dev = nullptr;  ///< device scratch of a DeviceReduction (device_alloc), kept with the block
+  size_t dev_capacity = 0;
   bool in_use = false;    ///< held by a StagedCall
   bool recorded = false;  ///< `done` was recorded (the stream may still be before it)
 
@@ -112,6 +116,22 @@ class StagedCallImpl final : public StagedCall {
     regions_.push_back(Region{t.bytes_ptr(), t.bytes(), 0, static_cast<uint8_t>(use)});
   }
 
+  /// The stream makes `d.out` from the gathered parts (DeviceReduction);
+  /// after plan(): the gathered region goes after the tensors' copies.
+  void add_reduction(const DeviceReduction& d) {
+    const TensorView& t = *d.out;
+    if (t.count == 0 || t.data == nullptr) return;
+    red_ = Reduction{t.bytes_ptr(), t.bytes(), total_, t.dtype, d.op, d.ranks, d.rank};
+    // Per slice, the parts of every rank's block; with a rank, one slice's
+    // parts at a time (n shares of at most an item more than 1/n each).
+    const size_t elem = kernels::dtype_size(t.dtype);
+    const size_t span = t.bytes() < kSliceMinBytes ? t.bytes() : kSliceBytes;  // a slice's most
+    red_.gathered_bytes = d.rank < 0 ? t.bytes() * size_t(d.ranks) : span + size_t(d.ranks) * elem;
+    total_ += align_up(red_.gathered_bytes);
+  }
+
+  char* gathered() const { return red_.out != nullptr ? host_base_ + red_.offset : nullptr; }
+
   /// Merges regions inside another into it; lays them out in the block.
   void plan() {
     std::sort(regions_.begin(), regions_.end(),
@@ -160,19 +180,23 @@ class StagedCallImpl final : public StagedCall {
     std::atomic_ref<uint32_t>(*block_->flag()).store(0, std::memory_order_release);
   }
 
-  /// Copies slice by slice when every region is whole rows of `row_bytes`
-  /// (the sliced collectives' tensors all are: one row, or one a rank);
-  /// otherwise the first slice's copies take every input and the last one's
-  /// every output: still right, without the overlap. The host copy of a
-  /// region of several rows is laid out slice by slice (Staging::slice).
+  /// Copies slice by slice; every region must be whole rows of `row_bytes`
+  /// (the sliced collectives' tensors all are: one row, or one a rank), since
+  /// their bodies read the host copies as laid out slice by slice
+  /// (Staging::slice). Anything else is a fault of this library, refused
+  /// before the stream is given any work.
   void set_slices(size_t slices, size_t slice_bytes, size_t row_bytes) {
     slices_ = std::max<size_t>(slices, 1);
     slice_bytes_ = slice_bytes;
     row_bytes_ = row_bytes;
-    by_slice_ = slices_ > 1 && row_bytes > 0 && std::all_of(regions_.begin(), regions_.end(), [&](const Region& r) {
-                  return r.bytes % row_bytes == 0;
-                });
-    for (Region& r : regions_) r.rows = by_slice_ ? r.bytes / row_bytes : 1;
+    by_slice_ = slices_ > 1;
+    for (Region& r : regions_) {
+      if (by_slice_ && (row_bytes == 0 || r.bytes % row_bytes != 0)) {
+        fail(Status::kInternal, "staged path: a sliced call's tensor of ", r.bytes, " bytes is not whole rows of ",
+             row_bytes, " bytes");
+      }
+      r.rows = by_slice_ ? r.bytes / row_bytes : 1;
+    }
   }
 
   /// The stream's part: slice k's inputs are copied ahead, while the host
@@ -180,7 +204,12 @@ class StagedCallImpl final : public StagedCall {
   /// host says it is done (the word reaches k), while it works on slice k.
   void start() {
     while (block_->ready.size() < slices_) block_->ready.push_back(rt_.event_create());
+    if (red_.out != nullptr) reserve_device_scratch();
     waiting_ = true;  // from here on the stream must be released
+    if (red_.out != nullptr && red_.rank >= 0) {
+      start_two_phase();
+      return;
+    }
     copy_slice(0, Use::kIn);
     rt_.event_record(block_->ready[0], stream_);
     for (size_t k = 1; k < slices_; ++k) {
@@ -203,7 +232,14 @@ class StagedCallImpl final : public StagedCall {
   }
 
   void slice_done(size_t k) override {
-    if (k + 1 < slices_) std::atomic_ref<uint32_t>(*block_->flag()).store(uint32_t(k + 1), std::memory_order_release);
+    const size_t phases = two_phase() ? 2 : 1;
+    if (k + 1 < slices_) set_word(uint32_t(phases * (k + 1)));
+  }
+
+  void parts_ready(size_t k) override { set_word(uint32_t(2 * k + 1)); }
+
+  void wait_reduced(size_t k, Deadline deadline, const transport::Mesh& mesh) override {
+    wait_event(block_->reduced.at(k), deadline, mesh, "reduced this operation's slice on the GPU");
   }
 
   void finish(Deadline deadline, const transport::Mesh& mesh) override {
@@ -233,13 +269,117 @@ class StagedCallImpl final : public StagedCall {
         rt_.copy_2d_async(r.dev + lo, row, host, n, n, r.rows, stream_);
       }
     }
+    if (!in && red_.out != nullptr && !two_phase()) reduce_slice(k);
+  }
+
+  bool two_phase() const { return red_.out != nullptr && red_.rank >= 0; }
+
+  void set_word(uint32_t value) { std::atomic_ref<uint32_t>(*block_->flag()).store(value, std::memory_order_release); }
+
+  /// The stream's part of a DeviceReduction with a rank: slice k's share is
+  /// reduced once the host has gathered its parts (the word at 2k + 1), and
+  /// the slice copied back once the host has gathered the shares (2k + 2),
+  /// while the next slice's inputs are already copied.
+  void start_two_phase() {
+    while (block_->reduced.size() < slices_) block_->reduced.push_back(rt_.event_create());
+    copy_slice(0, Use::kIn);
+    rt_.event_record(block_->ready[0], stream_);
+    for (size_t k = 0; k < slices_; ++k) {
+      if (k + 1 < slices_) {
+        copy_slice(k + 1, Use::kIn);
+        rt_.event_record(block_->ready[k + 1], stream_);
+      }
+      rt_.stream_wait_flag(stream_, block_->flag(), static_cast<uint32_t>(2 * k + 1));
+      reduce_share(k);
+      rt_.event_record(block_->reduced[k], stream_);
+      rt_.stream_wait_flag(stream_, block_->flag(), static_cast<uint32_t>(2 * k + 2));
+      copy_slice(k, Use::kOut);
+    }
+    rt_.event_record(block_->done, stream_);
+    started_ = true;
+  }
+
+  /// The bytes of this rank's share of a slice of `len` bytes, and where it begins.
+  std::pair<size_t, size_t> share(size_t len) const {
+    const size_t elem = kernels::dtype_size(red_.dtype), items = len / elem;
+    const uint64_t lo = share_begin(items, red_.rank, red_.ranks), hi = share_begin(items, red_.rank + 1, red_.ranks);
+    return {size_t(lo) * elem, size_t(hi - lo) * elem};
+  }
+
+  /// Slice k's share: the ranks' parts (in the gathered region, reused a
+  /// slice at a time) to the device, reduced in rank order there, and the
+  /// result into the host copy of `out`, at the share's place.
+  void reduce_share(size_t k) {
+    const size_t lo = by_slice_ ? k * slice_bytes_ : 0;
+    const size_t len = by_slice_ ? std::min(slice_bytes_, red_.bytes - lo) : red_.bytes;
+    const auto [at, bytes] = share(len);
+    if (bytes == 0) return;
+    const size_t ranks = size_t(red_.ranks);
+    char* const parts = block_->dev;
+    char* const result = parts + ranks * bytes;
+    rt_.copy_async(parts, host_base_ + red_.offset, ranks * bytes, stream_);
+    enqueue_chain(result, parts, bytes);
+    TensorView out{};
+    out.data = red_.out + lo + at;
+    out.count = 1;
+    rt_.copy_async(host_view(out).bytes_ptr(), result, bytes, stream_);
+  }
+
+  /// out = parts[0] op parts[1] op ... (each `len` bytes, device memory) in
+  /// rank order (AVG: SUM, then divided), as the CPU kernels would.
+  void enqueue_chain(char* out, const char* parts, size_t len) {
+    const Reduction& d = red_;
+    const size_t count = len / kernels::dtype_size(d.dtype), ranks = size_t(d.ranks);
+    const RedOp combine = d.op == RedOp::kAvg ? RedOp::kSum : d.op;
+    if (ranks == 1) {  // one rank's value, as the logical ops give it
+      if (kernels::is_logical(d.op)) {
+        rt_.reduce_async(out, parts, parts, count, d.dtype, RedOp::kLOr, stream_);
+      } else {
+        rt_.copy_async(out, parts, len, stream_);
+      }
+    }
+    for (size_t q = 1; q < ranks; ++q) {
+      rt_.reduce_async(out, q == 1 ? parts : out, parts + q * len, count, d.dtype, combine, stream_);
+    }
+    if (d.op == RedOp::kAvg) rt_.scale_divide_async(out, count, d.dtype, int64_t(ranks), stream_);
+  }
+
+  /// The device scratch a slice's gathered parts are copied into (the
+  /// block's, grown when too small: its earlier use has ended, as the block's).
+  void reserve_device_scratch() {
+    const size_t span = by_slice_ ? slice_bytes_ : red_.bytes, elem = kernels::dtype_size(red_.dtype);
+    const size_t ranks = size_t(red_.ranks), share_max = (span / elem + ranks - 1) / ranks * elem;
+    const size_t bytes = two_phase() ? (ranks + 1) * share_max : ranks * span;
+    if ((two_phase() ? ranks * share_max : ranks * span) > red_.gathered_bytes) {
+      fail(Status::kInternal, "staged path: a slice's gathered parts (", ranks, " x ", two_phase() ? share_max : span,
+           " bytes) exceed their region (", red_.gathered_bytes, " bytes)");
+    }
+    if (block_->dev_capacity < bytes) {
+      if (block_->dev != nullptr) rt_.device_free(block_->dev);
+      block_->dev = nullptr;
+      block_->dev_capacity = 0;
+      block_->dev = static_cast<char*>(rt_.device_alloc(bytes));
+      block_->dev_capacity = bytes;
+    }
+  }
+
+  /// Enqueues slice k of the DeviceReduction: its gathered parts (one a
+  /// rank, back to back in the host copy, as a tensor of `ranks` rows) to
+  /// the device, then out = part 0 op part 1 op ... in rank order (AVG:
+  /// SUM, then divided), as the CPU kernels would on the host.
+  void reduce_slice(size_t k) {
+    const size_t lo = by_slice_ ? k * slice_bytes_ : 0;
+    const size_t len = by_slice_ ? std::min(slice_bytes_, red_.bytes - lo) : red_.bytes;
+    char* const parts = block_->dev;
+    rt_.copy_async(parts, host_base_ + red_.offset + size_t(red_.ranks) * lo, size_t(red_.ranks) * len, stream_);
+    enqueue_chain(red_.out + lo, parts, len);
   }
 
   /// Every wait of the stream passes (the last slice's included), whatever
   /// became of the operation.
   void release_stream() {
     if (waiting_) {
-      std::atomic_ref<uint32_t>(*block_->flag()).store(uint32_t(slices_), std::memory_order_release);
+      set_word(uint32_t((two_phase() ? 2 : 1) * slices_));
       waiting_ = false;
     }
   }
@@ -275,13 +415,26 @@ class StagedCallImpl final : public StagedCall {
   size_t slice_bytes_ = 0;
   size_t row_bytes_ = 0;
   bool by_slice_ = false;
+  /// A DeviceReduction's output (out == nullptr: none); offset: its
+  /// gathered parts' region in the block's data.
+  struct Reduction {
+    char* out = nullptr;
+    size_t bytes = 0;
+    size_t offset = 0;
+    DType dtype = DType::kFloat32;
+    RedOp op = RedOp::kSum;
+    int ranks = 1;
+    int rank = -1;              ///< >= 0: all_reduce's share (DeviceReduction)
+    size_t gathered_bytes = 0;  ///< the gathered region's
+  };
+  Reduction red_;
   bool waiting_ = false;  ///< the stream waits for the word
   bool started_ = false;  ///< `done` was recorded
 };
 
 }  // namespace
 
-void Staging::plan(std::initializer_list<TensorUse> uses, const CallOptions& call) {
+void Staging::plan(std::initializer_list<TensorUse> uses, const CallOptions& call, const DeviceReduction* reduction) {
   const TensorView* first = nullptr;
   for (const TensorUse& u : uses) {
     const TensorView* t = u.tensor;
@@ -304,6 +457,7 @@ void Staging::plan(std::initializer_list<TensorUse> uses, const CallOptions& cal
     if (u.tensor != nullptr) impl->add(*u.tensor, u.use);
   }
   impl->plan();
+  if (reduction != nullptr) impl->add_reduction(*reduction);
   impl->take_block();
   call_ = std::move(impl);
 }
@@ -312,6 +466,10 @@ Staging::~Staging() = default;
 
 TensorView Staging::staged_view(const TensorView& t) const {
   return static_cast<const StagedCallImpl&>(*call_).host_view(t);
+}
+
+char* Staging::gathered() const {
+  return call_ != nullptr ? static_cast<const StagedCallImpl&>(*call_).gathered() : nullptr;
 }
 
 void Staging::slice(size_t slices, size_t slice_bytes, size_t row_bytes) {

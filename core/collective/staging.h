@@ -20,8 +20,9 @@
 // are undefined (as with NCCL) and the communicator reports the error
 // (occl_comm_get_async_error, kCommFailed on later calls).
 //
-// Large all_reduce, broadcast, reduce, all_gather and reduce_scatter run as
-// slices (common.h, launch_sliced), and the stream's copies follow them: it copies slice k + 1
+// Large all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all,
+// gather and scatter run as slices (common.h, launch_sliced), and the stream's
+// copies follow them: it copies slice k + 1
 // to the host and slice k - 1 back while the host runs slice k, so the copy
 // engine and the transports overlap; the host waits on one event per slice
 // and raises the word once per slice.
@@ -45,6 +46,22 @@ namespace omniccl::coll {
 
 class StagedCall;
 
+/// Slices of large calls (launch_sliced).
+/// A slice is a collective of its own, with its own sequence number, the
+/// call's count in its headers (so that ranks whose counts differ fail at
+/// the first slice). A slice's own cost, a round of message headers per
+/// algorithm step (microseconds), is small next to the milliseconds its 8
+/// MiB take over shared memory or TCP, while a staged rank's copies of one
+/// slice overlap the transports' work on the next.
+constexpr size_t kSliceBytes = size_t{8} << 20;
+/// Calls of fewer bytes run whole.
+constexpr size_t kSliceMinBytes = 2 * kSliceBytes;
+/// Staged all_reduce and reduce_scatter calls of fewer bytes reduce on the
+/// host (common.h, reduces_in_rank_order): a reduction of less costs the
+/// host less than the extra copies and waits of reducing on the GPU. A
+/// first guess, to be measured on a GPU with the slice size.
+constexpr size_t kReduceOnGpuMinBytes = size_t{1} << 20;
+
 /// How an operation uses a tensor: read, written, or both. Out tensors must
 /// be written whole by the operation on this rank (the host copy is copied
 /// back whole); a tensor written only in part, or on some ranks only, is
@@ -57,6 +74,31 @@ struct TensorUse {
   Use use;
 };
 
+/// A tensor the stream makes on the GPU, slice by slice, instead of copying
+/// it back: reduce_scatter's output on communicators that reduce on the GPU
+/// (common.h, reduces_in_rank_order). The host gathers each slice's parts of
+/// the ranks' inputs into Staging::gathered(); the stream copies them to
+/// device scratch and reduces them, in rank order, into `out` with the CUDA
+/// kernels (bit for bit the CPU kernels' results). `out` is given to
+/// Staging with Use::kNone; PREMUL_SUM, MAXLOC/MINLOC and complex dtypes are
+/// not for it.
+///
+/// With `rank` >= 0 (all_reduce's), the stream reduces only this rank's
+/// share of each slice (the slice's items split into `ranks` near-equal runs,
+/// run p for rank p), and copies it into the host copy of `out`, which is
+/// given to Staging as usual; the host then gathers the shares and the
+/// stream copies the slice back (StagedCall::parts_ready, wait_reduced).
+struct DeviceReduction {
+  const TensorView* out;
+  RedOp op;
+  int ranks;
+  int rank = -1;
+};
+
+/// Rank p's share of `items` items split among `ranks`: [share_begin(p),
+/// share_begin(p + 1)).
+inline uint64_t share_begin(uint64_t items, int p, int ranks) { return items * uint64_t(p) / uint64_t(ranks); }
+
 /// kOut on the root, kNone elsewhere (a rooted result's recvbuf).
 inline Use out_use(const Communicator& c, int root) { return c.rank() == root ? Use::kOut : Use::kNone; }
 
@@ -65,7 +107,7 @@ class Staging {
   /// Checks that every non-empty tensor is on one device (else kInvalidArgument); for
   /// CUDA tensors, that it is the calling thread's current device, and plans
   /// their host copies (tensors inside another one share its copy).
-  Staging(std::initializer_list<TensorUse> uses, const CallOptions& call) {
+  Staging(std::initializer_list<TensorUse> uses, const CallOptions& call, const DeviceReduction* reduction = nullptr) {
     // The common case inline: host tensors of one device id (or none) need
     // no plan; anything else is checked and planned there.
     const TensorView* first = nullptr;
@@ -74,7 +116,7 @@ class Staging {
       if (t == nullptr || t->count == 0) continue;
       if (first == nullptr) first = t;
       if (t->device != DeviceKind::kCPU || t->device_id != first->device_id) {
-        plan(uses, call);
+        plan(uses, call, reduction);
         return;
       }
     }
@@ -104,6 +146,10 @@ class Staging {
   /// range there, and the views of such a tensor point at the start of that
   /// layout. Call before start(); a no-op for host tensors.
   void slice(size_t slices, size_t slice_bytes, size_t row_bytes);
+  /// Staged with a DeviceReduction: the host region where the ranks' parts
+  /// are gathered, laid out as a tensor of `ranks` rows of out's size (see
+  /// slice()).
+  char* gathered() const;
   /// Staged only: enqueues the stream's part (see above) and hands over the
   /// call, which the queued operation keeps until it ends.
   std::shared_ptr<StagedCall> start();
@@ -111,7 +157,7 @@ class Staging {
  private:
   TensorView staged_view(const TensorView& t) const;
   /// The constructor's checks and plan when a tensor is not host memory.
-  void plan(std::initializer_list<TensorUse> uses, const CallOptions& call);
+  void plan(std::initializer_list<TensorUse> uses, const CallOptions& call, const DeviceReduction* reduction);
   std::shared_ptr<StagedCall> call_;
 };
 
@@ -130,9 +176,23 @@ class StagedCall {
   /// After slice k: its results are in host memory, and the stream copies
   /// them back while the next slice runs (the last one's wait for finish).
   virtual void slice_done(size_t k) = 0;
+  /// A DeviceReduction with a rank (all_reduce's), after slice k's parts
+  /// are gathered in host memory: the stream reduces them.
+  virtual void parts_ready(size_t k) = 0;
+  /// Then waits, as wait_slice, until this rank's reduced share of slice k
+  /// is in the host copy.
+  virtual void wait_reduced(size_t k, Deadline deadline, const transport::Mesh& mesh) = 0;
   /// After the operation: releases the stream (it copies the outputs back),
   /// then waits until it has (bounded as wait_ready).
   virtual void finish(Deadline deadline, const transport::Mesh& mesh) = 0;
+  /// The whole operation's deadline, set when the worker takes it up: its
+  /// waits for the stream and every slice's collective share it, so a
+  /// sliced call is bounded by its timeout as a whole one is.
+  const Deadline& deadline() const { return deadline_; }
+  void set_deadline(Deadline d) { deadline_ = d; }
+
+ private:
+  Deadline deadline_ = Deadline::never();
 };
 
 }  // namespace omniccl::coll

@@ -592,6 +592,19 @@ TEST(FaultsTest, MismatchedCount) {
                              {"count", "32", "64"});
 }
 
+TEST(FaultsTest, MismatchedAllToAllCountNamesBlockCounts) {
+  // all_to_all's count is a block's (a rank's share), as NCCL's: rank 1's
+  // 32 elements are blocks of 8, the others' 64 blocks of 16.
+  expect_mismatch_everywhere("all_to_all: rank 1 32 elements, others 64 (deadline 60 s)", 4, 60000, 5.0,
+                             [](occl_comm_t comm, int rank, int) {
+                               float a[64] = {}, b[64] = {};
+                               const int64_t count = rank == 1 ? 32 : 64;
+                               Tensor1D ta(a, count, dl_float(32)), tb(b, count, dl_float(32));
+                               return occl_all_to_all(&ta, &tb, comm, nullptr);
+                             },
+                             {"count", "8", "16"});
+}
+
 TEST(FaultsTest, MismatchedOperation) {
   // Rank 0 calls all_gather while the others call all_reduce.
   expect_mismatch_everywhere("rank 0 all_gather, others all_reduce (deadline 60 s)", 4, 60000, 5.0,

@@ -156,15 +156,27 @@ class EmulatedGpu final : public GpuRuntime {
     static std::atomic<size_t> n{0};
     return n;
   }
+  /// Milliseconds each copy takes on its stream before it is done (a slow
+  /// copy engine); 0 by default.
+  static std::atomic<int>& copy_delay_ms() {
+    static std::atomic<int> n{0};
+    return n;
+  }
   void copy_async(void* dst, const void* src, size_t bytes, Stream s) override {
     ++copies();
-    stream(s).enqueue([=] { std::memmove(dst, src, bytes); });
+    const int delay = copy_delay_ms().load();
+    stream(s).enqueue([=] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      std::memmove(dst, src, bytes);
+    });
   }
   /// One copy, as cudaMemcpy2DAsync is.
   void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                      Stream s) override {
     ++copies();
+    const int delay = copy_delay_ms().load();
     stream(s).enqueue([=] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay));
       for (size_t i = 0; i < height; ++i) {
         std::memmove(static_cast<char*>(dst) + i * dpitch, static_cast<const char*>(src) + i * spitch, width);
       }
@@ -258,8 +270,15 @@ class EmulatedGpu final : public GpuRuntime {
   uint64_t read_value(const uint64_t* addr) override {
     return std::atomic_ref<uint64_t>(*const_cast<uint64_t*>(addr)).load(std::memory_order_acquire);
   }
+  /// How many reductions reduce_async has enqueued (staged calls that
+  /// reduce on the GPU).
+  static std::atomic<size_t>& reductions() {
+    static std::atomic<size_t> n{0};
+    return n;
+  }
   void reduce_async(void* out, const void* a, const void* b, size_t count, kernels::DType t, kernels::RedOp op,
                     Stream s) override {
+    ++reductions();
     stream(s).enqueue([=] { kernels::cpu::reduce(out, a, b, count, t, op); });
   }
   void scale_divide_async(void* data, size_t count, kernels::DType t, int64_t divisor, Stream s) override {

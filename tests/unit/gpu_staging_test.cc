@@ -194,7 +194,9 @@ TEST(GpuStaging, LargeCallsRunInSlicesAndTheStreamCopiesSliceBySlice) {
     const size_t before = EmulatedGpu::copies().load();
     coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(y, DType::kFloat32), int(RedOp::kSum), on(s));
     const size_t copies = EmulatedGpu::copies().load() - before;
-    ck.expect(copies == 12, "6 slices copied in and 6 out, not " + std::to_string(copies) + " copies");
+    // Each slice copied in and out, and (reduced on the GPU) its parts to
+    // the GPU and this rank's reduced share back.
+    ck.expect(copies == 24, "6 slices copied 4 ways, not " + std::to_string(copies) + " copies");
     // reduce AVG to root 1 (24 MiB of int64 into 3 slices), broadcast of
     // 20 MiB + 4 bytes of int32 from root 0 in place.
     std::vector<int64_t> a(size_t{3} << 20, int64_t(10 * (r + 1))), avg(a.size(), -1);
@@ -257,12 +259,13 @@ struct SlicedBlocks {
     }
     return tv;
   }
-  /// Runs call() and checks it copied `slices` slices each way (none on CPU tensors).
+  /// Runs call() and checks it copied `slices` slices each of `ways` ways
+  /// (2: in and out; none on CPU tensors).
   template <typename Call>
-  void sliced(const char* what, size_t slices, const Call& call) {
+  void sliced(const char* what, size_t slices, const Call& call, size_t ways = 2) {
     const size_t before = EmulatedGpu::copies().load();
     call();
-    const size_t copies = EmulatedGpu::copies().load() - before, want = host ? 0 : 2 * slices;
+    const size_t copies = EmulatedGpu::copies().load() - before, want = host ? 0 : ways * slices;
     ck.expect(copies == want, str_cat(what, ": ", copies, " copies, not ", want));
   }
 };
@@ -333,11 +336,59 @@ void all_to_alls_in_slices(SlicedBlocks& b) {
   b.ck.expect(bad_z == 0, str_cat("all_to_all int32 in place: ", bad_z, " wrong elements"));
 }
 
+/// gather and scatter: the root's tensor has a block a rank, the others'
+/// one block (copied one way only); every rank slices alike.
+void rooted_in_slices(SlicedBlocks& b) {
+  const int r = b.r;
+  const size_t k = b.k, nk = b.nk;
+  const auto only_on = [&](int root, auto& v, DType t) {
+    return r == root ? std::optional(b.view(v, t)) : std::nullopt;
+  };
+  std::vector<float> x(k), g(nk, -1.0f);
+  for (size_t i = 0; i < k; ++i) x[i] = float(r * 1000) + float(i % 997);
+  b.sliced(
+      "gather", 3, [&] { coll::gather(b.c, b.view(x, DType::kFloat32), only_on(2, g, DType::kFloat32), 2, on(b.s)); },
+      r == 2 ? 2 : 1);
+  std::vector<int32_t> z(nk, -1);
+  for (size_t i = 0; i < k; ++i) z[size_t(r) * k + i] = r * 1000 + int(i % 991);
+  b.sliced(
+      "gather in place", 3,
+      [&] { coll::gather(b.c, b.view(z, DType::kInt32, size_t(r)), only_on(0, z, DType::kInt32), 0, on(b.s)); },
+      r == 0 ? 2 : 1);
+  std::vector<float> u(nk, -1.0f), v(k, -1.0f);
+  for (size_t i = 0; r == 1 && i < nk; ++i) u[i] = float(int(i / k) * 100) + float(i % k % 13);
+  b.sliced(
+      "scatter", 3, [&] { coll::scatter(b.c, only_on(1, u, DType::kFloat32), b.view(v, DType::kFloat32), 1, on(b.s)); },
+      r == 1 ? 2 : 1);
+  std::vector<int32_t> w(nk, -1);
+  for (size_t i = 0; r == 2 && i < nk; ++i) w[i] = int(i / k) * 100 + int(i % k % 11);
+  b.sliced(
+      "scatter in place", 3,
+      [&] { coll::scatter(b.c, only_on(2, w, DType::kInt32), b.view(w, DType::kInt32, size_t(r)), 2, on(b.s)); },
+      r == 2 ? 2 : 1);
+  b.ck.expect(b.s.sync(), "the stream finished");
+  size_t bad_g = 0, bad_z = 0, bad_v = 0, bad_w = 0;
+  for (size_t i = 0; i < nk; ++i) {
+    const int p = int(i / k);
+    bad_g += r == 2 && g[i] != float(p * 1000) + float(i % k % 997);
+    bad_z += r == 0 && z[i] != p * 1000 + int(i % k % 991);
+  }
+  for (size_t i = 0; i < k; ++i) {
+    bad_v += v[i] != float(r * 100) + float(i % 13);
+    bad_w += w[size_t(r) * k + i] != r * 100 + int(i % 11);
+  }
+  b.ck.expect(bad_g == 0, str_cat("gather float32 on the root: ", bad_g, " wrong elements"));
+  b.ck.expect(bad_z == 0, str_cat("gather int32 in place on the root: ", bad_z, " wrong elements"));
+  b.ck.expect(bad_v == 0, str_cat("scatter float32: ", bad_v, " wrong elements"));
+  b.ck.expect(bad_w == 0, str_cat("scatter int32 in place: ", bad_w, " wrong elements"));
+}
+
 TEST(GpuStaging, BlockCollectivesRunInSlicesWithOneStridedCopyATensor) {
   expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
     SlicedBlocks b(c, ck, {});
     gathers_and_scatters_in_slices(b);
     all_to_alls_in_slices(b);
+    rooted_in_slices(b);
   }));
 }
 
@@ -349,6 +400,108 @@ TEST(GpuStaging, RanksWithCpuTensorsSliceBlockCollectivesAlike) {
     SlicedBlocks b(c, ck, {1});
     gathers_and_scatters_in_slices(b);
     all_to_alls_in_slices(b);
+    rooted_in_slices(b);
+  }));
+}
+
+/// Rank q's reduce_scatter input, block p, element i: 1e8, i % 7 + p, -1e8
+/// for ranks 0, 1, 2. In float32 the sum depends on the order: 1e8 + 5 is
+/// 1e8 + 8, so rank order gives 8 where (1e8 - 1e8) + 5 gives 5.
+float order_sensitive(int q, size_t p, size_t i) { return q == 0 ? 1e8f : q == 1 ? float(i % 7 + p) : -1e8f; }
+
+TEST(GpuStaging, ReduceScatterReducesOnTheGpuInRankOrder) {
+  // Staged ranks (0 and 2) reduce on the stream, the CPU-tensor rank (1) on
+  // the host; all in rank order, so their results are the same function.
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    SlicedBlocks b(c, ck, {1});
+    const int r = b.r, n = b.n;
+    const size_t k = b.k, nk = b.nk;
+    std::vector<float> x(nk), y(k, -1.0f);
+    for (size_t i = 0; i < nk; ++i) x[i] = order_sensitive(r, i / k, i % k);
+    const size_t reductions = EmulatedGpu::reductions().load();
+    b.sliced("reduce_scatter", 3, [&] {
+      coll::reduce_scatter(c, b.view(x, DType::kFloat32), b.view(y, DType::kFloat32), int(RedOp::kSum), on(b.s));
+    });
+    const size_t ran = EmulatedGpu::reductions().load() - reductions, want = b.host ? 0 : size_t(n - 1) * 3;
+    ck.expect(ran == want, str_cat("reductions on the stream: ", ran, ", not ", want));
+    // AVG and MAX of int64 in place, of 1 MiB (one slice, still on the GPU).
+    const size_t m = (size_t{1} << 20) / 4 / size_t(n) + 1;
+    std::vector<float> a(size_t(n) * m), av(m, -1.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float((r + 1) * int(i % m % 5 + 1));
+    coll::reduce_scatter(c, b.view(a, DType::kFloat32), b.view(av, DType::kFloat32), int(RedOp::kAvg), on(b.s));
+    std::vector<int64_t> w(size_t(n) * m);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = int64_t(i / m) * 100 + (r == 1 ? 50 : r) + int64_t(i % m % 5);
+    TensorView mine = b.view(w, DType::kInt64);
+    mine.data = w.data() + size_t(r) * m;
+    mine.count = m;
+    coll::reduce_scatter(c, b.view(w, DType::kInt64), mine, int(RedOp::kMax), on(b.s));
+    const size_t after = EmulatedGpu::reductions().load() - reductions, more = b.host ? 0 : size_t(n - 1) * 2;
+    ck.expect(after - ran == more, str_cat("AVG and MAX reductions on the stream: ", after - ran, ", not ", more));
+    ck.expect(b.s.sync(), "the stream finished");
+    size_t bad = 0;
+    for (size_t i = 0; i < k; ++i) {
+      volatile float sum = order_sensitive(0, size_t(r), i);
+      sum = sum + order_sensitive(1, size_t(r), i);
+      sum = sum + order_sensitive(2, size_t(r), i);
+      bad += y[i] != sum;
+    }
+    ck.expect(bad == 0, str_cat("SUM float32 in rank order: ", bad, " elements differ, element 5 is ", y[5]));
+    size_t bad_avg = 0, bad_max = 0;
+    for (size_t i = 0; i < m; ++i) {
+      bad_avg += av[i] != 2.0f * float(i % 5 + 1);
+      bad_max += w[size_t(r) * m + i] != int64_t(r) * 100 + 50 + int64_t(i % 5);
+    }
+    ck.expect(bad_avg == 0, str_cat("AVG float32: ", bad_avg, " wrong elements"));
+    ck.expect(bad_max == 0, str_cat("MAX int64 in place: ", bad_max, " wrong elements"));
+  }));
+}
+
+TEST(GpuStaging, AllReduceReducesOnTheGpuInRankOrder) {
+  // Each rank reduces its share of every slice in rank order: the staged
+  // ranks (0 and 2) on the stream, the CPU-tensor rank (1) on the host; the
+  // shares are then gathered, so every rank holds the same, rank-order sums.
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    SlicedBlocks b(c, ck, {1});
+    const int r = b.r;
+    // float32: 3 slices of 8 MiB and one of 2 items, where rank 0's share is empty.
+    const size_t k = (size_t{6} << 20) + 2;
+    std::vector<float> x(k), y(k, -1.0f);
+    for (size_t i = 0; i < k; ++i) x[i] = order_sensitive(r, 0, i);
+    const size_t reductions = EmulatedGpu::reductions().load();
+    // Each slice copied in and out, its parts to the GPU and its share back
+    // (none for an empty share).
+    const size_t before = EmulatedGpu::copies().load();
+    coll::all_reduce(c, b.view(x, DType::kFloat32), b.view(y, DType::kFloat32), int(RedOp::kSum), on(b.s));
+    const size_t copies = EmulatedGpu::copies().load() - before, want_copies = b.host ? 0 : r == 0 ? 14 : 16;
+    ck.expect(copies == want_copies, str_cat("all_reduce: ", copies, " copies, not ", want_copies));
+    const size_t ran = EmulatedGpu::reductions().load() - reductions, want = b.host ? 0 : r == 0 ? 6 : 8;
+    ck.expect(ran == want, str_cat("reductions on the stream: ", ran, ", not ", want));
+    // AVG in place and MAX of int32, of 1 MiB (one slice, still on the GPU).
+    const size_t m = (size_t{1} << 20) / 4 + 1;
+    std::vector<float> a(m);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float((r + 1) * int(i % 5 + 1));
+    coll::all_reduce(c, b.view(a, DType::kFloat32), b.view(a, DType::kFloat32), int(RedOp::kAvg), on(b.s));
+    std::vector<int32_t> mv(m), mx(m, -1);
+    for (size_t i = 0; i < m; ++i) mv[i] = r * 10 + int(i % 3);
+    coll::all_reduce(c, b.view(mv, DType::kInt32), b.view(mx, DType::kInt32), int(RedOp::kMax), on(b.s));
+    const size_t after = EmulatedGpu::reductions().load() - reductions, more = b.host ? 0 : 2 * 2;
+    ck.expect(after - ran == more, str_cat("AVG and MAX reductions on the stream: ", after - ran, ", not ", more));
+    ck.expect(b.s.sync(), "the stream finished");
+    size_t bad = 0;
+    for (size_t i = 0; i < k; ++i) {
+      volatile float sum = order_sensitive(0, 0, i);
+      sum = sum + order_sensitive(1, 0, i);
+      sum = sum + order_sensitive(2, 0, i);
+      bad += y[i] != sum;
+    }
+    ck.expect(bad == 0, str_cat("SUM float32 in rank order: ", bad, " elements differ, element 5 is ", y[5]));
+    size_t bad_avg = 0, bad_max = 0;
+    for (size_t i = 0; i < m; ++i) {
+      bad_avg += a[i] != 2.0f * float(i % 5 + 1);
+      bad_max += mx[i] != 20 + int(i % 3);
+    }
+    ck.expect(bad_avg == 0, str_cat("AVG float32 in place: ", bad_avg, " wrong elements"));
+    ck.expect(bad_max == 0, str_cat("MAX int32: ", bad_max, " wrong elements"));
   }));
 }
 
@@ -444,6 +597,29 @@ TEST(GpuStaging, APeerLostDuringASlicedCallReleasesTheStream) {
       4000));
 }
 
+TEST(GpuStaging, ASlicedCallEndsWithinItsTimeoutNotATimeoutASlice) {
+  // Every copy of the stream takes 250 ms. No one wait of the 3 slices
+  // reaches the 600 ms timeout, but the call as a whole would (about 1.5 s):
+  // it must end with kTimeout by its deadline, and release the stream.
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    std::vector<float> x(size_t{6} << 20, 1.0f);  // 24 MiB: 3 slices
+    EmulatedGpu::copy_delay_ms() = 250;
+    CallOptions call = on(s, /*async=*/true);
+    call.timeout_ms = 600;
+    const auto t0 = std::chrono::steady_clock::now();
+    WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), 0, call);
+    const Status st = w != nullptr ? w->wait() : Status::kInternal;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    EmulatedGpu::copy_delay_ms() = 0;
+    ck.expect(st == Status::kTimeout,
+              std::string("the call timed out, not ") + status_name(st) + (w ? ": " + w->message() : ""));
+    ck.expect(ms < 1400, "it ended by its deadline, not " + std::to_string(ms) + " ms after the call");
+    ck.expect(s.sync(20000), "the stream was released");
+  }));
+}
+
 TEST(GpuStaging, SlicedCallsWhoseCountsDifferFailAtTheFirstSlice) {
   // Every slice's header carries the call's count, so ranks whose counts
   // differ only in the last slice's length are told at the first one.
@@ -525,7 +701,9 @@ TEST(GpuStaging, HostCopiesTakeLittleMoreMemoryThanTheTensors) {
   expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
     EmuStream s;
     std::vector<float> x((size_t{4} << 20) / 4 + 1024, float(c.rank() + 1)), y(x.size(), 0.0f);
-    const size_t tensors = 2 * x.size() * sizeof(float);
+    // The two tensors, and the ranks' parts of this rank's share, gathered
+    // for the GPU to reduce (a tensor's size, at most a slice's).
+    const size_t tensors = 3 * x.size() * sizeof(float);
     const size_t before = EmulatedGpu::host_bytes().load();
     coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(y, DType::kFloat32), int(RedOp::kSum), on(s));
     ck.expect(s.sync(), "the stream finished");
