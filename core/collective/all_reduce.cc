@@ -24,22 +24,14 @@ WorkPtr all_reduce_in_rank_order(Communicator& c, const TensorView& send, const 
   char* const gathered = st.gathered();
   const DType dtype = send.dtype;
   const RedOp op = spec.op;
-  const AlgoEntry* exchange = &find_algorithm(OpKind::kAllToAllV, Algo::kDirect);
   const AlgoEntry* gather = &find_algorithm(OpKind::kAllGatherV, Algo::kDirect);
   return launch_in_two_phases(
-      c, st, OpKind::kAllReduce, dtype, op, send.count, elem, call,
+      c, st, OpKind::kAllReduce, dtype, op, -1, send.count, elem, call,
       [=](Engine& e, uint64_t first, uint64_t items) {
         const Shares s(items, n, elem);
         const uint64_t mine = s.counts[size_t(rank)];
-        std::vector<uint64_t> from(size_t(n), mine), at(size_t(n), 0);
-        for (int q = 0; q < n; ++q) at[size_t(q)] = uint64_t(q) * mine;
         char* const parts = staged ? gathered : e.scratch(mine * size_t(n), kSliceScratch);
-        exchange->run(e, {.send = in + first * elem,
-                          .recv = parts,
-                          .counts = s.counts.data(),
-                          .displs = s.displs.data(),
-                          .recv_counts = from.data(),
-                          .recv_displs = at.data()});
+        exchange_shares(e, s, in + first * elem, parts);
         if (!staged) reduce_parts(e, out + first * elem + s.displs[size_t(rank)], parts, mine / elem, dtype, op, n);
       },
       [=](Engine& e, uint64_t first, uint64_t items) {

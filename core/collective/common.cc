@@ -100,4 +100,18 @@ void reduce_parts(Engine& e, char* out, const char* parts, size_t count, DType t
   if (op == RedOp::kAvg) e.exec().scale_divide(out, count, t, n);
 }
 
+void exchange_shares(Engine& e, const Shares& s, const char* slice, char* parts) {
+  const size_t n = s.counts.size();
+  const uint64_t mine = s.counts[size_t(e.rank())];
+  std::vector<uint64_t> from(n, mine), at(n, 0);
+  for (size_t q = 0; q < n; ++q) at[q] = q * mine;
+  find_algorithm(OpKind::kAllToAllV, Algo::kDirect)
+      .run(e, {.send = slice,
+               .recv = parts,
+               .counts = s.counts.data(),
+               .displs = s.displs.data(),
+               .recv_counts = from.data(),
+               .recv_displs = at.data()});
+}
+
 }  // namespace omniccl::coll

@@ -314,16 +314,17 @@ WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtyp
   return run_on_host(c, call.async, head.interrupt, [run](Engine& e) { run(e, nullptr); });
 }
 
-/// Whether reductions of `op` on `t` (reduce_scatter's) exchange the ranks'
-/// parts and reduce them in rank order where the tensors are: on the GPU
-/// for staged CUDA tensors (staging.h, DeviceReduction), on the host for
-/// host ones. So on communicators that slice large calls (some rank had a
-/// GPU in use when it was made: every rank agrees, whatever its tensors'
-/// device), for what the CUDA kernels reduce: not PREMUL_SUM (a scalar a
-/// rank), MAXLOC/MINLOC or complex dtypes, which the host reduces; and
-/// calls of kReduceOnGpuMinBytes or more (`bytes`: all_reduce's tensor,
-/// reduce_scatter's input), since a smaller one's reduction costs the host
-/// less than a round trip to the GPU and back would.
+/// Whether reductions of `op` on `t` (all_reduce's, reduce_scatter's and
+/// reduce's) exchange the ranks' parts and reduce them in rank order where
+/// the tensors are: on the GPU for staged CUDA tensors (staging.h,
+/// DeviceReduction), on the host for host ones. So on communicators that
+/// slice large calls (some rank had a GPU in use when it was made: every
+/// rank agrees, whatever its tensors' device), for what the CUDA kernels
+/// reduce: not PREMUL_SUM (a scalar a rank), MAXLOC/MINLOC or complex
+/// dtypes, which the host reduces; and calls of kReduceOnGpuMinBytes or more
+/// (`bytes`: all_reduce's and reduce's tensor, reduce_scatter's input),
+/// since a smaller one's reduction costs the host less than a round trip to
+/// the GPU and back would.
 inline bool reduces_in_rank_order(const Communicator& c, RedOp op, DType t, uint64_t bytes) {
   return c.slices_large_calls() && bytes >= kReduceOnGpuMinBytes && op != RedOp::kPreMulSum &&
          kernels::item_elems(op) == 1 && !kernels::is_complex(t);
@@ -346,20 +347,26 @@ struct Shares {
   }
 };
 
-/// launch_sliced for an all_reduce on a communicator that reduces in rank
-/// order (reduces_in_rank_order): two collectives a slice with the stream's
-/// work between them (staging.h, DeviceReduction with a rank).
+/// launch_in_two_phases' exchange: this rank's share (of `s`, the slice's
+/// shares) of every rank's slice at `slice`, into `parts` back to back in
+/// rank order (all_to_allv).
+void exchange_shares(Engine& e, const Shares& s, const char* slice, char* parts);
+
+/// launch_sliced for an all_reduce or reduce on a communicator that reduces
+/// in rank order (reduces_in_rank_order): two collectives a slice with the
+/// stream's work between them (staging.h, DeviceReduction with a rank).
 /// exchange(engine, first_item, items) gathers the slice's parts of this
 /// rank's share (a host rank then reduces them itself); staged, the stream
-/// reduces them; share(engine, first_item, items) then gathers every rank's
-/// reduced share into the slice.
+/// reduces them; share(engine, first_item, items) then gathers the reduced
+/// shares into the slice (every rank's, or the root's).
 template <typename Exchange, typename Share>
-WorkPtr launch_in_two_phases(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, uint64_t items,
-                             size_t item_bytes, const CallOptions& call, Exchange exchange, Share share) {
+WorkPtr launch_in_two_phases(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root,
+                             uint64_t items, size_t item_bytes, const CallOptions& call, Exchange exchange,
+                             Share share) {
   const uint64_t slices = slice_count(items, item_bytes, 1);
   const uint64_t per = slices == 1 ? items : slice_items(item_bytes, 1);
   staging.slice(slices, per * item_bytes, items * item_bytes);
-  const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, -1, items, call);
+  const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, items, call);
   auto run = [=](Engine& e, StagedCall* staged) {
     const int64_t timeout_ms = head.timeout_ms > 0 ? head.timeout_ms : head.comm->timeout_ms();
     const Deadline end = staged != nullptr ? staged->deadline() : Deadline::after_ms(timeout_ms);

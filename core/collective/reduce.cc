@@ -2,6 +2,58 @@
 
 namespace omniccl::coll {
 
+namespace {
+
+/// reduce on communicators that reduce in rank order
+/// (reduces_in_rank_order), a slice at a time, as all_reduce there: each
+/// rank gathers its share of the slice from every rank and reduces the parts
+/// in rank order where the tensors are (on the GPU by the stream for CUDA
+/// tensors); the root then gathers the reduced shares (gatherv). A staged
+/// non-root's share lands in its input's host copy, whose slice it has sent
+/// by then; a host non-root's in scratch.
+WorkPtr reduce_in_rank_order(Communicator& c, const TensorView& send, const OptTensor& recv, const ReduceSpec& spec,
+                             int root, const CallOptions& call) {
+  const int n = c.size(), rank = c.rank();
+  const bool is_root = rank == root;
+  const size_t elem = dtype_size(send.dtype);
+  const DeviceReduction reduction{is_root ? &*recv : &send, spec.op, n, rank};
+  Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call, &reduction);
+  const bool staged = st.staged();
+  // The body captures scalars, not views (see TensorView).
+  char* const in = st.view(send).bytes_ptr();
+  char* const out = is_root ? st.view(*recv).bytes_ptr() : nullptr;
+  char* const gathered = st.gathered();
+  const DType dtype = send.dtype;
+  const RedOp op = spec.op;
+  // Where this rank's reduced share of the slice from `first` is.
+  auto share_at = [=](Engine& e, uint64_t first, const Shares& s) {
+    const size_t at = first * elem + s.displs[size_t(rank)];
+    if (is_root) return out + at;
+    return staged ? in + at : e.scratch(s.counts[size_t(rank)], kSliceScratch + 1);
+  };
+  return launch_in_two_phases(
+      c, st, OpKind::kReduce, dtype, op, root, send.count, elem, call,
+      [=](Engine& e, uint64_t first, uint64_t items) {
+        const Shares s(items, n, elem);
+        const uint64_t mine = s.counts[size_t(rank)];
+        char* const parts = staged ? gathered : e.scratch(mine * size_t(n), kSliceScratch);
+        exchange_shares(e, s, in + first * elem, parts);
+        if (!staged) reduce_parts(e, share_at(e, first, s), parts, mine / elem, dtype, op, n);
+      },
+      [=](Engine& e, uint64_t first, uint64_t items) {
+        const Shares s(items, n, elem);
+        find_algorithm(OpKind::kGatherV, Algo::kDirect)
+            .run(e, {.send = share_at(e, first, s),
+                     .recv = is_root ? out + first * elem : nullptr,
+                     .bytes = s.counts[size_t(rank)],
+                     .root = root,
+                     .counts = s.counts.data(),
+                     .displs = s.displs.data()});
+      });
+}
+
+}  // namespace
+
 WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, int op, int root,
                const CallOptions& call) {
   check_root(c, root);
@@ -21,6 +73,9 @@ WorkPtr reduce(Communicator& c, const TensorView& send, const OptTensor& recv, i
                            is_root ? recv->bytes_ptr() : nullptr);
       })) {
     return *w;
+  }
+  if (reduces_in_rank_order(c, spec.op, send.dtype, send.bytes())) {
+    return reduce_in_rank_order(c, send, recv, spec, root, call);
   }
   Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call);
   // The body captures scalars, not views (see TensorView).

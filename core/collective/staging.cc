@@ -424,7 +424,7 @@ class StagedCallImpl final : public StagedCall {
     DType dtype = DType::kFloat32;
     RedOp op = RedOp::kSum;
     int ranks = 1;
-    int rank = -1;              ///< >= 0: all_reduce's share (DeviceReduction)
+    int rank = -1;              ///< >= 0: all_reduce's or reduce's share (DeviceReduction)
     size_t gathered_bytes = 0;  ///< the gathered region's
   };
   Reduction red_;

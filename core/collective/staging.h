@@ -83,11 +83,13 @@ struct TensorUse {
 /// Staging with Use::kNone; PREMUL_SUM, MAXLOC/MINLOC and complex dtypes are
 /// not for it.
 ///
-/// With `rank` >= 0 (all_reduce's), the stream reduces only this rank's
-/// share of each slice (the slice's items split into `ranks` near-equal runs,
-/// run p for rank p), and copies it into the host copy of `out`, which is
-/// given to Staging as usual; the host then gathers the shares and the
-/// stream copies the slice back (StagedCall::parts_ready, wait_reduced).
+/// With `rank` >= 0 (all_reduce's and reduce's), the stream reduces only
+/// this rank's share of each slice (the slice's items split into `ranks`
+/// near-equal runs, run p for rank p), and copies it into the host copy of
+/// `out`, which is given to Staging as usual (a reduce's non-root: its
+/// input, whose slice it has sent by then); the host then gathers the shares
+/// and the stream copies the slice back (StagedCall::parts_ready,
+/// wait_reduced).
 struct DeviceReduction {
   const TensorView* out;
   RedOp op;
@@ -176,7 +178,7 @@ class StagedCall {
   /// After slice k: its results are in host memory, and the stream copies
   /// them back while the next slice runs (the last one's wait for finish).
   virtual void slice_done(size_t k) = 0;
-  /// A DeviceReduction with a rank (all_reduce's), after slice k's parts
+  /// A DeviceReduction with a rank (all_reduce's, reduce's), after slice k's parts
   /// are gathered in host memory: the stream reduces them.
   virtual void parts_ready(size_t k) = 0;
   /// Then waits, as wait_slice, until this rank's reduced share of slice k

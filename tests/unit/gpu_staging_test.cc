@@ -505,6 +505,55 @@ TEST(GpuStaging, AllReduceReducesOnTheGpuInRankOrder) {
   }));
 }
 
+TEST(GpuStaging, ReduceReducesOnTheGpuInRankOrder) {
+  // As all_reduce, but the root gathers the shares: a staged non-root's
+  // share goes back to its host copy to be sent, a staged root's to its
+  // output's. Rank 1 (CPU tensors) is the root of the AVG.
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    SlicedBlocks b(c, ck, {1});
+    const int r = b.r;
+    const auto at_root = [&](int root, auto& v, DType t) {
+      return r == root ? std::optional(b.view(v, t)) : std::nullopt;
+    };
+    // float32 SUM to rank 2: 3 slices of 8 MiB and one of 2 items, where rank 0's share is empty.
+    const size_t k = (size_t{6} << 20) + 2;
+    std::vector<float> x(k), y(k, -1.0f);
+    for (size_t i = 0; i < k; ++i) x[i] = order_sensitive(r, 0, i);
+    const size_t reductions = EmulatedGpu::reductions().load(), before = EmulatedGpu::copies().load();
+    coll::reduce(c, b.view(x, DType::kFloat32), at_root(2, y, DType::kFloat32), int(RedOp::kSum), 2, on(b.s));
+    // Each slice in, its parts to the GPU and its share back; the root's out too.
+    const size_t copies = EmulatedGpu::copies().load() - before, want_copies = b.host ? 0 : r == 0 ? 10 : 16;
+    ck.expect(copies == want_copies, str_cat("reduce: ", copies, " copies, not ", want_copies));
+    const size_t ran = EmulatedGpu::reductions().load() - reductions, want = b.host ? 0 : r == 0 ? 6 : 8;
+    ck.expect(ran == want, str_cat("reductions on the stream: ", ran, ", not ", want));
+    // AVG float32 to rank 1 (CPU tensors), MAX int64 in place to rank 0, of 1 MiB each.
+    const size_t m = (size_t{1} << 20) / 4 + 1;
+    std::vector<float> a(m), av(m, -1.0f);
+    for (size_t i = 0; i < m; ++i) a[i] = float((r + 1) * int(i % 5 + 1));
+    coll::reduce(c, b.view(a, DType::kFloat32), at_root(1, av, DType::kFloat32), int(RedOp::kAvg), 1, on(b.s));
+    std::vector<int64_t> w(m);
+    for (size_t i = 0; i < m; ++i) w[i] = int64_t(r * 10) + int64_t(i % 3);
+    coll::reduce(c, b.view(w, DType::kInt64), at_root(0, w, DType::kInt64), int(RedOp::kMax), 0, on(b.s));
+    ck.expect(b.s.sync(), "the stream finished");
+    size_t bad = 0, bad_avg = 0, bad_max = 0;
+    for (size_t i = 0; r == 2 && i < k; ++i) {
+      volatile float sum = order_sensitive(0, 0, i);
+      sum = sum + order_sensitive(1, 0, i);
+      sum = sum + order_sensitive(2, 0, i);
+      bad += y[i] != sum;
+    }
+    for (size_t i = 0; i < m; ++i) {
+      bad_avg += r == 1 && av[i] != 2.0f * float(i % 5 + 1);
+      bad_max += r == 0 && w[i] != 20 + int64_t(i % 3);
+    }
+    ck.expect(bad == 0, str_cat("SUM float32 in rank order on the root: ", bad, " elements differ"));
+    ck.expect(r == 2 || y[0] == -1.0f, "a non-root's recvbuf is untouched");
+    ck.expect(bad_avg == 0, str_cat("AVG float32 on the CPU-tensor root: ", bad_avg, " wrong elements"));
+    ck.expect(bad_max == 0, str_cat("MAX int64 in place on the root: ", bad_max, " wrong elements"));
+    ck.expect(r == 0 || w[0] == int64_t(r * 10), "a non-root's input is unchanged by the share it reduced");
+  }));
+}
+
 TEST(GpuStaging, NoRankWithAGpuInUseAtCreationMeansNoSlices) {
   // Slicing is agreed when the communicator is made (some rank then had a
   // GPU in use): a communicator of ranks that touch CUDA only later, as a
