@@ -266,18 +266,55 @@ class SliceRows {
   bool laid_out_;
 };
 
+/// Queues or runs a call of `slices` slices: each(engine, k, end, staged)
+/// runs slice k's collectives by the call's deadline `end` (staged: the
+/// call's StagedCall, else nullptr). Staged, the stream's copies follow the
+/// slices (Staging::slice or slice_pieces, called before): the host waits
+/// for slice k's inputs before it and releases its outputs after it. The
+/// slices share the call's deadline, as a whole call's steps do.
+template <typename Each>
+WorkPtr launch_slice_loop(Communicator& c, Staging& staging, const CollectiveHead& head, uint64_t slices,
+                          const CallOptions& call, Each each) {
+  auto run = [=](Engine& e, StagedCall* staged) {
+    const int64_t timeout_ms = head.timeout_ms > 0 ? head.timeout_ms : head.comm->timeout_ms();
+    const Deadline end = staged != nullptr ? staged->deadline() : Deadline::after_ms(timeout_ms);
+    for (uint64_t k = 0; k < slices; ++k) {
+      if (staged != nullptr && k > 0) staged->wait_slice(k, end, e.mesh());
+      each(e, k, end, staged);
+      if (staged != nullptr) staged->slice_done(k);
+    }
+  };
+  if (staging.staged()) {
+    return launch_staged(c, staging, call,
+                         std::function<void(Engine&, StagedCall&)>([run](Engine& e, StagedCall& s) { run(e, &s); }));
+  }
+  return run_on_host(c, call.async, head.interrupt, [run](Engine& e) { run(e, nullptr); });
+}
+
+/// launch_slice_loop with one collective a slice: body(engine, row, k) is
+/// slice k's, its algorithm chosen for tune(k) bytes.
+template <typename Tune, typename Body>
+WorkPtr launch_slices(Communicator& c, Staging& staging, const CollectiveHead& head, uint64_t slices,
+                      const CallOptions& call, Tune tune, Body body) {
+  return launch_slice_loop(c, staging, head, slices, call,
+                           [=](Engine& e, uint64_t k, const Deadline& end, StagedCall*) {
+                             run_collective(
+                                 e, head, tune(k), [&](Engine& en, const AlgoEntry& row) { body(en, row, k); }, &end);
+                           });
+}
+
 /// launch for an operation whose result at each position of a row depends
-/// only on the ranks' inputs at that position: all_reduce, broadcast and
-/// reduce (one row: the tensor), all_gather (its output has a row a rank),
-/// reduce_scatter (its input has), all_to_all (both have), gather and
-/// scatter (the root's tensor has; `rows` is the rank count on every rank,
-/// so that all agree on the split). A large one runs as slices,
-/// body(engine, row, first_item, items) each over those items of every
-/// row, on communicators where some rank had a GPU in use when it was made
-/// (Communicator::slices_large_calls; CPU-only jobs run every call whole).
-/// Every rank of such a communicator slices alike, since the split depends
-/// on the call's size only (a rank with CPU tensors and one with CUDA
-/// tensors still agree). Staged, the stream copies slice by slice
+/// only on the ranks' inputs at that position: all_reduce, broadcast,
+/// reduce, scan and exscan (one row: the tensor), all_gather (its output
+/// has a row a rank), reduce_scatter (its input has), all_to_all (both
+/// have), gather and scatter (the root's tensor has; `rows` is the rank
+/// count on every rank, so that all agree on the split). A large one runs
+/// as slices, body(engine, row, first_item, items) each over those items of
+/// every row, on communicators where some rank had a GPU in use when it was
+/// made (Communicator::slices_large_calls; CPU-only jobs run every call
+/// whole). Every rank of such a communicator slices alike, since the split
+/// depends on the call's size only (a rank with CPU tensors and one with
+/// CUDA tensors still agree). Staged, the stream copies slice by slice
 /// (staging.h, which also says where a slice's rows lie in host memory).
 template <typename Body>
 WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root,
@@ -294,24 +331,9 @@ WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtyp
   const uint64_t per = slice_items(item_bytes, rows);
   staging.slice(slices, per * item_bytes, items * item_bytes);
   const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, items, call);
-  // One deadline for the call, as a whole call has: slices share it.
-  auto run = [=](Engine& e, StagedCall* staged) {
-    const int64_t timeout_ms = head.timeout_ms > 0 ? head.timeout_ms : head.comm->timeout_ms();
-    const Deadline end = staged != nullptr ? staged->deadline() : Deadline::after_ms(timeout_ms);
-    for (uint64_t k = 0; k < slices; ++k) {
-      const uint64_t first = k * per;
-      const uint64_t n = std::min(per, items - first);
-      if (staged != nullptr && k > 0) staged->wait_slice(k, end, e.mesh());
-      run_collective(
-          e, head, n * across, [&](Engine& en, const AlgoEntry& row) { body(en, row, first, n); }, &end);
-      if (staged != nullptr) staged->slice_done(k);
-    }
-  };
-  if (staging.staged()) {
-    return launch_staged(c, staging, call,
-                         std::function<void(Engine&, StagedCall&)>([run](Engine& e, StagedCall& s) { run(e, &s); }));
-  }
-  return run_on_host(c, call.async, head.interrupt, [run](Engine& e) { run(e, nullptr); });
+  return launch_slices(
+      c, staging, head, slices, call, [=](uint64_t k) { return std::min(per, items - k * per) * across; },
+      [=](Engine& e, const AlgoEntry& row, uint64_t k) { body(e, row, k * per, std::min(per, items - k * per)); });
 }
 
 /// Whether reductions of `op` on `t` (all_reduce's, reduce_scatter's and
@@ -367,28 +389,18 @@ WorkPtr launch_in_two_phases(Communicator& c, Staging& staging, OpKind kind, DTy
   const uint64_t per = slices == 1 ? items : slice_items(item_bytes, 1);
   staging.slice(slices, per * item_bytes, items * item_bytes);
   const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, items, call);
-  auto run = [=](Engine& e, StagedCall* staged) {
-    const int64_t timeout_ms = head.timeout_ms > 0 ? head.timeout_ms : head.comm->timeout_ms();
-    const Deadline end = staged != nullptr ? staged->deadline() : Deadline::after_ms(timeout_ms);
-    for (uint64_t k = 0; k < slices; ++k) {
-      const uint64_t first = k * per, n = std::min(per, items - first);
-      if (staged != nullptr && k > 0) staged->wait_slice(k, end, e.mesh());
-      run_collective(
-          e, head, n * item_bytes, [&](Engine& en, const AlgoEntry&) { exchange(en, first, n); }, &end);
-      if (staged != nullptr) {
-        staged->parts_ready(k);
-        staged->wait_reduced(k, end, e.mesh());
-      }
-      run_collective(
-          e, head, n * item_bytes, [&](Engine& en, const AlgoEntry&) { share(en, first, n); }, &end);
-      if (staged != nullptr) staged->slice_done(k);
-    }
-  };
-  if (staging.staged()) {
-    return launch_staged(c, staging, call,
-                         std::function<void(Engine&, StagedCall&)>([run](Engine& e, StagedCall& s) { run(e, &s); }));
-  }
-  return run_on_host(c, call.async, head.interrupt, [run](Engine& e) { run(e, nullptr); });
+  return launch_slice_loop(
+      c, staging, head, slices, call, [=](Engine& e, uint64_t k, const Deadline& end, StagedCall* staged) {
+        const uint64_t first = k * per, n = std::min(per, items - first);
+        run_collective(
+            e, head, n * item_bytes, [&](Engine& en, const AlgoEntry&) { exchange(en, first, n); }, &end);
+        if (staged != nullptr) {
+          staged->parts_ready(k);
+          staged->wait_reduced(k, end, e.mesh());
+        }
+        run_collective(
+            e, head, n * item_bytes, [&](Engine& en, const AlgoEntry&) { share(en, first, n); }, &end);
+      });
 }
 
 /// Makes buf's count elements the 0/1 truth values of what they hold (as the

@@ -37,14 +37,18 @@ WorkPtr prefix(Communicator& c, const TensorView& send, const TensorView& recv, 
   // The body captures scalars, not views (see TensorView).
   const char* const in = st.view(send).bytes_ptr();
   char* const out = st.view(recv).bytes_ptr();
-  const size_t count = send.count;
   const DType dtype = send.dtype;
-  // The algorithms count items: elements, or (value, index) pairs for MAXLOC / MINLOC.
-  const size_t items = count / kernels::item_elems(spec.op);
-  return launch(c, st, kind, dtype, spec.op, -1, items, send.bytes(), call, [=](Engine& e, const AlgoEntry& algo) {
-    algo.run(e, {.send = in, .recv = out, .count = items});
-    if (settle) truth_values(e, out, count, dtype);
-  });
+  // The algorithms count items: elements, or (value, index) pairs for
+  // MAXLOC / MINLOC. A position's prefix depends on that position only, so
+  // a large call runs in slices.
+  const size_t per_item = kernels::item_elems(spec.op), item_bytes = per_item * dtype_size(dtype);
+  const size_t items = send.count / per_item;
+  return launch_sliced(c, st, kind, dtype, spec.op, -1, items, item_bytes, 1, call,
+                       [=](Engine& e, const AlgoEntry& algo, uint64_t first, uint64_t n) {
+                         char* const at = out + first * item_bytes;
+                         algo.run(e, {.send = in + first * item_bytes, .recv = at, .count = n});
+                         if (settle) truth_values(e, at, n * per_item, dtype);
+                       });
 }
 
 }  // namespace

@@ -164,10 +164,16 @@ class StagedCallImpl final : public StagedCall {
     v.device = DeviceKind::kCPU;
     v.device_id = 0;
     if (t.count == 0 || t.data == nullptr) return v;
+    v.data = host_at(t.bytes_ptr(), t.bytes());
+    return v;
+  }
+
+  /// The host copy of the `bytes` at device address `dev`, inside a region.
+  char* host_at(const char* dev, size_t bytes) const {
     for (const Region& r : regions_) {
-      if (t.bytes_ptr() >= r.dev && t.bytes_ptr() < r.dev + r.bytes) {
-        v.data = host_base_ + r.offset + static_cast<size_t>(t.bytes_ptr() - r.dev);
-        return v;
+      if (dev >= r.dev && dev < r.dev + r.bytes) {
+        if (bytes > r.bytes - size_t(dev - r.dev)) fail(Status::kInternal, "staged path: a range beyond its host copy");
+        return host_base_ + r.offset + static_cast<size_t>(dev - r.dev);
       }
     }
     fail(Status::kInternal, "staged path: a tensor without a host copy");
@@ -178,6 +184,18 @@ class StagedCallImpl final : public StagedCall {
     block_ = BlockPool::get().acquire(rt_, device_, total_);
     host_base_ = block_->data();
     std::atomic_ref<uint32_t>(*block_->flag()).store(0, std::memory_order_release);
+  }
+
+  /// Copies slice by slice, only `pieces` (Staging::slice_pieces).
+  void set_pieces(size_t slices, size_t piece_bytes, const std::vector<StagedPiece>& pieces) {
+    slices_ = std::max<size_t>(slices, 1);
+    slice_bytes_ = piece_bytes;
+    by_piece_ = true;
+    pieces_.clear();
+    for (const StagedPiece& p : pieces) {
+      if (p.bytes == 0 || p.use == Use::kNone) continue;
+      pieces_.push_back(Piece{p.dev, host_at(p.dev, p.bytes), p.bytes, static_cast<uint8_t>(p.use)});
+    }
   }
 
   /// Copies slice by slice; every region must be whole rows of `row_bytes`
@@ -253,6 +271,10 @@ class StagedCallImpl final : public StagedCall {
   /// slice's rows back to back, after the earlier slices' (their rows of
   /// slice_bytes_ each): one strided copy a region.
   void copy_slice(size_t k, Use dir) {
+    if (by_piece_) {
+      copy_pieces(k, dir);
+      return;
+    }
     const bool in = dir == Use::kIn;
     if (!by_slice_ && k != (in ? 0 : slices_ - 1)) return;
     for (const Region& r : regions_) {
@@ -270,6 +292,17 @@ class StagedCallImpl final : public StagedCall {
       }
     }
     if (!in && red_.out != nullptr && !two_phase()) reduce_slice(k);
+  }
+
+  /// Slice k's part of each piece of direction `dir`, one copy a piece.
+  void copy_pieces(size_t k, Use dir) {
+    const bool in = dir == Use::kIn;
+    const size_t lo = k * slice_bytes_;
+    for (const Piece& p : pieces_) {
+      if ((p.use & static_cast<uint8_t>(dir)) == 0 || lo >= p.bytes) continue;
+      const size_t n = std::min(slice_bytes_, p.bytes - lo);
+      rt_.copy_async(in ? p.host + lo : p.dev + lo, in ? p.dev + lo : p.host + lo, n, stream_);
+    }
   }
 
   bool two_phase() const { return red_.out != nullptr && red_.rank >= 0; }
@@ -415,6 +448,15 @@ class StagedCallImpl final : public StagedCall {
   size_t slice_bytes_ = 0;
   size_t row_bytes_ = 0;
   bool by_slice_ = false;
+  /// A call sliced by pieces (set_pieces): what the stream copies.
+  struct Piece {
+    char* dev;
+    char* host;
+    size_t bytes;
+    uint8_t use;
+  };
+  std::vector<Piece> pieces_;
+  bool by_piece_ = false;
   /// A DeviceReduction's output (out == nullptr: none); offset: its
   /// gathered parts' region in the block's data.
   struct Reduction {
@@ -474,6 +516,10 @@ char* Staging::gathered() const {
 
 void Staging::slice(size_t slices, size_t slice_bytes, size_t row_bytes) {
   if (call_ != nullptr) static_cast<StagedCallImpl&>(*call_).set_slices(slices, slice_bytes, row_bytes);
+}
+
+void Staging::slice_pieces(size_t slices, size_t piece_bytes, const std::vector<StagedPiece>& pieces) {
+  if (call_ != nullptr) static_cast<StagedCallImpl&>(*call_).set_pieces(slices, piece_bytes, pieces);
 }
 
 std::shared_ptr<StagedCall> Staging::start() {

@@ -21,15 +21,16 @@
 // (occl_comm_get_async_error, kCommFailed on later calls).
 //
 // Large all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all,
-// gather and scatter run as slices (common.h, launch_sliced), and the stream's
-// copies follow them: it copies slice k + 1
-// to the host and slice k - 1 back while the host runs slice k, so the copy
-// engine and the transports overlap; the host waits on one event per slice
-// and raises the word once per slice.
+// gather, scatter, scan, exscan and all_gatherv run as slices (common.h,
+// launch_sliced and launch_slices), and the stream's copies follow them: it
+// copies slice k + 1 to the host and slice k - 1 back while the host runs
+// slice k, so the copy engine and the transports overlap; the host waits on
+// one event per slice and raises the word once per slice.
 //
-// Reductions of staged operations run on the host (kernels/cpu, whose
-// results are those of kernels/cuda bit for bit); reducing on the GPU is a
-// further step of this path.
+// On communicators that slice, large all_reduce, reduce_scatter and reduce
+// calls reduce on the GPU (DeviceReduction, below); other reductions of
+// staged operations run on the host (kernels/cpu, whose results are those
+// of kernels/cuda bit for bit).
 #pragma once
 
 #include <cstddef>
@@ -56,7 +57,7 @@ class StagedCall;
 constexpr size_t kSliceBytes = size_t{8} << 20;
 /// Calls of fewer bytes run whole.
 constexpr size_t kSliceMinBytes = 2 * kSliceBytes;
-/// Staged all_reduce and reduce_scatter calls of fewer bytes reduce on the
+/// Staged all_reduce, reduce_scatter and reduce calls of fewer bytes reduce on the
 /// host (common.h, reduces_in_rank_order): a reduction of less costs the
 /// host less than the extra copies and waits of reducing on the GPU. A
 /// first guess, to be measured on a GPU with the slice size.
@@ -71,6 +72,14 @@ enum class Use : uint8_t { kNone = 0, kIn = 1, kOut = 2, kInOut = 3 };
 
 struct TensorUse {
   const TensorView* tensor;  ///< nullptr or empty: not used
+  Use use;
+};
+
+/// A range of a tensor that a call sliced by pieces (Staging::slice_pieces)
+/// reads (kIn) or writes whole (kOut): one of all_gatherv's parts.
+struct StagedPiece {
+  char* dev;
+  size_t bytes;
   Use use;
 };
 
@@ -148,6 +157,15 @@ class Staging {
   /// range there, and the views of such a tensor point at the start of that
   /// layout. Call before start(); a no-op for host tensors.
   void slice(size_t slices, size_t slice_bytes, size_t row_bytes);
+  /// Staged only, instead of slice(), for tensors whose parts differ in
+  /// size (all_gatherv's output): the operation runs as `slices`
+  /// collectives, and the stream copies `pieces` only (ranges of the
+  /// tensors), slice k taking bytes [k x piece_bytes, (k + 1) x piece_bytes)
+  /// of each (of a shorter piece, less or none). The host copies mirror the
+  /// tensors, so a slice's collective works at the tensors' own offsets;
+  /// what no piece covers (the gaps between the parts) is never copied
+  /// either way. Call before start(); a no-op for host tensors.
+  void slice_pieces(size_t slices, size_t piece_bytes, const std::vector<StagedPiece>& pieces);
   /// Staged with a DeviceReduction: the host region where the ranks' parts
   /// are gathered, laid out as a tensor of `ranks` rows of out's size (see
   /// slice()).

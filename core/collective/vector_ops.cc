@@ -3,6 +3,7 @@
 // the algorithms work in bytes.
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 
 #include "collective/common.h"
 
@@ -61,6 +62,53 @@ void to_bytes(const std::vector<int64_t>& counts, std::vector<int64_t> displs, i
   }
 }
 
+/// all_gatherv of `total` bytes in all (the parts' `bc`, at `bd`) on
+/// communicators that slice large calls: as launch_sliced, slice k takes
+/// items [k x per, (k + 1) x per) of every rank's part, so it is an
+/// all_gatherv of its own. `per` splits the largest part into as many
+/// slices as kSliceBytes go into `total`. Every rank has the counts, so all
+/// agree. Staged, the stream copies the parts only (Staging::slice_pieces),
+/// never the gaps between them.
+WorkPtr all_gatherv_in_slices(Communicator& c, Staging& st, const TensorView& send, const TensorView& recv,
+                              const std::vector<uint64_t>& bc, const std::vector<uint64_t>& bd, uint64_t total,
+                              const CallOptions& call) {
+  const size_t es = dtype_size(recv.dtype);
+  const uint64_t most = *std::max_element(bc.begin(), bc.end()) / es;
+  const uint64_t split = (total + kSliceBytes - 1) / kSliceBytes;
+  const uint64_t per = (most + split - 1) / split;
+  const uint64_t slices = (most + per - 1) / per, per_bytes = per * es;
+  std::vector<StagedPiece> pieces{{send.bytes_ptr(), send.bytes(), Use::kIn}};
+  for (size_t q = 0; q < bc.size(); ++q) pieces.push_back({recv.bytes_ptr() + bd[q], bc[q], Use::kOut});
+  st.slice_pieces(slices, per_bytes, pieces);
+  // Slice k's counts and displacements: each part's next per_bytes.
+  auto part = [bc, bd, per_bytes](uint64_t k, std::vector<uint64_t>& kc, std::vector<uint64_t>& kd) {
+    const uint64_t lo = k * per_bytes;
+    for (size_t q = 0; q < bc.size(); ++q) {
+      kc[q] = bc[q] > lo ? std::min(per_bytes, bc[q] - lo) : 0;
+      kd[q] = bd[q] + std::min(lo, bc[q]);
+    }
+  };
+  const char* const in = st.view(send).bytes_ptr();
+  char* const out = st.view(recv).bytes_ptr();
+  const int rank = c.rank();
+  const CollectiveHead head = collective_head(c, st, OpKind::kAllGatherV, recv.dtype, RedOp::kSum, -1, 0, call);
+  return launch_slices(
+      c, st, head, slices, call,
+      [part, n = bc.size()](uint64_t k) {
+        std::vector<uint64_t> kc(n), kd(n);
+        part(k, kc, kd);
+        return std::accumulate(kc.begin(), kc.end(), uint64_t{0});
+      },
+      [=](Engine& e, const AlgoEntry& algo, uint64_t k) {
+        std::vector<uint64_t> kc(bc.size()), kd(bc.size());
+        part(k, kc, kd);
+        algo.run(e, {.send = in + (kd[size_t(rank)] - bd[size_t(rank)]),
+                     .recv = out,
+                     .counts = kc.data(),
+                     .displs = kd.data()});
+      });
+}
+
 }  // namespace
 
 WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& recv, std::vector<int64_t> counts,
@@ -83,6 +131,10 @@ WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& r
   }
   // recvbuf may have gaps between the ranks' parts: copied both ways.
   Staging st({{&send, Use::kIn}, {&recv, Use::kInOut}}, call);
+  const uint64_t total = std::accumulate(bc.begin(), bc.end(), uint64_t{0});
+  if (c.slices_large_calls() && total >= kSliceMinBytes) {
+    return all_gatherv_in_slices(c, st, send, recv, bc, bd, total, call);
+  }
   const TensorView sv = st.view(send);
   const TensorView rv = st.view(recv);
   return launch(c, st, OpKind::kAllGatherV, send.dtype, RedOp::kSum, -1, 0, recv.bytes(), call,

@@ -383,6 +383,98 @@ void rooted_in_slices(SlicedBlocks& b) {
   b.ck.expect(bad_w == 0, str_cat("scatter int32 in place: ", bad_w, " wrong elements"));
 }
 
+/// scan and exscan in slices: each position's prefix depends only on the
+/// ranks' values there, so a slice is a scan of its own. 3 ranks: SUM int32
+/// of 18 MiB + 4 bytes (3 slices), exscan MAX int64 of 24 MiB + 8 bytes (4
+/// slices; rank 0's recvbuf keeps its contents, so it is copied in too),
+/// LAND float32 of 16 MiB + 4 bytes (3 slices; rank 0's result, one input,
+/// is made 0/1 in every slice).
+void scans_in_slices(SlicedBlocks& b) {
+  const int r = b.r;
+  const size_t m = (size_t{18} << 20) / 4 + 1;
+  std::vector<int32_t> x(m), y(m, -1);
+  for (size_t i = 0; i < m; ++i) x[i] = r * 1000 + int(i % 997);
+  b.sliced("scan", 3,
+           [&] { coll::scan(b.c, b.view(x, DType::kInt32), b.view(y, DType::kInt32), int(RedOp::kSum), on(b.s)); });
+  const size_t w = (size_t{3} << 20) + 1;
+  std::vector<int64_t> u(w), v(w, -7);
+  for (size_t i = 0; i < w; ++i) u[i] = int64_t(r * 100) + int64_t(i % 7);
+  b.sliced(
+      "exscan", 4,
+      [&] { coll::exscan(b.c, b.view(u, DType::kInt64), b.view(v, DType::kInt64), int(RedOp::kMax), on(b.s)); },
+      r == 0 ? 3 : 2);
+  const size_t f = (size_t{4} << 20) + 1;
+  std::vector<float> t(f), g(f, -1.0f);
+  for (size_t i = 0; i < f; ++i) t[i] = r == 1 && i % 2 == 0 ? 0.0f : 2.5f;
+  b.sliced("scan LAND", 3, [&] {
+    coll::scan(b.c, b.view(t, DType::kFloat32), b.view(g, DType::kFloat32), int(RedOp::kLAnd), on(b.s));
+  });
+  b.ck.expect(b.s.sync(), "the stream finished");
+  size_t bad_y = 0, bad_v = 0, bad_g = 0;
+  for (size_t i = 0; i < m; ++i) bad_y += y[i] != 1000 * r * (r + 1) / 2 + (r + 1) * int(i % 997);
+  for (size_t i = 0; i < w; ++i) bad_v += v[i] != (r == 0 ? -7 : int64_t((r - 1) * 100) + int64_t(i % 7));
+  for (size_t i = 0; i < f; ++i) bad_g += g[i] != (r >= 1 && i % 2 == 0 ? 0.0f : 1.0f);
+  b.ck.expect(bad_y == 0, str_cat("scan SUM int32: ", bad_y, " wrong elements"));
+  b.ck.expect(bad_v == 0, str_cat("exscan MAX int64: ", bad_v, " wrong elements"));
+  b.ck.expect(bad_g == 0, str_cat("scan LAND float32: ", bad_g, " wrong elements"));
+}
+
+/// all_gatherv in slices. 3 ranks' parts of 3k, k and 0 elements (24 MiB
+/// + 16 bytes of float32): 4 slices of up to 1179649 elements of each part
+/// (the largest part split in 4), so rank 0's part is copied in 4 times,
+/// rank 1's twice, and the output's parts back 4 + 2 times; the gaps between
+/// the parts are never copied, so they keep what the device held.
+void all_gathervs_in_slices(SlicedBlocks& b) {
+  const int r = b.r;
+  const size_t k = b.k;
+  const std::vector<int64_t> counts{int64_t(3 * k), int64_t(k), 0}, displs{int64_t(k + 10), 3, int64_t(4 * k + 15)};
+  const size_t total = 4 * k + 20, ins[3] = {4, 2, 0};
+  std::vector<float> x(size_t(counts[size_t(r)])), y(total, -1.0f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(r * 1000) + float(i % 997);
+  b.sliced(
+      "all_gatherv", 1,
+      [&] { coll::all_gatherv(b.c, b.view(x, DType::kFloat32), b.view(y, DType::kFloat32), counts, displs, on(b.s)); },
+      ins[r] + 6);
+  // In place: this rank's part is where the output holds it.
+  std::vector<int32_t> z(total, -1);
+  for (size_t i = 0; i < size_t(counts[size_t(r)]); ++i) z[size_t(displs[size_t(r)]) + i] = r * 1000 + int(i % 991);
+  TensorView mine = b.view(z, DType::kInt32);
+  mine.data = z.data() + displs[size_t(r)];
+  mine.count = size_t(counts[size_t(r)]);
+  b.sliced(
+      "all_gatherv in place", 1,
+      [&] { coll::all_gatherv(b.c, mine, b.view(z, DType::kInt32), counts, displs, on(b.s)); }, ins[r] + 6);
+  b.ck.expect(b.s.sync(), "the stream finished");
+  size_t bad_y = 0, bad_z = 0;
+  for (size_t i = 0; i < total; ++i) {
+    int p = -1;
+    for (int q = 0; q < 3; ++q) {
+      if (int64_t(i) >= displs[size_t(q)] && int64_t(i) < displs[size_t(q)] + counts[size_t(q)]) p = q;
+    }
+    const size_t at = p < 0 ? 0 : i - size_t(displs[size_t(p)]);
+    bad_y += y[i] != (p < 0 ? -1.0f : float(p * 1000) + float(at % 997));
+    bad_z += z[i] != (p < 0 ? -1 : p * 1000 + int(at % 991));
+  }
+  b.ck.expect(bad_y == 0, str_cat("all_gatherv float32 (gaps untouched): ", bad_y, " wrong elements"));
+  b.ck.expect(bad_z == 0, str_cat("all_gatherv int32 in place (gaps untouched): ", bad_z, " wrong elements"));
+}
+
+TEST(GpuStaging, ScansAndAllGathervRunInSlices) {
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    SlicedBlocks b(c, ck, {});
+    scans_in_slices(b);
+    all_gathervs_in_slices(b);
+  }));
+}
+
+TEST(GpuStaging, RanksWithCpuTensorsSliceScansAndAllGathervAlike) {
+  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    SlicedBlocks b(c, ck, {2});
+    scans_in_slices(b);
+    all_gathervs_in_slices(b);
+  }));
+}
+
 TEST(GpuStaging, BlockCollectivesRunInSlicesWithOneStridedCopyATensor) {
   expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
     SlicedBlocks b(c, ck, {});
