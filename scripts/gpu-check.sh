@@ -16,6 +16,12 @@
 #                      GPU(s), path = cuda_ipc or staged
 #   nccl-n<N>.csv      NCCL through PyTorch on the same sizes (bench/nccl_torch.py;
 #                      several ranks per GPU need NCCL >= 2.30), or why it did not run
+#   sweep-slice.csv    the staged path on 2 ranks, all_reduce, broadcast and
+#                      all_gather at 16 and 256 MiB, once per OMNICCL_STAGED_SLICE
+#                      of 2-32 MiB (the value in the CSV's transport column)
+#   sweep-gpu-reduce.csv  the staged all_reduce and reduce_scatter, 64 KiB - 16 MiB,
+#                      reduced always on the GPU (OMNICCL_STAGED_GPU_REDUCE=0) and
+#                      never: where the GPU starts to win is the setting's default
 #   summary.txt        one line per step: what ran, its exit status, its time
 # Run it first on any GPU machine; see docs/performance for how results are read.
 #
@@ -93,6 +99,17 @@ bench() {
     --transport "$1" -t 60
 }
 
+# sweep SETTING COLLS SIZES VALUE...: the staged path on 2 ranks, once per
+# VALUE of SETTING, which the CSV's transport column names.
+sweep() {
+  local name=$1 colls=$2 sizes=$3 v
+  shift 3
+  for v in "$@"; do
+    env "$name=$v" OMNICCL_DEVICE_TRANSPORT=staged "$build/tools/omniccl-run" -n 2 "$build/tools/omniccl-bench" \
+      --device cuda --coll "$colls" --sizes "$sizes" -n auto -w auto -c 1 --csv --transport "staged/$name=$v" -t 60
+  done
+}
+
 pytest_gpu() {
   PYTHONPATH=${OMNICCL_PYTHONPATH:-} "$py" -c "import omniccl" || {
     echo "SKIPPED: no omniccl Python package imports here (pip install ./bindings/python -C" \
@@ -103,7 +120,7 @@ pytest_gpu() {
 }
 
 export build py
-export -f machine build_here bench pytest_gpu
+export -f machine build_here bench sweep pytest_gpu
 echo "gpu-check: results in $out"
 step machine 60 machine
 if [ ! -x "$build/tools/omniccl-bench" ]; then
@@ -118,8 +135,13 @@ for n in 2 4; do
   step "bench-cuda_ipc-n$n" 50 bench cuda_ipc "$n" 1G
   step "bench-staged-n$n" 40 bench staged "$n" 256M
   step "nccl-n$n" 45 "$py" bench/nccl_torch.py --ranks "$n"
+  [ "$n" = 2 ] || continue
+  step sweep-slice 60 sweep OMNICCL_STAGED_SLICE all_reduce,broadcast,all_gather 16M,256M \
+    2097152 4194304 8388608 16777216 33554432
+  step sweep-gpu-reduce 30 sweep OMNICCL_STAGED_GPU_REDUCE all_reduce,reduce_scatter 64K,256K,1M,4M,16M \
+    0 1099511627776
 done
-for f in "$out"/bench-*.log "$out"/nccl-*.log; do
+for f in "$out"/bench-*.log "$out"/nccl-*.log "$out"/sweep-*.log; do
   [ -f "$f" ] && grep -E '^(omniccl|nccl),' "$f" >"${f%.log}.csv"
 done
 echo "gpu-check: done in $((SECONDS - start)) s; results in $out" | tee -a "$out/summary.txt"

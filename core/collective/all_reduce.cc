@@ -15,7 +15,7 @@ WorkPtr all_reduce_in_rank_order(Communicator& c, const TensorView& send, const 
                                  const ReduceSpec& spec, const CallOptions& call) {
   const int n = c.size(), rank = c.rank();
   const size_t elem = dtype_size(send.dtype);
-  const DeviceReduction reduction{&recv, spec.op, n, rank};
+  const DeviceReduction reduction{&recv, spec.op, n, c.slicing().slice_bytes, rank};
   Staging st({{&send, Use::kIn}, {&recv, Use::kOut}}, call, &reduction);
   const bool staged = st.staged();
   // The body captures scalars, not views (see TensorView).

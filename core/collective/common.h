@@ -216,16 +216,16 @@ WorkPtr launch(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedO
 constexpr int kSliceScratch = 4;
 
 /// How many items of each row a slice of a call takes: its rows' parts make
-/// kSliceBytes together (at least one item).
-inline uint64_t slice_items(size_t item_bytes, int rows) {
-  return std::max<uint64_t>(1, kSliceBytes / (item_bytes * size_t(rows)));
+/// `slice` bytes together (Communicator::slicing; at least one item).
+inline uint64_t slice_items(size_t item_bytes, int rows, size_t slice) {
+  return std::max<uint64_t>(1, slice / (item_bytes * size_t(rows)));
 }
 
 /// How many slices a call of `items` items of `item_bytes` in each of its
-/// `rows` rows runs as (1: whole).
-inline uint64_t slice_count(uint64_t items, size_t item_bytes, int rows) {
-  if (items * item_bytes * uint64_t(rows) < kSliceMinBytes) return 1;
-  const uint64_t per = slice_items(item_bytes, rows);
+/// `rows` rows runs as (1: whole, for fewer than two slices' bytes).
+inline uint64_t slice_count(uint64_t items, size_t item_bytes, int rows, size_t slice) {
+  if (items * item_bytes * uint64_t(rows) < 2 * uint64_t(slice)) return 1;
+  const uint64_t per = slice_items(item_bytes, rows, slice);
   return (items + per - 1) / per;
 }
 
@@ -319,7 +319,8 @@ WorkPtr launch_slices(Communicator& c, Staging& staging, const CollectiveHead& h
 template <typename Body>
 WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root,
                       uint64_t items, size_t item_bytes, int rows, const CallOptions& call, Body body) {
-  const uint64_t slices = c.slices_large_calls() ? slice_count(items, item_bytes, rows) : 1;
+  const size_t slice = c.slicing().slice_bytes;
+  const uint64_t slices = c.slices_large_calls() ? slice_count(items, item_bytes, rows, slice) : 1;
   // The size the algorithm is chosen for: an item of every row, but gather
   // and scatter are sized by one rank's block (their tuning tables' unit).
   const bool rooted_blocks = kind == OpKind::kGather || kind == OpKind::kScatter;
@@ -328,7 +329,7 @@ WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtyp
     return launch(c, staging, kind, dtype, redop, root, items, items * across, call,
                   [=](Engine& e, const AlgoEntry& row) { body(e, row, 0, items); });
   }
-  const uint64_t per = slice_items(item_bytes, rows);
+  const uint64_t per = slice_items(item_bytes, rows, slice);
   staging.slice(slices, per * item_bytes, items * item_bytes);
   const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, items, call);
   return launch_slices(
@@ -343,12 +344,12 @@ WorkPtr launch_sliced(Communicator& c, Staging& staging, OpKind kind, DType dtyp
 /// slice large calls (some rank had a GPU in use when it was made: every
 /// rank agrees, whatever its tensors' device), for what the CUDA kernels
 /// reduce: not PREMUL_SUM (a scalar a rank), MAXLOC/MINLOC or complex
-/// dtypes, which the host reduces; and calls of kReduceOnGpuMinBytes or more
+/// dtypes, which the host reduces; and calls of slicing().gpu_reduce_bytes or more
 /// (`bytes`: all_reduce's and reduce's tensor, reduce_scatter's input),
 /// since a smaller one's reduction costs the host less than a round trip to
 /// the GPU and back would.
 inline bool reduces_in_rank_order(const Communicator& c, RedOp op, DType t, uint64_t bytes) {
-  return c.slices_large_calls() && bytes >= kReduceOnGpuMinBytes && op != RedOp::kPreMulSum &&
+  return c.slices_large_calls() && bytes >= c.slicing().gpu_reduce_bytes && op != RedOp::kPreMulSum &&
          kernels::item_elems(op) == 1 && !kernels::is_complex(t);
 }
 
@@ -385,8 +386,9 @@ template <typename Exchange, typename Share>
 WorkPtr launch_in_two_phases(Communicator& c, Staging& staging, OpKind kind, DType dtype, RedOp redop, int root,
                              uint64_t items, size_t item_bytes, const CallOptions& call, Exchange exchange,
                              Share share) {
-  const uint64_t slices = slice_count(items, item_bytes, 1);
-  const uint64_t per = slices == 1 ? items : slice_items(item_bytes, 1);
+  const size_t slice = c.slicing().slice_bytes;
+  const uint64_t slices = slice_count(items, item_bytes, 1, slice);
+  const uint64_t per = slices == 1 ? items : slice_items(item_bytes, 1, slice);
   staging.slice(slices, per * item_bytes, items * item_bytes);
   const CollectiveHead head = collective_head(c, staging, kind, dtype, redop, root, items, call);
   return launch_slice_loop(

@@ -16,7 +16,7 @@ WorkPtr reduce_in_rank_order(Communicator& c, const TensorView& send, const OptT
   const int n = c.size(), rank = c.rank();
   const bool is_root = rank == root;
   const size_t elem = dtype_size(send.dtype);
-  const DeviceReduction reduction{is_root ? &*recv : &send, spec.op, n, rank};
+  const DeviceReduction reduction{is_root ? &*recv : &send, spec.op, n, c.slicing().slice_bytes, rank};
   Staging st({{&send, Use::kIn}, {opt(recv), out_use(c, root)}}, call, &reduction);
   const bool staged = st.staged();
   // The body captures scalars, not views (see TensorView).

@@ -13,7 +13,7 @@ WorkPtr reduce_scatter_in_rank_order(Communicator& c, const TensorView& send, co
                                      const ReduceSpec& spec, const CallOptions& call) {
   const int n = c.size();
   const size_t row = recv.bytes(), elem = dtype_size(send.dtype);
-  const DeviceReduction reduction{&recv, spec.op, n};
+  const DeviceReduction reduction{&recv, spec.op, n, c.slicing().slice_bytes};
   Staging st({{&send, Use::kIn}, {&recv, Use::kNone}}, call, &reduction);
   const bool staged = st.staged();
   // The body captures scalars, not views (see TensorView). Staged, `out` is

@@ -125,7 +125,7 @@ class StagedCallImpl final : public StagedCall {
     // Per slice, the parts of every rank's block; with a rank, one slice's
     // parts at a time (n shares of at most an item more than 1/n each).
     const size_t elem = kernels::dtype_size(t.dtype);
-    const size_t span = t.bytes() < kSliceMinBytes ? t.bytes() : kSliceBytes;  // a slice's most
+    const size_t span = t.bytes() < 2 * d.slice_bytes ? t.bytes() : d.slice_bytes;  // a slice's most
     red_.gathered_bytes = d.rank < 0 ? t.bytes() * size_t(d.ranks) : span + size_t(d.ranks) * elem;
     total_ += align_up(red_.gathered_bytes);
   }

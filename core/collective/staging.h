@@ -47,21 +47,16 @@ namespace omniccl::coll {
 
 class StagedCall;
 
-/// Slices of large calls (launch_sliced).
-/// A slice is a collective of its own, with its own sequence number, the
-/// call's count in its headers (so that ranks whose counts differ fail at
-/// the first slice). A slice's own cost, a round of message headers per
-/// algorithm step (microseconds), is small next to the milliseconds its 8
-/// MiB take over shared memory or TCP, while a staged rank's copies of one
-/// slice overlap the transports' work on the next.
-constexpr size_t kSliceBytes = size_t{8} << 20;
-/// Calls of fewer bytes run whole.
-constexpr size_t kSliceMinBytes = 2 * kSliceBytes;
-/// Staged all_reduce, reduce_scatter and reduce calls of fewer bytes reduce on the
-/// host (common.h, reduces_in_rank_order): a reduction of less costs the
-/// host less than the extra copies and waits of reducing on the GPU. A
-/// first guess, to be measured on a GPU with the slice size.
-constexpr size_t kReduceOnGpuMinBytes = size_t{1} << 20;
+// Slices of large calls (launch_sliced): their size and the size from
+// which staged reductions run on the GPU are the communicator's
+// (Communicator::slicing: OMNICCL_STAGED_SLICE, 8 MiB by default, and
+// OMNICCL_STAGED_GPU_REDUCE, 1 MiB). A slice is a collective of its own,
+// with its own sequence number, the call's count in its headers (so that
+// ranks whose counts differ fail at the first slice). A slice's own cost, a
+// round of message headers per algorithm step (microseconds), is small next
+// to the milliseconds 8 MiB take over shared memory or TCP, while a staged
+// rank's copies of one slice overlap the transports' work on the next.
+// Both defaults are first guesses, to be measured on a GPU.
 
 /// How an operation uses a tensor: read, written, or both. Out tensors must
 /// be written whole by the operation on this rank (the host copy is copied
@@ -103,6 +98,7 @@ struct DeviceReduction {
   const TensorView* out;
   RedOp op;
   int ranks;
+  size_t slice_bytes;  ///< the communicator's (Communicator::slicing)
   int rank = -1;
 };
 

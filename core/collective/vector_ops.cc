@@ -66,7 +66,7 @@ void to_bytes(const std::vector<int64_t>& counts, std::vector<int64_t> displs, i
 /// communicators that slice large calls: as launch_sliced, slice k takes
 /// items [k x per, (k + 1) x per) of every rank's part, so it is an
 /// all_gatherv of its own. `per` splits the largest part into as many
-/// slices as kSliceBytes go into `total`. Every rank has the counts, so all
+/// slices as the communicator's slices go into `total`. Every rank has the counts, so all
 /// agree. Staged, the stream copies the parts only (Staging::slice_pieces),
 /// never the gaps between them.
 WorkPtr all_gatherv_in_slices(Communicator& c, Staging& st, const TensorView& send, const TensorView& recv,
@@ -74,7 +74,8 @@ WorkPtr all_gatherv_in_slices(Communicator& c, Staging& st, const TensorView& se
                               const CallOptions& call) {
   const size_t es = dtype_size(recv.dtype);
   const uint64_t most = *std::max_element(bc.begin(), bc.end()) / es;
-  const uint64_t split = (total + kSliceBytes - 1) / kSliceBytes;
+  const size_t slice = c.slicing().slice_bytes;
+  const uint64_t split = (total + slice - 1) / slice;
   const uint64_t per = (most + split - 1) / split;
   const uint64_t slices = (most + per - 1) / per, per_bytes = per * es;
   std::vector<StagedPiece> pieces{{send.bytes_ptr(), send.bytes(), Use::kIn}};
@@ -132,7 +133,7 @@ WorkPtr all_gatherv(Communicator& c, const TensorView& send, const TensorView& r
   // recvbuf may have gaps between the ranks' parts: copied both ways.
   Staging st({{&send, Use::kIn}, {&recv, Use::kInOut}}, call);
   const uint64_t total = std::accumulate(bc.begin(), bc.end(), uint64_t{0});
-  if (c.slices_large_calls() && total >= kSliceMinBytes) {
+  if (c.slices_large_calls() && total >= 2 * uint64_t(c.slicing().slice_bytes)) {
     return all_gatherv_in_slices(c, st, send, recv, bc, bd, total, call);
   }
   const TensorView sv = st.view(send);

@@ -51,6 +51,14 @@ constexpr SettingInfo kSettings[] = {
     {"OMNICCL_CUDA_IPC_BUFFER", "4194304",
      "Bytes of each rank's device scratch buffer for CUDA IPC (at least 4096, a multiple of 256; the same on "
      "every rank, else CUDA tensors are staged): operations move through it in pieces of this size."},
+    {"OMNICCL_STAGED_SLICE", "8388608",
+     "Bytes of a slice of large calls on communicators where some rank had a GPU in use when they were made "
+     "(65536 to 1073741824): calls of twice this or more run as slices of it, and CUDA tensors staged through "
+     "host memory are copied slice by slice while the previous slice moves. Rank 0's value holds for every rank."},
+    {"OMNICCL_STAGED_GPU_REDUCE", "1048576",
+     "On those communicators, all_reduce, reduce_scatter and reduce calls of this many bytes or more reduce on "
+     "the GPU (CUDA tensors staged through host memory) or in rank order on the host (CPU tensors); smaller "
+     "ones take the host's tuned algorithms. 0: always. Rank 0's value holds for every rank."},
     {"OMNICCL_SHM_CALIBRATION", "cached",
      "cached: reuse a valid calibration file for this host and kernel; force: measure again and rewrite it."},
     {"OMNICCL_SHM_CALIBRATION_FILE", "(runtime dir)",

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <future>
 #include <new>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -108,6 +112,7 @@ transport::MeshOptions mesh_options(CommConfig& resolved, int rank, int size, ui
   o.transports.tcp.congestion = resolved.tcp_congestion;
   o.transports.cuda_ipc.mode = resolved.device_transport;
   o.transports.cuda_ipc.buffer_bytes = resolved.cuda_ipc_buffer;
+  o.slicing = resolved.slicing;
   o.host_shared_bytes = sizeof(HostChoices);
   return o;
 }
@@ -116,15 +121,25 @@ transport::MeshOptions mesh_options(CommConfig& resolved, int rank, int size, ui
 
 namespace {
 
-/// OMNICCL_DEVICE_TRANSPORT and OMNICCL_CUDA_IPC_BUFFER (checked by validate()).
+/// Setting `name`'s number of bytes, if set.
+std::optional<size_t> bytes_setting(const char* name) {
+  auto v = get_setting(name);
+  if (!v) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v->c_str(), &end, 10);
+  check_arg(std::isdigit(static_cast<unsigned char>(v->front())) && *end == '\0' && errno == 0 && n <= SIZE_MAX, name,
+            " is '", *v, "'; use a number of bytes");
+  return size_t(n);
+}
+
+/// OMNICCL_DEVICE_TRANSPORT, OMNICCL_CUDA_IPC_BUFFER and the slicing settings
+/// (checked by validate()).
 void device_settings(CommConfig& c) {
   if (auto v = get_setting("OMNICCL_DEVICE_TRANSPORT")) c.device_transport = *v;
-  if (auto v = get_setting("OMNICCL_CUDA_IPC_BUFFER")) {
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(v->c_str(), &end, 10);
-    check_arg(!v->empty() && *end == '\0', "OMNICCL_CUDA_IPC_BUFFER is '", *v, "'; use a number of bytes");
-    c.cuda_ipc_buffer = n;
-  }
+  if (auto n = bytes_setting("OMNICCL_CUDA_IPC_BUFFER")) c.cuda_ipc_buffer = *n;
+  if (auto n = bytes_setting("OMNICCL_STAGED_SLICE")) c.slicing.slice_bytes = *n;
+  if (auto n = bytes_setting("OMNICCL_STAGED_GPU_REDUCE")) c.slicing.gpu_reduce_bytes = *n;
 }
 
 }  // namespace
@@ -169,6 +184,11 @@ void CommConfig::validate() const {
             "' is unknown (use auto, shm or tcp; OMNICCL_TRANSPORT or occl_config_t.transport)");
   if (!algorithm.empty()) AlgoOverride::parse(algorithm, algorithm_source);
   transport::CudaIpcOptions{device_transport, cuda_ipc_buffer}.validate();
+  using transport::StagedSlicing;
+  check_arg(
+      slicing.slice_bytes >= StagedSlicing::kMinSliceBytes && slicing.slice_bytes <= StagedSlicing::kMaxSliceBytes,
+      "OMNICCL_STAGED_SLICE is ", slicing.slice_bytes, " bytes; use ", StagedSlicing::kMinSliceBytes, " (64 KiB) to ",
+      StagedSlicing::kMaxSliceBytes, " (1 GiB)");
 }
 
 Communicator::Communicator(int rank, int size, CommConfig config, std::unique_ptr<transport::Mesh> mesh,

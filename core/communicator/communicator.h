@@ -69,10 +69,14 @@ struct CommConfig {
   std::string device_transport = "auto";
   /// OMNICCL_CUDA_IPC_BUFFER: each rank's device scratch buffer, bytes.
   size_t cuda_ipc_buffer = size_t{4} << 20;
+  /// OMNICCL_STAGED_SLICE and OMNICCL_STAGED_GPU_REDUCE: how large calls
+  /// are sliced where some rank uses a GPU (rank 0's settings hold).
+  transport::StagedSlicing slicing;
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO /
   /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS / OMNICCL_TCP_CONGESTION /
-  /// OMNICCL_SMALL_PATH / OMNICCL_SHM_SPLIT_COPY.
+  /// OMNICCL_SMALL_PATH / OMNICCL_SHM_SPLIT_COPY / OMNICCL_DEVICE_TRANSPORT /
+  /// OMNICCL_CUDA_IPC_BUFFER / OMNICCL_STAGED_SLICE / OMNICCL_STAGED_GPU_REDUCE.
   static CommConfig from_environment();
   /// Validates every field (throws kInvalidArgument naming the bad one).
   void validate() const;
@@ -161,10 +165,12 @@ class Communicator {
   /// the buffer, then unmaps the peers' buffers. `refused` as above.
   void deregister_window(uint64_t handle, const std::string& refused = {});
   const char* transport_name() const { return mesh_->transport_name(); }
-  /// Whether large all_reduce, broadcast and reduce calls run in slices
-  /// (collective/common.h, launch_sliced): where some rank had a GPU in use
-  /// when the communicator was made, so that CPU-only jobs never pay for it.
+  /// Whether large calls run in slices (collective/common.h,
+  /// launch_sliced): where some rank had a GPU in use when the communicator
+  /// was made, so that CPU-only jobs never pay for it.
   bool slices_large_calls() const { return mesh_->any_rank_uses_gpu(); }
+  /// How they are sliced: rank 0's settings, on every rank.
+  const transport::StagedSlicing& slicing() const { return mesh_->slicing(); }
   const CommConfig& config() const { return config_; }
   void set_timeout(int64_t ms);
 

@@ -2,6 +2,8 @@
 // order, then one field per transport part, its name and its text
 // separated by 0x1e. The first field names the record's shape: a rank of a
 // build that writes another shape is refused at setup, by name.
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -16,8 +18,8 @@ namespace {
 
 constexpr char kSep = '\x1f';
 constexpr char kPartSep = '\x1e';
-constexpr char kShape[] = "omniccl-endpoint/3";
-constexpr size_t kFixedFields = 9;
+constexpr char kShape[] = "omniccl-endpoint/4";
+constexpr size_t kFixedFields = 11;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
@@ -37,6 +39,17 @@ void check_text(const std::string& text, const char* what) {
   }
 }
 
+/// A record's number of bytes; kInternal when malformed.
+size_t size_field(const std::string& text, int rank) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || n > SIZE_MAX) {
+    fail(Status::kInternal, "malformed address record from rank ", rank, ": size '", text, "'");
+  }
+  return size_t(n);
+}
+
 }  // namespace
 
 const std::string& Endpoint::part(std::string_view name) const {
@@ -48,8 +61,9 @@ const std::string& Endpoint::part(std::string_view name) const {
 }
 
 std::string Endpoint::encode() const {
-  std::string out = str_cat(kShape, kSep, host_id, kSep, pid, kSep, hostname, kSep, unix_addr, kSep, tcp_addr, kSep,
-                            cpus, kSep, host_block, kSep, gpu ? "1" : "0");
+  std::string out =
+      str_cat(kShape, kSep, host_id, kSep, pid, kSep, hostname, kSep, unix_addr, kSep, tcp_addr, kSep, cpus, kSep,
+              host_block, kSep, gpu ? "1" : "0", kSep, slicing.slice_bytes, kSep, slicing.gpu_reduce_bytes);
   for (const std::string* f : {&host_id, &hostname, &unix_addr, &tcp_addr, &cpus, &host_block}) check_text(*f, "field");
   for (const auto& [name, text] : parts) {
     check_text(name, "transport name");
@@ -75,6 +89,8 @@ Endpoint Endpoint::decode(const std::string& text, int rank) {
   e.cpus = f[6];
   e.host_block = f[7];
   e.gpu = f[8] == "1";
+  e.slicing.slice_bytes = size_field(f[9], rank);
+  e.slicing.gpu_reduce_bytes = size_field(f[10], rank);
   std::vector<int> cpu_numbers;
   if (!cpus::parse(e.cpus, &cpu_numbers)) {
     fail(Status::kInternal, "malformed address record from rank ", rank, ": CPU list '", e.cpus, "'");

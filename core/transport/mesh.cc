@@ -193,6 +193,7 @@ Endpoint Mesh::own_endpoint(Setup& s) {
   me.hostname = hostname();
   me.cpus = s.own_cpus;
   me.gpu = gpu_in_use();
+  me.slicing = opts.slicing;
   net::SocketAddress unix_addr, tcp_addr;
   s.unix_listener = net::listen_unix(str_cat("omniccl.", session, ".", opts.rank), unix_addr);
   s.tcp_listener = net::listen_tcp(opts.tcp_ip, tcp_addr);
@@ -237,6 +238,17 @@ void Mesh::exchange_endpoints(Setup& s, const AllGatherFn& exchange) {
   }
   transport_name_ = mixed ? "mixed" : only->name();
   note_cpus(me.host_id, own_cpus, cpus_by_host);
+  adopt_slicing(me.slicing, s.remote[0].slicing);
+}
+
+// Every rank slices as rank 0 says, so that their slices' collectives match.
+void Mesh::adopt_slicing(const StagedSlicing& own, const StagedSlicing& rank0) {
+  slicing_ = rank0;
+  if (own.slice_bytes != rank0.slice_bytes || own.gpu_reduce_bytes != rank0.gpu_reduce_bytes) {
+    OCCL_LOG(kWarn, kTransport, "rank ", rank_, ": OMNICCL_STAGED_SLICE / OMNICCL_STAGED_GPU_REDUCE are ",
+             own.slice_bytes, " / ", own.gpu_reduce_bytes, " here but ", rank0.slice_bytes, " / ",
+             rank0.gpu_reduce_bytes, " on rank 0, whose settings every rank follows");
+  }
 }
 
 // Peer p's record is in: its entry, and the transport to it (logged).

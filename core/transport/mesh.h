@@ -81,6 +81,8 @@ struct MeshOptions {
   /// Bytes of the block shared by this rank and the peers of its host that
   /// it reaches through shared memory (host_shared); 0: none.
   size_t host_shared_bytes = 0;
+  /// This rank's slicing settings, sent in its record (rank 0's hold).
+  StagedSlicing slicing;
   Deadline deadline = Deadline::never();
   /// Called often (every <= 100 ms) while create() waits for peers to
   /// connect, to accept, or to be ready; throws to end the setup at once when a member is
@@ -116,6 +118,8 @@ class Mesh {
   /// Whether some rank had a GPU in use when it joined (Endpoint::gpu): the
   /// same answer on every rank.
   bool any_rank_uses_gpu() const { return any_gpu_; }
+  /// How large calls are sliced: rank 0's settings, on every rank.
+  const StagedSlicing& slicing() const { return slicing_; }
   /// Ranks of this mesh on this host, this one included (whatever the link).
   int local_size() const { return local_size_; }
   /// Distinct CPUs the ranks of this mesh on this host may run on between
@@ -287,6 +291,7 @@ class Mesh {
   void add_peer(Setup& s, int p);
   void note_cpus(const std::string& own_host, const std::string& own_cpus,
                  const std::map<std::string, std::vector<std::string>>& cpus_by_host);
+  void adopt_slicing(const StagedSlicing& own, const StagedSlicing& rank0);
   int host_leader_rank(const Setup& s) const;
   void connect_peers(Setup& s);
   void accept_peers(Setup& s);
@@ -333,6 +338,7 @@ class Mesh {
   bool any_host_oversubscribed_ = false;
   const char* transport_name_ = "self";
   bool any_gpu_ = false;
+  StagedSlicing slicing_;
   std::vector<std::unique_ptr<Peer>> peers_;
   /// This communicator's transports; declared before links_, which may use
   /// them, so that they outlive the links.

@@ -266,6 +266,21 @@ class Link {
   virtual bool socket() const { return false; }
 };
 
+/// How large calls of communicators that slice them (Endpoint::gpu) are cut
+/// (collective/common.h, launch_sliced): OMNICCL_STAGED_SLICE and
+/// OMNICCL_STAGED_GPU_REDUCE. Every rank sends its own in its record and
+/// all hold rank 0's, so that every rank slices alike.
+struct StagedSlicing {
+  static constexpr size_t kMinSliceBytes = size_t{64} << 10;
+  static constexpr size_t kMaxSliceBytes = size_t{1} << 30;
+  /// A slice's bytes (all blocks of a block collective together); calls of
+  /// twice this or more run as slices.
+  size_t slice_bytes = size_t{8} << 20;
+  /// Staged all_reduce, reduce_scatter and reduce calls of this many bytes
+  /// or more reduce on the GPU; smaller ones on the host.
+  size_t gpu_reduce_bytes = size_t{1} << 20;
+};
+
 /// One rank's record of the setup exchange: who and where it is, and each
 /// transport's own part, which only that transport reads (NCCL's connect
 /// blob): a shared-memory segment's name, a socket count.
@@ -281,6 +296,8 @@ struct Endpoint {
   /// It had a GPU in use when it joined (the communicator then runs large
   /// calls in slices on every rank: collective/common.h, launch_sliced).
   bool gpu = false;
+  /// Its slicing settings (rank 0's hold for every rank).
+  StagedSlicing slicing;
   /// Each transport's part, by transport name; a transport that offers
   /// nothing to peers has none.
   std::vector<std::pair<std::string, std::string>> parts;

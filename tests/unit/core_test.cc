@@ -303,6 +303,34 @@ TEST(Settings, TcpStreamsTakesOneToSixteenOrAuto) {
   ::unsetenv("OMNICCL_TCP_STREAMS");
 }
 
+TEST(Settings, StagedSliceAndGpuReduceTakeBytes) {
+  const omniccl::CommConfig defaults = omniccl::CommConfig::from_environment();
+  EXPECT_EQ(defaults.slicing.slice_bytes, size_t{8} << 20);
+  EXPECT_EQ(defaults.slicing.gpu_reduce_bytes, size_t{1} << 20);
+  ::setenv("OMNICCL_STAGED_SLICE", "65536", 1);
+  ::setenv("OMNICCL_STAGED_GPU_REDUCE", "0", 1);
+  const omniccl::CommConfig set = omniccl::CommConfig::from_environment();
+  set.validate();
+  EXPECT_EQ(set.slicing.slice_bytes, 65536u);
+  EXPECT_EQ(set.slicing.gpu_reduce_bytes, 0u);
+  ::unsetenv("OMNICCL_STAGED_GPU_REDUCE");
+  // Not a number, or a slice below 64 KiB or above 1 GiB.
+  for (const char* bad : {"8M", "-1", " 1048576", "x", "65535", "0", "1073741825", "99999999999999999999"}) {
+    ::setenv("OMNICCL_STAGED_SLICE", bad, 1);
+    try {
+      omniccl::CommConfig::from_environment().validate();
+      ADD_FAILURE() << "OMNICCL_STAGED_SLICE=" << bad << " was accepted";
+    } catch (const omniccl::Error& e) {
+      EXPECT_EQ(e.status(), omniccl::Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("OMNICCL_STAGED_SLICE"), std::string::npos) << e.what();
+    }
+  }
+  ::unsetenv("OMNICCL_STAGED_SLICE");
+  ::setenv("OMNICCL_STAGED_GPU_REDUCE", "1MiB", 1);
+  EXPECT_THROW(omniccl::CommConfig::from_environment(), omniccl::Error);
+  ::unsetenv("OMNICCL_STAGED_GPU_REDUCE");
+}
+
 TEST(Settings, TcpCongestionTakesAutoSystemOrAName) {
   EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_congestion, "auto");
   for (const char* good : {"system", "cubic", "reno"}) {

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -45,6 +46,7 @@ using test::EmuStream;
 using test::expect_all_ok;
 using test::on;
 using test::RankChecks;
+using test::RankSetup;
 using test::run_ranks;
 using test::status_of;
 
@@ -459,41 +461,31 @@ void all_gathervs_in_slices(SlicedBlocks& b) {
   b.ck.expect(bad_z == 0, str_cat("all_gatherv int32 in place (gaps untouched): ", bad_z, " wrong elements"));
 }
 
-TEST(GpuStaging, ScansAndAllGathervRunInSlices) {
-  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
-    SlicedBlocks b(c, ck, {});
-    scans_in_slices(b);
-    all_gathervs_in_slices(b);
+/// Runs `parts` on 3 ranks; those in `cpu` pass CPU tensors.
+void sliced_on_three_ranks(const std::vector<int>& cpu, std::initializer_list<void (*)(SlicedBlocks&)> parts) {
+  expect_all_ok(run_ranks(3, [&](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    SlicedBlocks b(c, ck, cpu);
+    for (auto* part : parts) part(b);
   }));
+}
+
+TEST(GpuStaging, ScansAndAllGathervRunInSlices) {
+  sliced_on_three_ranks({}, {scans_in_slices, all_gathervs_in_slices});
 }
 
 TEST(GpuStaging, RanksWithCpuTensorsSliceScansAndAllGathervAlike) {
-  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
-    SlicedBlocks b(c, ck, {2});
-    scans_in_slices(b);
-    all_gathervs_in_slices(b);
-  }));
+  sliced_on_three_ranks({2}, {scans_in_slices, all_gathervs_in_slices});
 }
 
 TEST(GpuStaging, BlockCollectivesRunInSlicesWithOneStridedCopyATensor) {
-  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
-    SlicedBlocks b(c, ck, {});
-    gathers_and_scatters_in_slices(b);
-    all_to_alls_in_slices(b);
-    rooted_in_slices(b);
-  }));
+  sliced_on_three_ranks({}, {gathers_and_scatters_in_slices, all_to_alls_in_slices, rooted_in_slices});
 }
 
 TEST(GpuStaging, RanksWithCpuTensorsSliceBlockCollectivesAlike) {
   // Rank 1's blocks lie apart in its own tensors: each slice is gathered in
   // scratch (reduce_scatter's and all_to_all's input) or spread from it
   // (all_gather's and all_to_all's output).
-  expect_all_ok(run_ranks(3, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
-    SlicedBlocks b(c, ck, {1});
-    gathers_and_scatters_in_slices(b);
-    all_to_alls_in_slices(b);
-    rooted_in_slices(b);
-  }));
+  sliced_on_three_ranks({1}, {gathers_and_scatters_in_slices, all_to_alls_in_slices, rooted_in_slices});
 }
 
 /// Rank q's reduce_scatter input, block p, element i: 1e8, i % 7 + p, -1e8
@@ -644,6 +636,43 @@ TEST(GpuStaging, ReduceReducesOnTheGpuInRankOrder) {
     ck.expect(bad_max == 0, str_cat("MAX int64 in place on the root: ", bad_max, " wrong elements"));
     ck.expect(r == 0 || w[0] == int64_t(r * 10), "a non-root's input is unchanged by the share it reduced");
   }));
+}
+
+TEST(GpuStaging, TheSliceSizeAndTheGpuReductionsSizeAreRankZeros) {
+  // Rank 0 asks for 1 MiB slices and GPU reductions from 4 MiB; rank 1 for
+  // 4 MiB and 1 MiB (OMNICCL_STAGED_SLICE / OMNICCL_STAGED_GPU_REDUCE).
+  // Both follow rank 0.
+  const RankSetup setup = [](int r, EmulatedGpu&, CommConfig& cfg) {
+    cfg.slicing.slice_bytes = (r == 0 ? size_t{1} : size_t{4}) << 20;
+    cfg.slicing.gpu_reduce_bytes = (r == 0 ? size_t{4} : size_t{1}) << 20;
+  };
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+        EmuStream s;
+        const int r = c.rank();
+        ck.expect(c.slicing().slice_bytes == size_t{1} << 20, "rank 0's slice size");
+        // 4 MiB + 4 bytes: 5 slices of 1 MiB (whole with 4 or 8 MiB slices).
+        std::vector<int32_t> b((size_t{1} << 20) + 1, r == 0 ? 9 : 0);
+        const size_t before = EmulatedGpu::copies().load();
+        coll::broadcast(c, dev_view(b, DType::kInt32), 0, on(s));
+        const size_t copies = EmulatedGpu::copies().load() - before;
+        ck.expect(copies == 5, str_cat("broadcast: ", copies, " copies, not 5 (one a slice)"));
+        // 2 MiB: under rank 0's 4 MiB, reduced on the host; 4 MiB: on the GPU,
+        // a reduction a slice (2 ranks' parts: one reduce_async each).
+        std::vector<float> x((size_t{1} << 19), float(r + 1)), y((size_t{1} << 20), float(r + 1));
+        const size_t reductions = EmulatedGpu::reductions().load();
+        coll::all_reduce(c, dev_view(x, DType::kFloat32), dev_view(x, DType::kFloat32), int(RedOp::kSum), on(s));
+        const size_t small = EmulatedGpu::reductions().load() - reductions;
+        coll::all_reduce(c, dev_view(y, DType::kFloat32), dev_view(y, DType::kFloat32), int(RedOp::kSum), on(s));
+        const size_t large = EmulatedGpu::reductions().load() - reductions - small;
+        ck.expect(s.sync(), "the stream finished");
+        ck.expect(small == 0, str_cat("2 MiB all_reduce: ", small, " reductions on the stream, not 0"));
+        ck.expect(large == 4, str_cat("4 MiB all_reduce: ", large, " reductions on the stream, not 4"));
+        ck.expect(b.front() == 9 && b.back() == 9, "broadcast in slices");
+        ck.expect(x.front() == 3.0f && x.back() == 3.0f && y.front() == 3.0f && y.back() == 3.0f, "the sums");
+      },
+      20000, {}, setup));
 }
 
 TEST(GpuStaging, NoRankWithAGpuInUseAtCreationMeansNoSlices) {
