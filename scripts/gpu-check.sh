@@ -22,6 +22,10 @@
 #   sweep-gpu-reduce.csv  the staged all_reduce and reduce_scatter, 64 KiB - 16 MiB,
 #                      reduced always on the GPU (OMNICCL_STAGED_GPU_REDUCE=0) and
 #                      never: where the GPU starts to win is the setting's default
+#   profile-staged.log the staged all_reduce of 8 B - 64 KiB on 2 ranks with
+#                      OMNICCL_STAGED_PROFILE=1: where a small call's microseconds go
+#                      (the copies put on the stream, the worker's wake-up, the
+#                      inputs' copies, the host collective, the copies back)
 #   summary.txt        one line per step: what ran, its exit status, its time
 # Run it first on any GPU machine; see docs/performance for how results are read.
 #
@@ -110,6 +114,17 @@ sweep() {
   done
 }
 
+# profile_staged SIZE...: OMNICCL_STAGED_PROFILE=1 on the staged all_reduce,
+# one run per size, so that each summary is that size's.
+profile_staged() {
+  local size
+  for size in "$@"; do
+    echo "# all_reduce of $size"
+    OMNICCL_STAGED_PROFILE=1 OMNICCL_DEVICE_TRANSPORT=staged "$build/tools/omniccl-run" -n 2 \
+      "$build/tools/omniccl-bench" --device cuda --coll all_reduce --sizes "$size" -n auto -w auto -c 1 -t 60
+  done
+}
+
 pytest_gpu() {
   PYTHONPATH=${OMNICCL_PYTHONPATH:-} "$py" -c "import omniccl" || {
     echo "SKIPPED: no omniccl Python package imports here (pip install ./bindings/python -C" \
@@ -120,7 +135,7 @@ pytest_gpu() {
 }
 
 export build py
-export -f machine build_here bench sweep pytest_gpu
+export -f machine build_here bench sweep profile_staged pytest_gpu
 echo "gpu-check: results in $out"
 step machine 60 machine
 if [ ! -x "$build/tools/omniccl-bench" ]; then
@@ -140,6 +155,7 @@ for n in 2 4; do
     2097152 4194304 8388608 16777216 33554432
   step sweep-gpu-reduce 30 sweep OMNICCL_STAGED_GPU_REDUCE all_reduce,reduce_scatter 64K,256K,1M,4M,16M \
     0 1099511627776
+  step profile-staged 20 profile_staged 8 1K 64K
 done
 for f in "$out"/bench-*.log "$out"/nccl-*.log "$out"/sweep-*.log; do
   [ -f "$f" ] && grep -E '^(omniccl|nccl),' "$f" >"${f%.log}.csv"

@@ -1,5 +1,8 @@
 #include "collective/common.h"
 
+#include <array>
+#include <chrono>
+
 namespace omniccl::coll {
 
 void fail_root(const Communicator& c, int root, const char* what) {
@@ -69,21 +72,53 @@ WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call
       c, staging, call, [op = std::move(op)](Engine& e, StagedCall&) { op(e); }, std::move(work));
 }
 
+namespace {
+
+int64_t ns_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+/// The worker's part of a staged call; with a profile, its phases timed
+/// (`ns` holds the caller's enqueue time, `submitted` when it was queued).
+void run_staged(Engine& e, StagedCall& staged, const std::function<void(Engine&, StagedCall&)>& op, int64_t timeout_ms,
+                StagedProfile* profile, std::array<int64_t, StagedProfile::kPhases> ns,
+                std::chrono::steady_clock::time_point submitted) {
+  staged.set_deadline(Deadline::after_ms(timeout_ms));
+  if (profile == nullptr) {
+    staged.wait_ready(staged.deadline(), e.mesh());
+    op(e, staged);
+    staged.finish(staged.deadline(), e.mesh());
+    return;
+  }
+  ns[StagedProfile::kQueued] = ns_since(submitted);
+  auto t = std::chrono::steady_clock::now();
+  staged.wait_ready(staged.deadline(), e.mesh());
+  ns[StagedProfile::kInputs] = ns_since(t);
+  t = std::chrono::steady_clock::now();
+  op(e, staged);
+  ns[StagedProfile::kHost] = ns_since(t);
+  t = std::chrono::steady_clock::now();
+  staged.finish(staged.deadline(), e.mesh());
+  ns[StagedProfile::kOutputs] = ns_since(t);
+  profile->add(ns);
+}
+
+}  // namespace
+
 WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call,
                       std::function<void(Engine&, StagedCall&)> op, WorkPtr work) {
   // Refused at once, as a blocking call would be: nothing is enqueued on
   // the stream for an operation that cannot run.
   c.check_usable();
+  StagedProfile* const profile = c.staged_profile();
+  const auto begun = std::chrono::steady_clock::now();
   std::shared_ptr<StagedCall> staged = staging.start();
+  std::array<int64_t, StagedProfile::kPhases> ns{};
+  if (profile != nullptr) ns[StagedProfile::kEnqueue] = ns_since(begun);
   const int64_t timeout_ms = call.timeout_ms > 0 ? call.timeout_ms : c.timeout_ms();
-  work = c.submit(
-      [staged, timeout_ms, op = std::move(op)](Engine& e) {
-        staged->set_deadline(Deadline::after_ms(timeout_ms));
-        staged->wait_ready(staged->deadline(), e.mesh());
-        op(e, *staged);
-        staged->finish(staged->deadline(), e.mesh());
-      },
-      true, std::move(work));
+  work = c.submit([staged, timeout_ms, op = std::move(op), profile, ns, submitted = std::chrono::steady_clock::now()](
+                      Engine& e) { run_staged(e, *staged, op, timeout_ms, profile, ns, submitted); },
+                  true, std::move(work));
   return call.async ? work : nullptr;
 }
 

@@ -59,6 +59,10 @@ constexpr SettingInfo kSettings[] = {
      "On those communicators, all_reduce, reduce_scatter and reduce calls of this many bytes or more reduce on "
      "the GPU (CUDA tensors staged through host memory) or in rank order on the host (CPU tensors); smaller "
      "ones take the host's tuned algorithms. 0: always. Rank 0's value holds for every rank."},
+    {"OMNICCL_STAGED_PROFILE", "0",
+     "1: each communicator times the phases of its staged calls (CUDA tensors through host memory: the copies "
+     "put on the stream, the wait for the worker, for the inputs' copies, the host collective, the wait for the "
+     "copies back) and logs their means at WARN when it is destroyed; 0: off."},
     {"OMNICCL_SHM_CALIBRATION", "cached",
      "cached: reuse a valid calibration file for this host and kernel; force: measure again and rewrite it."},
     {"OMNICCL_SHM_CALIBRATION_FILE", "(runtime dir)",

@@ -140,6 +140,10 @@ void device_settings(CommConfig& c) {
   if (auto n = bytes_setting("OMNICCL_CUDA_IPC_BUFFER")) c.cuda_ipc_buffer = *n;
   if (auto n = bytes_setting("OMNICCL_STAGED_SLICE")) c.slicing.slice_bytes = *n;
   if (auto n = bytes_setting("OMNICCL_STAGED_GPU_REDUCE")) c.slicing.gpu_reduce_bytes = *n;
+  if (auto v = get_setting("OMNICCL_STAGED_PROFILE")) {
+    check_arg(*v == "0" || *v == "1", "OMNICCL_STAGED_PROFILE is '", *v, "'; use 1 (on) or 0 (off)");
+    c.staged_profile = *v == "1";
+  }
 }
 
 }  // namespace
@@ -206,6 +210,7 @@ Communicator::Communicator(int rank, int size, CommConfig config, std::unique_pt
       recv_seq_(size, 0) {
   engine_.set_small_path(config_.small_path);
   log::set_rank(rank);
+  if (config_.staged_profile) staged_profile_ = std::make_unique<StagedProfile>();
   if (transport::DeviceWindow* w = mesh_->device_window(); w != nullptr && gpu_runtime() != nullptr) {
     device_ = std::make_unique<algo::DeviceEngine>(*w, *gpu_runtime(), rank, size,
                                                    [this](Status st, const std::string& m) { set_failed(st, m); });
@@ -252,7 +257,13 @@ std::shared_ptr<Communicator> Communicator::create(const bootstrap::RendezvousSp
   return comm;
 }
 
-Communicator::~Communicator() { abort(); }
+Communicator::~Communicator() {
+  abort();
+  // Asked for by OMNICCL_STAGED_PROFILE=1, so shown at the default level.
+  if (staged_profile_ != nullptr && staged_profile_->calls() > 0) {
+    OCCL_LOG(kWarn, kColl, "rank ", rank_, " of ", size_, ": ", staged_profile_->summary());
+  }
+}
 
 void Communicator::set_timeout(int64_t ms) {
   check_arg(ms > 0, "timeout must be positive, got ", ms, " ms");

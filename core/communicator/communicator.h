@@ -29,6 +29,7 @@
 #include "common/time.h"
 #include "communicator/issuer.h"
 #include "communicator/p2p_match.h"
+#include "communicator/staged_profile.h"
 #include "communicator/work.h"
 #include "tensor/tensor.h"
 #include "transport/mesh.h"
@@ -72,11 +73,14 @@ struct CommConfig {
   /// OMNICCL_STAGED_SLICE and OMNICCL_STAGED_GPU_REDUCE: how large calls
   /// are sliced where some rank uses a GPU (rank 0's settings hold).
   transport::StagedSlicing slicing;
+  /// OMNICCL_STAGED_PROFILE: time the phases of staged calls (StagedProfile).
+  bool staged_profile = false;
 
   /// Defaults overridden by OMNICCL_TIMEOUT / OMNICCL_TRANSPORT / OMNICCL_ALGO /
   /// OMNICCL_SHM_SINGLE_COPY / OMNICCL_TCP_STREAMS / OMNICCL_TCP_CONGESTION /
   /// OMNICCL_SMALL_PATH / OMNICCL_SHM_SPLIT_COPY / OMNICCL_DEVICE_TRANSPORT /
-  /// OMNICCL_CUDA_IPC_BUFFER / OMNICCL_STAGED_SLICE / OMNICCL_STAGED_GPU_REDUCE.
+  /// OMNICCL_CUDA_IPC_BUFFER / OMNICCL_STAGED_SLICE / OMNICCL_STAGED_GPU_REDUCE /
+  /// OMNICCL_STAGED_PROFILE.
   static CommConfig from_environment();
   /// Validates every field (throws kInvalidArgument naming the bad one).
   void validate() const;
@@ -171,6 +175,8 @@ class Communicator {
   bool slices_large_calls() const { return mesh_->any_rank_uses_gpu(); }
   /// How they are sliced: rank 0's settings, on every rank.
   const transport::StagedSlicing& slicing() const { return mesh_->slicing(); }
+  /// The phases of staged calls, summed (OMNICCL_STAGED_PROFILE=1), else nullptr.
+  StagedProfile* staged_profile() const { return staged_profile_.get(); }
   const CommConfig& config() const { return config_; }
   void set_timeout(int64_t ms);
 
@@ -359,6 +365,7 @@ class Communicator {
   /// Collectives on CUDA tensors over the mesh's device window (null without
   /// one); destroyed before the mesh, whose window it uses.
   std::unique_ptr<algo::DeviceEngine> device_;
+  std::unique_ptr<StagedProfile> staged_profile_;  ///< logged when destroyed
   /// Registered buffers: handle -> the device engine's region (0: none,
   /// registered where there is no device path).
   std::map<uint64_t, uint32_t> registered_;

@@ -331,6 +331,21 @@ TEST(Settings, StagedSliceAndGpuReduceTakeBytes) {
   ::unsetenv("OMNICCL_STAGED_GPU_REDUCE");
 }
 
+TEST(Settings, StagedProfileTakesZeroOrOne) {
+  EXPECT_FALSE(omniccl::CommConfig::from_environment().staged_profile);
+  ::setenv("OMNICCL_STAGED_PROFILE", "1", 1);
+  EXPECT_TRUE(omniccl::CommConfig::from_environment().staged_profile);
+  ::setenv("OMNICCL_STAGED_PROFILE", "yes", 1);
+  try {
+    omniccl::CommConfig::from_environment();
+    ADD_FAILURE() << "OMNICCL_STAGED_PROFILE=yes was accepted";
+  } catch (const omniccl::Error& e) {
+    EXPECT_EQ(e.status(), omniccl::Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("OMNICCL_STAGED_PROFILE"), std::string::npos) << e.what();
+  }
+  ::unsetenv("OMNICCL_STAGED_PROFILE");
+}
+
 TEST(Settings, TcpCongestionTakesAutoSystemOrAName) {
   EXPECT_EQ(omniccl::CommConfig::from_environment().tcp_congestion, "auto");
   for (const char* good : {"system", "cubic", "reno"}) {

@@ -790,6 +790,46 @@ TEST(GpuStaging, ASlicedCallEndsWithinItsTimeoutNotATimeoutASlice) {
   }));
 }
 
+TEST(GpuStaging, AProfileSaysWhereAStagedCallsTimeGoes) {
+  // OMNICCL_STAGED_PROFILE: rank 0's copies take 40 ms each, rank 1's none.
+  // Rank 0's time is in waiting for its inputs' and outputs' copies; rank
+  // 1's in the host collective, which waits for rank 0's data.
+  const RankSetup setup = [](int, EmulatedGpu&, CommConfig& cfg) { cfg.staged_profile = true; };
+  expect_all_ok(run_ranks(
+      2,
+      [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+        EmuStream s;
+        const int r = c.rank();
+        StagedProfile* p = c.staged_profile();
+        ck.expect(p != nullptr && p->calls() == 0, "a profile with no calls yet");
+        if (p == nullptr) return;
+        EmulatedGpu::copy_delay_ms() = r == 0 ? 40 : 0;
+        std::vector<int32_t> x(1024, r + 1);
+        for (int i = 0; i < 3; ++i) {
+          WorkPtr w = coll::all_reduce(c, dev_view(x, DType::kInt32), dev_view(x, DType::kInt32), 0, on(s, true));
+          ck.expect(w != nullptr && w->wait() == Status::kSuccess, "the call succeeded");
+        }
+        EmulatedGpu::copy_delay_ms() = 0;
+        ck.expect(p->calls() == 3, str_cat("3 calls profiled, not ", p->calls()));
+        const double inputs = p->mean_us(StagedProfile::kInputs), outputs = p->mean_us(StagedProfile::kOutputs);
+        const double host = p->mean_us(StagedProfile::kHost);
+        if (r == 0) {
+          ck.expect(inputs >= 35000 && outputs >= 35000,
+                    str_cat("rank 0 waits for its copies: inputs ", inputs, " us, outputs ", outputs, " us"));
+        } else {
+          ck.expect(host >= 30000, str_cat("rank 1 waits for rank 0 in the collective: host ", host, " us"));
+        }
+        const std::string line = p->summary();
+        ck.expect(line.find("3 staged calls, mean per call: enqueue ") == 0 &&
+                      line.find(", queued ") != std::string::npos && line.find(", outputs ") != std::string::npos &&
+                      line.find(" us, total ") != std::string::npos,
+                  "the summary: " + line);
+        ck.expect(s.sync(), "the stream finished");
+        ck.expect(x.front() == 12 && x.back() == 12, "three SUMs in place: 3, 6, 12");
+      },
+      20000, {}, setup));
+}
+
 TEST(GpuStaging, SlicedCallsWhoseCountsDifferFailAtTheFirstSlice) {
   // Every slice's header carries the call's count, so ranks whose counts
   // differ only in the last slice's length are told at the first one.
