@@ -110,14 +110,17 @@ WorkPtr launch_staged(Communicator& c, Staging& staging, const CallOptions& call
   // Refused at once, as a blocking call would be: nothing is enqueued on
   // the stream for an operation that cannot run.
   c.check_usable();
+  // The clock is read only when profiling: nothing is added to the path otherwise.
   StagedProfile* const profile = c.staged_profile();
-  const auto begun = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point begun = profile != nullptr ? Clock::now() : Clock::time_point{};
   std::shared_ptr<StagedCall> staged = staging.start();
   std::array<int64_t, StagedProfile::kPhases> ns{};
   if (profile != nullptr) ns[StagedProfile::kEnqueue] = ns_since(begun);
+  const Clock::time_point submitted = profile != nullptr ? Clock::now() : Clock::time_point{};
   const int64_t timeout_ms = call.timeout_ms > 0 ? call.timeout_ms : c.timeout_ms();
-  work = c.submit([staged, timeout_ms, op = std::move(op), profile, ns, submitted = std::chrono::steady_clock::now()](
-                      Engine& e) { run_staged(e, *staged, op, timeout_ms, profile, ns, submitted); },
+  work = c.submit([staged, timeout_ms, op = std::move(op), profile, ns,
+                   submitted](Engine& e) { run_staged(e, *staged, op, timeout_ms, profile, ns, submitted); },
                   true, std::move(work));
   return call.async ? work : nullptr;
 }

@@ -66,9 +66,9 @@ void to_bytes(const std::vector<int64_t>& counts, std::vector<int64_t> displs, i
 /// communicators that slice large calls: as launch_sliced, slice k takes
 /// items [k x per, (k + 1) x per) of every rank's part, so it is an
 /// all_gatherv of its own. `per` splits the largest part into as many
-/// slices as the communicator's slices go into `total`. Every rank has the counts, so all
-/// agree. Staged, the stream copies the parts only (Staging::slice_pieces),
-/// never the gaps between them.
+/// slices as slicing().slice_bytes goes into `total`. Every rank has the
+/// counts, so all agree. Staged, the stream copies the parts only
+/// (Staging::slice_pieces), never the gaps between them.
 WorkPtr all_gatherv_in_slices(Communicator& c, Staging& st, const TensorView& send, const TensorView& recv,
                               const std::vector<uint64_t>& bc, const std::vector<uint64_t>& bd, uint64_t total,
                               const CallOptions& call) {
