@@ -523,10 +523,7 @@ OCCL_API occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* messag
     std::shared_ptr<Communicator> c = comm_of(comm);
     check_arg(message != nullptr, "message is NULL");
     TensorView t = to_view(tensor, "tensor");
-    coll::check_p2p_device(t, "mrecv");  // before the message is taken: the caller may retry
-    const uint64_t m = *message;
-    *message = OCCL_MESSAGE_NULL;  // taken, whatever the outcome (as MPI_Mrecv)
-    return c->mrecv(m, t, call, &rs);
+    return coll::mrecv(*c, *message, t, call, &rs);  // *message: OCCL_MESSAGE_NULL once taken
   });
   if (blocking) fill_status(status, rs);
   return st;

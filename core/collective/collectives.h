@@ -25,13 +25,15 @@ WorkPtr recv(Communicator& c, const TensorView& t, int peer, const CallOptions& 
 /// given) when it ends, also when it fails with kTruncated.
 /// Throws kInvalidArgument for a peer or tag a send (is_send) or recv refuses.
 void check_p2p_args(const Communicator& c, int peer, int tag, bool is_send);
-/// Throws kUnsupported for a non-empty tensor that is not in host memory:
-/// for the operations CUDA tensors cannot take (mrecv; see send_recv.cc).
-void check_p2p_device(const TensorView& t, const char* what);
 WorkPtr send_tagged(Communicator& c, const TensorView& t, int peer, int tag, const CallOptions& call);
 /// A synchronous send (MPI_Ssend): completes once a receive has matched it
 /// (communicator/p2p_match.h).
 WorkPtr ssend_tagged(Communicator& c, const TensorView& t, int peer, int tag, const CallOptions& call);
+/// MPI_Mrecv / MPI_Imrecv (Communicator::mrecv) of `message`, which becomes
+/// kMessageNull once taken: after the tensor's checks, which leave it held
+/// for another try. A CUDA tensor takes it on the staged path, ordered on
+/// the call's stream (a blocking call's status is the matched probe's).
+WorkPtr mrecv(Communicator& c, uint64_t& message, const TensorView& t, const CallOptions& call, RecvStatus* status);
 WorkPtr recv_tagged(Communicator& c, const TensorView& t, int source, int tag, const CallOptions& call,
                     RecvStatus* status);
 WorkPtr broadcast(Communicator& c, const TensorView& t, int root, const CallOptions& call);

@@ -22,18 +22,53 @@
 // tag: with ANY_SOURCE or ANY_TAG (and for probes) the message, hence its
 // size and the stream's copy, is chosen only when it arrives, after the
 // copy was enqueued; and a message to this rank itself would pair two steps
-// of the one worker. Those stay refused (kUnsupported). A staged operation
+// of the one worker. Those stay refused (kUnsupported). mrecv is staged
+// too: the message a matched probe took is known, and already in host
+// memory (mprobe and improbe themselves take no tensor). A message shorter
+// than the receive fills its front; the rest keeps what the device held
+// (keep_the_rest), as a CPU receive's does. A staged operation
 // that fails (a truncated receive too) fails the communicator, as every
 // staged operation does (staging.h): the stream's copy back has no partial
 // result to keep.
+#include <optional>
+#include <utility>
+
 #include "collective/common.h"
+#include "common/gpu_runtime.h"
 
 namespace omniccl::coll {
 
 namespace {
 
-/// The staged path's send or recv (see above): after the stream's copies,
-/// the host side runs as one point-to-point step on the host copy.
+/// A receive's count is an upper bound: after a message of `got` bytes, the
+/// rest of the host copy `host` takes what the device tensor at `dev` holds
+/// there, since the stream copies the host copy back whole. The stream has
+/// passed the call's `ready` event, so the tensor is as the stream left it,
+/// and it waits for the host while the runtime reads it (GpuRuntime::copy_now).
+void keep_the_rest(const TensorView& host, const char* dev, uint64_t got) {
+  const uint64_t bytes = host.bytes();
+  if (got >= bytes) return;
+  gpu_runtime()->copy_now(host.bytes_ptr() + got, dev + got, bytes - got);
+}
+
+/// The host side of a staged send or receive `op` of `t` (op.tensor its
+/// host copy): one point-to-point step on the worker, after the stream's
+/// copies; a receive's work gets what arrived.
+WorkPtr launch_staged_p2p(Communicator& c, Staging& staging, const TensorView& t, const P2POp& op,
+                          const CallOptions& call) {
+  auto work = std::make_shared<Work>();
+  Communicator* comm = &c;
+  auto body = [comm, op, work, dev = t.bytes_ptr()](Engine& e) {
+    e.use_cpu();  // the host copy
+    const RecvStatus received = comm->run_p2p_step(e, op);
+    if (op.is_send) return;
+    keep_the_rest(op.tensor, dev, received.bytes);
+    work->set_received(received);
+  };
+  return launch_staged(c, staging, call, body, work);
+}
+
+/// The staged path's send or recv (see above).
 WorkPtr staged_p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, bool synchronous,
                    const CallOptions& call, RecvStatus* status) {
   const char* what = is_send ? (synchronous ? "ssend" : "send") : "recv";
@@ -52,14 +87,24 @@ WorkPtr staged_p2p(Communicator& c, const TensorView& t, int peer, int tag, bool
   got.bytes = t.bytes();
   got.elem_bytes = dtype_size(t.dtype);
   if (!is_send && status != nullptr) *status = got;
-  auto work = std::make_shared<Work>();
-  Communicator* comm = &c;
-  auto body = [comm, op, work](Engine& e) {
-    e.use_cpu();  // the host copy
-    const RecvStatus received = comm->run_p2p_step(e, op);
-    if (!op.is_send) work->set_received(received);
-  };
-  return launch_staged(c, staging, call, body, work);
+  return launch_staged_p2p(c, staging, t, op, call);
+}
+
+/// mrecv of a CUDA tensor: the held message (in host memory already) is
+/// delivered into the host copy on the worker, and the stream copies it in.
+WorkPtr staged_mrecv(Communicator& c, uint64_t& message, const TensorView& t, const CallOptions& call,
+                     RecvStatus* status) {
+  Staging staging({{&t, Use::kOut}}, call);  // its checks leave the message held
+  const uint64_t m = std::exchange(message, kMessageNull);
+  std::optional<RecvStatus> got = c.take_claimed(m);
+  check_arg(got.has_value(), "mrecv: message #", m,
+            " is not held by this communicator (already received, or from a matched probe on another communicator)");
+  got->message = kMessageNull;
+  got->elem_bytes = dtype_size(t.dtype);  // a count in the receive's elements, as a CPU mrecv's
+  if (!call.async && status != nullptr) *status = *got;
+  P2POp op{false, c.rank(), staging.view(t), call.timeout_ms, 0, nullptr};
+  op.mrecv = m;
+  return launch_staged_p2p(c, staging, t, op, call);
 }
 
 WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, const CallOptions& call,
@@ -83,14 +128,6 @@ WorkPtr p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_sen
 }
 
 }  // namespace
-
-void check_p2p_device(const TensorView& t, const char* what) {
-  if (t.device != DeviceKind::kCPU && t.count > 0) {
-    fail(Status::kUnsupported, what, ": a CUDA tensor takes a message only through send/recv naming its source ",
-         "and tag (the message, hence the stream's copy, must be known when the call is enqueued); copy the ",
-         "tensor to host memory otherwise");
-  }
-}
 
 void check_p2p_args(const Communicator& c, int peer, int tag, bool is_send) {
   const char* what = is_send ? "send" : "recv";
@@ -117,6 +154,14 @@ WorkPtr ssend_tagged(Communicator& c, const TensorView& t, int peer, int tag, co
 WorkPtr recv_tagged(Communicator& c, const TensorView& t, int source, int tag, const CallOptions& call,
                     RecvStatus* status) {
   return p2p(c, t, source, tag, false, call, status);
+}
+WorkPtr mrecv(Communicator& c, uint64_t& message, const TensorView& t, const CallOptions& call, RecvStatus* status) {
+  check_arg(message != kMessageNull, "mrecv: the message is MESSAGE_NULL (already received, or no matched probe)");
+  if (t.device == DeviceKind::kCUDA && t.count > 0 && message != kMessageNoProc) {
+    return staged_mrecv(c, message, t, call, status);
+  }
+  const uint64_t m = std::exchange(message, kMessageNull);  // taken, whatever the outcome (as MPI_Mrecv)
+  return c.mrecv(m, t, call, status);
 }
 
 }  // namespace omniccl::coll

@@ -45,6 +45,9 @@ class CudaRuntime final : public GpuRuntime {
                      Stream stream) override {
     call([=] { kernels::cuda::copy_2d_async(dst, dpitch, src, spitch, width, height, stream); });
   }
+  void copy_now(void* dst, const void* src, size_t bytes) override {
+    call([=] { kernels::cuda::copy_now(dst, src, bytes); });
+  }
   Event event_create() override {
     return call([] { return kernels::cuda::event_create(); });
   }

@@ -75,6 +75,13 @@ class GpuRuntime {
   /// default enqueues a copy_async a row.
   virtual void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                              Stream stream);
+  /// dst = src (device to host or host to device) before it returns, on a
+  /// stream of the runtime's own that waits for none of the caller's
+  /// (cudaStreamNonBlocking: not even the legacy default stream), so that
+  /// device memory can be read while a caller's stream waits for the host
+  /// (stream_wait_flag). Work on the caller's streams is not waited for:
+  /// the caller knows that what it reads is written (an event has passed).
+  virtual void copy_now(void* dst, const void* src, size_t bytes) = 0;
   virtual Event event_create() = 0;
   virtual void event_destroy(Event event) = 0;
   virtual void event_record(Event event, Stream stream) = 0;

@@ -289,6 +289,11 @@ class Communicator {
   /// kMessageNoProc: the PROC_NULL status at once. Throws kInvalidArgument
   /// for kMessageNull; a message not held fails the operation with it.
   std::shared_ptr<Work> mrecv(uint64_t message, const TensorView& t, const CallOptions& call, RecvStatus* status);
+  /// The status the matched probe gave for `message` (improbe, mprobe: what
+  /// mrecv reports before the message is received, as a staged one must),
+  /// forgotten by this call; nullopt for a message this communicator does
+  /// not hold. Any thread.
+  std::optional<RecvStatus> take_claimed(uint64_t message);
 
   /// Sequence numbers: call only from inside a submitted function.
   uint64_t next_collective_seq() { return ++collective_seq_; }
@@ -380,6 +385,10 @@ class Communicator {
   /// Point-to-point matching (posted receives, unexpected messages); used
   /// only by the operation running (under exec_mu_, or by the issuer).
   P2PMatcher matcher_;
+  /// The statuses of the messages matched probes took and no mrecv has
+  /// yet (take_claimed): the matcher is the worker's, these the callers'.
+  std::mutex claimed_mu_;
+  std::map<uint64_t, RecvStatus> claimed_;
 
   uint64_t collective_seq_ = 0;
   uint64_t split_count_ = 0;

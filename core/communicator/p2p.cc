@@ -85,6 +85,19 @@ RecvStatus Communicator::run_probe(P2POp::Probe kind, int source, int tag, const
   CallOptions blocking = call;
   blocking.async = false;
   submit_p2p(op, blocking);
+  if (claim && rs.message != kMessageNull) {
+    std::lock_guard<std::mutex> lock(claimed_mu_);
+    claimed_[rs.message] = rs;
+  }
+  return rs;
+}
+
+std::optional<RecvStatus> Communicator::take_claimed(uint64_t message) {
+  std::lock_guard<std::mutex> lock(claimed_mu_);
+  auto it = claimed_.find(message);
+  if (it == claimed_.end()) return std::nullopt;
+  RecvStatus rs = it->second;
+  claimed_.erase(it);
   return rs;
 }
 
@@ -119,6 +132,7 @@ std::shared_ptr<Work> Communicator::mrecv(uint64_t message, const TensorView& t,
     work->complete(Status::kSuccess, "", none);
     return work;
   }
+  take_claimed(message);  // only the matcher's copy is needed here
   P2POp op;
   op.is_send = false;
   op.peer = rank_;  // unused: the message names its source

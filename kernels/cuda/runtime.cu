@@ -105,6 +105,32 @@ void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, siz
       "cudaMemcpy2DAsync");
 }
 
+namespace {
+
+/// A non-blocking stream of the current device, destroyed with this.
+class OwnStream {
+ public:
+  OwnStream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"); }
+  ~OwnStream() { cudaStreamDestroy(s_); }
+  OwnStream(const OwnStream&) = delete;
+  OwnStream& operator=(const OwnStream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+}  // namespace
+
+void copy_now(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  // Rare (a receive shorter than its tensor), so a stream made for it costs
+  // little; one kept per thread would outlive the CUDA context at exit.
+  const OwnStream s;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s.get()), "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(s.get()), "cudaStreamSynchronize");
+}
+
 void* event_create() {
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");

@@ -63,6 +63,11 @@ void copy_async(void* dst, const void* src, size_t bytes, void* stream);
 /// `height` rows of `width` bytes, `spitch` apart in src and `dpitch` in
 /// dst, enqueued on `stream` (cudaMemcpy2DAsync, cudaMemcpyDefault).
 void copy_2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, void* stream);
+/// dst = src, `bytes` bytes, done before it returns, on a stream of its own
+/// made for the copy on the current device (cudaStreamNonBlocking, so it
+/// waits neither for the legacy default stream nor for any stream that
+/// waits for the host).
+void copy_now(void* dst, const void* src, size_t bytes);
 /// A cudaEvent_t without timing (cudaEventDisableTiming).
 void* event_create();
 void event_destroy(void* event);

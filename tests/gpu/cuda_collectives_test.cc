@@ -415,14 +415,18 @@ TEST(CudaCollectives, APeerThatDiesGivesTheUsualErrorAndReleasesTheStream) {
   EXPECT_TRUE(r.ok()) << r.summary();
 }
 
-// Send and receive on CUDA tensors: on the CUDA IPC path (forced by the
-// .cuda_ipc run of this suite; `auto` may or may not take it here) messages
-// of one and of many slots arrive in order; without it they are refused.
+// Send and receive on CUDA tensors: messages of one and of many slots (or
+// pieces) arrive in order, on the CUDA IPC path (forced by the .cuda_ipc
+// run; `auto` may or may not take it here) and on the staged path (the
+// .staged run). There a receive's count is an upper bound, as on the CPU
+// path: a shorter message leaves the rest of the tensor as it was (the CUDA
+// IPC path requires the sender's size instead). mrecv of a probed message
+// into GPU memory, staged on either.
 TEST(CudaCollectives, SendAndRecvOnCudaTensors) {
   SKIP_WITHOUT_GPU();
   const char* mode = std::getenv("OMNICCL_DEVICE_TRANSPORT");
-  const bool forced = mode != nullptr && std::string(mode) == "cuda_ipc";
-  JobResult r = run_ranks(gpu_job(2), [forced](occl_comm_t comm, int rank, int) {
+  const bool staged = mode != nullptr && std::string(mode) == "staged";
+  JobResult r = run_ranks(gpu_job(2), [staged](occl_comm_t comm, int rank, int) {
     RANK_CUDA(cudaSetDevice(0), rank);
     cudaStream_t s = nullptr;
     RANK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), rank);
@@ -436,14 +440,43 @@ TEST(CudaCollectives, SendAndRecvOnCudaTensors) {
       RANK_CHECK(x.ok(), rank, "device buffer");
       if (rank == 0) RANK_CUDA(cudaMemcpy(x.get(), host.data(), size_t(k) * 4, cudaMemcpyHostToDevice), rank);
       CudaTensor t(x.get(), k, dl_int(32));
-      const occl_status_t st =
-          rank == 0 ? occl_send_ex(&t, 1, comm, &opts, nullptr) : occl_recv_ex(&t, 0, comm, &opts, nullptr);
-      if (st == OCCL_ERR_UNSUPPORTED && !forced) return 0;  // the staged path: refused, as documented
-      RANK_OK(st, rank);
+      RANK_OK(rank == 0 ? occl_send_ex(&t, 1, comm, &opts, nullptr) : occl_recv_ex(&t, 0, comm, &opts, nullptr), rank);
       RANK_CUDA(cudaStreamSynchronize(s), rank);
       std::vector<int32_t> back(static_cast<size_t>(k));
       RANK_CUDA(cudaMemcpy(back.data(), x.get(), size_t(k) * 4, cudaMemcpyDeviceToHost), rank);
       RANK_CHECK(back == host, rank, "the message arrived whole, " + std::to_string(k) + " elements");
+    }
+    {  // a host message, probed from any source, then received into GPU memory (staged on either path)
+      std::vector<int32_t> host = {5, 6, 7, 8};
+      DeviceMemory x(host.size() * 4);
+      RANK_CHECK(x.ok(), rank, "device buffer");
+      if (rank == 0) {
+        Tensor1D h(host.data(), int64_t(host.size()), dl_int(32));
+        RANK_OK(occl_send_tagged(&h, 1, 9, comm, nullptr, nullptr), rank);
+      } else {
+        occl_message_t m = OCCL_MESSAGE_NULL;
+        occl_recv_status_t st;
+        RANK_OK(occl_mprobe(OCCL_ANY_SOURCE, 9, comm, nullptr, &m, &st), rank);
+        CudaTensor t(x.get(), int64_t(host.size()), dl_int(32));
+        RANK_OK(occl_mrecv(&t, &m, comm, &opts, &st, nullptr), rank);
+        RANK_CUDA(cudaStreamSynchronize(s), rank);
+        std::vector<int32_t> back(host.size());
+        RANK_CUDA(cudaMemcpy(back.data(), x.get(), back.size() * 4, cudaMemcpyDeviceToHost), rank);
+        RANK_CHECK(back == host && m == OCCL_MESSAGE_NULL, rank, "mrecv into GPU memory");
+      }
+    }
+    if (staged) {
+      const std::vector<int32_t> sent = {1, 4, 7}, want = {1, 4, 7, -1, -1, -1, -1, -1};
+      std::vector<int32_t> held(8, -1);
+      DeviceMemory x(held.size() * 4);
+      RANK_CHECK(x.ok(), rank, "device buffer");
+      const std::vector<int32_t>& up = rank == 0 ? sent : held;
+      RANK_CUDA(cudaMemcpy(x.get(), up.data(), up.size() * 4, cudaMemcpyHostToDevice), rank);
+      CudaTensor t(x.get(), rank == 0 ? 3 : 8, dl_int(32));
+      RANK_OK(rank == 0 ? occl_send_ex(&t, 1, comm, &opts, nullptr) : occl_recv_ex(&t, 0, comm, &opts, nullptr), rank);
+      RANK_CUDA(cudaStreamSynchronize(s), rank);
+      RANK_CUDA(cudaMemcpy(held.data(), x.get(), held.size() * 4, cudaMemcpyDeviceToHost), rank);
+      RANK_CHECK(rank == 0 || held == want, rank, "3 of 8 elements arrived, the other 5 kept their -1");
     }
     cudaStreamDestroy(s);
     return 0;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -148,6 +149,85 @@ TEST(GpuStagingP2p, ACudaTensorPairsWithACpuTensorEitherWay) {
       coll::send(c, host_view(y, DType::kFloat32), 0, CallOptions{});
       ck.expect(x.front() == 1.5f && x.back() == 1.5f, "a CUDA send reached a CPU receive");
     }
+  }));
+}
+
+TEST(GpuStagingP2p, AShortMessageLeavesTheRestOfACudaReceiveAsItWas) {
+  // A receive's count is an upper bound, as on the CPU path: a shorter
+  // message fills the front, and the rest of the tensor keeps what the
+  // device held. The first message leaves 77s in the host memory the later
+  // receives are staged through, so a tail copied back from there shows.
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    if (c.rank() == 0) {
+      std::vector<int32_t> full(8, 77), three(3, 5), two(2, 6);
+      coll::send(c, dev_view(full, DType::kInt32), 1, on(s));
+      coll::send(c, dev_view(three, DType::kInt32), 1, on(s));
+      coll::send(c, host_view(two, DType::kInt32), 1, CallOptions{});  // a CPU sender too
+      ck.expect(s.sync(10000), "the stream finished");
+      return;
+    }
+    std::vector<int32_t> first(8, -1), x(8, -1), y(8, -1);
+    const size_t reads = EmulatedGpu::copies_now().load();
+    coll::recv(c, dev_view(first, DType::kInt32), 0, on(s));
+    WorkPtr w = coll::recv(c, dev_view(x, DType::kInt32), 0, on(s, true));
+    ck.expect(w != nullptr && w->wait() == Status::kSuccess, "the short receive: " + (w ? w->message() : ""));
+    if (w != nullptr) ck.expect(w->recv_status().bytes == 12, "the work says 12 bytes arrived");
+    coll::recv(c, dev_view(y, DType::kInt32), 0, on(s));
+    ck.expect(s.sync(10000), "the stream finished");
+    ck.expect(first[0] == 77 && first[7] == 77, "the full message");
+    ck.expect(EmulatedGpu::copies_now().load() - reads == 2,
+              "the short receives read their tensors' rest, the full one not");
+    const std::vector<int32_t> want_x = {5, 5, 5, -1, -1, -1, -1, -1}, want_y = {6, 6, -1, -1, -1, -1, -1, -1};
+    std::string got;
+    for (int32_t v : x) got += std::to_string(v) + " ";
+    ck.expect(x == want_x, "3 of 8 from a CUDA sender, the rest as it was: " + got);
+    got.clear();
+    for (int32_t v : y) got += std::to_string(v) + " ";
+    ck.expect(y == want_y, "2 of 8 from a CPU sender, the rest as it was: " + got);
+  }));
+}
+
+TEST(GpuStagingP2p, AMatchedProbesMessageIsReceivedIntoACudaTensor) {
+  // mprobe/improbe take a message out of matching; mrecv then receives it
+  // into a CUDA tensor on the stream, its status the probe's, a shorter
+  // message leaving the rest of the tensor as it was.
+  expect_all_ok(run_ranks(2, [](Communicator& c, EmulatedGpu&, RankChecks& ck) {
+    EmuStream s;
+    if (c.rank() == 0) {
+      std::vector<int32_t> a(5, 8), b(2, 9);
+      coll::send_tagged(c, dev_view(a, DType::kInt32), 1, 7, on(s));
+      coll::send_tagged(c, host_view(b, DType::kInt32), 1, 3, CallOptions{});
+      ck.expect(s.sync(10000), "the stream finished");
+      return;
+    }
+    const RecvStatus probed = c.mprobe(kAnySource, 7, CallOptions{});
+    ck.expect(probed.source == 0 && probed.tag == 7 && probed.bytes == 20, "mprobe found the tag 7 message");
+    std::vector<int32_t> x(5, -1), y(4, -1);
+    uint64_t m = probed.message;
+    RecvStatus st;
+    coll::mrecv(c, m, dev_view(x, DType::kInt32), on(s), &st);
+    ck.expect(m == kMessageNull, "the message was taken");
+    ck.expect(st.source == 0 && st.tag == 7 && st.bytes == 20, "a blocking mrecv's status is the probe's");
+    std::optional<RecvStatus> found;
+    for (int i = 0; i < 400 && !found; ++i) {
+      found = c.improbe(0, kAnyTag, CallOptions{});
+      if (!found) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ck.expect(found && found->tag == 3, "improbe found the tag 3 message");
+    uint64_t m2 = found ? found->message : kMessageNull;
+    WorkPtr w = coll::mrecv(c, m2, dev_view(y, DType::kInt32), on(s, true), nullptr);
+    ck.expect(w != nullptr && w->wait() == Status::kSuccess, "the async mrecv: " + (w ? w->message() : ""));
+    if (w != nullptr) ck.expect(w->recv_status().bytes == 8 && w->recv_status().tag == 3, "the work's status");
+    ck.expect(s.sync(10000), "the stream finished");
+    ck.expect(x == std::vector<int32_t>(5, 8), "the tag 7 message, every element");
+    ck.expect(y == std::vector<int32_t>({9, 9, -1, -1}), "the tag 3 message, the rest as it was");
+    std::string msg;
+    uint64_t gone = 12345;
+    const Status bad = status_of([&] { coll::mrecv(c, gone, dev_view(y, DType::kInt32), on(s), nullptr); }, &msg);
+    ck.expect(bad == Status::kInvalidArgument && msg.find("not held") != std::string::npos,
+              "a message not held is refused before the stream gets any work: " + msg);
+    ck.expect(s.sync(10000), "and the stream is free");
   }));
 }
 

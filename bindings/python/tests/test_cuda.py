@@ -55,7 +55,7 @@ def test_torch_cuda_tensors(tmp_path, size):
 def test_cupy_arrays(size):
     _require("cupy")
     results = _run(size, "cupy_cuda", {})
-    assert all(r.result and r.result["checks"] == 3 for r in results), [r.result for r in results]
+    assert all(r.result and r.result["checks"] == 4 for r in results), [r.result for r in results]
 
 
 @pytest.mark.parametrize("size", [2, 3])

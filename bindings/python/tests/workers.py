@@ -971,6 +971,18 @@ def cupy_cuda(rank, size):
     world.Allgather(cupy.full(3, rank, cupy.float64), out)
     cupy.cuda.Stream.null.synchronize()
     chk.equal(cupy.asnumpy(out), np.repeat(np.arange(size, dtype=np.float64), 3), "Allgather float64")
+    # A host message probed from any source, then received into a CuPy array on the stream
+    # (every rank checks, so that the counts agree: the others check their array is untouched).
+    got = cupy.full(6, -1, cupy.int32)
+    if rank == 0:
+        world.Send(np.array([4, 3, 2], np.int32), dest=size - 1, tag=11)
+    elif rank == size - 1:
+        msg = world.Mprobe(source=dist.ANY_SOURCE, tag=11)
+        with dist.cuda_stream(s):
+            msg.Recv(got)
+        s.synchronize()
+    want = [4, 3, 2, -1, -1, -1] if rank == size - 1 else [-1] * 6
+    chk.equal(cupy.asnumpy(got), np.array(want, np.int32), "Mprobe, then Recv into a CuPy array")
     world.Barrier()
     return {"checks": chk.finish()}
 

@@ -732,7 +732,9 @@ occl_status_t occl_improbe(int source, int tag, occl_comm_t comm, const occl_opt
  * (then *status, if not NULL, is filled), else a handle whose status
  * occl_work_recv_status gives. OCCL_MESSAGE_NO_PROC: the PROC_NULL status at
  * once. OCCL_ERR_INVALID_ARGUMENT for NULL message, OCCL_MESSAGE_NULL, or a
- * message this communicator does not hold.
+ * message this communicator does not hold. A CUDA tensor receives it on
+ * options' stream (staged through host memory): the call returns before the
+ * stream reaches it, and a blocking call's *status is the probe's.
  */
 occl_status_t occl_mrecv(const DLTensor* tensor, occl_message_t* message, occl_comm_t comm,
                          const occl_options_t* options, occl_recv_status_t* status, occl_work_t* work);
