@@ -7,8 +7,11 @@
 #   ctest-gpu.log      ctest -L gpu (the CUDA kernels against the CPU kernels bit
 #                      for bit, collectives on CUDA tensors through the C ABI on
 #                      the staged and the CUDA IPC paths, stream order, a dead peer)
-#   pytest-gpu.log     the Python GPU tests (PyTorch and CuPy), where an omniccl
-#                      package built with CUDA imports here
+#   python-build.log   the Python package for this machine's interpreter, built
+#                      against the CUDA build's library (the extension only), where
+#                      no omniccl package imports here and OMNICCL_PYTHONPATH is unset
+#   pytest-gpu.log     the Python GPU tests: CuPy and PyTorch arrays, and the
+#                      torch.distributed backend on CUDA tensors
 #   example-cuda.log   examples/cuda/all_reduce.cu on 2 ranks
 #   kernel-bench.txt   omniccl-cuda-kernel-bench (kernels against cudaMemcpy)
 #   bench-<path>-n<N>.csv  omniccl-bench --device cuda, every collective, 8 B -
@@ -125,22 +128,49 @@ profile_staged() {
   done
 }
 
+# python_here: the Python package for this machine's interpreter, in
+# $build/python-here (OMNICCL_PYTHONPATH): only the extension is compiled,
+# against the CUDA build's libomniccl.so.1 (bindings/python, OMNICCL_LIBRARY),
+# since the build may come from a machine with another Python.
+python_here() {
+  local dir=$build/python-here lib
+  lib=$(realpath "$build/capi/libomniccl.so.1") || return 1
+  "$py" -c "import pybind11" || { echo "no pybind11 for $py: cannot build the extension here"; return 1; }
+  # Not -Werror: another compiler's new warnings must not stop the tests.
+  cmake -S bindings/python -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DOMNICCL_LIBRARY="$lib" -DOMNICCL_PYTHON_WERROR=OFF \
+    -DPython_EXECUTABLE="$(command -v "$py")" -Dpybind11_DIR="$("$py" -m pybind11 --cmakedir)" &&
+    cmake --build "$dir/build" -j"$(nproc)" &&
+    cmake --install "$dir/build" --prefix "$dir/site" --component python &&
+    cp -r bindings/python/omniccl/. "$dir/site/omniccl/" &&
+    PYTHONPATH="$dir/site" "$py" -c "import omniccl; print('omniccl', omniccl.__version__, omniccl.__file__)"
+}
+
 pytest_gpu() {
   PYTHONPATH=${OMNICCL_PYTHONPATH:-} "$py" -c "import omniccl" || {
     echo "SKIPPED: no omniccl Python package imports here (pip install ./bindings/python -C" \
       "cmake.define.OMNICCL_CUDA=ON -C cmake.define.CMAKE_CUDA_COMPILER=\$nvcc, or set OMNICCL_PYTHONPATH)"
     return 0
   }
-  PYTHONPATH=${OMNICCL_PYTHONPATH:-} "$py" -m pytest -q -m gpu bindings/python/tests/test_cuda.py
+  # The CuPy and PyTorch arrays (test_cuda.py) and the torch.distributed
+  # backend on CUDA tensors (test_torch_backend.py), each skipped, saying why,
+  # where its framework or the GPU is missing.
+  # The ranks the tests start import the package from OMNICCL_PYTHONPATH too (conftest.py).
+  PYTHONPATH=${OMNICCL_PYTHONPATH:-} "$py" -m pytest -q -rs -p no:cacheprovider -m gpu \
+    bindings/python/tests/test_cuda.py bindings/python/tests/test_torch_backend.py
 }
 
 export build py
-export -f machine build_here bench sweep profile_staged pytest_gpu
+export -f machine build_here python_here bench sweep profile_staged pytest_gpu
 echo "gpu-check: results in $out"
 step machine 60 machine
 if [ ! -x "$build/tools/omniccl-bench" ]; then
   budget=$((budget + 420))  # building here is not part of the check's time
   step build 420 build_here
+fi
+if [ -z "${OMNICCL_PYTHONPATH:-}" ] && ! "$py" -c "import omniccl" 2>/dev/null; then
+  budget=$((budget + 120))  # as the build: compiling is not part of the check's time
+  step python-build 120 python_here
+  grep -q "^python-build: exit 0" "$out/summary.txt" && export OMNICCL_PYTHONPATH=$build/python-here/site
 fi
 step ctest-gpu 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
 step pytest-gpu 90 pytest_gpu

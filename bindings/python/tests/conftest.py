@@ -73,6 +73,14 @@ def sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def package_path() -> Dict[str, str]:
+    """PYTHONPATH for the processes the tests start: none (they import the installed
+    omniccl), or OMNICCL_PYTHONPATH, a folder holding an omniccl package that is not
+    installed (scripts/gpu-check.sh builds one for a GPU machine's Python)."""
+    path = os.environ.get("OMNICCL_PYTHONPATH")
+    return {"PYTHONPATH": path} if path else {}
+
+
 def rank_env(rank: int, size: int, port: int, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The environment of one rank (torchrun's variables)."""
     env = dict(os.environ)
@@ -80,6 +88,7 @@ def rank_env(rank: int, size: int, port: int, extra: Optional[Dict[str, str]] = 
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMNICCL_TIMEOUT="30s", PYTHONUNBUFFERED="1",
                PYTHONFAULTHANDLER="1")
     env.pop("PYTHONPATH", None)
+    env.update(package_path())
     if extra:
         env.update(extra)
     return env
@@ -188,7 +197,7 @@ def _has_torch(python):
 def torch_python(tmp_path_factory):
     """(interpreter, extra environment) that imports torch and this omniccl."""
     if _has_torch(sys.executable):
-        return sys.executable, {}
+        return sys.executable, package_path()
     import omniccl
 
     if os.path.exists(SYSTEM_PYTHON) and _has_torch(SYSTEM_PYTHON):

@@ -72,6 +72,7 @@ def test_dead_peer_raises_in_the_survivors(torch_python, tmp_path):
         assert res["error"] and res["seconds"] < 30, res
 
 
+@pytest.mark.gpu
 def test_cuda_tensors(torch_python, tmp_path):
     python, env = torch_python
     probe = subprocess.run([python, "-c", "import torch; print(torch.cuda.device_count())"], capture_output=True,
