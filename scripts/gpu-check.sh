@@ -3,7 +3,8 @@
 # CuPy; no network needed), runs in at most 8 minutes (OMNICCL_GPU_CHECK_SECONDS)
 # every GPU test and
 # benchmark of OmniCCL and writes everything into one results folder:
-#   machine.txt        nvidia-smi, driver, CUDA, NCCL, PyTorch, CuPy, CPU, kernel
+#   machine.log        nvidia-smi, driver, CUDA, NCCL, PyTorch, CuPy, CPU, kernel
+#   relocate.log       where the build was made, and whether its paths were rewritten
 #   ctest-gpu.log      ctest -L gpu (the CUDA kernels against the CPU kernels bit
 #                      for bit, collectives on CUDA tensors through the C ABI on
 #                      the staged and the CUDA IPC paths, stream order, a dead peer)
@@ -13,7 +14,7 @@
 #   pytest-gpu.log     the Python GPU tests: CuPy and PyTorch arrays, and the
 #                      torch.distributed backend on CUDA tensors
 #   example-cuda.log   examples/cuda/all_reduce.cu on 2 ranks
-#   kernel-bench.txt   omniccl-cuda-kernel-bench (kernels against cudaMemcpy)
+#   kernel-bench.log   omniccl-cuda-kernel-bench (kernels against cudaMemcpy)
 #   bench-<path>-n<N>.csv  omniccl-bench --device cuda, every collective, 8 B -
 #                      1 GiB (the staged path to 256 MiB), 2 and 4 ranks on the
 #                      GPU(s), path = cuda_ipc or staged
@@ -35,13 +36,16 @@
 # Usage: scripts/gpu-check.sh [BUILD_DIR] [OUT_DIR]
 #   BUILD_DIR  a CUDA build of this checkout (default build-cuda): made on a CPU
 #              machine with scripts/install-cuda-toolkit.sh and
-#              cmake -DOMNICCL_CUDA=ON, then brought along; if it is missing
-#              and nvcc is on PATH (or in CUDACXX), it is built here first.
+#              cmake -DOMNICCL_CUDA=ON, then brought along, whole or as the part
+#              scripts/gpu-bundle.sh makes of it (its paths are rewritten to
+#              this machine's: step relocate); if it is missing and nvcc is on
+#              PATH (or in CUDACXX), it is built here first.
 #   OUT_DIR    default gpu-results/<date>-<host>
 # Each step is bounded (timeout); a failing step is recorded and the next runs.
+# OMNICCL_GPU_CHECK_STEPS (a regular expression of step names) runs only those.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-cuda}
+build=$(realpath -m "${1:-build-cuda}")
 out=${2:-gpu-results/$(date -u +%Y%m%d-%H%M%S)-$(hostname -s)}
 mkdir -p "$out"
 out=$(realpath "$out")
@@ -50,11 +54,19 @@ py=${PYTHON:-python3}
 
 budget=${OMNICCL_GPU_CHECK_SECONDS:-480}
 
+# Which steps run: a regular expression of their names (OMNICCL_GPU_CHECK_STEPS,
+# e.g. 'relocate|ctest-gpu' to run the tests again); all by default.
+only=${OMNICCL_GPU_CHECK_STEPS:-.*}
+
 # step NAME SECONDS COMMAND...: runs COMMAND with its output in $out/NAME.log,
 # and a line in summary.txt; at most SECONDS, and never past the budget.
 step() {
   local name=$1 limit=$2 t0=$SECONDS rc=0 left=$((budget - (SECONDS - start)))
   shift 2
+  if [[ ! $name =~ ^($only)$ ]]; then
+    echo "$name: skipped, not in OMNICCL_GPU_CHECK_STEPS" | tee -a "$out/summary.txt"
+    return 0
+  fi
   if ((left < 15)); then
     echo "$name: skipped, the ${budget} s budget is spent" | tee -a "$out/summary.txt"
     return 0
@@ -97,6 +109,31 @@ build_here() {
   [ -n "$nvcc" ] || { echo "no CUDA build at $build and no nvcc here: bring a CUDA build"; return 1; }
   cmake -S . -B "$build" -DOMNICCL_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DOMNICCL_BUILD_TESTS=ON \
     -DOMNICCL_BUILD_EXAMPLES=ON -DCMAKE_BUILD_TYPE=Release && cmake --build "$build" -j"$(nproc)"
+}
+
+# relocate: a build brought from another machine (scripts/gpu-bundle.sh)
+# names its folder and the checkout by the paths they had there: in its CTest
+# files (the tests' programs and working folders) and its programs' RUNPATH.
+# Where they differ here, the CTest files are rewritten to this machine's
+# paths (LD_LIBRARY_PATH, set below, finds libomniccl.so.1).
+relocate() {
+  local cache=$build/CMakeCache.txt was_build was_src here
+  [ -f "$cache" ] || { echo "no $cache: not a CMake build folder"; return 1; }
+  was_build=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$cache")
+  was_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$cache")
+  here=$(pwd -P)
+  echo "built in $was_build from $was_src; here $build from $here"
+  if [ "$was_build" = "$build" ] && [ "$was_src" = "$here" ]; then
+    echo "same paths: nothing to rewrite"
+    return 0
+  fi
+  # Through placeholders, so that one path inside the other is rewritten once.
+  find "$build" \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print0 |
+    xargs -0 -r sed -i -e "s#$was_build#@OMNICCL_BUILD@#g" -e "s#$was_src#@OMNICCL_SOURCE@#g" \
+      -e "s#@OMNICCL_BUILD@#$build#g" -e "s#@OMNICCL_SOURCE@#$here#g"
+  sed -i -e "s#^CMAKE_CACHEFILE_DIR:INTERNAL=.*#CMAKE_CACHEFILE_DIR:INTERNAL=$build#" \
+    -e "s#^CMAKE_HOME_DIRECTORY:INTERNAL=.*#CMAKE_HOME_DIRECTORY:INTERNAL=$here#" "$cache"
+  echo "rewrote the CTest files' paths to this machine's"
 }
 
 # bench PATH N MAXBYTES: omniccl-bench on CUDA buffers, every collective.
@@ -160,13 +197,15 @@ pytest_gpu() {
 }
 
 export build py
-export -f machine build_here python_here bench sweep profile_staged pytest_gpu
+export -f machine build_here relocate python_here bench sweep profile_staged pytest_gpu
 echo "gpu-check: results in $out"
 step machine 60 machine
 if [ ! -x "$build/tools/omniccl-bench" ]; then
   budget=$((budget + 420))  # building here is not part of the check's time
   step build 420 build_here
 fi
+step relocate 30 relocate
+export LD_LIBRARY_PATH=$build/capi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ -z "${OMNICCL_PYTHONPATH:-}" ] && ! "$py" -c "import omniccl" 2>/dev/null; then
   budget=$((budget + 120))  # as the build: compiling is not part of the check's time
   step python-build 120 python_here
