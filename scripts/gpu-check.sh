@@ -211,7 +211,9 @@ if [ -z "${OMNICCL_PYTHONPATH:-}" ] && ! "$py" -c "import omniccl" 2>/dev/null; 
   step python-build 120 python_here
   grep -q "^python-build: exit 0" "$out/summary.txt" && export OMNICCL_PYTHONPATH=$build/python-here/site
 fi
-step ctest-gpu 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+# -j: the kernel tests, a process each, share the GPU; the collectives' tests
+# are RUN_SERIAL, so they still run alone.
+step ctest-gpu 150 ctest --test-dir "$build" -L gpu -j 8 --output-on-failure --timeout 120
 step pytest-gpu 90 pytest_gpu
 step example-cuda 30 "$build/tools/omniccl-run" -n 2 "$build/examples/cuda/all_reduce_cuda"
 step kernel-bench 45 "$build/tools/omniccl-cuda-kernel-bench"
