@@ -928,7 +928,7 @@ unsafe extern "C" {
     ) -> occl_status_t;
 }
 unsafe extern "C" {
-    #[doc = " MPI_Mrecv / MPI_Imrecv: receives into tensor the message *message (from\n occl_mprobe or occl_improbe on comm) as occl_recv_tagged would receive it\n (the tensor is an upper bound; OCCL_ERR_TRUNCATED, OCCL_ERR_MISMATCH for\n another dtype), and sets *message to OCCL_MESSAGE_NULL. The message is all\n there already, so this never waits for a peer. Blocking when work is NULL\n (then *status, if not NULL, is filled), else a handle whose status\n occl_work_recv_status gives. OCCL_MESSAGE_NO_PROC: the PROC_NULL status at\n once. OCCL_ERR_INVALID_ARGUMENT for NULL message, OCCL_MESSAGE_NULL, or a\n message this communicator does not hold."]
+    #[doc = " MPI_Mrecv / MPI_Imrecv: receives into tensor the message *message (from\n occl_mprobe or occl_improbe on comm) as occl_recv_tagged would receive it\n (the tensor is an upper bound; OCCL_ERR_TRUNCATED, OCCL_ERR_MISMATCH for\n another dtype), and sets *message to OCCL_MESSAGE_NULL. The message is all\n there already, so this never waits for a peer. Blocking when work is NULL\n (then *status, if not NULL, is filled), else a handle whose status\n occl_work_recv_status gives. OCCL_MESSAGE_NO_PROC: the PROC_NULL status at\n once. OCCL_ERR_INVALID_ARGUMENT for NULL message, OCCL_MESSAGE_NULL, or a\n message this communicator does not hold. A CUDA tensor receives it on\n options' stream (staged through host memory): the call returns before the\n stream reaches it, and a blocking call's *status is the probe's."]
     pub fn occl_mrecv(
         tensor: *const DLTensor,
         message: *mut occl_message_t,
