@@ -72,11 +72,16 @@ WorkPtr launch_staged_p2p(Communicator& c, Staging& staging, const TensorView& t
 WorkPtr staged_p2p(Communicator& c, const TensorView& t, int peer, int tag, bool is_send, bool synchronous,
                    const CallOptions& call, RecvStatus* status) {
   const char* what = is_send ? (synchronous ? "ssend" : "send") : "recv";
-  if (peer == c.rank() || peer == kAnySource || tag == kAnyTag) {
-    fail(Status::kUnsupported, what, " of a CUDA tensor ",
-         peer == c.rank() ? "to/from this rank itself" : "from ANY_SOURCE or with ANY_TAG",
-         ": the staged path copies a named peer's message of a known size on the stream; name the peer and "
-         "tag, or copy the tensor to host memory");
+  if (peer == c.rank()) {
+    fail(Status::kUnsupported, what,
+         " of a CUDA tensor to/from this rank itself: its send and its receive would "
+         "each wait for the other on the communicator's one worker; use a tensor in host memory");
+  }
+  if (peer == kAnySource || tag == kAnyTag) {
+    fail(Status::kUnsupported, what,
+         " of a CUDA tensor from ANY_SOURCE or with ANY_TAG: a receive ordered on a "
+         "stream returns before it is known which message it takes; name the peer and tag, or probe (mprobe) "
+         "and receive the message found (mrecv), or use a tensor in host memory");
   }
   Staging staging({{&t, is_send ? Use::kIn : Use::kOut}}, call);
   P2POp op{is_send, peer, staging.view(t), call.timeout_ms, tag, nullptr};
