@@ -19,10 +19,10 @@
 // messages order their calls against each other's (one sends first, the
 // other receives first), or move one direction to another communicator
 // (its own worker) and stream. A staged receive must name its source and
-// tag: with ANY_SOURCE or ANY_TAG (and for probes) the message, hence its
-// size and the stream's copy, is chosen only when it arrives, after the
-// copy was enqueued; and a message to this rank itself would pair two steps
-// of the one worker. Those stay refused (kUnsupported). mrecv is staged
+// tag: with ANY_SOURCE or ANY_TAG the call would return before it is known
+// which message it takes (and where the CUDA IPC path runs, a wildcard would
+// miss what that path carries); and a message to this rank itself would
+// pair two steps of the one worker. Those stay refused (kUnsupported). mrecv is staged
 // too: the message a matched probe took is known, and already in host
 // memory (mprobe and improbe themselves take no tensor). A message shorter
 // than the receive fills its front; the rest keeps what the device held

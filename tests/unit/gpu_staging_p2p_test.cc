@@ -205,6 +205,12 @@ TEST(GpuStagingP2p, AMatchedProbesMessageIsReceivedIntoACudaTensor) {
     ck.expect(probed.source == 0 && probed.tag == 7 && probed.bytes == 20, "mprobe found the tag 7 message");
     std::vector<int32_t> x(5, -1), y(4, -1);
     uint64_t m = probed.message;
+    TensorView elsewhere = dev_view(x, DType::kInt32);
+    elsewhere.device_id = 1;  // not the current device: refused by the checks
+    std::string why;
+    ck.expect(status_of([&] { coll::mrecv(c, m, elsewhere, on(s), nullptr); }, &why) == Status::kInvalidArgument,
+              "a tensor on another device is refused: " + why);
+    ck.expect(m == probed.message, "and the message is still held, for another try");
     RecvStatus st;
     coll::mrecv(c, m, dev_view(x, DType::kInt32), on(s), &st);
     ck.expect(m == kMessageNull, "the message was taken");
